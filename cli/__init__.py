@@ -1,0 +1,1 @@
+"""The seqlower command line (installed as ``seqlower.cli``)."""

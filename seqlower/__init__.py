@@ -1,0 +1,34 @@
+"""seqlower: lower ONNX SequenceMap (and ReverseSequence) into ops every runtime has.
+
+>>> import seqlower
+>>> lowered = seqlower.lower("model.onnx")  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from importlib.metadata import PackageNotFoundError, version
+
+from seqlower.errors import (
+    InvalidModelError,
+    InvalidNodeError,
+    ModelLoadError,
+    OutputError,
+    SeqlowerError,
+)
+from seqlower.pipeline import build_pipeline, lower
+
+try:
+    __version__ = version("seqlower")
+except PackageNotFoundError:  # running from a source tree that was never installed
+    __version__ = "0.0.0+unknown"
+
+__all__ = [
+    "InvalidModelError",
+    "InvalidNodeError",
+    "ModelLoadError",
+    "OutputError",
+    "SeqlowerError",
+    "__version__",
+    "build_pipeline",
+    "lower",
+]

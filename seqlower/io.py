@@ -1,0 +1,75 @@
+"""Reading and writing models with one-line errors, and writes that never leave half a file."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from pathlib import Path
+
+import onnx
+import onnx_ir as ir
+from onnx_ir.passes.common import CheckerPass
+
+from seqlower.errors import InvalidModelError, ModelLoadError, OutputError
+
+__all__ = ["check_model", "load_model", "save_model"]
+
+
+def load_model(path: str | os.PathLike[str]) -> ir.Model:
+    """Read an ONNX file; external weights stay on disk until something needs them."""
+    path = Path(path)
+    if not path.exists():
+        raise ModelLoadError(f"{path}: no such file")
+    if path.is_dir():
+        raise ModelLoadError(f"{path}: is a directory, not an ONNX file")
+    if path.stat().st_size == 0:
+        raise ModelLoadError(f"{path}: the file is empty")
+    try:
+        proto = onnx.load(path, load_external_data=False)
+    except Exception as e:
+        raise ModelLoadError(f"{path}: not a readable ONNX model ({_first_line(e)})") from e
+    if not proto.HasField("graph"):
+        raise ModelLoadError(f"{path}: not an ONNX model (it holds no graph)")
+    try:
+        model = ir.serde.deserialize_model(proto)
+    except Exception as e:
+        raise InvalidModelError(f"{path}: not a valid ONNX model ({_first_line(e)})") from e
+    # Relative external-data locations are relative to the model file, as onnx_ir.load does.
+    ir.external_data.set_base_dir(model.graph, path.parent)
+    return model
+
+
+def check_model(model: ir.Model, *, full_check: bool = False, what: str = "model") -> None:
+    """Run ONNX's checker; raise InvalidModelError with its first line when it rejects."""
+    try:
+        CheckerPass(full_check=full_check)(model)
+    except Exception as e:
+        cause = e.__cause__ or e
+        raise InvalidModelError(f"the {what} is not valid ONNX: {_first_line(cause)}") from e
+
+
+def save_model(model: ir.Model, path: str | os.PathLike[str]) -> None:
+    """Write ``model`` to ``path`` atomically: a temporary file beside it, renamed when complete."""
+    path = Path(path)
+    directory = path.parent if str(path.parent) else Path(".")
+    if not directory.is_dir():
+        raise OutputError(f"{path}: the directory {directory} does not exist")
+    try:
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+    except OSError as e:
+        raise OutputError(f"{path}: cannot write there ({e.strerror})") from e
+    os.close(fd)
+    try:
+        ir.save(model, tmp_name)
+        os.replace(tmp_name, path)
+    except OSError as e:
+        raise OutputError(f"{path}: cannot write the model ({e.strerror or e})") from e
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp_name)
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip() or type(error).__name__
+    return text.splitlines()[0]

@@ -1,0 +1,69 @@
+"""Types of values, declared or inferred.
+
+Lowering needs element types (``SequenceEmpty`` takes a dtype) and must tell sequences from
+tensors. Exporters often leave intermediate values untyped, so when a declared type is missing we
+fall back to ONNX shape inference, run once, lazily, on a clone: the user's model keeps exactly
+the type annotations it had.
+"""
+
+from __future__ import annotations
+
+import onnx_ir as ir
+from onnx_ir.passes.common import ShapeInferencePass
+
+__all__ = ["TypeOracle", "element_dtype"]
+
+
+def element_dtype(type_: ir.TypeProtocol | None) -> ir.DataType | None:
+    """The tensor element type of a tensor type or of a sequence of tensors, when known."""
+    if type_ is None:
+        return None
+    if isinstance(type_, ir.SequenceType):
+        type_ = type_.elem_type
+    if isinstance(type_, ir.TensorType):
+        dtype = type_.dtype
+        return None if dtype == ir.DataType.UNDEFINED else dtype
+    return None
+
+
+class TypeOracle:
+    """Answers "what is the type of this value?" for the values of one model.
+
+    Build it before the model is changed: inferred types are matched to values by position in a
+    clone taken at the first question.
+    """
+
+    def __init__(self, model: ir.Model) -> None:
+        self._model = model
+        self._inferred: dict[int, ir.TypeProtocol] | None = None
+
+    def type_of(self, value: ir.Value) -> ir.TypeProtocol | None:
+        if value.type is not None and element_dtype(value.type) is not None:
+            return value.type
+        if self._inferred is None:
+            self._inferred = self._infer()
+        return self._inferred.get(id(value), value.type)
+
+    def _infer(self) -> dict[int, ir.TypeProtocol]:
+        clone = self._model.clone()
+        pairs: list[tuple[ir.Value, ir.Value]] = []
+        _pair_graph(self._model.graph, clone.graph, pairs)
+        # ShapeInferencePass leaves the model as it was when inference fails.
+        ShapeInferencePass(strict_mode=False)(clone)
+        return {id(original): copy.type for original, copy in pairs if copy.type is not None}
+
+
+def _pair_graph(original: ir.Graph, copy: ir.Graph, pairs: list[tuple[ir.Value, ir.Value]]) -> None:
+    pairs.extend(zip(original.inputs, copy.inputs, strict=True))
+    pairs.extend(zip(original.outputs, copy.outputs, strict=True))
+    for node, node_copy in zip(original, copy, strict=True):
+        pairs.extend(zip(node.outputs, node_copy.outputs, strict=True))
+        for name, attr in node.attributes.items():
+            attr_copy = node_copy.attributes[name]
+            if attr.is_ref():
+                continue
+            if attr.type == ir.AttributeType.GRAPH:
+                _pair_graph(attr.as_graph(), attr_copy.as_graph(), pairs)
+            elif attr.type == ir.AttributeType.GRAPHS:
+                for graph, graph_copy in zip(attr.as_graphs(), attr_copy.as_graphs(), strict=True):
+                    _pair_graph(graph, graph_copy, pairs)

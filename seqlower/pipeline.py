@@ -1,0 +1,92 @@
+"""The default pipeline and :func:`lower`, the one call most users need."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import overload
+
+import onnx
+import onnx_ir as ir
+from onnx_ir.passes.common import RemoveUnusedNodesPass, TopologicalSortPass
+
+from seqlower.errors import InvalidModelError, SeqlowerError
+from seqlower.io import load_model
+from seqlower.passes import PASSES, create_pass
+
+__all__ = ["build_pipeline", "lower", "run_pipeline"]
+
+PassSpec = str | ir.passes.PassBase
+
+
+def build_pipeline(
+    passes: Sequence[PassSpec] | None = None, *, cleanup: bool = True
+) -> ir.passes.PassManager:
+    """A PassManager running ``passes`` (names or instances; default: all) then the cleanup.
+
+    The cleanup is onnx_ir's own: dead-node removal, then a stable topological sort.
+    """
+    chosen = [create_pass(p) if isinstance(p, str) else p for p in (passes or list(PASSES))]
+    if cleanup:
+        chosen += [RemoveUnusedNodesPass(), TopologicalSortPass()]
+    if not chosen:
+        raise ValueError("no passes to run")
+    return ir.passes.PassManager(chosen, steps=1)
+
+
+def run_pipeline(model: ir.Model, pipeline: ir.passes.PassManager) -> ir.passes.PassResult:
+    """Run ``pipeline`` on ``model`` in place, surfacing seqlower's own errors unwrapped.
+
+    PassManager wraps every exception in PassError; a user who gave a malformed node wants the
+    message about that node, not the pass machinery's.
+    """
+    try:
+        return pipeline(model)
+    except Exception as e:
+        cause: BaseException | None = e
+        while cause is not None:
+            if isinstance(cause, SeqlowerError):
+                raise cause from None
+            cause = cause.__cause__ or cause.__context__
+        raise
+
+
+@overload
+def lower(
+    model: onnx.ModelProto | str | os.PathLike[str],
+    passes: Sequence[PassSpec] | None = ...,
+    *,
+    cleanup: bool = ...,
+) -> onnx.ModelProto: ...
+@overload
+def lower(
+    model: ir.Model, passes: Sequence[PassSpec] | None = ..., *, cleanup: bool = ...
+) -> ir.Model: ...
+def lower(
+    model: onnx.ModelProto | ir.Model | str | os.PathLike[str],
+    passes: Sequence[PassSpec] | None = None,
+    *,
+    cleanup: bool = True,
+) -> onnx.ModelProto | ir.Model:
+    """Lower every SequenceMap (and the other registered ops) in ``model``.
+
+    - ``onnx.ModelProto``: returns a new ModelProto; the input is not modified.
+    - ``onnx_ir.Model``: lowered in place and returned.
+    - a path: the file is read and a ModelProto returned.
+
+    ``passes`` picks lowering passes by name (see ``seqlower.passes.PASSES``) or instance;
+    ``cleanup=False`` skips dead-node removal and sorting, leaving all else as it was.
+    """
+    pipeline = build_pipeline(passes, cleanup=cleanup)
+    if isinstance(model, ir.Model):
+        return run_pipeline(model, pipeline).model
+    if isinstance(model, onnx.ModelProto):
+        try:
+            ir_model = ir.serde.deserialize_model(model)
+        except Exception as e:
+            raise InvalidModelError(f"not a valid ONNX model: {e}") from e
+    elif isinstance(model, (str, os.PathLike)):
+        ir_model = load_model(model)
+    else:
+        raise TypeError(f"lower() takes a ModelProto, an onnx_ir.Model or a path, not {model!r}")
+    return ir.serde.serialize_model(run_pipeline(ir_model, pipeline).model)
