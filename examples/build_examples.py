@@ -62,7 +62,9 @@ def preprocess_model() -> onnx.ModelProto:
 def sample_images(seed: int = 0) -> list[np.ndarray]:
     """Three images, smaller and larger than the crop, for trying the model by hand."""
     rng = np.random.default_rng(seed)
-    return [rng.integers(0, 256, (h, w, 3), dtype=np.uint8) for h, w in [(48, 80), (64, 64), (90, 30)]]
+    return [
+        rng.integers(0, 256, (h, w, 3), dtype=np.uint8) for h, w in [(48, 80), (64, 64), (90, 30)]
+    ]
 
 
 def main() -> None:

@@ -87,6 +87,9 @@ def lower(
             raise InvalidModelError(f"not a valid ONNX model: {e}") from e
     elif isinstance(model, (str, os.PathLike)):
         ir_model = load_model(model)
+        run_pipeline(ir_model, pipeline)
+        # Like onnx.load, return a self-contained proto: external weights read into it.
+        return ir.serde.serialize_model(ir.external_data.load_to_model(ir_model))
     else:
         raise TypeError(f"lower() takes a ModelProto, an onnx_ir.Model or a path, not {model!r}")
     return ir.serde.serialize_model(run_pipeline(ir_model, pipeline).model)

@@ -8,8 +8,8 @@ the type annotations it had.
 
 from __future__ import annotations
 
+import onnx
 import onnx_ir as ir
-from onnx_ir.passes.common import ShapeInferencePass
 
 __all__ = ["TypeOracle", "element_dtype"]
 
@@ -45,16 +45,36 @@ class TypeOracle:
         return self._inferred.get(id(value), value.type)
 
     def _infer(self) -> dict[int, ir.TypeProtocol]:
+        # onnx_ir's ShapeInferencePass merges only dtype and shape back, which turns an inferred
+        # sequence type into a tensor type; read the whole inferred type instead.
         clone = self._model.clone()
+        graph = clone.graph
+        for initializer in list(graph.initializers.values()):
+            # Weights are not needed for types; dropping them keeps the serialized copy small.
+            tensor = initializer.const_value
+            if tensor is not None and initializer.type is None:
+                initializer.dtype = tensor.dtype
+                initializer.shape = ir.Shape(tensor.shape)
+            if initializer not in graph.inputs:
+                graph.inputs.append(initializer)
+            assert initializer.name is not None
+            graph.initializers.pop(initializer.name)
+            initializer.const_value = None
+        try:
+            inferred_proto = onnx.shape_inference.infer_shapes(
+                ir.serde.serialize_model(clone), check_type=False, strict_mode=False
+            )
+            inferred = ir.serde.deserialize_model(inferred_proto)
+        except Exception:  # inference is best effort; the caller reports what stays unknown
+            return {}
         pairs: list[tuple[ir.Value, ir.Value]] = []
-        _pair_graph(self._model.graph, clone.graph, pairs)
-        # ShapeInferencePass leaves the model as it was when inference fails.
-        ShapeInferencePass(strict_mode=False)(clone)
+        _pair_graph(self._model.graph, inferred.graph, pairs)
         return {id(original): copy.type for original, copy in pairs if copy.type is not None}
 
 
 def _pair_graph(original: ir.Graph, copy: ir.Graph, pairs: list[tuple[ir.Value, ir.Value]]) -> None:
-    pairs.extend(zip(original.inputs, copy.inputs, strict=True))
+    # The copy's main graph may list former initializers as extra inputs, after the real ones.
+    pairs.extend(zip(original.inputs, copy.inputs))
     pairs.extend(zip(original.outputs, copy.outputs, strict=True))
     for node, node_copy in zip(original, copy, strict=True):
         pairs.extend(zip(node.outputs, node_copy.outputs, strict=True))

@@ -1,0 +1,210 @@
+"""Model builders and oracles shared by the tests."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper
+from onnx.reference import ReferenceEvaluator
+
+import seqlower
+
+IR_VERSION = 8  # onnxruntime 1.31 reads up to IR 13; onnx 1.23 would write 14 by default.
+OPSET = 17
+
+
+def seq_type(dtype: int = TensorProto.FLOAT, shape: Sequence[Any] | None = None) -> onnx.TypeProto:
+    return helper.make_sequence_type_proto(helper.make_tensor_type_proto(dtype, shape))
+
+
+def seq_info(name: str, dtype: int = TensorProto.FLOAT, shape: Any = None) -> onnx.ValueInfoProto:
+    return helper.make_value_info(name, seq_type(dtype, shape))
+
+
+def tensor_info(
+    name: str, dtype: int = TensorProto.FLOAT, shape: Any = None
+) -> onnx.ValueInfoProto:
+    return helper.make_tensor_value_info(name, dtype, shape)
+
+
+def make_model(
+    nodes: Sequence[onnx.NodeProto],
+    inputs: Sequence[onnx.ValueInfoProto],
+    outputs: Sequence[onnx.ValueInfoProto],
+    *,
+    opset: int = OPSET,
+    initializers: Sequence[onnx.TensorProto] = (),
+    functions: Sequence[onnx.FunctionProto] = (),
+    extra_opsets: Sequence[onnx.OperatorSetIdProto] = (),
+    name: str = "test",
+) -> onnx.ModelProto:
+    graph = helper.make_graph(list(nodes), name, list(inputs), list(outputs), list(initializers))
+    return helper.make_model(
+        graph,
+        opset_imports=[helper.make_opsetid("", opset), *extra_opsets],
+        ir_version=IR_VERSION,
+        functions=list(functions),
+    )
+
+
+def all_op_types(model: onnx.ModelProto) -> list[str]:
+    """Every op type in the model: all graphs, subgraphs at any depth, and functions."""
+    found: list[str] = []
+
+    def walk(nodes: Sequence[onnx.NodeProto]) -> None:
+        for node in nodes:
+            found.append(node.op_type)
+            for attr in node.attribute:
+                if attr.HasField("g"):
+                    walk(attr.g.node)
+                for graph in attr.graphs:
+                    walk(graph.node)
+
+    walk(model.graph.node)
+    for function in model.functions:
+        walk(function.node)
+    return found
+
+
+def defined_names(model: onnx.ModelProto) -> list[str]:
+    """Every name a graph defines (inputs, initializers, node outputs), in every scope."""
+    names: list[str] = []
+
+    def walk(graph: onnx.GraphProto) -> None:
+        names.extend(i.name for i in graph.input)
+        names.extend(i.name for i in graph.initializer)
+        for node in graph.node:
+            names.extend(o for o in node.output if o)
+            for attr in node.attribute:
+                if attr.HasField("g"):
+                    walk(attr.g)
+                for sub in attr.graphs:
+                    walk(sub)
+
+    walk(model.graph)
+    return names
+
+
+def repeated(names: list[str]) -> set[str]:
+    seen: set[str] = set()
+    return {n for n in names if n in seen or seen.add(n)}  # type: ignore[func-returns-value]
+
+
+def ort_run(model: onnx.ModelProto, feeds: dict[str, Any]) -> list[Any]:
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    session = ort.InferenceSession(
+        model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+    )
+    return session.run(None, feeds)
+
+
+def reference_run(model: onnx.ModelProto, feeds: dict[str, Any]) -> list[Any]:
+    return list(ReferenceEvaluator(with_explicit_loop_conditions(model)).run(None, feeds))
+
+
+def with_explicit_loop_conditions(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy where every Loop with an omitted condition gets a constant true one.
+
+    The two are the same by the ONNX spec, but onnx 1.23's ReferenceEvaluator runs a Loop whose
+    condition is omitted zero times (op_loop.py: ``while cond and ...`` with cond None).
+    """
+    model = onnx.ModelProto.FromString(model.SerializeToString())
+    counter = [0]
+
+    def patch(graph: onnx.GraphProto) -> None:
+        for node in list(graph.node):
+            for attr in node.attribute:
+                if attr.HasField("g"):
+                    patch(attr.g)
+                for sub in attr.graphs:
+                    patch(sub)
+            if node.op_type == "Loop" and len(node.input) > 1 and not node.input[1]:
+                counter[0] += 1
+                name = f"__reference_true_{counter[0]}"
+                true = helper.make_node(
+                    "Constant",
+                    [],
+                    [name],
+                    value=helper.make_tensor(f"{name}_value", TensorProto.BOOL, [], [True]),
+                )
+                graph.node.insert(list(graph.node).index(node), true)
+                node.input[1] = name
+
+    patch(model.graph)
+    for function in model.functions:
+        fake = helper.make_graph(list(function.node), "f", [], [])
+        patch(fake)
+        del function.node[:]
+        function.node.extend(fake.node)
+    return model
+
+
+def run_any(model: onnx.ModelProto, feeds: dict[str, Any]) -> tuple[list[Any], str]:
+    """onnxruntime when it can run the model, else onnx.reference; says which one ran."""
+    try:
+        return ort_run(model, feeds), "onnxruntime"
+    except Exception:
+        return reference_run(model, feeds), "reference"
+
+
+def assert_same(actual: Any, expected: Any, *, exact: bool = True, where: str = "output") -> None:
+    """Sequences by length then element; bit-exact unless ``exact`` is False (floats only)."""
+    if isinstance(expected, list):
+        assert isinstance(actual, list), f"{where}: expected a sequence, got {type(actual)}"
+        assert len(actual) == len(expected), f"{where}: length {len(actual)} != {len(expected)}"
+        for i, (a, e) in enumerate(zip(actual, expected, strict=True)):
+            assert_same(a, e, exact=exact, where=f"{where}[{i}]")
+        return
+    actual, expected = np.asarray(actual), np.asarray(expected)
+    assert actual.shape == expected.shape, f"{where}: shape {actual.shape} != {expected.shape}"
+    if expected.dtype.kind in "OSU":
+        assert actual.tolist() == expected.tolist(), where
+    elif exact or expected.dtype.kind in "biu":
+        assert actual.dtype == expected.dtype, f"{where}: dtype {actual.dtype} != {expected.dtype}"
+        assert actual.tobytes() == expected.tobytes(), f"{where}: values differ"
+    else:
+        np.testing.assert_allclose(actual, expected, rtol=1e-6, atol=1e-6, err_msg=where)
+
+
+def assert_lowered_ok(
+    original: onnx.ModelProto, lowered: onnx.ModelProto, *, full_check: bool = True
+) -> None:
+    """The structural promises: valid, no SequenceMap left, opsets and IR version unchanged."""
+    if full_check:
+        onnx.checker.check_model(lowered, full_check=True)
+    assert "SequenceMap" not in all_op_types(lowered)
+    assert lowered.ir_version == original.ir_version
+    assert {(o.domain, o.version) for o in lowered.opset_import} == {
+        (o.domain, o.version) for o in original.opset_import
+    }
+
+
+def assert_equivalent(
+    original: onnx.ModelProto, lowered: onnx.ModelProto, feeds: dict[str, Any]
+) -> str:
+    """Lowered outputs equal the original's; returns the oracle used for the original."""
+    expected, oracle = run_any(original, feeds)
+    try:
+        actual = ort_run(lowered, feeds)
+    except Exception:
+        if oracle == "onnxruntime":
+            raise  # onnxruntime ran the original; it must run the lowered model too
+        actual = reference_run(lowered, feeds)
+    assert len(actual) == len(expected)
+    for i, (a, e) in enumerate(zip(actual, expected, strict=True)):
+        assert_same(a, e, exact=oracle == "onnxruntime", where=f"output {i}")
+    return oracle
+
+
+def lower_and_compare(
+    model: onnx.ModelProto, feeds: dict[str, Any], *, full_check: bool = True
+) -> onnx.ModelProto:
+    lowered = seqlower.lower(model)
+    assert_lowered_ok(model, lowered, full_check=full_check)
+    assert_equivalent(model, lowered, feeds)
+    return lowered

@@ -1,0 +1,489 @@
+"""SequenceMap models for every situation the lowering promises to handle.
+
+Each builder returns ``(model, feeds)``. ``CASES`` is run through the Python API and the CLI alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import TensorProto as T
+from onnx import helper as h
+
+from tests.helpers import make_model, seq_info, seq_type, tensor_info
+
+F = T.FLOAT
+Case = tuple[onnx.ModelProto, dict[str, Any]]
+
+
+def floats(*shapes: tuple[int, ...], seed: int = 0) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal(shape).astype(np.float32) for shape in shapes]
+
+
+def body(
+    nodes: list[onnx.NodeProto],
+    inputs: list[str],
+    outputs: list[str],
+    *,
+    dtype: int = F,
+    initializers: list[onnx.TensorProto] | None = None,
+    name: str = "body",
+) -> onnx.GraphProto:
+    return h.make_graph(
+        nodes,
+        name,
+        [tensor_info(i, dtype) for i in inputs],
+        [tensor_info(o, dtype) for o in outputs],
+        initializers or [],
+    )
+
+
+def multi_io() -> Case:
+    b = h.make_graph(
+        [
+            h.make_node("Add", ["a", "b"], ["sum"]),
+            h.make_node("Mul", ["a", "t"], ["scaled"]),
+            h.make_node("Shape", ["b"], ["shape"]),
+        ],
+        "body",
+        [tensor_info("a"), tensor_info("b"), tensor_info("t")],
+        [tensor_info("sum"), tensor_info("scaled"), tensor_info("shape", T.INT64)],
+    )
+    model = make_model(
+        [h.make_node("SequenceMap", ["s1", "s2", "t"], ["o1", "o2", "o3"], body=b)],
+        [seq_info("s1"), seq_info("s2"), tensor_info("t", F, [1])],
+        [seq_info("o1"), seq_info("o2"), seq_info("o3", T.INT64)],
+    )
+    return model, {
+        "s1": floats((2, 3), (4,)),
+        "s2": floats((2, 3), (4,), seed=1),
+        "t": np.array([2.5], np.float32),
+    }
+
+
+def sequence_additional_input_of_other_type() -> Case:
+    b = h.make_graph(
+        [h.make_node("Cast", ["i"], ["i_f"], to=F), h.make_node("Add", ["x", "i_f"], ["y"])],
+        "body",
+        [tensor_info("x"), tensor_info("i", T.INT64)],
+        [tensor_info("y")],
+    )
+    model = make_model(
+        [h.make_node("SequenceMap", ["s", "ints"], ["out"], body=b)],
+        [seq_info("s"), seq_info("ints", T.INT64)],
+        [seq_info("out")],
+    )
+    ints = [np.array([1, 2, 3], np.int64), np.array([7], np.int64)]
+    return model, {"s": floats((3,), (1,)), "ints": ints}
+
+
+def same_value_twice() -> Case:
+    b = h.make_graph(
+        [
+            h.make_node("Add", ["a", "b"], ["ab"]),
+            h.make_node("Sub", ["c", "d"], ["cd"]),
+            h.make_node("Mul", ["ab", "cd"], ["y"]),
+        ],
+        "body",
+        [tensor_info(n) for n in "abcd"],
+        [tensor_info("y")],
+    )
+    model = make_model(
+        [h.make_node("SequenceMap", ["s", "s", "t", "t"], ["out"], body=b)],
+        [seq_info("s"), tensor_info("t", F, [])],
+        [seq_info("out")],
+    )
+    return model, {"s": floats((2,), (3, 1)), "t": np.array(1.5, np.float32)}
+
+
+def output_is_body_input() -> Case:
+    b = h.make_graph(
+        [h.make_node("Neg", ["x"], ["neg"])],
+        "body",
+        [tensor_info("x"), tensor_info("t")],
+        [tensor_info("x"), tensor_info("t"), tensor_info("neg")],
+    )
+    model = make_model(
+        [h.make_node("SequenceMap", ["s", "t"], ["same", "tensors", "negs"], body=b)],
+        [seq_info("s"), tensor_info("t", F, [2])],
+        [seq_info("same"), seq_info("tensors"), seq_info("negs")],
+    )
+    return model, {"s": floats((2,), (5,)), "t": np.array([1, 2], np.float32)}
+
+
+def output_is_body_initializer() -> Case:
+    b = body(
+        [h.make_node("Identity", ["x"], ["y"])],
+        ["x"],
+        ["y", "c"],
+        initializers=[h.make_tensor("c", F, [2], [4.0, 5.0])],
+    )
+    model = make_model(
+        [h.make_node("SequenceMap", ["s"], ["ys", "cs"], body=b)],
+        [seq_info("s")],
+        [seq_info("ys"), seq_info("cs")],
+    )
+    return model, {"s": floats((1,), (2,), (3,))}
+
+
+def output_is_constant() -> Case:
+    const = h.make_node("Constant", [], ["k"], value=h.make_tensor("kv", T.INT32, [3], [1, 2, 3]))
+    b = h.make_graph(
+        [const],
+        "body",
+        [tensor_info("x")],
+        [tensor_info("k", T.INT32)],
+    )
+    model = make_model(
+        [h.make_node("SequenceMap", ["s"], ["ks"], body=b)],
+        [seq_info("s")],
+        [seq_info("ks", T.INT32)],
+    )
+    return model, {"s": floats((1,), (2,))}
+
+
+def outer_scope_read() -> Case:
+    # The body reads 'w' (a graph input) and 'bias' (an initializer) without listing them.
+    b = body(
+        [h.make_node("Mul", ["x", "w"], ["xw"]), h.make_node("Add", ["xw", "bias"], ["y"])],
+        ["x"],
+        ["y"],
+    )
+    model = make_model(
+        [h.make_node("SequenceMap", ["s"], ["out"], body=b)],
+        [seq_info("s"), tensor_info("w", F, [1])],
+        [seq_info("out")],
+        initializers=[h.make_tensor("bias", F, [1], [0.25])],
+    )
+    return model, {"s": floats((3,), (2, 2)), "w": np.array([3.0], np.float32)}
+
+
+def body_with_if() -> Case:
+    then_g = h.make_graph([h.make_node("Neg", ["x"], ["r1"])], "then", [], [tensor_info("r1")])
+    else_g = h.make_graph([h.make_node("Abs", ["x"], ["r2"])], "else", [], [tensor_info("r2")])
+    b = h.make_graph(
+        [
+            h.make_node("ReduceSum", ["x"], ["total"], keepdims=0),
+            h.make_node("Constant", [], ["zero"], value=h.make_tensor("z", F, [], [0.0])),
+            h.make_node("Greater", ["total", "zero"], ["positive"]),
+            h.make_node("If", ["positive"], ["y"], then_branch=then_g, else_branch=else_g),
+        ],
+        "body",
+        [tensor_info("x")],
+        [tensor_info("y")],
+    )
+    model = make_model(
+        [h.make_node("SequenceMap", ["s"], ["out"], body=b)], [seq_info("s")], [seq_info("out")]
+    )
+    return model, {"s": [np.array([1, 2], np.float32), np.array([-3, 1], np.float32)]}
+
+
+def body_with_loop() -> Case:
+    # Doubles x, n times, inside the SequenceMap body.
+    loop_body = h.make_graph(
+        [
+            h.make_node("Identity", ["c"], ["c_out"]),
+            h.make_node("Add", ["acc", "acc"], ["acc_out"]),
+        ],
+        "double",
+        [tensor_info("i", T.INT64, []), tensor_info("c", T.BOOL, []), tensor_info("acc")],
+        [tensor_info("c_out", T.BOOL, []), tensor_info("acc_out")],
+    )
+    b = body([h.make_node("Loop", ["n", "", "x"], ["y"], body=loop_body)], ["x"], ["y"])
+    model = make_model(
+        [h.make_node("SequenceMap", ["s"], ["out"], body=b)],
+        [seq_info("s"), tensor_info("n", T.INT64, [])],
+        [seq_info("out")],
+    )
+    return model, {"s": floats((2,), (3,)), "n": np.array(3, np.int64)}
+
+
+def body_with_scan() -> Case:
+    # Running sum over the rows of each element.
+    scan_body = h.make_graph(
+        [
+            h.make_node("Add", ["state", "row"], ["state_out"]),
+            h.make_node("Identity", ["state_out"], ["row_out"]),
+        ],
+        "cumsum",
+        [tensor_info("state", F, [2]), tensor_info("row", F, [2])],
+        [tensor_info("state_out", F, [2]), tensor_info("row_out", F, [2])],
+    )
+    b = h.make_graph(
+        [
+            h.make_node("Constant", [], ["init"], value=h.make_tensor("iv", F, [2], [0.0, 0.0])),
+            h.make_node(
+                "Scan", ["init", "x"], ["final", "rows"], body=scan_body, num_scan_inputs=1
+            ),
+        ],
+        "body",
+        [tensor_info("x", F, [None, 2])],
+        [tensor_info("final"), tensor_info("rows")],
+    )
+    model = make_model(
+        [h.make_node("SequenceMap", ["s"], ["finals", "cumsums"], body=b)],
+        [seq_info("s", F, [None, 2])],
+        [seq_info("finals"), seq_info("cumsums")],
+    )
+    return model, {"s": floats((3, 2), (1, 2), (4, 2))}
+
+
+def _row_sums_map(source: str, output: str, name: str = "inner") -> onnx.NodeProto:
+    inner = body(
+        [h.make_node("ReduceSum", ["row"], ["row_sum"], keepdims=1)],
+        ["row"],
+        ["row_sum"],
+        name=f"{name}_body",
+    )
+    return h.make_node("SequenceMap", [source], [output], body=inner, name=name)
+
+
+def nested_sequence_map() -> Case:
+    # The outer body splits each element into rows and maps a row sum over them.
+    outer_body = h.make_graph(
+        [
+            h.make_node("SplitToSequence", ["x"], ["rows"], axis=0, keepdims=0),
+            _row_sums_map("rows", "sums"),
+            h.make_node("ConcatFromSequence", ["sums"], ["y"], axis=0),
+        ],
+        "outer_body",
+        [tensor_info("x", F, [None, None])],
+        [tensor_info("y")],
+    )
+    model = make_model(
+        [h.make_node("SequenceMap", ["s"], ["out"], body=outer_body, name="outer")],
+        [seq_info("s", F, [None, None])],
+        [seq_info("out")],
+    )
+    return model, {"s": floats((3, 2), (2, 5))}
+
+
+def function_op_in_body() -> Case:
+    b = h.make_graph(
+        [h.make_node("CenterCropPad", ["x", "size"], ["y"], axes=[0, 1])],
+        "body",
+        [tensor_info("x", F, [None, None, 3])],
+        [tensor_info("y", F, [4, 4, 3])],
+        [h.make_tensor("size", T.INT64, [2], [4, 4])],
+    )
+    model = make_model(
+        [h.make_node("SequenceMap", ["images"], ["out"], body=b)],
+        [seq_info("images", F, [None, None, 3])],
+        [seq_info("out")],
+        opset=18,
+    )
+    return model, {"images": floats((6, 2, 3), (4, 4, 3), (3, 7, 3))}
+
+
+def in_if_branch() -> Case:
+    then_g = h.make_graph(
+        [_row_sums_map("s", "mapped", "in_then")], "then", [], [seq_info("mapped")]
+    )
+    else_g = h.make_graph(
+        [h.make_node("Identity", ["s"], ["same"])], "else", [], [seq_info("same")]
+    )
+    model = make_model(
+        [h.make_node("If", ["flag"], ["out"], then_branch=then_g, else_branch=else_g)],
+        [seq_info("s"), tensor_info("flag", T.BOOL, [])],
+        [seq_info("out")],
+    )
+    return model, {"s": floats((3,), (2,)), "flag": np.array(True)}
+
+
+def in_loop_body() -> Case:
+    # Each iteration maps a row sum over the sequence and inserts the concatenated sums.
+    loop_body = h.make_graph(
+        [
+            _row_sums_map("s", "sums", "in_loop"),
+            h.make_node("ConcatFromSequence", ["sums"], ["flat"], axis=0),
+            h.make_node("SequenceInsert", ["acc", "flat"], ["acc_out"]),
+            h.make_node("Identity", ["c"], ["c_out"]),
+        ],
+        "loop_body",
+        [tensor_info("i", T.INT64, []), tensor_info("c", T.BOOL, []), seq_info("acc")],
+        [tensor_info("c_out", T.BOOL, []), seq_info("acc_out")],
+    )
+    model = make_model(
+        [
+            h.make_node("SequenceEmpty", [], ["empty"], dtype=F),
+            h.make_node("Loop", ["n", "", "empty"], ["out"], body=loop_body),
+        ],
+        [seq_info("s"), tensor_info("n", T.INT64, [])],
+        [seq_info("out")],
+    )
+    return model, {"s": floats((3,), (2,)), "n": np.array(2, np.int64)}
+
+
+def in_scan_body() -> Case:
+    scan_body = h.make_graph(
+        [
+            h.make_node("SplitToSequence", ["row"], ["parts"], axis=0, keepdims=1),
+            _row_sums_map("parts", "sums", "in_scan"),
+            h.make_node("ConcatFromSequence", ["sums"], ["row_out"], axis=0),
+        ],
+        "scan_body",
+        [tensor_info("row", F, [3])],
+        [tensor_info("row_out", F, [3])],
+    )
+    model = make_model(
+        [h.make_node("Scan", ["x"], ["y"], body=scan_body, num_scan_inputs=1)],
+        [tensor_info("x", F, [2, 3])],
+        [tensor_info("y", F, [2, 3])],
+    )
+    return model, {"x": floats((2, 3))[0]}
+
+
+def deeply_nested() -> Case:
+    # main -> If -> Loop -> If -> SequenceMap
+    inner_then = h.make_graph([_row_sums_map("s", "m", "deep")], "inner_then", [], [seq_info("m")])
+    inner_else = h.make_graph(
+        [h.make_node("Identity", ["s"], ["m2"])], "inner_else", [], [seq_info("m2")]
+    )
+    loop_body = h.make_graph(
+        [
+            h.make_node("If", ["flag"], ["picked"], then_branch=inner_then, else_branch=inner_else),
+            h.make_node("ConcatFromSequence", ["picked"], ["flat"], axis=0),
+            h.make_node("Add", ["acc", "flat"], ["acc_out"]),
+            h.make_node("Identity", ["c"], ["c_out"]),
+        ],
+        "loop_body",
+        [tensor_info("i", T.INT64, []), tensor_info("c", T.BOOL, []), tensor_info("acc", F, [2])],
+        [tensor_info("c_out", T.BOOL, []), tensor_info("acc_out", F, [2])],
+    )
+    outer_then = h.make_graph(
+        [h.make_node("Loop", ["n", "", "zeros"], ["total"], body=loop_body)],
+        "outer_then",
+        [],
+        [tensor_info("total", F, [2])],
+    )
+    outer_else = h.make_graph(
+        [h.make_node("Identity", ["zeros"], ["z"])], "outer_else", [], [tensor_info("z", F, [2])]
+    )
+    model = make_model(
+        [h.make_node("If", ["flag"], ["out"], then_branch=outer_then, else_branch=outer_else)],
+        [seq_info("s"), tensor_info("flag", T.BOOL, []), tensor_info("n", T.INT64, [])],
+        [tensor_info("out", F, [2])],
+        initializers=[h.make_tensor("zeros", F, [2], [0.0, 0.0])],
+    )
+    return model, {"s": floats((3,), (2,)), "flag": np.array(True), "n": np.array(3, np.int64)}
+
+
+def in_function() -> Case:
+    inner = body([h.make_node("Mul", ["x", "x"], ["y"])], ["x"], ["y"])
+    function = h.make_function(
+        "custom",
+        "SquareAll",
+        ["seq"],
+        ["squared"],
+        [h.make_node("SequenceMap", ["seq"], ["squared"], body=inner)],
+        [h.make_opsetid("", 17)],
+    )
+    model = make_model(
+        [h.make_node("SquareAll", ["s"], ["out"], domain="custom")],
+        [seq_info("s")],
+        [seq_info("out")],
+        functions=[function],
+        extra_opsets=[h.make_opsetid("custom", 1)],
+    )
+    return model, {"s": floats((2,), (3, 3))}
+
+
+def empty_input_sequence() -> Case:
+    b = h.make_graph(
+        [h.make_node("Shape", ["x"], ["shape"])],
+        "body",
+        [tensor_info("x")],
+        [tensor_info("shape", T.INT64)],
+    )
+    model = make_model(
+        [
+            h.make_node("SequenceMap", ["s"], ["shapes"], body=b),
+            # Inserting an int64 tensor fails at run time unless the empty output is int64.
+            h.make_node("SequenceInsert", ["shapes", "marker"], ["out"]),
+            h.make_node("SequenceLength", ["shapes"], ["count"]),
+        ],
+        [seq_info("s"), tensor_info("marker", T.INT64, [1])],
+        [seq_info("out", T.INT64), tensor_info("count", T.INT64, [])],
+    )
+    return model, {"s": [], "marker": np.array([42], np.int64)}
+
+
+def clashing_names() -> Case:
+    # Body and outer graph already use the names an expansion would pick, and shadow each other.
+    b = h.make_graph(
+        [
+            h.make_node("Identity", ["x"], ["SequenceMap_loop_body_cond_out"]),
+            h.make_node(
+                "Add",
+                ["SequenceMap_loop_body_cond_out", "SequenceMap_length"],
+                ["SequenceMap_acc_out_0"],
+            ),
+        ],
+        "body",
+        [tensor_info("x"), tensor_info("SequenceMap_length")],
+        [tensor_info("SequenceMap_acc_out_0")],
+    )
+    model = make_model(
+        [
+            h.make_node("Identity", ["t"], ["x"]),  # the outer graph defines the body's 'x'
+            h.make_node("SequenceMap", ["s", "x"], ["SequenceMap_empty_0"], body=b),
+        ],
+        [seq_info("s"), tensor_info("t", F, [1])],
+        [seq_info("SequenceMap_empty_0")],
+    )
+    return model, {"s": floats((2,), (1,)), "t": np.array([10.0], np.float32)}
+
+
+def untyped_values() -> Case:
+    # Neither body outputs nor the node's outputs nor its first input carry a type: inferred.
+    untyped = onnx.TypeProto()
+    b = h.make_graph(
+        [h.make_node("Cast", ["x"], ["y"], to=T.INT32), h.make_node("Identity", ["u"], ["u_out"])],
+        "body",
+        [h.make_value_info("x", untyped), h.make_value_info("u", untyped)],
+        [h.make_value_info("y", untyped), h.make_value_info("u_out", untyped)],
+    )
+    model = make_model(
+        [
+            h.make_node("SplitToSequence", ["t"], ["rows"], axis=0, keepdims=0),
+            h.make_node("SequenceMap", ["rows", "t"], ["cast_seq", "whole_seq"], body=b),
+            h.make_node("Identity", ["cast_seq"], ["cast"]),
+            h.make_node("Identity", ["whole_seq"], ["whole"]),
+        ],
+        [tensor_info("t", F, [3, 2])],
+        [seq_info("cast", T.INT32), seq_info("whole")],
+    )
+    return model, {"t": floats((3, 2))[0] * 10}
+
+
+CASES: dict[str, Callable[[], Case]] = {
+    fn.__name__: fn
+    for fn in [
+        multi_io,
+        sequence_additional_input_of_other_type,
+        same_value_twice,
+        output_is_body_input,
+        output_is_body_initializer,
+        output_is_constant,
+        outer_scope_read,
+        body_with_if,
+        body_with_loop,
+        body_with_scan,
+        nested_sequence_map,
+        function_op_in_body,
+        in_if_branch,
+        in_loop_body,
+        in_scan_body,
+        deeply_nested,
+        in_function,
+        empty_input_sequence,
+        clashing_names,
+        untyped_values,
+    ]
+}
+
+__all__ = ["CASES", "Case", "body", "floats", "seq_type"]

@@ -1,0 +1,241 @@
+"""SequenceMap lowering through the Python API: every promised situation, checked numerically."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+import pytest
+from onnx import TensorProto as T
+from onnx import helper as h
+
+import seqlower
+from seqlower.passes import LowerSequenceMap
+from tests.helpers import (
+    all_op_types,
+    assert_equivalent,
+    assert_lowered_ok,
+    defined_names,
+    lower_and_compare,
+    make_model,
+    ort_run,
+    reference_run,
+    repeated,
+    seq_info,
+    tensor_info,
+)
+from tests.sequence_map_cases import CASES, body, floats
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_case_lowers_and_matches(name: str) -> None:
+    model, feeds = CASES[name]()
+    onnx.checker.check_model(model, full_check=True)
+    lower_and_compare(model, feeds)
+
+
+def test_onnxruntime_fails_where_lowering_fixes_it() -> None:
+    """The reason seqlower exists: these originals do not run in onnxruntime, the lowered ones do."""
+    for name in ["nested_sequence_map", "function_op_in_body", "clashing_names"]:
+        model, feeds = CASES[name]()
+        with pytest.raises(Exception):  # noqa: B017 - any onnxruntime failure
+            ort_run(model, feeds)
+        lowered = seqlower.lower(model)
+        assert_same_as_reference = reference_run(model, feeds)
+        got = ort_run(lowered, feeds)
+        for a, e in zip(got, assert_same_as_reference, strict=True):
+            for x, y in zip(a, e, strict=True):
+                np.testing.assert_allclose(x, y, rtol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "dtype",
+    [
+        T.FLOAT,
+        T.DOUBLE,
+        T.FLOAT16,
+        T.INT8,
+        T.INT16,
+        T.INT32,
+        T.INT64,
+        T.UINT8,
+        T.UINT16,
+        T.UINT32,
+        T.UINT64,
+        T.BOOL,
+        T.STRING,
+        T.COMPLEX64,
+        T.COMPLEX128,
+        T.BFLOAT16,
+    ],
+    ids=lambda d: T.DataType.Name(d),
+)
+def test_every_element_type(dtype: int) -> None:
+    b = body([h.make_node("Identity", ["x"], ["y"])], ["x", "t"], ["y", "t"], dtype=dtype)
+    model = make_model(
+        [h.make_node("SequenceMap", ["s", "t"], ["ys", "ts"], body=b)],
+        [seq_info("s", dtype), tensor_info("t", dtype, [2])],
+        [seq_info("ys", dtype), seq_info("ts", dtype)],
+    )
+    np_dtype = onnx.helper.tensor_dtype_to_np_dtype(dtype)
+    if dtype == T.STRING:
+        elements = [np.array(["a", "bc"], dtype=object), np.array([["d"]], dtype=object)]
+        t = np.array(["x", "y"], dtype=object)
+    else:
+        rng = np.random.default_rng(0)
+        elements = [(rng.standard_normal(shape) * 50).astype(np_dtype) for shape in [(2,), (1, 3)]]
+        t = np.array([1, 0], dtype=np_dtype)
+    feeds = {"s": elements, "t": t}
+    lowered = seqlower.lower(model)
+    # No sequence op admits bfloat16 at any opset, so the checker rejects input and output alike;
+    # everything else must pass the full check.
+    assert_lowered_ok(model, lowered, full_check=dtype != T.BFLOAT16)
+    assert_equivalent(model, lowered, feeds)
+    empties = [n for n in lowered.graph.node if n.op_type == "SequenceEmpty"]
+    assert [n.attribute[0].i for n in empties] == [dtype, dtype]
+
+
+def test_empty_sequence_output_has_declared_element_type() -> None:
+    model, feeds = CASES["empty_input_sequence"]()
+    lowered = lower_and_compare(model, feeds)
+    out, count = ort_run(lowered, feeds)
+    assert count == 0
+    assert len(out) == 1 and out[0].dtype == np.int64
+
+
+def test_generated_names_are_unique_across_all_scopes() -> None:
+    model, _ = CASES["clashing_names"]()
+    # The original already defines 'x' twice (outer graph, and the body shadowing it).
+    assert repeated(defined_names(model)) == {"x"}
+    lowered = seqlower.lower(model)
+    assert repeated(defined_names(lowered)) <= {"x"}
+
+
+def test_names_unique_even_when_body_already_uses_generated_names() -> None:
+    b = body(
+        [
+            h.make_node("Identity", ["x"], ["SequenceMap_length"]),
+            h.make_node("Identity", ["SequenceMap_length"], ["SequenceMap_iteration"]),
+        ],
+        ["x"],
+        ["SequenceMap_iteration"],
+    )
+    model = make_model(
+        [h.make_node("SequenceMap", ["s"], ["SequenceMap_cond_in"], body=b)],
+        [seq_info("s")],
+        [seq_info("SequenceMap_cond_in")],
+    )
+    lowered = lower_and_compare(model, {"s": floats((2,))})
+    assert not repeated(defined_names(lowered))
+
+
+def test_original_model_proto_is_untouched() -> None:
+    model, _ = CASES["multi_io"]()
+    before = model.SerializeToString()
+    seqlower.lower(model)
+    assert model.SerializeToString() == before
+
+
+def test_ir_model_is_lowered_in_place() -> None:
+    model, feeds = CASES["multi_io"]()
+    ir_model = ir.serde.deserialize_model(model)
+    result = seqlower.lower(ir_model)
+    assert result is ir_model
+    assert "SequenceMap" not in all_op_types(ir.serde.serialize_model(ir_model))
+
+
+def test_path_input_returns_model_proto(tmp_path) -> None:
+    model, feeds = CASES["outer_scope_read"]()
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    lowered = seqlower.lower(str(path))
+    assert isinstance(lowered, onnx.ModelProto)
+    assert_equivalent(model, lowered, feeds)
+
+
+def test_pass_runs_inside_a_users_pass_manager() -> None:
+    model, feeds = CASES["nested_sequence_map"]()
+    ir_model = ir.serde.deserialize_model(model)
+    pass_ = LowerSequenceMap()
+    result = ir.passes.PassManager([pass_])(ir_model)
+    assert result.modified and pass_.rewritten == 2
+    lowered = ir.serde.serialize_model(result.model)
+    assert_lowered_ok(model, lowered)
+    assert_equivalent(model, lowered, feeds)
+    # A second run finds nothing to do.
+    assert not ir.passes.PassManager([LowerSequenceMap()])(result.model).modified
+
+
+def test_everything_else_is_preserved() -> None:
+    model, feeds = CASES["outer_scope_read"]()
+    model.doc_string = "model doc"
+    model.producer_name, model.producer_version, model.model_version = "prod", "1.2", 7
+    h.set_model_props(model, {"author": "someone", "license": "MIT"})
+    model.graph.doc_string = "graph doc"
+    model.graph.node[0].doc_string = "map doc"
+    model.graph.node[0].name = "the_map"
+    model.graph.node.insert(0, h.make_node("Relu", ["w"], ["w_relu"], name="other"))
+    model.graph.output.append(tensor_info("w_relu", T.FLOAT, [1]))
+    unused_fn = h.make_function(
+        "lib", "Unused", ["a"], ["b"], [h.make_node("Neg", ["a"], ["b"])], [h.make_opsetid("", 17)]
+    )
+    model.functions.append(unused_fn)
+    model.opset_import.append(h.make_opsetid("lib", 1))
+    lowered = lower_and_compare(model, feeds)
+    assert lowered.doc_string == "model doc"
+    assert (lowered.producer_name, lowered.producer_version, lowered.model_version) == (
+        "prod",
+        "1.2",
+        7,
+    )
+    assert {p.key: p.value for p in lowered.metadata_props} == {
+        "author": "someone",
+        "license": "MIT",
+    }
+    assert lowered.graph.doc_string == "graph doc"
+    assert [i.name for i in lowered.graph.initializer] == ["bias"]
+    assert [i.name for i in lowered.graph.input] == [i.name for i in model.graph.input]
+    assert [o.name for o in lowered.graph.output] == [o.name for o in model.graph.output]
+    assert [f.name for f in lowered.functions] == ["Unused"]
+    loop = next(n for n in lowered.graph.node if n.op_type == "Loop")
+    assert (loop.name, loop.doc_string) == ("the_map", "map doc")
+    assert any(n.name == "other" and n.op_type == "Relu" for n in lowered.graph.node)
+
+
+def test_external_data_is_kept(tmp_path) -> None:
+    big = np.arange(4096, dtype=np.float32)
+    b = body([h.make_node("Add", ["x", "w"], ["y"])], ["x"], ["y"])
+    model = make_model(
+        [h.make_node("SequenceMap", ["s"], ["out"], body=b)],
+        [seq_info("s")],
+        [seq_info("out")],
+        initializers=[onnx.numpy_helper.from_array(big, "w")],
+    )
+    path = tmp_path / "ext.onnx"
+    on_disk = onnx.ModelProto.FromString(model.SerializeToString())  # onnx.save edits its input
+    onnx.save(on_disk, path, save_as_external_data=True, location="ext.data", size_threshold=0)
+    assert (tmp_path / "ext.data").stat().st_size == big.nbytes
+    lowered = seqlower.lower(path)
+    onnx.checker.check_model(lowered, full_check=True)
+    assert_equivalent(model, lowered, {"s": [np.ones(4096, np.float32)]})
+
+
+def test_cleanup_can_be_skipped() -> None:
+    model, feeds = CASES["multi_io"]()
+    model.graph.node.append(h.make_node("Neg", ["t"], ["dead"], name="dead_end"))
+    kept = seqlower.lower(model, cleanup=False)
+    assert any(n.name == "dead_end" for n in kept.graph.node)
+    cleaned = seqlower.lower(model)
+    assert not any(n.name == "dead_end" for n in cleaned.graph.node)
+    assert_equivalent(model, kept, feeds)
+
+
+def test_model_without_sequence_map_is_unchanged_by_lowering() -> None:
+    model = make_model(
+        [h.make_node("Neg", ["x"], ["y"])],
+        [tensor_info("x", T.FLOAT, [2])],
+        [tensor_info("y", T.FLOAT, [2])],
+    )
+    pass_ = LowerSequenceMap()
+    result = pass_(ir.serde.deserialize_model(model))
+    assert not result.modified and pass_.rewritten == 0
