@@ -35,15 +35,15 @@ def test_case_lowers_and_matches(name: str) -> None:
 
 
 def test_onnxruntime_fails_where_lowering_fixes_it() -> None:
-    """The reason seqlower exists: these originals do not run in onnxruntime, the lowered ones do."""
+    """Why seqlower exists: onnxruntime cannot run these originals; it runs the lowered ones."""
     for name in ["nested_sequence_map", "function_op_in_body", "clashing_names"]:
         model, feeds = CASES[name]()
         with pytest.raises(Exception):  # noqa: B017 - any onnxruntime failure
             ort_run(model, feeds)
         lowered = seqlower.lower(model)
-        assert_same_as_reference = reference_run(model, feeds)
+        expected = reference_run(model, feeds)
         got = ort_run(lowered, feeds)
-        for a, e in zip(got, assert_same_as_reference, strict=True):
+        for a, e in zip(got, expected, strict=True):
             for x, y in zip(a, e, strict=True):
                 np.testing.assert_allclose(x, y, rtol=1e-6)
 
@@ -137,7 +137,7 @@ def test_original_model_proto_is_untouched() -> None:
 
 
 def test_ir_model_is_lowered_in_place() -> None:
-    model, feeds = CASES["multi_io"]()
+    model, _ = CASES["multi_io"]()
     ir_model = ir.serde.deserialize_model(model)
     result = seqlower.lower(ir_model)
     assert result is ir_model

@@ -74,7 +74,7 @@ class TypeOracle:
 
 def _pair_graph(original: ir.Graph, copy: ir.Graph, pairs: list[tuple[ir.Value, ir.Value]]) -> None:
     # The copy's main graph may list former initializers as extra inputs, after the real ones.
-    pairs.extend(zip(original.inputs, copy.inputs))
+    pairs.extend(zip(original.inputs, copy.inputs, strict=False))
     pairs.extend(zip(original.outputs, copy.outputs, strict=True))
     for node, node_copy in zip(original, copy, strict=True):
         pairs.extend(zip(node.outputs, node_copy.outputs, strict=True))
