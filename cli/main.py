@@ -7,6 +7,7 @@ only turns those into one line on stderr and an exit code.
 from __future__ import annotations
 
 import collections
+import logging
 import sys
 import traceback
 from pathlib import Path
@@ -123,10 +124,11 @@ def lower(
 ) -> None:
     """Lower MODEL and write the result to OUT."""
     del no_check  # No numerical check exists yet; the flag is accepted for forward compatibility.
+    _configure_logging(verbose)
     with _user_errors(verbose):
         passes = _parse_pass_names(pass_names)
         ir_model = load_model(model)
-        check_model(ir_model, what="input model")
+        check_model(ir_model, what=f"input model {model}")
         before = _op_counts(ir_model)
         pipeline = build_pipeline(passes, cleanup=not no_cleanup)
         run_pipeline(ir_model, pipeline)
@@ -134,6 +136,13 @@ def lower(
         save_model(ir_model, output)
         if not quiet:
             _summary(pipeline.passes, before, _op_counts(ir_model), output, verbose)
+
+
+def _configure_logging(verbose: int) -> None:
+    # Libraries (onnx_ir) warn through logging; without this, Python prints their warnings as
+    # bare extra lines on stderr, and a failed run would no longer end in exactly one line.
+    level = logging.ERROR if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG
+    logging.basicConfig(level=level, format="seqlower: %(name)s: %(message)s", force=True)
 
 
 def _parse_pass_names(text: str | None) -> list[str] | None:

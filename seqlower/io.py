@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import tempfile
 from pathlib import Path
 
@@ -46,7 +47,7 @@ def check_model(model: ir.Model, *, full_check: bool = False, what: str = "model
         CheckerPass(full_check=full_check)(model)
     except Exception as e:
         cause = e.__cause__ or e
-        raise InvalidModelError(f"the {what} is not valid ONNX: {_first_line(cause)}") from e
+        raise InvalidModelError(f"the {what} is not valid ONNX: {_checker_message(cause)}") from e
 
 
 def save_model(model: ir.Model, path: str | os.PathLike[str]) -> None:
@@ -68,6 +69,19 @@ def save_model(model: ir.Model, path: str | os.PathLike[str]) -> None:
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp_name)
+
+
+def _checker_message(error: BaseException) -> str:
+    """The checker's complaint on one line, with the node it names when it names one."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    if not lines:
+        return type(error).__name__
+    message = lines[0]
+    match = re.search(r"Name: (\S*) OpType: (\S+)", str(error))
+    if match:
+        name = f" '{match.group(1)}'" if match.group(1) else ""
+        message += f" (in {match.group(2)} node{name})"
+    return message
 
 
 def _first_line(error: BaseException) -> str:

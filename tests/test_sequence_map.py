@@ -239,3 +239,19 @@ def test_model_without_sequence_map_is_unchanged_by_lowering() -> None:
     pass_ = LowerSequenceMap()
     result = pass_(ir.serde.deserialize_model(model))
     assert not result.modified and pass_.rewritten == 0
+
+
+def test_body_output_that_is_an_outer_scope_value() -> None:
+    """Neither onnxruntime nor onnx.reference runs this original; the lowered model runs."""
+    b = body([h.make_node("Neg", ["x"], ["y"])], ["x"], ["y", "w"])
+    model = make_model(
+        [h.make_node("SequenceMap", ["s"], ["ys", "ws"], body=b)],
+        [seq_info("s"), tensor_info("w", T.FLOAT, [2])],
+        [seq_info("ys"), seq_info("ws")],
+    )
+    lowered = seqlower.lower(model)
+    assert_lowered_ok(model, lowered)
+    s, w = floats((3,), (1,)), np.array([1.0, 2.0], np.float32)
+    ys, ws = ort_run(lowered, {"s": s, "w": w})
+    assert [y.tobytes() for y in ys] == [(-x).tobytes() for x in s]
+    assert [v.tobytes() for v in ws] == [w.tobytes(), w.tobytes()]

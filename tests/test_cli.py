@@ -1,0 +1,160 @@
+"""The command line: the same promises as the API, plus exit codes, one-line errors, no debris."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import onnx
+import pytest
+from click.testing import CliRunner
+from onnx import helper as h
+
+from seqlower.cli.main import cli
+from tests.helpers import assert_equivalent, assert_lowered_ok, make_model, tensor_info
+from tests.malformed_cases import MALFORMED
+from tests.sequence_map_cases import CASES
+
+
+def run(*args: str | Path) -> tuple[int, str, str]:
+    result = CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
+    return result.exit_code, result.stdout, result.stderr
+
+
+def assert_one_line_error(code: int, stderr: str, *words: str) -> None:
+    assert code == 2, stderr
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1, stderr
+    assert lines[0].startswith("seqlower: error: ")
+    assert "Traceback" not in stderr
+    for word in words:
+        assert word in lines[0], (word, lines[0])
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_case_through_cli(name: str, tmp_path: Path) -> None:
+    model, feeds = CASES[name]()
+    source, target = tmp_path / "in.onnx", tmp_path / "out.onnx"
+    onnx.save(model, source)
+    code, out, err = run(source, "-o", target)
+    assert code == 0, err
+    assert "SequenceMap:" in out and f"wrote {target}" in out
+    lowered = onnx.load(target)
+    assert_lowered_ok(model, lowered)
+    assert_equivalent(model, lowered, feeds)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.onnx", "out.onnx"]
+
+
+@pytest.mark.parametrize("name", list(MALFORMED))
+def test_malformed_node_through_cli(name: str, tmp_path: Path) -> None:
+    build, words = MALFORMED[name]
+    source, target = tmp_path / "in.onnx", tmp_path / "out.onnx"
+    onnx.save(build(), source)
+    code, _, err = run(source, "-o", target)
+    assert_one_line_error(code, err, *words)
+    assert not target.exists()
+    assert [p.name for p in tmp_path.iterdir()] == ["in.onnx"]
+
+
+def _valid_model_bytes() -> bytes:
+    model, _ = CASES["multi_io"]()
+    return model.SerializeToString()
+
+
+@pytest.mark.parametrize(
+    ("label", "content", "words"),
+    [
+        ("empty", b"", ["empty"]),
+        ("not_onnx", b"this is not a model\x00\xff" * 10, ["not"]),
+        ("truncated", _valid_model_bytes()[: len(_valid_model_bytes()) // 2], []),
+        (
+            "checker_rejects",
+            make_model(
+                [h.make_node("Neg", ["nowhere"], ["y"])], [], [tensor_info("y", 1, [1])]
+            ).SerializeToString(),
+            ["not valid ONNX", "nowhere"],
+        ),
+    ],
+)
+def test_bad_input_files(label: str, content: bytes, words: list[str], tmp_path: Path) -> None:
+    source, target = tmp_path / f"{label}.onnx", tmp_path / "out.onnx"
+    source.write_bytes(content)
+    code, _, err = run(source, "-o", target)
+    assert_one_line_error(code, err, str(source), *words)
+    assert not target.exists()
+
+
+def test_missing_file_and_directory(tmp_path: Path) -> None:
+    code, _, err = run(tmp_path / "absent.onnx", "-o", tmp_path / "out.onnx")
+    assert_one_line_error(code, err, "no such file")
+    code, _, err = run(tmp_path, "-o", tmp_path / "out.onnx")
+    assert_one_line_error(code, err, "directory")
+    assert not (tmp_path / "out.onnx").exists()
+
+
+def test_unwritable_output(tmp_path: Path) -> None:
+    model, _ = CASES["multi_io"]()
+    onnx.save(model, tmp_path / "in.onnx")
+    code, _, err = run(tmp_path / "in.onnx", "-o", tmp_path / "no" / "such" / "dir.onnx")
+    assert_one_line_error(code, err, "does not exist")
+
+
+def test_output_may_overwrite_input(tmp_path: Path) -> None:
+    model, feeds = CASES["body_with_if"]()
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    code, _, err = run(path, "-o", path)
+    assert code == 0, err
+    assert_equivalent(model, onnx.load(path), feeds)
+    assert [p.name for p in tmp_path.iterdir()] == ["m.onnx"]
+
+
+def test_quiet_verbose_and_no_check(tmp_path: Path) -> None:
+    model, _ = CASES["nested_sequence_map"]()
+    onnx.save(model, tmp_path / "in.onnx")
+    code, out, err = run(tmp_path / "in.onnx", "-o", tmp_path / "q.onnx", "-q", "--no-check")
+    assert (code, out, err) == (0, "", "")
+    code, out, _ = run(tmp_path / "in.onnx", "-o", tmp_path / "v.onnx", "-v")
+    assert code == 0
+    assert "SequenceMap: 2 node(s) lowered" in out
+    assert "Loop" in out and "before" in out
+
+
+def test_pass_selection(tmp_path: Path) -> None:
+    model, _ = CASES["multi_io"]()
+    onnx.save(model, tmp_path / "in.onnx")
+    code, _, _ = run(
+        tmp_path / "in.onnx", "-o", tmp_path / "o.onnx", "--passes", "lower-sequence-map"
+    )
+    assert code == 0
+    code, _, err = run(tmp_path / "in.onnx", "-o", tmp_path / "x.onnx", "--passes", "nope")
+    assert code == 2 and "unknown pass nope" in err
+    assert not (tmp_path / "x.onnx").exists()
+    code, out, _ = run("--list-passes")
+    assert code == 0 and out.startswith("lower-sequence-map")
+
+
+def test_help_and_version() -> None:
+    code, out, _ = run("--help")
+    assert code == 0 and "Examples:" in out and "Exit codes:" in out
+    code, out, _ = run("lower", "--help")
+    assert code == 0 and "-o, --output" in out and "--no-check" in out
+    code, out, _ = run("--version")
+    assert code == 0 and out.startswith("seqlower, version ")
+
+
+def test_console_script_exit_code_and_no_traceback(tmp_path: Path) -> None:
+    """The installed entry point, in a real process: exit status and stderr as a shell sees them."""
+    target = tmp_path / "out.onnx"
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"garbage")
+    proc = subprocess.run(
+        [sys.executable, "-m", "seqlower", str(bad), "-o", str(target)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+    assert not target.exists()

@@ -1,0 +1,40 @@
+"""Nodes that cannot be lowered fail with an error naming the node, and change nothing."""
+
+from __future__ import annotations
+
+import onnx_ir as ir
+import pytest
+from onnx import helper as h
+
+import seqlower
+from seqlower.errors import InvalidNodeError
+from seqlower.passes import LowerSequenceMap
+from tests.helpers import seq_info
+from tests.malformed_cases import MALFORMED
+from tests.sequence_map_cases import body
+
+
+@pytest.mark.parametrize("name", list(MALFORMED))
+def test_malformed_node_error_names_the_node(name: str) -> None:
+    build, words = MALFORMED[name]
+    with pytest.raises(InvalidNodeError) as info:
+        seqlower.lower(build())
+    message = str(info.value)
+    assert "\n" not in message
+    for word in words:
+        assert word in message, (word, message)
+
+
+@pytest.mark.parametrize("name", list(MALFORMED))
+def test_failed_pass_leaves_ir_model_untouched(name: str) -> None:
+    model = MALFORMED[name][0]()
+    # A valid SequenceMap before the bad one must not be lowered either: all or nothing.
+    good_body = body([h.make_node("Neg", ["gx"], ["gy"])], ["gx"], ["gy"])
+    model.graph.node.insert(0, h.make_node("SequenceMap", ["good_s"], ["good_out"], body=good_body))
+    model.graph.input.append(seq_info("good_s"))
+    model.graph.output.append(seq_info("good_out"))
+    ir_model = ir.serde.deserialize_model(model)
+    before = ir.serde.serialize_model(ir_model).SerializeToString()
+    with pytest.raises(InvalidNodeError):
+        LowerSequenceMap()(ir_model)
+    assert ir.serde.serialize_model(ir_model).SerializeToString() == before
