@@ -9,13 +9,15 @@ from __future__ import annotations
 import onnx_ir as ir
 
 from seqlower.passes._base import NodeLoweringPass
+from seqlower.passes.lower_reverse_sequence import LowerReverseSequence
 from seqlower.passes.lower_sequence_map import LowerSequenceMap
 
-__all__ = ["PASSES", "LowerSequenceMap", "NodeLoweringPass", "create_pass"]
+__all__ = ["PASSES", "LowerReverseSequence", "LowerSequenceMap", "NodeLoweringPass", "create_pass"]
 
 #: Lowering passes by name, in default pipeline order.
 PASSES: dict[str, type[ir.passes.InPlacePass]] = {
     "lower-sequence-map": LowerSequenceMap,
+    "lower-reverse-sequence": LowerReverseSequence,
 }
 
 

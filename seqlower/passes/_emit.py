@@ -1,0 +1,112 @@
+"""Building the replacement nodes of one rewrite, named and versioned for where they go."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import onnx_ir as ir
+
+from seqlower.passes._base import NameGenerator
+
+__all__ = ["Emitter"]
+
+
+class Emitter:
+    """Records new nodes (on an onnx_ir Tape) for one rewrite.
+
+    Every value and node gets a name unique in the whole model, derived from ``prefix``, and the
+    helpers pick the form of an op that exists at ``opset`` (attribute or input ``axes``; ``Range``
+    or a ``NonZero`` stand-in before opset 11).
+    """
+
+    def __init__(self, names: NameGenerator, prefix: str, opset: int) -> None:
+        self._names = names
+        self._prefix = prefix
+        self.opset = opset
+        self._tape = ir.tape.Tape()
+
+    @property
+    def nodes(self) -> Sequence[ir.Node]:
+        return self._tape.nodes
+
+    def op(
+        self,
+        op_type: str,
+        inputs: Sequence[ir.Value | None],
+        attributes: Mapping[str, Any] | None = None,
+        *,
+        hint: str,
+        dtype: ir.DataType | None = None,
+        output: ir.Value | None = None,
+    ) -> ir.Value:
+        if output is None:
+            output = ir.Value(name=self._names.fresh(f"{self._prefix}_{hint}"))
+            if dtype is not None:
+                output.dtype = dtype
+        return self._tape.op(
+            op_type,
+            inputs,
+            attributes,
+            output=output,
+            name=self._names.fresh(f"{self._prefix}_{op_type}"),
+        )
+
+    def constant(self, array: np.ndarray, *, hint: str) -> ir.Value:
+        value = self.op("Constant", [], {"value": ir.tensor(array)}, hint=hint)
+        value.dtype = ir.DataType.from_numpy(array.dtype)
+        value.shape = ir.Shape(array.shape)
+        return value
+
+    def int64s(self, values: Sequence[int] | int, *, hint: str) -> ir.Value:
+        return self.constant(np.array(values, dtype=np.int64), hint=hint)
+
+    def unsqueeze(self, x: ir.Value, axes: Sequence[int], *, hint: str) -> ir.Value:
+        if self.opset >= 13:
+            return self.op(
+                "Unsqueeze", [x, self.int64s(list(axes), hint=f"{hint}_axes")], hint=hint
+            )
+        return self.op("Unsqueeze", [x], {"axes": list(axes)}, hint=hint)
+
+    def slice(
+        self, x: ir.Value, start: int | ir.Value, end: int | ir.Value, axis: int, *, hint: str
+    ) -> ir.Value:
+        """``x`` from ``start`` to ``end`` along ``axis`` (Slice with inputs: opset 10 on)."""
+        starts = (
+            start if isinstance(start, ir.Value) else self.int64s([start], hint=f"{hint}_start")
+        )
+        ends = end if isinstance(end, ir.Value) else self.int64s([end], hint=f"{hint}_end")
+        axes = self.int64s([axis], hint=f"{hint}_axis")
+        return self.op("Slice", [x, starts, ends, axes], hint=hint)
+
+    def reshape(
+        self, x: ir.Value, shape: ir.Value, *, hint: str, output: ir.Value | None = None
+    ) -> ir.Value:
+        """Reshape to a computed shape whose zeros mean zero (allowzero, from opset 14).
+
+        Before opset 14 a 0 in the target copies the input's dimension, so a computed shape
+        holding a real 0 is misread there; see the callers for what that leaves.
+        """
+        attributes = {"allowzero": 1} if self.opset >= 14 else None
+        return self.op("Reshape", [x, shape], attributes, hint=hint, output=output)
+
+    def arange(self, n: ir.Value, *, hint: str) -> ir.Value:
+        """``[0, 1, ..., n-1]`` as int64 for a scalar int64 ``n``."""
+        if self.opset >= 11:
+            zero = self.int64s(0, hint=f"{hint}_start")
+            one = self.int64s(1, hint=f"{hint}_step")
+            return self.op("Range", [zero, n, one], hint=hint, dtype=ir.DataType.INT64)
+        # Opset 10 has no Range: the positions of n ones are 0..n-1.
+        ones = self.op(
+            "ConstantOfShape",
+            [self.unsqueeze(n, [0], hint=f"{hint}_n")],
+            {"value": ir.tensor(np.array([1], dtype=np.int64))},
+            hint=f"{hint}_ones",
+        )
+        positions = self.op("NonZero", [ones], hint=f"{hint}_positions")
+        return self.op("Reshape", [positions, self.int64s([-1], hint=f"{hint}_flat")], hint=hint)
+
+    def reduce_prod(self, x: ir.Value, *, hint: str) -> ir.Value:
+        """The product of all elements of ``x``, as a 1-element tensor (1 for an empty ``x``)."""
+        return self.op("ReduceProd", [x], {"keepdims": 1}, hint=hint)
