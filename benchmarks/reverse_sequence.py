@@ -21,7 +21,10 @@ from onnx import TensorProto, helper
 
 import seqlower
 
-SHAPES = {3: [(64, 128, 256), (512, 32, 128)], 4: [(32, 64, 32, 32), (256, 16, 16, 32)]}
+SHAPES = {
+    3: [(128, 64, 128), (64, 128, 256), (256, 32, 512)],
+    4: [(64, 32, 16, 32), (32, 64, 32, 32), (128, 32, 32, 32)],
+}
 
 
 def models(rank: int, time_axis: int, lens_input: bool) -> dict[str, onnx.ModelProto]:
