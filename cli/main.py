@@ -7,40 +7,122 @@ only turns those into one line on stderr and an exit code.
 from __future__ import annotations
 
 import collections
+import json
 import logging
+import shlex
 import sys
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
 import click
+import onnx
 import onnx_ir as ir
 
 import seqlower
-from seqlower.errors import SeqlowerError
+from seqlower.errors import OutputError, SeqlowerError
+from seqlower.inputs import save_inputs
 from seqlower.io import check_model, load_model, save_model
 from seqlower.passes import PASSES, NodeLoweringPass
 from seqlower.pipeline import build_pipeline, run_pipeline
+from seqlower.verification import VerifyReport, verify
 
 EXIT_OK = 0
+EXIT_MISMATCH = 1
 EXIT_BAD_INPUT = 2
+EXIT_CANNOT_VERIFY = 3
 EXIT_INTERNAL = 70  # EX_SOFTWARE from sysexits.h: a bug in seqlower, not in the input
 EXIT_INTERRUPTED = 130
 
 EPILOG = """\b
 Examples:
   seqlower model.onnx -o lowered.onnx
+  seqlower model.onnx -o lowered.onnx --no-check
+  seqlower model.onnx -o lowered.onnx --dim batch=4 --seq-len 5 --report check.json
   seqlower model.onnx -o lowered.onnx --passes lower-sequence-map
+  seqlower verify model.onnx lowered.onnx --inputs test_data_set_0
   seqlower --list-passes
 
 \b
 Exit codes:
-  0   success
+  0   success (and, unless --no-check, outputs proven equal)
+  1   numerical mismatch (OUT not written unless --keep-on-failure)
   2   bad input or usage: unreadable or invalid model, malformed node,
       unwritable output (one line on stderr, no output file)
+  3   cannot verify: no runtime runs the original model
   70  internal error in seqlower (please report it; -v shows the traceback)
   130 interrupted
 """
+
+
+def _check_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """The numerical-check flags shared by `lower` and `verify`."""
+    options = [
+        click.option(
+            "--check-n",
+            type=click.IntRange(1),
+            default=3,
+            show_default=True,
+            help="Runs of generated inputs.",
+        ),
+        click.option(
+            "--seed",
+            type=int,
+            default=0,
+            show_default=True,
+            help="Seed for generated inputs (runs are reproducible).",
+        ),
+        click.option(
+            "--rtol",
+            "rtols",
+            multiple=True,
+            metavar="[OUTPUT:]TOL",
+            help="Relative tolerance, for all outputs or one (repeatable).",
+        ),
+        click.option(
+            "--atol",
+            "atols",
+            multiple=True,
+            metavar="[OUTPUT:]TOL",
+            help="Absolute tolerance, for all outputs or one (repeatable).",
+        ),
+        click.option(
+            "--dim",
+            "dim_specs",
+            multiple=True,
+            metavar="NAME=SIZE",
+            help="Size of a symbolic dimension, e.g. --dim batch=4 (repeatable).",
+        ),
+        click.option(
+            "--input-shape",
+            "shape_specs",
+            multiple=True,
+            metavar="INPUT:D0,D1,...",
+            help="Shape of one input, e.g. --input-shape x:1,3,224,224 (repeatable).",
+        ),
+        click.option(
+            "--seq-len",
+            type=click.IntRange(0),
+            default=None,
+            help="Length of every sequence input (default 3, plus one empty run).",
+        ),
+        click.option(
+            "--inputs",
+            "inputs_path",
+            type=click.Path(path_type=Path),
+            help="Inputs to use instead: an .npz file or ONNX test-data directory.",
+        ),
+        click.option(
+            "--report",
+            "report_path",
+            type=click.Path(path_type=Path),
+            help="Write the full report as JSON to this file.",
+        ),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
 
 
 class _DefaultToLower(click.Group):
@@ -105,12 +187,13 @@ def cli() -> None:
     is_flag=True,
     help="Keep nodes nothing reads and the original node order (skip dead-node removal/sort).",
 )
+@click.option("--no-check", is_flag=True, help="Skip the numerical check after lowering.")
 @click.option(
-    "--no-check",
+    "--keep-on-failure",
     is_flag=True,
-    help="Skip the numerical check. (This release has no numerical check yet; accepted so "
-    "scripts keep working when it arrives.)",
+    help="Write OUT even when the check finds a mismatch or cannot run.",
 )
+@_check_options
 @click.option("-v", "--verbose", count=True, help="Say more; -v also shows tracebacks.")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing on success.")
 def lower(
@@ -119,23 +202,199 @@ def lower(
     pass_names: str | None,
     no_cleanup: bool,
     no_check: bool,
+    keep_on_failure: bool,
     verbose: int,
     quiet: bool,
+    **check: Any,
 ) -> None:
-    """Lower MODEL and write the result to OUT."""
-    del no_check  # No numerical check exists yet; the flag is accepted for forward compatibility.
+    """Lower MODEL, check it against the original, and write the result to OUT."""
     _configure_logging(verbose)
     with _user_errors(verbose):
         passes = _parse_pass_names(pass_names)
+        verify_options = _verify_options(**check)
         ir_model = load_model(model)
         check_model(ir_model, what=f"input model {model}")
         before = _op_counts(ir_model)
+        original = None if no_check else _in_memory_proto(ir_model)
         pipeline = build_pipeline(passes, cleanup=not no_cleanup)
         run_pipeline(ir_model, pipeline)
         check_model(ir_model, what="lowered model")
-        save_model(ir_model, output)
         if not quiet:
-            _summary(pipeline.passes, before, _op_counts(ir_model), output, verbose)
+            _summary(pipeline.passes, before, _op_counts(ir_model), verbose)
+        code = EXIT_OK
+        report = None
+        if original is not None:
+            report = verify(original, _in_memory_proto(ir_model), **verify_options)
+            code = _exit_code(report)
+            if code != EXIT_OK or not quiet:
+                _print_verdict(report, verbose)
+            if code == EXIT_MISMATCH:
+                _save_failing_inputs(report, original, model, output, check)
+        _write_report(check["report_path"], report, pipeline.passes)
+        if code == EXIT_OK or keep_on_failure:
+            save_model(ir_model, output)
+            if not quiet:
+                click.echo(f"wrote {output}")
+        else:
+            click.echo(
+                f"seqlower: {output} not written (--keep-on-failure writes it anyway)", err=True
+            )
+    sys.exit(code)
+
+
+@cli.command("verify", epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("reference", type=click.Path(path_type=Path))
+@click.argument("candidate", type=click.Path(path_type=Path))
+@_check_options
+@click.option("-v", "--verbose", count=True, help="Say more; -v also shows tracebacks.")
+@click.option("-q", "--quiet", is_flag=True, help="Print nothing on success.")
+def verify_command(
+    reference: Path, candidate: Path, verbose: int, quiet: bool, **check: Any
+) -> None:
+    """Compare REFERENCE and CANDIDATE numerically on the same inputs."""
+    _configure_logging(verbose)
+    with _user_errors(verbose):
+        options = _verify_options(**check)
+        protos = [_in_memory_proto(load_model(path)) for path in (reference, candidate)]
+        report = verify(protos[0], protos[1], **options)
+        _write_report(check["report_path"], report, [])
+        code = _exit_code(report)
+        if code != EXIT_OK or not quiet:
+            _print_verdict(report, verbose)
+    sys.exit(code)
+
+
+def _in_memory_proto(model: ir.Model) -> onnx.ModelProto:
+    """A self-contained proto of ``model`` (external weights read in) for the runtimes."""
+    proto = ir.serde.serialize_model(model)
+    if any(init.data_location == onnx.TensorProto.EXTERNAL for init in proto.graph.initializer):
+        proto = ir.serde.serialize_model(ir.external_data.load_to_model(model.clone()))
+    return proto
+
+
+def _verify_options(
+    check_n: int,
+    seed: int,
+    rtols: tuple[str, ...],
+    atols: tuple[str, ...],
+    dim_specs: tuple[str, ...],
+    shape_specs: tuple[str, ...],
+    seq_len: int | None,
+    inputs_path: Path | None,
+    report_path: Path | None,
+) -> dict[str, Any]:
+    del report_path  # used by the caller, not by verify()
+    return {
+        "n": check_n,
+        "seed": seed,
+        "seq_len": seq_len,
+        "inputs": inputs_path,
+        "rtol": _parse_tolerances(rtols, "--rtol"),
+        "atol": _parse_tolerances(atols, "--atol"),
+        "dims": dict(_parse_pair(spec, "=", "--dim", int) for spec in dim_specs),
+        "input_shapes": dict(
+            _parse_pair(spec, ":", "--input-shape", _parse_shape) for spec in shape_specs
+        ),
+    }
+
+
+def _parse_pair(
+    spec: str, separator: str, flag: str, convert: Callable[[str], Any]
+) -> tuple[str, Any]:
+    name, sep, value = spec.rpartition(separator)
+    if not sep or not name:
+        raise click.UsageError(f"{flag} {spec}: expected NAME{separator}VALUE")
+    try:
+        return name, convert(value)
+    except ValueError:
+        raise click.UsageError(f"{flag} {spec}: cannot read '{value}'") from None
+
+
+def _parse_shape(text: str) -> tuple[int, ...]:
+    dims = tuple(int(d) for d in text.split(",") if d.strip())
+    if any(d < 0 for d in dims):
+        raise ValueError(text)
+    return dims
+
+
+def _parse_tolerances(specs: tuple[str, ...], flag: str) -> float | dict[str, float] | None:
+    if not specs:
+        return None
+    overall: float | None = None
+    per_output: dict[str, float] = {}
+    for spec in specs:
+        if ":" in spec:
+            name, value = _parse_pair(spec, ":", flag, float)
+            per_output[name] = value
+        else:
+            try:
+                overall = float(spec)
+            except ValueError:
+                raise click.UsageError(f"{flag} {spec}: not a number") from None
+    if per_output and overall is not None:
+        raise click.UsageError(f"{flag}: give one tolerance for all outputs, or per output")
+    return per_output or overall
+
+
+def _exit_code(report: VerifyReport) -> int:
+    codes = {"equivalent": EXIT_OK, "mismatch": EXIT_MISMATCH, "cannot_verify": EXIT_CANNOT_VERIFY}
+    return codes[report.status]
+
+
+def _print_verdict(report: VerifyReport, verbose: int) -> None:
+    err = not report.ok
+    verdict = {"equivalent": "outputs match", "mismatch": "MISMATCH"}.get(
+        report.status, "cannot verify"
+    )
+    oracles = ", ".join(f"{k}: {v}" for k, v in report.oracles.items())
+    click.echo(f"check: {verdict}: {report.reason}" + (f" ({oracles})" if oracles else ""), err=err)
+    rows: dict[str, list[float]] = {}
+    for run in report.runs:
+        if run.error:
+            click.echo(f"  run {run.index}: {run.error}", err=err)
+        for o in run.outputs:
+            row = rows.setdefault(o.name, [0.0, 0.0, 0, 0])
+            row[0], row[1] = max(row[0], o.max_abs), max(row[1], o.max_rel)
+            row[2] += o.mismatches
+            row[3] += o.elements
+    if rows and (verbose or not report.ok):
+        click.echo(f"  {'output':24} {'max abs':>12} {'max rel':>12} {'mismatches':>14}", err=err)
+        for name, (max_abs, max_rel, bad, total) in rows.items():
+            mismatches = f"{bad}/{total}"
+            click.echo(f"  {name:24} {max_abs:>12.4g} {max_rel:>12.4g} {mismatches:>14}", err=err)
+    if verbose:
+        for problem in report.input_problems:
+            click.echo(f"  note: {problem}", err=err)
+
+
+def _write_report(path: Path | None, report: VerifyReport | None, passes: Any) -> None:
+    if path is None:
+        return
+    data = {
+        "passes": {p.op_type: p.rewritten for p in passes if isinstance(p, NodeLoweringPass)},
+        "verification": None if report is None else report.to_dict(),
+    }
+    try:
+        path.write_text(json.dumps(data, indent=2, default=str) + "\n")
+    except OSError as e:
+        raise OutputError(f"--report {path}: cannot write ({e.strerror})") from e
+
+
+def _save_failing_inputs(
+    report: VerifyReport,
+    original: onnx.ModelProto,
+    model: Path,
+    output: Path,
+    check: dict[str, Any],
+) -> None:
+    if report.failing_inputs is None:
+        return
+    folder = output.with_name(f"{output.name}.failing-inputs")
+    save_inputs(folder / "test_data_set_0", report.failing_inputs, original)
+    command = ["seqlower", str(model), "-o", str(output), "--inputs", str(folder)]
+    command += [f"--rtol={t}" for t in check["rtols"]] + [f"--atol={t}" for t in check["atols"]]
+    click.echo(f"seqlower: failing inputs saved in {folder}; reproduce with:", err=True)
+    click.echo(f"  {shlex.join(command)}", err=True)
 
 
 def _configure_logging(verbose: int) -> None:
@@ -169,11 +428,7 @@ def _op_counts(model: ir.Model) -> collections.Counter[str]:
 
 
 def _summary(
-    passes: Any,
-    before: collections.Counter[str],
-    after: collections.Counter[str],
-    output: Path,
-    verbose: int,
+    passes: Any, before: collections.Counter[str], after: collections.Counter[str], verbose: int
 ) -> None:
     for pass_ in passes:
         if isinstance(pass_, NodeLoweringPass):
@@ -183,7 +438,6 @@ def _summary(
         for op in sorted(set(before) | set(after)):
             if before[op] != after[op] or verbose > 1:
                 click.echo(f"{op:24} {before[op]:>8} {after[op]:>8}")
-    click.echo(f"wrote {output}")
 
 
 class _user_errors:

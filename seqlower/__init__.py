@@ -1,7 +1,9 @@
-"""seqlower: lower ONNX SequenceMap (and ReverseSequence) into ops every runtime has.
+"""seqlower: lower ONNX SequenceMap and ReverseSequence into ops every runtime has, and prove it.
 
 >>> import seqlower
 >>> lowered = seqlower.lower("model.onnx")  # doctest: +SKIP
+>>> seqlower.verify("model.onnx", lowered).ok  # doctest: +SKIP
+True
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from seqlower.errors import (
     SeqlowerError,
 )
 from seqlower.pipeline import build_pipeline, lower
+from seqlower.verification import VerifyReport, verify
 
 try:
     __version__ = version("seqlower")
@@ -28,7 +31,9 @@ __all__ = [
     "ModelLoadError",
     "OutputError",
     "SeqlowerError",
+    "VerifyReport",
     "__version__",
     "build_pipeline",
     "lower",
+    "verify",
 ]
