@@ -361,3 +361,19 @@ def test_cli_verify_command(tmp_path: Path) -> None:
 def test_public_api() -> None:
     assert seqlower.verify is verify
     assert seqlower.VerifyReport is VerifyReport
+
+
+def test_cli_cannot_verify_writes_nothing(tmp_path: Path) -> None:
+    b = body([h.make_node("Opaque", ["x"], ["y"], domain="vendor")], ["x"], ["y"])
+    model = make_model(
+        [h.make_node("SequenceMap", ["s"], ["out"], body=b)],
+        [seq_info("s")],
+        [seq_info("out")],
+        extra_opsets=[h.make_opsetid("vendor", 1)],
+    )
+    source, target = tmp_path / "m.onnx", tmp_path / "out.onnx"
+    onnx.save(model, source)
+    result = run_cli(source, "-o", target)
+    assert result.exit_code == 3 and "cannot verify" in result.stderr
+    assert not target.exists()
+    assert run_cli(source, "-o", target, "--no-check").exit_code == 0 and target.exists()
