@@ -6,13 +6,15 @@ only turns those into one line on stderr and an exit code.
 
 from __future__ import annotations
 
-import collections
+import contextlib
 import json
 import logging
+import os
 import shlex
 import sys
 import traceback
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -24,8 +26,8 @@ import seqlower
 from seqlower.errors import OutputError, SeqlowerError
 from seqlower.inputs import save_inputs
 from seqlower.io import check_model, load_model, save_model
-from seqlower.passes import PASSES, NodeLoweringPass
-from seqlower.pipeline import build_pipeline, run_pipeline
+from seqlower.passes import PASSES
+from seqlower.pipeline import TimedPass, build_pipeline, pass_name, run_pipeline
 from seqlower.verification import VerifyReport, verify
 
 EXIT_OK = 0
@@ -172,7 +174,6 @@ def cli() -> None:
     "-o",
     "--output",
     "output",
-    required=True,
     type=click.Path(path_type=Path),
     help="Where to write the lowered model (written atomically; may equal MODEL).",
 )
@@ -182,6 +183,20 @@ def cli() -> None:
     metavar="A,B",
     help="Comma-separated lowering passes to run, in order (default: all; see --list-passes).",
 )
+@click.option(
+    "--skip",
+    "skip_names",
+    multiple=True,
+    metavar="NAME",
+    help="Leave out a pass (repeatable; see --list-passes).",
+)
+@click.option(
+    "--external-data",
+    metavar="NAME",
+    help="Write the weights to this file beside OUT (default: OUT.data when the model had "
+    "external weights or is over 2 GB, else inline).",
+)
+@click.option("--dry-run", is_flag=True, help="Run everything, write no model (-o optional).")
 @click.option(
     "--no-cleanup",
     is_flag=True,
@@ -198,8 +213,11 @@ def cli() -> None:
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing on success.")
 def lower(
     model: Path,
-    output: Path,
+    output: Path | None,
     pass_names: str | None,
+    skip_names: tuple[str, ...],
+    external_data: str | None,
+    dry_run: bool,
     no_cleanup: bool,
     no_check: bool,
     keep_on_failure: bool,
@@ -209,36 +227,55 @@ def lower(
 ) -> None:
     """Lower MODEL, check it against the original, and write the result to OUT."""
     _configure_logging(verbose)
+    if output is None and not dry_run:
+        raise click.UsageError("Missing option '-o' / '--output' (or give --dry-run).")
+    show = _Printer(quiet)
     with _user_errors(verbose):
-        passes = _parse_pass_names(pass_names)
+        passes = _choose_passes(pass_names, skip_names)
         verify_options = _verify_options(**check)
-        ir_model = load_model(model)
-        check_model(ir_model, what=f"input model {model}")
+        with show.step(f"reading {model}"):
+            ir_model = load_model(model)
+            check_model(ir_model, what=f"input model {model}")
         before = _op_counts(ir_model)
         original = None if no_check else _in_memory_proto(ir_model)
-        pipeline = build_pipeline(passes, cleanup=not no_cleanup)
-        run_pipeline(ir_model, pipeline)
-        check_model(ir_model, what="lowered model")
-        if not quiet:
-            _summary(pipeline.passes, before, _op_counts(ir_model), verbose)
-        code = EXIT_OK
+        pipeline = build_pipeline(passes, cleanup=not no_cleanup, timed=True)
+        with show.step("lowering"):
+            run_pipeline(ir_model, pipeline)
+            check_model(ir_model, what="lowered model")
+        after = _op_counts(ir_model)
+        show.summary(pipeline.passes, before, after, verbose)
         report = None
+        code = EXIT_OK
         if original is not None:
-            report = verify(original, _in_memory_proto(ir_model), **verify_options)
+            with show.step("checking"):
+                report = verify(original, _in_memory_proto(ir_model), **verify_options)
             code = _exit_code(report)
-            if code != EXIT_OK or not quiet:
-                _print_verdict(report, verbose)
-            if code == EXIT_MISMATCH:
+            show.verdict(report, verbose)
+            if code == EXIT_MISMATCH and not dry_run:
                 _save_failing_inputs(report, original, model, output, check)
-        _write_report(check["report_path"], report, pipeline.passes)
-        if code == EXIT_OK or keep_on_failure:
-            save_model(ir_model, output)
-            if not quiet:
-                click.echo(f"wrote {output}")
+        written, data_name = False, None
+        if dry_run:
+            show.line("dry run: nothing written")
+        elif code == EXIT_OK or keep_on_failure:
+            assert output is not None
+            with show.step(f"writing {output}"):
+                data_name = save_model(ir_model, output, external_data=external_data)
+            written = True
+            show.line(f"wrote {output}" + (f" (weights in {data_name})" if data_name else ""))
         else:
-            click.echo(
-                f"seqlower: {output} not written (--keep-on-failure writes it anyway)", err=True
-            )
+            show.error(f"{output} not written (--keep-on-failure writes it anyway)")
+        _write_report(
+            check["report_path"],
+            {
+                "input": str(model),
+                "output": None if output is None else str(output),
+                "written": written,
+                "external_data": data_name,
+                "passes": _pass_rows(pipeline.passes),
+                "ops": {"before": dict(before), "after": dict(after)},
+                "verification": None if report is None else report.to_dict(),
+            },
+        )
     sys.exit(code)
 
 
@@ -255,12 +292,17 @@ def verify_command(
     _configure_logging(verbose)
     with _user_errors(verbose):
         options = _verify_options(**check)
-        protos = [_in_memory_proto(load_model(path)) for path in (reference, candidate)]
-        report = verify(protos[0], protos[1], **options)
-        _write_report(check["report_path"], report, [])
+        protos = []
+        for path in (reference, candidate):
+            ir_model = load_model(path)
+            check_model(ir_model, what=f"model {path}")
+            protos.append(_in_memory_proto(ir_model))
+        show = _Printer(quiet)
+        with show.step("checking"):
+            report = verify(protos[0], protos[1], **options)
+        _write_report(check["report_path"], {"verification": report.to_dict()})
         code = _exit_code(report)
-        if code != EXIT_OK or not quiet:
-            _print_verdict(report, verbose)
+        show.verdict(report, verbose)
     sys.exit(code)
 
 
@@ -341,43 +383,103 @@ def _exit_code(report: VerifyReport) -> int:
     return codes[report.status]
 
 
-def _print_verdict(report: VerifyReport, verbose: int) -> None:
-    err = not report.ok
-    verdict = {"equivalent": "outputs match", "mismatch": "MISMATCH"}.get(
-        report.status, "cannot verify"
-    )
-    oracles = ", ".join(f"{k}: {v}" for k, v in report.oracles.items())
-    click.echo(f"check: {verdict}: {report.reason}" + (f" ({oracles})" if oracles else ""), err=err)
-    rows: dict[str, list[float]] = {}
-    for run in report.runs:
-        if run.error:
-            click.echo(f"  run {run.index}: {run.error}", err=err)
-        for o in run.outputs:
-            row = rows.setdefault(o.name, [0.0, 0.0, 0, 0])
-            row[0], row[1] = max(row[0], o.max_abs), max(row[1], o.max_rel)
-            row[2] += o.mismatches
-            row[3] += o.elements
-    if rows and (verbose or not report.ok):
-        click.echo(f"  {'output':24} {'max abs':>12} {'max rel':>12} {'mismatches':>14}", err=err)
-        for name, (max_abs, max_rel, bad, total) in rows.items():
-            mismatches = f"{bad}/{total}"
-            click.echo(f"  {name:24} {max_abs:>12.4g} {max_rel:>12.4g} {mismatches:>14}", err=err)
-    if verbose:
-        for problem in report.input_problems:
-            click.echo(f"  note: {problem}", err=err)
-
-
-def _write_report(path: Path | None, report: VerifyReport | None, passes: Any) -> None:
+def _write_report(path: Path | None, data: dict[str, Any]) -> None:
     if path is None:
         return
-    data = {
-        "passes": {p.op_type: p.rewritten for p in passes if isinstance(p, NodeLoweringPass)},
-        "verification": None if report is None else report.to_dict(),
-    }
     try:
         path.write_text(json.dumps(data, indent=2, default=str) + "\n")
     except OSError as e:
         raise OutputError(f"--report {path}: cannot write ({e.strerror})") from e
+
+
+def _pass_rows(passes: Any) -> list[dict[str, Any]]:
+    rows = []
+    for timed in passes:
+        inner = timed.inner if isinstance(timed, TimedPass) else timed
+        rows.append(
+            {
+                "name": pass_name(timed),
+                "op_type": getattr(inner, "op_type", None),
+                "rewritten": getattr(inner, "rewritten", None),
+                "seconds": getattr(timed, "seconds", None),
+            }
+        )
+    return rows
+
+
+class _Printer:
+    """What the command prints: nothing on success with -q, colour only where it belongs."""
+
+    def __init__(self, quiet: bool) -> None:
+        self.quiet = quiet
+        # NO_COLOR (https://no-color.org) switches colour off; click strips it off-terminal.
+        self.color = False if os.environ.get("NO_COLOR") else None
+        self.progress = not quiet and sys.stderr.isatty()
+
+    def line(self, text: str, *, err: bool = False, always: bool = False) -> None:
+        if always or not self.quiet:
+            click.echo(text, err=err, color=self.color)
+
+    def error(self, text: str) -> None:
+        self.line(f"seqlower: {text}", err=True, always=True)
+
+    @contextlib.contextmanager
+    def step(self, what: str) -> Iterator[None]:
+        """Say what a long step is doing, on a terminal only, and clear it afterwards."""
+        if self.progress:
+            click.echo(f"seqlower: {what}...", err=True, nl=False)
+        try:
+            yield
+        finally:
+            if self.progress:
+                click.echo("\r\033[K", err=True, nl=False)
+
+    def summary(self, passes: Any, before: Counter[str], after: Counter[str], verbose: int) -> None:
+        if self.quiet:
+            return
+        click.echo(f"{'pass':26} {'rewritten':>9} {'time':>10}")
+        for row in _pass_rows(passes):
+            rewritten = "" if row["rewritten"] is None else str(row["rewritten"])
+            click.echo(f"{row['name']:26} {rewritten:>9} {row['seconds'] * 1e3:>8.1f}ms")
+        ops = sorted(set(before) | set(after))
+        shown = [op for op in ops if verbose or before[op] != after[op]]
+        if shown:
+            click.echo(f"{'op':26} {'before':>9} {'after':>10}")
+            for op in shown:
+                click.echo(f"{op:26} {before[op]:>9} {after[op]:>10}")
+
+    def verdict(self, report: VerifyReport, verbose: int) -> None:
+        err = not report.ok
+        if report.ok and self.quiet:
+            return
+        label = {"equivalent": ("outputs match", "green"), "mismatch": ("MISMATCH", "red")}.get(
+            report.status, ("cannot verify", "yellow")
+        )
+        oracles = ", ".join(f"{k}: {v}" for k, v in report.oracles.items())
+        text = f"check: {click.style(label[0], fg=label[1], bold=True)}: {report.reason}"
+        self.line(text + (f" ({oracles})" if oracles else ""), err=err, always=True)
+        rows: dict[str, list[float]] = {}
+        for run in report.runs:
+            if run.error:
+                self.line(f"  run {run.index}: {run.error}", err=err, always=True)
+            for o in run.outputs:
+                row = rows.setdefault(o.name, [0.0, 0.0, 0, 0])
+                row[0], row[1] = max(row[0], o.max_abs), max(row[1], o.max_rel)
+                row[2] += o.mismatches
+                row[3] += o.elements
+        if rows and (verbose or not report.ok):
+            header = f"  {'output':24} {'max abs':>12} {'max rel':>12} {'mismatches':>14}"
+            self.line(header, err=err, always=True)
+            for name, (max_abs, max_rel, bad, total) in rows.items():
+                count = f"{bad}/{total}"
+                self.line(
+                    f"  {name:24} {max_abs:>12.4g} {max_rel:>12.4g} {count:>14}",
+                    err=err,
+                    always=True,
+                )
+        if verbose:
+            for problem in report.input_problems:
+                self.line(f"  note: {problem}", err=err, always=True)
 
 
 def _save_failing_inputs(
@@ -404,40 +506,27 @@ def _configure_logging(verbose: int) -> None:
     logging.basicConfig(level=level, format="seqlower: %(name)s: %(message)s", force=True)
 
 
-def _parse_pass_names(text: str | None) -> list[str] | None:
-    if text is None:
-        return None
-    names = [name.strip() for name in text.split(",") if name.strip()]
-    unknown = [name for name in names if name not in PASSES]
-    if unknown or not names:
+def _choose_passes(text: str | None, skip: tuple[str, ...]) -> list[str]:
+    names = list(PASSES) if text is None else [n.strip() for n in text.split(",") if n.strip()]
+    skipped = [n.strip() for spec in skip for n in spec.split(",") if n.strip()]
+    unknown = [name for name in (*names, *skipped) if name not in PASSES]
+    if unknown:
         known = ", ".join(PASSES)
-        raise click.UsageError(
-            f"unknown pass {', '.join(unknown) or '(none given)'}; known: {known}"
-        )
-    return names
+        raise click.UsageError(f"unknown pass {', '.join(unknown)}; known: {known}")
+    chosen = [name for name in names if name not in skipped]
+    if not chosen:
+        raise click.UsageError("no passes left to run")
+    return chosen
 
 
-def _op_counts(model: ir.Model) -> collections.Counter[str]:
-    counts: collections.Counter[str] = collections.Counter()
+def _op_counts(model: ir.Model) -> Counter[str]:
+    counts: Counter[str] = Counter()
     for graph_like in (model.graph, *model.functions.values()):
         for node in ir.traversal.RecursiveGraphIterator(graph_like):
             counts[
                 node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}::{node.op_type}"
             ] += 1
     return counts
-
-
-def _summary(
-    passes: Any, before: collections.Counter[str], after: collections.Counter[str], verbose: int
-) -> None:
-    for pass_ in passes:
-        if isinstance(pass_, NodeLoweringPass):
-            click.echo(f"{pass_.op_type}: {pass_.rewritten} node(s) lowered")
-    if verbose:
-        click.echo(f"{'op':24} {'before':>8} {'after':>8}")
-        for op in sorted(set(before) | set(after)):
-            if before[op] != after[op] or verbose > 1:
-                click.echo(f"{op:24} {before[op]:>8} {after[op]:>8}")
 
 
 class _user_errors:

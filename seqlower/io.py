@@ -14,7 +14,7 @@ from onnx_ir.passes.common import CheckerPass
 
 from seqlower.errors import InvalidModelError, ModelLoadError, OutputError
 
-__all__ = ["check_model", "load_model", "save_model"]
+__all__ = ["check_model", "has_external_data", "load_model", "save_model", "weights_nbytes"]
 
 
 def load_model(path: str | os.PathLike[str]) -> ir.Model:
@@ -50,25 +50,63 @@ def check_model(model: ir.Model, *, full_check: bool = False, what: str = "model
         raise InvalidModelError(f"the {what} is not valid ONNX: {_checker_message(cause)}") from e
 
 
-def save_model(model: ir.Model, path: str | os.PathLike[str]) -> None:
-    """Write ``model`` to ``path`` atomically: a temporary file beside it, renamed when complete."""
+# Protobuf cannot serialize 2 GiB; keep a margin for the graph itself.
+_INLINE_LIMIT = 1_800_000_000
+
+
+def has_external_data(model: ir.Model) -> bool:
+    """Whether any weight of the model lives in an external file."""
+    return any(
+        isinstance(value.const_value, ir.ExternalTensor)
+        for graph in model.graphs()
+        for value in graph.initializers.values()
+    )
+
+
+def weights_nbytes(model: ir.Model) -> int:
+    return sum(
+        value.const_value.nbytes
+        for graph in model.graphs()
+        for value in graph.initializers.values()
+        if value.const_value is not None
+    )
+
+
+def save_model(
+    model: ir.Model, path: str | os.PathLike[str], *, external_data: str | None = None
+) -> str | None:
+    """Write ``model`` to ``path`` atomically: a temporary file beside it, renamed when complete.
+
+    Weights go to the external file ``external_data`` (a name relative to ``path``'s folder);
+    when it is not given they go to ``<OUT>.data`` if the model had external weights or is too
+    big for one protobuf, and inline otherwise. Weights are streamed from their source file, not
+    read into memory first. Returns the external-data name used, if any.
+    """
     path = Path(path)
     directory = path.parent if str(path.parent) else Path(".")
     if not directory.is_dir():
         raise OutputError(f"{path}: the directory {directory} does not exist")
+    if external_data is None and (
+        has_external_data(model) or weights_nbytes(model) > _INLINE_LIMIT
+    ):
+        external_data = f"{path.name}.data"
+    if external_data is not None and (Path(external_data).is_absolute() or "/" in external_data):
+        raise OutputError(f"--external-data {external_data}: give a file name, not a path")
     try:
         fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
     except OSError as e:
         raise OutputError(f"{path}: cannot write there ({e.strerror})") from e
     os.close(fd)
     try:
-        ir.save(model, tmp_name)
+        # onnx_ir writes the external file beside the temporary model, itself atomically.
+        ir.save(model, tmp_name, external_data=external_data)
         os.replace(tmp_name, path)
     except OSError as e:
         raise OutputError(f"{path}: cannot write the model ({e.strerror or e})") from e
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp_name)
+    return external_data
 
 
 def _checker_message(error: BaseException) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Sequence
 from typing import overload
 
@@ -14,23 +15,64 @@ from seqlower.errors import InvalidModelError, SeqlowerError
 from seqlower.io import load_model
 from seqlower.passes import PASSES, create_pass
 
-__all__ = ["build_pipeline", "lower", "run_pipeline"]
+__all__ = ["TimedPass", "build_pipeline", "lower", "pass_name", "run_pipeline"]
 
 PassSpec = str | ir.passes.PassBase
 
 
+class TimedPass(ir.passes.PassBase):
+    """Runs another pass and records how long it took (``seconds``), for summaries."""
+
+    def __init__(self, inner: ir.passes.PassBase) -> None:
+        self.inner = inner
+        self.seconds = 0.0
+
+    @property
+    def in_place(self) -> bool:
+        return self.inner.in_place
+
+    @property
+    def changes_input(self) -> bool:
+        return self.inner.changes_input
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        start = time.perf_counter()
+        try:
+            return self.inner(model)
+        finally:
+            self.seconds += time.perf_counter() - start
+
+
+_CLEANUP_NAMES = {
+    RemoveUnusedNodesPass: "remove-unused-nodes",
+    TopologicalSortPass: "topological-sort",
+}
+
+
+def pass_name(pass_: ir.passes.PassBase) -> str:
+    """The registry name of a pass, or its class name for passes seqlower did not register."""
+    inner = pass_.inner if isinstance(pass_, TimedPass) else pass_
+    for name, cls in PASSES.items():
+        if type(inner) is cls:
+            return name
+    return _CLEANUP_NAMES.get(type(inner), type(inner).__name__)
+
+
 def build_pipeline(
-    passes: Sequence[PassSpec] | None = None, *, cleanup: bool = True
+    passes: Sequence[PassSpec] | None = None, *, cleanup: bool = True, timed: bool = False
 ) -> ir.passes.PassManager:
     """A PassManager running ``passes`` (names or instances; default: all) then the cleanup.
 
-    The cleanup is onnx_ir's own: dead-node removal, then a stable topological sort.
+    The cleanup is onnx_ir's own: dead-node removal, then a stable topological sort. ``timed``
+    wraps every pass in :class:`TimedPass`.
     """
     chosen = [create_pass(p) if isinstance(p, str) else p for p in (passes or list(PASSES))]
     if cleanup:
         chosen += [RemoveUnusedNodesPass(), TopologicalSortPass()]
     if not chosen:
         raise ValueError("no passes to run")
+    if timed:
+        chosen = [TimedPass(p) for p in chosen]
     return ir.passes.PassManager(chosen, steps=1)
 
 

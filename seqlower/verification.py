@@ -186,7 +186,13 @@ def verify(
                 continue
             return report(
                 "cannot_verify",
-                f"the reference failed on every input tried in run {index}",
+                f"the reference failed on every input tried in run {index}"
+                + (
+                    f" (last: {problems[-1].split('(', 1)[-1].rsplit(')', 1)[0]})"
+                    if problems
+                    else ""
+                )
+                + "; give real shapes with --dim/--input-shape or real inputs with --inputs",
                 runs=runs,
                 oracles=oracles,
                 input_problems=problems,
