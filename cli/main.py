@@ -235,7 +235,6 @@ def lower(
         verify_options = _verify_options(**check)
         with show.step(f"reading {model}"):
             ir_model = load_model(model)
-            check_model(ir_model, what=f"input model {model}")
         before = _op_counts(ir_model)
         original = None if no_check else _in_memory_proto(ir_model)
         pipeline = build_pipeline(passes, cleanup=not no_cleanup, timed=True)
@@ -295,7 +294,6 @@ def verify_command(
         protos = []
         for path in (reference, candidate):
             ir_model = load_model(path)
-            check_model(ir_model, what=f"model {path}")
             protos.append(_in_memory_proto(ir_model))
         show = _Printer(quiet)
         with show.step("checking"):

@@ -94,6 +94,7 @@ def generate_inputs(
     if unknown:
         raise InputError(f"--input-shape names no input of the model: {', '.join(sorted(unknown))}")
     bounds = _index_bounds(model)
+    _tie_batch_dims(model, specs, dims)
     feeds: dict[str, Any] = {}
     # Bounded integers last: their range depends on the tensors they index.
     for spec in sorted(specs, key=lambda s: s.name in bounds):
@@ -138,6 +139,32 @@ def _shape(
         else:
             shape.append(DEFAULT_DIM)
     return tuple(shape)
+
+
+def _tie_batch_dims(model: onnx.ModelProto, specs: list[InputSpec], dims: dict[str, int]) -> None:
+    """Give ReverseSequence's data a batch size equal to its lengths' count, where one is static.
+
+    Otherwise a model declaring ``lens: int64[4]`` and ``x: float[T, B, F]`` would be fed B=3
+    and rejected by its own runtime, which says nothing about the model.
+    """
+    shapes = {spec.name: spec.shape for spec in specs}
+    for node in model.graph.node:
+        if node.op_type != "ReverseSequence" or len(node.input) < 2:
+            continue
+        data, lens = shapes.get(node.input[0]), shapes.get(node.input[1])
+        if not data or not lens or len(lens) != 1:
+            continue
+        attrs = {a.name: a.i for a in node.attribute}
+        batch_axis = attrs.get("batch_axis", 1)
+        if batch_axis >= len(data):
+            continue
+        batch, count = data[batch_axis], lens[0]
+        if isinstance(count, int) and isinstance(batch, str):
+            dims.setdefault(batch, count)
+        elif isinstance(batch, int) and isinstance(count, str):
+            dims.setdefault(count, batch)
+        elif isinstance(batch, str) and isinstance(count, str) and batch in dims:
+            dims.setdefault(count, dims[batch])
 
 
 @dataclasses.dataclass(frozen=True)

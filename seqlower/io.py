@@ -17,8 +17,13 @@ from seqlower.errors import InvalidModelError, ModelLoadError, OutputError
 __all__ = ["check_model", "has_external_data", "load_model", "save_model", "weights_nbytes"]
 
 
-def load_model(path: str | os.PathLike[str]) -> ir.Model:
-    """Read an ONNX file; external weights stay on disk until something needs them."""
+def load_model(path: str | os.PathLike[str], *, check: bool = True) -> ir.Model:
+    """Read an ONNX file; external weights stay on disk until something needs them.
+
+    With ``check``, ONNX's checker reads the file first (by path, so external data and models
+    over 2 GB are fine), so that an invalid model is reported in the checker's words rather than
+    as whatever trips first while converting it.
+    """
     path = Path(path)
     if not path.exists():
         raise ModelLoadError(f"{path}: no such file")
@@ -32,10 +37,15 @@ def load_model(path: str | os.PathLike[str]) -> ir.Model:
         raise ModelLoadError(f"{path}: not a readable ONNX model ({_first_line(e)})") from e
     if not proto.HasField("graph"):
         raise ModelLoadError(f"{path}: not an ONNX model (it holds no graph)")
+    if check:
+        try:
+            onnx.checker.check_model(str(path))
+        except Exception as e:
+            raise InvalidModelError(f"{path} is not valid ONNX: {_checker_message(e)}") from e
     try:
         model = ir.serde.deserialize_model(proto)
     except Exception as e:
-        raise InvalidModelError(f"{path}: not a valid ONNX model ({_first_line(e)})") from e
+        raise InvalidModelError(f"{path}: not a valid ONNX model ({_root_message(e)})") from e
     # Relative external-data locations are relative to the model file, as onnx_ir.load does.
     ir.external_data.set_base_dir(model.graph, path.parent)
     return model
@@ -120,6 +130,13 @@ def _checker_message(error: BaseException) -> str:
         name = f" '{match.group(1)}'" if match.group(1) else ""
         message += f" (in {match.group(2)} node{name})"
     return message
+
+
+def _root_message(error: BaseException) -> str:
+    """The first line of the innermost cause: wrappers like onnx_ir's SerdeError say little."""
+    while error.__cause__ is not None:
+        error = error.__cause__
+    return _first_line(error)
 
 
 def _first_line(error: BaseException) -> str:

@@ -378,3 +378,26 @@ def test_cli_cannot_verify_writes_nothing(tmp_path: Path) -> None:
     assert result.exit_code == 3 and "cannot verify" in result.stderr
     assert not target.exists()
     assert run_cli(source, "-o", target, "--no-check").exit_code == 0 and target.exists()
+
+
+def test_batch_dims_follow_static_length_counts() -> None:
+    model = make_model(
+        [h.make_node("ReverseSequence", ["x", "lens"], ["y"])],
+        [tensor_info("x", T.FLOAT, ["t", "b", 2]), tensor_info("lens", T.INT64, [4])],
+        [tensor_info("y", T.FLOAT, ["t", "b", 2])],
+    )
+    report = verify(model, seqlower.lower(model))
+    assert report.ok and report.input_problems == []
+    assert report.runs[0].inputs["x"][1] == 4
+
+
+def test_reference_failing_at_run_time_is_an_input_problem_not_a_mismatch() -> None:
+    # The declared lengths count (2) contradicts a forced batch of 3: every run fails natively.
+    model = make_model(
+        [h.make_node("ReverseSequence", ["x", "lens"], ["y"])],
+        [tensor_info("x", T.FLOAT, ["t", "b", 2]), tensor_info("lens", T.INT64, [2])],
+        [tensor_info("y", T.FLOAT, ["t", "b", 2])],
+    )
+    report = verify(model, seqlower.lower(model), input_shapes={"x": (3, 3, 2)})
+    assert report.status == "cannot_verify" and report.input_problems
+    assert "--input-shape" in report.reason
