@@ -35,16 +35,32 @@ class TypeOracle:
 
     def __init__(self, model: ir.Model) -> None:
         self._model = model
-        self._inferred: dict[int, ir.TypeProtocol] | None = None
+        self._inferred: dict[int, ir.Value] | None = None
 
     def type_of(self, value: ir.Value) -> ir.TypeProtocol | None:
         if value.type is not None and element_dtype(value.type) is not None:
             return value.type
+        inferred = self._lookup(value)
+        return value.type if inferred is None or inferred.type is None else inferred.type
+
+    def static_shape(self, value: ir.Value) -> tuple[int, ...] | None:
+        """The value's shape when every dimension is a known integer.
+
+        Declared shapes, and inferred ones when inference has already run for a missing type;
+        a shape alone never starts inference, which costs as much as a pass over a big model.
+        """
+        inferred = None if self._inferred is None else self._inferred.get(id(value))
+        for shape in (value.shape, getattr(inferred, "shape", None)):
+            if shape is not None and all(isinstance(d, int) for d in shape):
+                return tuple(int(d) for d in shape)  # type: ignore[arg-type]
+        return None
+
+    def _lookup(self, value: ir.Value) -> ir.Value | None:
         if self._inferred is None:
             self._inferred = self._infer()
-        return self._inferred.get(id(value), value.type)
+        return self._inferred.get(id(value))
 
-    def _infer(self) -> dict[int, ir.TypeProtocol]:
+    def _infer(self) -> dict[int, ir.Value]:
         # onnx_ir's ShapeInferencePass merges only dtype and shape back, which turns an inferred
         # sequence type into a tensor type; read the whole inferred type instead.
         clone = self._model.clone()
@@ -69,7 +85,7 @@ class TypeOracle:
             return {}
         pairs: list[tuple[ir.Value, ir.Value]] = []
         _pair_graph(self._model.graph, inferred.graph, pairs)
-        return {id(original): copy.type for original, copy in pairs if copy.type is not None}
+        return {id(original): copy for original, copy in pairs}
 
 
 def _pair_graph(original: ir.Graph, copy: ir.Graph, pairs: list[tuple[ir.Value, ir.Value]]) -> None:

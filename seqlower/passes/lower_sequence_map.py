@@ -1,4 +1,4 @@
-"""Lower ``SequenceMap`` into ``Loop`` over ``SequenceAt``/``SequenceInsert``.
+"""Lower ``SequenceMap`` into ``Loop`` over ``SequenceAt``, and back into sequences.
 
 Many runtimes and converters have no ``SequenceMap`` kernel, and onnxruntime's own function
 expansion of it fails on valid models (nested maps, body names that clash with its expansion,
@@ -13,38 +13,53 @@ function ops such as ``CenterCropPad`` in the body). Every ``SequenceMap`` becom
             acc_j' = SequenceInsert(acc_j, r_j)           # r_j: the original body outputs
         -> (cond, acc_1'..acc_m')
 
+When every body output has a static shape, the results are scan outputs instead, and
+``SplitToSequence(axis=0, keepdims=0)`` turns each stacked tensor back into the sequence:
+carrying a sequence through ``SequenceInsert`` copies it on every iteration in onnxruntime
+(quadratic), stacking does not. Both forms return empty sequences of the right type for an
+empty input.
+
 The original body graph object becomes the Loop body, so its nodes, initializers, value infos
-and any lowered inner ``SequenceMap`` stay exactly as they were. Zero iterations return the
-empty sequences, which is what ``SequenceMap`` gives for an empty input.
+and any lowered inner ``SequenceMap`` stay exactly as they were.
 """
 
 from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import onnx_ir as ir
 
 from seqlower.errors import InvalidNodeError
 from seqlower.passes._base import NameGenerator, NodeLoweringPass, Site
+from seqlower.passes._emit import Emitter
 from seqlower.passes._types import TypeOracle, element_dtype
 
 __all__ = ["LowerSequenceMap"]
 
 _SCALAR = ir.Shape([])
+_INT64 = ir.DataType.INT64
 
 
 @dataclasses.dataclass
 class _Plan:
     node: ir.Node
     body: ir.Graph
+    opset: int
     input_is_sequence: list[bool]
     output_dtypes: list[ir.DataType]
+    static_shapes: list[tuple[int, ...]] | None  # every body output's, when all are static
 
 
 class LowerSequenceMap(NodeLoweringPass):
     """Replace every ``SequenceMap`` with an equivalent ``Loop`` (see the module docstring)."""
 
     op_type = "SequenceMap"
+
+    def __init__(self, stack_static: bool = True) -> None:
+        """``stack_static``: use scan outputs when every body output's shape is static."""
+        super().__init__()
+        self.stack_static = stack_static
 
     def plan(self, site: Site, types: TypeOracle) -> _Plan:
         node = site.node
@@ -70,111 +85,51 @@ class LowerSequenceMap(NodeLoweringPass):
         dtypes = [
             _output_dtype(node, body, j, is_sequence, types) for j in range(len(node.outputs))
         ]
-        return _Plan(node, body, is_sequence, dtypes)
+        shapes = [types.static_shape(result) for result in body.outputs]
+        static = None
+        if self.stack_static and all(shape is not None for shape in shapes):
+            static = [shape for shape in shapes if shape is not None]
+        return _Plan(node, body, site.opset, is_sequence, dtypes, static)
 
     def rewrite(self, plan: _Plan, names: NameGenerator) -> None:
         node, body = plan.node, plan.body
         graph = node.graph
         assert graph is not None
         base = node.name or "SequenceMap"
-        body_results = list(body.outputs)
-        body_params = list(body.inputs)
+        results = list(body.outputs)
         outer_inputs: list[ir.Value] = list(node.inputs)  # type: ignore[arg-type]
+        before = Emitter(names, base, plan.opset)  # outer graph, ahead of the Loop
+        after = Emitter(names, base, plan.opset)  # outer graph, after the Loop
+        reads = Emitter(names, base, plan.opset)  # body, ahead of the original nodes
+        tail = Emitter(names, base, plan.opset)  # body, after them
 
-        # Outside the loop: trip count and one empty sequence per output.
-        count = ir.Value(name=names.fresh(f"{base}_length"), type=_tensor(ir.DataType.INT64))
+        count = before.op("SequenceLength", [outer_inputs[0]], hint="length", dtype=_INT64)
         count.shape = _SCALAR
-        length_node = ir.Node(
-            "",
-            "SequenceLength",
-            [outer_inputs[0]],
-            outputs=[count],
-            name=names.fresh(f"{base}_SequenceLength"),
-        )
-        empty_nodes = []
-        for j, dtype in enumerate(plan.output_dtypes):
-            empty = ir.Value(name=names.fresh(f"{base}_empty_{j}"), type=_sequence(dtype))
-            empty_nodes.append(
-                ir.Node(
-                    "",
-                    "SequenceEmpty",
-                    [],
-                    [ir.AttrInt64("dtype", dtype.value)],
-                    outputs=[empty],
-                    name=names.fresh(f"{base}_SequenceEmpty_{j}"),
-                )
-            )
 
-        # The body becomes the Loop body: new signature, element reads first, inserts last.
-        iteration = _scalar_input(names.fresh(f"{base}_iteration"), ir.DataType.INT64)
+        # The body becomes the Loop body: element reads first, then the original nodes.
+        iteration = _scalar_input(names.fresh(f"{base}_iteration"), _INT64)
         cond_in = _scalar_input(names.fresh(f"{base}_cond_in"), ir.DataType.BOOL)
-        carried_in = [
-            ir.Value(name=names.fresh(f"{base}_acc_in_{j}"), type=_sequence(dtype))
-            for j, dtype in enumerate(plan.output_dtypes)
-        ]
         replacements: dict[ir.Value, ir.Value] = {}
-        reads: list[ir.Node] = []
-        for k, (param, outer) in enumerate(zip(body_params, outer_inputs, strict=True)):
-            if plan.input_is_sequence[k]:
-                element = ir.Value(
-                    name=names.take_over(param.name, f"{base}_element_{k}"),
-                    type=param.type or _element_type_of(outer),
-                    shape=param.shape,
-                )
-                reads.append(
-                    ir.Node(
-                        "",
-                        "SequenceAt",
-                        [outer, iteration],
-                        outputs=[element],
-                        name=names.fresh(f"{base}_SequenceAt_{k}"),
-                    )
-                )
-                replacements[param] = element
-            else:
-                replacements[param] = outer
-
+        for k, (param, outer) in enumerate(zip(body.inputs, outer_inputs, strict=True)):
+            if not plan.input_is_sequence[k]:
+                replacements[param] = outer  # tensors are read from the outer scope
+                continue
+            element = ir.Value(
+                name=names.take_over(param.name, f"{base}_element_{k}"),
+                type=param.type or _element_type_of(outer),
+                shape=param.shape,
+            )
+            reads.op("SequenceAt", [outer, iteration], hint=f"element_{k}", output=element)
+            replacements[param] = element
         body.inputs.clear()
-        body.inputs.extend([iteration, cond_in, *carried_in])
         body.outputs.clear()
         for param, replacement in replacements.items():
             param.replace_all_uses_with(replacement)
-        results = [replacements.get(result, result) for result in body_results]
+        results = [replacements.get(result, result) for result in results]
+        cond_out = ir.Value(name=names.fresh(f"{base}_cond_out"), type=_tensor(ir.DataType.BOOL))
+        cond_out.shape = _SCALAR
+        tail.op("Identity", [cond_in], hint="cond_out", output=cond_out)
 
-        cond_out = ir.Value(
-            name=names.fresh(f"{base}_cond_out"), type=_tensor(ir.DataType.BOOL), shape=_SCALAR
-        )
-        tail = [
-            ir.Node(
-                "",
-                "Identity",
-                [cond_in],
-                outputs=[cond_out],
-                name=names.fresh(f"{base}_cond_Identity"),
-            )
-        ]
-        carried_out = []
-        for j, (acc, result) in enumerate(zip(carried_in, results, strict=True)):
-            acc_out = ir.Value(name=names.fresh(f"{base}_acc_out_{j}"), type=acc.type)
-            tail.append(
-                ir.Node(
-                    "",
-                    "SequenceInsert",
-                    [acc, result],
-                    outputs=[acc_out],
-                    name=names.fresh(f"{base}_SequenceInsert_{j}"),
-                )
-            )
-            carried_out.append(acc_out)
-        if reads:
-            if len(body) > 0:
-                body.insert_before(body[0], reads)
-            else:
-                body.extend(reads)
-        body.extend(tail)
-        body.outputs.extend([cond_out, *carried_out])
-
-        # Replace the node, keeping its output names so consumers and graph outputs are untouched.
         loop_outputs = [
             ir.Value(
                 name=old.name or names.fresh(f"{base}_out_{j}"),
@@ -184,21 +139,93 @@ class LowerSequenceMap(NodeLoweringPass):
             )
             for j, old in enumerate(node.outputs)
         ]
+        if plan.static_shapes is not None:
+            # Each iteration's results are stacked as scan outputs (no sequence is copied per
+            # iteration), then split back into the sequences SequenceMap returns.
+            body.inputs.extend([iteration, cond_in])
+            scanned = _scan_outputs(tail, body, results)
+            stacked = [
+                ir.Value(
+                    name=names.fresh(f"{base}_stacked_{j}"),
+                    type=_tensor(dtype),
+                    shape=ir.Shape([None, *plan.static_shapes[j]]),
+                )
+                for j, dtype in enumerate(plan.output_dtypes)
+            ]
+            for j, (tensor, sequence) in enumerate(zip(stacked, loop_outputs, strict=True)):
+                after.op(
+                    "SplitToSequence",
+                    [tensor],
+                    {"axis": 0, "keepdims": 0},
+                    hint=f"split_{j}",
+                    output=sequence,
+                )
+            # An explicit true condition: a trailing empty input would be dropped by onnx_ir's
+            # RemoveUnusedNodesPass, leaving a Loop with one input, which is invalid.
+            keep_going = before.constant(np.array(True), hint="true")
+            body_outputs, loop_inputs, node_outputs = scanned, [count, keep_going], stacked
+        else:
+            # Each result is inserted into a sequence carried from iteration to iteration.
+            carried_in = [
+                ir.Value(name=names.fresh(f"{base}_acc_in_{j}"), type=_sequence(dtype))
+                for j, dtype in enumerate(plan.output_dtypes)
+            ]
+            empties = [
+                before.op("SequenceEmpty", [], {"dtype": dtype.value}, hint=f"empty_{j}")
+                for j, dtype in enumerate(plan.output_dtypes)
+            ]
+            for empty, dtype in zip(empties, plan.output_dtypes, strict=True):
+                empty.type = _sequence(dtype)
+            carried_out = []
+            for j, (acc, result) in enumerate(zip(carried_in, results, strict=True)):
+                acc_out = tail.op("SequenceInsert", [acc, result], hint=f"acc_out_{j}")
+                acc_out.type = acc.type
+                carried_out.append(acc_out)
+            body.inputs.extend([iteration, cond_in, *carried_in])
+            body_outputs, loop_inputs, node_outputs = (
+                carried_out,
+                [count, None, *empties],
+                loop_outputs,
+            )
+
+        if reads.nodes:
+            if len(body) > 0:
+                body.insert_before(body[0], reads.nodes)
+            else:
+                body.extend(reads.nodes)
+        body.extend(tail.nodes)
+        body.outputs.extend([cond_out, *body_outputs])
+
         del node.attributes["body"]
         loop = ir.Node(
             "",
             "Loop",
-            [count, None, *(n.outputs[0] for n in empty_nodes)],
+            loop_inputs,
             [ir.AttrGraph("body", body)],
-            outputs=loop_outputs,
+            outputs=node_outputs,
             name=node.name or names.fresh("SequenceMap_Loop"),
             doc_string=node.doc_string,
             metadata_props=dict(node.metadata_props) or None,
         )
-        graph.insert_before(node, [length_node, *empty_nodes, loop])
+        graph.insert_before(node, [*before.nodes, loop, *after.nodes])
         for old, new in zip(node.outputs, loop_outputs, strict=True):
             old.replace_all_uses_with(new, replace_graph_outputs=True)
         graph.remove(node, safe=True)
+
+
+def _scan_outputs(tail: Emitter, body: ir.Graph, results: list[ir.Value]) -> list[ir.Value]:
+    """The results as Loop scan outputs: each produced in the body, each listed once.
+
+    onnxruntime refuses an outer-scope value returned directly from a subgraph, and a graph
+    cannot list one value twice, so those pass through an Identity.
+    """
+    scanned: list[ir.Value] = []
+    for j, result in enumerate(results):
+        producer = result.producer()
+        if producer is None or producer.graph is not body or result in scanned:
+            result = tail.op("Identity", [result], hint=f"scan_{j}")
+        scanned.append(result)
+    return scanned
 
 
 def _body_of(node: ir.Node) -> ir.Graph:
