@@ -1,0 +1,88 @@
+"""SequenceMap: onnxruntime's own implementation vs seqlower's lowered model.
+
+Run by hand (not a test):  .venv/bin/python benchmarks/sequence_map.py [--max-seconds S]
+
+The model maps Neg over a sequence of N float tensors. "static": every element is [256] and
+the body declares it, so seqlower stacks scan outputs; "dynamic": elements have different
+lengths and no declared shape, so seqlower carries a sequence through SequenceInsert (as
+onnxruntime's own expansion does). Both models run in one process, interleaved, on the same
+inputs; the script prints median times and native/lowered speed-ups.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper
+
+import seqlower
+
+LENGTHS = [4, 64, 512, 2048, 8192]
+
+
+def model(static: bool) -> onnx.ModelProto:
+    shape = [256] if static else None
+    elem = helper.make_tensor_type_proto(TensorProto.FLOAT, shape)
+    seq = helper.make_sequence_type_proto(elem)
+    body = helper.make_graph(
+        [helper.make_node("Neg", ["x"], ["y"])], "body",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)],
+    )
+    graph = helper.make_graph(
+        [helper.make_node("SequenceMap", ["s"], ["out"], body=body)], "map",
+        [helper.make_value_info("s", seq)], [helper.make_value_info("out", seq)],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def session(proto: onnx.ModelProto) -> ort.InferenceSession:
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    return ort.InferenceSession(proto.SerializeToString(), options,
+                                providers=["CPUExecutionProvider"])
+
+
+def bench(static: bool, length: int, max_seconds: float) -> tuple[float, float]:
+    rng = np.random.default_rng(0)
+    sizes = [256] * length if static else rng.integers(128, 384, size=length)
+    feeds = {"s": [rng.standard_normal(int(n)).astype(np.float32) for n in sizes]}
+    native_model = model(static)
+    lowered_model = seqlower.lower(native_model)
+    ops = {n.op_type for n in lowered_model.graph.node}
+    assert ("SplitToSequence" in ops) == static
+    runs = {"native": session(native_model), "lowered": session(lowered_model)}
+    expected = runs["native"].run(None, feeds)[0]
+    got = runs["lowered"].run(None, feeds)[0]
+    assert all(np.array_equal(a, b) for a, b in zip(expected, got, strict=True))
+    times: dict[str, list[float]] = {name: [] for name in runs}
+    deadline = time.perf_counter() + max_seconds
+    while len(times["native"]) < 3 or (time.perf_counter() < deadline and len(times["native"]) < 50):
+        for name, sess in runs.items():
+            start = time.perf_counter()
+            sess.run(None, feeds)
+            times[name].append(time.perf_counter() - start)
+    return statistics.median(times["native"]), statistics.median(times["lowered"])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--max-seconds", type=float, default=4.0, help="per case, at least 3 runs")
+    args = parser.parse_args()
+    print(f"onnxruntime {ort.__version__}, 1 thread, Neg over N float tensors, medians")
+    print(f"{'shapes':>8} {'N':>6} {'native ms':>11} {'lowered ms':>11} {'speed-up':>9}")
+    for static in (True, False):
+        for length in LENGTHS:
+            native, lowered = bench(static, length, args.max_seconds)
+            kind = "static" if static else "dynamic"
+            print(f"{kind:>8} {length:>6} {native * 1e3:>11.3f} {lowered * 1e3:>11.3f} "
+                  f"{native / lowered:>8.2f}x")
+
+
+if __name__ == "__main__":
+    main()
