@@ -14,7 +14,7 @@ __all__ = ["Emitter"]
 
 
 class Emitter:
-    """Records new nodes (on an onnx_ir Tape) for one rewrite.
+    """Records the new nodes of one rewrite, for the caller to insert where they belong.
 
     Every value and node gets a name unique in the whole model, derived from ``prefix``, and the
     helpers pick the form of an op that exists at ``opset`` (attribute or input ``axes``; ``Range``
@@ -25,11 +25,11 @@ class Emitter:
         self._names = names
         self._prefix = prefix
         self.opset = opset
-        self._tape = ir.tape.Tape()
+        self._nodes: list[ir.Node] = []
 
     @property
     def nodes(self) -> Sequence[ir.Node]:
-        return self._tape.nodes
+        return self._nodes
 
     def op(
         self,
@@ -45,16 +45,19 @@ class Emitter:
             output = ir.Value(name=self._names.fresh(f"{self._prefix}_{hint}"))
             if dtype is not None:
                 output.dtype = dtype
-        return self._tape.op(
+        node = ir.Node(
+            "",
             op_type,
             inputs,
-            attributes,
-            output=output,
+            [_attribute(name, value) for name, value in (attributes or {}).items()],
+            outputs=[output],
             name=self._names.fresh(f"{self._prefix}_{op_type}"),
         )
+        self._nodes.append(node)
+        return output
 
     def constant(self, array: np.ndarray, *, hint: str) -> ir.Value:
-        value = self.op("Constant", [], {"value": ir.tensor(array)}, hint=hint)
+        value = self.op("Constant", [], {"value": ir.Tensor(np.asarray(array))}, hint=hint)
         value.dtype = ir.DataType.from_numpy(array.dtype)
         value.shape = ir.Shape(array.shape)
         return value
@@ -101,7 +104,7 @@ class Emitter:
         ones = self.op(
             "ConstantOfShape",
             [self.unsqueeze(n, [0], hint=f"{hint}_n")],
-            {"value": ir.tensor(np.array([1], dtype=np.int64))},
+            {"value": ir.Tensor(np.array([1], dtype=np.int64))},
             hint=f"{hint}_ones",
         )
         positions = self.op("NonZero", [ones], hint=f"{hint}_positions")
@@ -110,3 +113,19 @@ class Emitter:
     def reduce_prod(self, x: ir.Value, *, hint: str) -> ir.Value:
         """The product of all elements of ``x``, as a 1-element tensor (1 for an empty ``x``)."""
         return self.op("ReduceProd", [x], {"keepdims": 1}, hint=hint)
+
+
+def _attribute(name: str, value: Any) -> ir.Attr:
+    """The few attribute kinds rewrites use, built directly (onnx_ir's general conversion checks
+    protocols with isinstance, which is slow over tens of thousands of nodes)."""
+    if isinstance(value, bool | int):
+        return ir.AttrInt64(name, int(value))
+    if isinstance(value, float):
+        return ir.AttrFloat32(name, value)
+    if isinstance(value, str):
+        return ir.AttrString(name, value)
+    if isinstance(value, ir.Tensor):
+        return ir.AttrTensor(name, value)
+    if isinstance(value, list | tuple) and all(isinstance(v, int) for v in value):
+        return ir.AttrInt64s(name, [int(v) for v in value])
+    raise TypeError(f"attribute {name}: unsupported value {value!r}")

@@ -38,10 +38,50 @@ class TypeOracle:
         self._inferred: dict[int, ir.Value] | None = None
 
     def type_of(self, value: ir.Value) -> ir.TypeProtocol | None:
+        """Declared, else followed back through type-preserving ops, else inferred."""
         if value.type is not None and element_dtype(value.type) is not None:
             return value.type
+        traced = self._trace(value)
+        if traced is not None:
+            return traced
         inferred = self._lookup(value)
         return value.type if inferred is None or inferred.type is None else inferred.type
+
+    def _trace(self, value: ir.Value) -> ir.TypeProtocol | None:
+        """The type, from the producers' declared types through ops whose rule is trivial.
+
+        Whole-model shape inference costs seconds on a large model; most untyped values are a
+        few elementwise or sequence ops away from a declared one.
+        """
+        wrappers: list[type[ir.TensorType] | type[ir.SequenceType] | None] = []
+        for _ in range(_TRACE_LIMIT):
+            if value.type is not None and element_dtype(value.type) is not None:
+                found: ir.TypeProtocol = value.type
+                break
+            node = value.producer()
+            if node is None or node.domain not in ("", "ai.onnx"):
+                return None
+            rule = _rule(node)
+            if rule is None:
+                return None
+            if isinstance(rule, (ir.TensorType, ir.SequenceType)):
+                found = rule
+                break
+            wrapper, source = rule
+            if source is None:
+                return None
+            wrappers.append(wrapper)
+            value = source
+        else:
+            return None
+        for wrapper in reversed(wrappers):
+            if wrapper is ir.SequenceType:
+                found = ir.SequenceType(found)
+            elif wrapper is ir.TensorType:
+                if not isinstance(found, ir.SequenceType):
+                    return None
+                found = found.elem_type
+        return found
 
     def static_shape(self, value: ir.Value) -> tuple[int, ...] | None:
         """The value's shape when every dimension is a known integer.
@@ -86,6 +126,131 @@ class TypeOracle:
         pairs: list[tuple[ir.Value, ir.Value]] = []
         _pair_graph(self._model.graph, inferred.graph, pairs)
         return {id(original): copy for original, copy in pairs}
+
+
+_TRACE_LIMIT = 256
+# Ops whose output has the type of their first input (Where: second).
+_SAME_AS_INPUT = {
+    op: 0
+    for op in [
+        "Abs",
+        "Acos",
+        "Add",
+        "Asin",
+        "Atan",
+        "BitShift",
+        "Ceil",
+        "Clip",
+        "Concat",
+        "Cos",
+        "CumSum",
+        "DepthToSpace",
+        "Div",
+        "Dropout",
+        "Elu",
+        "Erf",
+        "Exp",
+        "Expand",
+        "Flatten",
+        "Floor",
+        "Gather",
+        "GatherElements",
+        "GatherND",
+        "HardSigmoid",
+        "Identity",
+        "LeakyRelu",
+        "Log",
+        "LogSoftmax",
+        "Max",
+        "Min",
+        "Mod",
+        "Mul",
+        "Neg",
+        "Pad",
+        "Pow",
+        "Reciprocal",
+        "Relu",
+        "Reshape",
+        "ReverseSequence",
+        "Round",
+        "Selu",
+        "Sigmoid",
+        "Sign",
+        "Sin",
+        "Softmax",
+        "Softplus",
+        "Softsign",
+        "SpaceToDepth",
+        "Sqrt",
+        "Squeeze",
+        "Sub",
+        "Tan",
+        "Tanh",
+        "Tile",
+        "Transpose",
+        "Trilu",
+        "Unsqueeze",
+        "Slice",
+        "ReduceMax",
+        "ReduceMin",
+        "ReduceSum",
+        "ReduceMean",
+        "ReduceProd",
+    ]
+} | {"Where": 1}
+_BOOLEAN = frozenset(
+    [
+        "And",
+        "Equal",
+        "Greater",
+        "GreaterOrEqual",
+        "IsInf",
+        "IsNaN",
+        "Less",
+        "LessOrEqual",
+        "Not",
+        "Or",
+        "Xor",
+    ]
+)
+_INT64 = frozenset(["ArgMax", "ArgMin", "NonZero", "Shape", "Size"])
+
+
+def _rule(
+    node: ir.Node,
+) -> (
+    ir.TypeProtocol
+    | tuple[type[ir.TensorType] | type[ir.SequenceType] | None, ir.Value | None]
+    | None
+):
+    """How the first output's type follows: a fixed type, or (wrap, input) to follow."""
+    op, first = node.op_type, node.inputs[0] if node.inputs else None
+    if op in _SAME_AS_INPUT:
+        index = _SAME_AS_INPUT[op]
+        return (None, node.inputs[index] if len(node.inputs) > index else None)
+    if op in _BOOLEAN:
+        return ir.TensorType(ir.DataType.BOOL)
+    if op in _INT64:
+        return ir.TensorType(ir.DataType.INT64)
+    if op == "Cast" and "to" in node.attributes:
+        return ir.TensorType(ir.DataType(node.attributes["to"].as_int()))
+    if op == "Constant" and "value" in node.attributes:
+        attr = node.attributes["value"]
+        if not attr.is_ref() and attr.type == ir.AttributeType.TENSOR:
+            return ir.TensorType(attr.as_tensor().dtype)
+        return None
+    if op == "SequenceEmpty":
+        dtype = node.attributes.get("dtype")
+        return ir.SequenceType(
+            ir.TensorType(ir.DataType(dtype.as_int()) if dtype else ir.DataType.FLOAT)
+        )
+    if op in ("SplitToSequence", "SequenceConstruct"):
+        return (ir.SequenceType, first)
+    if op in ("ConcatFromSequence", "SequenceAt"):
+        return (ir.TensorType, first)
+    if op in ("SequenceInsert", "SequenceErase"):
+        return (None, first)
+    return None
 
 
 def _pair_graph(original: ir.Graph, copy: ir.Graph, pairs: list[tuple[ir.Value, ir.Value]]) -> None:

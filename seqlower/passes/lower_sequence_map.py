@@ -26,6 +26,7 @@ and any lowered inner ``SequenceMap`` stay exactly as they were.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator
 
 import numpy as np
 import onnx_ir as ir
@@ -242,7 +243,9 @@ def _body_of(node: ir.Node) -> ir.Graph:
 def _is_sequence(node: ir.Node, k: int, types: TypeOracle) -> bool:
     value = node.inputs[k]
     assert value is not None
-    type_ = types.type_of(value)
+    # The first input must be a sequence: only a declared type can say otherwise, so nothing
+    # is traced or inferred for it.
+    type_ = value.type if k == 0 else types.type_of(value)
     if isinstance(type_, ir.SequenceType):
         return True
     if k == 0:
@@ -264,15 +267,19 @@ def _output_dtype(
     node: ir.Node, body: ir.Graph, j: int, is_sequence: list[bool], types: TypeOracle
 ) -> ir.DataType:
     result = body.outputs[j]
-    candidates: list[ir.TypeProtocol | None] = [result.type, node.outputs[j].type]
-    if result in body.inputs:
-        # An identity-like body: the output is an element of (or the whole) input k.
-        k = body.inputs.index(result)
-        outer = node.inputs[k]
-        assert outer is not None
-        candidates.append(types.type_of(outer))
-    candidates.append(types.type_of(node.outputs[j]))
-    for candidate in candidates:
+
+    def candidates() -> Iterator[ir.TypeProtocol | None]:
+        # Cheapest first: declarations, then tracing or inference only when those are silent.
+        yield result.type
+        yield node.outputs[j].type
+        if result in body.inputs:
+            # An identity-like body: the output is an element of (or the whole) input k.
+            outer = node.inputs[body.inputs.index(result)]
+            assert outer is not None
+            yield types.type_of(outer)
+        yield types.type_of(node.outputs[j])
+
+    for candidate in candidates():
         dtype = element_dtype(candidate)
         if dtype is not None:
             return dtype

@@ -1,0 +1,61 @@
+"""Synthetic models for the tool benchmarks: many ordinary ops with SequenceMap/ReverseSequence.
+
+Each block reverses a [T, B, F] activation (ReverseSequence, lengths from an input), runs a
+few elementwise ops, splits it into a sequence, maps a two-node body over it (SequenceMap) and
+concatenates the result back; ``filler`` ordinary ops per block set the mix.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper
+
+T, B, F = 8, 4, 16
+
+
+def synthetic_model(blocks: int, filler: int, weights_bytes: int = 0) -> onnx.ModelProto:
+    """About blocks * (filler + 8) nodes; ``weights_bytes`` of float32 initializers in total."""
+    nodes: list[onnx.NodeProto] = []
+    inits: list[onnx.TensorProto] = [
+        helper.make_tensor("one", TensorProto.FLOAT, [], [1.0]),
+    ]
+    per_block = weights_bytes // max(blocks, 1) // 4
+    current = "x"
+    elem = helper.make_tensor_type_proto(TensorProto.FLOAT, [B, F])
+    for i in range(blocks):
+        p = f"b{i}_"
+        nodes.append(helper.make_node("ReverseSequence", [current, "lens"], [p + "rev"],
+                                      time_axis=0, batch_axis=1))
+        last = p + "rev"
+        for k in range(filler):
+            op = ("Add", "Mul", "Sub", "Relu")[k % 4]
+            inputs = [last] if op == "Relu" else [last, "one"]
+            nodes.append(helper.make_node(op, inputs, [f"{p}f{k}"]))
+            last = f"{p}f{k}"
+        if per_block:
+            weight = f"{p}w"
+            inits.append(onnx.numpy_helper.from_array(
+                np.full(per_block, 0.5, np.float32), weight))
+            nodes.append(helper.make_node("ReduceSum", [weight], [p + "wsum"], keepdims=0))
+            nodes.append(helper.make_node("Add", [last, p + "wsum"], [p + "wadd"]))
+            last = p + "wadd"
+        body = helper.make_graph(
+            [helper.make_node("Mul", ["e", "e"], ["sq"]), helper.make_node("Neg", ["sq"], ["r"])],
+            f"{p}body",
+            [helper.make_value_info("e", elem)], [helper.make_value_info("r", elem)],
+        )
+        nodes += [
+            helper.make_node("SplitToSequence", [last], [p + "seq"], axis=0, keepdims=0),
+            helper.make_node("SequenceMap", [p + "seq"], [p + "mapped"], body=body),
+            helper.make_node("ConcatFromSequence", [p + "mapped"], [p + "out"], axis=0, new_axis=1),
+        ]
+        current = p + "out"
+    graph = helper.make_graph(
+        nodes, "synthetic",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [T, B, F]),
+         helper.make_tensor_value_info("lens", TensorProto.INT64, [B])],
+        [helper.make_tensor_value_info(current, TensorProto.FLOAT, [T, B, F])],
+        inits,
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)

@@ -1,0 +1,67 @@
+"""Tool speed: a whole `seqlower MODEL -o OUT --no-check` run against loading and saving the
+same model with onnx_ir alone, and with protobuf (onnx.load/onnx.save) alone.
+
+Run by hand (not a test):  .venv/bin/python benchmarks/tool_speed.py [--sizes 1000,10000,120000]
+
+Every measurement is a fresh process (interpreter start and imports included, as a user sees
+it), repeated and interleaved; the script prints medians and the seqlower/onnx_ir ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import onnx
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from synthetic import synthetic_model  # noqa: E402
+
+IR_ROUND_TRIP = "import onnx_ir as ir, sys; ir.save(ir.load(sys.argv[1]), sys.argv[2])"
+PROTOBUF_ROUND_TRIP = "import onnx, sys; onnx.save(onnx.load(sys.argv[1]), sys.argv[2])"
+
+
+def timed(command: list[str]) -> float:
+    start = time.perf_counter()
+    subprocess.run(command, check=True, capture_output=True)
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="1000,10000,120000", help="approximate node counts")
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    seqlower_cli = str(Path(sys.executable).with_name("seqlower"))
+    print(f"{'nodes':>8} {'SM+RS':>7} {'protobuf s':>11} {'onnx_ir s':>10} {'seqlower s':>11} "
+          f"{'seqlower/onnx_ir':>17}")
+    with tempfile.TemporaryDirectory() as tmp:
+        for size in (int(s) for s in args.sizes.split(",")):
+            # 60 filler ops per block: thousands of SequenceMap/ReverseSequence at 120k nodes.
+            blocks = max(1, size // 68)
+            model = synthetic_model(blocks, filler=60)
+            path, out = Path(tmp) / "m.onnx", Path(tmp) / "o.onnx"
+            onnx.save(model, path)
+            count = len(model.graph.node) + 2 * blocks  # two nodes in each SequenceMap body
+            commands = {
+                "protobuf": [sys.executable, "-c", PROTOBUF_ROUND_TRIP, str(path), str(out)],
+                "onnx_ir": [sys.executable, "-c", IR_ROUND_TRIP, str(path), str(out)],
+                "seqlower": [seqlower_cli, str(path), "-o", str(out), "--no-check", "-q"],
+            }
+            times: dict[str, list[float]] = {name: [] for name in commands}
+            for _ in range(args.repeat):
+                for name, command in commands.items():
+                    times[name].append(timed(command))
+            median = {name: statistics.median(values) for name, values in times.items()}
+            print(f"{count:>8} {2 * blocks:>7} {median['protobuf']:>11.2f} "
+                  f"{median['onnx_ir']:>10.2f} {median['seqlower']:>11.2f} "
+                  f"{median['seqlower'] / median['onnx_ir']:>16.2f}x")
+
+
+if __name__ == "__main__":
+    main()
