@@ -30,13 +30,16 @@ def model(static: bool) -> onnx.ModelProto:
     elem = helper.make_tensor_type_proto(TensorProto.FLOAT, shape)
     seq = helper.make_sequence_type_proto(elem)
     body = helper.make_graph(
-        [helper.make_node("Neg", ["x"], ["y"])], "body",
+        [helper.make_node("Neg", ["x"], ["y"])],
+        "body",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)],
     )
     graph = helper.make_graph(
-        [helper.make_node("SequenceMap", ["s"], ["out"], body=body)], "map",
-        [helper.make_value_info("s", seq)], [helper.make_value_info("out", seq)],
+        [helper.make_node("SequenceMap", ["s"], ["out"], body=body)],
+        "map",
+        [helper.make_value_info("s", seq)],
+        [helper.make_value_info("out", seq)],
     )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
@@ -44,8 +47,9 @@ def model(static: bool) -> onnx.ModelProto:
 def session(proto: onnx.ModelProto) -> ort.InferenceSession:
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1
-    return ort.InferenceSession(proto.SerializeToString(), options,
-                                providers=["CPUExecutionProvider"])
+    return ort.InferenceSession(
+        proto.SerializeToString(), options, providers=["CPUExecutionProvider"]
+    )
 
 
 def bench(static: bool, length: int, max_seconds: float) -> tuple[float, float]:
@@ -62,7 +66,9 @@ def bench(static: bool, length: int, max_seconds: float) -> tuple[float, float]:
     assert all(np.array_equal(a, b) for a, b in zip(expected, got, strict=True))
     times: dict[str, list[float]] = {name: [] for name in runs}
     deadline = time.perf_counter() + max_seconds
-    while len(times["native"]) < 3 or (time.perf_counter() < deadline and len(times["native"]) < 50):
+    while len(times["native"]) < 3 or (
+        time.perf_counter() < deadline and len(times["native"]) < 50
+    ):
         for name, sess in runs.items():
             start = time.perf_counter()
             sess.run(None, feeds)
@@ -80,8 +86,10 @@ def main() -> None:
         for length in LENGTHS:
             native, lowered = bench(static, length, args.max_seconds)
             kind = "static" if static else "dynamic"
-            print(f"{kind:>8} {length:>6} {native * 1e3:>11.3f} {lowered * 1e3:>11.3f} "
-                  f"{native / lowered:>8.2f}x")
+            print(
+                f"{kind:>8} {length:>6} {native * 1e3:>11.3f} {lowered * 1e3:>11.3f} "
+                f"{native / lowered:>8.2f}x"
+            )
 
 
 if __name__ == "__main__":

@@ -25,8 +25,11 @@ def synthetic_model(blocks: int, filler: int, weights_bytes: int = 0) -> onnx.Mo
     elem = helper.make_tensor_type_proto(TensorProto.FLOAT, [B, F])
     for i in range(blocks):
         p = f"b{i}_"
-        nodes.append(helper.make_node("ReverseSequence", [current, "lens"], [p + "rev"],
-                                      time_axis=0, batch_axis=1))
+        nodes.append(
+            helper.make_node(
+                "ReverseSequence", [current, "lens"], [p + "rev"], time_axis=0, batch_axis=1
+            )
+        )
         last = p + "rev"
         for k in range(filler):
             op = ("Add", "Mul", "Sub", "Relu")[k % 4]
@@ -35,15 +38,15 @@ def synthetic_model(blocks: int, filler: int, weights_bytes: int = 0) -> onnx.Mo
             last = f"{p}f{k}"
         if per_block:
             weight = f"{p}w"
-            inits.append(onnx.numpy_helper.from_array(
-                np.full(per_block, 0.5, np.float32), weight))
+            inits.append(onnx.numpy_helper.from_array(np.full(per_block, 0.5, np.float32), weight))
             nodes.append(helper.make_node("ReduceSum", [weight], [p + "wsum"], keepdims=0))
             nodes.append(helper.make_node("Add", [last, p + "wsum"], [p + "wadd"]))
             last = p + "wadd"
         body = helper.make_graph(
             [helper.make_node("Mul", ["e", "e"], ["sq"]), helper.make_node("Neg", ["sq"], ["r"])],
             f"{p}body",
-            [helper.make_value_info("e", elem)], [helper.make_value_info("r", elem)],
+            [helper.make_value_info("e", elem)],
+            [helper.make_value_info("r", elem)],
         )
         nodes += [
             helper.make_node("SplitToSequence", [last], [p + "seq"], axis=0, keepdims=0),
@@ -52,9 +55,12 @@ def synthetic_model(blocks: int, filler: int, weights_bytes: int = 0) -> onnx.Mo
         ]
         current = p + "out"
     graph = helper.make_graph(
-        nodes, "synthetic",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [T, B, F]),
-         helper.make_tensor_value_info("lens", TensorProto.INT64, [B])],
+        nodes,
+        "synthetic",
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [T, B, F]),
+            helper.make_tensor_value_info("lens", TensorProto.INT64, [B]),
+        ],
         [helper.make_tensor_value_info(current, TensorProto.FLOAT, [T, B, F])],
         inits,
     )

@@ -20,7 +20,7 @@ from pathlib import Path
 import onnx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from synthetic import synthetic_model  # noqa: E402
+from synthetic import synthetic_model
 
 IR_ROUND_TRIP = "import onnx_ir as ir, sys; ir.save(ir.load(sys.argv[1]), sys.argv[2])"
 PROTOBUF_ROUND_TRIP = "import onnx, sys; onnx.save(onnx.load(sys.argv[1]), sys.argv[2])"
@@ -38,8 +38,10 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
     seqlower_cli = str(Path(sys.executable).with_name("seqlower"))
-    print(f"{'nodes':>8} {'SM+RS':>7} {'protobuf s':>11} {'onnx_ir s':>10} {'seqlower s':>11} "
-          f"{'seqlower/onnx_ir':>17}")
+    print(
+        f"{'nodes':>8} {'SM+RS':>7} {'protobuf s':>11} {'onnx_ir s':>10} {'seqlower s':>11} "
+        f"{'seqlower/onnx_ir':>17}"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         for size in (int(s) for s in args.sizes.split(",")):
             # 60 filler ops per block: thousands of SequenceMap/ReverseSequence at 120k nodes.
@@ -58,9 +60,11 @@ def main() -> None:
                 for name, command in commands.items():
                     times[name].append(timed(command))
             median = {name: statistics.median(values) for name, values in times.items()}
-            print(f"{count:>8} {2 * blocks:>7} {median['protobuf']:>11.2f} "
-                  f"{median['onnx_ir']:>10.2f} {median['seqlower']:>11.2f} "
-                  f"{median['seqlower'] / median['onnx_ir']:>16.2f}x")
+            print(
+                f"{count:>8} {2 * blocks:>7} {median['protobuf']:>11.2f} "
+                f"{median['onnx_ir']:>10.2f} {median['seqlower']:>11.2f} "
+                f"{median['seqlower'] / median['onnx_ir']:>16.2f}x"
+            )
 
 
 if __name__ == "__main__":

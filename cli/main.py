@@ -16,7 +16,7 @@ import traceback
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 import onnx
@@ -28,7 +28,9 @@ from seqlower.inputs import save_inputs
 from seqlower.io import check_model, load_model, save_model
 from seqlower.passes import PASSES
 from seqlower.pipeline import TimedPass, build_pipeline, pass_name, run_pipeline
-from seqlower.verification import VerifyReport, verify
+
+if TYPE_CHECKING:
+    from seqlower.verification import VerifyReport
 
 EXIT_OK = 0
 EXIT_MISMATCH = 1
@@ -240,13 +242,17 @@ def lower(
         pipeline = build_pipeline(passes, cleanup=not no_cleanup, timed=True)
         with show.step("lowering"):
             run_pipeline(ir_model, pipeline)
-            check_model(ir_model, what="lowered model")
+            if original is not None or dry_run:
+                # Otherwise the written file is checked before it replaces anything (cheaper).
+                check_model(ir_model, what="lowered model")
         after = _op_counts(ir_model)
         show.summary(pipeline.passes, before, after, verbose)
         report = None
         code = EXIT_OK
         if original is not None:
             with show.step("checking"):
+                from seqlower.verification import verify  # imports onnxruntime: only when checking
+
                 report = verify(original, _in_memory_proto(ir_model), **verify_options)
             code = _exit_code(report)
             show.verdict(report, verbose)
@@ -258,7 +264,9 @@ def lower(
         elif code == EXIT_OK or keep_on_failure:
             assert output is not None
             with show.step(f"writing {output}"):
-                data_name = save_model(ir_model, output, external_data=external_data)
+                data_name = save_model(
+                    ir_model, output, external_data=external_data, check=original is None
+                )
             written = True
             show.line(f"wrote {output}" + (f" (weights in {data_name})" if data_name else ""))
         else:
@@ -297,6 +305,8 @@ def verify_command(
             protos.append(_in_memory_proto(ir_model))
         show = _Printer(quiet)
         with show.step("checking"):
+            from seqlower.verification import verify
+
             report = verify(protos[0], protos[1], **options)
         _write_report(check["report_path"], {"verification": report.to_dict()})
         code = _exit_code(report)

@@ -9,6 +9,7 @@ True
 from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version
+from typing import Any
 
 from seqlower.errors import (
     InvalidModelError,
@@ -18,7 +19,16 @@ from seqlower.errors import (
     SeqlowerError,
 )
 from seqlower.pipeline import build_pipeline, lower
-from seqlower.verification import VerifyReport, verify
+
+
+def __getattr__(name: str) -> Any:
+    # verify pulls in onnxruntime (slow to import); load it on first use, not with the package.
+    if name in ("verify", "VerifyReport"):
+        from seqlower import verification
+
+        return getattr(verification, name)
+    raise AttributeError(f"module 'seqlower' has no attribute {name!r}")
+
 
 try:
     __version__ = version("seqlower")

@@ -83,14 +83,20 @@ def weights_nbytes(model: ir.Model) -> int:
 
 
 def save_model(
-    model: ir.Model, path: str | os.PathLike[str], *, external_data: str | None = None
+    model: ir.Model,
+    path: str | os.PathLike[str],
+    *,
+    external_data: str | None = None,
+    check: bool = False,
 ) -> str | None:
     """Write ``model`` to ``path`` atomically: a temporary file beside it, renamed when complete.
 
     Weights go to the external file ``external_data`` (a name relative to ``path``'s folder);
     when it is not given they go to ``<OUT>.data`` if the model had external weights or is too
     big for one protobuf, and inline otherwise. Weights are streamed from their source file, not
-    read into memory first. Returns the external-data name used, if any.
+    read into memory first. With ``check``, ONNX's checker reads the written file before it
+    replaces anything (cheaper than checking in memory, which serializes the model once more).
+    Returns the external-data name used, if any.
     """
     path = Path(path)
     directory = path.parent if str(path.parent) else Path(".")
@@ -110,6 +116,13 @@ def save_model(
     try:
         # onnx_ir writes the external file beside the temporary model, itself atomically.
         ir.save(model, tmp_name, external_data=external_data)
+        if check:
+            try:
+                onnx.checker.check_model(tmp_name)
+            except Exception as e:
+                raise InvalidModelError(
+                    f"the lowered model is not valid ONNX: {_checker_message(e)}"
+                ) from e
         os.replace(tmp_name, path)
     except OSError as e:
         raise OutputError(f"{path}: cannot write the model ({e.strerror or e})") from e

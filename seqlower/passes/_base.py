@@ -27,6 +27,8 @@ ONNX_DOMAINS = frozenset({"", "ai.onnx"})
 
 def subgraphs_of(node: ir.Node) -> Iterator[ir.Graph]:
     """The graphs held by a node's attributes (If branches, Loop/Scan/SequenceMap bodies)."""
+    if not node.attributes:  # most nodes: skip the mapping's (slow) iteration protocol
+        return
     for attr in node.attributes.values():
         if attr.is_ref():
             continue
@@ -134,6 +136,11 @@ class NodeLoweringPass(ir.passes.InPlacePass):
     def __init__(self) -> None:
         super().__init__()
         self.rewritten = 0
+        self._constant_pools: dict[int, dict[tuple[Any, ...], ir.Value]] = {}
+
+    def constant_pool(self, graph: ir.Graph | ir.Function) -> dict[tuple[Any, ...], ir.Value]:
+        """Small constants this run already put in ``graph``, for rewrites there to reuse."""
+        return self._constant_pools.setdefault(id(graph), {})
 
     def matches(self, node: ir.Node) -> bool:
         return node.op_type == self.op_type and node.domain in ONNX_DOMAINS
@@ -158,6 +165,7 @@ class NodeLoweringPass(ir.passes.InPlacePass):
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         self.rewritten = 0
+        self._constant_pools = {}
         sites = self.find_sites(model)
         if not sites:
             return ir.passes.PassResult(model, modified=False)

@@ -12,6 +12,8 @@ from seqlower.passes._base import NameGenerator
 
 __all__ = ["Emitter"]
 
+_POOLED_SIZE = 16  # constants up to this many elements are shared within a graph
+
 
 class Emitter:
     """Records the new nodes of one rewrite, for the caller to insert where they belong.
@@ -21,10 +23,19 @@ class Emitter:
     or a ``NonZero`` stand-in before opset 11).
     """
 
-    def __init__(self, names: NameGenerator, prefix: str, opset: int) -> None:
+    def __init__(
+        self,
+        names: NameGenerator,
+        prefix: str,
+        opset: int,
+        constants: dict[tuple[Any, ...], ir.Value] | None = None,
+    ) -> None:
+        """``constants``: small constants already emitted earlier in the same graph, to reuse
+        (a pool per graph, shared by all rewrites in it, keeps lowered models small)."""
         self._names = names
         self._prefix = prefix
         self.opset = opset
+        self._constants = constants
         self._nodes: list[ir.Node] = []
 
     @property
@@ -57,9 +68,17 @@ class Emitter:
         return output
 
     def constant(self, array: np.ndarray, *, hint: str) -> ir.Value:
-        value = self.op("Constant", [], {"value": ir.Tensor(np.asarray(array))}, hint=hint)
+        array = np.asarray(array)
+        key = None
+        if self._constants is not None and array.size <= _POOLED_SIZE:
+            key = (array.dtype.str, array.shape, array.tobytes())
+            if key in self._constants:
+                return self._constants[key]
+        value = self.op("Constant", [], {"value": ir.Tensor(array)}, hint=hint)
         value.dtype = ir.DataType.from_numpy(array.dtype)
         value.shape = ir.Shape(array.shape)
+        if key is not None:
+            self._constants[key] = value  # type: ignore[index]
         return value
 
     def int64s(self, values: Sequence[int] | int, *, hint: str) -> ir.Value:

@@ -28,6 +28,7 @@ there instead of returning an empty tensor.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 import numpy as np
 import onnx_ir as ir
@@ -53,6 +54,7 @@ class _Plan:
     batch_axis: int
     lens: np.ndarray | None  # the lengths, when they are a constant
     time_size: int | None  # T, when static
+    data_shape: tuple[int, ...] | None  # the input's whole shape, when static
     gather_elementwise: bool  # strings (or an unknown type): gather one element at a time
 
 
@@ -98,6 +100,7 @@ class LowerReverseSequence(NodeLoweringPass):
             batch_axis=batch_axis,
             lens=None if lens is None else lens.astype(np.int64),
             time_size=_static_dim(data, time_axis),
+            data_shape=types.static_shape(data),
             gather_elementwise=dtype is None or dtype == ir.DataType.STRING,
         )
 
@@ -107,7 +110,7 @@ class LowerReverseSequence(NodeLoweringPass):
         assert graph is not None
         data, lens = node.inputs
         assert data is not None and lens is not None
-        emit = Emitter(names, node.name or "ReverseSequence", plan.opset)
+        emit = Emitter(names, node.name or "ReverseSequence", plan.opset, self.constant_pool(graph))
         old = node.outputs[0]
         result = ir.Value(
             name=old.name or names.fresh("ReverseSequence_out"),
@@ -131,38 +134,95 @@ class LowerReverseSequence(NodeLoweringPass):
 
 
 class _Rows:
-    """The input seen as rows: the time and batch axes flattened into one, others kept."""
+    """The input seen as rows: the time and batch axes flattened into one, others kept.
+
+    Dimensions are read with ``Shape(start, end)`` from opset 15 (one op each), with
+    ``Shape`` + ``Gather``/``Slice`` before; each is emitted only if a rewrite asks for it, and
+    a fully static input shape needs none.
+    """
 
     def __init__(self, emit: Emitter, data: ir.Value, plan: _Plan) -> None:
         self.emit = emit
         self.data = data
+        self.plan = plan
         self.elementwise = plan.gather_elementwise
-        self.shape = emit.op("Shape", [data], hint="shape", dtype=_INT64)
-        self.time = emit.op(
-            "Gather", [self.shape, emit.int64s(plan.time_axis, hint="time_axis")], hint="time"
+        self._made: dict[str, ir.Value] = {}
+
+    def _once(self, key: str, make: Callable[[], ir.Value]) -> ir.Value:
+        if key not in self._made:
+            self._made[key] = make()
+        return self._made[key]
+
+    def _dim(self, axis: int) -> ir.Value:
+        """Dimension ``axis`` as a 1-element tensor."""
+        emit, plan = self.emit, self.plan
+        if plan.data_shape is not None:
+            return emit.int64s([plan.data_shape[axis]], hint=f"dim_{axis}")
+        if emit.opset >= 15:
+            return emit.op(
+                "Shape", [self.data], {"start": axis, "end": axis + 1}, hint=f"dim_{axis}"
+            )
+        return emit.slice(self.shape, axis, axis + 1, 0, hint=f"dim_{axis}")
+
+    def _scalar(self, axis: int) -> ir.Value:
+        emit = self.emit
+        if self.plan.data_shape is not None:
+            return emit.int64s(self.plan.data_shape[axis], hint=f"size_{axis}")
+        if emit.opset >= 15:
+            return emit.op("Squeeze", [self._dim(axis)], hint=f"size_{axis}")
+        return emit.op(
+            "Gather", [self.shape, emit.int64s(axis, hint=f"axis_{axis}")], hint=f"size_{axis}"
         )
-        self.batch = emit.op(
-            "Gather", [self.shape, emit.int64s(plan.batch_axis, hint="batch_axis")], hint="batch"
-        )
-        self.rest = emit.slice(self.shape, 2, _INT64_MAX, 0, hint="rest_dims")
-        self._total: ir.Value | None = None
-        self._flat: ir.Value | None = None
 
     @property
-    def total(self) -> ir.Value:
-        """T * B, the number of rows, as a scalar."""
-        if self._total is None:
-            self._total = self.emit.op("Mul", [self.time, self.batch], hint="row_count")
-        return self._total
+    def shape(self) -> ir.Value:
+        return self._once("shape", lambda: self.emit.op("Shape", [self.data], hint="shape"))
+
+    @property
+    def time(self) -> ir.Value:
+        """T as a scalar."""
+        return self._once("time", lambda: self._scalar(self.plan.time_axis))
+
+    @property
+    def batch(self) -> ir.Value:
+        """B as a scalar."""
+        return self._once("batch", lambda: self._scalar(self.plan.batch_axis))
+
+    @property
+    def time_1d(self) -> ir.Value:
+        return self._once("time_1d", lambda: self._dim(self.plan.time_axis))
+
+    @property
+    def batch_1d(self) -> ir.Value:
+        return self._once("batch_1d", lambda: self._dim(self.plan.batch_axis))
+
+    @property
+    def rest(self) -> ir.Value:
+        """The dimensions after the first two, as a 1-D tensor (empty for rank 2)."""
+
+        def make() -> ir.Value:
+            emit, static = self.emit, self.plan.data_shape
+            if static is not None:
+                return emit.int64s(list(static[2:]), hint="rest_dims")
+            if emit.opset >= 15:
+                return emit.op("Shape", [self.data], {"start": 2}, hint="rest_dims")
+            return emit.slice(self.shape, 2, _INT64_MAX, 0, hint="rest_dims")
+
+        return self._once("rest", make)
 
     def flat(self) -> ir.Value:
         """The input reshaped to [T*B, *rest]."""
-        if self._flat is None:
-            emit = self.emit
-            count = emit.unsqueeze(self.total, [0], hint="row_count_1d")
-            shape = emit.op("Concat", [count, self.rest], {"axis": 0}, hint="rows_shape")
-            self._flat = emit.reshape(self.data, shape, hint="rows")
-        return self._flat
+
+        def make() -> ir.Value:
+            emit, static = self.emit, self.plan.data_shape
+            if static is not None:
+                shape = emit.int64s([static[0] * static[1], *static[2:]], hint="rows_shape")
+            else:
+                count = emit.op("Mul", [self.time_1d, self.batch_1d], hint="row_count")
+                shape = emit.op("Concat", [count, self.rest], {"axis": 0}, hint="rows_shape")
+            return emit.reshape(self.data, shape, hint="rows")
+
+        return self._once("flat", make)
 
     def gather(
         self, index: ir.Value, source: ir.Value | None = None, output: ir.Value | None = None
@@ -261,7 +321,7 @@ def _computed_index(emit: Emitter, rows: _Rows, lens: ir.Value, time_axis: int) 
     b = emit.unsqueeze(emit.arange(rows.batch, hint="batches"), [b_axis], hint="b")
     # Reshape (not Unsqueeze) so that a sequence_lens of the wrong length fails, as natively.
     one = emit.int64s([1], hint="one")
-    batch_1d = emit.unsqueeze(rows.batch, [0], hint="batch_1d")
+    batch_1d = rows.batch_1d
     lens_shape = emit.op(
         "Concat", [one, batch_1d] if time_first else [batch_1d, one], {"axis": 0}, hint="lens_shape"
     )
@@ -269,21 +329,21 @@ def _computed_index(emit: Emitter, rows: _Rows, lens: ir.Value, time_axis: int) 
     # Lengths outside [0, T] become huge: their reversed rows then lie past the last row, so
     # Gather fails at run time as the native kernel does.
     negative = emit.op("Less", [lengths, emit.int64s(0, hint="zero")], hint="negative")
-    too_long = emit.op("Greater", [lengths, rows.time], hint="too_long")
+    too_long = emit.op("Greater", [lengths, rows.time_1d], hint="too_long")
     invalid = emit.op("Or", [negative, too_long], hint="invalid")
     huge = emit.int64s(_OUT_OF_RANGE, hint="huge")
     lengths = emit.op("Where", [invalid, huge, lengths], hint="checked_lengths")
 
     last = emit.op("Sub", [lengths, emit.int64s(1, hint="one_scalar")], hint="last")
     if time_first:
-        t_stride = emit.op("Mul", [t, rows.batch], hint="t_rows")  # t*B, [T, 1]
+        t_stride = emit.op("Mul", [t, rows.batch_1d], hint="t_rows")  # t*B, [T, 1]
         start = emit.op(
-            "Add", [emit.op("Mul", [last, rows.batch], hint="last_rows"), b], hint="first_row"
+            "Add", [emit.op("Mul", [last, rows.batch_1d], hint="last_rows"), b], hint="first_row"
         )  # (len-1)*B + b, [1, B]
         kept = emit.op("Add", [t_stride, b], hint="kept_row")
         reversed_row = emit.op("Sub", [start, t_stride], hint="reversed_row")
     else:
-        b_stride = emit.op("Mul", [b, rows.time], hint="b_rows")  # b*T, [B, 1]
+        b_stride = emit.op("Mul", [b, rows.time_1d], hint="b_rows")  # b*T, [B, 1]
         start = emit.op("Add", [b_stride, last], hint="first_row")  # b*T + len-1, [B, 1]
         kept = emit.op("Add", [b_stride, t], hint="kept_row")
         reversed_row = emit.op("Sub", [start, t], hint="reversed_row")

@@ -99,10 +99,11 @@ class LowerSequenceMap(NodeLoweringPass):
         base = node.name or "SequenceMap"
         results = list(body.outputs)
         outer_inputs: list[ir.Value] = list(node.inputs)  # type: ignore[arg-type]
-        before = Emitter(names, base, plan.opset)  # outer graph, ahead of the Loop
-        after = Emitter(names, base, plan.opset)  # outer graph, after the Loop
-        reads = Emitter(names, base, plan.opset)  # body, ahead of the original nodes
-        tail = Emitter(names, base, plan.opset)  # body, after them
+        outer_pool, body_pool = self.constant_pool(graph), self.constant_pool(body)
+        before = Emitter(names, base, plan.opset, outer_pool)  # outer graph, ahead of the Loop
+        after = Emitter(names, base, plan.opset, outer_pool)  # outer graph, after the Loop
+        reads = Emitter(names, base, plan.opset, body_pool)  # body, ahead of the original nodes
+        tail = Emitter(names, base, plan.opset, body_pool)  # body, after them
 
         count = before.op("SequenceLength", [outer_inputs[0]], hint="length", dtype=_INT64)
         count.shape = _SCALAR
