@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -123,6 +124,7 @@ def save_model(
                 raise InvalidModelError(
                     f"the lowered model is not valid ONNX: {_checker_message(e)}"
                 ) from e
+        _set_mode(tmp_name, path)
         os.replace(tmp_name, path)
     except OSError as e:
         raise OutputError(f"{path}: cannot write the model ({e.strerror or e})") from e
@@ -130,6 +132,17 @@ def save_model(
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp_name)
     return external_data
+
+
+def _set_mode(tmp_name: str, path: Path) -> None:
+    """Give the new file the mode a plain write would: the old file's, or 0666 less the umask
+    (mkstemp creates files only their owner can read)."""
+    if path.exists():
+        shutil.copymode(path, tmp_name)
+        return
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp_name, 0o666 & ~umask)
 
 
 def _checker_message(error: BaseException) -> str:

@@ -226,3 +226,22 @@ def test_internal_error_asks_for_a_report(tmp_path: Path, monkeypatch: pytest.Mo
     verbose = run(source, "-o", tmp_path / "out.onnx", "--passes", "broken", "-v")
     assert verbose.exit_code == 70 and "Traceback" in verbose.stderr and "boom" in verbose.stderr
     assert not (tmp_path / "out.onnx").exists()
+
+
+def test_output_gets_ordinary_permissions(tmp_path: Path) -> None:
+    """The temporary file is private; the model it becomes must not be."""
+    import os
+    import stat
+
+    model, _ = CASES["multi_io"]()
+    source, target = tmp_path / "in.onnx", tmp_path / "out.onnx"
+    onnx.save(model, source)
+    umask = os.umask(0o022)
+    try:
+        assert run(source, "-o", target, "--no-check").exit_code == 0
+        assert stat.S_IMODE(target.stat().st_mode) == 0o644
+        os.chmod(target, 0o640)  # an existing file keeps its mode
+        assert run(source, "-o", target, "--no-check").exit_code == 0
+        assert stat.S_IMODE(target.stat().st_mode) == 0o640
+    finally:
+        os.umask(umask)
