@@ -25,7 +25,14 @@ from onnx.reference import ReferenceEvaluator
 from seqlower.errors import SeqlowerError
 from seqlower.inputs import generate_inputs, input_specs, load_inputs
 
-__all__ = ["OutputReport", "RunReport", "VerifyReport", "default_tolerance", "verify"]
+__all__ = [
+    "OutputReport",
+    "RunReport",
+    "VerifyReport",
+    "default_tolerance",
+    "verify",
+    "with_explicit_loop_conditions",
+]
 
 Status = Literal["equivalent", "mismatch", "cannot_verify"]
 ModelLike = onnx.ModelProto | ir.Model | str | os.PathLike[str]
@@ -291,13 +298,13 @@ def _ort_runner(model: onnx.ModelProto, name: str) -> _Runner:
 
 def _reference_evaluator(model: onnx.ModelProto) -> _Runner | None:
     try:
-        evaluator = ReferenceEvaluator(_with_explicit_loop_conditions(model))
+        evaluator = ReferenceEvaluator(with_explicit_loop_conditions(model))
     except Exception:
         return None
     return _Runner("onnx.reference", lambda feeds: list(evaluator.run(None, dict(feeds))))
 
 
-def _with_explicit_loop_conditions(model: onnx.ModelProto) -> onnx.ModelProto:
+def with_explicit_loop_conditions(model: onnx.ModelProto) -> onnx.ModelProto:
     """A copy where each Loop with an omitted condition gets a constant true one.
 
     The two mean the same in ONNX, but onnx's ReferenceEvaluator runs a Loop whose condition is

@@ -12,7 +12,24 @@ from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 
 import seqlower
+from seqlower.verification import with_explicit_loop_conditions
 
+#: Element types onnxruntime's CPU kernels take for sequences and ReverseSequence.
+ORT_DTYPES = [
+    TensorProto.FLOAT,
+    TensorProto.DOUBLE,
+    TensorProto.FLOAT16,
+    TensorProto.INT8,
+    TensorProto.INT16,
+    TensorProto.INT32,
+    TensorProto.INT64,
+    TensorProto.UINT8,
+    TensorProto.UINT16,
+    TensorProto.UINT32,
+    TensorProto.UINT64,
+    TensorProto.BOOL,
+    TensorProto.STRING,
+]
 IR_VERSION = 8  # onnxruntime 1.31 reads up to IR 13; onnx 1.23 would write 14 by default.
 OPSET = 17
 
@@ -105,43 +122,6 @@ def ort_run(model: onnx.ModelProto, feeds: dict[str, Any]) -> list[Any]:
 
 def reference_run(model: onnx.ModelProto, feeds: dict[str, Any]) -> list[Any]:
     return list(ReferenceEvaluator(with_explicit_loop_conditions(model)).run(None, feeds))
-
-
-def with_explicit_loop_conditions(model: onnx.ModelProto) -> onnx.ModelProto:
-    """A copy where every Loop with an omitted condition gets a constant true one.
-
-    The two are the same by the ONNX spec, but onnx 1.23's ReferenceEvaluator runs a Loop whose
-    condition is omitted zero times (op_loop.py: ``while cond and ...`` with cond None).
-    """
-    model = onnx.ModelProto.FromString(model.SerializeToString())
-    counter = [0]
-
-    def patch(graph: onnx.GraphProto) -> None:
-        for node in list(graph.node):
-            for attr in node.attribute:
-                if attr.HasField("g"):
-                    patch(attr.g)
-                for sub in attr.graphs:
-                    patch(sub)
-            if node.op_type == "Loop" and len(node.input) > 1 and not node.input[1]:
-                counter[0] += 1
-                name = f"__reference_true_{counter[0]}"
-                true = helper.make_node(
-                    "Constant",
-                    [],
-                    [name],
-                    value=helper.make_tensor(f"{name}_value", TensorProto.BOOL, [], [True]),
-                )
-                graph.node.insert(list(graph.node).index(node), true)
-                node.input[1] = name
-
-    patch(model.graph)
-    for function in model.functions:
-        fake = helper.make_graph(list(function.node), "f", [], [])
-        patch(fake)
-        del function.node[:]
-        function.node.extend(fake.node)
-    return model
 
 
 def run_any(model: onnx.ModelProto, feeds: dict[str, Any]) -> tuple[list[Any], str]:

@@ -20,6 +20,7 @@ from seqlower.cli.main import cli
 from seqlower.errors import InvalidNodeError
 from tests.helpers import (
     IR_VERSION,
+    ORT_DTYPES,
     all_op_types,
     assert_same,
     make_model,
@@ -32,21 +33,6 @@ from tests.helpers import (
 NEWEST_OPSET = onnx.defs.onnx_opset_version()
 ORT_MAX_OPSET = 26  # onnxruntime 1.31 loads opsets up to 26
 LENS_MODES = ["input", "initializer", "constant_node", "computed"]
-ORT_DTYPES = [
-    T.FLOAT,
-    T.DOUBLE,
-    T.FLOAT16,
-    T.INT8,
-    T.INT16,
-    T.INT32,
-    T.INT64,
-    T.UINT8,
-    T.UINT16,
-    T.UINT32,
-    T.UINT64,
-    T.BOOL,
-    T.STRING,
-]
 
 
 def reverse_model(

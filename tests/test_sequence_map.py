@@ -12,6 +12,7 @@ from onnx import helper as h
 import seqlower
 from seqlower.passes import LowerSequenceMap
 from tests.helpers import (
+    ORT_DTYPES,
     all_op_types,
     assert_equivalent,
     assert_lowered_ok,
@@ -50,24 +51,7 @@ def test_onnxruntime_fails_where_lowering_fixes_it() -> None:
 
 @pytest.mark.parametrize(
     "dtype",
-    [
-        T.FLOAT,
-        T.DOUBLE,
-        T.FLOAT16,
-        T.INT8,
-        T.INT16,
-        T.INT32,
-        T.INT64,
-        T.UINT8,
-        T.UINT16,
-        T.UINT32,
-        T.UINT64,
-        T.BOOL,
-        T.STRING,
-        T.COMPLEX64,
-        T.COMPLEX128,
-        T.BFLOAT16,
-    ],
+    [*ORT_DTYPES, T.COMPLEX64, T.COMPLEX128, T.BFLOAT16],
     ids=lambda d: T.DataType.Name(d),
 )
 def test_every_element_type(dtype: int) -> None:
