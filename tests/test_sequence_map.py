@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import onnx_ir as ir
+import onnxruntime as ort
 import pytest
 from onnx import TensorProto as T
 from onnx import helper as h
@@ -36,11 +37,12 @@ def test_case_lowers_and_matches(name: str) -> None:
 
 
 def test_onnxruntime_fails_where_lowering_fixes_it() -> None:
-    """Why seqlower exists: onnxruntime cannot run these originals; it runs the lowered ones."""
+    """Why seqlower exists: onnxruntime 1.31 cannot run these originals, only the lowered ones."""
     for name in ["nested_sequence_map", "function_op_in_body", "clashing_names"]:
         model, feeds = CASES[name]()
-        with pytest.raises(Exception):  # noqa: B017 - any onnxruntime failure
-            ort_run(model, feeds)
+        if ort.__version__.startswith("1.31."):
+            with pytest.raises(Exception):  # noqa: B017 - any onnxruntime failure
+                ort_run(model, feeds)
         lowered = seqlower.lower(model)
         expected = reference_run(model, feeds)
         got = ort_run(lowered, feeds)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import abc
 import dataclasses
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, ClassVar
 
 import onnx_ir as ir
@@ -53,7 +53,10 @@ class Site:
 
 
 def _collect_sites(
-    graph: ir.Graph | ir.Function, opset: int, matches: Any, sites: list[Site]
+    graph: ir.Graph | ir.Function,
+    opset: int,
+    matches: Callable[[ir.Node], bool],
+    sites: list[Site],
 ) -> None:
     # Post-order: a node's subgraphs are visited before the node itself, so nested nodes come
     # first and a rewrite of an outer node always sees its body already lowered.
