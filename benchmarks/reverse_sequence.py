@@ -99,7 +99,7 @@ def bench(shape: tuple[int, ...], time_axis: int, threads: int, repeat: int) -> 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=30)
+    parser.add_argument("--repeat", type=int, default=300)
     args = parser.parse_args()
     print(f"onnxruntime {ort.__version__}, median of {args.repeat} interleaved runs, float32")
     header = (
