@@ -281,3 +281,20 @@ def test_static_shapes_take_the_scan_output_form(length: int) -> None:
     assert [x.tobytes() for x in b_] == [x.tobytes() for x in a]
     assert [x.tobytes() for x in c] == [feeds["w"].tobytes()] * length
     assert [x.tobytes() for x in d] == [feeds["t"].tobytes()] * length
+
+
+def test_cleanup_sorts_only_out_of_order_graphs() -> None:
+    from seqlower.pipeline import SortIfNeeded
+
+    model = make_model(
+        [h.make_node("Neg", ["a"], ["b"]), h.make_node("Abs", ["x"], ["a"])],
+        [tensor_info("x", T.FLOAT, [2])],
+        [tensor_info("b", T.FLOAT, [2])],
+    )
+    unsorted = ir.serde.deserialize_model(model)
+    assert SortIfNeeded()(unsorted).modified
+    assert [n.op_type for n in unsorted.graph] == ["Abs", "Neg"]
+    assert not SortIfNeeded()(unsorted).modified
+    lowered, _ = CASES["nested_sequence_map"]()
+    ir_model = ir.serde.deserialize_model(seqlower.lower(lowered, cleanup=False))
+    assert not SortIfNeeded()(ir_model).modified  # lowering keeps every graph in order
