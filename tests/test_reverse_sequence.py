@@ -485,3 +485,18 @@ def test_invalid_node_cli(name: str, tmp_path) -> None:
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "bad_rev" in lines[0], result.stderr
     assert not target.exists()
+
+
+@pytest.mark.parametrize("time_axis", [0, 1])
+def test_invalid_length_fails_even_with_no_time_steps(time_axis: int) -> None:
+    shape = (0, 2, 3) if time_axis == 0 else (2, 0, 3)
+    model, feeds = reverse_model(
+        T.FLOAT, ["a", "b", "c"], time_axis, "input", np.array([0, 1], np.int64)
+    )
+    feeds["x"] = np.zeros(shape, np.float32)
+    with pytest.raises(Exception):  # noqa: B017 - the native kernel's own failure
+        ort_run(model, feeds)
+    with pytest.raises(Exception):  # noqa: B017
+        ort_run(seqlower.lower(model), feeds)
+    feeds["lens"] = np.zeros(2, np.int64)  # valid: nothing to reverse, an empty result
+    assert_same(ort_run(seqlower.lower(model), feeds)[0], ort_run(model, feeds)[0])

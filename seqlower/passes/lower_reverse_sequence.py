@@ -317,7 +317,6 @@ def _computed_index(emit: Emitter, rows: _Rows, lens: ir.Value, time_axis: int) 
     """
     time_first = time_axis == 0
     t_axis, b_axis = (1, 0) if time_first else (0, 1)
-    t = emit.unsqueeze(emit.arange(rows.time, hint="steps"), [t_axis], hint="t")
     b = emit.unsqueeze(emit.arange(rows.batch, hint="batches"), [b_axis], hint="b")
     # Reshape (not Unsqueeze) so that a sequence_lens of the wrong length fails, as natively.
     one = emit.int64s([1], hint="one")
@@ -333,6 +332,16 @@ def _computed_index(emit: Emitter, rows: _Rows, lens: ir.Value, time_axis: int) 
     invalid = emit.op("Or", [negative, too_long], hint="invalid")
     huge = emit.int64s(_OUT_OF_RANGE, hint="huge")
     lengths = emit.op("Where", [invalid, huge, lengths], hint="checked_lengths")
+    # One extra time step per invalid length, so that even with T = 0 some row is gathered from
+    # past the end and the run fails (the output shape is then wrong, but nothing is returned).
+    invalid_count = emit.op(
+        "ReduceSum",
+        [emit.op("Cast", [invalid], {"to": int(ir.DataType.INT64)}, hint="invalid_int")],
+        {"keepdims": 0},
+        hint="invalid_count",
+    )
+    steps = emit.op("Add", [rows.time, invalid_count], hint="steps_checked")
+    t = emit.unsqueeze(emit.arange(steps, hint="steps"), [t_axis], hint="t")
 
     last = emit.op("Sub", [lengths, emit.int64s(1, hint="one_scalar")], hint="last")
     if time_first:
