@@ -23,7 +23,8 @@ import onnx
 import onnx_ir as ir
 
 import seqlower
-from seqlower.errors import OutputError, SeqlowerError
+import seqlower.io
+from seqlower.errors import CannotVerifyError, OutputError, SeqlowerError
 from seqlower.inputs import save_inputs
 from seqlower.io import check_model, load_model, save_model
 from seqlower.passes import PASSES
@@ -316,6 +317,11 @@ def verify_command(
 
 def _in_memory_proto(model: ir.Model) -> onnx.ModelProto:
     """A self-contained proto of ``model`` (external weights read in) for the runtimes."""
+    if seqlower.io.weights_nbytes(model) > seqlower.io.INLINE_LIMIT:
+        raise CannotVerifyError(
+            "the model's weights are over 2 GB, which the check cannot load yet; "
+            "rerun with --no-check to lower it without the check"
+        )
     proto = ir.serde.serialize_model(model)
     if any(init.data_location == onnx.TensorProto.EXTERNAL for init in proto.graph.initializer):
         proto = ir.serde.serialize_model(ir.external_data.load_to_model(model.clone()))

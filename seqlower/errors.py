@@ -9,6 +9,7 @@ from __future__ import annotations
 import onnx_ir as ir
 
 __all__ = [
+    "CannotVerifyError",
     "InvalidModelError",
     "InvalidNodeError",
     "ModelLoadError",
@@ -43,6 +44,12 @@ class InvalidNodeError(InvalidModelError):
 
 class OutputError(SeqlowerError):
     """The result could not be written where it was asked to go."""
+
+
+class CannotVerifyError(SeqlowerError):
+    """The numerical check cannot be run for this model at all."""
+
+    exit_code = 3
 
 
 def describe_node(node: ir.Node) -> str:

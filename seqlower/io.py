@@ -62,7 +62,7 @@ def check_model(model: ir.Model, *, full_check: bool = False, what: str = "model
 
 
 # Protobuf cannot serialize 2 GiB; keep a margin for the graph itself.
-_INLINE_LIMIT = 1_800_000_000
+INLINE_LIMIT = 1_800_000_000
 
 
 def has_external_data(model: ir.Model) -> bool:
@@ -103,9 +103,7 @@ def save_model(
     directory = path.parent if str(path.parent) else Path(".")
     if not directory.is_dir():
         raise OutputError(f"{path}: the directory {directory} does not exist")
-    if external_data is None and (
-        has_external_data(model) or weights_nbytes(model) > _INLINE_LIMIT
-    ):
+    if external_data is None and (has_external_data(model) or weights_nbytes(model) > INLINE_LIMIT):
         external_data = f"{path.name}.data"
     if external_data is not None and (Path(external_data).is_absolute() or "/" in external_data):
         raise OutputError(f"--external-data {external_data}: give a file name, not a path")

@@ -245,3 +245,15 @@ def test_output_gets_ordinary_permissions(tmp_path: Path) -> None:
         assert stat.S_IMODE(target.stat().st_mode) == 0o640
     finally:
         os.umask(umask)
+
+
+def test_models_too_big_to_check_say_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    model, _ = CASES["outer_scope_read"]()  # holds a small initializer
+    source, target = tmp_path / "in.onnx", tmp_path / "out.onnx"
+    onnx.save(model, source)
+    monkeypatch.setattr(seqlower.io, "INLINE_LIMIT", 1)  # every model counts as over 2 GB
+    result = run(source, "-o", target)
+    assert result.exit_code == 3 and "--no-check" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and not target.exists()
+    result = run(source, "-o", target, "--no-check")
+    assert result.exit_code == 0 and (tmp_path / "out.onnx.data").exists()
