@@ -243,18 +243,20 @@ def lower(
         pipeline = build_pipeline(passes, cleanup=not no_cleanup, timed=True)
         with show.step("lowering"):
             run_pipeline(ir_model, pipeline)
-            if original is not None or dry_run:
-                # Otherwise the written file is checked before it replaces anything (cheaper).
-                check_model(ir_model, what="lowered model")
+            # Without the numerical check the written file is checked before it replaces
+            # anything (cheaper); with it, the proto made for the runtimes is checked.
+            lowered = None if original is None else _in_memory_proto(ir_model)
+            if lowered is not None or dry_run:
+                check_model(ir_model if lowered is None else lowered, what="lowered model")
         after = _op_counts(ir_model)
         show.summary(pipeline.passes, before, after, verbose)
         report = None
         code = EXIT_OK
-        if original is not None:
+        if original is not None and lowered is not None:
             with show.step("checking"):
                 from seqlower.verification import verify  # imports onnxruntime: only when checking
 
-                report = verify(original, _in_memory_proto(ir_model), **verify_options)
+                report = verify(original, lowered, **verify_options)
             code = _exit_code(report)
             show.verdict(report, verbose)
             if code == EXIT_MISMATCH and not dry_run:

@@ -52,10 +52,18 @@ def load_model(path: str | os.PathLike[str], *, check: bool = True) -> ir.Model:
     return model
 
 
-def check_model(model: ir.Model, *, full_check: bool = False, what: str = "model") -> None:
-    """Run ONNX's checker; raise InvalidModelError with its first line when it rejects."""
+def check_model(
+    model: ir.Model | onnx.ModelProto, *, full_check: bool = False, what: str = "model"
+) -> None:
+    """Run ONNX's checker; raise InvalidModelError with its first line when it rejects.
+
+    Give a ModelProto when one exists anyway: an onnx_ir model is serialized to be checked.
+    """
     try:
-        CheckerPass(full_check=full_check)(model)
+        if isinstance(model, onnx.ModelProto):
+            onnx.checker.check_model(model, full_check=full_check)
+        else:
+            CheckerPass(full_check=full_check)(model)
     except Exception as e:
         cause = e.__cause__ or e
         raise InvalidModelError(f"the {what} is not valid ONNX: {_checker_message(cause)}") from e
