@@ -324,10 +324,7 @@ def _in_memory_proto(model: ir.Model) -> onnx.ModelProto:
             "the model's weights are over 2 GB, which the check cannot load yet; "
             "rerun with --no-check to lower it without the check"
         )
-    proto = ir.serde.serialize_model(model)
-    if any(init.data_location == onnx.TensorProto.EXTERNAL for init in proto.graph.initializer):
-        proto = ir.serde.serialize_model(ir.external_data.load_to_model(model.clone()))
-    return proto
+    return seqlower.io.self_contained_proto(model)
 
 
 def _verify_options(

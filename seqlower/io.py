@@ -15,7 +15,14 @@ from onnx_ir.passes.common import CheckerPass
 
 from seqlower.errors import InvalidModelError, ModelLoadError, OutputError
 
-__all__ = ["check_model", "has_external_data", "load_model", "save_model", "weights_nbytes"]
+__all__ = [
+    "check_model",
+    "has_external_data",
+    "load_model",
+    "save_model",
+    "self_contained_proto",
+    "weights_nbytes",
+]
 
 
 def load_model(path: str | os.PathLike[str], *, check: bool = True) -> ir.Model:
@@ -80,6 +87,14 @@ def has_external_data(model: ir.Model) -> bool:
         for graph in model.graphs()
         for value in graph.initializers.values()
     )
+
+
+def self_contained_proto(model: ir.Model, *, may_modify: bool = False) -> onnx.ModelProto:
+    """``model`` as a ModelProto that holds its weights (external ones read in), as runtimes
+    given bytes need. ``may_modify`` lets the weights be read into ``model`` itself."""
+    if has_external_data(model):
+        model = ir.external_data.load_to_model(model if may_modify else model.clone())
+    return ir.serde.serialize_model(model)
 
 
 def weights_nbytes(model: ir.Model) -> int:

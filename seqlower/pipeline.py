@@ -12,7 +12,7 @@ import onnx_ir as ir
 from onnx_ir.passes.common import RemoveUnusedNodesPass, TopologicalSortPass
 
 from seqlower.errors import InvalidModelError, SeqlowerError
-from seqlower.io import load_model
+from seqlower.io import load_model, self_contained_proto
 from seqlower.passes import PASSES, create_pass
 
 __all__ = [
@@ -183,7 +183,7 @@ def lower(
         ir_model = load_model(model)
         run_pipeline(ir_model, pipeline)
         # Like onnx.load, return a self-contained proto: external weights read into it.
-        return ir.serde.serialize_model(ir.external_data.load_to_model(ir_model))
+        return self_contained_proto(ir_model, may_modify=True)
     else:
         raise TypeError(f"lower() takes a ModelProto, an onnx_ir.Model or a path, not {model!r}")
     return ir.serde.serialize_model(run_pipeline(ir_model, pipeline).model)

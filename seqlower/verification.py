@@ -13,7 +13,6 @@ import dataclasses
 import importlib.metadata
 import os
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
@@ -22,8 +21,8 @@ import onnx_ir as ir
 import onnxruntime as ort
 from onnx.reference import ReferenceEvaluator
 
-from seqlower.errors import SeqlowerError
 from seqlower.inputs import generate_inputs, input_specs, load_inputs
+from seqlower.io import load_model, self_contained_proto
 
 __all__ = [
     "OutputReport",
@@ -235,14 +234,9 @@ def _as_proto(model: ModelLike) -> onnx.ModelProto:
     if isinstance(model, onnx.ModelProto):
         return model
     if isinstance(model, ir.Model):
-        return ir.serde.serialize_model(model)
-    path = Path(model)
-    if not path.is_file():
-        raise SeqlowerError(f"{path}: no such file")
-    try:
-        return onnx.load(path)
-    except Exception as e:
-        raise SeqlowerError(f"{path}: not a readable ONNX model ({_first_line(e)})") from e
+        return self_contained_proto(model)
+    # Not checked here: a model the checker rejects may still run, and the report says so.
+    return self_contained_proto(load_model(model, check=False), may_modify=True)
 
 
 def _compare_signatures(reference: onnx.ModelProto, candidate: onnx.ModelProto) -> str:

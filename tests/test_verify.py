@@ -15,6 +15,7 @@ from onnx import TensorProto as T
 from onnx import helper as h
 
 import seqlower
+import seqlower.io
 from seqlower import passes as seqlower_passes
 from seqlower.cli.main import cli
 from seqlower.inputs import generate_inputs, load_inputs, save_inputs
@@ -401,3 +402,14 @@ def test_reference_failing_at_run_time_is_an_input_problem_not_a_mismatch() -> N
     report = verify(model, seqlower.lower(model), input_shapes={"x": (3, 3, 2)})
     assert report.status == "cannot_verify" and report.input_problems
     assert "--input-shape" in report.reason
+
+
+def test_paths_and_ir_models_with_external_weights(tmp_path: Path) -> None:
+    model, _ = CASES["outer_scope_read"]()
+    path = tmp_path / "ext.onnx"
+    on_disk = onnx.ModelProto.FromString(model.SerializeToString())
+    onnx.save(on_disk, path, save_as_external_data=True, location="ext.data", size_threshold=0)
+    assert verify(path, seqlower.lower(model)).ok
+    assert verify(seqlower.io.load_model(path), model).ok
+    with pytest.raises(seqlower.SeqlowerError):
+        verify(tmp_path / "absent.onnx", model)

@@ -83,9 +83,7 @@ class LowerSequenceMap(NodeLoweringPass):
             raise InvalidNodeError(node, "an input is empty; SequenceMap inputs cannot be omitted")
 
         is_sequence = [_is_sequence(node, k, types) for k in range(len(node.inputs))]
-        dtypes = [
-            _output_dtype(node, body, j, is_sequence, types) for j in range(len(node.outputs))
-        ]
+        dtypes = [_output_dtype(node, body, j, types) for j in range(len(node.outputs))]
         shapes = [types.static_shape(result) for result in body.outputs]
         static = None
         if self.stack_static and all(shape is not None for shape in shapes):
@@ -264,9 +262,7 @@ def _is_sequence(node: ir.Node, k: int, types: TypeOracle) -> bool:
     )
 
 
-def _output_dtype(
-    node: ir.Node, body: ir.Graph, j: int, is_sequence: list[bool], types: TypeOracle
-) -> ir.DataType:
+def _output_dtype(node: ir.Node, body: ir.Graph, j: int, types: TypeOracle) -> ir.DataType:
     result = body.outputs[j]
 
     def candidates() -> Iterator[ir.TypeProtocol | None]:
