@@ -4,7 +4,8 @@ same model with onnx_ir alone, and with protobuf (onnx.load/onnx.save) alone.
 Run by hand (not a test):  .venv/bin/python benchmarks/tool_speed.py [--sizes 1000,10000,120000]
 
 Every measurement is a fresh process (interpreter start and imports included, as a user sees
-it), repeated and interleaved; the script prints medians and the seqlower/onnx_ir ratio.
+it), repeated and interleaved; the script prints medians and seqlower's ratio to onnx_ir, plain
+and with the cyclic garbage collector off (seqlower turns it off while a model is in memory).
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from synthetic import synthetic_model
 
 IR_ROUND_TRIP = "import onnx_ir as ir, sys; ir.save(ir.load(sys.argv[1]), sys.argv[2])"
+# The same with Python's cyclic collector off, as seqlower runs: the like-for-like floor.
+IR_ROUND_TRIP_NO_GC = "import gc; gc.disable(); " + IR_ROUND_TRIP
 PROTOBUF_ROUND_TRIP = "import onnx, sys; onnx.save(onnx.load(sys.argv[1]), sys.argv[2])"
 
 
@@ -39,8 +42,8 @@ def main() -> None:
     args = parser.parse_args()
     seqlower_cli = str(Path(sys.executable).with_name("seqlower"))
     print(
-        f"{'nodes':>8} {'SM+RS':>7} {'protobuf s':>11} {'onnx_ir s':>10} {'seqlower s':>11} "
-        f"{'seqlower/onnx_ir':>17}"
+        f"{'nodes':>8} {'SM+RS':>7} {'protobuf s':>11} {'onnx_ir s':>10} {'no-gc s':>8} "
+        f"{'seqlower s':>11} {'/onnx_ir':>9} {'/no-gc':>7}"
     )
     with tempfile.TemporaryDirectory() as tmp:
         for size in (int(s) for s in args.sizes.split(",")):
@@ -53,6 +56,7 @@ def main() -> None:
             commands = {
                 "protobuf": [sys.executable, "-c", PROTOBUF_ROUND_TRIP, str(path), str(out)],
                 "onnx_ir": [sys.executable, "-c", IR_ROUND_TRIP, str(path), str(out)],
+                "no_gc": [sys.executable, "-c", IR_ROUND_TRIP_NO_GC, str(path), str(out)],
                 "seqlower": [seqlower_cli, str(path), "-o", str(out), "--no-check", "-q"],
             }
             times: dict[str, list[float]] = {name: [] for name in commands}
@@ -62,8 +66,9 @@ def main() -> None:
             median = {name: statistics.median(values) for name, values in times.items()}
             print(
                 f"{count:>8} {2 * blocks:>7} {median['protobuf']:>11.2f} "
-                f"{median['onnx_ir']:>10.2f} {median['seqlower']:>11.2f} "
-                f"{median['seqlower'] / median['onnx_ir']:>16.2f}x"
+                f"{median['onnx_ir']:>10.2f} {median['no_gc']:>8.2f} {median['seqlower']:>11.2f} "
+                f"{median['seqlower'] / median['onnx_ir']:>8.2f}x "
+                f"{median['seqlower'] / median['no_gc']:>6.2f}x"
             )
 
 

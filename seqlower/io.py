@@ -13,6 +13,7 @@ import onnx
 import onnx_ir as ir
 from onnx_ir.passes.common import CheckerPass
 
+from seqlower._graphs import all_graphs
 from seqlower.errors import InvalidModelError, ModelLoadError, OutputError
 
 __all__ = [
@@ -84,7 +85,8 @@ def has_external_data(model: ir.Model) -> bool:
     """Whether any weight of the model lives in an external file."""
     return any(
         isinstance(value.const_value, ir.ExternalTensor)
-        for graph in model.graphs()
+        for graph in all_graphs(model)
+        if isinstance(graph, ir.Graph)
         for value in graph.initializers.values()
     )
 
@@ -100,7 +102,8 @@ def self_contained_proto(model: ir.Model, *, may_modify: bool = False) -> onnx.M
 def weights_nbytes(model: ir.Model) -> int:
     return sum(
         value.const_value.nbytes
-        for graph in model.graphs()
+        for graph in all_graphs(model)
+        if isinstance(graph, ir.Graph)
         for value in graph.initializers.values()
         if value.const_value is not None
     )

@@ -11,6 +11,8 @@ import onnx
 import onnx_ir as ir
 from onnx_ir.passes.common import RemoveUnusedNodesPass, TopologicalSortPass
 
+from seqlower._gc import gc_paused
+from seqlower._graphs import subgraphs_of
 from seqlower.errors import InvalidModelError, SeqlowerError
 from seqlower.io import load_model, self_contained_proto
 from seqlower.passes import PASSES, create_pass
@@ -75,17 +77,9 @@ def _in_order(graph: ir.Graph | ir.Function, defined: set[int]) -> bool:
             for value in node.inputs:
                 if value is not None and value.producer() is not None and id(value) not in defined:
                     return False
-            if node.attributes:
-                for attr in node.attributes.values():
-                    if attr.is_ref():
-                        continue
-                    if attr.type == ir.AttributeType.GRAPH:
-                        if not _in_order(attr.as_graph(), defined):
-                            return False
-                    elif attr.type == ir.AttributeType.GRAPHS and not all(
-                        _in_order(g, defined) for g in attr.as_graphs()
-                    ):
-                        return False
+            for subgraph in subgraphs_of(node):
+                if not _in_order(subgraph, defined):
+                    return False
             for value in node.outputs:
                 added.append(id(value))
                 defined.add(id(value))
@@ -171,7 +165,13 @@ def lower(
     ``passes`` picks lowering passes by name (see ``seqlower.passes.PASSES``) or instance;
     ``cleanup=False`` skips dead-node removal and sorting, leaving all else as it was.
     """
-    pipeline = build_pipeline(passes, cleanup=cleanup)
+    with gc_paused():
+        return _lower(model, build_pipeline(passes, cleanup=cleanup))
+
+
+def _lower(
+    model: onnx.ModelProto | ir.Model | str | os.PathLike[str], pipeline: ir.passes.PassManager
+) -> onnx.ModelProto | ir.Model:
     if isinstance(model, ir.Model):
         return run_pipeline(model, pipeline).model
     if isinstance(model, onnx.ModelProto):

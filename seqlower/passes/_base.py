@@ -13,35 +13,17 @@ from __future__ import annotations
 import abc
 import dataclasses
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import onnx_ir as ir
 
+from seqlower._graphs import iter_graph_likes, subgraphs_of
 from seqlower.passes._types import TypeOracle
 
-__all__ = ["NameGenerator", "NodeLoweringPass", "Site", "iter_graph_likes", "subgraphs_of"]
+__all__ = ["NameGenerator", "NodeLoweringPass", "Site"]
 
 ONNX_DOMAINS = frozenset({"", "ai.onnx"})
-
-
-def subgraphs_of(node: ir.Node) -> Iterator[ir.Graph]:
-    """The graphs held by a node's attributes (If branches, Loop/Scan/SequenceMap bodies)."""
-    if not node.attributes:  # most nodes: skip the mapping's (slow) iteration protocol
-        return
-    for attr in node.attributes.values():
-        if attr.is_ref():
-            continue
-        if attr.type == ir.AttributeType.GRAPH:
-            yield attr.as_graph()
-        elif attr.type == ir.AttributeType.GRAPHS:
-            yield from attr.as_graphs()
-
-
-def iter_graph_likes(model: ir.Model) -> Iterator[ir.Graph | ir.Function]:
-    """The main graph, then every model-local function: the scopes that own an opset import."""
-    yield model.graph
-    yield from model.functions.values()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,19 +34,55 @@ class Site:
     opset: int
 
 
-def _collect_sites(
-    graph: ir.Graph | ir.Function,
-    opset: int,
-    matches: Callable[[ir.Node], bool],
-    sites: list[Site],
-) -> None:
-    # Post-order: a node's subgraphs are visited before the node itself, so nested nodes come
-    # first and a rewrite of an outer node always sees its body already lowered.
-    for node in graph:
-        for subgraph in subgraphs_of(node):
-            _collect_sites(subgraph, opset, matches, sites)
-        if matches(node):
-            sites.append(Site(node, opset))
+class _Walk:
+    """One traversal of every scope: the nodes a pass takes and, if asked, every name in use."""
+
+    def __init__(self, matches: Callable[[ir.Node], bool], names: bool) -> None:
+        self.matches = matches
+        self.sites: list[Site] = []
+        self.defined: list[str] | None = [] if names else None
+        self.read: set[str] = set()
+
+    def model(self, model: ir.Model) -> None:
+        for graph_like in iter_graph_likes(model):
+            opset = graph_like.opset_imports.get("", model.opset_imports.get("", 1))
+            self.graph(graph_like, opset)
+
+    def graph(self, graph: ir.Graph | ir.Function, opset: int) -> None:
+        matches, sites, defined = self.matches, self.sites, self.defined
+        if defined is not None:
+            if isinstance(graph, ir.Graph):
+                if graph.name:
+                    defined.append(graph.name)
+                defined.extend(name for name in graph.initializers if name)
+            defined.extend(value.name for value in graph.inputs if value.name)
+        # Post-order: a node's subgraphs are visited before the node itself, so nested nodes
+        # come first and a rewrite of an outer node always sees its body already lowered.
+        for node in graph:
+            if defined is not None:
+                if node.name:
+                    defined.append(node.name)
+                for value in node.outputs:
+                    if value.name:
+                        defined.append(value.name)
+                for value in node.inputs:
+                    if value is not None and value.name:
+                        self.read.add(value.name)
+            for subgraph in subgraphs_of(node):
+                self.graph(subgraph, opset)
+            if matches(node):
+                sites.append(Site(node, opset))
+        if defined is not None:
+            self.read.update(value.name for value in graph.outputs if value.name)
+
+    def name_counts(self) -> Counter[str]:
+        assert self.defined is not None
+        taken = Counter(self.defined)
+        # A reference to a name defined nowhere (invalid, but seen) is not reused either.
+        for name in self.read:
+            if name not in taken:
+                taken[name] = 1
+        return taken
 
 
 class NameGenerator:
@@ -73,34 +91,6 @@ class NameGenerator:
     def __init__(self, taken: Counter[str]) -> None:
         self._taken = taken
         self._next_suffix: dict[str, int] = {}
-
-    @classmethod
-    def for_model(cls, model: ir.Model) -> NameGenerator:
-        taken: Counter[str] = Counter()
-
-        def add_graph(graph: ir.Graph | ir.Function) -> None:
-            if isinstance(graph, ir.Graph) and graph.name:
-                taken[graph.name] += 1
-            taken.update(value.name for value in graph.inputs if value.name)
-            if isinstance(graph, ir.Graph):
-                taken.update(name for name in graph.initializers if name)
-            for node in graph:
-                if node.name:
-                    taken[node.name] += 1
-                taken.update(value.name for value in node.outputs if value.name)
-                # A reference to a name defined nowhere (invalid, but seen) is not reused either.
-                for value in node.inputs:
-                    if value is not None and value.name and value.name not in taken:
-                        taken[value.name] += 1
-                for subgraph in subgraphs_of(node):
-                    add_graph(subgraph)
-            for value in graph.outputs:
-                if value.name and value.name not in taken:
-                    taken[value.name] += 1
-
-        for graph_like in iter_graph_likes(model):
-            add_graph(graph_like)
-        return cls(taken)
 
     def fresh(self, base: str) -> str:
         """``base`` itself when free, else ``base_N`` for the smallest free N."""
@@ -160,21 +150,20 @@ class NodeLoweringPass(ir.passes.InPlacePass):
         """Replace the planned node in its graph."""
 
     def find_sites(self, model: ir.Model) -> list[Site]:
-        sites: list[Site] = []
-        for graph_like in iter_graph_likes(model):
-            opset = graph_like.opset_imports.get("", model.opset_imports.get("", 1))
-            _collect_sites(graph_like, opset, self.matches, sites)
-        return sites
+        walk = _Walk(self.matches, names=False)
+        walk.model(model)
+        return walk.sites
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         self.rewritten = 0
         self._constant_pools = {}
-        sites = self.find_sites(model)
-        if not sites:
+        walk = _Walk(self.matches, names=True)
+        walk.model(model)
+        if not walk.sites:
             return ir.passes.PassResult(model, modified=False)
         types = TypeOracle(model)
-        plans = [self.plan(site, types) for site in sites]
-        names = NameGenerator.for_model(model)
+        plans = [self.plan(site, types) for site in walk.sites]
+        names = NameGenerator(walk.name_counts())
         for plan in plans:
             self.rewrite(plan, names)
         self.rewritten = len(plans)
