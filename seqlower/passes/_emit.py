@@ -51,7 +51,9 @@ class Emitter:
         hint: str,
         dtype: ir.DataType | None = None,
         output: ir.Value | None = None,
+        node_name: str | None = None,
     ) -> ir.Value:
+        """Add one node; ``node_name`` (default: the op type) is what runtimes name in errors."""
         if output is None:
             output = ir.Value(name=self._names.fresh(f"{self._prefix}_{hint}"))
             if dtype is not None:
@@ -62,7 +64,7 @@ class Emitter:
             inputs,
             [_attribute(name, value) for name, value in (attributes or {}).items()],
             outputs=[output],
-            name=self._names.fresh(f"{self._prefix}_{op_type}"),
+            name=self._names.fresh(f"{self._prefix}_{node_name or op_type}"),
         )
         self._nodes.append(node)
         return output
@@ -103,7 +105,13 @@ class Emitter:
         return self.op("Slice", [x, starts, ends, axes], hint=hint)
 
     def reshape(
-        self, x: ir.Value, shape: ir.Value, *, hint: str, output: ir.Value | None = None
+        self,
+        x: ir.Value,
+        shape: ir.Value,
+        *,
+        hint: str,
+        output: ir.Value | None = None,
+        node_name: str | None = None,
     ) -> ir.Value:
         """Reshape to a computed shape whose zeros mean zero (allowzero, from opset 14).
 
@@ -111,7 +119,9 @@ class Emitter:
         holding a real 0 is misread there; see the callers for what that leaves.
         """
         attributes = {"allowzero": 1} if self.opset >= 14 else None
-        return self.op("Reshape", [x, shape], attributes, hint=hint, output=output)
+        return self.op(
+            "Reshape", [x, shape], attributes, hint=hint, output=output, node_name=node_name
+        )
 
     def arange(self, n: ir.Value, *, hint: str) -> ir.Value:
         """``[0, 1, ..., n-1]`` as int64 for a scalar int64 ``n``."""

@@ -7,22 +7,25 @@ kept, so each row is one (time, batch) slice. Output row (t, b) is input row (sr
     src(t, b) = len[b] - 1 - t   if t < len[b]
               = t                otherwise
 
-so one ``Gather`` along axis 0 moves whole contiguous rows, the same memory traffic as the native
-kernel. The index is shaped like the first two axes, so the Gather writes the output in its final
-shape with no reshape copy, and it has only T*B entries. Three forms, from most to least folded:
+so one ``Gather`` along axis 0 of ``Flatten(x, axis=2)`` moves whole contiguous rows, the same
+memory traffic as the native kernel. The index is shaped like the first two axes, so the Gather
+writes the output in its final shape (rank 3; a free ``Reshape`` view otherwise), and it has only
+T*B entries. Three forms, from most to least folded:
 
 - ``sequence_lens`` constant and T static: the whole index is a constant.
 - ``sequence_lens`` constant, T dynamic: a constant index for the first max(len) time steps and
   an untouched tail (``Slice`` + ``Concat``); no ``Range`` or ``Where`` at run time.
-- otherwise: the index is computed from ``Shape``/``Range``/``Less``/``Where``.
+- otherwise: the index is computed from ``Shape``/``Range``/``Less``/``Where``, with three ops
+  over all T*B entries and the rest on [B] vectors.
 
-Lengths outside [0, T] make the index point past the last row, so ``Gather`` fails at run time as
-the native kernel does, instead of returning data. onnxruntime's ``Gather`` mishandles string
-slices of more than one element, so string rows are gathered one element at a time (transposed).
+Lengths outside [0, T] fail at run time as the native kernel does, instead of returning data:
+folded, they point the index past the last row; computed, they make a ``Reshape`` fail.
+onnxruntime's ``Gather`` mishandles string slices of more than one element, so string rows are
+gathered one element at a time (transposed).
 
-Known limit: before opset 14, ``Reshape`` reads a 0 in a computed shape as "copy this dimension",
-so an input with an empty batch axis (B = 0, T > 0) or an empty trailing axis fails at run time
-there instead of returning an empty tensor.
+Known limit: before opset 14, ``Reshape`` reads a 0 in a computed shape as "copy this
+dimension", so an input whose second axis is empty, or (rank >= 4) an axis after the third,
+fails at run time there instead of returning an empty tensor.
 """
 
 from __future__ import annotations
@@ -44,6 +47,9 @@ _INT64 = ir.DataType.INT64
 _INT64_MAX = np.iinfo(np.int64).max
 # Far past any row count: where a constant length is negative, the index points here.
 _OUT_OF_RANGE = 2**62
+# The largest constant head index (entries) folded when T is unknown; constant lengths longer
+# than any plausible T (invalid anyway, but legal to write) use the computed index instead.
+_MAX_FOLDED_HEAD = 1 << 20
 
 
 @dataclasses.dataclass
@@ -123,10 +129,11 @@ class LowerReverseSequence(NodeLoweringPass):
         if plan.lens is not None and plan.time_size is not None:
             index = _row_index(plan.lens, plan.time_size, plan.time_axis, plan.time_size)
             rows.gather(emit.constant(index, hint="index"), output=result)
-        elif plan.lens is not None:
+        elif plan.lens is not None and _head_steps(plan.lens) * len(plan.lens) <= _MAX_FOLDED_HEAD:
             _head_and_tail(emit, rows, plan.lens, plan.time_axis, result)
         else:
-            rows.gather(_computed_index(emit, rows, lens, plan.time_axis), output=result)
+            index = _computed_index(emit, rows, lens, plan.time_axis)
+            rows.gather(index, output=result)
 
         graph.insert_before(node, emit.nodes)
         old.replace_all_uses_with(result, replace_graph_outputs=True)
@@ -134,11 +141,12 @@ class LowerReverseSequence(NodeLoweringPass):
 
 
 class _Rows:
-    """The input seen as rows: the time and batch axes flattened into one, others kept.
+    """The input seen as rows: ``Flatten(axis=2)`` makes it [T*B, P], one row per (t, b) slice.
 
-    Dimensions are read with ``Shape(start, end)`` from opset 15 (one op each), with
-    ``Shape`` + ``Gather``/``Slice`` before; each is emitted only if a rewrite asks for it, and
-    a fully static input shape needs none.
+    ``Flatten`` needs no shape computation and, unlike ``Reshape`` before opset 14, handles
+    empty axes. Dimensions are read with ``Shape(start, end)`` from opset 15 (one op each), with
+    ``Shape`` + ``Slice`` before; each is emitted only if a rewrite asks for it, and a fully
+    static input shape needs none.
     """
 
     def __init__(self, emit: Emitter, data: ir.Value, plan: _Plan) -> None:
@@ -153,98 +161,145 @@ class _Rows:
             self._made[key] = make()
         return self._made[key]
 
-    def _dim(self, axis: int) -> ir.Value:
-        """Dimension ``axis`` as a 1-element tensor."""
-        emit, plan = self.emit, self.plan
-        if plan.data_shape is not None:
-            return emit.int64s([plan.data_shape[axis]], hint=f"dim_{axis}")
+    def _dims(self, start: int, end: int | None, hint: str) -> ir.Value:
+        """Dimensions ``start`` to ``end`` of the input, as a 1-D tensor."""
+        emit, static = self.emit, self.plan.data_shape
+        if static is not None:
+            return emit.int64s(list(static[start:end]), hint=hint)
         if emit.opset >= 15:
-            return emit.op(
-                "Shape", [self.data], {"start": axis, "end": axis + 1}, hint=f"dim_{axis}"
-            )
-        return emit.slice(self.shape, axis, axis + 1, 0, hint=f"dim_{axis}")
-
-    def _scalar(self, axis: int) -> ir.Value:
-        emit = self.emit
-        if self.plan.data_shape is not None:
-            return emit.int64s(self.plan.data_shape[axis], hint=f"size_{axis}")
-        if emit.opset >= 15:
-            return emit.op("Squeeze", [self._dim(axis)], hint=f"size_{axis}")
-        return emit.op(
-            "Gather", [self.shape, emit.int64s(axis, hint=f"axis_{axis}")], hint=f"size_{axis}"
-        )
+            attributes = {"start": start} if end is None else {"start": start, "end": end}
+            return emit.op("Shape", [self.data], attributes, hint=hint)
+        shape = self._once("shape", lambda: emit.op("Shape", [self.data], hint="shape"))
+        return emit.slice(shape, start, _INT64_MAX if end is None else end, 0, hint=hint)
 
     @property
-    def shape(self) -> ir.Value:
-        return self._once("shape", lambda: self.emit.op("Shape", [self.data], hint="shape"))
+    def time_1d(self) -> ir.Value:
+        """T as a 1-element tensor."""
+        axis = self.plan.time_axis
+        return self._once("time_1d", lambda: self._dims(axis, axis + 1, f"dim_{axis}"))
 
     @property
-    def time(self) -> ir.Value:
-        """T as a scalar."""
-        return self._once("time", lambda: self._scalar(self.plan.time_axis))
+    def batch_1d(self) -> ir.Value:
+        """B as a 1-element tensor."""
+        axis = self.plan.batch_axis
+        return self._once("batch_1d", lambda: self._dims(axis, axis + 1, f"dim_{axis}"))
 
     @property
     def batch(self) -> ir.Value:
         """B as a scalar."""
-        return self._once("batch", lambda: self._scalar(self.plan.batch_axis))
+
+        def make() -> ir.Value:
+            static = self.plan.data_shape
+            if static is not None:
+                return self.emit.int64s(static[self.plan.batch_axis], hint="batch")
+            return self.emit.op("Squeeze", [self.batch_1d], hint="batch")  # axes optional
+
+        return self._once("batch", make)
 
     @property
-    def time_1d(self) -> ir.Value:
-        return self._once("time_1d", lambda: self._dim(self.plan.time_axis))
-
-    @property
-    def batch_1d(self) -> ir.Value:
-        return self._once("batch_1d", lambda: self._dim(self.plan.batch_axis))
+    def lead(self) -> ir.Value:
+        """The first two dimensions ([T, B] or [B, T]), the shape of a full row index."""
+        return self._once("lead", lambda: self._dims(0, 2, "lead_dims"))
 
     @property
     def rest(self) -> ir.Value:
         """The dimensions after the first two, as a 1-D tensor (empty for rank 2)."""
+        return self._once("rest", lambda: self._dims(2, None, "rest_dims"))
 
-        def make() -> ir.Value:
-            emit, static = self.emit, self.plan.data_shape
-            if static is not None:
-                return emit.int64s(list(static[2:]), hint="rest_dims")
-            if emit.opset >= 15:
-                return emit.op("Shape", [self.data], {"start": 2}, hint="rest_dims")
-            return emit.slice(self.shape, 2, _INT64_MAX, 0, hint="rest_dims")
+    @property
+    def shape(self) -> ir.Value:
+        """The whole input shape (the output's too)."""
+        return self._once("whole", lambda: self._dims(0, None, "data_shape"))
 
-        return self._once("rest", make)
+    @property
+    def keeps_rest(self) -> bool:
+        """Whether rows keep the axes after the first two ([T*B, *rest], a ``Reshape``) rather
+        than flattening them ([T*B, P], ``Flatten``).
+
+        A Gather from [T*B, *rest] writes the output in its final shape for any rank, while
+        [T*B, P] needs a reshape of the output afterwards, which onnxruntime does as a copy;
+        but that ``Reshape`` of the input needs ``allowzero`` (opset 14) to be safe with empty
+        axes. Rank 3 flattens anyway (one op, nothing to reshape); strings always flatten, to
+        gather single elements from the transposed [P, T*B] matrix.
+        """
+        return not self.elementwise and self.emit.opset >= 14 and _rank(self.data) != 3
 
     def flat(self) -> ir.Value:
-        """The input reshaped to [T*B, *rest]."""
+        """The input as rows, [T*B, *rest] or [T*B, P] (see :attr:`keeps_rest`)."""
 
         def make() -> ir.Value:
-            emit, static = self.emit, self.plan.data_shape
+            emit = self.emit
+            if not self.keeps_rest:
+                return emit.op("Flatten", [self.data], {"axis": 2}, hint="rows")
+            static = self.plan.data_shape
             if static is not None:
                 shape = emit.int64s([static[0] * static[1], *static[2:]], hint="rows_shape")
             else:
-                count = emit.op("Mul", [self.time_1d, self.batch_1d], hint="row_count")
+                count = emit.op("ReduceProd", [self.lead], {"keepdims": 1}, hint="row_count")
                 shape = emit.op("Concat", [count, self.rest], {"axis": 0}, hint="rows_shape")
             return emit.reshape(self.data, shape, hint="rows")
 
         return self._once("flat", make)
 
-    def gather(
-        self, index: ir.Value, source: ir.Value | None = None, output: ir.Value | None = None
-    ) -> ir.Value:
-        """Rows ``index`` of ``source`` (default: all rows of the input): [*index.shape, *rest]."""
+    def rows_of(self, head: ir.Value, count: int) -> ir.Value:
+        """``head`` (the input's first two axes cut to ``count`` slices in all) as rows like
+        :meth:`flat`'s. The ``Reshape`` fails when ``head`` holds fewer slices than ``count``,
+        unless the rows are empty (then no count can tell)."""
         emit = self.emit
-        source = self.flat() if source is None else source
-        if not self.elementwise:
-            return emit.op("Gather", [source, index], {"axis": 0}, hint="gathered", output=output)
-        # onnxruntime's Gather keeps only the first string of each multi-element slice; gathering
-        # along the last axis of the transposed [R, rows] matrix moves single elements.
-        width = emit.reduce_prod(self.rest, hint="row_width")
-        height = emit.slice(emit.op("Shape", [source], hint="source_shape"), 0, 1, 0, hint="height")
-        matrix_shape = emit.op("Concat", [height, width], {"axis": 0}, hint="matrix_shape")
-        matrix = emit.reshape(source, matrix_shape, hint="matrix")
-        columns = emit.op("Transpose", [matrix], {"perm": [1, 0]}, hint="columns")
-        flat_index = emit.op("Reshape", [index, emit.int64s([-1], hint="flat")], hint="flat_index")
-        picked = emit.op("Gather", [columns, flat_index], {"axis": 1}, hint="picked")
-        back = emit.op("Transpose", [picked], {"perm": [1, 0]}, hint="picked_rows")
-        index_shape = emit.op("Shape", [index], hint="index_shape")
-        shape = emit.op("Concat", [index_shape, self.rest], {"axis": 0}, hint="gathered_shape")
-        return emit.reshape(back, shape, hint="gathered", output=output)
+        if not self.keeps_rest:
+            # [count, 0]: the 0 copies P from the flattened head (no allowzero on purpose).
+            flat = emit.op("Flatten", [head], {"axis": 2}, hint="head_flat")
+            shape = emit.int64s([count, 0], hint="head_rows_shape")
+            return emit.op("Reshape", [flat, shape], hint="head_rows")
+        shape = emit.op(
+            "Concat",
+            [emit.int64s([count], hint="head_rows"), self.rest],
+            {"axis": 0},
+            hint="head_shape",
+        )
+        return emit.reshape(head, shape, hint="head_rows")
+
+    def gather(
+        self,
+        index: ir.Value,
+        lead: list[int] | None = None,
+        source: ir.Value | None = None,
+        output: ir.Value | None = None,
+    ) -> ir.Value:
+        """Rows ``index`` of ``source`` (default: all the input's rows) in the output's layout.
+
+        ``index`` is 2-D: the input's first two axes (``lead`` None), or the constant ``lead``.
+        """
+        emit = self.emit
+        rows = self.flat() if source is None else source
+        if self.keeps_rest or (not self.elementwise and _rank(self.data) == 3):
+            return emit.op("Gather", [rows, index], {"axis": 0}, hint="gathered", output=output)
+        if self.elementwise:
+            # onnxruntime's Gather keeps only the first string of each multi-element slice;
+            # gathering along the last axis of the transposed [P, rows] matrix moves single
+            # elements, and transposing back gives [*index.shape, P].
+            columns = emit.op("Transpose", [rows], {"perm": [1, 0]}, hint="columns")
+            picked = emit.op("Gather", [columns, index], {"axis": 1}, hint="picked")
+            flat_output = output if _rank(self.data) == 3 else None
+            gathered = emit.op(
+                "Transpose", [picked], {"perm": [1, 2, 0]}, hint="gathered", output=flat_output
+            )
+            if flat_output is not None:
+                return gathered
+        else:
+            gathered = emit.op("Gather", [rows, index], {"axis": 0}, hint="picked")
+        # [*index.shape, P] back to [*index.shape, *rest]. Before opset 14 a 0 in the shape
+        # copies the same axis of [*index.shape, P], which is right for the first three axes.
+        if lead is None:
+            shape = self.shape
+        else:
+            shape = emit.op(
+                "Concat",
+                [emit.int64s(lead, hint="head_lead"), self.rest],
+                {"axis": 0},
+                hint="head_shape",
+            )
+        return emit.reshape(gathered, shape, hint="gathered", output=output)
 
 
 def _source_time(lens: np.ndarray, steps: int) -> np.ndarray:
@@ -276,33 +331,32 @@ def _row_index(lens: np.ndarray, steps: int, time_axis: int, time_size: int | No
     return index
 
 
+def _head_steps(lens: np.ndarray) -> int:
+    """The time steps a constant head must cover: max(len), and at least one when a length is
+    negative, so that its out-of-range index is gathered."""
+    return max(int(lens.max(initial=0)), int((lens < 0).any()))
+
+
 def _head_and_tail(
     emit: Emitter, rows: _Rows, lens: np.ndarray, time_axis: int, result: ir.Value
 ) -> None:
     """Constant lengths, unknown T: reverse the first max(len) steps, keep the rest as it is."""
     batch = lens.shape[0]
-    # At least one step when a length is negative, so its out-of-range index is gathered.
-    steps = max(int(lens.max(initial=0)), int((lens < 0).any()))
+    steps = _head_steps(lens)
     if steps == 0:  # every length is 0: nothing moves
         emit.op("Identity", [rows.data], hint="out", output=result)
         return
     index = emit.constant(_row_index(lens, steps, time_axis, None), hint="head_index")
+    lead = [steps, batch] if time_axis == 0 else [batch, steps]
     if time_axis == 0:
         # Rows are t*B + b: the first steps*B rows hold every reversed element. A length above
         # T makes its first index (len-1)*B + b >= T*B, past the last row.
-        head = rows.gather(index)
+        head = rows.gather(index, lead)
     else:
-        # Batch-major: take each batch's first `steps` steps as rows b*steps + t.
+        # Batch-major: take each batch's first `steps` steps as rows b*steps + t. A length above
+        # T fails in the reshape: the slice then holds fewer than B*steps rows.
         head_data = emit.slice(rows.data, 0, steps, 1, hint="head")
-        head_rows_shape = emit.op(
-            "Concat",
-            [emit.int64s([batch * steps], hint="head_rows"), rows.rest],
-            {"axis": 0},
-            hint="head_rows_shape",
-        )
-        # A length above T fails here: the slice then holds fewer than B*steps rows.
-        head_rows = emit.reshape(head_data, head_rows_shape, hint="head_rows")
-        head = rows.gather(index, source=head_rows)
+        head = rows.gather(index, lead, source=rows.rows_of(head_data, batch * steps))
     tail = emit.slice(rows.data, steps, _INT64_MAX, time_axis, hint="tail")
     emit.op("Concat", [head, tail], {"axis": time_axis}, hint="out", output=result)
 
@@ -310,54 +364,63 @@ def _head_and_tail(
 def _computed_index(emit: Emitter, rows: _Rows, lens: ir.Value, time_axis: int) -> ir.Value:
     """The row index computed at run time, for lengths known only then.
 
-    With the time axis first, row(t, b) = src*B + b, which is c_b - t*B inside the length
-    (c_b = (len_b - 1)*B + b) and t*B + b after it; batch-major is the same with the roles of
-    the strides swapped. Everything per batch is done on [B] vectors, so only four ops touch
-    all T*B entries.
+    Start from the identity index k, [0 .. T*B) shaped like the first two axes. Time-major,
+    k = t*B + b: a reversed row (len-1-t)*B + b is c - k with c = (len-1)*B + 2b, and t < len
+    exactly when k < e = len*B + b. Batch-major, k = b*T + t: the reversed row is c - k with
+    c = 2bT + len - 1, and t < len when k < e = bT + len. So c and e are per-batch vectors and
+    only three ops (Less, Sub, Where) touch all T*B entries.
+
+    Lengths outside [0, T]: their count is added to the length of k, so reshaping k to [T, B]
+    fails at run time, on every runtime and for every T (0 included), as the native kernel
+    does; nothing computed from those lengths is ever used.
     """
     time_first = time_axis == 0
-    t_axis, b_axis = (1, 0) if time_first else (0, 1)
-    b = emit.unsqueeze(emit.arange(rows.batch, hint="batches"), [b_axis], hint="b")
-    # Reshape (not Unsqueeze) so that a sequence_lens of the wrong length fails, as natively.
-    one = emit.int64s([1], hint="one")
     batch_1d = rows.batch_1d
-    lens_shape = emit.op(
-        "Concat", [one, batch_1d] if time_first else [batch_1d, one], {"axis": 0}, hint="lens_shape"
-    )
-    lengths = emit.reshape(lens, lens_shape, hint="lengths")
-    # Lengths outside [0, T] become huge: their reversed rows then lie past the last row, so
-    # Gather fails at run time as the native kernel does.
+    if time_first:
+        # [B], broadcast along the last axis of [T, B]; Reshape (not a no-op) so that a
+        # sequence_lens of the wrong length fails, as natively.
+        lengths = emit.reshape(lens, batch_1d, hint="lengths")
+        b = emit.arange(rows.batch, hint="b")
+    else:  # [B, 1]
+        column = emit.op(
+            "Concat", [batch_1d, emit.int64s([1], hint="one")], {"axis": 0}, hint="col"
+        )
+        lengths = emit.reshape(lens, column, hint="lengths")
+        b = emit.unsqueeze(emit.arange(rows.batch, hint="batches"), [1], hint="b")
     negative = emit.op("Less", [lengths, emit.int64s(0, hint="zero")], hint="negative")
     too_long = emit.op("Greater", [lengths, rows.time_1d], hint="too_long")
     invalid = emit.op("Or", [negative, too_long], hint="invalid")
-    huge = emit.int64s(_OUT_OF_RANGE, hint="huge")
-    lengths = emit.op("Where", [invalid, huge, lengths], hint="checked_lengths")
-    # One extra time step per invalid length, so that even with T = 0 some row is gathered from
-    # past the end and the run fails (the output shape is then wrong, but nothing is returned).
     invalid_count = emit.op(
         "ReduceSum",
         [emit.op("Cast", [invalid], {"to": int(ir.DataType.INT64)}, hint="invalid_int")],
         {"keepdims": 0},
         hint="invalid_count",
     )
-    steps = emit.op("Add", [rows.time, invalid_count], hint="steps_checked")
-    t = emit.unsqueeze(emit.arange(steps, hint="steps"), [t_axis], hint="t")
-
-    last = emit.op("Sub", [lengths, emit.int64s(1, hint="one_scalar")], hint="last")
+    count = emit.op(
+        "Add",
+        [emit.op("ReduceProd", [rows.lead], {"keepdims": 0}, hint="row_count"), invalid_count],
+        hint="checked_row_count",
+    )
+    k = emit.reshape(
+        emit.arange(count, hint="row_numbers"),
+        rows.lead,
+        hint="identity_index",
+        node_name="fails_if_sequence_lens_out_of_range",
+    )
     if time_first:
-        t_stride = emit.op("Mul", [t, rows.batch_1d], hint="t_rows")  # t*B, [T, 1]
-        start = emit.op(
-            "Add", [emit.op("Mul", [last, rows.batch_1d], hint="last_rows"), b], hint="first_row"
-        )  # (len-1)*B + b, [1, B]
-        kept = emit.op("Add", [t_stride, b], hint="kept_row")
-        reversed_row = emit.op("Sub", [start, t_stride], hint="reversed_row")
+        e = emit.op("Add", [emit.op("Mul", [lengths, batch_1d], hint="len_rows"), b], hint="end")
+        c = emit.op("Sub", [emit.op("Add", [e, b], hint="end_b"), batch_1d], hint="mirror")
     else:
-        b_stride = emit.op("Mul", [b, rows.time_1d], hint="b_rows")  # b*T, [B, 1]
-        start = emit.op("Add", [b_stride, last], hint="first_row")  # b*T + len-1, [B, 1]
-        kept = emit.op("Add", [b_stride, t], hint="kept_row")
-        reversed_row = emit.op("Sub", [start, t], hint="reversed_row")
-    inside = emit.op("Less", [t, lengths], hint="inside")
-    return emit.op("Where", [inside, reversed_row, kept], hint="index")
+        b_rows = emit.op("Mul", [b, rows.time_1d], hint="b_rows")
+        e = emit.op("Add", [b_rows, lengths], hint="end")
+        c = emit.op(
+            "Sub",
+            [emit.op("Add", [e, b_rows], hint="end_b"), emit.int64s(1, hint="one_scalar")],
+            hint="mirror",
+        )
+    inside = emit.op("Less", [k, e], hint="inside")
+    reversed_row = emit.op("Sub", [c, k], hint="reversed_row")
+    return emit.op("Where", [inside, reversed_row, k], hint="index")
 
 
 def _int_attribute(node: ir.Node, name: str, default: int) -> int:
