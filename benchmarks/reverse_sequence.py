@@ -2,10 +2,12 @@
 
 Run by hand (not a test):  .venv/bin/python benchmarks/reverse_sequence.py [--repeat N]
 
-For each shape, layout and thread count, all three models run in the same process, interleaved,
-and the script prints medians and the ratios lowered/native and lowered/copy. The copy model
-(Identity on a graph input, which onnxruntime must copy) is the memory-bandwidth floor.
-Inputs are bound once with IOBinding so the timings are the kernels, not numpy conversions.
+For each shape, layout, kind of lengths (a graph input with symbolic dimensions, so the index is
+computed at run time; or a constant with static dimensions, so it is folded) and thread count, all
+three models run in the same process, interleaved, and the script prints medians and the ratios
+lowered/native and lowered/copy (medians of per-round ratios). The copy model (Identity on a
+graph input, which onnxruntime must copy) is the memory-bandwidth floor. Inputs are bound once
+with IOBinding so the timings are the kernels, not numpy conversions.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from typing import Any
 
 import numpy as np
 import onnx
@@ -27,26 +30,25 @@ SHAPES = {
 }
 
 
-def models(rank: int, time_axis: int, lens_input: bool) -> dict[str, onnx.ModelProto]:
-    dims = [f"d{i}" for i in range(rank)]
+def models(
+    shape: tuple[int, ...], time_axis: int, lens: np.ndarray | None
+) -> dict[str, onnx.ModelProto]:
+    """Native, lowered and copy models. ``lens`` None: lengths are an input and every dimension
+    is symbolic (the index is computed at run time); else a constant with static dimensions
+    (the index is folded into a constant)."""
+    dims: list[Any] = [f"d{i}" for i in range(len(shape))] if lens is None else list(shape)
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, dims)
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, dims)
-    lens = helper.make_tensor_value_info("lens", TensorProto.INT64, ["batch"])
+    inputs, initializers = [x], []
+    if lens is None:
+        inputs.append(helper.make_tensor_value_info("lens", TensorProto.INT64, ["batch"]))
+    else:
+        initializers.append(onnx.numpy_helper.from_array(lens, "lens"))
+    node = helper.make_node(
+        "ReverseSequence", ["x", "lens"], ["y"], time_axis=time_axis, batch_axis=1 - time_axis
+    )
     native = helper.make_model(
-        helper.make_graph(
-            [
-                helper.make_node(
-                    "ReverseSequence",
-                    ["x", "lens"],
-                    ["y"],
-                    time_axis=time_axis,
-                    batch_axis=1 - time_axis,
-                )
-            ],
-            "rs",
-            [x, lens],
-            [y],
-        ),
+        helper.make_graph([node], "rs", inputs, [y], initializers),
         opset_imports=[helper.make_opsetid("", 17)],
         ir_version=8,
     )
@@ -67,18 +69,20 @@ def session(model: onnx.ModelProto, threads: int) -> ort.InferenceSession:
     )
 
 
-def bench(shape: tuple[int, ...], time_axis: int, threads: int, repeat: int) -> dict[str, float]:
+def bench(
+    shape: tuple[int, ...], time_axis: int, threads: int, repeat: int, folded: bool
+) -> dict[str, float]:
     rng = np.random.default_rng(0)
     x = rng.standard_normal(shape).astype(np.float32)
     batch, steps = shape[1 - time_axis], shape[time_axis]
     lens = rng.integers(0, steps + 1, size=batch).astype(np.int64)
     runners = {}
     expected = None
-    for name, model in models(len(shape), time_axis, True).items():
+    for name, model in models(shape, time_axis, lens if folded else None).items():
         sess = session(model, threads)
         binding = sess.io_binding()
         binding.bind_cpu_input("x", x)
-        if name != "copy":
+        if name != "copy" and not folded:
             binding.bind_cpu_input("lens", lens)
         binding.bind_output("y")
         sess.run_with_iobinding(binding)
@@ -94,7 +98,14 @@ def bench(shape: tuple[int, ...], time_axis: int, threads: int, repeat: int) -> 
             start = time.perf_counter()
             sess.run_with_iobinding(binding)
             times[name].append(time.perf_counter() - start)
-    return {name: statistics.median(values) for name, values in times.items()}
+    result = {name: statistics.median(values) for name, values in times.items()}
+    # Ratios are taken within each round (the three runs back to back) and then the median, so
+    # that a slow stretch of a noisy machine slows all three alike instead of skewing one.
+    for other in ("native", "copy"):
+        result[f"lowered/{other}"] = statistics.median(
+            low / ref for low, ref in zip(times["lowered"], times[other], strict=True)
+        )
+    return result
 
 
 def main() -> None:
@@ -103,26 +114,30 @@ def main() -> None:
     args = parser.parse_args()
     print(f"onnxruntime {ort.__version__}, median of {args.repeat} interleaved runs, float32")
     header = (
-        f"{'shape':>18} {'layout':>11} {'thr':>3} {'native ms':>10} {'lowered ms':>11} "
-        f"{'copy ms':>8} {'low/nat':>8} {'low/copy':>9}"
+        f"{'shape':>14} {'layout':>11} {'lens':>8} {'thr':>3} {'native ms':>10} "
+        f"{'lowered ms':>11} {'copy ms':>8} {'low/nat':>8} {'low/copy':>9}"
     )
     print(header)
-    worst = 0.0
+    worst: dict[tuple[str, int], float] = {}
     for shapes in SHAPES.values():
         for shape in shapes:
             for time_axis in (0, 1):
-                for threads in (1, 2):
-                    t = bench(shape, time_axis, threads, args.repeat)
-                    ratio = t["lowered"] / t["native"]
-                    worst = max(worst, ratio)
-                    layout = "time-major" if time_axis == 0 else "batch-major"
-                    print(
-                        f"{'x'.join(map(str, shape)):>18} {layout:>11} {threads:>3} "
-                        f"{t['native'] * 1e3:>10.3f} {t['lowered'] * 1e3:>11.3f} "
-                        f"{t['copy'] * 1e3:>8.3f} {ratio:>8.3f} "
-                        f"{t['lowered'] / t['copy']:>9.3f}"
-                    )
-    print(f"worst lowered/native ratio: {worst:.3f}")
+                for folded in (False, True):
+                    for threads in (1, 2):
+                        t = bench(shape, time_axis, threads, args.repeat, folded)
+                        ratio = t["lowered/native"]
+                        lens = "constant" if folded else "input"
+                        key = (lens, threads)
+                        worst[key] = max(worst.get(key, 0.0), ratio)
+                        layout = "time-major" if time_axis == 0 else "batch-major"
+                        print(
+                            f"{'x'.join(map(str, shape)):>14} {layout:>11} {lens:>8} "
+                            f"{threads:>3} {t['native'] * 1e3:>10.3f} "
+                            f"{t['lowered'] * 1e3:>11.3f} {t['copy'] * 1e3:>8.3f} {ratio:>8.3f} "
+                            f"{t['lowered/copy']:>9.3f}"
+                        )
+    for (lens, threads), ratio in sorted(worst.items()):
+        print(f"worst lowered/native, lengths {lens}, {threads} thread(s): {ratio:.3f}")
 
 
 if __name__ == "__main__":

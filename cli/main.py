@@ -240,7 +240,9 @@ def lower(
         verify_options = _verify_options(**check)
         with show.step(f"reading {model}"):
             ir_model = load_model(model)
-        before = _op_counts(ir_model)
+        # Op counts are for the summary and the report only (a walk of the model each).
+        counting = not quiet or check["report_path"] is not None
+        before = _op_counts(ir_model) if counting else Counter()
         original = None if no_check else _in_memory_proto(ir_model)
         pipeline = build_pipeline(passes, cleanup=not no_cleanup, timed=True)
         with show.step("lowering"):
@@ -250,7 +252,7 @@ def lower(
             lowered = None if original is None else _in_memory_proto(ir_model)
             if lowered is not None or dry_run:
                 check_model(ir_model if lowered is None else lowered, what="lowered model")
-        after = _op_counts(ir_model)
+        after = _op_counts(ir_model) if counting else Counter()
         show.summary(pipeline.passes, before, after, verbose)
         report = None
         code = EXIT_OK

@@ -75,7 +75,7 @@ def _in_order(graph: ir.Graph | ir.Function, defined: set[int]) -> bool:
     try:
         for node in graph:
             for value in node.inputs:
-                if value is not None and value.producer() is not None and id(value) not in defined:
+                if value is not None and id(value) not in defined and value.producer() is not None:
                     return False
             for subgraph in subgraphs_of(node):
                 if not _in_order(subgraph, defined):
