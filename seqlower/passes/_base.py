@@ -49,6 +49,8 @@ class _Walk:
             self.graph(graph_like, opset)
 
     def graph(self, graph: ir.Graph | ir.Function, opset: int) -> None:
+        # The hot loop of every pass on large models: attribute lookups are hoisted, and
+        # subgraphs are only looked for in nodes that have attributes at all.
         matches, sites, defined = self.matches, self.sites, self.defined
         if defined is not None:
             if isinstance(graph, ir.Graph):
@@ -56,31 +58,33 @@ class _Walk:
                     defined.append(graph.name)
                 defined.extend(name for name in graph.initializers if name)
             defined.extend(value.name for value in graph.inputs if value.name)
+            define, read = defined.append, self.read.add
         # Post-order: a node's subgraphs are visited before the node itself, so nested nodes
         # come first and a rewrite of an outer node always sees its body already lowered.
         for node in graph:
             if defined is not None:
                 if node.name:
-                    defined.append(node.name)
+                    define(node.name)
                 for value in node.outputs:
                     if value.name:
-                        defined.append(value.name)
+                        define(value.name)
                 for value in node.inputs:
-                    if value is not None and value.name:
-                        self.read.add(value.name)
-            for subgraph in subgraphs_of(node):
-                self.graph(subgraph, opset)
+                    if value is not None:
+                        read(value.name)
+            if node.attributes.data:
+                for subgraph in subgraphs_of(node):
+                    self.graph(subgraph, opset)
             if matches(node):
                 sites.append(Site(node, opset))
         if defined is not None:
-            self.read.update(value.name for value in graph.outputs if value.name)
+            self.read.update(value.name for value in graph.outputs)
 
     def name_counts(self) -> Counter[str]:
         assert self.defined is not None
         taken = Counter(self.defined)
         # A reference to a name defined nowhere (invalid, but seen) is not reused either.
         for name in self.read:
-            if name not in taken:
+            if name and name not in taken:
                 taken[name] = 1
         return taken
 
