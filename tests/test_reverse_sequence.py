@@ -288,6 +288,43 @@ def test_out_of_range_lengths_fail_at_run_time(
         ort_run(lowered, feeds)
 
 
+_LENGTHS = st.one_of(
+    st.integers(-3, 8),
+    st.sampled_from([2**31, 2**62, 2**63 - 1, -(2**62), -(2**63)]),
+)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    time_axis=st.integers(0, 1),
+    dims=st.lists(st.integers(0, 4), min_size=2, max_size=4),
+    lens_mode=st.sampled_from(LENS_MODES),
+    static=st.booleans(),
+    data=st.data(),
+)
+def test_fails_exactly_when_native_kernel_fails(
+    time_axis: int, dims: list[int], lens_mode: str, static: bool, data: st.DataObject
+) -> None:
+    """Any lengths, in range or not (huge ones included): the lowered model fails at run time
+    exactly when the native kernel does, and otherwise matches it."""
+    shape = tuple(dims)
+    batch = shape[1 - time_axis]
+    lens = np.array(data.draw(st.lists(_LENGTHS, min_size=batch, max_size=batch)), np.int64)
+    decl: list[Any] = list(shape) if static else [f"d{i}" for i in range(len(shape))]
+    model, feeds = reverse_model(T.FLOAT, decl, time_axis, lens_mode, lens)
+    feeds["x"] = random_data(np.random.default_rng(0), T.FLOAT, shape)
+    try:
+        expected = ort_run(model, feeds)[0]
+    except Exception:
+        expected = None
+    lowered = lower_checked(model)
+    if expected is None:
+        with pytest.raises(Exception):  # noqa: B017 - any run-time failure, as natively
+            ort_run(lowered, feeds)
+    else:
+        assert_same(ort_run(lowered, feeds)[0], expected, exact=True)
+
+
 @pytest.mark.parametrize("shape", [(3, 0, 2), (0, 3, 2), (3, 2, 0), (2, 3, 0, 4), (2, 3, 4, 0)])
 @pytest.mark.parametrize("time_axis", [0, 1])
 @pytest.mark.parametrize("opset", [10, 13])

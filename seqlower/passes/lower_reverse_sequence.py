@@ -241,24 +241,6 @@ class _Rows:
 
         return self._once("flat", make)
 
-    def rows_of(self, head: ir.Value, count: int) -> ir.Value:
-        """``head`` (the input's first two axes cut to ``count`` slices in all) as rows like
-        :meth:`flat`'s. The ``Reshape`` fails when ``head`` holds fewer slices than ``count``,
-        unless the rows are empty (then no count can tell)."""
-        emit = self.emit
-        if not self.keeps_rest:
-            # [count, 0]: the 0 copies P from the flattened head (no allowzero on purpose).
-            flat = emit.op("Flatten", [head], {"axis": 2}, hint="head_flat")
-            shape = emit.int64s([count, 0], hint="head_rows_shape")
-            return emit.op("Reshape", [flat, shape], hint="head_rows")
-        shape = emit.op(
-            "Concat",
-            [emit.int64s([count], hint="head_rows"), self.rest],
-            {"axis": 0},
-            hint="head_shape",
-        )
-        return emit.reshape(head, shape, hint="head_rows")
-
     def gather(
         self,
         index: ir.Value,
@@ -269,10 +251,12 @@ class _Rows:
         """Rows ``index`` of ``source`` (default: all the input's rows) in the output's layout.
 
         ``index`` is 2-D: the input's first two axes (``lead`` None), or the constant ``lead``.
+        A ``source`` given is flattened, [rows, P].
         """
         emit = self.emit
         rows = self.flat() if source is None else source
-        if self.keeps_rest or (not self.elementwise and _rank(self.data) == 3):
+        keeps_rest = self.keeps_rest and source is None
+        if keeps_rest or (not self.elementwise and _rank(self.data) == 3):
             return emit.op("Gather", [rows, index], {"axis": 0}, hint="gathered", output=output)
         if self.elementwise:
             # onnxruntime's Gather keeps only the first string of each multi-element slice;
@@ -309,12 +293,19 @@ def _source_time(lens: np.ndarray, steps: int) -> np.ndarray:
     return np.where(t < lengths, lengths - 1 - t, t)
 
 
-def _row_index(lens: np.ndarray, steps: int, time_axis: int, time_size: int | None) -> np.ndarray:
+def _row_index(
+    lens: np.ndarray,
+    steps: int,
+    time_axis: int,
+    time_size: int | None,
+    batch_stride: int | None = None,
+) -> np.ndarray:
     """Source rows for the first ``steps`` time steps, shaped [steps, B] or [B, steps].
 
-    Source rows are t*B + b (time-major) or b*steps + t (batch-major, where the rows gathered
-    from hold ``steps`` time steps per batch). Lengths below 0, or above ``time_size`` when it is
-    known, point past every row so that Gather fails at run time.
+    Source rows are t*B + b (time-major) or b*stride + t (batch-major; the stride, by default
+    ``steps``, is the number of time steps per batch in the rows gathered from; 0 gives just
+    the time offsets). Lengths below 0, or above ``time_size`` when it is known, point past
+    every row so that Gather fails at run time.
     """
     batch = lens.shape[0]
     src = _source_time(lens, steps)
@@ -325,7 +316,8 @@ def _row_index(lens: np.ndarray, steps: int, time_axis: int, time_size: int | No
     if time_axis == 0:
         index = np.where(invalid[None, :], _OUT_OF_RANGE, src * batch + b)
     else:
-        index = np.where(invalid[:, None], _OUT_OF_RANGE, (b * steps + src).T)
+        stride = steps if batch_stride is None else batch_stride
+        index = np.where(invalid[:, None], _OUT_OF_RANGE, (b * stride + src).T)
     if invalid.any() and index.size == 0:
         index = np.full((1, 1), _OUT_OF_RANGE, dtype=np.int64)  # still fail with no rows at all
     return index
@@ -346,17 +338,31 @@ def _head_and_tail(
     if steps == 0:  # every length is 0: nothing moves
         emit.op("Identity", [rows.data], hint="out", output=result)
         return
-    index = emit.constant(_row_index(lens, steps, time_axis, None), hint="head_index")
     lead = [steps, batch] if time_axis == 0 else [batch, steps]
     if time_axis == 0:
         # Rows are t*B + b: the first steps*B rows hold every reversed element. A length above
         # T makes its first index (len-1)*B + b >= T*B, past the last row.
+        index = emit.constant(_row_index(lens, steps, time_axis, None), hint="head_index")
         head = rows.gather(index, lead)
     else:
-        # Batch-major: take each batch's first `steps` steps as rows b*steps + t. A length above
-        # T fails in the reshape: the slice then holds fewer than B*steps rows.
+        # Batch-major: the first `steps` steps of each batch, [B, T', ...] with T' = min(T,
+        # steps), as rows b*T' + t. Each batch's index reaches b*T' + steps - 1, so when T is
+        # below a length (T' < steps) the last batch's points past the last row.
         head_data = emit.slice(rows.data, 0, steps, 1, hint="head")
-        head = rows.gather(index, lead, source=rows.rows_of(head_data, batch * steps))
+        if emit.opset >= 15:
+            head_steps = emit.op("Shape", [head_data], {"start": 1, "end": 2}, hint="head_steps")
+        else:
+            head_shape = emit.op("Shape", [head_data], hint="head_shape")
+            head_steps = emit.slice(head_shape, 1, 2, 0, hint="head_steps")
+        starts = emit.constant(np.arange(batch, dtype=np.int64)[:, None], hint="head_batches")
+        offsets = emit.constant(_row_index(lens, steps, time_axis, None, 0), hint="head_offsets")
+        index = emit.op(
+            "Add",
+            [emit.op("Mul", [starts, head_steps], hint="head_starts"), offsets],
+            hint="head_index",
+        )
+        head_rows = emit.op("Flatten", [head_data], {"axis": 2}, hint="head_rows")
+        head = rows.gather(index, lead, source=head_rows)
     tail = emit.slice(rows.data, steps, _INT64_MAX, time_axis, hint="tail")
     emit.op("Concat", [head, tail], {"axis": time_axis}, hint="out", output=result)
 
