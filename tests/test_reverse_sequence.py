@@ -288,6 +288,21 @@ def test_out_of_range_lengths_fail_at_run_time(
         ort_run(lowered, feeds)
 
 
+@pytest.mark.parametrize("lens_mode", LENS_MODES)
+@pytest.mark.parametrize("shape", [(1, 0, 0), (2, 1, 0), (2, 1, 3, 0)])
+def test_length_above_time_fails_with_empty_rows(lens_mode: str, shape: tuple[int, ...]) -> None:
+    """Batch-major, T below a length and rows of no elements: no element count can tell, the
+    index must (found by hypothesis)."""
+    lens = np.full(shape[0], shape[1] + 1, np.int64)
+    model, feeds = reverse_model(T.FLOAT, ["a", "b", *["c"] * (len(shape) - 2)], 1, lens_mode, lens)
+    model.graph.input[0].type.tensor_type.shape.dim[2].dim_param = "c2"
+    feeds["x"] = np.zeros(shape, np.float32)
+    with pytest.raises(Exception):  # noqa: B017
+        ort_run(model, feeds)
+    with pytest.raises(Exception):  # noqa: B017
+        ort_run(lower_checked(model), feeds)
+
+
 _LENGTHS = st.one_of(
     st.integers(-3, 8),
     st.sampled_from([2**31, 2**62, 2**63 - 1, -(2**62), -(2**63)]),
