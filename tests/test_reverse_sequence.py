@@ -303,6 +303,24 @@ def test_length_above_time_fails_with_empty_rows(lens_mode: str, shape: tuple[in
         ort_run(lower_checked(model), feeds)
 
 
+@pytest.mark.parametrize("time_axis", [0, 1])
+@pytest.mark.parametrize("static", [True, False])
+def test_large_constant_lengths_are_not_folded_into_a_huge_index(
+    time_axis: int, static: bool
+) -> None:
+    """Past 2**20 index entries (8 MB) the index is computed instead of stored."""
+    steps, batch = 1100, 1000
+    shape = (steps, batch, 1) if time_axis == 0 else (batch, steps, 1)
+    lens = np.random.default_rng(0).integers(0, steps + 1, batch).astype(np.int64)
+    lens[0] = steps
+    decl: list[Any] = list(shape) if static else ["a", "b", 1]
+    model, feeds = reverse_model(T.FLOAT, decl, time_axis, "initializer", lens)
+    feeds["x"] = random_data(np.random.default_rng(1), T.FLOAT, shape)
+    lowered = lower_checked(model)
+    assert lowered.ByteSize() < 100_000
+    assert_same(ort_run(lowered, feeds)[0], ort_run(model, feeds)[0], exact=True)
+
+
 _LENGTHS = st.one_of(
     st.integers(-3, 8),
     st.sampled_from([2**31, 2**62, 2**63 - 1, -(2**62), -(2**63)]),

@@ -47,9 +47,10 @@ _INT64 = ir.DataType.INT64
 _INT64_MAX = np.iinfo(np.int64).max
 # Far past any row count: where a constant length is negative, the index points here.
 _OUT_OF_RANGE = 2**62
-# The largest constant head index (entries) folded when T is unknown; constant lengths longer
-# than any plausible T (invalid anyway, but legal to write) use the computed index instead.
-_MAX_FOLDED_HEAD = 1 << 20
+# The largest index folded into a constant (entries, 8 MB): past it, a head of max(len) steps
+# when that is smaller, else the computed index. Constant lengths longer than any plausible T
+# (invalid, but legal to write) must not make the model huge.
+_MAX_FOLDED_INDEX = 1 << 20
 
 
 @dataclasses.dataclass
@@ -126,10 +127,15 @@ class LowerReverseSequence(NodeLoweringPass):
             metadata_props=dict(old.metadata_props) or None,
         )
         rows = _Rows(emit, data, plan)
-        if plan.lens is not None and plan.time_size is not None:
+        batch = 0 if plan.lens is None else len(plan.lens)
+        if (
+            plan.lens is not None
+            and plan.time_size is not None
+            and (plan.time_size * batch <= _MAX_FOLDED_INDEX)
+        ):
             index = _row_index(plan.lens, plan.time_size, plan.time_axis, plan.time_size)
             rows.gather(emit.constant(index, hint="index"), output=result)
-        elif plan.lens is not None and _head_steps(plan.lens) * len(plan.lens) <= _MAX_FOLDED_HEAD:
+        elif plan.lens is not None and _head_steps(plan.lens) * batch <= _MAX_FOLDED_INDEX:
             _head_and_tail(emit, rows, plan.lens, plan.time_axis, result)
         else:
             index = _computed_index(emit, rows, lens, plan.time_axis)
@@ -183,18 +189,6 @@ class _Rows:
         """B as a 1-element tensor."""
         axis = self.plan.batch_axis
         return self._once("batch_1d", lambda: self._dims(axis, axis + 1, f"dim_{axis}"))
-
-    @property
-    def batch(self) -> ir.Value:
-        """B as a scalar."""
-
-        def make() -> ir.Value:
-            static = self.plan.data_shape
-            if static is not None:
-                return self.emit.int64s(static[self.plan.batch_axis], hint="batch")
-            return self.emit.op("Squeeze", [self.batch_1d], hint="batch")  # axes optional
-
-        return self._once("batch", make)
 
     @property
     def lead(self) -> ir.Value:
@@ -376,23 +370,23 @@ def _computed_index(emit: Emitter, rows: _Rows, lens: ir.Value, time_axis: int) 
     c = 2bT + len - 1, and t < len when k < e = bT + len. So c and e are per-batch vectors and
     only three ops (Less, Sub, Where) touch all T*B entries.
 
+    The per-batch b (time-major) or b*T (batch-major) is k's first time step, so no second
+    arange is needed; with T = 0 that slice is empty and broadcasting keeps everything empty.
+
     Lengths outside [0, T]: their count is added to the length of k, so reshaping k to [T, B]
     fails at run time, on every runtime and for every T (0 included), as the native kernel
     does; nothing computed from those lengths is ever used.
     """
     time_first = time_axis == 0
     batch_1d = rows.batch_1d
-    if time_first:
-        # [B], broadcast along the last axis of [T, B]; Reshape (not a no-op) so that a
-        # sequence_lens of the wrong length fails, as natively.
+    # Reshape (not a no-op) so that a sequence_lens of the wrong length fails, as natively.
+    if time_first:  # [B], broadcast along the last axis of [T, B]
         lengths = emit.reshape(lens, batch_1d, hint="lengths")
-        b = emit.arange(rows.batch, hint="b")
     else:  # [B, 1]
         column = emit.op(
             "Concat", [batch_1d, emit.int64s([1], hint="one")], {"axis": 0}, hint="col"
         )
         lengths = emit.reshape(lens, column, hint="lengths")
-        b = emit.unsqueeze(emit.arange(rows.batch, hint="batches"), [1], hint="b")
     negative = emit.op("Less", [lengths, emit.int64s(0, hint="zero")], hint="negative")
     too_long = emit.op("Greater", [lengths, rows.time_1d], hint="too_long")
     invalid = emit.op("Or", [negative, too_long], hint="invalid")
@@ -413,15 +407,17 @@ def _computed_index(emit: Emitter, rows: _Rows, lens: ir.Value, time_axis: int) 
         hint="identity_index",
         node_name="fails_if_sequence_lens_out_of_range",
     )
+    first = emit.slice(k, 0, 1, time_axis, hint="first_rows")  # b: [1, B]; b*T: [B, 1]
     if time_first:
-        e = emit.op("Add", [emit.op("Mul", [lengths, batch_1d], hint="len_rows"), b], hint="end")
-        c = emit.op("Sub", [emit.op("Add", [e, b], hint="end_b"), batch_1d], hint="mirror")
+        e = emit.op(
+            "Add", [emit.op("Mul", [lengths, batch_1d], hint="len_rows"), first], hint="end"
+        )
+        c = emit.op("Sub", [emit.op("Add", [e, first], hint="end_b"), batch_1d], hint="mirror")
     else:
-        b_rows = emit.op("Mul", [b, rows.time_1d], hint="b_rows")
-        e = emit.op("Add", [b_rows, lengths], hint="end")
+        e = emit.op("Add", [first, lengths], hint="end")
         c = emit.op(
             "Sub",
-            [emit.op("Add", [e, b_rows], hint="end_b"), emit.int64s(1, hint="one_scalar")],
+            [emit.op("Add", [e, first], hint="end_b"), emit.int64s(1, hint="one_scalar")],
             hint="mirror",
         )
     inside = emit.op("Less", [k, e], hint="inside")
