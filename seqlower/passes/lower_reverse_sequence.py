@@ -122,7 +122,8 @@ class LowerReverseSequence(NodeLoweringPass):
         result = ir.Value(
             name=old.name or names.fresh("ReverseSequence_out"),
             type=old.type or data.type,
-            shape=old.shape,
+            # ReverseSequence keeps the input's shape; saying so helps runtimes plan memory.
+            shape=old.shape if old.shape is not None else _copy_shape(data.shape),
             doc_string=old.doc_string,
             metadata_props=dict(old.metadata_props) or None,
         )
@@ -432,6 +433,10 @@ def _int_attribute(node: ir.Node, name: str, default: int) -> int:
     if attr.is_ref() or attr.type != ir.AttributeType.INT:
         raise InvalidNodeError(node, f"attribute '{name}' must be an int")
     return attr.as_int()
+
+
+def _copy_shape(shape: ir.Shape | None) -> ir.Shape | None:
+    return None if shape is None else shape.copy()
 
 
 def _rank(value: ir.Value) -> int | None:
