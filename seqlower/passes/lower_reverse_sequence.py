@@ -119,11 +119,17 @@ class LowerReverseSequence(NodeLoweringPass):
         assert data is not None and lens is not None
         emit = Emitter(names, node.name or "ReverseSequence", plan.opset, self.constant_pool(graph))
         old = node.outputs[0]
+        # Constant lengths out of range: the model can only fail at run time, and the index
+        # that makes it fail need not produce the input's shape.
+        doomed = plan.lens is not None and (
+            bool((plan.lens < 0).any())
+            or (plan.time_size is not None and bool((plan.lens > plan.time_size).any()))
+        )
         result = ir.Value(
             name=old.name or names.fresh("ReverseSequence_out"),
             type=old.type or data.type,
             # ReverseSequence keeps the input's shape; saying so helps runtimes plan memory.
-            shape=old.shape if old.shape is not None else _copy_shape(data.shape),
+            shape=_copy(old.shape) if doomed else _output_shape(old.shape, data.shape),
             doc_string=old.doc_string,
             metadata_props=dict(old.metadata_props) or None,
         )
@@ -435,8 +441,21 @@ def _int_attribute(node: ir.Node, name: str, default: int) -> int:
     return attr.as_int()
 
 
-def _copy_shape(shape: ir.Shape | None) -> ir.Shape | None:
+def _copy(shape: ir.Shape | None) -> ir.Shape | None:
     return None if shape is None else shape.copy()
+
+
+def _output_shape(declared: ir.Shape | None, data: ir.Shape | None) -> ir.Shape | None:
+    """The declared output shape, completed from the input's (ReverseSequence keeps it)."""
+    if data is None or (declared is not None and len(declared) != len(data)):
+        return _copy(declared)
+    if declared is None:
+        return data.copy()
+    dims = [
+        mine if isinstance(mine, int) or mine.value is not None else theirs
+        for mine, theirs in zip(declared, data, strict=True)
+    ]
+    return ir.Shape(dims)
 
 
 def _rank(value: ir.Value) -> int | None:
