@@ -154,7 +154,7 @@ class LowerReverseSequence(NodeLoweringPass):
 
 
 class _Rows:
-    """The input seen as rows: ``Flatten(axis=2)`` makes it [T*B, P], one row per (t, b) slice.
+    """The input seen as rows, one per (t, b) slice: [T*B, P] or [T*B, *rest] (:attr:`keeps_rest`).
 
     ``Flatten`` needs no shape computation and, unlike ``Reshape`` before opset 14, handles
     empty axes. Dimensions are read with ``Shape(start, end)`` from opset 15 (one op each), with
