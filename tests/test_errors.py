@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import gc
+
+import onnx
 import onnx_ir as ir
 import pytest
 from onnx import helper as h
@@ -38,3 +41,41 @@ def test_failed_pass_leaves_ir_model_untouched(name: str) -> None:
     with pytest.raises(InvalidNodeError):
         LowerSequenceMap()(ir_model)
     assert ir.serde.serialize_model(ir_model).SerializeToString() == before
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+@pytest.mark.parametrize("fails", [True, False])
+def test_lower_restores_the_garbage_collector(enabled: bool, fails: bool) -> None:
+    """lower() pauses Python's cyclic collector while it works; the caller's setting comes
+    back afterwards, also when lowering fails."""
+    model = MALFORMED[next(iter(MALFORMED))][0]()
+    if not fails:
+        model = build_valid_model()
+    was = gc.isenabled()
+    try:
+        gc.enable() if enabled else gc.disable()
+        if fails:
+            with pytest.raises(InvalidNodeError):
+                seqlower.lower(model)
+        else:
+            seqlower.lower(model)
+        assert gc.isenabled() is enabled
+    finally:
+        gc.enable() if was else gc.disable()
+
+
+def build_valid_model() -> onnx.ModelProto:
+    graph = h.make_graph(
+        [
+            h.make_node(
+                "SequenceMap",
+                ["s"],
+                ["out"],
+                body=body([h.make_node("Neg", ["x"], ["y"])], ["x"], ["y"]),
+            )
+        ],
+        "g",
+        [seq_info("s")],
+        [seq_info("out")],
+    )
+    return h.make_model(graph, opset_imports=[h.make_opsetid("", 17)], ir_version=8)
