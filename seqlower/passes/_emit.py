@@ -13,6 +13,7 @@ from seqlower.passes._base import NameGenerator
 __all__ = ["Emitter"]
 
 _POOLED_SIZE = 16  # constants up to this many elements are shared within a graph
+_INT64_MAX = np.iinfo(np.int64).max  # a Slice end meaning "to the last element"
 
 
 class Emitter:
@@ -94,15 +95,42 @@ class Emitter:
         return self.op("Unsqueeze", [x], {"axes": list(axes)}, hint=hint)
 
     def slice(
-        self, x: ir.Value, start: int | ir.Value, end: int | ir.Value, axis: int, *, hint: str
+        self,
+        x: ir.Value,
+        start: int | ir.Value,
+        end: int | ir.Value | None,
+        axis: int,
+        *,
+        hint: str,
     ) -> ir.Value:
-        """``x`` from ``start`` to ``end`` along ``axis`` (Slice with inputs: opset 10 on)."""
+        """``x`` from ``start`` to ``end`` (None: the last element) along ``axis`` (Slice with
+        inputs: opset 10 on)."""
         starts = (
             start if isinstance(start, ir.Value) else self.int64s([start], hint=f"{hint}_start")
         )
+        if end is None:
+            end = _INT64_MAX
         ends = end if isinstance(end, ir.Value) else self.int64s([end], hint=f"{hint}_end")
         axes = self.int64s([axis], hint=f"{hint}_axis")
         return self.op("Slice", [x, starts, ends, axes], hint=hint)
+
+    def dims(
+        self,
+        x: ir.Value,
+        start: int,
+        end: int | None = None,
+        *,
+        hint: str,
+        shape: ir.Value | None = None,
+    ) -> ir.Value:
+        """Dimensions ``start`` to ``end`` of ``x`` as a 1-D tensor: ``Shape(start, end)`` from
+        opset 15, a ``Slice`` of ``Shape(x)`` before (of ``shape``, when the caller has it)."""
+        if self.opset >= 15:
+            attributes = {"start": start} if end is None else {"start": start, "end": end}
+            return self.op("Shape", [x], attributes, hint=hint)
+        if shape is None:
+            shape = self.op("Shape", [x], hint=f"{hint}_shape")
+        return self.slice(shape, start, end, 0, hint=hint)
 
     def reshape(
         self,

@@ -43,8 +43,6 @@ from seqlower.passes._types import TypeOracle, element_dtype
 
 __all__ = ["LowerReverseSequence"]
 
-_INT64 = ir.DataType.INT64
-_INT64_MAX = np.iinfo(np.int64).max
 # Far past any row count: where a constant length is negative, the index points here.
 _OUT_OF_RANGE = 2**62
 # The largest index folded into a constant (entries, 8 MB): past it, a head of max(len) steps
@@ -179,11 +177,11 @@ class _Rows:
         emit, static = self.emit, self.plan.data_shape
         if static is not None:
             return emit.int64s(list(static[start:end]), hint=hint)
-        if emit.opset >= 15:
-            attributes = {"start": start} if end is None else {"start": start, "end": end}
-            return emit.op("Shape", [self.data], attributes, hint=hint)
-        shape = self._once("shape", lambda: emit.op("Shape", [self.data], hint="shape"))
-        return emit.slice(shape, start, _INT64_MAX if end is None else end, 0, hint=hint)
+        # Before opset 15 every read slices one shared Shape of the input.
+        shape = None
+        if emit.opset < 15:
+            shape = self._once("shape", lambda: emit.op("Shape", [self.data], hint="shape"))
+        return emit.dims(self.data, start, end, hint=hint, shape=shape)
 
     @property
     def time_1d(self) -> ir.Value:
@@ -210,7 +208,7 @@ class _Rows:
     @property
     def shape(self) -> ir.Value:
         """The whole input shape (the output's too)."""
-        return self._once("whole", lambda: self._dims(0, None, "data_shape"))
+        return self._once("data_shape", lambda: self._dims(0, None, "data_shape"))
 
     @property
     def keeps_rest(self) -> bool:
@@ -350,11 +348,7 @@ def _head_and_tail(
         # steps), as rows b*T' + t. Each batch's index reaches b*T' + steps - 1, so when T is
         # below a length (T' < steps) the last batch's points past the last row.
         head_data = emit.slice(rows.data, 0, steps, 1, hint="head")
-        if emit.opset >= 15:
-            head_steps = emit.op("Shape", [head_data], {"start": 1, "end": 2}, hint="head_steps")
-        else:
-            head_shape = emit.op("Shape", [head_data], hint="head_shape")
-            head_steps = emit.slice(head_shape, 1, 2, 0, hint="head_steps")
+        head_steps = emit.dims(head_data, 1, 2, hint="head_steps")
         starts = emit.constant(np.arange(batch, dtype=np.int64)[:, None], hint="head_batches")
         offsets = emit.constant(_row_index(lens, steps, time_axis, None, 0), hint="head_offsets")
         index = emit.op(
@@ -364,7 +358,7 @@ def _head_and_tail(
         )
         head_rows = emit.op("Flatten", [head_data], {"axis": 2}, hint="head_rows")
         head = rows.gather(index, lead, source=head_rows)
-    tail = emit.slice(rows.data, steps, _INT64_MAX, time_axis, hint="tail")
+    tail = emit.slice(rows.data, steps, None, time_axis, hint="tail")
     emit.op("Concat", [head, tail], {"axis": time_axis}, hint="out", output=result)
 
 
