@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import gc
 
-import onnx
 import onnx_ir as ir
 import pytest
 from onnx import helper as h
@@ -14,7 +14,7 @@ from seqlower.errors import InvalidNodeError
 from seqlower.passes import LowerSequenceMap
 from tests.helpers import seq_info
 from tests.malformed_cases import MALFORMED
-from tests.sequence_map_cases import body
+from tests.sequence_map_cases import body, multi_io
 
 
 @pytest.mark.parametrize("name", list(MALFORMED))
@@ -48,34 +48,12 @@ def test_failed_pass_leaves_ir_model_untouched(name: str) -> None:
 def test_lower_restores_the_garbage_collector(enabled: bool, fails: bool) -> None:
     """lower() pauses Python's cyclic collector while it works; the caller's setting comes
     back afterwards, also when lowering fails."""
-    model = MALFORMED[next(iter(MALFORMED))][0]()
-    if not fails:
-        model = build_valid_model()
+    model = MALFORMED[next(iter(MALFORMED))][0]() if fails else multi_io()[0]
     was = gc.isenabled()
     try:
         gc.enable() if enabled else gc.disable()
-        if fails:
-            with pytest.raises(InvalidNodeError):
-                seqlower.lower(model)
-        else:
+        with pytest.raises(InvalidNodeError) if fails else contextlib.nullcontext():
             seqlower.lower(model)
         assert gc.isenabled() is enabled
     finally:
         gc.enable() if was else gc.disable()
-
-
-def build_valid_model() -> onnx.ModelProto:
-    graph = h.make_graph(
-        [
-            h.make_node(
-                "SequenceMap",
-                ["s"],
-                ["out"],
-                body=body([h.make_node("Neg", ["x"], ["y"])], ["x"], ["y"]),
-            )
-        ],
-        "g",
-        [seq_info("s")],
-        [seq_info("out")],
-    )
-    return h.make_model(graph, opset_imports=[h.make_opsetid("", 17)], ir_version=8)
