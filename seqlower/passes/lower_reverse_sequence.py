@@ -119,10 +119,7 @@ class LowerReverseSequence(NodeLoweringPass):
         old = node.outputs[0]
         # Constant lengths out of range: the model can only fail at run time, and the index
         # that makes it fail need not produce the input's shape.
-        doomed = plan.lens is not None and (
-            bool((plan.lens < 0).any())
-            or (plan.time_size is not None and bool((plan.lens > plan.time_size).any()))
-        )
+        doomed = plan.lens is not None and bool(_invalid(plan.lens, plan.time_size).any())
         result = ir.Value(
             name=old.name or names.fresh("ReverseSequence_out"),
             type=old.type or data.type,
@@ -309,9 +306,7 @@ def _row_index(
     batch = lens.shape[0]
     src = _source_time(lens, steps)
     b = np.arange(batch, dtype=np.int64)[None, :]
-    invalid = lens < 0
-    if time_size is not None:
-        invalid |= lens > time_size
+    invalid = _invalid(lens, time_size)
     if time_axis == 0:
         index = np.where(invalid[None, :], _OUT_OF_RANGE, src * batch + b)
     else:
@@ -320,6 +315,14 @@ def _row_index(
     if invalid.any() and index.size == 0:
         index = np.full((1, 1), _OUT_OF_RANGE, dtype=np.int64)  # still fail with no rows at all
     return index
+
+
+def _invalid(lens: np.ndarray, time_size: int | None) -> np.ndarray:
+    """Which constant lengths are out of range: below 0, or above T when T is known."""
+    invalid = lens < 0
+    if time_size is not None:
+        invalid |= lens > time_size
+    return invalid
 
 
 def _head_steps(lens: np.ndarray) -> int:
