@@ -25,7 +25,9 @@ import onnx_ir as ir
 
 import seqlower
 import seqlower.io
+from seqlower._fs import check_target, write_file_atomically
 from seqlower._graphs import all_graphs
+from seqlower._signals import signals_as_interrupts as _signals_as_interrupts
 from seqlower.errors import CannotVerifyError, OutputError, SeqlowerError
 from seqlower.inputs import save_inputs
 from seqlower.io import check_model, load_model, save_model
@@ -235,11 +237,20 @@ def lower(
     if output is None and not dry_run:
         raise click.UsageError("Missing option '-o' / '--output' (or give --dry-run).")
     show = _Printer(quiet)
-    with _user_errors(verbose):
+    with _user_errors(verbose), _signals_as_interrupts():
         passes = _choose_passes(pass_names, skip_names)
         verify_options = _verify_options(**check)
+        # Every path is checked before any work: a bad one fails in a second, not after lowering.
+        _check_paths(model, None if dry_run else output, external_data, check["report_path"])
         with show.step(f"reading {model}"):
             ir_model = load_model(model)
+        # The files this run reads: never overwritten, never removed as stale weights (unless
+        # OUT replaces the input itself: then its weights are OUT's old ones).
+        reads = [model, *(Path(p) for p in seqlower.io.external_locations(ir_model))]
+        in_place = output is not None and os.path.realpath(output) == os.path.realpath(model)
+        keep = [model] if in_place else reads
+        if external_data is not None and output is not None and not dry_run:
+            seqlower.io.check_external_data_name(external_data, output, inputs=reads)
         # Op counts are for the summary and the report only (a walk of the model each).
         counting = not quiet or check["report_path"] is not None
         before = _op_counts(ir_model) if counting else Counter()
@@ -272,10 +283,16 @@ def lower(
             assert output is not None
             with show.step(f"writing {output}"):
                 data_name = save_model(
-                    ir_model, output, external_data=external_data, check=original is None
+                    ir_model,
+                    output,
+                    external_data=external_data,
+                    check=original is None,
+                    keep=keep,
                 )
             written = True
             show.line(f"wrote {output}" + (f" (weights in {data_name})" if data_name else ""))
+            if external_data is not None and data_name is None:
+                show.line(f"no weight is big enough for {external_data}: all are inline")
         else:
             show.error(f"{output} not written (--keep-on-failure writes it anyway)")
         _write_report(
@@ -304,8 +321,9 @@ def verify_command(
 ) -> None:
     """Compare REFERENCE and CANDIDATE numerically on the same inputs."""
     _configure_logging(verbose)
-    with _user_errors(verbose):
+    with _user_errors(verbose), _signals_as_interrupts():
         options = _verify_options(**check)
+        _check_paths(None, None, None, check["report_path"])
         protos = []
         for path in (reference, candidate):
             ir_model = load_model(path)
@@ -401,12 +419,27 @@ def _exit_code(report: VerifyReport) -> int:
 
 
 def _write_report(path: Path | None, data: dict[str, Any]) -> None:
-    if path is None:
-        return
-    try:
-        path.write_text(json.dumps(data, indent=2, default=str) + "\n")
-    except OSError as e:
-        raise OutputError(f"--report {path}: cannot write ({e.strerror})") from e
+    if path is not None:
+        text = json.dumps(data, indent=2, default=str) + "\n"
+        write_file_atomically(path, text.encode(), "--report")
+
+
+def _check_paths(
+    model: Path | None, output: Path | None, external_data: str | None, report: Path | None
+) -> None:
+    """Refuse, before any work, paths that would fail or do harm once the work is done."""
+    if output is not None:
+        check_target(output, "-o")
+        if model is not None and external_data is not None:
+            seqlower.io.check_external_data_name(external_data, output, inputs=[model])
+    if report is not None:
+        check_target(report, "--report")
+        taken = [p for p in (model, output) if p is not None]
+        if external_data is not None and output is not None:
+            taken.append(output.parent / external_data)
+        for path in taken:
+            if os.path.realpath(report) == os.path.realpath(path):
+                raise OutputError(f"--report {report}: that is {path}, which this run uses")
 
 
 def _pass_rows(passes: Any) -> list[dict[str, Any]]:
@@ -563,7 +596,9 @@ class _user_errors:
         if isinstance(exc, SeqlowerError):
             self._fail(f"error: {exc}", exc.exit_code, exc)
         if isinstance(exc, KeyboardInterrupt):
-            self._fail("interrupted; nothing was written", EXIT_INTERRUPTED, None)
+            code = getattr(exc, "exit_code", EXIT_INTERRUPTED)
+            what = f"stopped by {exc}" if code != EXIT_INTERRUPTED else "interrupted"
+            self._fail(f"{what}; nothing was written", code, None)
         if isinstance(exc, Exception):
             self._fail(
                 f"internal error: {type(exc).__name__}: {_first_line(exc)}\n"

@@ -3,21 +3,28 @@
 from __future__ import annotations
 
 import contextlib
+import glob
 import os
 import re
+import secrets
 import shutil
 import tempfile
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import onnx
 import onnx_ir as ir
 from onnx_ir.passes.common import CheckerPass
 
+from seqlower._external import check_external_data, external_locations
+from seqlower._fs import check_target, deferred_signals, folder_lock, give_default_mode
 from seqlower._graphs import all_graphs
 from seqlower.errors import InvalidModelError, ModelLoadError, OutputError
 
 __all__ = [
+    "check_external_data_name",
     "check_model",
+    "external_locations",
     "has_external_data",
     "load_model",
     "save_model",
@@ -57,6 +64,7 @@ def load_model(path: str | os.PathLike[str], *, check: bool = True) -> ir.Model:
         raise InvalidModelError(f"{path}: not a valid ONNX model ({_root_message(e)})") from e
     # Relative external-data locations are relative to the model file, as onnx_ir.load does.
     ir.external_data.set_base_dir(model.graph, path.parent)
+    check_external_data(model, path)
     return model
 
 
@@ -109,64 +117,193 @@ def weights_nbytes(model: ir.Model) -> int:
     )
 
 
+def check_external_data_name(name: str, out: Path, *, inputs: Sequence[Path] = ()) -> None:
+    """Raise OutputError unless ``name`` (``--external-data``) is a safe weights file for ``out``.
+
+    A plain file name beside OUT that is not OUT itself nor any file the run reads (``inputs``:
+    the input model and its weight files), and that is absent, a regular file or a link.
+    """
+    flag = "--external-data"
+    if name in ("", ".", "..") or "/" in name or os.sep in name or Path(name).is_absolute():
+        raise OutputError(f"{flag} {name!r}: give a file name (no folder), e.g. weights.bin")
+    target = out.parent / name
+    if name == out.name:
+        raise OutputError(f"{flag} {name}: that is the output model itself")
+    for path in inputs:
+        if _same_file(target, path):
+            raise OutputError(f"{flag} {name}: that is {path}, which this run reads")
+    check_target(target, flag)
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.realpath(a) == os.path.realpath(b)
+
+
 def save_model(
     model: ir.Model,
     path: str | os.PathLike[str],
     *,
     external_data: str | None = None,
     check: bool = False,
+    keep: Sequence[Path] = (),
 ) -> str | None:
-    """Write ``model`` to ``path`` atomically: a temporary file beside it, renamed when complete.
+    """Write ``model`` to ``path``, its weights with it, so that readers never see a mix.
 
-    Weights go to the external file ``external_data`` (a name relative to ``path``'s folder);
-    when it is not given they go to ``<OUT>.data`` if the model had external weights or is too
-    big for one protobuf, and inline otherwise. Weights are streamed from their source file, not
-    read into memory first. With ``check``, ONNX's checker reads the written file before it
-    replaces anything (cheaper than checking in memory, which serializes the model once more).
-    Returns the external-data name used, if any.
+    Everything is written under private names in a staging folder beside ``path``, then moved
+    into place in a few renames, with signals held back and other seqlower runs writing into the
+    same folder locked out. Weights go to the file ``external_data`` (a name in ``path``'s
+    folder) when given; otherwise, when the model had external weights or is too big for one
+    protobuf, to ``<OUT>.data``, or, while an older ``<OUT>.data`` is in place, to a fresh
+    ``<OUT>.<random>.data``: the old model keeps reading its own weights until the new model
+    replaces it in one rename. The weights files the replaced model used are then removed when
+    they are named as seqlower names them, nothing reads them any more, and they are not in
+    ``keep`` (the files this run read). With ``check``, ONNX's checker reads the staged files
+    before anything is replaced. Returns the weights file name used, if any.
     """
     path = Path(path)
-    directory = path.parent if str(path.parent) else Path(".")
-    if not directory.is_dir():
-        raise OutputError(f"{path}: the directory {directory} does not exist")
-    if external_data is None and (has_external_data(model) or weights_nbytes(model) > INLINE_LIMIT):
-        external_data = f"{path.name}.data"
-    if external_data is not None and (Path(external_data).is_absolute() or "/" in external_data):
-        raise OutputError(f"--external-data {external_data}: give a file name, not a path")
+    folder = path.parent
+    check_target(path, "-o")
+    if external_data is not None:
+        check_external_data_name(external_data, path, inputs=keep)
+    wants_data = external_data is not None or (
+        has_external_data(model) or weights_nbytes(model) > INLINE_LIMIT
+    )
     try:
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+        staging = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".seqlower", dir=folder))
     except OSError as e:
         raise OutputError(f"{path}: cannot write there ({e.strerror})") from e
-    os.close(fd)
     try:
-        # onnx_ir writes the external file beside the temporary model, itself atomically.
-        ir.save(model, tmp_name, external_data=external_data)
-        if check:
-            try:
-                onnx.checker.check_model(tmp_name)
-            except Exception as e:
-                raise InvalidModelError(
-                    f"the lowered model is not valid ONNX: {_checker_message(e)}"
-                ) from e
-        _set_mode(tmp_name, path)
-        os.replace(tmp_name, path)
+        with folder_lock(folder):
+            data_name = external_data
+            if data_name is None and wants_data:
+                data_name = f"{path.name}.data"
+                if os.path.lexists(folder / data_name):
+                    data_name = f"{path.name}.{secrets.token_hex(4)}.data"
+            staged = staging / path.name
+            ir.save(model, staged, external_data=data_name)
+            if data_name is not None and not _references(staged):
+                # Nothing went external (no weight big enough): write no empty weights file.
+                (staging / data_name).unlink(missing_ok=True)
+                data_name = None
+            if check:
+                try:
+                    onnx.checker.check_model(str(staged))
+                except Exception as e:
+                    raise InvalidModelError(
+                        f"the lowered model is not valid ONNX: {_checker_message(e)}"
+                    ) from e
+            give_default_mode(staged, path)
+            stale = _stale_weights(path, data_name, keep)
+            if data_name is not None:
+                give_default_mode(staging / data_name, folder / data_name)
+            _commit(
+                staged,
+                path,
+                None if data_name is None else (staging, folder, data_name),
+                stale,
+                fresh=external_data is None,
+            )
     except OSError as e:
         raise OutputError(f"{path}: cannot write the model ({e.strerror or e})") from e
     finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp_name)
-    return external_data
+        shutil.rmtree(staging, ignore_errors=True)
+    return data_name
 
 
-def _set_mode(tmp_name: str, path: Path) -> None:
-    """Give the new file the mode a plain write would: the old file's, or 0666 less the umask
-    (mkstemp creates files only their owner can read)."""
-    if path.exists():
-        shutil.copymode(path, tmp_name)
-        return
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp_name, 0o666 & ~umask)
+def _commit(
+    staged: Path,
+    path: Path,
+    data: tuple[Path, Path, str] | None,
+    stale: list[Path],
+    *,
+    fresh: bool,
+) -> None:
+    """Move the staged weights, then the staged model, into place; then drop stale weights.
+
+    A fresh weights name is linked in (never replacing anything) and unlinked again if the model
+    cannot follow; a name the user chose replaces what is there. Signals wait until the end.
+    """
+    with deferred_signals():
+        placed: Path | None = None
+        if data is not None:
+            staging, folder, name = data
+            placed = folder / name
+            if fresh:
+                os.link(staging / name, placed)
+            else:
+                os.replace(staging / name, placed)
+        try:
+            os.replace(staged, path)
+        except BaseException:
+            if placed is not None and fresh:
+                placed.unlink(missing_ok=True)
+            raise
+        for old in stale:
+            if placed is None or not _same_file(old, placed):
+                with contextlib.suppress(OSError):
+                    old.unlink()
+
+
+def _references(model_path: Path) -> set[str]:
+    """The external-data locations a saved model file names (without reading its weights)."""
+    proto = onnx.load(str(model_path), load_external_data=False)
+    found: set[str] = set()
+    for tensor in _all_proto_tensors(proto):
+        if tensor.data_location == onnx.TensorProto.EXTERNAL:
+            for entry in tensor.external_data:
+                if entry.key == "location":
+                    found.add(entry.value)
+    return found
+
+
+def _all_proto_tensors(proto: onnx.ModelProto) -> Iterator[onnx.TensorProto]:
+    def graph_tensors(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
+        yield from graph.initializer
+        for node in graph.node:
+            yield from node_tensors(node)
+
+    def node_tensors(node: onnx.NodeProto) -> Iterator[onnx.TensorProto]:
+        for attr in node.attribute:
+            if attr.HasField("t"):
+                yield attr.t
+            yield from attr.tensors
+            if attr.HasField("g"):
+                yield from graph_tensors(attr.g)
+            for g in attr.graphs:
+                yield from graph_tensors(g)
+
+    yield from graph_tensors(proto.graph)
+    for function in proto.functions:
+        for node in function.node:
+            yield from node_tensors(node)
+
+
+def _stale_weights(path: Path, new_name: str | None, keep: Sequence[Path]) -> list[Path]:
+    """Weights files of the model now at ``path`` that are seqlower-named for it (``OUT.data``,
+    ``OUT.<hex>.data``) and that neither the new model nor this run's inputs use."""
+    folder = path.parent
+    candidates = [p for p in folder.glob(f"{glob.escape(path.name)}.*data") if _ours(p, path)]
+    if not candidates or not path.is_file():
+        return []
+    try:
+        used = {os.path.normpath(folder / loc) for loc in _references(path)}
+    except Exception:  # not a model we can read: leave its neighbours alone
+        return []
+    return [
+        p
+        for p in candidates
+        if os.path.normpath(p) in used
+        and p.name != new_name
+        and not any(_same_file(p, k) for k in keep)
+    ]
+
+
+def _ours(candidate: Path, path: Path) -> bool:
+    middle = candidate.name[len(path.name) : -len(".data")]
+    return middle == "" or re.fullmatch(r"\.[0-9a-f]{8}", middle) is not None
 
 
 def _checker_message(error: BaseException) -> str:

@@ -152,15 +152,25 @@ def test_external_weights_go_beside_the_output(tmp_path: Path, data_name: str) -
 
 
 def test_external_data_flag(tmp_path: Path) -> None:
-    model, feeds = CASES["outer_scope_read"]()
-    source = tmp_path / "in.onnx"
-    onnx.save(model, source)
+    source, model, _ = _external_model(tmp_path, "in.bin")
     result = run(source, "-o", tmp_path / "o.onnx", "--external-data", "w.bin")
     assert result.exit_code == 0 and "weights in w.bin" in result.stdout
     assert (tmp_path / "w.bin").exists()
+    feeds = {"s": [np.ones(70_000, np.float32)]}
     assert_equivalent(model, onnx.load(tmp_path / "o.onnx"), feeds)
     result = run(source, "-o", tmp_path / "p.onnx", "--external-data", "../escape.bin")
     assert result.exit_code == 2 and not (tmp_path / "p.onnx").exists()
+
+
+def test_external_data_flag_without_big_weights_writes_no_file(tmp_path: Path) -> None:
+    model, feeds = CASES["outer_scope_read"]()  # one small initializer: stays inline
+    source = tmp_path / "in.onnx"
+    onnx.save(model, source)
+    result = run(source, "-o", tmp_path / "o.onnx", "--external-data", "w.bin")
+    assert result.exit_code == 0, result.stderr
+    assert "weights in" not in result.stdout and "all are inline" in result.stdout
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.onnx", "o.onnx"]
+    assert_equivalent(model, onnx.load(tmp_path / "o.onnx"), feeds)
 
 
 def test_dry_run_writes_nothing(tmp_path: Path) -> None:
@@ -248,9 +258,9 @@ def test_output_gets_ordinary_permissions(tmp_path: Path) -> None:
 
 
 def test_models_too_big_to_check_say_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    model, _ = CASES["outer_scope_read"]()  # holds a small initializer
+    _, model, _ = _external_model(tmp_path, "unused.bin")  # 280 kB of weights
     source, target = tmp_path / "in.onnx", tmp_path / "out.onnx"
-    onnx.save(model, source)
+    onnx.save(model, source)  # inline
     monkeypatch.setattr(seqlower.io, "INLINE_LIMIT", 1)  # every model counts as over 2 GB
     result = run(source, "-o", target)
     assert result.exit_code == 3 and "--no-check" in result.stderr

@@ -1,0 +1,129 @@
+"""Checking a model's external-data references before anything reads or copies them.
+
+ONNX stores each external tensor's file, offset and length as plain fields, and a model can say
+anything there. Copying weights trusts those fields (a short length made a broken OUT, a huge
+sparse file filled the disk), and tensors held in node attributes (a ``Constant``'s ``value``)
+were resolved against the working directory instead of the model's folder. So every external
+tensor, wherever it sits, is checked against its own dtype and shape and against the file on
+disk, and attribute tensors are read in: onnx_ir only moves initializers to OUT's weights file,
+so an attribute left external would point at a file beside the input, not beside OUT.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+import onnx_ir as ir
+
+from seqlower._graphs import all_graphs
+from seqlower.errors import InvalidModelError
+
+__all__ = ["check_external_data", "external_locations"]
+
+
+def _initializer_tensors(model: ir.Model) -> Iterator[tuple[str, ir.Value]]:
+    for graph in all_graphs(model):
+        if isinstance(graph, ir.Graph):
+            for value in graph.initializers.values():
+                yield "initializer", value
+
+
+def _attribute_slots(model: ir.Model) -> Iterator[tuple[ir.Node, ir.Attr]]:
+    for graph in all_graphs(model):
+        for node in graph:
+            attributes = node.attributes.data
+            if not attributes:
+                continue
+            for attr in attributes.values():
+                if not attr.is_ref() and attr.type in (
+                    ir.AttributeType.TENSOR,
+                    ir.AttributeType.TENSORS,
+                ):
+                    yield node, attr
+
+
+def external_locations(model: ir.Model) -> set[str]:
+    """The external-data files (paths as the tensors resolve them) the model's weights use."""
+    found: set[str] = set()
+    for _, value in _initializer_tensors(model):
+        if isinstance(value.const_value, ir.ExternalTensor):
+            found.add(os.path.normpath(value.const_value.path))
+    return found
+
+
+def check_external_data(model: ir.Model, model_path: Path) -> None:
+    """Raise InvalidModelError unless every external tensor is sound; read attribute ones in.
+
+    Sound: a relative location inside the model's folder (links resolved), a regular file, and
+    ``offset + length`` inside it with ``length`` the tensor's own byte size.
+    """
+    folder = model_path.parent
+    for _, value in _initializer_tensors(model):
+        tensor = value.const_value
+        if isinstance(tensor, ir.ExternalTensor):
+            _check_tensor(tensor, folder, f"initializer '{value.name}'")
+    for node, attr in _attribute_slots(model):
+        single = attr.type == ir.AttributeType.TENSOR
+        tensors = [attr.value] if single else list(attr.value)
+        if not any(isinstance(t, ir.ExternalTensor) for t in tensors):
+            continue
+        where = f"attribute '{attr.name}' of {node.op_type} node '{node.name or '?'}'"
+        loaded = []
+        for tensor in tensors:
+            if isinstance(tensor, ir.ExternalTensor):
+                tensor.base_dir = folder
+                _check_tensor(tensor, folder, where)
+                tensor = ir.Tensor(tensor.numpy(), dtype=tensor.dtype, name=tensor.name)
+            loaded.append(tensor)
+        if single:
+            node.attributes[attr.name] = ir.AttrTensor(attr.name, loaded[0])
+        else:
+            node.attributes[attr.name] = ir.AttrTensors(attr.name, loaded)
+
+
+def _check_tensor(tensor: ir.ExternalTensor, folder: Path, where: str) -> None:
+    location = os.fspath(tensor.location)
+    name = f"{where} (external data '{location}')"
+    if not location or os.path.isabs(location):
+        raise InvalidModelError(f"{name}: the location must be a path relative to the model")
+    root = os.path.realpath(folder)
+    target = os.path.realpath(os.path.join(folder, location))
+    if os.path.commonpath([root, target]) != root:
+        raise InvalidModelError(f"{name}: the file is outside the model's folder")
+    try:
+        info = os.stat(target)
+    except OSError as e:
+        raise InvalidModelError(f"{name}: cannot read the file ({e.strerror})") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise InvalidModelError(f"{name}: not a regular file")
+    expected = _nbytes(tensor)
+    offset = tensor.offset or 0
+    length = tensor.length if tensor.length is not None else info.st_size - offset
+    if offset < 0 or length < 0:
+        raise InvalidModelError(f"{name}: negative offset or length")
+    if expected is not None and length != expected:
+        raise InvalidModelError(
+            f"{name}: length {length} bytes, but a {tensor.dtype.name.lower()} tensor of shape "
+            f"{list(tensor.shape)} holds {expected}"
+        )
+    if offset + length > info.st_size:
+        raise InvalidModelError(
+            f"{name}: bytes {offset}..{offset + length} are past the end of the file "
+            f"({info.st_size} bytes)"
+        )
+
+
+def _nbytes(tensor: ir.ExternalTensor) -> int | None:
+    """The byte size the tensor's dtype and shape call for (None when it cannot be told)."""
+    dims = tensor.shape.dims
+    if not all(isinstance(d, int) for d in dims):
+        return None
+    count = math.prod(dims)
+    bits = tensor.dtype.bitwidth if tensor.dtype != ir.DataType.STRING else None
+    if bits is None:
+        return None
+    return (count * bits + 7) // 8

@@ -1,0 +1,118 @@
+"""Replacing files the way a careful tool must: never through a link, never half, never a mix.
+
+Every file seqlower writes is first written in full under a private name in the target's own
+folder, then renamed over the target. A rename replaces a symlink itself rather than the file it
+points to, is atomic for readers, and cannot leave half a file. Targets that are not regular
+files (a device such as ``/dev/null``, a FIFO, a socket, a folder) are refused up front.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import shutil
+import signal
+import stat
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+from seqlower.errors import OutputError
+
+__all__ = [
+    "check_target",
+    "deferred_signals",
+    "folder_lock",
+    "give_default_mode",
+    "write_file_atomically",
+]
+
+#: Signals that would kill the process mid-commit; held back while a commit runs.
+COMMIT_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def check_target(path: Path, flag: str) -> None:
+    """Raise OutputError unless ``path`` can be replaced by a new regular file.
+
+    Absent, a regular file, or a symlink (the link itself is replaced, its target untouched);
+    its folder must exist and be writable.
+    """
+    text = os.fspath(path)
+    if not text:
+        raise OutputError(f"{flag}: an empty path")
+    if text.endswith(os.sep) or path.name in ("", ".", ".."):
+        raise OutputError(f"{flag} {text}: is a directory, not a file name")
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        info = None
+    except OSError as e:
+        raise OutputError(f"{flag} {text}: cannot use this path ({e.strerror})") from None
+    if info is not None and not (stat.S_ISREG(info.st_mode) or stat.S_ISLNK(info.st_mode)):
+        kind = "a directory" if stat.S_ISDIR(info.st_mode) else "not a regular file"
+        raise OutputError(f"{flag} {text}: is {kind}; seqlower only replaces regular files")
+    folder = path.parent
+    if not folder.is_dir():
+        raise OutputError(f"{flag} {text}: the directory {folder} does not exist")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise OutputError(f"{flag} {text}: cannot write in {folder} (permission denied)")
+
+
+@contextlib.contextmanager
+def folder_lock(folder: Path) -> Iterator[None]:
+    """An exclusive advisory lock on ``folder`` itself (no lock file to leave behind).
+
+    Serializes seqlower runs that write into one folder, so two runs writing the same OUT at once
+    finish one after the other, each leaving a matching model and weights file.
+    """
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
+@contextlib.contextmanager
+def deferred_signals() -> Iterator[None]:
+    """Hold back SIGINT, SIGTERM and SIGHUP for the body; they are delivered after it.
+
+    A commit is a few renames and unlinks; finishing it is always better than stopping halfway.
+    """
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, COMMIT_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def give_default_mode(path: Path, like: Path) -> None:
+    """Give a new file the mode a plain write would: ``like``'s if it exists as a regular file,
+    else 0666 less the umask (temporary files are created readable by their owner only)."""
+    with contextlib.suppress(OSError):
+        if stat.S_ISREG(os.lstat(like).st_mode):
+            shutil.copymode(like, path)
+            return
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(path, 0o666 & ~umask)
+
+
+def write_file_atomically(path: Path, data: bytes, flag: str) -> None:
+    """Write ``data`` to ``path`` by a private file renamed over it (never through a link)."""
+    check_target(path, flag)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as e:
+        raise OutputError(f"{flag} {path}: cannot write there ({e.strerror})") from None
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        give_default_mode(Path(tmp), path)
+        os.replace(tmp, path)
+    except OSError as e:
+        raise OutputError(f"{flag} {path}: cannot write ({e.strerror or e})") from None
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
