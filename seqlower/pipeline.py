@@ -173,7 +173,15 @@ def _lower(
     model: onnx.ModelProto | ir.Model | str | os.PathLike[str], pipeline: ir.passes.PassManager
 ) -> onnx.ModelProto | ir.Model:
     if isinstance(model, ir.Model):
-        return run_pipeline(model, pipeline).model
+        # All or nothing: a later pass may fail after an earlier one changed the model, so a
+        # copy is kept and put back (every slot of the Model object) when any pass fails.
+        backup = model.clone()
+        try:
+            return run_pipeline(model, pipeline).model
+        except BaseException:
+            for slot in ir.Model.__slots__:
+                setattr(model, slot, getattr(backup, slot))
+            raise
     if isinstance(model, onnx.ModelProto):
         try:
             ir_model = ir.serde.deserialize_model(model)

@@ -1,0 +1,406 @@
+"""Files, weights and resources: seqlower never writes where it was not asked, never leaves a
+model and its weights out of step, and never leaves anything behind when a run fails."""
+
+from __future__ import annotations
+
+import os
+import signal
+import stat
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+import pytest
+from click.testing import CliRunner
+
+import seqlower
+import seqlower.io
+from seqlower.cli.main import cli
+from seqlower.errors import InvalidModelError, OutputError
+
+WEIGHTS = 1000  # floats: 4 kB, above onnx_ir's 256-byte threshold for external data
+
+
+def run(*args: Any) -> Any:
+    return CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
+
+
+def weighted_model(scale: float = 1.0) -> onnx.ModelProto:
+    """y = x * w with a 4 kB weight; ``scale`` tells models (and their weights) apart."""
+    model = onnx.parser.parse_model(
+        f"""
+        <ir_version: 8, opset_import: ["" : 17]>
+        g (float[{WEIGHTS}] x) => (float[{WEIGHTS}] y) {{
+            y = Mul(x, w)
+        }}
+        """
+    )
+    w = np.full(WEIGHTS, scale, np.float32)
+    model.graph.initializer.append(onnx.numpy_helper.from_array(w, "w"))
+    return model
+
+
+def save_external(model: onnx.ModelProto, path: Path, location: str) -> Path:
+    copy = onnx.ModelProto.FromString(model.SerializeToString())
+    onnx.save(copy, path, save_as_external_data=True, location=location, size_threshold=0)
+    return path
+
+
+def output_of(path: Path) -> float:
+    """Run the model at ``path`` (weights read from its folder) on ones; its weight value."""
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    (y,) = session.run(None, {"x": np.ones(WEIGHTS, np.float32)})
+    assert np.all(y == y[0])
+    return float(y[0])
+
+
+def listing(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir())
+
+
+# ------------------------------------------------------------ 1. never write through a link
+
+
+@pytest.mark.parametrize("where", ["data", "external-data", "report"])
+@pytest.mark.parametrize("dangling", [False, True])
+def test_links_are_replaced_not_followed(tmp_path: Path, where: str, dangling: bool) -> None:
+    source = save_external(weighted_model(), tmp_path / "in.onnx", "in.bin")
+    victim = tmp_path / "elsewhere" / "victim.txt"
+    victim.parent.mkdir()
+    if not dangling:
+        victim.write_text("precious")
+    out = tmp_path / "out.onnx"
+    names = {"data": "out.onnx.data", "external-data": "w.bin", "report": "r.json"}
+    link = tmp_path / names[where]
+    link.symlink_to(victim)
+    args = [source, "-o", out]
+    if where == "external-data":
+        args += ["--external-data", "w.bin"]
+    if where == "report":
+        args += ["--report", link]
+    result = run(*args)
+    assert result.exit_code == 0, result.stderr
+    if dangling:
+        assert not victim.exists()
+    else:
+        assert victim.read_text() == "precious"
+    if where == "data":  # a link at OUT.data is somebody's file: the weights go elsewhere
+        assert link.is_symlink()
+    else:
+        assert not link.is_symlink() and link.is_file()
+    assert output_of(out) == 1.0
+
+
+# ------------------------------------------- 2. the input's weights are never overwritten
+
+
+def test_in_place_with_weights_named_like_the_output(tmp_path: Path) -> None:
+    model = save_external(weighted_model(3.0), tmp_path / "m.onnx", "m.onnx.data")
+    result = run(model, "-o", model)
+    assert result.exit_code == 0, result.stderr
+    assert output_of(model) == 3.0
+    # The old weights were the replaced model's own: removed once nothing reads them.
+    names = listing(tmp_path)
+    assert len(names) == 2 and "m.onnx" in names, names
+    assert run(model, "-o", model).exit_code == 0  # and again: names alternate, still one pair
+    assert output_of(model) == 3.0 and len(listing(tmp_path)) == 2
+
+
+def test_output_beside_an_input_whose_weights_have_the_output_s_data_name(tmp_path: Path) -> None:
+    source = save_external(weighted_model(5.0), tmp_path / "a.onnx", "b.onnx.data")
+    before = (tmp_path / "b.onnx.data").read_bytes()
+    result = run(source, "-o", tmp_path / "b.onnx")
+    assert result.exit_code == 0, result.stderr
+    assert (tmp_path / "b.onnx.data").read_bytes() == before
+    assert output_of(source) == 5.0 and output_of(tmp_path / "b.onnx") == 5.0
+    # Writing b.onnx once more must not remove a.onnx's weights, although b.onnx.data is
+    # named as b.onnx's weights would be.
+    assert run(source, "-o", tmp_path / "b.onnx").exit_code == 0
+    assert output_of(source) == 5.0 and output_of(tmp_path / "b.onnx") == 5.0
+
+
+# --------------------------------------------------- 3. --external-data names what it may
+
+
+@pytest.mark.parametrize("name", ["out.onnx", "in.onnx", "in.bin", "..", ".", "", "sub/w.bin"])
+def test_bad_external_data_names(tmp_path: Path, name: str) -> None:
+    source = save_external(weighted_model(), tmp_path / "in.onnx", "in.bin")
+    out = tmp_path / "out.onnx"
+    out.write_bytes(b"previous")
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    result = run(source, "-o", out, "--external-data", name)
+    assert result.exit_code == 2, result.stdout + result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before  # nothing new
+
+
+# --------------------------------------------------------- 4. only regular files replaced
+
+
+def test_devices_and_fifos_are_refused(tmp_path: Path) -> None:
+    source = save_external(weighted_model(), tmp_path / "in.onnx", "in.bin")
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    for target in (fifo, Path("/dev/null")):
+        result = run(source, "-o", target, "--no-check")
+        assert result.exit_code == 2 and "not a regular file" in result.stderr
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    assert stat.S_ISCHR(os.lstat("/dev/null").st_mode)
+    assert run(source, "-o", tmp_path, "--no-check").exit_code == 2  # a folder
+    assert run(source, "-o", "", "--no-check").exit_code == 2
+    assert listing(tmp_path) == ["fifo", "in.bin", "in.onnx"]
+
+
+# ------------------------------------------------- 5. Constant tensors with external data
+
+
+def _constant_model(folder: Path, location: str) -> Path:
+    model = onnx.parser.parse_model(
+        """
+        <ir_version: 8, opset_import: ["" : 17]>
+        g (float[4] x) => (float[4] y) {
+            c = Constant<value = float[4] {1, 2, 3, 4}>()
+            y = Add(x, c)
+        }
+        """
+    )
+    tensor = model.graph.node[0].attribute[0].t
+    data = onnx.numpy_helper.to_array(tensor).tobytes()
+    tensor.CopyFrom(onnx.numpy_helper.from_array(onnx.numpy_helper.to_array(tensor)))
+    onnx.external_data_helper.set_external_data(tensor, location)
+    tensor.ClearField("raw_data")
+    tensor.data_location = onnx.TensorProto.EXTERNAL
+    (folder / "model").mkdir(exist_ok=True)
+    if not location.startswith(".."):
+        (folder / "model" / location).write_bytes(data)
+    path = folder / "model" / "c.onnx"
+    onnx.save(model, path)
+    return path
+
+
+def test_constant_external_data_is_read_from_the_model_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = _constant_model(tmp_path, "c.bin")
+    monkeypatch.chdir(tmp_path)  # not the model's folder
+    out = tmp_path / "out" / "c.onnx"
+    out.parent.mkdir()
+    result = run(source, "-o", out)
+    assert result.exit_code == 0, result.stderr
+    assert listing(out.parent) == ["c.onnx"]  # self-contained: no dangling reference
+    onnx.checker.check_model(onnx.load(out), full_check=True)
+
+
+def test_constant_external_data_outside_the_folder_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "secret.bin").write_bytes(np.ones(4, np.float32).tobytes())
+    source = _constant_model(tmp_path, "../secret.bin")
+    result = run(source, "-o", tmp_path / "out.onnx")
+    assert result.exit_code == 2 and "outside" in result.stderr
+    assert not (tmp_path / "out.onnx").exists()
+
+
+# ------------------------------------------------ 6. lengths and offsets checked first
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("length", "8", "holds 4000"),
+        ("length", "8000", "holds 4000"),
+        ("offset", "100", "past the end"),
+    ],
+)
+def test_external_fields_are_checked(tmp_path: Path, field: str, value: str, message: str) -> None:
+    source = save_external(weighted_model(), tmp_path / "in.onnx", "in.bin")
+    proto = onnx.load(source, load_external_data=False)
+    entries = proto.graph.initializer[0].external_data
+    for entry in entries:
+        if entry.key == field:
+            entry.value = value
+            break
+    else:
+        entries.add(key=field, value=value)
+    onnx.save(proto, source)
+    for extra in ([], ["--no-check"]):
+        result = run(source, "-o", tmp_path / "out.onnx", *extra)
+        assert result.exit_code == 2 and message in result.stderr, result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1
+        assert listing(tmp_path) == ["in.bin", "in.onnx"]
+
+
+def test_huge_sparse_weights_file_is_not_copied(tmp_path: Path) -> None:
+    source = save_external(weighted_model(), tmp_path / "in.onnx", "in.bin")
+    with open(tmp_path / "in.bin", "r+b") as f:
+        f.truncate(1 << 40)  # 1 TiB, sparse
+    proto = onnx.load(source, load_external_data=False)
+    for entry in proto.graph.initializer[0].external_data:
+        if entry.key == "length":
+            entry.value = str(1 << 40)
+    onnx.save(proto, source)
+    result = run(source, "-o", tmp_path / "out.onnx", "--no-check")
+    assert result.exit_code == 2 and "holds 4000" in result.stderr
+
+
+# ------------------------------------------ 7. the pair changes together or not at all
+
+
+def test_failure_between_weights_and_model_keeps_the_old_pair(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = tmp_path / "out.onnx"
+    first = save_external(weighted_model(1.0), tmp_path / "first.onnx", "first.bin")
+    second = save_external(weighted_model(2.0), tmp_path / "second.onnx", "second.bin")
+    assert run(first, "-o", out, "--no-check").exit_code == 0
+    assert output_of(out) == 1.0
+    before = listing(tmp_path)
+    real_replace = os.replace
+
+    def replace(src: Any, dst: Any) -> None:
+        if Path(dst) == out:  # the weights are in place; the model is not yet
+            raise OSError(28, "No space left on device")
+        real_replace(src, dst)
+
+    monkeypatch.setattr(seqlower.io.os, "replace", replace)
+    result = run(second, "-o", out, "--no-check")
+    assert result.exit_code == 2 and "No space left" in result.stderr
+    assert output_of(out) == 1.0  # the old model still reads its own weights
+    assert listing(tmp_path) == before
+
+
+def test_concurrent_writers_leave_a_matching_pair(tmp_path: Path) -> None:
+    out = tmp_path / "out.onnx"
+    models = []
+    for scale in (1.0, 2.0):
+        path = save_external(weighted_model(scale), tmp_path / f"in{scale:.0f}.onnx", f"{scale}.b")
+        models.append(seqlower.io.load_model(path))
+    errors: list[BaseException] = []
+
+    def write(model: ir.Model) -> None:
+        try:
+            seqlower.io.save_model(model, out)
+        except BaseException as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    for _ in range(5):
+        threads = [threading.Thread(target=write, args=(m,)) for m in models]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert errors == []
+        assert output_of(out) in (1.0, 2.0)
+        weights = [n for n in listing(tmp_path) if n.startswith("out.onnx.")]
+        assert len(weights) == 1, listing(tmp_path)  # no stale weights, no staging folders
+
+
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGTERM, 143), (signal.SIGHUP, 129)])
+def test_terminating_signals_exit_cleanly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, signum: int, code: int
+) -> None:
+    out = tmp_path / "out.onnx"
+    source = save_external(weighted_model(1.0), tmp_path / "in.onnx", "in.bin")
+    assert run(source, "-o", out, "--no-check").exit_code == 0
+    second = save_external(weighted_model(2.0), tmp_path / "second.onnx", "second.bin")
+    before = listing(tmp_path)
+    real_save = seqlower.io.ir.save
+
+    def save_then_signal(*args: Any, **kwargs: Any) -> None:
+        real_save(*args, **kwargs)  # the staged files exist when the signal comes
+        os.kill(os.getpid(), signum)
+
+    monkeypatch.setattr(seqlower.io.ir, "save", save_then_signal)
+    result = run(second, "-o", out, "--no-check")
+    assert result.exit_code == code, result.stderr
+    assert "nothing was written" in result.stderr and "Traceback" not in result.stderr
+    assert listing(tmp_path) == before and output_of(out) == 1.0
+
+
+def test_signals_are_held_during_the_commit(tmp_path: Path) -> None:
+    """A signal that arrives while the pair is being moved into place waits for the commit."""
+    out = tmp_path / "out.onnx"
+    model = seqlower.io.load_model(
+        save_external(weighted_model(4.0), tmp_path / "in.onnx", "in.bin")
+    )
+    real_replace = os.replace
+    calls: list[str] = []
+
+    def replace(src: Any, dst: Any) -> None:
+        if Path(dst) == out:
+            os.kill(os.getpid(), signal.SIGINT)  # delivered only after the commit
+            calls.append("model moved")
+        real_replace(src, dst)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(seqlower.io.os, "replace", replace)
+        with pytest.raises(KeyboardInterrupt):
+            seqlower.io.save_model(model, out)
+    assert calls == ["model moved"] and output_of(out) == 4.0
+
+
+# ------------------------------------------------ 9. validated before any work is done
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["-o", "{tmp}/folder"],
+        ["-o", "{tmp}/missing/out.onnx"],
+        ["-o", "{tmp}/out.onnx", "--report", "{tmp}/missing/r.json"],
+        ["-o", "{tmp}/out.onnx", "--report", "{tmp}/folder"],
+        ["-o", "{tmp}/out.onnx", "--report", "{tmp}/in.onnx"],
+    ],
+)
+def test_paths_are_checked_before_the_work(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str]
+) -> None:
+    source = save_external(weighted_model(), tmp_path / "in.onnx", "in.bin")
+    (tmp_path / "folder").mkdir()
+    before = listing(tmp_path)
+
+    def no_loading(*_: Any, **__: Any) -> None:
+        raise AssertionError("the model was read before the paths were checked")
+
+    monkeypatch.setattr("seqlower.cli.main.load_model", no_loading)
+    result = run(source, *(a.format(tmp=tmp_path) for a in args))
+    assert result.exit_code == 2, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert listing(tmp_path) == before
+
+
+# ------------------------------------------------------------------- 12. Python API
+
+
+def test_lower_ir_model_is_all_or_nothing() -> None:
+    model = onnx.parser.parse_model(
+        """
+        <ir_version: 8, opset_import: ["" : 17]>
+        g (seq(float[N]) s, float[T, 2] x, int64[2] n) => (seq(float[N]) o, float[T, 2] r) {
+            o = SequenceMap<body = f (float[N] e) => (float[N] y) { y = Neg(e) }>(s)
+            r = ReverseSequence<time_axis = 2, batch_axis = 1>(x, n)
+        }
+        """
+    )
+    ir_model = ir.serde.deserialize_model(model)
+    before = [n.op_type for n in ir_model.graph]
+    with pytest.raises(seqlower.InvalidNodeError, match="ReverseSequence"):
+        seqlower.lower(ir_model)
+    assert [n.op_type for n in ir_model.graph] == before
+    onnx.checker.check_model(ir.serde.serialize_model(ir_model), full_check=True)
+
+
+def test_failed_write_through_the_api_leaves_nothing(tmp_path: Path) -> None:
+    model = seqlower.io.load_model(save_external(weighted_model(), tmp_path / "in.onnx", "in.b"))
+    with pytest.raises(OutputError):
+        seqlower.io.save_model(model, Path("/dev/null"))
+    with pytest.raises(InvalidModelError):
+        broken = save_external(weighted_model(), tmp_path / "bad.onnx", "in.b")
+        proto = onnx.load(broken, load_external_data=False)
+        proto.graph.initializer[0].external_data[0].value = "/etc/passwd"
+        onnx.save(proto, broken)
+        seqlower.io.load_model(broken)
+    assert listing(tmp_path) == ["bad.onnx", "in.b", "in.onnx"]
