@@ -24,6 +24,7 @@ from seqlower.errors import InvalidModelError, ModelLoadError, OutputError
 __all__ = [
     "check_external_data_name",
     "check_model",
+    "check_names_and_dims",
     "external_locations",
     "has_external_data",
     "load_model",
@@ -45,11 +46,15 @@ def load_model(path: str | os.PathLike[str], *, check: bool = True) -> ir.Model:
         raise ModelLoadError(f"{path}: no such file")
     if path.is_dir():
         raise ModelLoadError(f"{path}: is a directory, not an ONNX file")
+    if not path.is_file():
+        raise ModelLoadError(f"{path}: not a regular file")
     if path.stat().st_size == 0:
         raise ModelLoadError(f"{path}: the file is empty")
     try:
         proto = onnx.load(path, load_external_data=False)
     except Exception as e:
+        if "MaxDepth" in str(e):
+            raise ModelLoadError(f"{path}: {TOO_DEEP}") from e
         raise ModelLoadError(f"{path}: not a readable ONNX model ({_first_line(e)})") from e
     if not proto.HasField("graph"):
         raise ModelLoadError(f"{path}: not an ONNX model (it holds no graph)")
@@ -62,10 +67,51 @@ def load_model(path: str | os.PathLike[str], *, check: bool = True) -> ir.Model:
         model = ir.serde.deserialize_model(proto)
     except Exception as e:
         raise InvalidModelError(f"{path}: not a valid ONNX model ({_root_message(e)})") from e
+    check_names_and_dims(model, str(path))
     # Relative external-data locations are relative to the model file, as onnx_ir.load does.
     ir.external_data.set_base_dir(model.graph, path.parent)
     check_external_data(model, path)
     return model
+
+
+#: Protobuf reads at most 100 levels of nested messages; each subgraph takes three or more.
+TOO_DEEP = (
+    "subgraphs are nested deeper than protobuf can read (at most about 30 levels of "
+    "If/Loop/Scan/SequenceMap bodies)"
+)
+
+
+def check_names_and_dims(model: ir.Model, path: str = "the model") -> None:
+    """Names that are not UTF-8 (protobuf hands them over as bytes, and writing them fails) and
+    negative declared dimensions: reject them now, naming the culprit, rather than mid-run."""
+    for graph in all_graphs(model):
+        kind = "function" if isinstance(graph, ir.Function) else "graph"
+        if isinstance(graph.name, bytes):
+            raise InvalidModelError(f"{path}: a {kind} name is not valid UTF-8: {graph.name!r}")
+        for node in graph:
+            for text in (node.name, node.op_type, node.domain):
+                if isinstance(text, bytes):
+                    raise InvalidModelError(
+                        f"{path}: a node name, op type or domain is not valid UTF-8: {text!r}"
+                    )
+            for value in node.outputs:
+                if isinstance(value.name, bytes):
+                    raise InvalidModelError(
+                        f"{path}: the name of an output of {node.op_type} node is not valid "
+                        f"UTF-8: {value.name!r}"
+                    )
+        if isinstance(graph, ir.Graph):
+            for value in [*graph.inputs, *graph.outputs]:
+                if isinstance(value.name, bytes):
+                    raise InvalidModelError(
+                        f"{path}: a {kind} input or output name is not valid UTF-8: {value.name!r}"
+                    )
+                shape = value.shape
+                if shape is not None and any(isinstance(d, int) and d < 0 for d in shape.dims):
+                    raise InvalidModelError(
+                        f"{path}: '{value.name}' declares a negative dimension: "
+                        f"{[d if isinstance(d, int) else str(d) for d in shape.dims]}"
+                    )
 
 
 def check_model(
@@ -82,6 +128,8 @@ def check_model(
             CheckerPass(full_check=full_check)(model)
     except Exception as e:
         cause = e.__cause__ or e
+        if "MaxDepth" in str(cause) or "recursion" in str(cause).lower():
+            raise InvalidModelError(f"the {what}: {TOO_DEEP}") from e
         raise InvalidModelError(f"the {what} is not valid ONNX: {_checker_message(cause)}") from e
 
 

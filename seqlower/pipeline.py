@@ -14,7 +14,7 @@ from onnx_ir.passes.common import RemoveUnusedNodesPass, TopologicalSortPass
 from seqlower._gc import gc_paused
 from seqlower._graphs import subgraphs_of
 from seqlower.errors import InvalidModelError, SeqlowerError
-from seqlower.io import load_model, self_contained_proto
+from seqlower.io import check_names_and_dims, load_model, self_contained_proto
 from seqlower.passes import PASSES, create_pass
 
 __all__ = [
@@ -122,6 +122,21 @@ def build_pipeline(
     return ir.passes.PassManager(chosen, steps=1)
 
 
+TOO_DEEP_TO_WALK = (
+    "subgraphs are nested too deeply to walk (Python's recursion limit; models read from "
+    "files nest at most about 30 levels, what protobuf reads)"
+)
+
+
+def _caused_by(error: BaseException, kind: type[BaseException]) -> bool:
+    cause: BaseException | None = error
+    while cause is not None:
+        if isinstance(cause, kind):
+            return True
+        cause = cause.__cause__ or cause.__context__
+    return False
+
+
 def run_pipeline(model: ir.Model, pipeline: ir.passes.PassManager) -> ir.passes.PassResult:
     """Run ``pipeline`` on ``model`` in place, surfacing seqlower's own errors unwrapped.
 
@@ -135,6 +150,8 @@ def run_pipeline(model: ir.Model, pipeline: ir.passes.PassManager) -> ir.passes.
         while cause is not None:
             if isinstance(cause, SeqlowerError):
                 raise cause from None
+            if isinstance(cause, RecursionError):
+                raise InvalidModelError(TOO_DEEP_TO_WALK) from None
             cause = cause.__cause__ or cause.__context__
         raise
 
@@ -175,7 +192,12 @@ def _lower(
     if isinstance(model, ir.Model):
         # All or nothing: a later pass may fail after an earlier one changed the model, so a
         # copy is kept and put back (every slot of the Model object) when any pass fails.
-        backup = model.clone()
+        try:
+            backup = model.clone()
+        except Exception as e:
+            if _caused_by(e, RecursionError):
+                raise InvalidModelError(TOO_DEEP_TO_WALK) from None
+            raise
         try:
             return run_pipeline(model, pipeline).model
         except BaseException:
@@ -187,6 +209,7 @@ def _lower(
             ir_model = ir.serde.deserialize_model(model)
         except Exception as e:
             raise InvalidModelError(f"not a valid ONNX model: {e}") from e
+        check_names_and_dims(ir_model)
     elif isinstance(model, (str, os.PathLike)):
         ir_model = load_model(model)
         run_pipeline(ir_model, pipeline)

@@ -404,3 +404,120 @@ def test_failed_write_through_the_api_leaves_nothing(tmp_path: Path) -> None:
         onnx.save(proto, broken)
         seqlower.io.load_model(broken)
     assert listing(tmp_path) == ["bad.onnx", "in.b", "in.onnx"]
+
+
+# ------------------------------------------------- 11. bad input is exit 2, not a bug
+
+
+def _named(name_bytes: bytes, where: str) -> bytes:
+    model = onnx.parser.parse_model(
+        """
+        <ir_version: 8, opset_import: ["" : 17]>
+        GRAPHZZZ (float[3] x) => (float[3] y) { y = Neg(x) }
+        """
+    )
+    model.graph.node[0].name = "NODEZZZZ"
+    return model.SerializeToString().replace(where.encode(), name_bytes)
+
+
+@pytest.mark.parametrize("where", ["GRAPHZZZ", "NODEZZZZ"])
+def test_names_that_are_not_utf8(tmp_path: Path, where: str) -> None:
+    source = tmp_path / "in.onnx"
+    source.write_bytes(_named(b"\xff\xfe\xfd\xfcZZZZ", where))
+    result = run(source, "-o", tmp_path / "out.onnx")
+    assert result.exit_code == 2 and "not valid UTF-8" in result.stderr, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    with pytest.raises(InvalidModelError, match="UTF-8"):
+        seqlower.lower(onnx.load(source))
+
+
+def test_negative_declared_dimension(tmp_path: Path) -> None:
+    model = onnx.parser.parse_model(
+        """
+        <ir_version: 8, opset_import: ["" : 17]>
+        g (float[3] x) => (float[3] y) { y = Neg(x) }
+        """
+    )
+    model.graph.input[0].type.tensor_type.shape.dim[0].dim_value = -3
+    source = tmp_path / "in.onnx"
+    onnx.save(model, source)
+    result = run(source, "-o", tmp_path / "out.onnx")
+    assert result.exit_code == 2 and "negative dimension" in result.stderr, result.stderr
+    assert not (tmp_path / "out.onnx").exists()
+
+
+def test_model_that_is_not_a_regular_file(tmp_path: Path) -> None:
+    fifo = tmp_path / "model.onnx"
+    os.mkfifo(fifo)  # reading it would block forever
+    result = run(fifo, "-o", tmp_path / "out.onnx")
+    assert result.exit_code == 2 and "not a regular file" in result.stderr
+
+
+def test_data_behind_a_linked_folder_with_a_bare_model_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "w.bin").write_bytes(np.ones(WEIGHTS, np.float32).tobytes())
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "d").symlink_to(outside)
+    save_external(weighted_model(), folder / "m.onnx", "w.bin")
+    proto = onnx.load(folder / "m.onnx", load_external_data=False)
+    proto.graph.initializer[0].external_data[0].value = "d/w.bin"
+    onnx.save(proto, folder / "m.onnx")
+    monkeypatch.chdir(folder)
+    result = run("m.onnx", "-o", "out.onnx")
+    assert result.exit_code == 2 and "outside" in result.stderr, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+# ------------------------------------------------------------ 13. deeply nested models
+
+
+def _nested_ifs(depth: int) -> onnx.ModelProto:
+    """``depth`` Ifs, each in the then-branch of the one above (built bottom-up)."""
+    from onnx import TensorProto as T
+    from onnx import helper as h
+
+    def graph(nodes: list[onnx.NodeProto], name: str, out: str) -> onnx.GraphProto:
+        return h.make_graph(nodes, name, [], [h.make_tensor_value_info(out, T.FLOAT, [1])])
+
+    inner = graph([h.make_node("Identity", ["x"], ["y0"])], "g0", "y0")
+    for level in range(1, depth):
+        other = graph([h.make_node("Identity", ["x"], [f"e{level}"])], f"e{level}", f"e{level}")
+        node = h.make_node("If", ["c"], [f"y{level}"], then_branch=inner, else_branch=other)
+        inner = graph([node], f"g{level}", f"y{level}")
+    other = graph([h.make_node("Identity", ["x"], ["e"])], "e", "e")
+    main = h.make_graph(
+        [h.make_node("If", ["c"], ["y"], then_branch=inner, else_branch=other)],
+        "main",
+        [h.make_tensor_value_info("c", T.BOOL, []), h.make_tensor_value_info("x", T.FLOAT, [1])],
+        [h.make_tensor_value_info("y", T.FLOAT, [1])],
+    )
+    return h.make_model(main, opset_imports=[h.make_opsetid("", 17)], ir_version=8)
+
+
+def test_models_nested_deeper_than_protobuf_reads(tmp_path: Path) -> None:
+    source = tmp_path / "deep.onnx"
+    source.write_bytes(_nested_ifs(32).SerializeToString())
+    result = run(source, "-o", tmp_path / "out.onnx")
+    assert result.exit_code == 2 and "nested deeper than protobuf" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    source.write_bytes(_nested_ifs(25).SerializeToString())  # within the limit: lowered
+    assert run(source, "-o", tmp_path / "out.onnx").exit_code == 0
+
+
+def test_models_nested_deeper_than_python_recursion_through_the_api() -> None:
+    graph = ir.Graph([], [ir.Value(name="y0")], nodes=[], name="g0")
+    x = ir.Value(name="x", type=ir.TensorType(ir.DataType.FLOAT), shape=ir.Shape([1]))
+    c = ir.Value(name="c", type=ir.TensorType(ir.DataType.BOOL), shape=ir.Shape([]))
+    for level in range(1, 1500):
+        node = ir.Node("", "If", [c], [ir.Attr("then_branch", ir.AttributeType.GRAPH, graph)])
+        graph = ir.Graph([], node.outputs, nodes=[node], name=f"g{level}")
+    model = ir.Model(ir.Graph([c, x], graph.outputs[:0], nodes=[], name="main"), ir_version=8)
+    model.graph.append(
+        ir.Node("", "If", [c], [ir.Attr("then_branch", ir.AttributeType.GRAPH, graph)])
+    )
+    with pytest.raises(seqlower.SeqlowerError, match="nested too deeply"):
+        seqlower.lower(model)
