@@ -9,7 +9,7 @@ True
 from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from seqlower.errors import (
     InvalidModelError,
@@ -18,11 +18,19 @@ from seqlower.errors import (
     OutputError,
     SeqlowerError,
 )
-from seqlower.pipeline import build_pipeline, lower
+
+if TYPE_CHECKING:
+    from seqlower.pipeline import build_pipeline, lower
+    from seqlower.verification import VerifyReport, verify
 
 
 def __getattr__(name: str) -> Any:
-    # verify pulls in onnxruntime (slow to import); load it on first use, not with the package.
+    # The heavy modules load on first use, not with the package: onnx and onnx_ir take half a
+    # second, onnxruntime more, and the command line must be able to handle Ctrl-C before them.
+    if name in ("lower", "build_pipeline"):
+        from seqlower import pipeline
+
+        return getattr(pipeline, name)
     if name in ("verify", "VerifyReport"):
         from seqlower import verification
 

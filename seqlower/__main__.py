@@ -1,5 +1,5 @@
 """``python -m seqlower`` runs the command line, as the ``seqlower`` script does."""
 
-from seqlower.cli.main import main
+from seqlower.cli import main
 
 main()

@@ -6,7 +6,10 @@ should use, so the front end maps errors to exit codes without knowing each kind
 
 from __future__ import annotations
 
-import onnx_ir as ir
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # onnx_ir is slow to import; the CLI's launcher imports this module first
+    import onnx_ir as ir
 
 __all__ = [
     "CannotVerifyError",
@@ -54,6 +57,8 @@ class CannotVerifyError(SeqlowerError):
 
 def describe_node(node: ir.Node) -> str:
     """Name a node so a user can find it in Netron: op type, name, and the graph holding it."""
+    import onnx_ir as ir
+
     label = f"{node.op_type} node"
     label += f" '{node.name}'" if node.name else f" producing {_output_names(node)}"
     owner = node.graph

@@ -521,3 +521,26 @@ def test_models_nested_deeper_than_python_recursion_through_the_api() -> None:
     )
     with pytest.raises(seqlower.SeqlowerError, match="nested too deeply"):
         seqlower.lower(model)
+
+
+# ------------------------------------------------------ 8. signals during start-up
+
+
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_signal_during_start_up_is_one_line(tmp_path: Path, signum: int, code: int) -> None:
+    import subprocess
+    import sys
+    import time
+
+    source = save_external(weighted_model(), tmp_path / "in.onnx", "in.bin")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "seqlower", str(source), "-o", str(tmp_path / "out.onnx")],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(0.15)  # inside the imports of onnx, onnx_ir and click (about half a second)
+    process.send_signal(signum)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == code, stderr
+    assert "Traceback" not in stderr and len(stderr.strip().splitlines()) == 1, stderr
+    assert listing(tmp_path) == ["in.bin", "in.onnx"]
