@@ -12,7 +12,9 @@ import json
 import logging
 import os
 import shlex
+import shutil
 import sys
+import tempfile
 import traceback
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -542,7 +544,18 @@ def _save_failing_inputs(
     if report.failing_inputs is None:
         return
     folder = output.with_name(f"{output.name}.failing-inputs")
-    save_inputs(folder / "test_data_set_0", report.failing_inputs, original)
+    if os.path.lexists(folder) and (folder.is_symlink() or not folder.is_dir()):
+        click.echo(f"seqlower: failing inputs not saved: {folder} is not a folder", err=True)
+        return
+    # Staged and renamed into place like every other write: never into a planted link.
+    staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
+    try:
+        save_inputs(staging / "test_data_set_0", report.failing_inputs, original)
+        if folder.is_dir():
+            shutil.rmtree(folder)
+        os.replace(staging, folder)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
     command = ["seqlower", str(model), "-o", str(output), "--inputs", str(folder)]
     command += [f"--rtol={t}" for t in check["rtols"]] + [f"--atol={t}" for t in check["atols"]]
     click.echo(f"seqlower: failing inputs saved in {folder}; reproduce with:", err=True)

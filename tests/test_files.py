@@ -544,3 +544,66 @@ def test_signal_during_start_up_is_one_line(tmp_path: Path, signum: int, code: i
     assert process.returncode == code, stderr
     assert "Traceback" not in stderr and len(stderr.strip().splitlines()) == 1, stderr
     assert listing(tmp_path) == ["in.bin", "in.onnx"]
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Any:
+    """A 64 kB tmpfs (needs root and mount(2); skipped where the machine does not allow it)."""
+    import subprocess
+
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)],
+        capture_output=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", str(mount)], check=False)
+
+
+def test_real_disk_full_keeps_the_old_pair(tmp_path: Path, small_disk: Path) -> None:
+    out = small_disk / "out.onnx"
+    small = save_external(weighted_model(1.0), tmp_path / "small.onnx", "small.bin")
+    assert run(small, "-o", out, "--no-check").exit_code == 0  # 4 kB of weights: fits
+    before = {p.name: p.read_bytes() for p in small_disk.iterdir()}
+    big = weighted_model(2.0)
+    big.graph.initializer[0].CopyFrom(
+        onnx.numpy_helper.from_array(np.full(WEIGHTS * 20, 2.0, np.float32), "w")
+    )
+    big.graph.input[0].type.tensor_type.shape.dim[0].dim_value = WEIGHTS * 20
+    big.graph.output[0].type.tensor_type.shape.dim[0].dim_value = WEIGHTS * 20
+    source = save_external(big, tmp_path / "big.onnx", "big.bin")  # 80 kB: does not fit
+    result = run(source, "-o", out, "--no-check")
+    assert result.exit_code == 2 and "No space left" in result.stderr, result.stderr
+    assert {p.name: p.read_bytes() for p in small_disk.iterdir()} == before
+    assert output_of(out) == 1.0
+
+
+def test_failing_inputs_never_go_through_a_planted_link(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from seqlower import passes as seqlower_passes
+    from tests.sequence_map_cases import CASES
+    from tests.test_verify import Buggy
+
+    monkeypatch.setitem(seqlower_passes.PASSES, "buggy", Buggy)
+    model, _ = CASES["multi_io"]()
+    source, out = tmp_path / "m.onnx", tmp_path / "out.onnx"
+    onnx.save(model, source)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "out.onnx.failing-inputs").symlink_to(elsewhere)
+    result = run(source, "-o", out, "--passes", "buggy")
+    assert result.exit_code == 1 and "not saved" in result.stderr
+    assert list(elsewhere.iterdir()) == []
+    (tmp_path / "out.onnx.failing-inputs").unlink()
+    for _ in range(2):  # saved, then replaced whole by the next failing run
+        assert run(source, "-o", out, "--passes", "buggy").exit_code == 1
+        saved = tmp_path / "out.onnx.failing-inputs" / "test_data_set_0"
+        assert (saved / "input_0.pb").exists()
+    assert sorted(listing(tmp_path)) == ["elsewhere", "m.onnx", "out.onnx.failing-inputs"]
