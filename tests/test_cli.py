@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 from onnx import helper as h
 
-from seqlower.cli.main import cli
+from seqlower.cli.commands import cli
 from tests.helpers import assert_equivalent, assert_lowered_ok, make_model, tensor_info
 from tests.malformed_cases import MALFORMED
 from tests.sequence_map_cases import CASES

@@ -15,7 +15,7 @@ from onnx import helper as h
 
 import seqlower.io
 from seqlower import passes as seqlower_passes
-from seqlower.cli.main import cli
+from seqlower.cli.commands import cli
 from tests.helpers import assert_equivalent, make_model, seq_info
 from tests.sequence_map_cases import CASES, body
 from tests.test_reverse_sequence import reverse_model

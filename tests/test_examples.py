@@ -8,7 +8,7 @@ from pathlib import Path
 import onnx
 from click.testing import CliRunner
 
-from seqlower.cli.main import cli
+from seqlower.cli.commands import cli
 from tests.helpers import assert_lowered_ok, assert_same, ort_run, reference_run
 
 ROOT = Path(__file__).resolve().parent.parent

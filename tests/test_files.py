@@ -18,7 +18,7 @@ from click.testing import CliRunner
 
 import seqlower
 import seqlower.io
-from seqlower.cli.main import cli
+from seqlower.cli.commands import cli
 from seqlower.errors import InvalidModelError, OutputError
 
 WEIGHTS = 1000  # floats: 4 kB, above onnx_ir's 256-byte threshold for external data
@@ -365,7 +365,7 @@ def test_paths_are_checked_before_the_work(
     def no_loading(*_: Any, **__: Any) -> None:
         raise AssertionError("the model was read before the paths were checked")
 
-    monkeypatch.setattr("seqlower.cli.main.load_model", no_loading)
+    monkeypatch.setattr("seqlower.cli.commands.load_model", no_loading)
     result = run(source, *(a.format(tmp=tmp_path) for a in args))
     assert result.exit_code == 2, result.stderr
     assert len(result.stderr.strip().splitlines()) == 1

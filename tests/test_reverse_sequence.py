@@ -16,7 +16,7 @@ from onnx import helper as h
 from onnx.backend.test.case.node import collect_testcases
 
 import seqlower
-from seqlower.cli.main import cli
+from seqlower.cli.commands import cli
 from seqlower.errors import InvalidNodeError
 from tests.helpers import (
     IR_VERSION,

@@ -17,7 +17,7 @@ from onnx import helper as h
 import seqlower
 import seqlower.io
 from seqlower import passes as seqlower_passes
-from seqlower.cli.main import cli
+from seqlower.cli.commands import cli
 from seqlower.inputs import generate_inputs, load_inputs, save_inputs
 from seqlower.verification import VerifyReport, compare_values, verify
 from tests.helpers import make_model, seq_info, tensor_info

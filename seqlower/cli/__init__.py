@@ -15,7 +15,7 @@ def main(argv: list[str] | None = None) -> None:
 
     try:
         with signals_as_interrupts():
-            from seqlower.cli.main import main as run
+            from seqlower.cli.commands import main as run
 
             run(argv)
     except KeyboardInterrupt as e:  # the commands report their own; this is start-up or exit
