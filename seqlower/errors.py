@@ -6,26 +6,41 @@ should use, so the front end maps errors to exit codes without knowing each kind
 
 from __future__ import annotations
 
+from enum import IntEnum
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # onnx_ir is slow to import; the CLI's launcher imports this module first
     import onnx_ir as ir
 
 __all__ = [
+    "BadOptionError",
     "CannotVerifyError",
+    "ExitCode",
     "InvalidModelError",
     "InvalidNodeError",
     "ModelLoadError",
     "OutputError",
     "SeqlowerError",
     "describe_node",
+    "first_line",
 ]
+
+
+class ExitCode(IntEnum):
+    """The command line's exit codes: the one table both the library and the CLI use."""
+
+    OK = 0  # success; unless --no-check, outputs proven equal
+    MISMATCH = 1  # the check found different outputs
+    BAD_INPUT = 2  # bad input or usage: one line on stderr, nothing written
+    CANNOT_VERIFY = 3  # the check cannot run (no oracle, over a resource bound)
+    INTERNAL = 70  # EX_SOFTWARE from sysexits.h: a bug in seqlower, not in the input
+    INTERRUPTED = 130  # Ctrl-C; SIGTERM and SIGHUP give 143 and 129 (128 + signal)
 
 
 class SeqlowerError(Exception):
     """Base of all errors seqlower raises on purpose; never a bug in seqlower."""
 
-    exit_code: int = 2
+    exit_code: int = ExitCode.BAD_INPUT
 
 
 class ModelLoadError(SeqlowerError):
@@ -45,6 +60,10 @@ class InvalidNodeError(InvalidModelError):
         super().__init__(f"{self.node_description}: {problem}")
 
 
+class BadOptionError(SeqlowerError):
+    """An option does not fit the model (a dimension, input or output it does not have)."""
+
+
 class OutputError(SeqlowerError):
     """The result could not be written where it was asked to go."""
 
@@ -52,7 +71,7 @@ class OutputError(SeqlowerError):
 class CannotVerifyError(SeqlowerError):
     """The numerical check cannot be run for this model at all."""
 
-    exit_code = 3
+    exit_code = ExitCode.CANNOT_VERIFY
 
 
 def describe_node(node: ir.Node) -> str:
@@ -72,3 +91,9 @@ def describe_node(node: ir.Node) -> str:
 def _output_names(node: ir.Node) -> str:
     names = [repr(v.name) for v in node.outputs if v.name]
     return ", ".join(names) if names else "no named output"
+
+
+def first_line(error: BaseException) -> str:
+    """An exception as one line: its message's first line, or its type when it has none."""
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__

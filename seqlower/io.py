@@ -19,7 +19,7 @@ from onnx_ir.passes.common import CheckerPass
 from seqlower._external import check_external_data, external_locations
 from seqlower._fs import check_target, deferred_signals, folder_lock, give_default_mode
 from seqlower._graphs import all_graphs
-from seqlower.errors import InvalidModelError, ModelLoadError, OutputError
+from seqlower.errors import InvalidModelError, ModelLoadError, OutputError, first_line
 
 __all__ = [
     "check_external_data_name",
@@ -55,7 +55,7 @@ def load_model(path: str | os.PathLike[str], *, check: bool = True) -> ir.Model:
     except Exception as e:
         if "MaxDepth" in str(e):
             raise ModelLoadError(f"{path}: {TOO_DEEP}") from e
-        raise ModelLoadError(f"{path}: not a readable ONNX model ({_first_line(e)})") from e
+        raise ModelLoadError(f"{path}: not a readable ONNX model ({first_line(e)})") from e
     if not proto.HasField("graph"):
         raise ModelLoadError(f"{path}: not an ONNX model (it holds no graph)")
     if check:
@@ -371,9 +371,4 @@ def _root_message(error: BaseException) -> str:
     """The first line of the innermost cause: wrappers like onnx_ir's SerdeError say little."""
     while error.__cause__ is not None:
         error = error.__cause__
-    return _first_line(error)
-
-
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip() or type(error).__name__
-    return text.splitlines()[0]
+    return first_line(error)

@@ -428,8 +428,8 @@ def _compare_run(
 
 
 def _pick(tolerance: float | Mapping[str, float] | None, name: str) -> float | None:
-    if isinstance(tolerance, Mapping):
-        return tolerance.get(name)
+    if isinstance(tolerance, Mapping):  # per output; "*" for every output not named
+        return tolerance.get(name, tolerance.get("*"))
     return tolerance
 
 

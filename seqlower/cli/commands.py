@@ -1,143 +1,83 @@
-"""The ``seqlower`` command: a thin click front end over the library.
+"""The ``seqlower`` commands: parse flags, call the library, print the result.
 
-Everything that can fail for a user's reason raises :class:`seqlower.SeqlowerError`; this module
-only turns those into one line on stderr and an exit code.
+The work lives in :func:`seqlower.job.lower_file` and :func:`seqlower.verify`; everything that
+can fail for a user's reason raises :class:`seqlower.SeqlowerError`, which this module turns into
+one line on stderr and an exit code from :class:`seqlower.errors.ExitCode`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import json
 import logging
 import os
+import re
 import shlex
-import shutil
 import sys
-import tempfile
 import traceback
-from collections import Counter
-from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import Any, NoReturn
 
 import click
 import onnx
-import onnx_ir as ir
 
 import seqlower
-import seqlower.io
-from seqlower._fs import check_target, write_file_atomically
-from seqlower._graphs import all_graphs
-from seqlower._signals import signals_as_interrupts as _signals_as_interrupts
-from seqlower.errors import CannotVerifyError, OutputError, SeqlowerError
-from seqlower.inputs import save_inputs
-from seqlower.io import check_model, load_model, save_model
+from seqlower._fs import write_file_atomically
+from seqlower.cli.options import check_options, choose_passes, verify_options
+from seqlower.cli.output import Printer
+from seqlower.errors import ExitCode, InvalidModelError, SeqlowerError, first_line
+from seqlower.io import load_model
+from seqlower.job import (
+    LowerOptions,
+    check_names,
+    check_paths,
+    lower_file,
+    save_failing_inputs,
+)
 from seqlower.passes import PASSES
-from seqlower.pipeline import TimedPass, build_pipeline, pass_name, run_pipeline
 
-if TYPE_CHECKING:
-    from seqlower.verification import VerifyReport
-
-EXIT_OK = 0
-EXIT_MISMATCH = 1
-EXIT_BAD_INPUT = 2
-EXIT_CANNOT_VERIFY = 3
-EXIT_INTERNAL = 70  # EX_SOFTWARE from sysexits.h: a bug in seqlower, not in the input
-EXIT_INTERRUPTED = 130
-
-EPILOG = """\b
-Examples:
-  seqlower model.onnx -o lowered.onnx
-  seqlower model.onnx -o lowered.onnx --no-check
-  seqlower model.onnx -o lowered.onnx --dim batch=4 --seq-len 5 --report check.json
-  seqlower model.onnx -o lowered.onnx --passes lower-sequence-map
-  seqlower verify model.onnx lowered.onnx --inputs test_data_set_0
-  seqlower --list-passes
-
-\b
+EXIT_CODES = """\b
 Exit codes:
   0   success (and, unless --no-check, outputs proven equal)
   1   numerical mismatch (OUT not written unless --keep-on-failure)
   2   bad input or usage: unreadable or invalid model, malformed node,
-      unwritable output (one line on stderr, no output file)
-  3   cannot verify: no runtime runs the original model
+      unwritable output, bad flag (one line on stderr, nothing written)
+  3   cannot verify: no runtime runs the original model, or the check
+      would exceed its memory or time bound
   70  internal error in seqlower (please report it; -v shows the traceback)
-  130 interrupted
+  130 interrupted (143 on SIGTERM, 129 on SIGHUP); nothing written
 """
 
+LOWER_EPILOG = (
+    """\b
+Examples:
+  seqlower model.onnx -o lowered.onnx
+  seqlower model.onnx -o model.onnx                 # in place, safely
+  seqlower model.onnx -o lowered.onnx --no-check
+  seqlower model.onnx -o lowered.onnx --dim batch=4 --seq-len 5 --report check.json
+  seqlower model.onnx -o lowered.onnx --skip lower-reverse-sequence
+  seqlower model.onnx -o lowered.onnx --ir-version 10 --opset 18
+  seqlower --list-passes
 
-def _check_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """The numerical-check flags shared by `lower` and `verify`."""
-    options = [
-        click.option(
-            "--check-n",
-            type=click.IntRange(1),
-            default=3,
-            show_default=True,
-            help="Runs of generated inputs.",
-        ),
-        click.option(
-            "--seed",
-            type=int,
-            default=0,
-            show_default=True,
-            help="Seed for generated inputs (runs are reproducible).",
-        ),
-        click.option(
-            "--rtol",
-            "rtols",
-            multiple=True,
-            metavar="[OUTPUT:]TOL",
-            help="Relative tolerance, for all outputs or one (repeatable).",
-        ),
-        click.option(
-            "--atol",
-            "atols",
-            multiple=True,
-            metavar="[OUTPUT:]TOL",
-            help="Absolute tolerance, for all outputs or one (repeatable).",
-        ),
-        click.option(
-            "--dim",
-            "dim_specs",
-            multiple=True,
-            metavar="NAME=SIZE",
-            help="Size of a symbolic dimension, e.g. --dim batch=4 (repeatable).",
-        ),
-        click.option(
-            "--input-shape",
-            "shape_specs",
-            multiple=True,
-            metavar="INPUT:D0,D1,...",
-            help="Shape of one input, e.g. --input-shape x:1,3,224,224 (repeatable).",
-        ),
-        click.option(
-            "--seq-len",
-            type=click.IntRange(0),
-            default=None,
-            help="Length of every sequence input (default 3, plus one empty run).",
-        ),
-        click.option(
-            "--inputs",
-            "inputs_path",
-            type=click.Path(path_type=Path),
-            help="Inputs to use instead: an .npz file or ONNX test-data directory.",
-        ),
-        click.option(
-            "--report",
-            "report_path",
-            type=click.Path(path_type=Path),
-            help="Write the full report as JSON to this file.",
-        ),
-    ]
-    for option in reversed(options):
-        command = option(command)
-    return command
+"""
+    + EXIT_CODES
+)
+
+VERIFY_EPILOG = (
+    """\b
+Examples:
+  seqlower verify model.onnx lowered.onnx
+  seqlower verify model.onnx lowered.onnx --inputs test_data_set_0
+  seqlower verify model.onnx lowered.onnx --rtol 1e-4 --rtol logits:1e-3 --report r.json
+
+"""
+    + EXIT_CODES
+)
 
 
-class _DefaultToLower(click.Group):
-    """``seqlower MODEL -o OUT`` runs the ``lower`` command; named subcommands run as usual."""
+class _Group(click.Group):
+    """``seqlower MODEL -o OUT`` runs ``lower``; ``seqlower help [COMMAND]`` shows help;
+    usage errors are one line, like every other error."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         group_flags = {"--help", "-h", "--version", "--list-passes"}
@@ -145,20 +85,43 @@ class _DefaultToLower(click.Group):
             args = ["lower", *args]
         return super().parse_args(ctx, args)
 
+    def main(self, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+        try:
+            return super().main(*args, standalone_mode=False, **kwargs)
+        except click.exceptions.NoArgsIsHelpError as e:
+            click.echo(e.ctx.get_help() if e.ctx else str(e))
+            sys.exit(ExitCode.OK)
+        except click.ClickException as e:
+            # click's own form is three lines (usage, hint, error); the promise is one.
+            message = e.format_message().rstrip(".")
+            click.echo(f"seqlower: error: {message} (see seqlower --help)", err=True)
+            sys.exit(ExitCode.BAD_INPUT)
+        except click.exceptions.Exit as e:
+            sys.exit(e.exit_code)
+        except click.exceptions.Abort:
+            click.echo("seqlower: interrupted; nothing was written", err=True)
+            sys.exit(ExitCode.INTERRUPTED)
+
 
 def _list_passes(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
     if not value or ctx.resilient_parsing:
         return
+    printer = Printer(quiet=False)
     for name, cls in PASSES.items():
-        summary = (cls.__doc__ or "").strip().splitlines()[0]
-        click.echo(f"{name:24} {summary}")
-    ctx.exit(EXIT_OK)
+        printer.line(f"{name:24} {_plain_summary(cls.__doc__)}")
+    ctx.exit(ExitCode.OK)
+
+
+def _plain_summary(doc: str | None) -> str:
+    """A docstring's first sentence without reStructuredText markup."""
+    text = " ".join((doc or "").strip().split("\n\n")[0].split())
+    text = re.sub(r":\w+:`~?([^`]+)`", r"\1", text).replace("``", "")
+    return text
 
 
 @click.group(
-    cls=_DefaultToLower,
-    invoke_without_command=False,
-    epilog=EPILOG,
+    cls=_Group,
+    epilog=LOWER_EPILOG,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 @click.version_option(seqlower.__version__, "--version", prog_name="seqlower")
@@ -171,19 +134,38 @@ def _list_passes(ctx: click.Context, _param: click.Parameter, value: bool) -> No
     help="List the lowering passes and exit.",
 )
 def cli() -> None:
-    """Lower ONNX SequenceMap into Loop + Sequence ops that every runtime supports.
+    """Lower ONNX SequenceMap and ReverseSequence into ops every runtime has, and prove it.
 
-    Run `seqlower MODEL -o OUT` (the `lower` command) for the main job.
+    Run `seqlower MODEL -o OUT` (the `lower` command) for the main job: every SequenceMap
+    becomes a Loop, every ReverseSequence primitive ops; the result is checked numerically
+    against MODEL and written only if it matches.
     """
 
 
-@cli.command(epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
+@cli.command("help")
+@click.argument("command", required=False)
+@click.pass_context
+def help_command(ctx: click.Context, command: str | None) -> None:
+    """Show help for seqlower or one of its commands."""
+    group = ctx.parent.command if ctx.parent else cli
+    assert isinstance(group, click.Group)
+    if command is None:
+        click.echo(group.get_help(ctx.parent or ctx))
+        return
+    sub = group.get_command(ctx, command)
+    if sub is None:
+        raise click.UsageError(f"no command '{command}'; commands: {', '.join(group.commands)}")
+    with click.Context(sub, info_name=command, parent=ctx.parent) as sub_ctx:
+        click.echo(sub.get_help(sub_ctx))
+
+
+@cli.command(epilog=LOWER_EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("model", type=click.Path(dir_okay=True, path_type=Path))
 @click.option(
     "-o",
     "--output",
     "output",
-    type=click.Path(path_type=Path),
+    type=str,  # not click.Path: it turns '' into '.', which hides the mistake
     help="Where to write the lowered model (written atomically; may equal MODEL).",
 )
 @click.option(
@@ -205,6 +187,16 @@ def cli() -> None:
     help="Write the weights to this file beside OUT (default: OUT.data when the model had "
     "external weights or is over 2 GB, else inline).",
 )
+@click.option(
+    "--ir-version",
+    type=click.IntRange(3),
+    help="Re-stamp OUT with this IR version (for older runtimes; no lower than its opset needs).",
+)
+@click.option(
+    "--opset",
+    type=click.IntRange(1),
+    help="Convert OUT to this default-domain opset with onnx's version converter.",
+)
 @click.option("--dry-run", is_flag=True, help="Run everything, write no model (-o optional).")
 @click.option(
     "--no-cleanup",
@@ -217,15 +209,17 @@ def cli() -> None:
     is_flag=True,
     help="Write OUT even when the check finds a mismatch or cannot run.",
 )
-@_check_options
+@check_options
 @click.option("-v", "--verbose", count=True, help="Say more; -v also shows tracebacks.")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing on success.")
 def lower(
     model: Path,
-    output: Path | None,
+    output: str | None,
     pass_names: str | None,
     skip_names: tuple[str, ...],
     external_data: str | None,
+    ir_version: int | None,
+    opset: int | None,
     dry_run: bool,
     no_cleanup: bool,
     no_check: bool,
@@ -234,88 +228,59 @@ def lower(
     quiet: bool,
     **check: Any,
 ) -> None:
-    """Lower MODEL, check it against the original, and write the result to OUT."""
+    """Lower MODEL, check it against MODEL, write OUT."""
     _configure_logging(verbose)
     if output is None and not dry_run:
-        raise click.UsageError("Missing option '-o' / '--output' (or give --dry-run).")
-    show = _Printer(quiet)
-    with _user_errors(verbose), _signals_as_interrupts():
-        passes = _choose_passes(pass_names, skip_names)
-        verify_options = _verify_options(**check)
-        # Every path is checked before any work: a bad one fails in a second, not after lowering.
-        _check_paths(model, None if dry_run else output, external_data, check["report_path"])
-        with show.step(f"reading {model}"):
-            ir_model = load_model(model)
-        # The files this run reads: never overwritten, never removed as stale weights (unless
-        # OUT replaces the input itself: then its weights are OUT's old ones).
-        reads = [model, *(Path(p) for p in seqlower.io.external_locations(ir_model))]
-        in_place = output is not None and os.path.realpath(output) == os.path.realpath(model)
-        keep = [model] if in_place else reads
-        if external_data is not None and output is not None and not dry_run:
-            seqlower.io.check_external_data_name(external_data, output, inputs=reads)
-        # Op counts are for the summary and the report only (a walk of the model each).
-        counting = not quiet or check["report_path"] is not None
-        before = _op_counts(ir_model) if counting else Counter()
-        original = None if no_check else _in_memory_proto(ir_model)
-        pipeline = build_pipeline(passes, cleanup=not no_cleanup, timed=True)
-        with show.step("lowering"):
-            run_pipeline(ir_model, pipeline)
-            # Without the numerical check the written file is checked before it replaces
-            # anything (cheaper); with it, the proto made for the runtimes is checked.
-            lowered = None if original is None else _in_memory_proto(ir_model)
-            if lowered is not None or dry_run:
-                check_model(ir_model if lowered is None else lowered, what="lowered model")
-        after = _op_counts(ir_model) if counting else Counter()
-        show.summary(pipeline.passes, before, after, verbose)
-        report = None
-        code = EXIT_OK
-        if original is not None and lowered is not None:
-            with show.step("checking"):
-                from seqlower.verification import verify  # imports onnxruntime: only when checking
-
-                report = verify(original, lowered, **verify_options)
-            code = _exit_code(report)
-            show.verdict(report, verbose)
-            if code == EXIT_MISMATCH and not dry_run:
-                _save_failing_inputs(report, original, model, output, check)
-        written, data_name = False, None
+        raise click.UsageError("missing option '-o' / '--output' (or give --dry-run)")
+    show = Printer(quiet)
+    with _user_errors(verbose, show):
+        out = None if output is None else Path(output)
+        if output == "":
+            raise click.BadParameter("an empty path", param_hint="-o")
+        options = LowerOptions(
+            passes=choose_passes(pass_names, skip_names),
+            cleanup=not no_cleanup,
+            check=not no_check,
+            verify=verify_options(**check),
+            external_data=external_data,
+            keep_on_failure=keep_on_failure,
+            dry_run=dry_run,
+            # Op counts are for the summary and the report only (a walk of the model each).
+            count_ops=not quiet or check["report_path"] is not None,
+            ir_version=ir_version,
+            opset=opset,
+            force_input_shape=check["force_input_shape"],
+        )
+        report_path = check["report_path"]
+        check_paths(model, None if dry_run else out, external_data, report_path)
+        result = lower_file(model, out, options, progress=show.step)
+        show.summary(result, verbose)
+        if result.verification is not None:
+            show.verdict(result.verification, verbose)
+        if result.failing_inputs is not None:
+            repro = ["seqlower", str(model), "-o", str(out)]
+            _tell_repro(show, result.failing_inputs, repro, check)
         if dry_run:
             show.line("dry run: nothing written")
-        elif code == EXIT_OK or keep_on_failure:
-            assert output is not None
-            with show.step(f"writing {output}"):
-                data_name = save_model(
-                    ir_model,
-                    output,
-                    external_data=external_data,
-                    check=original is None,
-                    keep=keep,
-                )
-            written = True
-            show.line(f"wrote {output}" + (f" (weights in {data_name})" if data_name else ""))
-            if external_data is not None and data_name is None:
+        elif result.written:
+            data = result.external_data
+            show.line(f"wrote {output}" + (f" (weights in {data})" if data else ""))
+            if external_data is not None and data is None:
                 show.line(f"no weight is big enough for {external_data}: all are inline")
         else:
             show.error(f"{output} not written (--keep-on-failure writes it anyway)")
-        _write_report(
-            check["report_path"],
-            {
-                "input": str(model),
-                "output": None if output is None else str(output),
-                "written": written,
-                "external_data": data_name,
-                "passes": _pass_rows(pipeline.passes),
-                "ops": {"before": dict(before), "after": dict(after)},
-                "verification": None if report is None else report.to_dict(),
-            },
-        )
-    sys.exit(code)
+        for warning in result.warnings:
+            show.error(f"warning: {warning}")
+        _write_report(report_path, result.to_dict(), options.verify)
+    sys.exit(result.exit_code)
 
 
-@cli.command("verify", epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
+@cli.command(
+    "verify", epilog=VERIFY_EPILOG, context_settings={"help_option_names": ["-h", "--help"]}
+)
 @click.argument("reference", type=click.Path(path_type=Path))
 @click.argument("candidate", type=click.Path(path_type=Path))
-@_check_options
+@check_options
 @click.option("-v", "--verbose", count=True, help="Say more; -v also shows tracebacks.")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing on success.")
 def verify_command(
@@ -323,243 +288,90 @@ def verify_command(
 ) -> None:
     """Compare REFERENCE and CANDIDATE numerically on the same inputs."""
     _configure_logging(verbose)
-    with _user_errors(verbose), _signals_as_interrupts():
-        options = _verify_options(**check)
-        _check_paths(None, None, None, check["report_path"])
+    show = Printer(quiet)
+    with _user_errors(verbose, show):
+        options = verify_options(**check)
+        report_path = check["report_path"]
+        check_paths(reference, None, None, report_path)
+        check_paths(candidate, None, None, None, check["inputs_path"])
         protos = []
         for path in (reference, candidate):
-            ir_model = load_model(path)
-            protos.append(_in_memory_proto(ir_model))
-        show = _Printer(quiet)
+            with show.step(f"reading {path}"):
+                ir_model = load_model(path)
+                protos.append(seqlower.io.self_contained_proto(ir_model))
+        _same_interface(protos[0], protos[1], reference, candidate)
+        check_names(protos[0], options, force_input_shape=check["force_input_shape"])
         with show.step("checking"):
             from seqlower.verification import verify
 
             report = verify(protos[0], protos[1], **options)
-        _write_report(check["report_path"], {"verification": report.to_dict()})
-        code = _exit_code(report)
         show.verdict(report, verbose)
+        code = {"equivalent": ExitCode.OK, "mismatch": ExitCode.MISMATCH}.get(
+            report.status, ExitCode.CANNOT_VERIFY
+        )
+        data: dict[str, Any] = {
+            "reference": str(reference.resolve()),
+            "candidate": str(candidate.resolve()),
+            "exit_code": int(code),
+        }
+        if code == ExitCode.MISMATCH:
+            folder = save_failing_inputs(report, protos[0], candidate)
+            if folder is None and report.failing_inputs is not None:
+                show.error(
+                    f"warning: failing inputs not saved: {candidate}.failing-inputs is not a folder"
+                )
+            if folder is not None:
+                data["failing_inputs"] = str(folder)
+                repro = ["seqlower", "verify", str(reference), str(candidate)]
+                _tell_repro(show, folder, repro, check)
+        _write_report(report_path, {**data, "verification": report.to_dict()}, options)
     sys.exit(code)
 
 
-def _in_memory_proto(model: ir.Model) -> onnx.ModelProto:
-    """A self-contained proto of ``model`` (external weights read in) for the runtimes."""
-    if seqlower.io.weights_nbytes(model) > seqlower.io.INLINE_LIMIT:
-        raise CannotVerifyError(
-            "the model's weights are over 2 GB, which the check cannot load yet; "
-            "rerun with --no-check to lower it without the check"
-        )
-    return seqlower.io.self_contained_proto(model)
-
-
-def _verify_options(
-    check_n: int,
-    seed: int,
-    rtols: tuple[str, ...],
-    atols: tuple[str, ...],
-    dim_specs: tuple[str, ...],
-    shape_specs: tuple[str, ...],
-    seq_len: int | None,
-    inputs_path: Path | None,
-    report_path: Path | None,
-) -> dict[str, Any]:
-    del report_path  # used by the caller, not by verify()
-    return {
-        "n": check_n,
-        "seed": seed,
-        "seq_len": seq_len,
-        "inputs": inputs_path,
-        "rtol": _parse_tolerances(rtols, "--rtol"),
-        "atol": _parse_tolerances(atols, "--atol"),
-        "dims": dict(_parse_pair(spec, "=", "--dim", int) for spec in dim_specs),
-        "input_shapes": dict(
-            _parse_pair(spec, ":", "--input-shape", _parse_shape) for spec in shape_specs
-        ),
-    }
-
-
-def _parse_pair(
-    spec: str, separator: str, flag: str, convert: Callable[[str], Any]
-) -> tuple[str, Any]:
-    name, sep, value = spec.rpartition(separator)
-    if not sep or not name:
-        raise click.UsageError(f"{flag} {spec}: expected NAME{separator}VALUE")
-    try:
-        return name, convert(value)
-    except ValueError:
-        raise click.UsageError(f"{flag} {spec}: cannot read '{value}'") from None
-
-
-def _parse_shape(text: str) -> tuple[int, ...]:
-    dims = tuple(int(d) for d in text.split(",") if d.strip())
-    if any(d < 0 for d in dims):
-        raise ValueError(text)
-    return dims
-
-
-def _parse_tolerances(specs: tuple[str, ...], flag: str) -> float | dict[str, float] | None:
-    if not specs:
-        return None
-    overall: float | None = None
-    per_output: dict[str, float] = {}
-    for spec in specs:
-        if ":" in spec:
-            name, value = _parse_pair(spec, ":", flag, float)
-            per_output[name] = value
-        else:
-            try:
-                overall = float(spec)
-            except ValueError:
-                raise click.UsageError(f"{flag} {spec}: not a number") from None
-    if per_output and overall is not None:
-        raise click.UsageError(f"{flag}: give one tolerance for all outputs, or per output")
-    return per_output or overall
-
-
-def _exit_code(report: VerifyReport) -> int:
-    codes = {"equivalent": EXIT_OK, "mismatch": EXIT_MISMATCH, "cannot_verify": EXIT_CANNOT_VERIFY}
-    return codes[report.status]
-
-
-def _write_report(path: Path | None, data: dict[str, Any]) -> None:
-    if path is not None:
-        text = json.dumps(data, indent=2, default=str) + "\n"
-        write_file_atomically(path, text.encode(), "--report")
-
-
-def _check_paths(
-    model: Path | None, output: Path | None, external_data: str | None, report: Path | None
+def _same_interface(
+    reference: onnx.ModelProto, candidate: onnx.ModelProto, a: Path, b: Path
 ) -> None:
-    """Refuse, before any work, paths that would fail or do harm once the work is done."""
-    if output is not None:
-        check_target(output, "-o")
-        if model is not None and external_data is not None:
-            seqlower.io.check_external_data_name(external_data, output, inputs=[model])
-    if report is not None:
-        check_target(report, "--report")
-        taken = [p for p in (model, output) if p is not None]
-        if external_data is not None and output is not None:
-            taken.append(output.parent / external_data)
-        for path in taken:
-            if os.path.realpath(report) == os.path.realpath(path):
-                raise OutputError(f"--report {report}: that is {path}, which this run uses")
+    """Models with different input or output names cannot be compared: a usage error."""
+
+    def names(model: onnx.ModelProto) -> tuple[list[str], list[str]]:
+        initializers = {t.name for t in model.graph.initializer}
+        inputs = [i.name for i in model.graph.input if i.name not in initializers]
+        return sorted(inputs), [o.name for o in model.graph.output]
+
+    (ins_a, outs_a), (ins_b, outs_b) = names(reference), names(candidate)
+    if ins_a != ins_b:
+        raise InvalidModelError(f"{a} and {b} take different inputs: {ins_a} vs {ins_b}")
+    if outs_a != outs_b:
+        raise InvalidModelError(f"{a} and {b} have different outputs: {outs_a} vs {outs_b}")
 
 
-def _pass_rows(passes: Any) -> list[dict[str, Any]]:
-    rows = []
-    for timed in passes:
-        inner = timed.inner if isinstance(timed, TimedPass) else timed
-        rows.append(
-            {
-                "name": pass_name(timed),
-                "op_type": getattr(inner, "op_type", None),
-                "rewritten": getattr(inner, "rewritten", None),
-                "seconds": getattr(timed, "seconds", None),
-            }
-        )
-    return rows
-
-
-class _Printer:
-    """What the command prints: nothing on success with -q, colour only where it belongs."""
-
-    def __init__(self, quiet: bool) -> None:
-        self.quiet = quiet
-        # NO_COLOR (https://no-color.org) switches colour off; click strips it off-terminal.
-        self.color = False if os.environ.get("NO_COLOR") else None
-        self.progress = not quiet and sys.stderr.isatty()
-
-    def line(self, text: str, *, err: bool = False, always: bool = False) -> None:
-        if always or not self.quiet:
-            click.echo(text, err=err, color=self.color)
-
-    def error(self, text: str) -> None:
-        self.line(f"seqlower: {text}", err=True, always=True)
-
-    @contextlib.contextmanager
-    def step(self, what: str) -> Iterator[None]:
-        """Say what a long step is doing, on a terminal only, and clear it afterwards."""
-        if self.progress:
-            click.echo(f"seqlower: {what}...", err=True, nl=False)
-        try:
-            yield
-        finally:
-            if self.progress:
-                click.echo("\r\033[K", err=True, nl=False)
-
-    def summary(self, passes: Any, before: Counter[str], after: Counter[str], verbose: int) -> None:
-        if self.quiet:
-            return
-        click.echo(f"{'pass':26} {'rewritten':>9} {'time':>10}")
-        for row in _pass_rows(passes):
-            rewritten = "" if row["rewritten"] is None else str(row["rewritten"])
-            click.echo(f"{row['name']:26} {rewritten:>9} {row['seconds'] * 1e3:>8.1f}ms")
-        ops = sorted(set(before) | set(after))
-        shown = [op for op in ops if verbose or before[op] != after[op]]
-        if shown:
-            click.echo(f"{'op':26} {'before':>9} {'after':>10}")
-            for op in shown:
-                click.echo(f"{op:26} {before[op]:>9} {after[op]:>10}")
-
-    def verdict(self, report: VerifyReport, verbose: int) -> None:
-        err = not report.ok
-        if report.ok and self.quiet:
-            return
-        label = {"equivalent": ("outputs match", "green"), "mismatch": ("MISMATCH", "red")}.get(
-            report.status, ("cannot verify", "yellow")
-        )
-        oracles = ", ".join(f"{k}: {v}" for k, v in report.oracles.items())
-        text = f"check: {click.style(label[0], fg=label[1], bold=True)}: {report.reason}"
-        self.line(text + (f" ({oracles})" if oracles else ""), err=err, always=True)
-        rows: dict[str, list[float]] = {}
-        for run in report.runs:
-            if run.error:
-                self.line(f"  run {run.index}: {run.error}", err=err, always=True)
-            for o in run.outputs:
-                row = rows.setdefault(o.name, [0.0, 0.0, 0, 0])
-                row[0], row[1] = max(row[0], o.max_abs), max(row[1], o.max_rel)
-                row[2] += o.mismatches
-                row[3] += o.elements
-        if rows and (verbose or not report.ok):
-            header = f"  {'output':24} {'max abs':>12} {'max rel':>12} {'mismatches':>14}"
-            self.line(header, err=err, always=True)
-            for name, (max_abs, max_rel, bad, total) in rows.items():
-                count = f"{bad}/{total}"
-                self.line(
-                    f"  {name:24} {max_abs:>12.4g} {max_rel:>12.4g} {count:>14}",
-                    err=err,
-                    always=True,
-                )
-        if verbose:
-            for problem in report.input_problems:
-                self.line(f"  note: {problem}", err=err, always=True)
-
-
-def _save_failing_inputs(
-    report: VerifyReport,
-    original: onnx.ModelProto,
-    model: Path,
-    output: Path,
-    check: dict[str, Any],
-) -> None:
-    if report.failing_inputs is None:
-        return
-    folder = output.with_name(f"{output.name}.failing-inputs")
-    if os.path.lexists(folder) and (folder.is_symlink() or not folder.is_dir()):
-        click.echo(f"seqlower: failing inputs not saved: {folder} is not a folder", err=True)
-        return
-    # Staged and renamed into place like every other write: never into a planted link.
-    staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
-    try:
-        save_inputs(staging / "test_data_set_0", report.failing_inputs, original)
-        if folder.is_dir():
-            shutil.rmtree(folder)
-        os.replace(staging, folder)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    command = ["seqlower", str(model), "-o", str(output), "--inputs", str(folder)]
+def _tell_repro(show: Printer, folder: Path, command: list[str], check: dict[str, Any]) -> None:
+    command = [*command, "--inputs", str(folder)]
     command += [f"--rtol={t}" for t in check["rtols"]] + [f"--atol={t}" for t in check["atols"]]
-    click.echo(f"seqlower: failing inputs saved in {folder}; reproduce with:", err=True)
-    click.echo(f"  {shlex.join(command)}", err=True)
+    show.error(f"failing inputs saved in {folder}; reproduce with:")
+    show.line(f"  {shlex.join(command)}", err=True, always=True)
+
+
+def _write_report(path: Path | None, data: dict[str, Any], verify: dict[str, Any]) -> None:
+    """The JSON report: what ran (arguments, tolerances) and what came of it; paths absolute."""
+    if path is None:
+        return
+    for key in ("input", "output", "failing_inputs"):
+        if data.get(key):
+            data[key] = str(Path(data[key]).resolve())
+    data = {
+        "seqlower": seqlower.__version__,
+        "arguments": sys.argv[1:] if _is_console() else None,
+        "cwd": os.getcwd(),
+        "tolerances": {"rtol": verify.get("rtol"), "atol": verify.get("atol")},
+        **data,
+    }
+    text = json.dumps(data, indent=2, default=str) + "\n"
+    write_file_atomically(path, text.encode(), "--report")
+
+
+def _is_console() -> bool:
+    return Path(sys.argv[0]).name in ("seqlower", "__main__.py")
 
 
 def _configure_logging(verbose: int) -> None:
@@ -567,78 +379,55 @@ def _configure_logging(verbose: int) -> None:
     # bare extra lines on stderr, and a failed run would no longer end in exactly one line.
     level = logging.ERROR if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG
     logging.basicConfig(level=level, format="seqlower: %(name)s: %(message)s", force=True)
-
-
-def _choose_passes(text: str | None, skip: tuple[str, ...]) -> list[str]:
-    names = list(PASSES) if text is None else [n.strip() for n in text.split(",") if n.strip()]
-    skipped = [n.strip() for spec in skip for n in spec.split(",") if n.strip()]
-    unknown = [name for name in (*names, *skipped) if name not in PASSES]
-    if unknown:
-        known = ", ".join(PASSES)
-        raise click.UsageError(f"unknown pass {', '.join(unknown)}; known: {known}")
-    chosen = [name for name in names if name not in skipped]
-    if not chosen:
-        raise click.UsageError("no passes left to run")
-    return chosen
-
-
-def _op_counts(model: ir.Model) -> Counter[str]:
-    counts: Counter[str] = Counter()
-    for graph in all_graphs(model):
-        for node in graph:
-            counts[
-                node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}::{node.op_type}"
-            ] += 1
-    return counts
+    # The pass machinery's chatter ("No more graph changes detected...") is not for users.
+    logging.getLogger("onnx_ir").setLevel(logging.WARNING if verbose < 2 else logging.DEBUG)
 
 
 class _user_errors:
     """Map exceptions to one line on stderr and an exit code; tracebacks only with -v."""
 
-    def __init__(self, verbose: int) -> None:
+    def __init__(self, verbose: int, show: Printer) -> None:
         self.verbose = verbose
+        self.show = show
+        self._signals: Any = None
 
     def __enter__(self) -> None:
-        return None
+        from seqlower._signals import signals_as_interrupts
+
+        self._signals = signals_as_interrupts()
+        self._signals.__enter__()
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any
     ) -> bool:
+        self._signals.__exit__(exc_type, exc, tb)
         if exc is None or isinstance(exc, (click.exceptions.Exit, click.ClickException)):
             return False
         if isinstance(exc, SeqlowerError):
             self._fail(f"error: {exc}", exc.exit_code, exc)
         if isinstance(exc, KeyboardInterrupt):
-            code = getattr(exc, "exit_code", EXIT_INTERRUPTED)
-            what = f"stopped by {exc}" if code != EXIT_INTERRUPTED else "interrupted"
+            code = getattr(exc, "exit_code", ExitCode.INTERRUPTED)
+            what = f"stopped by {exc}" if code != ExitCode.INTERRUPTED else "interrupted"
             self._fail(f"{what}; nothing was written", code, None)
         if isinstance(exc, Exception):
             self._fail(
-                f"internal error: {type(exc).__name__}: {_first_line(exc)}\n"
+                f"internal error: {type(exc).__name__}: {first_line(exc)}\n"
                 "This is a bug in seqlower; please report it with the model if you can"
                 + ("" if self.verbose else " (rerun with -v for the traceback)."),
-                EXIT_INTERNAL,
+                ExitCode.INTERNAL,
                 exc,
-                always_trace=False,
             )
         return False
 
-    def _fail(
-        self, message: str, code: int, exc: BaseException | None, always_trace: bool = False
-    ) -> NoReturn:
-        if exc is not None and (self.verbose or always_trace):
+    def _fail(self, message: str, code: int, exc: BaseException | None) -> NoReturn:
+        if exc is not None and self.verbose:
             traceback.print_exception(exc, file=sys.stderr)
-        click.echo(f"seqlower: {message}", err=True)
+        self.show.error(message)
         sys.exit(code)
 
 
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0] if text else "(no message)"
-
-
 def main(argv: list[str] | None = None) -> None:
-    """Console-script entry point.
+    """Run the command line (the console script goes through :func:`seqlower.cli.main`).
 
     A run holds one model (a dozen Python objects per node) from start to end, so Python's
     cyclic collector would only walk those objects over and over; it stays off for the process.

@@ -1,0 +1,450 @@
+"""One whole run, file to file: what ``seqlower MODEL -o OUT`` does, callable from Python.
+
+:func:`lower_file` reads a model, lowers it, checks it against the original, and writes it
+(only when the check passed, unless told otherwise), returning a :class:`LowerResult` that holds
+everything a front end may want to show. The command line only parses flags and prints results.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import onnx
+import onnx_ir as ir
+
+import seqlower.io
+from seqlower._fs import check_target
+from seqlower._graphs import all_graphs
+from seqlower.errors import (
+    BadOptionError,
+    CannotVerifyError,
+    ExitCode,
+    InvalidModelError,
+    ModelLoadError,
+    OutputError,
+    first_line,
+)
+from seqlower.io import check_model, load_model, save_model
+from seqlower.pipeline import TimedPass, build_pipeline, pass_name, run_pipeline
+
+if TYPE_CHECKING:
+    from seqlower.verification import VerifyReport
+
+__all__ = [
+    "LowerOptions",
+    "LowerResult",
+    "PassRow",
+    "check_names",
+    "check_paths",
+    "lower_file",
+    "restamp",
+    "save_failing_inputs",
+]
+
+#: Progress hook: ``with progress("lowering"): ...`` around each long step.
+Progress = Callable[[str], contextlib.AbstractContextManager[None]]
+
+
+@dataclass
+class LowerOptions:
+    """How :func:`lower_file` runs. ``verify`` holds :func:`seqlower.verify`'s keyword options."""
+
+    passes: Sequence[str] | None = None
+    cleanup: bool = True
+    check: bool = True
+    verify: Mapping[str, Any] = field(default_factory=dict)
+    external_data: str | None = None
+    keep_on_failure: bool = False
+    dry_run: bool = False
+    count_ops: bool = True
+    ir_version: int | None = None
+    opset: int | None = None
+    force_input_shape: bool = False
+
+
+@dataclass
+class PassRow:
+    name: str
+    op_type: str | None
+    rewritten: int | None
+    seconds: float
+
+
+@dataclass
+class LowerResult:
+    """What a run did; ``exit_code`` is the command line's (see :class:`ExitCode`)."""
+
+    input: Path
+    output: Path | None
+    passes: list[PassRow]
+    ops_before: Counter[str]
+    ops_after: Counter[str]
+    verification: VerifyReport | None
+    written: bool = False
+    external_data: str | None = None
+    failing_inputs: Path | None = None
+    notes: list[str] = field(default_factory=list)  # what was done besides lowering
+    warnings: list[str] = field(default_factory=list)  # what the user should act on
+    exit_code: int = ExitCode.OK
+
+    @property
+    def lowered_anything(self) -> bool:
+        return any(row.rewritten for row in self.passes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "input": str(self.input),
+            "output": None if self.output is None else str(self.output),
+            "written": self.written,
+            "external_data": self.external_data,
+            "exit_code": int(self.exit_code),
+            "passes": [row.__dict__ for row in self.passes],
+            "ops": {"before": dict(self.ops_before), "after": dict(self.ops_after)},
+            "notes": self.notes,
+            "warnings": self.warnings,
+            "failing_inputs": None if self.failing_inputs is None else str(self.failing_inputs),
+            "verification": None if self.verification is None else self.verification.to_dict(),
+        }
+
+
+@contextlib.contextmanager
+def _no_progress(_: str) -> Iterator[None]:
+    yield
+
+
+def check_paths(
+    model: Path | None,
+    output: Path | None,
+    external_data: str | None,
+    report: Path | None,
+    inputs: Path | None = None,
+) -> None:
+    """Refuse, before any work, paths that would fail or do harm once the work is done."""
+    if model is not None and not model.exists():
+        raise ModelLoadError(f"{model}: no such file")
+    if inputs is not None and not inputs.exists():
+        raise ModelLoadError(f"--inputs {inputs}: no such file or folder")
+    if output is not None:
+        check_target(output, "-o")
+        if model is not None and external_data is not None:
+            seqlower.io.check_external_data_name(external_data, output, inputs=[model])
+    if report is not None:
+        check_target(report, "--report")
+        taken = [p for p in (model, output, inputs) if p is not None]
+        if external_data is not None and output is not None:
+            taken.append(output.parent / external_data)
+        for path in taken:
+            if os.path.realpath(report) == os.path.realpath(path):
+                raise OutputError(f"--report {report}: that is {path}, which this run uses")
+
+
+def lower_file(
+    model: Path,
+    output: Path | None,
+    options: LowerOptions,
+    *,
+    progress: Progress = _no_progress,
+) -> LowerResult:
+    """Lower the model at ``model``, check it, and write it to ``output``.
+
+    Raises :class:`seqlower.SeqlowerError` for anything the user can fix; a mismatch or an
+    impossible check is not an error but a result (``exit_code`` 1 or 3, OUT not written unless
+    ``keep_on_failure``). ``output`` may be None only with ``dry_run``.
+    """
+    if output is None and not options.dry_run:
+        raise OutputError("no output given (-o OUT), and not a dry run")
+    target = None if options.dry_run else output
+    check_paths(model, target, options.external_data, None, _inputs_path(options))
+    with progress(f"reading {model}"):
+        ir_model = load_model(model)
+    # The files this run reads: never overwritten, never removed as stale weights (unless OUT
+    # replaces the input itself: then its weights are OUT's old ones).
+    reads = [model, *(Path(p) for p in seqlower.io.external_locations(ir_model))]
+    in_place = output is not None and os.path.realpath(output) == os.path.realpath(model)
+    keep = [model] if in_place else reads
+    if options.external_data is not None and target is not None:
+        seqlower.io.check_external_data_name(options.external_data, target, inputs=reads)
+    before = _op_counts(ir_model) if options.count_ops else Counter()
+    original = _in_memory_proto(ir_model) if options.check else None
+    if original is not None:
+        check_names(original, options.verify, force_input_shape=options.force_input_shape)
+    pipeline = build_pipeline(options.passes, cleanup=options.cleanup, timed=True)
+    with progress("lowering"):
+        run_pipeline(ir_model, pipeline)
+        notes = restamp(ir_model, ir_version=options.ir_version, opset=options.opset)
+        # Without the check the written file is checked before it replaces anything
+        # (cheaper); with it, the proto made for the runtimes is checked.
+        lowered = _in_memory_proto(ir_model) if original is not None else None
+        if lowered is not None or options.dry_run:
+            check_model(ir_model if lowered is None else lowered, what="lowered model")
+    result = LowerResult(
+        input=model,
+        output=output,
+        passes=_pass_rows(pipeline.passes),
+        ops_before=before,
+        ops_after=_op_counts(ir_model) if options.count_ops else Counter(),
+        verification=None,
+        notes=notes,
+    )
+    if original is not None and lowered is not None:
+        with progress("checking"):
+            from seqlower.verification import verify  # imports onnxruntime: only when checking
+
+            report = verify(original, lowered, **options.verify)
+        result.verification = report
+        result.exit_code = _exit_code(report)
+        if result.exit_code == ExitCode.MISMATCH and output is not None and not options.dry_run:
+            result.failing_inputs = save_failing_inputs(report, original, output)
+            if result.failing_inputs is None and report.failing_inputs is not None:
+                result.warnings.append(
+                    f"failing inputs not saved: {output}.failing-inputs is not a folder"
+                )
+    if options.dry_run or not (result.exit_code == ExitCode.OK or options.keep_on_failure):
+        return result
+    assert output is not None
+    with progress(f"writing {output}"):
+        result.external_data = save_model(
+            ir_model,
+            output,
+            external_data=options.external_data,
+            check=original is None,
+            keep=keep,
+        )
+    result.written = True
+    result.warnings += _runtime_notes(ir_model)
+    return result
+
+
+def check_names(
+    model: onnx.ModelProto, verify: Mapping[str, Any], *, force_input_shape: bool = False
+) -> None:
+    """Raise BadOptionError when a check option names what the model does not have, or
+    (unless forced) an input shape contradicts a dimension the model declares."""
+    initializers = {t.name for t in model.graph.initializer}
+    inputs = {i.name: i.type for i in model.graph.input if i.name not in initializers}
+    outputs = [o.name for o in model.graph.output]
+    symbols: set[str] = set()
+    for type_proto in inputs.values():
+        symbols.update(d.dim_param for d in _dims(type_proto) if d.HasField("dim_param"))
+    for name in verify.get("dims") or {}:
+        if name not in symbols:
+            known = ", ".join(sorted(symbols)) or "none"
+            raise BadOptionError(
+                f"--dim {name}: the model's inputs have no dimension of that name "
+                f"(symbolic dimensions: {known})"
+            )
+    for name, shape in (verify.get("input_shapes") or {}).items():
+        if name not in inputs:
+            raise BadOptionError(
+                f"--input-shape {name}: the model has no input of that name "
+                f"(inputs: {', '.join(inputs)})"
+            )
+        declared = _dims(inputs[name])
+        if not declared:
+            continue
+        if len(declared) != len(shape):
+            raise BadOptionError(
+                f"--input-shape {name}: {len(shape)} dimensions given, the input has "
+                f"{len(declared)}"
+            )
+        for axis, (dim, size) in enumerate(zip(declared, shape, strict=True)):
+            if dim.HasField("dim_value") and dim.dim_value != size and not force_input_shape:
+                raise BadOptionError(
+                    f"--input-shape {name}: axis {axis} is declared {dim.dim_value}, not "
+                    f"{size} (--force-input-shape to override)"
+                )
+    for flag in ("rtol", "atol"):
+        tolerance = verify.get(flag)
+        if isinstance(tolerance, Mapping):
+            for name in tolerance:
+                if name != "*" and name not in outputs:
+                    raise BadOptionError(
+                        f"--{flag} {name}: the model has no output of that name "
+                        f"(outputs: {', '.join(outputs)})"
+                    )
+
+
+def _dims(type_proto: onnx.TypeProto) -> list[Any]:
+    """The declared dimensions of a tensor type or of a sequence's elements ([] if none)."""
+    while type_proto.HasField("sequence_type"):
+        type_proto = type_proto.sequence_type.elem_type
+    if type_proto.HasField("tensor_type") and type_proto.tensor_type.HasField("shape"):
+        return list(type_proto.tensor_type.shape.dim)
+    return []
+
+
+def _inputs_path(options: LowerOptions) -> Path | None:
+    inputs = options.verify.get("inputs")
+    return Path(inputs) if isinstance(inputs, (str, os.PathLike)) else None
+
+
+def restamp(model: ir.Model, *, ir_version: int | None, opset: int | None) -> list[str]:
+    """Re-stamp ``model`` for older runtimes: a lower IR version, another default opset.
+
+    The opset goes through onnx's version converter (which knows each op's changes); the IR
+    version is only lowered as far as the model's own opsets allow (ONNX ties each opset to a
+    minimal IR version). Raises InvalidModelError, naming the reason, when it cannot be done.
+    """
+    notes: list[str] = []
+    if opset is not None and model.opset_imports.get("", None) != opset:
+        proto = seqlower.io.self_contained_proto(model)
+        try:
+            from onnx import version_converter
+
+            converted = version_converter.convert_version(proto, opset)
+            onnx.checker.check_model(converted, full_check=True)
+        except Exception as e:
+            raise InvalidModelError(
+                f"--opset {opset}: onnx's version converter cannot convert this model "
+                f"({first_line(e)})"
+            ) from None
+        new = ir.serde.deserialize_model(converted)
+        for slot in ir.Model.__slots__:
+            setattr(model, slot, getattr(new, slot))
+        notes.append(f"converted to opset {opset}")
+    if ir_version is not None and ir_version != model.ir_version:
+        needed = _minimal_ir_version(model)
+        if ir_version < needed:
+            raise InvalidModelError(
+                f"--ir-version {ir_version}: this model's opsets need IR version {needed} or newer"
+            )
+        if ir_version > onnx.IR_VERSION:
+            raise InvalidModelError(
+                f"--ir-version {ir_version}: onnx {onnx.__version__} knows IR versions up to "
+                f"{onnx.IR_VERSION}"
+            )
+        model.ir_version = ir_version
+        notes.append(f"IR version set to {ir_version}")
+    return notes
+
+
+def _minimal_ir_version(model: ir.Model) -> int:
+    """The lowest IR version ONNX allows for the model's default-domain opset."""
+    opset = model.opset_imports.get("", 1)
+    table = onnx.helper.VERSION_TABLE  # (release, ir_version, ai.onnx opset, ml opset, ...)
+    candidates = [row[1] for row in table if row[2] >= opset]
+    return min(candidates) if candidates else onnx.IR_VERSION
+
+
+def _runtime_notes(model: ir.Model) -> list[str]:
+    """A warning when the installed onnxruntime cannot load OUT's IR version."""
+    newest = newest_ir_version_onnxruntime_reads()
+    if newest is not None and model.ir_version > newest:
+        import onnxruntime
+
+        return [
+            f"OUT has IR version {model.ir_version}, but onnxruntime {onnxruntime.__version__} "
+            f"reads up to {newest}: rerun with --ir-version {newest} to load it there"
+        ]
+    return []
+
+
+def newest_ir_version_onnxruntime_reads() -> int | None:
+    """Probed once with tiny models (onnxruntime has no API that says it)."""
+    global _NEWEST_ORT_IR
+    if _NEWEST_ORT_IR is None:
+        try:
+            import onnxruntime as ort
+        except ImportError:
+            return None
+        graph = onnx.helper.make_graph(
+            [onnx.helper.make_node("Identity", ["x"], ["y"])],
+            "probe",
+            [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1])],
+            [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1])],
+        )
+        newest = 3
+        for version in range(onnx.IR_VERSION, 3, -1):
+            probe = onnx.helper.make_model(
+                graph, opset_imports=[onnx.helper.make_opsetid("", 13)], ir_version=version
+            )
+            try:
+                options = ort.SessionOptions()
+                options.log_severity_level = 4
+                ort.InferenceSession(
+                    probe.SerializeToString(), options, providers=["CPUExecutionProvider"]
+                )
+            except Exception:
+                continue
+            newest = version
+            break
+        _NEWEST_ORT_IR = newest
+    return _NEWEST_ORT_IR
+
+
+_NEWEST_ORT_IR: int | None = None
+
+
+def save_failing_inputs(
+    report: VerifyReport, original: onnx.ModelProto, output: Path
+) -> Path | None:
+    """Save the inputs of the first failing run beside OUT (``OUT.failing-inputs``), staged
+    and renamed into place like every other write; None when there are none or no room."""
+    from seqlower.inputs import save_inputs
+
+    if report.failing_inputs is None:
+        return None
+    folder = output.with_name(f"{output.name}.failing-inputs")
+    if os.path.lexists(folder) and (folder.is_symlink() or not folder.is_dir()):
+        return None
+    staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
+    try:
+        save_inputs(staging / "test_data_set_0", report.failing_inputs, original)
+        if folder.is_dir():
+            shutil.rmtree(folder)
+        os.replace(staging, folder)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return folder
+
+
+def _in_memory_proto(model: ir.Model) -> onnx.ModelProto:
+    """A self-contained proto of ``model`` (external weights read in) for the runtimes."""
+    if seqlower.io.weights_nbytes(model) > seqlower.io.INLINE_LIMIT:
+        raise CannotVerifyError(
+            "the model's weights are over 2 GB, which the check cannot load yet; "
+            "rerun with --no-check to lower it without the check"
+        )
+    return seqlower.io.self_contained_proto(model)
+
+
+def _exit_code(report: VerifyReport) -> int:
+    codes = {
+        "equivalent": ExitCode.OK,
+        "mismatch": ExitCode.MISMATCH,
+        "cannot_verify": ExitCode.CANNOT_VERIFY,
+    }
+    return codes[report.status]
+
+
+def _pass_rows(passes: Any) -> list[PassRow]:
+    rows = []
+    for timed in passes:
+        inner = timed.inner if isinstance(timed, TimedPass) else timed
+        rows.append(
+            PassRow(
+                name=pass_name(timed),
+                op_type=getattr(inner, "op_type", None),
+                rewritten=getattr(inner, "rewritten", None),
+                seconds=getattr(timed, "seconds", 0.0),
+            )
+        )
+    return rows
+
+
+def _op_counts(model: ir.Model) -> Counter[str]:
+    counts: Counter[str] = Counter()
+    for graph in all_graphs(model):
+        for node in graph:
+            counts[
+                node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}::{node.op_type}"
+            ] += 1
+    return counts
