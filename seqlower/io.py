@@ -232,9 +232,12 @@ def save_model(
                     data_name = f"{path.name}.{secrets.token_hex(4)}.data"
             staged = staging / path.name
             ir.save(model, staged, external_data=data_name)
-            if data_name is not None and not _references(staged):
+            staged_data = None if data_name is None else staging / data_name
+            if staged_data is not None and (
+                not staged_data.exists() or staged_data.stat().st_size == 0
+            ):
                 # Nothing went external (no weight big enough): write no empty weights file.
-                (staging / data_name).unlink(missing_ok=True)
+                staged_data.unlink(missing_ok=True)
                 data_name = None
             if check:
                 try:
