@@ -15,6 +15,7 @@ if TYPE_CHECKING:  # onnx_ir is slow to import; the CLI's launcher imports this 
 __all__ = [
     "BadOptionError",
     "CannotVerifyError",
+    "CheckLimitError",
     "ExitCode",
     "InvalidModelError",
     "InvalidNodeError",
@@ -72,6 +73,10 @@ class CannotVerifyError(SeqlowerError):
     """The numerical check cannot be run for this model at all."""
 
     exit_code = ExitCode.CANNOT_VERIFY
+
+
+class CheckLimitError(CannotVerifyError):
+    """The check would exceed, or did exceed, its memory or time bound."""
 
 
 def describe_node(node: ir.Node) -> str:

@@ -9,7 +9,9 @@ the model's and not the generator's.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -18,11 +20,12 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from seqlower.errors import SeqlowerError
+from seqlower.errors import SeqlowerError, first_line
 
 __all__ = [
     "InputError",
     "InputSpec",
+    "estimate_input_bytes",
     "generate_inputs",
     "input_specs",
     "load_inputs",
@@ -139,6 +142,55 @@ def _shape(
         else:
             shape.append(DEFAULT_DIM)
     return tuple(shape)
+
+
+#: What one generated string costs in memory: a Python str object and its pointer.
+STRING_BYTES = 64
+
+
+def estimate_input_bytes(
+    model: onnx.ModelProto,
+    *,
+    dims: Mapping[str, int] | None = None,
+    input_shapes: Mapping[str, tuple[int, ...]] | None = None,
+    seq_len: int | None = None,
+) -> list[tuple[str, str, int]]:
+    """(input, its type as written, bytes) for the largest feeds :func:`generate_inputs` could
+    draw with these options, the 64-bit draws they are cast from included: computed from
+    shapes, before anything is allocated."""
+    dims = dict(dims or {})
+    input_shapes = dict(input_shapes or {})
+    estimates = []
+    for spec in input_specs(model):
+        fixed = input_shapes.get(spec.name)
+        if fixed is not None:
+            shape: list[int] = list(fixed)
+        elif spec.shape is None:
+            shape = [DEFAULT_DIM]
+        else:
+            shape = [
+                d
+                if isinstance(d, int)
+                else dims[d]
+                if isinstance(d, str) and d in dims
+                else DEFAULT_DIM + 2
+                if spec.is_sequence
+                else DEFAULT_DIM
+                for d in spec.shape
+            ]
+        if spec.dtype == onnx.TensorProto.STRING:
+            item = STRING_BYTES
+        else:  # numbers are drawn as 64-bit values first, then cast
+            item = 8 + np.dtype(onnx.helper.tensor_dtype_to_np_dtype(spec.dtype)).itemsize
+        count = math.prod(shape) * (
+            (DEFAULT_SEQ_LEN if seq_len is None else seq_len) if spec.is_sequence else 1
+        )
+        type_name = onnx.TensorProto.DataType.Name(spec.dtype).lower()
+        written = f"{type_name}[{', '.join(map(str, shape))}]"
+        if spec.is_sequence:
+            written = f"sequence of {written}"
+        estimates.append((spec.name, written, count * item))
+    return estimates
 
 
 def _tie_batch_dims(model: onnx.ModelProto, specs: list[InputSpec], dims: dict[str, int]) -> None:
@@ -258,6 +310,8 @@ def load_inputs(path: str | os.PathLike[str], model: onnx.ModelProto) -> list[di
         raise InputError(f"--inputs {path}: no such file or directory")
     if path.is_file():
         return [_load_npz(path, specs)]
+    if not path.is_dir():
+        raise InputError(f"--inputs {path}: not a regular file or a folder")
     sets = sorted(p for p in path.iterdir() if p.is_dir() and p.name.startswith("test_data_set"))
     sets = sets or [path]
     runs = [_load_test_data_set(folder, specs) for folder in sets]
@@ -270,7 +324,16 @@ def _load_npz(path: Path, specs: list[InputSpec]) -> dict[str, Any]:
     try:
         archive = np.load(path, allow_pickle=False)
     except Exception as e:
-        raise InputError(f"--inputs {path}: not a readable .npz file ({e})") from e
+        raise InputError(f"--inputs {path}: not a readable .npz file ({first_line(e)})") from e
+    if not isinstance(archive, np.lib.npyio.NpzFile):
+        raise InputError(f"--inputs {path}: a single array, not an .npz archive of named ones")
+
+    def read(key: str) -> np.ndarray:
+        try:
+            return archive[key]
+        except Exception as e:  # object arrays (allow_pickle=False), corrupt members
+            raise InputError(f"--inputs {path}: cannot read '{key}' ({first_line(e)})") from e
+
     feeds: dict[str, Any] = {}
     with archive:
         for spec in specs:
@@ -278,17 +341,23 @@ def _load_npz(path: Path, specs: list[InputSpec]) -> dict[str, Any]:
                 # Sequences are stored as NAME/0, NAME/1, ... (a missing NAME/0 is an empty one).
                 elements = []
                 while f"{spec.name}/{len(elements)}" in archive:
-                    elements.append(archive[f"{spec.name}/{len(elements)}"])
+                    elements.append(read(f"{spec.name}/{len(elements)}"))
                 feeds[spec.name] = elements
             elif spec.name in archive:
-                feeds[spec.name] = archive[spec.name]
+                feeds[spec.name] = read(spec.name)
             else:
                 raise InputError(f"--inputs {path}: no array named '{spec.name}'")
     return feeds
 
 
 def _load_test_data_set(folder: Path, specs: list[InputSpec]) -> dict[str, Any]:
-    files = sorted(folder.glob("input_*.pb"), key=lambda p: int(p.stem.split("_")[1]))
+    named = list(folder.glob("input_*.pb"))
+    for file in named:
+        if not re.fullmatch(r"input_\d+\.pb", file.name):
+            raise InputError(f"--inputs {file}: expected names input_0.pb, input_1.pb, ...")
+        if not file.is_file():  # a folder, or a FIFO that would block the read forever
+            raise InputError(f"--inputs {file}: not a regular file")
+    files = sorted(named, key=lambda p: int(p.stem.split("_")[1]))
     if not files:
         raise InputError(f"--inputs {folder}: no input_*.pb files")
     by_name = {spec.name: spec for spec in specs}

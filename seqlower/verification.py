@@ -12,6 +12,9 @@ from __future__ import annotations
 import dataclasses
 import importlib.metadata
 import os
+import signal
+import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
@@ -21,13 +24,16 @@ import onnx_ir as ir
 import onnxruntime as ort
 from onnx.reference import ReferenceEvaluator
 
-from seqlower.inputs import generate_inputs, input_specs, load_inputs
+from seqlower.errors import CheckLimitError
+from seqlower.inputs import estimate_input_bytes, generate_inputs, input_specs, load_inputs
 from seqlower.io import load_model, self_contained_proto
 
 __all__ = [
+    "DEFAULT_TIMEOUT",
     "OutputReport",
     "RunReport",
     "VerifyReport",
+    "default_memory_budget",
     "default_tolerance",
     "verify",
     "with_explicit_loop_conditions",
@@ -135,6 +141,8 @@ def verify(
     dims: Mapping[str, int] | None = None,
     input_shapes: Mapping[str, tuple[int, ...]] | None = None,
     seq_len: int | None = None,
+    memory_budget: int | None = None,
+    timeout: float | None = None,
 ) -> VerifyReport:
     """Run ``reference`` and ``candidate`` on the same inputs and compare every output.
 
@@ -143,10 +151,20 @@ def verify(
     with empty sequences when the model has sequence inputs and accepts them. ``rtol``/``atol``:
     one number, or per output name (others keep the dtype's default). ``dims`` sizes symbolic
     dimensions by name, ``input_shapes`` fixes shapes per input, ``seq_len`` sets sequence lengths.
+
+    The check is bounded: generated inputs larger than ``memory_budget`` bytes (default: a
+    quarter of physical memory) are refused before anything is allocated, and the runs stop
+    after ``timeout`` seconds in all (default 600); both raise :class:`CheckLimitError`, as does
+    running out of memory. Ctrl-C stops a run within a fraction of a second.
     """
     reference_proto = _as_proto(reference)
     candidate_proto = _as_proto(candidate)
     versions = _versions()
+    budget = default_memory_budget() if memory_budget is None else memory_budget
+    limit = DEFAULT_TIMEOUT if timeout is None else timeout
+    if inputs is None:
+        _check_input_budget(reference_proto, budget, dims, input_shapes, seq_len)
+    deadline = time.monotonic() + limit
 
     def report(status: Status, reason: str, **extra: Any) -> VerifyReport:
         return VerifyReport(
@@ -157,12 +175,12 @@ def verify(
     if signature_problem:
         return report("mismatch", signature_problem)
 
-    reference_runner, reference_notes = _make_runner(reference_proto)
+    reference_runner, reference_notes = _make_runner(reference_proto, deadline, limit)
     if reference_runner is None:
         return report(
             "cannot_verify", "no runtime can run the reference: " + "; ".join(reference_notes)
         )
-    candidate_runner, candidate_notes = _make_runner(candidate_proto)
+    candidate_runner, candidate_notes = _make_runner(candidate_proto, deadline, limit)
     if candidate_runner is None:
         return report(
             "cannot_verify", "no runtime can run the candidate: " + "; ".join(candidate_notes)
@@ -255,9 +273,119 @@ def _compare_signatures(reference: onnx.ModelProto, candidate: onnx.ModelProto) 
 class _Runner:
     name: str
     run: Callable[[Mapping[str, Any]], list[Any]]
+    #: Asks a run in progress to stop (onnxruntime's RunOptions.terminate); None: cannot.
+    stop: Callable[[], None] | None = None
 
 
-def _make_runner(model: onnx.ModelProto) -> tuple[_Runner | None, list[str]]:
+DEFAULT_TIMEOUT = 600.0  # seconds for all the runs of one check
+
+
+def default_memory_budget() -> int:
+    """A quarter of physical memory: room for both models' outputs and intermediates too."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 4
+    except (ValueError, OSError, AttributeError):
+        return 2**31
+
+
+def _check_input_budget(
+    model: onnx.ModelProto,
+    budget: int,
+    dims: Mapping[str, int] | None,
+    input_shapes: Mapping[str, tuple[int, ...]] | None,
+    seq_len: int | None,
+) -> None:
+    estimates = estimate_input_bytes(model, dims=dims, input_shapes=input_shapes, seq_len=seq_len)
+    total = sum(size for _, _, size in estimates)
+    if total <= budget:
+        return
+    name, written, size = max(estimates, key=lambda e: e[2])
+    raise CheckLimitError(
+        f"the check would generate {_bytes(total)} of inputs, over its memory budget of "
+        f"{_bytes(budget)} (input '{name}', {written}: {_bytes(size)}); give smaller sizes "
+        "with --dim/--input-shape, or a larger --check-memory"
+    )
+
+
+def _bytes(count: int) -> str:
+    for unit, size in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if count >= size:
+            return f"{count / size:.1f} {unit}"
+    return f"{count} bytes"
+
+
+def _bounded(
+    runner: _Runner, deadline: float, limit: float
+) -> Callable[[Mapping[str, Any]], list[Any]]:
+    """``runner.run`` in a worker thread, watched: past the deadline or on Ctrl-C it is told to
+    stop (onnxruntime checks between kernels, a Loop between iterations); running out of memory
+    becomes a CheckLimitError rather than a failed or mismatching run."""
+    run = runner.run
+
+    def bounded(feeds: Mapping[str, Any]) -> list[Any]:
+        box: dict[str, Any] = {}
+        # An Event, not Thread.join: a join interrupted by Ctrl-C can mark a running thread as
+        # stopped (CPython gh-90882), and a process that exits while onnxruntime still runs in
+        # a thread aborts.
+        done = threading.Event()
+
+        def work() -> None:
+            # Signals go to the main thread, which handles them; onnxruntime's binding, hit by
+            # one, drops the thread without a Python exception.
+            signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)
+            try:
+                box["value"] = run(feeds)
+            except BaseException as e:
+                box["error"] = e
+            finally:
+                done.set()
+
+        threading.Thread(target=work, name="seqlower-check", daemon=True).start()
+        try:
+            while not done.wait(min(max(deadline - time.monotonic(), 0), 0.1)):
+                if time.monotonic() >= deadline:
+                    _stop(runner, done)
+                    raise CheckLimitError(
+                        f"the check took longer than its time limit ({limit:g} s, "
+                        f"--check-timeout); {runner.name} was stopped"
+                    )
+        except KeyboardInterrupt:
+            _stop(runner, done)
+            raise
+        error = box.get("error")
+        if error is not None:
+            if isinstance(error, MemoryError) or "Failed to allocate" in str(error):
+                raise CheckLimitError(
+                    f"the check ran out of memory in {runner.name} ({_first_line(error)}); "
+                    "give smaller sizes with --dim/--input-shape"
+                ) from None
+            raise error
+        return box["value"]
+
+    return bounded
+
+
+_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def _stop(runner: _Runner, done: threading.Event) -> None:
+    """Ask the run to stop and wait for it; onnx.reference (pure Python) cannot be told, so its
+    thread is left to finish in the background (a daemon: it dies with the process)."""
+    if runner.stop is not None:
+        runner.stop()
+        done.wait(10)
+
+
+def _make_runner(
+    model: onnx.ModelProto, deadline: float, limit: float
+) -> tuple[_Runner | None, list[str]]:
+    runner, notes = _load_runner(model)
+    if runner is not None:
+        runner.run = _bounded(runner, deadline, limit)
+    return runner, notes
+
+
+def _load_runner(model: onnx.ModelProto) -> tuple[_Runner | None, list[str]]:
     notes: list[str] = []
     try:
         return _ort_runner(model, "onnxruntime"), notes
@@ -292,7 +420,17 @@ def _ort_runner(model: onnx.ModelProto, name: str) -> _Runner:
     session = ort.InferenceSession(
         model.SerializeToString(), options, providers=["CPUExecutionProvider"]
     )
-    return _Runner(name, lambda feeds: session.run(None, dict(feeds)))
+    run_options: list[ort.RunOptions] = []
+
+    def run(feeds: Mapping[str, Any]) -> list[Any]:
+        run_options[:] = [ort.RunOptions()]
+        return session.run(None, dict(feeds), run_options[0])
+
+    def stop() -> None:
+        for options in run_options:
+            options.terminate = True
+
+    return _Runner(name, run, stop)
 
 
 def _reference_evaluator(model: onnx.ModelProto) -> _Runner | None:
@@ -383,6 +521,8 @@ def _reference_outputs(
         feeds = make_feeds(attempt)
         try:
             outputs = runner.run(feeds)
+        except CheckLimitError:
+            raise
         except Exception as e:
             problems.append(
                 f"run {index}, attempt {attempt}: the reference failed on these "
@@ -418,6 +558,8 @@ def _compare_run(
     summary = {name: _describe(value) for name, value in feeds.items()}
     try:
         actual = candidate.run(feeds)
+    except CheckLimitError:
+        raise
     except Exception as e:
         return RunReport(index, False, summary, [], error=f"the candidate failed: {_first_line(e)}")
     outputs = [

@@ -80,6 +80,21 @@ def check_options(command: Callable[..., Any]) -> Callable[..., Any]:
             help="Length of every sequence input (default 3, plus one empty run).",
         ),
         click.option(
+            "--check-memory",
+            "memory_budget",
+            metavar="SIZE",
+            callback=_parse_size,
+            help="Largest total size of generated inputs, e.g. 512M or 4G (default: a quarter "
+            "of physical memory); larger checks are refused with exit 3.",
+        ),
+        click.option(
+            "--check-timeout",
+            "timeout",
+            type=click.FloatRange(0, min_open=True),
+            metavar="SECONDS",
+            help="Stop the check after this long in all (default 600); exit 3.",
+        ),
+        click.option(
             "--inputs",
             "inputs_path",
             type=click.Path(path_type=Path),
@@ -108,10 +123,14 @@ def verify_options(
     seq_len: int | None,
     inputs_path: Path | None,
     report_path: Path | None,
+    memory_budget: int | None,
+    timeout: float | None,
 ) -> dict[str, Any]:
     """The keyword options of :func:`seqlower.verify` the flags ask for."""
     del report_path, force_input_shape  # used by the caller, not by verify()
     return {
+        "memory_budget": memory_budget,
+        "timeout": timeout,
         "n": check_n,
         "seed": seed,
         "seq_len": seq_len,
@@ -123,6 +142,25 @@ def verify_options(
             _parse_pair(spec, ":", "--input-shape", _parse_shape) for spec in shape_specs
         ),
     }
+
+
+_UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+
+
+def _parse_size(_ctx: click.Context, _param: click.Parameter, text: str | None) -> int | None:
+    """``512M``, ``4G``, ``1.5G`` or a number of bytes."""
+    if text is None:
+        return None
+    number, unit = text.strip().upper().rstrip("B"), ""
+    if number and number[-1] in _UNITS:
+        number, unit = number[:-1], number[-1]
+    try:
+        value = float(number) * _UNITS[unit]
+    except ValueError:
+        raise click.BadParameter(f"{text}: expected a size such as 512M or 4G") from None
+    if not math.isfinite(value) or value <= 0:
+        raise click.BadParameter(f"{text}: must be a positive size")
+    return int(value)
 
 
 def _size(text: str) -> int:
