@@ -7,7 +7,11 @@ start-up end the run with one line and the usual exit code, never a traceback.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
+
+_INTERRUPTED = 128  # exit codes from here up are 128 + signal number
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -19,6 +23,23 @@ def main(argv: list[str] | None = None) -> None:
 
             run(argv)
     except KeyboardInterrupt as e:  # the commands report their own; this is start-up or exit
-        code = e.exit_code if isinstance(e, Interrupted) else 130
         sys.stderr.write("seqlower: interrupted; nothing was written\n")
-        sys.exit(code)
+        _leave(e.exit_code if isinstance(e, Interrupted) else 130)
+    except SystemExit as e:
+        if isinstance(e.code, int) and e.code > _INTERRUPTED:
+            _leave(e.code)
+        raise
+
+
+def _leave(code: int) -> None:
+    """Exit with ``code`` even after an interrupt.
+
+    CPython remembers a KeyboardInterrupt that passed through ``PyRun_String`` (which C extensions
+    such as onnx's call while importing) and, once caught and turned into ``sys.exit(130)``, still
+    ends the process by re-sending SIGINT to itself, so the shell saw -2 instead of 130. Everything
+    has been unwound by now; only the streams need flushing.
+    """
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    os._exit(code)
