@@ -22,6 +22,7 @@ __all__ = [
     "ModelLoadError",
     "OutputError",
     "SeqlowerError",
+    "SequenceFreeError",
     "describe_node",
     "first_line",
 ]
@@ -59,6 +60,17 @@ class InvalidNodeError(InvalidModelError):
         self.node_description = describe_node(node)
         self.problem = problem
         super().__init__(f"{self.node_description}: {problem}")
+
+
+class SequenceFreeError(InvalidModelError):
+    """The model cannot be made sequence-free; ``blockers`` says what stops it, one entry each."""
+
+    def __init__(self, blockers: list[str]) -> None:
+        self.blockers = blockers
+        super().__init__(
+            f"cannot make the model sequence-free ({len(blockers)} blocker"
+            f"{'s' if len(blockers) != 1 else ''}): " + "; ".join(blockers)
+        )
 
 
 class BadOptionError(SeqlowerError):

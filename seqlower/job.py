@@ -68,6 +68,7 @@ class LowerOptions:
     ir_version: int | None = None
     opset: int | None = None
     force_input_shape: bool = False
+    sequence_free: bool = False
 
 
 @dataclass
@@ -176,7 +177,9 @@ def lower_file(
     original = _in_memory_proto(ir_model) if options.check else None
     if original is not None:
         check_names(original, options.verify, force_input_shape=options.force_input_shape)
-    pipeline = build_pipeline(options.passes, cleanup=options.cleanup, timed=True)
+    pipeline = build_pipeline(
+        options.passes, cleanup=options.cleanup, timed=True, sequence_free=options.sequence_free
+    )
     with progress("lowering"):
         run_pipeline(ir_model, pipeline)
         notes = restamp(ir_model, ir_version=options.ir_version, opset=options.opset)

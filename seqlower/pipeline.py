@@ -15,7 +15,13 @@ from seqlower._gc import gc_paused
 from seqlower._graphs import subgraphs_of
 from seqlower.errors import InvalidModelError, SeqlowerError
 from seqlower.io import check_names_and_dims, load_model, self_contained_proto
-from seqlower.passes import PASSES, create_pass
+from seqlower.passes import (
+    DEFAULT_PASSES,
+    PASSES,
+    SEQUENCE_FREE_PASSES,
+    RequireSequenceFree,
+    create_pass,
+)
 
 __all__ = [
     "SortIfNeeded",
@@ -104,16 +110,27 @@ def pass_name(pass_: ir.passes.PassBase) -> str:
 
 
 def build_pipeline(
-    passes: Sequence[PassSpec] | None = None, *, cleanup: bool = True, timed: bool = False
+    passes: Sequence[PassSpec] | None = None,
+    *,
+    cleanup: bool = True,
+    timed: bool = False,
+    sequence_free: bool = False,
 ) -> ir.passes.PassManager:
-    """A PassManager running ``passes`` (names or instances; default: all) then the cleanup.
+    """A PassManager running ``passes`` (names or instances; default: ``DEFAULT_PASSES``) then
+    the cleanup.
 
     The cleanup is onnx_ir's own: dead-node removal, then its stable topological sort (when
-    anything is out of order). ``timed``
-    wraps every pass in :class:`TimedPass`.
+    anything is out of order). ``timed`` wraps every pass in :class:`TimedPass`.
+    ``sequence_free`` defaults the passes to ``SEQUENCE_FREE_PASSES`` and ends with dead-node
+    removal (even without ``cleanup``: dead sequence ops count) and ``RequireSequenceFree``.
     """
-    chosen = [create_pass(p) if isinstance(p, str) else p for p in (passes or list(PASSES))]
-    if cleanup:
+    default = SEQUENCE_FREE_PASSES if sequence_free else DEFAULT_PASSES
+    chosen = [create_pass(p) if isinstance(p, str) else p for p in (passes or list(default))]
+    if sequence_free:
+        chosen += [RemoveUnusedNodesPass(), RequireSequenceFree()]
+        if cleanup:
+            chosen.append(SortIfNeeded())
+    elif cleanup:
         chosen += [RemoveUnusedNodesPass(), SortIfNeeded()]
     if not chosen:
         raise ValueError("no passes to run")
@@ -162,16 +179,22 @@ def lower(
     passes: Sequence[PassSpec] | None = ...,
     *,
     cleanup: bool = ...,
+    sequence_free: bool = ...,
 ) -> onnx.ModelProto: ...
 @overload
 def lower(
-    model: ir.Model, passes: Sequence[PassSpec] | None = ..., *, cleanup: bool = ...
+    model: ir.Model,
+    passes: Sequence[PassSpec] | None = ...,
+    *,
+    cleanup: bool = ...,
+    sequence_free: bool = ...,
 ) -> ir.Model: ...
 def lower(
     model: onnx.ModelProto | ir.Model | str | os.PathLike[str],
     passes: Sequence[PassSpec] | None = None,
     *,
     cleanup: bool = True,
+    sequence_free: bool = False,
 ) -> onnx.ModelProto | ir.Model:
     """Lower every SequenceMap (and the other registered ops) in ``model``.
 
@@ -181,9 +204,12 @@ def lower(
 
     ``passes`` picks lowering passes by name (see ``seqlower.passes.PASSES``) or instance;
     ``cleanup=False`` skips dead-node removal and sorting, leaving all else as it was.
+    ``sequence_free=True`` returns a model with no sequence op or sequence-typed value, or
+    raises :class:`seqlower.errors.SequenceFreeError` naming every blocker (README: "Deploying
+    to runtimes without sequences").
     """
     with gc_paused():
-        return _lower(model, build_pipeline(passes, cleanup=cleanup))
+        return _lower(model, build_pipeline(passes, cleanup=cleanup, sequence_free=sequence_free))
 
 
 def _lower(

@@ -57,6 +57,7 @@ Examples:
   seqlower model.onnx -o lowered.onnx --dim batch=4 --seq-len 5 --report check.json
   seqlower model.onnx -o lowered.onnx --skip lower-reverse-sequence
   seqlower model.onnx -o lowered.onnx --ir-version 10 --opset 18
+  seqlower model.onnx -o lowered.onnx --sequence-free   # OpenVINO, tract, ...
   seqlower --list-passes
 
 """
@@ -197,6 +198,12 @@ def help_command(ctx: click.Context, command: str | None) -> None:
     type=click.IntRange(1),
     help="Convert OUT to this default-domain opset with onnx's version converter.",
 )
+@click.option(
+    "--sequence-free",
+    is_flag=True,
+    help="Leave no sequence op or sequence value (for OpenVINO, tract, TensorRT, ...): unroll "
+    "maps over known sequences, fold the plumbing; exit 2 naming what blocks it otherwise.",
+)
 @click.option("--dry-run", is_flag=True, help="Run everything, write no model (-o optional).")
 @click.option(
     "--no-cleanup",
@@ -220,6 +227,7 @@ def lower(
     external_data: str | None,
     ir_version: int | None,
     opset: int | None,
+    sequence_free: bool,
     dry_run: bool,
     no_cleanup: bool,
     no_check: bool,
@@ -238,7 +246,7 @@ def lower(
         if output == "":
             raise click.BadParameter("an empty path", param_hint="-o")
         options = LowerOptions(
-            passes=choose_passes(pass_names, skip_names),
+            passes=choose_passes(pass_names, skip_names, sequence_free=sequence_free),
             cleanup=not no_cleanup,
             check=not no_check,
             verify=verify_options(**check),
@@ -250,6 +258,7 @@ def lower(
             ir_version=ir_version,
             opset=opset,
             force_input_shape=check["force_input_shape"],
+            sequence_free=sequence_free,
         )
         report_path = check["report_path"]
         check_paths(model, None if dry_run else out, external_data, report_path)

@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from seqlower.passes import PASSES
+from seqlower.passes import DEFAULT_PASSES, PASSES, SEQUENCE_FREE_PASSES
 
 __all__ = ["check_options", "choose_passes", "verify_options"]
 
@@ -218,8 +218,11 @@ def _parse_tolerances(specs: tuple[str, ...], flag: str) -> float | dict[str, fl
     return per_output
 
 
-def choose_passes(text: str | None, skip: tuple[str, ...]) -> list[str]:
-    names = list(PASSES) if text is None else [n.strip() for n in text.split(",") if n.strip()]
+def choose_passes(
+    text: str | None, skip: tuple[str, ...], *, sequence_free: bool = False
+) -> list[str]:
+    default = SEQUENCE_FREE_PASSES if sequence_free else DEFAULT_PASSES
+    names = list(default) if text is None else [n.strip() for n in text.split(",") if n.strip()]
     skipped = [n.strip() for spec in skip for n in spec.split(",") if n.strip()]
     unknown = [name for name in (*names, *skipped) if name not in PASSES]
     if unknown:

@@ -1,7 +1,8 @@
 """seqlower's lowering passes, each an ``onnx_ir.passes.InPlacePass`` usable in any PassManager.
 
-``PASSES`` maps the names the CLI and :func:`seqlower.lower` accept to the pass classes, in the
-order the default pipeline runs them.
+``PASSES`` maps the names the CLI and :func:`seqlower.lower` accept to the pass classes.
+``DEFAULT_PASSES`` is what the default pipeline runs, in order; ``SEQUENCE_FREE_PASSES`` what
+``--sequence-free`` runs (then dead-node removal and the ``require-sequence-free`` check).
 """
 
 from __future__ import annotations
@@ -9,16 +10,45 @@ from __future__ import annotations
 import onnx_ir as ir
 
 from seqlower.passes._base import NodeLoweringPass
+from seqlower.passes.fold_sequence_ops import FoldSequenceOps
 from seqlower.passes.lower_reverse_sequence import LowerReverseSequence
 from seqlower.passes.lower_sequence_map import LowerSequenceMap
+from seqlower.passes.require_sequence_free import RequireSequenceFree
+from seqlower.passes.unroll_sequence_map import UnrollSequenceMap
 
-__all__ = ["PASSES", "LowerReverseSequence", "LowerSequenceMap", "NodeLoweringPass", "create_pass"]
+__all__ = [
+    "DEFAULT_PASSES",
+    "PASSES",
+    "SEQUENCE_FREE_PASSES",
+    "FoldSequenceOps",
+    "LowerReverseSequence",
+    "LowerSequenceMap",
+    "NodeLoweringPass",
+    "RequireSequenceFree",
+    "UnrollSequenceMap",
+    "create_pass",
+]
 
-#: Lowering passes by name, in default pipeline order.
+#: Every pass by name.
 PASSES: dict[str, type[ir.passes.InPlacePass]] = {
     "lower-sequence-map": LowerSequenceMap,
     "lower-reverse-sequence": LowerReverseSequence,
+    "fold-sequence-ops": FoldSequenceOps,
+    "unroll-sequence-map": UnrollSequenceMap,
+    "require-sequence-free": RequireSequenceFree,
 }
+
+#: The default pipeline, in order.
+DEFAULT_PASSES: tuple[str, ...] = ("lower-sequence-map", "lower-reverse-sequence")
+
+#: The sequence-free pipeline, in order: known lengths first (SplitToSequence, SequenceInsert
+#: chains), then the maps on them, then the plumbing the unrolled maps leave.
+SEQUENCE_FREE_PASSES: tuple[str, ...] = (
+    "fold-sequence-ops",
+    "unroll-sequence-map",
+    "fold-sequence-ops",
+    "lower-reverse-sequence",
+)
 
 
 def create_pass(name: str) -> ir.passes.InPlacePass:

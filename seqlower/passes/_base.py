@@ -129,6 +129,9 @@ class NodeLoweringPass(ir.passes.InPlacePass):
 
     #: The op type this pass removes from models.
     op_type: ClassVar[str]
+    #: Whether every matching node is rewritten; passes that take only some (``plan`` returns
+    #: None for the others) set this False, and their postcondition is not checked.
+    takes_all: ClassVar[bool] = True
 
     def __init__(self) -> None:
         super().__init__()
@@ -146,7 +149,8 @@ class NodeLoweringPass(ir.passes.InPlacePass):
     def plan(self, site: Site, types: TypeOracle) -> Any:
         """Check one node and work out its rewrite, without changing anything.
 
-        Raises :class:`seqlower.errors.InvalidNodeError` when the node cannot be lowered.
+        Raises :class:`seqlower.errors.InvalidNodeError` when the node cannot be lowered; passes
+        with ``takes_all = False`` return None for a node they leave as it is.
         """
 
     @abc.abstractmethod
@@ -167,13 +171,22 @@ class NodeLoweringPass(ir.passes.InPlacePass):
             return ir.passes.PassResult(model, modified=False)
         types = TypeOracle(model)
         plans = [self.plan(site, types) for site in walk.sites]
+        plans = [plan for plan in plans if plan is not None]
+        if not plans:
+            return ir.passes.PassResult(model, modified=False)
         names = NameGenerator(walk.name_counts())
         for plan in plans:
             self.rewrite(plan, names)
         self.rewritten = len(plans)
+        self.finish(model, names)
         return ir.passes.PassResult(model, modified=True)
 
+    def finish(self, model: ir.Model, names: NameGenerator) -> None:
+        """Work after every rewrite of a run (nothing by default)."""
+
     def ensures(self, model: ir.Model) -> None:
+        if not self.takes_all:
+            return
         left = self.find_sites(model)
         if left:
             raise ir.passes.PostconditionError(

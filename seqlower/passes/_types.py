@@ -95,6 +95,13 @@ class TypeOracle:
                 return tuple(int(d) for d in shape)  # type: ignore[arg-type]
         return None
 
+    def shape_of(self, value: ir.Value) -> ir.Shape | None:
+        """The declared shape, else the inferred one (this may run shape inference)."""
+        if value.shape is not None:
+            return value.shape
+        inferred = self._lookup(value)
+        return None if inferred is None else inferred.shape
+
     def _lookup(self, value: ir.Value) -> ir.Value | None:
         if self._inferred is None:
             self._inferred = self._infer()

@@ -1,0 +1,169 @@
+"""onnxscript's constant folder, run on the nodes one rewrite made and on nothing else.
+
+Unrolled ``SequenceMap`` bodies branch on their element's rank (``Shape``/``Size`` compared to
+constants, nested ``If``); once each copy reads one element of known type and shape, those
+conditions are constants. onnxscript's folder knows how to fold them (``Shape`` and ``Size`` of
+known shapes, ``If`` on a constant condition inlined), so seqlower does not carry a folder of its
+own. But run on a whole model it also rewrites what the user did not ask for (it folds the user's
+own constant subexpressions, adds type annotations, renames values), so here it only touches
+nodes marked as the rewrite's (:data:`REGION_KEY` in ``node.meta``). ``Constant`` nodes elsewhere
+are read for their values; whatever the folder records on them is put back afterwards.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterator
+from typing import Any
+
+import onnx_ir as ir
+
+from seqlower._graphs import subgraphs_of
+from seqlower.passes._base import NameGenerator
+
+__all__ = ["REGION_KEY", "detach", "fold_region", "mark_region"]
+
+#: ``node.meta`` key of the nodes :func:`fold_region` may rewrite.
+REGION_KEY = "seqlower.fold_region"
+_ROUNDS = 4  # nested rank Ifs fold one level per round at worst
+
+
+def mark_region(nodes: list[ir.Node]) -> None:
+    """Let :func:`fold_region` rewrite ``nodes`` and every node in their subgraphs."""
+    for node in nodes:
+        node.meta[REGION_KEY] = True
+        for subgraph in subgraphs_of(node):
+            mark_region(list(subgraph))
+
+
+@functools.cache
+def _folding() -> Any:
+    """onnxscript's folding module and the region-only folder class built on it.
+
+    Imported on first use: onnxscript takes a second to import, which every run of the command
+    line would pay otherwise.
+    """
+    from onnxscript.optimizer import _constant_folding
+
+    class RegionFolder(_constant_folding.FoldConstantsPass):  # type: ignore[misc]
+        """The folder, visiting only marked nodes (and reading Constant nodes anywhere)."""
+
+        def visit_node(self, node: ir.Node, root: ir.Graph | ir.Function) -> None:
+            if node.meta.get(REGION_KEY) or (node.op_type == "Constant" and node.domain == ""):
+                super().visit_node(node, root)
+                return
+            for attr in node.attributes.values():
+                self.visit_attribute(attr)
+
+        def call(self, model: ir.Model) -> ir.passes.PassResult:
+            # FoldConstantsPass.call without the NameFixPass it ends with (that would name
+            # every unnamed node of the user's model): fold_region names what the folder made.
+            self._reset()
+            self._opset_imports = model.opset_imports
+            self.visit_graph(model.graph)
+            for function in model.functions.values():
+                self.visit_function(function)
+            return ir.passes.PassResult(model, modified=self._modified)
+
+    return _constant_folding, RegionFolder
+
+
+def fold_region(model: ir.Model, names: NameGenerator) -> bool:
+    """Fold the marked nodes of ``model`` in place; True when anything changed."""
+    before = {id(node): node for node in _nodes(model)}
+    region_names = {id(n): n.name for n in before.values() if n.meta.get(REGION_KEY)}
+    initializers_before = {id(v) for v in model.graph.initializers.values()}
+    # What the folder records on values it only reads, to put back afterwards.
+    saved = [
+        (value, value.type, value.shape, value.const_value)
+        for node in before.values()
+        if not node.meta.get(REGION_KEY)
+        for value in node.outputs
+    ]
+    constant_folding, region_folder = _folding()
+    folder = region_folder(
+        shape_inference=True,
+        input_size_limit=constant_folding.DEFAULT_CONSTANT_FOLD_INPUT_SIZE_LIMIT,
+        output_size_limit=constant_folding.DEFAULT_CONSTANT_FOLD_OUTPUT_SIZE_LIMIT,
+    )
+    changed = False
+    for _ in range(_ROUNDS):
+        if not folder(model).modified:
+            break
+        changed = True
+    for value, type_, shape, const_value in saved:
+        value.type, value.shape, value.const_value = type_, shape, const_value
+    if not changed:
+        return False
+    _drop_stale_uses(model)
+    # The folder's own nodes and initializers: names unique in the model, no folder metadata.
+    for node in _nodes(model):
+        if id(node) in before and not node.meta.get(REGION_KEY):
+            continue
+        node.meta[REGION_KEY] = True
+        if region_names.get(id(node)):
+            node.name = region_names[id(node)]  # the folder prefixes inlined branch nodes
+        elif id(node) not in before or not node.name:
+            node.name = names.fresh(node.name or node.op_type)
+        for value in node.outputs:
+            _clean(value, names, fresh=id(node) not in before, key=constant_folding.FOLDED_FROM_KEY)
+    for value in list(model.graph.initializers.values()):
+        if id(value) not in initializers_before:
+            _clean(value, names, fresh=False, key=constant_folding.FOLDED_FROM_KEY)
+    return True
+
+
+def detach(graph: ir.Graph | ir.Function) -> None:
+    """Make a graph that is going away stop reading values (a removed node's subgraphs still
+    count as users of the outer values they read, which keeps those alive)."""
+    for node in graph:
+        for subgraph in subgraphs_of(node):
+            detach(subgraph)
+        for index in range(len(node.inputs)):
+            node.replace_input_with(index, None)
+
+
+def _drop_stale_uses(model: ir.Model) -> None:
+    """Detach nodes the folder dropped (the branch of an ``If`` not taken) from what they read."""
+    nodes = list(_nodes(model))
+    live = {id(node) for node in nodes}
+    values = [value for node in nodes for value in node.outputs]
+    for graph in _graphs(model):
+        values.extend(list(graph.inputs))
+        if isinstance(graph, ir.Graph):
+            values.extend(list(graph.initializers.values()))
+    for value in values:
+        for use in list(value.uses()):
+            if id(use.node) not in live:
+                use.node.replace_input_with(use.idx, None)
+
+
+def _clean(value: ir.Value, names: NameGenerator, *, fresh: bool, key: str) -> None:
+    value.metadata_props.pop(key, None)
+    value.meta.pop(key, None)
+    if (fresh or not value.name) and not value.is_initializer():
+        value.name = names.fresh(value.name or "folded")
+
+
+def _graphs(model: ir.Model) -> Iterator[ir.Graph | ir.Function]:
+    def walk(graph: ir.Graph | ir.Function) -> Iterator[ir.Graph | ir.Function]:
+        yield graph
+        for node in graph:
+            for subgraph in subgraphs_of(node):
+                yield from walk(subgraph)
+
+    yield from walk(model.graph)
+    for function in model.functions.values():
+        yield from walk(function)
+
+
+def _nodes(model: ir.Model) -> Iterator[ir.Node]:
+    def walk(graph: ir.Graph | ir.Function) -> Iterator[ir.Node]:
+        for node in graph:
+            yield node
+            for subgraph in subgraphs_of(node):
+                yield from walk(subgraph)
+
+    yield from walk(model.graph)
+    for function in model.functions.values():
+        yield from walk(function)

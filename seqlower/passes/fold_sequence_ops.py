@@ -1,0 +1,264 @@
+"""Fold sequence plumbing whose elements are known when lowering into plain tensor ops.
+
+Exporters build sequences only to take them apart again: PyTorch's ``hstack`` becomes
+``SequenceConstruct`` → ``SequenceMap`` → ``SequenceAt(seq, i)`` for constant ``i`` → ``Concat``.
+Once a sequence's elements are known values of the graph, every op on it is a tensor op:
+
+- ``SequenceInsert``/``SequenceErase`` (constant or no position) on a known sequence, from a
+  ``SequenceEmpty`` or a ``SequenceConstruct``: ``SequenceConstruct`` of the new element list;
+- ``SequenceAt(known, constant i)`` (negative ``i`` too): the element itself;
+- ``SequenceLength(known)``: a constant;
+- ``ConcatFromSequence(known)``: ``Concat`` (``new_axis=1``: each element ``Unsqueeze``\\ d first);
+- ``SplitToSequence`` with a count known when lowering (constant ``split``, or a static size on
+  ``axis``): ``Split`` (+ ``Squeeze`` for ``keepdims=0``) into a ``SequenceConstruct``.
+
+Nodes are visited in graph order, subgraphs first, so each fold sees its inputs already folded.
+Folded nodes are removed; a ``SequenceConstruct`` nothing reads any more is left for dead-node
+removal. Positions out of range are left alone (the original fails there at run time too).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import onnx_ir as ir
+
+from seqlower._graphs import subgraphs_of
+from seqlower.passes._base import NameGenerator, _Walk
+from seqlower.passes._emit import Emitter
+from seqlower.passes._sequences import block, constant_array, constant_int, is_onnx
+from seqlower.passes._types import TypeOracle
+
+__all__ = ["FoldSequenceOps"]
+
+
+class FoldSequenceOps(ir.passes.InPlacePass):
+    """Replace ops on sequences whose elements are known by tensor ops (module docstring)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rewritten = 0
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        self.rewritten = 0
+        walk = _Walk(lambda _: False, names=True)
+        walk.model(model)
+        self._names = NameGenerator(walk.name_counts())
+        self._types = TypeOracle(model)
+        self._pools: dict[int, dict[tuple[Any, ...], ir.Value]] = {}
+        default = model.opset_imports.get("", 1)
+        self._graph(model.graph, default)
+        for function in model.functions.values():
+            self._graph(function, function.opset_imports.get("", default))
+        return ir.passes.PassResult(model, modified=self.rewritten > 0)
+
+    def _graph(self, graph: ir.Graph | ir.Function, opset: int) -> None:
+        for node in list(graph):
+            for subgraph in subgraphs_of(node):
+                self._graph(subgraph, opset)
+            fold = _FOLDS.get(node.op_type) if node.domain in ("", "ai.onnx") else None
+            if fold is not None and fold(self, node, graph, opset):
+                self.rewritten += 1
+
+    def _emitter(self, graph: ir.Graph | ir.Function, opset: int, node: ir.Node) -> Emitter:
+        pool = self._pools.setdefault(id(graph), {})
+        return Emitter(self._names, node.name or node.op_type, opset, pool)
+
+    def _replace(
+        self,
+        node: ir.Node,
+        graph: ir.Graph | ir.Function,
+        new_nodes: list[ir.Node],
+        result: ir.Value,
+        opset: int,
+    ) -> None:
+        """Put ``new_nodes`` before ``node``, let ``result`` stand for its output, drop it."""
+        old = node.outputs[0]
+        new_nodes = list(new_nodes)
+        fresh = any(result.producer() is made for made in new_nodes)
+        if not fresh and old.is_graph_output():
+            # A graph output keeps its name (and a subgraph cannot return an outer-scope value
+            # directly: onnxruntime refuses it), so it gets an Identity of its own.
+            forward = Emitter(self._names, node.name or node.op_type, opset)
+            identity = forward.op("Identity", [result], hint="value")
+            identity.type, identity.shape = result.type, result.shape
+            new_nodes += forward.nodes
+            result, fresh = identity, True
+        if new_nodes:
+            graph.insert_before(node, new_nodes)
+        name = old.name
+        if fresh:
+            result.type = result.type or old.type
+            result.shape = result.shape or old.shape
+        old.replace_all_uses_with(result, replace_graph_outputs=True)
+        graph.remove(node, safe=True)
+        if fresh and name:
+            result.name = name
+
+    # ------------------------------------------------------------------ the folds
+
+    def _insert(self, node: ir.Node, graph: ir.Graph | ir.Function, opset: int) -> bool:
+        elements = known_elements(node.inputs[0])
+        if elements is None:
+            return False
+        position = node.inputs[2] if len(node.inputs) > 2 else None
+        if position is None:
+            index = len(elements)
+        else:
+            index = constant_int(position)
+            if index is None or not -len(elements) <= index <= len(elements):
+                block(node, f"its position '{position.name}' is not a constant in range")
+                return False
+            index = index + len(elements) if index < 0 else index
+        tensor = node.inputs[1]
+        if tensor is None:
+            return False
+        return self._construct(node, graph, opset, [*elements[:index], tensor, *elements[index:]])
+
+    def _erase(self, node: ir.Node, graph: ir.Graph | ir.Function, opset: int) -> bool:
+        elements = known_elements(node.inputs[0])
+        if not elements:
+            return False
+        position = node.inputs[1] if len(node.inputs) > 1 else None
+        index = -1 if position is None else constant_int(position)
+        if index is None or not -len(elements) <= index < len(elements):
+            return False
+        rest = list(elements)
+        del rest[index]
+        if not rest:
+            return False  # an empty sequence has no SequenceConstruct form
+        return self._construct(node, graph, opset, rest)
+
+    def _construct(
+        self, node: ir.Node, graph: ir.Graph | ir.Function, opset: int, elements: list[ir.Value]
+    ) -> bool:
+        emit = self._emitter(graph, opset, node)
+        result = emit.op("SequenceConstruct", elements, hint="sequence")
+        self._replace(node, graph, list(emit.nodes), result, opset)
+        return True
+
+    def _at(self, node: ir.Node, graph: ir.Graph | ir.Function, opset: int) -> bool:
+        elements = known_elements(node.inputs[0])
+        if elements is None:
+            return False
+        position = node.inputs[1] if len(node.inputs) > 1 else None
+        index = constant_int(position)
+        if index is None:
+            block(node, f"its position '{getattr(position, 'name', '')}' is not a constant")
+            return False
+        if not -len(elements) <= index < len(elements):
+            block(node, f"its position {index} is out of range for {len(elements)} elements")
+            return False
+        self._replace(node, graph, [], elements[index], opset)
+        return True
+
+    def _length(self, node: ir.Node, graph: ir.Graph | ir.Function, opset: int) -> bool:
+        elements = known_elements(node.inputs[0])
+        if elements is None:
+            return False
+        emit = self._emitter(graph, opset, node)
+        count = emit.constant(np.array(len(elements), dtype=np.int64), hint="length")
+        self._replace(node, graph, list(emit.nodes), count, opset)
+        return True
+
+    def _concat(self, node: ir.Node, graph: ir.Graph | ir.Function, opset: int) -> bool:
+        elements = known_elements(node.inputs[0])
+        if not elements or "axis" not in node.attributes:
+            return False
+        axis = node.attributes["axis"].as_int()
+        new_axis = node.attributes["new_axis"].as_int() if "new_axis" in node.attributes else 0
+        emit = self._emitter(graph, opset, node)
+        if new_axis:
+            elements = [
+                emit.unsqueeze(element, [axis], hint=f"element_{k}")
+                for k, element in enumerate(elements)
+            ]
+        result = emit.op("Concat", elements, {"axis": axis}, hint="concat")
+        self._replace(node, graph, list(emit.nodes), result, opset)
+        return True
+
+    def _split(self, node: ir.Node, graph: ir.Graph | ir.Function, opset: int) -> bool:
+        x = node.inputs[0]
+        if x is None:
+            return False
+        split = node.inputs[1] if len(node.inputs) > 1 else None
+        axis = node.attributes["axis"].as_int() if "axis" in node.attributes else 0
+        keepdims = node.attributes["keepdims"].as_int() if "keepdims" in node.attributes else 1
+        sizes = self._split_sizes(x, split, axis)
+        if sizes is None:
+            block(node, "the number of pieces is known only at run time")
+            return False
+        if not sizes:
+            return False  # splitting an empty axis gives an empty sequence
+        emit = self._emitter(graph, opset, node)
+        base = node.name or node.op_type
+        pieces = [ir.Value(name=self._names.fresh(f"{base}_piece_{k}")) for k in range(len(sizes))]
+        if opset >= 13:
+            inputs = [x, emit.int64s(sizes, hint="sizes")]
+            attributes: list[ir.Attr] = [ir.AttrInt64("axis", axis)]
+        else:
+            inputs, attributes = [x], [ir.AttrInt64("axis", axis), ir.AttrInt64s("split", sizes)]
+        split_node = ir.Node(
+            "", "Split", inputs, attributes, outputs=pieces, name=self._names.fresh(f"{base}_Split")
+        )
+        new_nodes = [*emit.nodes, split_node]
+        if split is None and keepdims == 0:
+            squeeze = self._emitter(graph, opset, node)
+            if opset >= 13:
+                axes = squeeze.int64s([axis], hint="axis")
+                pieces = [
+                    squeeze.op("Squeeze", [p, axes], hint=f"element_{k}")
+                    for k, p in enumerate(pieces)
+                ]
+            else:
+                pieces = [
+                    squeeze.op("Squeeze", [p], {"axes": [axis]}, hint=f"element_{k}")
+                    for k, p in enumerate(pieces)
+                ]
+            new_nodes += squeeze.nodes
+        construct = self._emitter(graph, opset, node)
+        result = construct.op("SequenceConstruct", pieces, hint="sequence")
+        self._replace(node, graph, [*new_nodes, *construct.nodes], result, opset)
+        return True
+
+    def _split_sizes(self, x: ir.Value, split: ir.Value | None, axis: int) -> list[int] | None:
+        if split is not None:
+            array = constant_array(split)
+            if array is None or array.dtype.kind not in "iu":
+                return None
+            if array.ndim == 1:
+                return [int(v) for v in array]
+            if array.ndim != 0 or int(array) <= 0:
+                return None
+        shape = x.shape or self._types.shape_of(x)
+        if shape is None or not -len(shape) <= axis < len(shape):
+            return None
+        size = shape[axis]
+        if not isinstance(size, int):
+            return None
+        step = 1 if split is None else int(constant_array(split))  # type: ignore[arg-type]
+        return [min(step, size - start) for start in range(0, size, step)]
+
+
+def known_elements(sequence: ir.Value | None) -> list[ir.Value] | None:
+    """The elements of a sequence fixed when lowering: a ``SequenceConstruct``'s inputs, or none
+    for ``SequenceEmpty``; None when only a run can tell."""
+    producer = None if sequence is None else sequence.producer()
+    if is_onnx(producer, "SequenceEmpty"):
+        return []
+    if is_onnx(producer, "SequenceConstruct") and producer is not None:
+        if any(value is None for value in producer.inputs):
+            return None
+        return list(producer.inputs)  # type: ignore[arg-type]
+    return None
+
+
+_FOLDS = {
+    "SequenceInsert": FoldSequenceOps._insert,
+    "SequenceErase": FoldSequenceOps._erase,
+    "SequenceAt": FoldSequenceOps._at,
+    "SequenceLength": FoldSequenceOps._length,
+    "ConcatFromSequence": FoldSequenceOps._concat,
+    "SplitToSequence": FoldSequenceOps._split,
+}
