@@ -14,6 +14,7 @@ from seqlower.passes.fold_sequence_ops import FoldSequenceOps
 from seqlower.passes.lower_reverse_sequence import LowerReverseSequence
 from seqlower.passes.lower_sequence_map import LowerSequenceMap
 from seqlower.passes.require_sequence_free import RequireSequenceFree
+from seqlower.passes.scan_sequence_map import ScanSequenceMap
 from seqlower.passes.unroll_sequence_map import UnrollSequenceMap
 
 __all__ = [
@@ -25,6 +26,7 @@ __all__ = [
     "LowerSequenceMap",
     "NodeLoweringPass",
     "RequireSequenceFree",
+    "ScanSequenceMap",
     "UnrollSequenceMap",
     "create_pass",
 ]
@@ -35,6 +37,7 @@ PASSES: dict[str, type[ir.passes.InPlacePass]] = {
     "lower-reverse-sequence": LowerReverseSequence,
     "fold-sequence-ops": FoldSequenceOps,
     "unroll-sequence-map": UnrollSequenceMap,
+    "scan-sequence-map": ScanSequenceMap,
     "require-sequence-free": RequireSequenceFree,
 }
 
@@ -42,11 +45,13 @@ PASSES: dict[str, type[ir.passes.InPlacePass]] = {
 DEFAULT_PASSES: tuple[str, ...] = ("lower-sequence-map", "lower-reverse-sequence")
 
 #: The sequence-free pipeline, in order: known lengths first (SplitToSequence, SequenceInsert
-#: chains), then the maps on them, then the plumbing the unrolled maps leave.
+#: chains), then the maps on them, then the plumbing the unrolled maps leave, then maps over
+#: run-time splits.
 SEQUENCE_FREE_PASSES: tuple[str, ...] = (
     "fold-sequence-ops",
     "unroll-sequence-map",
     "fold-sequence-ops",
+    "scan-sequence-map",
     "lower-reverse-sequence",
 )
 

@@ -1,0 +1,321 @@
+"""Lower ``SplitToSequence`` → ``SequenceMap`` → ``ConcatFromSequence`` into a ``Scan``.
+
+onnxscript-authored models map over the rows of a tensor whose count is known only at run time::
+
+    s = SplitToSequence(x, axis=a, keepdims=kd)          # no split sizes: one piece per index
+    m = SequenceMap(s, t) with body (e, t) -> r
+    y = ConcatFromSequence(m, axis=c, new_axis=n)
+
+Unrolling needs the count; a ``Scan`` does not, and it needs no sequence::
+
+    stacked = Scan(x, scan_input_axes=[a]) with body (e) ->   # keepdims=1: e = Unsqueeze(e, a)
+        ... the original body, t read from the outer scope ...
+        -> r                                                   # r stacked along a new axis 0
+    y = Transpose(stacked) moving axis 0 to c            # new_axis=1
+    y = Reshape(Transpose(stacked)) merging N into c     # new_axis=0
+
+``Scan`` rather than ``Loop``: tract implements ``Scan`` but not ``Loop``.
+
+Stacking needs every iteration's ``r`` to have one shape, so the pass takes a map only when the
+shape inferred for ``r`` has a known rank and dimensions that cannot change from one element to
+the next (numbers, or names of the input's own dimensions). Otherwise, or when a map output has
+another reader than ``ConcatFromSequence``, the map is left with the reason recorded. For an empty
+``x`` the original's ``ConcatFromSequence`` fails (onnxruntime: "Must have 1 or more inputs");
+the Scan returns an empty tensor there.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import onnx_ir as ir
+
+from seqlower._graphs import subgraphs_of
+from seqlower.errors import describe_node
+from seqlower.passes._base import NameGenerator, NodeLoweringPass, Site
+from seqlower.passes._emit import Emitter
+from seqlower.passes._sequences import block, is_onnx
+from seqlower.passes._types import TypeOracle, element_dtype
+from seqlower.passes.lower_sequence_map import _body_of, _is_sequence, _scan_outputs
+
+__all__ = ["ScanSequenceMap"]
+
+
+@dataclasses.dataclass
+class _Read:
+    """How a sequence input's element is read in the Loop body."""
+
+    source: ir.Value  # the tensor SplitToSequence split
+    axis: int
+    keepdims: bool
+
+
+@dataclasses.dataclass
+class _Plan:
+    node: ir.Node
+    body: ir.Graph
+    opset: int
+    reads: list[_Read | None]  # per input; None: a tensor input
+    ranks: list[int]  # per output: the rank of one result
+    dtypes: list[ir.DataType | None]
+
+
+class ScanSequenceMap(NodeLoweringPass):
+    """SplitToSequence → SequenceMap → ConcatFromSequence as a Scan (module docstring)."""
+
+    op_type = "SequenceMap"
+    takes_all = False
+
+    def plan(self, site: Site, types: TypeOracle) -> _Plan | None:
+        node = site.node
+        body = _body_of(node)
+        if len(body.inputs) != len(node.inputs) or len(body.outputs) != len(node.outputs):
+            return None
+        if any(value is None for value in node.inputs) or not node.outputs:
+            return None
+        reads: list[_Read | None] = []
+        dims: set[str] = set()
+        for k, value in enumerate(node.inputs):
+            assert value is not None
+            if not _is_sequence(node, k, types):
+                reads.append(None)
+                continue
+            split = value.producer()
+            if not is_onnx(split, "SplitToSequence") or split is None:
+                return None  # the unroll pass's reason stands
+            if len(split.inputs) > 1 and split.inputs[1] is not None:
+                block(node, f"its input '{value.name}' is split with sizes given at run time")
+                return None
+            source = split.inputs[0]
+            if source is None:
+                return None
+            axis = split.attributes["axis"].as_int() if "axis" in split.attributes else 0
+            keep = split.attributes["keepdims"].as_int() if "keepdims" in split.attributes else 1
+            reads.append(_Read(source, axis, bool(keep)))
+            shape = types.shape_of(source)
+            dims.update(str(d) for d in shape or () if isinstance(d, ir.SymbolicDim) and d.value)
+        ranks = []
+        for j, (old, result) in enumerate(zip(node.outputs, body.outputs, strict=True)):
+            if old.is_graph_output():
+                block(node, f"its output '{old.name}' is a graph output")
+                return None
+            for use in old.uses():
+                if not is_onnx(use.node, "ConcatFromSequence") or use.idx != 0:
+                    block(
+                        node,
+                        f"its output '{old.name}' is read by {describe_node(use.node)}, not only "
+                        "by ConcatFromSequence",
+                    )
+                    return None
+            shape = result.shape or types.shape_of(result)
+            stable = shape is not None and all(
+                isinstance(d, int) or (d.value is not None and str(d) in dims) for d in shape
+            )
+            if not stable:
+                block(
+                    node,
+                    f"the shape of its body output {j} '{result.name}' may change from one element "
+                    f"to the next (inferred: {shape}); stacking needs one shape",
+                )
+                return None
+            assert shape is not None
+            for use in old.uses():
+                problem = _concat_problem(use.node, len(shape))
+                if problem:
+                    block(node, f"{describe_node(use.node)} {problem}")
+                    return None
+            ranks.append(len(shape))
+        dtypes = [
+            element_dtype(old.type) or element_dtype(r.type)
+            for old, r in zip(node.outputs, body.outputs, strict=True)
+        ]
+        return _Plan(node, body, site.opset, reads, ranks, dtypes)
+
+    def rewrite(self, plan: _Plan, names: NameGenerator) -> None:
+        node, body = plan.node, plan.body
+        graph = node.graph
+        assert graph is not None
+        base = node.name or "SequenceMap"
+        results = list(body.outputs)
+        reads = Emitter(names, base, plan.opset, self.constant_pool(body))
+        tail = Emitter(names, base, plan.opset, self.constant_pool(body))
+
+        # The body becomes the Scan body: one input per scanned tensor (the element itself, or
+        # for keepdims=1 the element before its size-1 axis is put back); tensor inputs are read
+        # from the outer scope.
+        scanned_inputs: list[ir.Value] = []
+        body_inputs: list[ir.Value] = []
+        axes: list[int] = []
+        replacements: dict[ir.Value, ir.Value] = {}
+        for k, (param, read) in enumerate(zip(body.inputs, plan.reads, strict=True)):
+            outer = node.inputs[k]
+            assert outer is not None
+            if read is None:
+                replacements[param] = outer
+                continue
+            scanned_inputs.append(read.source)
+            axes.append(read.axis)
+            if not read.keepdims:
+                body_inputs.append(param)
+                continue
+            piece = ir.Value(name=names.fresh(f"{base}_slice_{k}"), type=param.type)
+            element = reads.unsqueeze(piece, [read.axis], hint=f"element_{k}")
+            element.type, element.shape = param.type, param.shape
+            body_inputs.append(piece)
+            replacements[param] = element
+        body.inputs.clear()
+        body.outputs.clear()
+        for param, replacement in replacements.items():
+            param.replace_all_uses_with(replacement)
+        results = [replacements.get(result, result) for result in results]
+        scanned = _scan_outputs(tail, body, results)
+        if reads.nodes:
+            if len(body) > 0:
+                body.insert_before(body[0], reads.nodes)
+            else:
+                body.extend(reads.nodes)
+        body.extend(tail.nodes)
+        # Every outer-scope read becomes a state carried through unchanged: OpenVINO's Scan
+        # takes no outer-scope reads ("Number of Scan node inputs is less than required").
+        outer = _outer_reads(body, body_inputs)
+        passes = Emitter(names, base, plan.opset)
+        states, state_outs = [], []
+        inside = {id(n) for n in _all_nodes(body)}
+        for value in outer:
+            state = ir.Value(
+                name=names.fresh(f"{base}_{value.name}"), type=value.type, shape=value.shape
+            )
+            for use in list(value.uses()):
+                if id(use.node) in inside:
+                    use.node.replace_input_with(use.idx, state)
+            state_out = passes.op("Identity", [state], hint=f"{value.name}_out")
+            state_out.type, state_out.shape = value.type, value.shape
+            states.append(state)
+            state_outs.append(state_out)
+        body.extend(passes.nodes)
+        body.inputs.extend([*states, *body_inputs])
+        body.outputs.extend([*state_outs, *scanned])
+
+        stacked = [
+            ir.Value(
+                name=names.fresh(f"{base}_stacked_{j}"),
+                type=None if dtype is None else ir.TensorType(dtype),
+            )
+            for j, dtype in enumerate(plan.dtypes)
+        ]
+        del node.attributes["body"]
+        attributes: list[ir.Attr] = [
+            ir.AttrGraph("body", body),
+            ir.AttrInt64("num_scan_inputs", len(scanned_inputs)),
+        ]
+        if any(axes):
+            attributes.append(ir.AttrInt64s("scan_input_axes", axes))
+        finals = [ir.Value(name=names.fresh(f"{base}_{v.name}_final")) for v in outer]
+        scan = ir.Node(
+            "",
+            "Scan",
+            [*outer, *scanned_inputs],
+            attributes,
+            outputs=[*finals, *stacked],
+            name=node.name or names.fresh("SequenceMap_Scan"),
+            doc_string=node.doc_string,
+        )
+        graph.insert_before(node, scan)
+        for j, old in enumerate(node.outputs):
+            for use in list(old.uses()):
+                self._concat(use.node, stacked[j], plan.ranks[j], plan.opset, names)
+        graph.remove(node, safe=True)
+
+    def _concat(
+        self, concat: ir.Node, stacked: ir.Value, rank: int, opset: int, names: NameGenerator
+    ) -> None:
+        """Replace one ConcatFromSequence of the map's output by ops on the stacked results."""
+        graph = concat.graph
+        assert graph is not None
+        emit = Emitter(names, concat.name or "ConcatFromSequence", opset, self.constant_pool(graph))
+        axis = concat.attributes["axis"].as_int()
+        new_axis = "new_axis" in concat.attributes and concat.attributes["new_axis"].as_int() == 1
+        out_rank = rank + 1 if new_axis else rank
+        axis = axis + out_rank if axis < 0 else axis
+        old = concat.outputs[0]
+        moved = stacked
+        if axis != 0:
+            perm = [*range(1, axis + 1), 0, *range(axis + 1, rank + 1)]
+            moved = emit.op("Transpose", [stacked], {"perm": perm}, hint="moved")
+        if new_axis:
+            # Each use gets a value of its own to carry the ConcatFromSequence output's name.
+            result = moved if moved is not stacked else emit.op("Identity", [stacked], hint="y")
+        else:
+            pieces = []
+            if axis > 0:
+                pieces.append(emit.dims(moved, 0, axis, hint="before"))
+            merged = emit.op(
+                "Mul",
+                [
+                    emit.dims(moved, axis, axis + 1, hint="count"),
+                    emit.dims(moved, axis + 1, axis + 2, hint="size"),
+                ],
+                hint="merged",
+            )
+            pieces.append(merged)
+            if axis + 2 <= rank:
+                pieces.append(emit.dims(moved, axis + 2, hint="after"))
+            target = (
+                pieces[0]
+                if len(pieces) == 1
+                else emit.op("Concat", pieces, {"axis": 0}, hint="target")
+            )
+            result = emit.reshape(moved, target, hint="concat")
+        graph.insert_before(concat, emit.nodes)
+        name = old.name
+        result.type = old.type or stacked.type
+        result.shape = old.shape
+        old.replace_all_uses_with(result, replace_graph_outputs=True)
+        graph.remove(concat, safe=True)
+        result.name = name
+
+
+def _all_nodes(graph: ir.Graph) -> list[ir.Node]:
+    nodes = []
+    for node in graph:
+        nodes.append(node)
+        for subgraph in subgraphs_of(node):
+            nodes += _all_nodes(subgraph)
+    return nodes
+
+
+def _outer_reads(body: ir.Graph, inputs: list[ir.Value]) -> list[ir.Value]:
+    """The values ``body`` (or a graph in it) reads from outside it, in first-read order;
+    ``inputs``: the body's inputs-to-be."""
+    defined: set[int] = {id(v) for v in inputs}
+
+    def define(graph: ir.Graph) -> None:
+        defined.update(id(v) for v in graph.inputs)
+        defined.update(id(v) for v in graph.initializers.values())
+        for node in graph:
+            defined.update(id(v) for v in node.outputs)
+            for subgraph in subgraphs_of(node):
+                define(subgraph)
+
+    define(body)
+    reads: dict[int, ir.Value] = {}
+    for node in _all_nodes(body):
+        for value in node.inputs:
+            if value is not None and id(value) not in defined:
+                reads.setdefault(id(value), value)
+    for value in body.outputs:
+        if id(value) not in defined:
+            reads.setdefault(id(value), value)
+    return list(reads.values())
+
+
+def _concat_problem(concat: ir.Node, rank: int) -> str | None:
+    """Why a ConcatFromSequence of results of rank ``rank`` cannot be rewritten, if it cannot."""
+    if "axis" not in concat.attributes:
+        return "has no axis"
+    axis = concat.attributes["axis"].as_int()
+    new_axis = "new_axis" in concat.attributes and concat.attributes["new_axis"].as_int() == 1
+    out_rank = rank + 1 if new_axis else rank
+    if not -out_rank <= axis < out_rank:
+        return f"has axis {axis}, out of range for results of rank {rank}"
+    return None
