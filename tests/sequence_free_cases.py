@@ -249,8 +249,9 @@ def onnxscript_rows(keepdims: int = 0, axis: int = 0) -> Case:
     """onnxscript's pattern: rows of x (count known at run time), a tensor extra input and an
     initializer read from the body, two ConcatFromSequence readers."""
     piece = "float[N,3]" if axis == 0 else "float[3,N]"
+    y, z = _float(3 if keepdims else 2), _float(2 if keepdims else 1)
     text = f"""{HEADER}
-    g ({piece} x, float[3] w) => ({_float(3 if keepdims else 2)} y, {_float(2 if keepdims else 1)} z)
+    g ({piece} x, float[3] w) => ({y} y, {z} z)
       <float[3] bias = {{0.5, -1, 2}}> {{
         seq = SplitToSequence<axis = {axis}, keepdims = {keepdims}>(x)
         mapped = SequenceMap<body = f (float e, float[3] t) => (float r) {{

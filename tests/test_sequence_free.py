@@ -1,0 +1,282 @@
+"""The sequence-free mode: no sequence op or value left, same outputs on every runtime, or exit 2
+naming every blocker with nothing written."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+import onnx.parser
+import onnx_ir as ir
+import pytest
+from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import seqlower
+from seqlower.cli.commands import cli
+from seqlower.cli.options import choose_passes
+from seqlower.errors import SequenceFreeError
+from seqlower.passes import (
+    DEFAULT_PASSES,
+    FoldSequenceOps,
+    ScanSequenceMap,
+    UnrollSequenceMap,
+)
+from seqlower.passes._sequences import SEQUENCE_OPS
+from tests import sequence_free_cases as cases
+from tests.helpers import all_op_types, ort_run
+from tests.runtimes import RUNTIMES, assert_same, run
+
+CASES = cases.CASES
+
+
+@functools.cache
+def lowered_case(name: str) -> tuple[onnx.ModelProto, onnx.ModelProto, dict[str, Any]]:
+    model, feeds = CASES[name]()
+    return model, seqlower.lower(model, sequence_free=True), feeds
+
+
+def sequence_typed_values(model: onnx.ModelProto) -> list[str]:
+    """Names of every value declared with a sequence type, in every graph."""
+    found: list[str] = []
+
+    def walk(graph: onnx.GraphProto) -> None:
+        for info in [*graph.input, *graph.output, *graph.value_info]:
+            if info.type.HasField("sequence_type"):
+                found.append(info.name)
+        for node in graph.node:
+            for attr in node.attribute:
+                if attr.HasField("g"):
+                    walk(attr.g)
+                for sub in attr.graphs:
+                    walk(sub)
+
+    walk(model.graph)
+    return found
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_case_is_sequence_free_and_valid(name: str) -> None:
+    model, lowered, _ = lowered_case(name)
+    onnx.checker.check_model(lowered, full_check=True)
+    assert not SEQUENCE_OPS & set(all_op_types(lowered))
+    assert sequence_typed_values(lowered) == []
+    assert lowered.ir_version == model.ir_version
+    assert [(o.domain, o.version) for o in lowered.opset_import] == [
+        (o.domain, o.version) for o in model.opset_import
+    ]
+
+
+@pytest.mark.parametrize("runtime", list(RUNTIMES))
+@pytest.mark.parametrize("name", list(CASES))
+def test_case_runs_and_matches_on(name: str, runtime: str) -> None:
+    model, lowered, feeds = lowered_case(name)
+    assert_same(ort_run(model, feeds), run(runtime, lowered, feeds))
+
+
+def test_pytorch_rank_ifs_fold_away() -> None:
+    """Each unrolled copy knows its element's rank: no Shape/Size/If/Equal is left."""
+    for name in ("hstack_atleast_1d", "vstack_atleast_2d", "dstack_atleast_3d"):
+        _, lowered, _ = lowered_case(name)
+        assert not {"If", "Shape", "Size", "Equal", "LessOrEqual"} & set(all_op_types(lowered))
+
+
+def test_runtime_length_becomes_a_scan() -> None:
+    _, lowered, _ = lowered_case("onnxscript_rows")
+    ops = all_op_types(lowered)
+    assert "Scan" in ops and "Loop" not in ops  # tract has Scan but no Loop
+
+
+def untyped_hstack() -> tuple[onnx.ModelProto, list[np.ndarray]]:
+    arrays = cases._floats((3,), (), (2,))
+    model = cases.torch_stack(cases.ATLEAST_1D, arrays, 0, 1)
+    body = next(n for n in model.graph.node if n.op_type == "SequenceMap").attribute[0].g
+    body.output[0].ClearField("type")  # as the exporter leaves it: onnxruntime refuses this
+    return model, arrays
+
+
+def test_fully_untyped_body() -> None:
+    model, arrays = untyped_hstack()
+    with pytest.raises(Exception, match="data type"):
+        ort_run(model, cases._feeds(arrays))
+    lowered = seqlower.lower(model, sequence_free=True)
+    onnx.checker.check_model(lowered, full_check=True)
+    expected = np.hstack([np.atleast_1d(a) for a in arrays])
+    for runtime in RUNTIMES:
+        assert_same([expected], run(runtime, lowered, cases._feeds(arrays)))
+
+
+def test_mixed_element_types_become_valid() -> None:
+    """One real export puts an int64 and a float tensor in one SequenceConstruct (invalid ONNX);
+    unrolled, each copy has one type and the model is valid."""
+    model = onnx.parser.parse_model(
+        f"""{cases.HEADER}
+        g (int64[2] a, float b) => (int64[d] x, float[e] y) {{{cases.CONSTANTS}
+            seq = SequenceConstruct(a, b)
+            mapped = SequenceMap<{cases.ATLEAST_1D}>(seq)
+            i0 = Constant<value = int64 {{0}}>()
+            i1 = Constant<value = int64 {{1}}>()
+            x = SequenceAt(mapped, i0)
+            y = SequenceAt(mapped, i1)
+        }}"""
+    )
+    body = next(n for n in model.graph.node if n.op_type == "SequenceMap").attribute[0].g
+    cases._untype(body)
+    lowered = seqlower.lower(model, sequence_free=True)
+    onnx.checker.check_model(lowered, full_check=True)
+    feeds = {"a": np.array([4, -2], np.int64), "b": np.array(1.5, np.float32)}
+    for runtime in RUNTIMES:
+        assert_same([feeds["a"], np.array([1.5], np.float32)], run(runtime, lowered, feeds))
+
+
+def test_folding_touches_only_the_unrolled_copies() -> None:
+    """onnxscript's folder would fold the user's own constant If and Add and name unnamed nodes;
+    restricted to the copies, everything else stays as it was."""
+    arrays = cases._floats((3,), (), (2,))
+    text = cases.torch_stack(cases.ATLEAST_1D, arrays, 0, 1)
+    text.graph.output.append(onnx.helper.make_tensor_value_info("kept", onnx.TensorProto.FLOAT, []))
+    extra = onnx.parser.parse_graph(
+        """extra () => () {
+            u_c1 = Constant<value = float {2}>()
+            u_c2 = Constant<value = float {3}>()
+            u_sum = Add(u_c1, u_c2)
+            u_cond = Constant<value = bool {1}>()
+            kept = If(u_cond) <then_branch = u_t () => (float u_r) { u_r = Identity(u_sum) },
+                                else_branch = u_e () => (float u_q) { u_q = Neg(u_sum) }>
+        }"""
+    )
+    text.graph.node.extend(extra.node)
+    for node in text.graph.node:
+        node.name = ""
+    lowered = seqlower.lower(text, sequence_free=True)
+    ops = all_op_types(lowered)
+    assert ops.count("If") == 1 and ops.count("Add") == 1
+    names = ("u_c1", "u_c2", "u_sum", "u_cond", "kept")
+    user = [n for n in lowered.graph.node if n.output[0] in names]
+    assert [n.name for n in user] == [""] * 5
+    assert "pkg.onnxscript" not in str(lowered)
+    feeds = cases._feeds(arrays)
+    assert_same(ort_run(text, feeds), run("onnxruntime", lowered, feeds))
+
+
+def test_default_pipeline_is_unchanged() -> None:
+    assert choose_passes(None, ()) == list(DEFAULT_PASSES)
+    model, feeds = CASES["hstack_atleast_1d"]()
+    lowered = seqlower.lower(model)
+    assert "Loop" in all_op_types(lowered) and "SequenceAt" in all_op_types(lowered)
+    assert_same(ort_run(model, feeds), ort_run(lowered, feeds))
+
+
+def test_passes_work_in_any_pass_manager() -> None:
+    model, feeds = CASES["split_known_count"]()
+    ir_model = ir.serde.deserialize_model(model)
+    passes = [FoldSequenceOps(), UnrollSequenceMap(), FoldSequenceOps(), ScanSequenceMap()]
+    ir.passes.PassManager([*passes, ir.passes.common.RemoveUnusedNodesPass()])(ir_model)
+    lowered = ir.serde.serialize_model(ir_model)
+    assert not SEQUENCE_OPS & set(all_op_types(lowered))
+    assert_same(ort_run(model, feeds), ort_run(lowered, feeds))
+
+
+# ---------------------------------------------------------------- what blocks it
+
+SEQUENCE_INPUT = """<ir_version: 8, opset_import: ["" : 18]>
+g (seq(float[3]) s) => (float[n] y) {
+    mapped = SequenceMap<body = f (float[3] e) => (float[3] r) { r = Neg(e) }>(s)
+    y = ConcatFromSequence<axis = 0>(mapped)
+}"""
+
+SEQUENCE_OUTPUT = """<ir_version: 8, opset_import: ["" : 18]>
+g (float[3] a, float[3] b) => (seq(float[3]) mapped) {
+    seq = SequenceConstruct(a, b)
+    mapped = SequenceMap<body = f (float[3] e) => (float[3] r) { r = Neg(e) }>(seq)
+}"""
+
+RUNTIME_POSITION = """<ir_version: 8, opset_import: ["" : 18]>
+g (float[3] a, float[3] b, int64 i) => (float[3] y) {
+    seq = SequenceConstruct(a, b)
+    y = SequenceAt(seq, i)
+}"""
+
+VARYING_SHAPE = """<ir_version: 8, opset_import: ["" : 18]>
+g (float[N, 3] x) => (int64[2, M] y) {
+    seq = SplitToSequence<axis = 0, keepdims = 0>(x)
+    mapped = SequenceMap<body = f (float[3] e) => (int64[1, K] r) { r = NonZero(e) }>(seq)
+    y = ConcatFromSequence<axis = 1>(mapped)
+}"""
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        (SEQUENCE_INPUT, ["graph input 's'", "SequenceMap node", "ConcatFromSequence node"]),
+        (SEQUENCE_OUTPUT, ["graph output 'mapped'"]),
+        (RUNTIME_POSITION, ["SequenceAt node", "position 'i' is not a constant"]),
+        (VARYING_SHAPE, ["SequenceMap node", "may change from one element to the next"]),
+    ],
+)
+def test_blockers_are_named(text: str, words: list[str], tmp_path: Path) -> None:
+    model = onnx.parser.parse_model(text)
+    with pytest.raises(SequenceFreeError) as caught:
+        seqlower.lower(model, sequence_free=True)
+    for word in words:
+        assert word in str(caught.value), (word, str(caught.value))
+    source, target = tmp_path / "in.onnx", tmp_path / "out.onnx"
+    onnx.save(model, source)
+    result = CliRunner().invoke(cli, [str(source), "-o", str(target), "--sequence-free"])
+    assert result.exit_code == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("seqlower: error: cannot make the model")
+    assert all(word in lines[0] for word in words)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.onnx"]
+
+
+def test_ir_model_is_put_back_when_blocked() -> None:
+    ir_model = ir.serde.deserialize_model(onnx.parser.parse_model(SEQUENCE_INPUT))
+    before = ir.serde.serialize_model(ir_model).SerializeToString()
+    with pytest.raises(SequenceFreeError):
+        seqlower.lower(ir_model, sequence_free=True)
+    assert ir.serde.serialize_model(ir_model).SerializeToString() == before
+
+
+# ---------------------------------------------------------------- the command line
+
+
+@pytest.mark.parametrize("name", ["dstack_atleast_3d", "onnxscript_rows", "insert_chain"])
+def test_cli_flag_lowers_and_checks(name: str, tmp_path: Path) -> None:
+    model, feeds = CASES[name]()
+    source, target = tmp_path / "in.onnx", tmp_path / "out.onnx"
+    onnx.save(model, source)
+    result = CliRunner().invoke(cli, [str(source), "-o", str(target), "--sequence-free"])
+    assert result.exit_code == 0, result.stderr
+    assert "outputs match" in result.stdout and "require-sequence-free" in result.stdout
+    written = onnx.load(target)
+    assert not SEQUENCE_OPS & set(all_op_types(written))
+    assert_same(ort_run(model, feeds), run("openvino", written, feeds))
+
+
+# ---------------------------------------------------------------- property
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    shapes=st.lists(
+        st.lists(st.integers(1, 3), min_size=0, max_size=3).map(tuple), min_size=3, max_size=8
+    ),
+    seed=st.integers(0, 2**16),
+)
+def test_any_ranks_column_stack(shapes: list[tuple[int, ...]], seed: int) -> None:
+    """Any mix of ranks 0-3 through atleast_3d, flattened and concatenated: equal to the
+    original on onnxruntime, and to numpy."""
+    arrays = cases._floats(*shapes, seed=seed)
+    flat = "\n".join(f"        f{k} = Flatten<axis = 0>(e{k})" for k in range(len(arrays)))
+    model = cases.parse(cases._flattened(arrays, flat))
+    feeds = cases._feeds(arrays)
+    lowered = seqlower.lower(model, sequence_free=True)
+    assert not SEQUENCE_OPS & set(all_op_types(lowered))
+    expected = np.concatenate([np.atleast_3d(a).reshape(1, -1) for a in arrays], axis=1)
+    assert_same([expected], ort_run(lowered, feeds))
+    assert_same(ort_run(model, feeds), ort_run(lowered, feeds))
