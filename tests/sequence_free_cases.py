@@ -271,6 +271,46 @@ def onnxscript_rows(keepdims: int = 0, axis: int = 0) -> Case:
     return model, {"x": x, "w": np.array([1.0, -2.0, 0.5], np.float32)}
 
 
+def split_rows_at_and_length() -> Case:
+    """SequenceAt (run-time and negative constant positions) and SequenceLength of a
+    SplitToSequence whose count is known only at run time."""
+    text = f"""{HEADER}
+    g (float[N,3] x, int64 i) => (float[1,3] row, float[3] last, float n_float) {{
+        pieces = SplitToSequence<axis = 0>(x)
+        row = SequenceAt(pieces, i)
+        rows = SplitToSequence<axis = 0, keepdims = 0>(x)
+        minus_one = Constant<value = int64 {{-1}}>()
+        last = SequenceAt(rows, minus_one)
+        n = SequenceLength(rows)
+        n_float = Cast<to = 1>(n)   # tract cannot return a shape-derived int64 (TDim) at all
+    }}"""
+    return parse(text), {"x": _floats((5, 3), seed=8)[0], "i": np.array(-2, np.int64)}
+
+
+def hstack_in_if_branch() -> Case:
+    """The PyTorch pattern inside an If branch: the body's Ifs read main-graph constants four
+    scopes up, and the copies land in the branch."""
+    arrays = _floats((3,), (), (2,), seed=9)
+    inputs = ", ".join(f"{_type(a)} t{k}" for k, a in enumerate(arrays))
+    text = f"""{HEADER}
+    g ({inputs}, bool flag) => (float[d] out) {{{CONSTANTS}
+        out = If(flag) <
+            then_branch = yes () => (float[d] stacked) {{
+                seq = SequenceConstruct(t0, t1, t2)
+                mapped = SequenceMap<{ATLEAST_1D}>(seq)
+                i0 = Constant<value = int64 {{0}}>()
+                i1 = Constant<value = int64 {{1}}>()
+                i2 = Constant<value = int64 {{2}}>()
+                e0 = SequenceAt(mapped, i0)
+                e1 = SequenceAt(mapped, i1)
+                e2 = SequenceAt(mapped, i2)
+                stacked = Concat<axis = 0>(e0, e1, e2)
+            }},
+            else_branch = no () => (float[d] flat) {{ flat = Concat<axis = 0>(t0, t0) }}>
+    }}"""
+    return parse(text), {**_feeds(arrays), "flag": np.array(True)}
+
+
 CASES: dict[str, Callable[[], Case]] = {
     "hstack_atleast_1d": hstack_atleast_1d,
     "vstack_atleast_2d": vstack_atleast_2d,
@@ -281,4 +321,6 @@ CASES: dict[str, Callable[[], Case]] = {
     "insert_chain": insert_chain,
     "onnxscript_rows": onnxscript_rows,
     "onnxscript_rows_keepdims_axis1": lambda: onnxscript_rows(keepdims=1, axis=1),
+    "split_rows_at_and_length": split_rows_at_and_length,
+    "hstack_in_if_branch": hstack_in_if_branch,
 }

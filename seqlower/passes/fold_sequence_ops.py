@@ -10,7 +10,10 @@ Once a sequence's elements are known values of the graph, every op on it is a te
 - ``SequenceLength(known)``: a constant;
 - ``ConcatFromSequence(known)``: ``Concat`` (``new_axis=1``: each element ``Unsqueeze``\\ d first);
 - ``SplitToSequence`` with a count known when lowering (constant ``split``, or a static size on
-  ``axis``): ``Split`` (+ ``Squeeze`` for ``keepdims=0``) into a ``SequenceConstruct``.
+  ``axis``; at most :data:`SPLIT_LIMIT` pieces): ``Split`` (+ ``Squeeze`` for ``keepdims=0``) into
+  a ``SequenceConstruct``;
+- ``SequenceAt``/``SequenceLength`` of a ``SplitToSequence`` without sizes, whatever the count:
+  ``Gather`` along the axis, ``Shape`` of the axis.
 
 Nodes are visited in graph order, subgraphs first, so each fold sees its inputs already folded.
 Folded nodes are removed; a ``SequenceConstruct`` nothing reads any more is left for dead-node
@@ -30,7 +33,10 @@ from seqlower.passes._emit import Emitter
 from seqlower.passes._sequences import block, constant_array, constant_int, is_onnx
 from seqlower.passes._types import TypeOracle
 
-__all__ = ["FoldSequenceOps"]
+__all__ = ["SPLIT_LIMIT", "FoldSequenceOps", "known_elements", "unit_split"]
+
+#: Most pieces a SplitToSequence of known count is split into (a map over more runs as a Scan).
+SPLIT_LIMIT = 64
 
 
 class FoldSequenceOps(ir.passes.InPlacePass):
@@ -140,9 +146,9 @@ class FoldSequenceOps(ir.passes.InPlacePass):
 
     def _at(self, node: ir.Node, graph: ir.Graph | ir.Function, opset: int) -> bool:
         elements = known_elements(node.inputs[0])
-        if elements is None:
-            return False
         position = node.inputs[1] if len(node.inputs) > 1 else None
+        if elements is None:
+            return self._at_split(node, graph, opset, position)
         index = constant_int(position)
         if index is None:
             block(node, f"its position '{getattr(position, 'name', '')}' is not a constant")
@@ -153,10 +159,38 @@ class FoldSequenceOps(ir.passes.InPlacePass):
         self._replace(node, graph, [], elements[index], opset)
         return True
 
+    def _at_split(
+        self,
+        node: ir.Node,
+        graph: ir.Graph | ir.Function,
+        opset: int,
+        position: ir.Value | None,
+    ) -> bool:
+        """``SequenceAt`` of a one-per-index ``SplitToSequence`` is a ``Gather``, for any position
+        (negative or out of range alike: Gather takes and refuses the same ones)."""
+        split = unit_split(node.inputs[0])
+        if split is None or position is None:
+            return False
+        x, axis, keepdims = split
+        emit = self._emitter(graph, opset, node)
+        index = emit.unsqueeze(position, [0], hint="position") if keepdims else position
+        result = emit.op("Gather", [x, index], {"axis": axis}, hint="element")
+        self._replace(node, graph, list(emit.nodes), result, opset)
+        return True
+
     def _length(self, node: ir.Node, graph: ir.Graph | ir.Function, opset: int) -> bool:
         elements = known_elements(node.inputs[0])
         if elements is None:
-            return False
+            split = unit_split(node.inputs[0])
+            if split is None:
+                return False
+            x, axis, _ = split
+            emit = self._emitter(graph, opset, node)
+            shape = emit.op("Shape", [x], hint="shape", dtype=ir.DataType.INT64)
+            index = emit.constant(np.array(axis, dtype=np.int64), hint="axis")
+            count = emit.op("Gather", [shape, index], hint="length", dtype=ir.DataType.INT64)
+            self._replace(node, graph, list(emit.nodes), count, opset)
+            return True
         emit = self._emitter(graph, opset, node)
         count = emit.constant(np.array(len(elements), dtype=np.int64), hint="length")
         self._replace(node, graph, list(emit.nodes), count, opset)
@@ -191,6 +225,9 @@ class FoldSequenceOps(ir.passes.InPlacePass):
             return False
         if not sizes:
             return False  # splitting an empty axis gives an empty sequence
+        if len(sizes) > SPLIT_LIMIT:
+            block(node, f"{len(sizes)} pieces are more than the {SPLIT_LIMIT} it unrolls")
+            return False
         emit = self._emitter(graph, opset, node)
         base = node.name or node.op_type
         pieces = [ir.Value(name=self._names.fresh(f"{base}_piece_{k}")) for k in range(len(sizes))]
@@ -239,6 +276,22 @@ class FoldSequenceOps(ir.passes.InPlacePass):
             return None
         step = 1 if split is None else int(constant_array(split))  # type: ignore[arg-type]
         return [min(step, size - start) for start in range(0, size, step)]
+
+
+def unit_split(sequence: ir.Value | None) -> tuple[ir.Value, int, bool] | None:
+    """``(x, axis, keepdims)`` when ``sequence`` is ``SplitToSequence(x)`` without sizes: one
+    piece per index of ``axis``, however many there are at run time."""
+    producer = None if sequence is None else sequence.producer()
+    if not is_onnx(producer, "SplitToSequence") or producer is None:
+        return None
+    if len(producer.inputs) > 1 and producer.inputs[1] is not None:
+        return None
+    x = producer.inputs[0]
+    if x is None:
+        return None
+    axis = producer.attributes["axis"].as_int() if "axis" in producer.attributes else 0
+    keep = producer.attributes["keepdims"].as_int() if "keepdims" in producer.attributes else 1
+    return x, axis, bool(keep)
 
 
 def known_elements(sequence: ir.Value | None) -> list[ir.Value] | None:

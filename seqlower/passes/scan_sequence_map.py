@@ -36,6 +36,7 @@ from seqlower.passes._base import NameGenerator, NodeLoweringPass, Site
 from seqlower.passes._emit import Emitter
 from seqlower.passes._sequences import block, is_onnx
 from seqlower.passes._types import TypeOracle, element_dtype
+from seqlower.passes.fold_sequence_ops import unit_split
 from seqlower.passes.lower_sequence_map import _body_of, _is_sequence, _scan_outputs
 
 __all__ = ["ScanSequenceMap"]
@@ -80,18 +81,13 @@ class ScanSequenceMap(NodeLoweringPass):
             if not _is_sequence(node, k, types):
                 reads.append(None)
                 continue
-            split = value.producer()
-            if not is_onnx(split, "SplitToSequence") or split is None:
-                return None  # the unroll pass's reason stands
-            if len(split.inputs) > 1 and split.inputs[1] is not None:
-                block(node, f"its input '{value.name}' is split with sizes given at run time")
-                return None
-            source = split.inputs[0]
-            if source is None:
-                return None
-            axis = split.attributes["axis"].as_int() if "axis" in split.attributes else 0
-            keep = split.attributes["keepdims"].as_int() if "keepdims" in split.attributes else 1
-            reads.append(_Read(source, axis, bool(keep)))
+            split = unit_split(value)
+            if split is None:
+                if is_onnx(value.producer(), "SplitToSequence"):
+                    block(node, f"its input '{value.name}' is split with sizes known at run time")
+                return None  # otherwise the unroll pass's reason stands
+            source, axis, keepdims = split
+            reads.append(_Read(source, axis, keepdims))
             shape = types.shape_of(source)
             dims.update(str(d) for d in shape or () if isinstance(d, ir.SymbolicDim) and d.value)
         ranks = []
