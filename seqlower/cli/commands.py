@@ -41,7 +41,8 @@ Exit codes:
   0   success (and, unless --no-check, outputs proven equal)
   1   numerical mismatch (OUT not written unless --keep-on-failure)
   2   bad input or usage: unreadable or invalid model, malformed node,
-      unwritable output, bad flag (one line on stderr, nothing written)
+      not sequence-free (--sequence-free), unwritable output, bad flag
+      (one line on stderr, nothing written)
   3   cannot verify: no runtime runs the original model, or the check
       would exceed its memory or time bound
   70  internal error in seqlower (please report it; -v shows the traceback)
@@ -173,7 +174,8 @@ def help_command(ctx: click.Context, command: str | None) -> None:
     "--passes",
     "pass_names",
     metavar="A,B",
-    help="Comma-separated lowering passes to run, in order (default: all; see --list-passes).",
+    help="Comma-separated lowering passes to run, in order (default: the default pipeline, or "
+    "the sequence-free one; see --list-passes).",
 )
 @click.option(
     "--skip",
