@@ -280,3 +280,41 @@ def test_any_ranks_column_stack(shapes: list[tuple[int, ...]], seed: int) -> Non
     expected = np.concatenate([np.atleast_3d(a).reshape(1, -1) for a in arrays], axis=1)
     assert_same([expected], ort_run(lowered, feeds))
     assert_same(ort_run(model, feeds), ort_run(lowered, feeds))
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_scan_form_any_axes(data: st.DataObject) -> None:
+    """SplitToSequence (any axis, keepdims) → SequenceMap → ConcatFromSequence (any axis,
+    new_axis) with a run-time count: the Scan form equals the original on onnxruntime."""
+    rank = data.draw(st.integers(1, 3), label="rank")
+    axis = data.draw(st.integers(-rank, rank - 1), label="split axis")
+    keepdims = data.draw(st.sampled_from([0, 1]), label="keepdims")
+    new_axis = data.draw(st.sampled_from([0, 1]), label="new_axis")
+    element_rank = rank if keepdims else rank - 1
+    out_rank = element_rank + new_axis
+    if out_rank == 0:
+        return  # concatenating scalars is not a ConcatFromSequence
+    concat_axis = data.draw(st.integers(-out_rank, out_rank - 1), label="concat axis")
+    shape = data.draw(st.lists(st.integers(1, 4), min_size=rank, max_size=rank), label="shape")
+    dims = ",".join(f"D{k}" for k in range(rank))
+    out_dims = ",".join(f"O{k}" for k in range(out_rank))
+    model = onnx.parser.parse_model(
+        f"""{cases.HEADER}
+        g (float[{dims}] x, float s) => (float[{out_dims}] y) {{
+            seq = SplitToSequence<axis = {axis}, keepdims = {keepdims}>(x)
+            mapped = SequenceMap<body = f (float e, float t) => (float r) {{
+                m = Mul(e, t)
+                r = Sin(m)
+            }}>(seq, s)
+            y = ConcatFromSequence<axis = {concat_axis}, new_axis = {new_axis}>(mapped)
+        }}"""
+    )
+    body = model.graph.node[1].attribute[0].g
+    for value in [body.input[0], body.output[0]]:
+        value.type.tensor_type.ClearField("shape")
+    rng = np.random.default_rng(len(shape))
+    feeds = {"x": rng.standard_normal(shape).astype(np.float32), "s": np.array(1.5, np.float32)}
+    lowered = seqlower.lower(model, sequence_free=True)
+    assert "Scan" in all_op_types(lowered)
+    assert_same(ort_run(model, feeds), ort_run(lowered, feeds))
