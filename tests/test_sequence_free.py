@@ -318,3 +318,30 @@ def test_scan_form_any_axes(data: st.DataObject) -> None:
     lowered = seqlower.lower(model, sequence_free=True)
     assert "Scan" in all_op_types(lowered)
     assert_same(ort_run(model, feeds), ort_run(lowered, feeds))
+
+
+def test_without_the_folder_the_copies_keep_their_ifs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An onnxscript whose folder seqlower does not know: no folding, still sequence-free."""
+    from seqlower.passes import _fold
+
+    monkeypatch.setattr(_fold, "_folding", lambda: None)
+    model, feeds = CASES["dstack_atleast_3d"]()
+    lowered = seqlower.lower(model, sequence_free=True)
+    assert "If" in all_op_types(lowered) and not SEQUENCE_OPS & set(all_op_types(lowered))
+    assert_same(ort_run(model, feeds), ort_run(lowered, feeds))
+
+
+def test_many_static_pieces_run_as_a_scan() -> None:
+    """A known count above SPLIT_LIMIT is not unrolled: the map becomes a Scan."""
+    model = onnx.parser.parse_model(
+        f"""{cases.HEADER}
+        g (float[100, 3] x) => (float[100, 3] y) {{
+            seq = SplitToSequence<axis = 0, keepdims = 0>(x)
+            mapped = SequenceMap<body = f (float[3] e) => (float[3] r) {{ r = Neg(e) }}>(seq)
+            y = ConcatFromSequence<axis = 0, new_axis = 1>(mapped)
+        }}"""
+    )
+    feeds = {"x": cases._floats((100, 3))[0]}
+    lowered = seqlower.lower(model, sequence_free=True)
+    assert "Scan" in all_op_types(lowered) and "Split" not in all_op_types(lowered)
+    assert_same([-feeds["x"]], ort_run(lowered, feeds))
