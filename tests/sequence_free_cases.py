@@ -311,6 +311,65 @@ def hstack_in_if_branch() -> Case:
     return parse(text), {**_feeds(arrays), "flag": np.array(True)}
 
 
+def tf2onnx_map_fn() -> Case:
+    """tf2onnx's map_fn: a Loop appending to a sequence seeded by SequenceEmpty, then
+    ConcatFromSequence(new_axis=1); every row's result has one shape."""
+    text = f"""{HEADER}
+    g (float[N,3] x) => (float[M,3] y) {{
+        shape = Shape(x)
+        zero = Constant<value = int64 {{0}}>()
+        n = Gather(shape, zero)
+        go = Constant<value = bool {{1}}>()
+        empty = SequenceEmpty<dtype = 1>()
+        s = Loop(n, go, empty) <body = step (int64 i, bool c, seq(float[3]) acc) =>
+                                            (bool c_out, seq(float[3]) acc_out) {{
+            row = Gather<axis = 0>(x, i)
+            two = Constant<value = float {{2}}>()
+            t = Mul(row, two)
+            acc_out = SequenceInsert(acc, t)
+            c_out = Identity(c)
+        }}>
+        y = ConcatFromSequence<axis = 0, new_axis = 1>(s)
+    }}"""
+    return parse(text), {"x": _floats((4, 3), seed=10)[0]}
+
+
+def tf2onnx_ragged() -> Case:
+    """A ragged map_fn: each iteration appends a prefix of x of its own length; the pieces are
+    concatenated along their only axis (ConcatFromSequence new_axis=0)."""
+    text = f"""{HEADER}
+    g (float[N] x, int64[K] lengths) => (float[M] y) {{
+        shape = Shape(lengths)
+        zero = Constant<value = int64 {{0}}>()
+        k = Gather(shape, zero)
+        go = Constant<value = bool {{1}}>()
+        empty = SequenceEmpty<dtype = 1>()
+        s = Loop(k, go, empty) <body = step (int64 i, bool c, seq(float[L]) acc) =>
+                                            (bool c_out, seq(float[L]) acc_out) {{
+            length = Gather(lengths, i)
+            end = Unsqueeze(length, zero_1d)
+            start = Constant<value = int64[1] {{0}}>()
+            piece = Slice(x, start, end)
+            acc_out = SequenceInsert(acc, piece)
+            c_out = Identity(c)
+        }}>
+        zero_1d = Constant<value = int64[1] {{0}}>()
+        y = ConcatFromSequence<axis = 0>(s)
+    }}"""
+    model = parse(text)
+    # zero_1d is read by the body, so it must come before the Loop.
+    nodes = list(model.graph.node)
+    late = next(n for n in nodes if n.output[0] == "zero_1d")
+    nodes.remove(late)
+    nodes.insert(0, late)
+    del model.graph.node[:]
+    model.graph.node.extend(nodes)
+    return model, {
+        "x": _floats((6,), seed=11)[0],
+        "lengths": np.array([2, 0, 6, 3], np.int64),
+    }
+
+
 CASES: dict[str, Callable[[], Case]] = {
     "hstack_atleast_1d": hstack_atleast_1d,
     "vstack_atleast_2d": vstack_atleast_2d,
@@ -323,4 +382,6 @@ CASES: dict[str, Callable[[], Case]] = {
     "onnxscript_rows_keepdims_axis1": lambda: onnxscript_rows(keepdims=1, axis=1),
     "split_rows_at_and_length": split_rows_at_and_length,
     "hstack_in_if_branch": hstack_in_if_branch,
+    "tf2onnx_map_fn": tf2onnx_map_fn,
+    "tf2onnx_ragged": tf2onnx_ragged,
 }

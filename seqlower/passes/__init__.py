@@ -15,6 +15,7 @@ from seqlower.passes.lower_reverse_sequence import LowerReverseSequence
 from seqlower.passes.lower_sequence_map import LowerSequenceMap
 from seqlower.passes.require_sequence_free import RequireSequenceFree
 from seqlower.passes.scan_sequence_map import ScanSequenceMap
+from seqlower.passes.stack_loop_sequences import StackLoopSequences
 from seqlower.passes.unroll_sequence_map import UnrollSequenceMap
 
 __all__ = [
@@ -27,6 +28,7 @@ __all__ = [
     "NodeLoweringPass",
     "RequireSequenceFree",
     "ScanSequenceMap",
+    "StackLoopSequences",
     "UnrollSequenceMap",
     "create_pass",
 ]
@@ -38,6 +40,7 @@ PASSES: dict[str, type[ir.passes.InPlacePass]] = {
     "fold-sequence-ops": FoldSequenceOps,
     "unroll-sequence-map": UnrollSequenceMap,
     "scan-sequence-map": ScanSequenceMap,
+    "stack-loop-sequences": StackLoopSequences,
     "require-sequence-free": RequireSequenceFree,
 }
 
@@ -52,6 +55,7 @@ SEQUENCE_FREE_PASSES: tuple[str, ...] = (
     "unroll-sequence-map",
     "fold-sequence-ops",
     "scan-sequence-map",
+    "stack-loop-sequences",
     "lower-reverse-sequence",
 )
 

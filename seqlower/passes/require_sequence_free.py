@@ -41,7 +41,9 @@ def sequence_blockers(model: ir.Model) -> list[str]:
                 "it without changing the model's interface"
             )
     for value in graph.outputs:
-        if _is_sequence_type(value.type) or _is_sequence_op(value.producer()):
+        producer = value.producer()
+        makes_sequence = producer is not None and producer.op_type in _MAKE_SEQUENCES
+        if _is_sequence_type(value.type) or (_is_sequence_op(producer) and makes_sequence):
             blockers.append(
                 f"graph output '{value.name}' is a sequence: a sequence-free model cannot "
                 "return it without changing the model's interface"
@@ -65,9 +67,15 @@ def _graph(graph: ir.Graph | ir.Function, blockers: list[str]) -> None:
         if _is_sequence_op(node):
             blockers.append(f"{describe_node(node)} remains: {_reason(node)}")
             continue
-        for value in node.outputs:
-            if _is_sequence_type(value.type):
-                blockers.append(f"'{value.name}' from {describe_node(node)} is a sequence")
+        why = node.meta.get(BLOCKED_KEY)
+        sequences = [value for value in node.outputs if _is_sequence_type(value.type)]
+        for value in sequences:
+            blockers.append(
+                f"'{value.name}' from {describe_node(node)} is a sequence"
+                + (f" ({why})" if why else "")
+            )
+        if why and not sequences:
+            blockers.append(f"{describe_node(node)} keeps a sequence: {why}")
 
 
 def _reason(node: ir.Node) -> str:
@@ -86,6 +94,19 @@ def _reason(node: ir.Node) -> str:
 
 def _is_sequence_input(node: ir.Node, value: ir.Value) -> bool:
     return node.inputs.index(value) == 0 and node.op_type != "SequenceConstruct"
+
+
+#: The sequence ops whose output is a sequence (the others return tensors).
+_MAKE_SEQUENCES = frozenset(
+    {
+        "SequenceMap",
+        "SequenceConstruct",
+        "SequenceEmpty",
+        "SequenceInsert",
+        "SequenceErase",
+        "SplitToSequence",
+    }
+)
 
 
 def _is_sequence_op(node: ir.Node | None) -> bool:

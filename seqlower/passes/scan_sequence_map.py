@@ -27,6 +27,7 @@ the Scan returns an empty tensor there.
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import onnx_ir as ir
 
@@ -39,7 +40,7 @@ from seqlower.passes._types import TypeOracle, element_dtype
 from seqlower.passes.fold_sequence_ops import unit_split
 from seqlower.passes.lower_sequence_map import _body_of, _is_sequence, _scan_outputs
 
-__all__ = ["ScanSequenceMap"]
+__all__ = ["ScanSequenceMap", "concat_problem", "concat_stacked"]
 
 
 @dataclasses.dataclass
@@ -116,7 +117,7 @@ class ScanSequenceMap(NodeLoweringPass):
                 return None
             assert shape is not None
             for use in old.uses():
-                problem = _concat_problem(use.node, len(shape))
+                problem = concat_problem(use.node, len(shape))
                 if problem:
                     block(node, f"{describe_node(use.node)} {problem}")
                     return None
@@ -225,50 +226,61 @@ class ScanSequenceMap(NodeLoweringPass):
     def _concat(
         self, concat: ir.Node, stacked: ir.Value, rank: int, opset: int, names: NameGenerator
     ) -> None:
-        """Replace one ConcatFromSequence of the map's output by ops on the stacked results."""
-        graph = concat.graph
-        assert graph is not None
-        emit = Emitter(names, concat.name or "ConcatFromSequence", opset, self.constant_pool(graph))
-        axis = concat.attributes["axis"].as_int()
-        new_axis = "new_axis" in concat.attributes and concat.attributes["new_axis"].as_int() == 1
-        out_rank = rank + 1 if new_axis else rank
-        axis = axis + out_rank if axis < 0 else axis
-        old = concat.outputs[0]
-        moved = stacked
-        if axis != 0:
-            perm = [*range(1, axis + 1), 0, *range(axis + 1, rank + 1)]
-            moved = emit.op("Transpose", [stacked], {"perm": perm}, hint="moved")
-        if new_axis:
-            # Each use gets a value of its own to carry the ConcatFromSequence output's name.
-            result = moved if moved is not stacked else emit.op("Identity", [stacked], hint="y")
-        else:
-            pieces = []
-            if axis > 0:
-                pieces.append(emit.dims(moved, 0, axis, hint="before"))
-            merged = emit.op(
-                "Mul",
-                [
-                    emit.dims(moved, axis, axis + 1, hint="count"),
-                    emit.dims(moved, axis + 1, axis + 2, hint="size"),
-                ],
-                hint="merged",
-            )
-            pieces.append(merged)
-            if axis + 2 <= rank:
-                pieces.append(emit.dims(moved, axis + 2, hint="after"))
-            target = (
-                pieces[0]
-                if len(pieces) == 1
-                else emit.op("Concat", pieces, {"axis": 0}, hint="target")
-            )
-            result = emit.reshape(moved, target, hint="concat")
-        graph.insert_before(concat, emit.nodes)
-        name = old.name
-        result.type = old.type or stacked.type
-        result.shape = old.shape
-        old.replace_all_uses_with(result, replace_graph_outputs=True)
-        graph.remove(concat, safe=True)
-        result.name = name
+        assert concat.graph is not None
+        concat_stacked(concat, stacked, rank, opset, names, self.constant_pool(concat.graph))
+
+
+def concat_stacked(
+    concat: ir.Node,
+    stacked: ir.Value,
+    rank: int,
+    opset: int,
+    names: NameGenerator,
+    pool: dict[tuple[Any, ...], ir.Value] | None = None,
+) -> None:
+    """Replace a ConcatFromSequence of results of rank ``rank`` by ops on ``stacked``, the same
+    results stacked along a new axis 0 (its axis already checked by ``concat_problem``)."""
+    graph = concat.graph
+    assert graph is not None
+    emit = Emitter(names, concat.name or "ConcatFromSequence", opset, pool)
+    axis = concat.attributes["axis"].as_int()
+    new_axis = "new_axis" in concat.attributes and concat.attributes["new_axis"].as_int() == 1
+    out_rank = rank + 1 if new_axis else rank
+    axis = axis + out_rank if axis < 0 else axis
+    old = concat.outputs[0]
+    moved = stacked
+    if axis != 0:
+        perm = [*range(1, axis + 1), 0, *range(axis + 1, rank + 1)]
+        moved = emit.op("Transpose", [stacked], {"perm": perm}, hint="moved")
+    if new_axis:
+        # Each use gets a value of its own to carry the ConcatFromSequence output's name.
+        result = moved if moved is not stacked else emit.op("Identity", [stacked], hint="y")
+    else:
+        pieces = []
+        if axis > 0:
+            pieces.append(emit.dims(moved, 0, axis, hint="before"))
+        merged = emit.op(
+            "Mul",
+            [
+                emit.dims(moved, axis, axis + 1, hint="count"),
+                emit.dims(moved, axis + 1, axis + 2, hint="size"),
+            ],
+            hint="merged",
+        )
+        pieces.append(merged)
+        if axis + 2 <= rank:
+            pieces.append(emit.dims(moved, axis + 2, hint="after"))
+        target = (
+            pieces[0] if len(pieces) == 1 else emit.op("Concat", pieces, {"axis": 0}, hint="target")
+        )
+        result = emit.reshape(moved, target, hint="concat")
+    graph.insert_before(concat, emit.nodes)
+    name = old.name
+    result.type = old.type or stacked.type
+    result.shape = old.shape
+    old.replace_all_uses_with(result, replace_graph_outputs=True)
+    graph.remove(concat, safe=True)
+    result.name = name
 
 
 def _all_nodes(graph: ir.Graph) -> list[ir.Node]:
@@ -305,7 +317,7 @@ def _outer_reads(body: ir.Graph, inputs: list[ir.Value]) -> list[ir.Value]:
     return list(reads.values())
 
 
-def _concat_problem(concat: ir.Node, rank: int) -> str | None:
+def concat_problem(concat: ir.Node, rank: int) -> str | None:
     """Why a ConcatFromSequence of results of rank ``rank`` cannot be rewritten, if it cannot."""
     if "axis" not in concat.attributes:
         return "has no axis"

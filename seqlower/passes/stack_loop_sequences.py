@@ -1,0 +1,302 @@
+"""A sequence a ``Loop`` builds by appending, read only by ``ConcatFromSequence``, as tensors.
+
+tf2onnx writes ``tf.map_fn`` (ragged outputs included) and TensorArray loops as::
+
+    s0 = SequenceEmpty(dtype)
+    ..., s = Loop(M, cond, ..., s0) with body (i, c, ..., s_in) ->
+        t = ...
+        s_out = SequenceInsert(s_in, t)       # appended, no position
+        -> (c', ..., s_out)
+    y = ConcatFromSequence(s, axis=a, new_axis=n)
+
+Two sequence-free forms, both exact:
+
+- **stacked**: when every iteration's ``t`` has one shape (inferred dimensions that are numbers
+  or names of the main graph's input dimensions), ``t`` becomes a scan output of the Loop and
+  each ``ConcatFromSequence`` a ``Transpose``/``Reshape`` of the stacked tensor (as in
+  :mod:`~seqlower.passes.scan_sequence_map`);
+- **accumulated**: when the pieces are ragged along the concatenation axis (``new_axis=0``, every
+  other dimension a known number), the carried sequence becomes a carried tensor, seeded with an
+  empty constant of the right shape and grown by ``Concat(acc, t, axis=a)`` each iteration.
+
+For zero iterations the original's ``ConcatFromSequence`` of an empty sequence fails in
+onnxruntime; the stacked form returns what the runtime gives a scan output with no iteration and
+the accumulated one the empty seed. A carried sequence that is used in any other way is left,
+with the reason recorded for the sequence-free check.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import onnx_ir as ir
+
+from seqlower.errors import describe_node
+from seqlower.passes._base import NameGenerator, NodeLoweringPass, Site
+from seqlower.passes._emit import Emitter
+from seqlower.passes._sequences import block, is_onnx
+from seqlower.passes._types import TypeOracle
+from seqlower.passes.lower_sequence_map import _scan_outputs
+from seqlower.passes.scan_sequence_map import concat_problem, concat_stacked
+
+__all__ = ["StackLoopSequences"]
+
+
+@dataclasses.dataclass
+class _Carry:
+    index: int  # among the Loop's carried values
+    insert: ir.Node  # the body's SequenceInsert
+    dtype: ir.DataType
+    rank: int
+    accumulate_shape: list[int] | None  # the empty seed's shape, in the accumulated form
+    axis: int  # the accumulated form's concatenation axis (normalized)
+
+
+@dataclasses.dataclass
+class _Plan:
+    node: ir.Node
+    body: ir.Graph
+    opset: int
+    carries: list[_Carry]
+
+
+class StackLoopSequences(NodeLoweringPass):
+    """Loop-built sequences read by ConcatFromSequence as scan outputs or carried tensors."""
+
+    op_type = "Loop"
+    takes_all = False
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        # Dimensions named on the model's inputs are one size for the whole run.
+        self._input_dims = {
+            str(d)
+            for value in model.graph.inputs
+            for d in (value.shape or ())
+            if isinstance(d, ir.SymbolicDim) and d.value
+        }
+        return super().call(model)
+
+    def plan(self, site: Site, types: TypeOracle) -> _Plan | None:
+        node = site.node
+        attr = node.attributes.get("body")
+        if attr is None or attr.is_ref() or attr.type != ir.AttributeType.GRAPH:
+            return None
+        body = attr.as_graph()
+        carried = len(node.inputs) - 2
+        if carried < 1 or len(body.inputs) != carried + 2 or len(body.outputs) < carried + 1:
+            return None
+        stable_dims = self._input_dims
+        carries = []
+        for c in range(carried):
+            seed = node.inputs[2 + c]
+            empty = None if seed is None else seed.producer()
+            if not is_onnx(empty, "SequenceEmpty") or empty is None:
+                continue
+            carry = self._carry(node, body, c, empty, types, stable_dims)
+            if carry is not None:
+                carries.append(carry)
+        if not carries:
+            return None
+        return _Plan(node, body, site.opset, carries)
+
+    def _carry(
+        self,
+        node: ir.Node,
+        body: ir.Graph,
+        c: int,
+        empty: ir.Node,
+        types: TypeOracle,
+        stable_dims: set[str],
+    ) -> _Carry | None:
+        state, result, final = body.inputs[2 + c], body.outputs[1 + c], node.outputs[c]
+        uses = list(state.uses())
+        insert = uses[0].node if len(uses) == 1 else None
+        if (
+            insert is None
+            or not is_onnx(insert, "SequenceInsert")
+            or insert.graph is not body
+            or uses[0].idx != 0
+            or (len(insert.inputs) > 2 and insert.inputs[2] is not None)
+            or insert.outputs[0] is not result
+            or list(result.uses())
+            or list(body.outputs).count(result) != 1
+        ):
+            block(node, f"its carried sequence '{state.name}' is not only appended to")
+            return None
+        if final.is_graph_output() or not all(
+            is_onnx(use.node, "ConcatFromSequence") and use.idx == 0 for use in final.uses()
+        ):
+            block(node, f"its sequence '{final.name}' is read by more than ConcatFromSequence")
+            return None
+        tensor = insert.inputs[1]
+        dtype_attr = empty.attributes.get("dtype")
+        dtype = ir.DataType(dtype_attr.as_int()) if dtype_attr else ir.DataType.FLOAT
+        shape = None if tensor is None else (tensor.shape or types.shape_of(tensor))
+        if shape is None:
+            block(node, f"the rank of what it appends to '{state.name}' is unknown")
+            return None
+        concats = [use.node for use in final.uses()]
+        for concat in concats:
+            problem = concat_problem(concat, len(shape))
+            if problem:
+                block(node, f"{describe_node(concat)} {problem}")
+                return None
+        stable = all(isinstance(d, int) or (d.value and str(d) in stable_dims) for d in shape)
+        if stable:
+            return _Carry(c, insert, dtype, len(shape), None, 0)
+        # Ragged: one concatenation along one axis, every other dimension a known number.
+        settings = {
+            (
+                concat.attributes["axis"].as_int() % len(shape) if len(shape) else 0,
+                _new_axis(concat),
+            )
+            for concat in concats
+        }
+        if len(settings) == 1 and len(shape) > 0:
+            ((axis, new_axis),) = settings
+            others = [d for k, d in enumerate(shape) if k != axis]
+            if not new_axis and all(isinstance(d, int) for d in others):
+                seed = [0 if k == axis else int(d) for k, d in enumerate(shape)]  # type: ignore[arg-type]
+                return _Carry(c, insert, dtype, len(shape), seed, axis)
+        block(
+            node,
+            f"what it appends to '{state.name}' may change shape from one iteration to the next "
+            f"(inferred: {shape}) and is not concatenated along one axis with every other "
+            "dimension known",
+        )
+        return None
+
+    def rewrite(self, plan: _Plan, names: NameGenerator) -> None:
+        node, body = plan.node, plan.body
+        graph = node.graph
+        assert graph is not None
+        base = node.name or "Loop"
+        carried = len(node.inputs) - 2
+        by_index = {carry.index: carry for carry in plan.carries}
+        before = Emitter(names, base, plan.opset, self.constant_pool(graph))
+        tail = Emitter(names, base, plan.opset, self.constant_pool(body))
+
+        inputs: list[ir.Value | None] = list(node.inputs[:2])
+        body_inputs = list(body.inputs[:2])
+        body_outputs = [body.outputs[0]]
+        kept_finals: list[ir.Value] = []  # the old Loop outputs the new one keeps, in order
+        accumulated: list[tuple[_Carry, ir.Value]] = []
+        stacked_carries: list[_Carry] = []
+        for c in range(carried):
+            carry = by_index.get(c)
+            state, result = body.inputs[2 + c], body.outputs[1 + c]
+            if carry is None:
+                inputs.append(node.inputs[2 + c])
+                body_inputs.append(state)
+                body_outputs.append(result)
+                kept_finals.append(node.outputs[c])
+            elif carry.accumulate_shape is not None:
+                inputs.append(_seed(before, carry, node.inputs[0]))
+                state.type, state.shape = ir.TensorType(carry.dtype), _grown_shape(carry)
+                grown = tail.op(
+                    "Concat", [state, carry.insert.inputs[1]], {"axis": carry.axis}, hint="grown"
+                )
+                grown.type, grown.shape = ir.TensorType(carry.dtype), _grown_shape(carry)
+                body_inputs.append(state)
+                body_outputs.append(grown)
+                kept_finals.append(node.outputs[c])
+                accumulated.append((carry, node.outputs[c]))
+            else:
+                stacked_carries.append(carry)
+        scans = list(body.outputs[1 + carried :])
+        appended = [carry.insert.inputs[1] for carry in stacked_carries]
+        body.inputs.clear()
+        body.outputs.clear()
+        body.inputs.extend(body_inputs)
+        scanned = _scan_outputs(tail, body, [*scans, *appended])  # type: ignore[list-item]
+        for carry in plan.carries:
+            body.remove(carry.insert, safe=True)
+        body.extend(tail.nodes)
+        body.outputs.extend([*body_outputs, *scanned])
+
+        old_outputs = [*kept_finals, *node.outputs[carried:]]
+        new_outputs = [
+            ir.Value(name=names.fresh(f"{old.name or base}_new"), type=old.type, shape=old.shape)
+            for old in old_outputs
+        ]
+        stacked = [
+            ir.Value(name=names.fresh(f"{base}_stacked"), type=ir.TensorType(carry.dtype))
+            for carry in stacked_carries
+        ]
+        del node.attributes["body"]
+        loop = ir.Node(
+            "",
+            "Loop",
+            inputs,
+            [ir.AttrGraph("body", body)],
+            outputs=[*new_outputs, *stacked],
+            name=node.name or names.fresh("Loop"),
+            doc_string=node.doc_string,
+        )
+        graph.insert_before(node, [*before.nodes, loop])
+        dropped = [node.outputs[carry.index] for carry in stacked_carries]
+        for old, new in zip(old_outputs, new_outputs, strict=True):
+            old.replace_all_uses_with(new, replace_graph_outputs=True)
+        for carry, old in accumulated:
+            new = new_outputs[old_outputs.index(old)]
+            new.type, new.shape = ir.TensorType(carry.dtype), _grown_shape(carry)
+            for use in list(new.uses()):
+                _forward(use.node, new, plan.opset, names)
+        for carry, old, value in zip(stacked_carries, dropped, stacked, strict=True):
+            for use in list(old.uses()):
+                concat_stacked(
+                    use.node, value, carry.rank, plan.opset, names, self.constant_pool(graph)
+                )
+        graph.remove(node, safe=True)
+        for old, new in zip(old_outputs, new_outputs, strict=True):
+            if old.name:
+                new.name = old.name
+
+
+def _forward(concat: ir.Node, tensor: ir.Value, opset: int, names: NameGenerator) -> None:
+    """A ConcatFromSequence of the accumulated tensor: the tensor itself (an Identity keeps the
+    output's name)."""
+    graph = concat.graph
+    assert graph is not None
+    emit = Emitter(names, concat.name or "ConcatFromSequence", opset)
+    result = emit.op("Identity", [tensor], hint="y")
+    old = concat.outputs[0]
+    graph.insert_before(concat, emit.nodes)
+    result.type, result.shape = old.type or tensor.type, old.shape
+    name = old.name
+    old.replace_all_uses_with(result, replace_graph_outputs=True)
+    graph.remove(concat, safe=True)
+    result.name = name
+
+
+def _seed(emit: Emitter, carry: _Carry, trip_count: ir.Value | None) -> ir.Value:
+    """The empty tensor the accumulation starts from.
+
+    Computed from the trip count rather than a constant: OpenVINO folds a constant empty seed
+    into a static shape that its Loop then cannot grow ("Accessing out-of-range dimension").
+    """
+    assert carry.accumulate_shape is not None
+    zeros = np.zeros(carry.accumulate_shape, dtype=carry.dtype.numpy())
+    if trip_count is None or carry.dtype == ir.DataType.STRING:
+        return emit.constant(zeros, hint="seed")
+    count = emit.op("Reshape", [trip_count, emit.int64s([1], hint="one")], hint="count")
+    none = emit.op("Mul", [count, emit.int64s([0], hint="zero")], hint="none")
+    dims = [
+        none if k == carry.axis else emit.int64s([d], hint=f"dim_{k}")
+        for k, d in enumerate(carry.accumulate_shape)
+    ]
+    shape = dims[0] if len(dims) == 1 else emit.op("Concat", dims, {"axis": 0}, hint="shape")
+    value = ir.Tensor(np.zeros([1], dtype=carry.dtype.numpy()))
+    return emit.op("ConstantOfShape", [shape], {"value": value}, hint="seed")
+
+
+def _grown_shape(carry: _Carry) -> ir.Shape:
+    """The accumulated tensor's shape: the seed's, with the growing axis unknown."""
+    assert carry.accumulate_shape is not None
+    return ir.Shape([None if k == carry.axis else d for k, d in enumerate(carry.accumulate_shape)])
+
+
+def _new_axis(concat: ir.Node) -> bool:
+    attr = concat.attributes.get("new_axis")
+    return attr is not None and attr.as_int() == 1
