@@ -370,6 +370,28 @@ def tf2onnx_ragged() -> Case:
     }
 
 
+def torch_lib_hstack() -> Case:
+    """torch.hstack with torch_lib's real atleast_1d body (CastLike, untyped): 5 elements."""
+    from tests import torch_lib_cases
+
+    return torch_lib_cases.stack(1, _floats((3,), (), (2,), (), (4,), seed=12), 0)
+
+
+def torch_lib_vstack() -> Case:
+    """torch.vstack with torch_lib's real atleast_2d body (``rank <= 1``): 4 elements."""
+    from tests import torch_lib_cases
+
+    return torch_lib_cases.stack(2, _floats((3,), (2, 3), (3,), (1, 3), seed=13), 0)
+
+
+def torch_lib_dstack() -> Case:
+    """torch.dstack with torch_lib's real atleast_3d body: ranks 1-3 among 7 elements."""
+    from tests import torch_lib_cases
+
+    arrays = _floats((1, 3), (1, 3, 2), (3,), (1, 3), (1, 3, 1), (3,), (1, 3, 4), seed=15)
+    return torch_lib_cases.stack(3, arrays, 2)
+
+
 CASES: dict[str, Callable[[], Case]] = {
     "hstack_atleast_1d": hstack_atleast_1d,
     "vstack_atleast_2d": vstack_atleast_2d,
@@ -384,4 +406,7 @@ CASES: dict[str, Callable[[], Case]] = {
     "hstack_in_if_branch": hstack_in_if_branch,
     "tf2onnx_map_fn": tf2onnx_map_fn,
     "tf2onnx_ragged": tf2onnx_ragged,
+    "torch_lib_hstack": torch_lib_hstack,
+    "torch_lib_vstack": torch_lib_vstack,
+    "torch_lib_dstack": torch_lib_dstack,
 }

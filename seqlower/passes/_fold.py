@@ -56,10 +56,17 @@ def _folding() -> Any:
         return None  # an onnxscript this was not written against (tested: 0.7)
 
     class RegionFolder(_constant_folding.FoldConstantsPass):  # type: ignore[misc]
-        """The folder, visiting only marked nodes (and reading Constant nodes anywhere)."""
+        """The folder, visiting only marked nodes and those it made itself (a CastLike it turned
+        into an Identity must fold on), and reading Constant nodes anywhere."""
+
+        outside: frozenset[int] = frozenset()  # ids of the user's nodes, set before each run
 
         def visit_node(self, node: ir.Node, root: ir.Graph | ir.Function) -> None:
-            if node.meta.get(REGION_KEY) or (node.op_type == "Constant" and node.domain == ""):
+            if (
+                node.meta.get(REGION_KEY)
+                or id(node) not in self.outside
+                or (node.op_type == "Constant" and node.domain == "")
+            ):
                 super().visit_node(node, root)
                 return
             for attr in node.attributes.values():
@@ -103,6 +110,7 @@ def fold_region(model: ir.Model, names: NameGenerator) -> bool:
         input_size_limit=constant_folding.DEFAULT_CONSTANT_FOLD_INPUT_SIZE_LIMIT,
         output_size_limit=constant_folding.DEFAULT_CONSTANT_FOLD_OUTPUT_SIZE_LIMIT,
     )
+    folder.outside = frozenset(i for i, node in before.items() if not node.meta.get(REGION_KEY))
     changed = False
     for _ in range(_ROUNDS):
         if not folder(model).modified:
