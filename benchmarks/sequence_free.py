@@ -74,7 +74,8 @@ def session(model: onnx.ModelProto) -> ort.InferenceSession:
 def speed(rounds: int) -> None:
     print("| model | elements | original | default lowering | --sequence-free | speed-up |")
     print("|---|---|---|---|---|---|")
-    for name in ("hstack_atleast_1d", "vstack_atleast_2d", "dstack_atleast_3d"):
+    names = ["hstack_atleast_1d", "vstack_atleast_2d", "dstack_atleast_3d"]
+    for name in [*names, "torch_lib_hstack", "torch_lib_vstack", "torch_lib_dstack"]:
         model, feeds = cases.CASES[name]()
         forms = [model, seqlower.lower(model), seqlower.lower(model, sequence_free=True)]
         sessions = [session(form) for form in forms]
