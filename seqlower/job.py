@@ -69,6 +69,7 @@ class LowerOptions:
     opset: int | None = None
     force_input_shape: bool = False
     sequence_free: bool = False
+    unroll_inputs: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -174,11 +175,15 @@ def lower_file(
     if options.external_data is not None and target is not None:
         seqlower.io.check_external_data_name(options.external_data, target, inputs=reads)
     before = _op_counts(ir_model) if options.count_ops else Counter()
-    original = _in_memory_proto(ir_model) if options.check else None
+    original = _reference(ir_model, options) if options.check else None
     if original is not None:
         check_names(original, options.verify, force_input_shape=options.force_input_shape)
     pipeline = build_pipeline(
-        options.passes, cleanup=options.cleanup, timed=True, sequence_free=options.sequence_free
+        options.passes,
+        cleanup=options.cleanup,
+        timed=True,
+        sequence_free=options.sequence_free,
+        unroll_inputs=options.unroll_inputs,
     )
     with progress("lowering"):
         run_pipeline(ir_model, pipeline)
@@ -407,6 +412,18 @@ def save_failing_inputs(
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return folder
+
+
+def _reference(model: ir.Model, options: LowerOptions) -> onnx.ModelProto:
+    """The original, for the check; with --unroll-input, given the same new inputs (it then
+    gets the K tensors as its sequence), since the check compares models of one interface."""
+    if not options.unroll_inputs:
+        return _in_memory_proto(model)
+    from seqlower.passes.unroll_inputs import UnrollInputs
+
+    copy = model.clone()
+    run_pipeline(copy, ir.passes.PassManager([UnrollInputs(options.unroll_inputs)]))
+    return _in_memory_proto(copy)
 
 
 def _in_memory_proto(model: ir.Model) -> onnx.ModelProto:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import overload
 
 import onnx
@@ -22,6 +22,7 @@ from seqlower.passes import (
     RequireSequenceFree,
     create_pass,
 )
+from seqlower.passes.unroll_inputs import UnrollInputs
 
 __all__ = [
     "SortIfNeeded",
@@ -97,6 +98,7 @@ def _in_order(graph: ir.Graph | ir.Function, defined: set[int]) -> bool:
 _CLEANUP_NAMES = {
     RemoveUnusedNodesPass: "remove-unused-nodes",
     SortIfNeeded: "topological-sort",
+    UnrollInputs: "unroll-inputs",
 }
 
 
@@ -115,6 +117,7 @@ def build_pipeline(
     cleanup: bool = True,
     timed: bool = False,
     sequence_free: bool = False,
+    unroll_inputs: Mapping[str, int] | None = None,
 ) -> ir.passes.PassManager:
     """A PassManager running ``passes`` (names or instances; default: ``DEFAULT_PASSES``) then
     the cleanup.
@@ -123,9 +126,13 @@ def build_pipeline(
     anything is out of order). ``timed`` wraps every pass in :class:`TimedPass`.
     ``sequence_free`` defaults the passes to ``SEQUENCE_FREE_PASSES`` and ends with dead-node
     removal (even without ``cleanup``: dead sequence ops count) and ``RequireSequenceFree``.
+    ``unroll_inputs`` (input name to K) first replaces those sequence inputs by K tensors each
+    (:class:`~seqlower.passes.unroll_inputs.UnrollInputs`).
     """
     default = SEQUENCE_FREE_PASSES if sequence_free else DEFAULT_PASSES
     chosen = [create_pass(p) if isinstance(p, str) else p for p in (passes or list(default))]
+    if unroll_inputs:
+        chosen.insert(0, UnrollInputs(unroll_inputs))
     if sequence_free:
         chosen += [RemoveUnusedNodesPass(), RequireSequenceFree()]
         if cleanup:
@@ -180,6 +187,7 @@ def lower(
     *,
     cleanup: bool = ...,
     sequence_free: bool = ...,
+    unroll_inputs: Mapping[str, int] | None = ...,
 ) -> onnx.ModelProto: ...
 @overload
 def lower(
@@ -188,6 +196,7 @@ def lower(
     *,
     cleanup: bool = ...,
     sequence_free: bool = ...,
+    unroll_inputs: Mapping[str, int] | None = ...,
 ) -> ir.Model: ...
 def lower(
     model: onnx.ModelProto | ir.Model | str | os.PathLike[str],
@@ -195,6 +204,7 @@ def lower(
     *,
     cleanup: bool = True,
     sequence_free: bool = False,
+    unroll_inputs: Mapping[str, int] | None = None,
 ) -> onnx.ModelProto | ir.Model:
     """Lower every SequenceMap (and the other registered ops) in ``model``.
 
@@ -206,10 +216,14 @@ def lower(
     ``cleanup=False`` skips dead-node removal and sorting, leaving all else as it was.
     ``sequence_free=True`` returns a model with no sequence op or sequence-typed value, or
     raises :class:`seqlower.errors.SequenceFreeError` naming every blocker (README: "Deploying
-    to runtimes without sequences").
+    to runtimes without sequences"). ``unroll_inputs={"NAME": K}`` replaces the sequence
+    input NAME by K tensor inputs ``NAME_0``..``NAME_{K-1}`` (a new interface, so only on request).
     """
+    pipeline = build_pipeline(
+        passes, cleanup=cleanup, sequence_free=sequence_free, unroll_inputs=unroll_inputs
+    )
     with gc_paused():
-        return _lower(model, build_pipeline(passes, cleanup=cleanup, sequence_free=sequence_free))
+        return _lower(model, pipeline)
 
 
 def _lower(

@@ -386,3 +386,48 @@ def test_many_static_pieces_run_as_a_scan() -> None:
     lowered = seqlower.lower(model, sequence_free=True)
     assert "Scan" in all_op_types(lowered) and "Split" not in all_op_types(lowered)
     assert_same([-feeds["x"]], ort_run(lowered, feeds))
+
+
+# ---------------------------------------------------------------- --unroll-input
+
+
+def test_unroll_input_replaces_a_sequence_input(tmp_path: Path) -> None:
+    model = onnx.parser.parse_model(SEQUENCE_INPUT)
+    lowered = seqlower.lower(model, sequence_free=True, unroll_inputs={"s": 3})
+    assert [i.name for i in lowered.graph.input] == ["s_0", "s_1", "s_2"]
+    assert not SEQUENCE_OPS & set(all_op_types(lowered))
+    feeds = {f"s_{k}": cases._floats((3,), seed=k)[0] for k in range(3)}
+    expected = ort_run(model, {"s": list(feeds.values())})
+    for runtime in RUNTIMES:
+        assert_same(expected, run(runtime, lowered, feeds))
+    source, target = tmp_path / "in.onnx", tmp_path / "out.onnx"
+    onnx.save(model, source)
+    args = [str(source), "-o", str(target), "--sequence-free", "--unroll-input", "s=3"]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.stderr
+    assert "outputs match" in result.stdout  # the original got the three tensors as its sequence
+    assert [i.name for i in onnx.load(target).graph.input] == ["s_0", "s_1", "s_2"]
+
+
+@pytest.mark.parametrize(
+    ("spec", "words"),
+    [
+        ("t=2", "no input of that name (inputs: s)"),
+        ("s=0", "K must be at least 1"),
+        ("s", "expected NAME=VALUE"),
+    ],
+)
+def test_unroll_input_errors(spec: str, words: str, tmp_path: Path) -> None:
+    source, target = tmp_path / "in.onnx", tmp_path / "out.onnx"
+    onnx.save(onnx.parser.parse_model(SEQUENCE_INPUT), source)
+    args = [str(source), "-o", str(target), "--sequence-free", "--unroll-input", spec]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 2 and words in result.stderr, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert not target.exists()
+
+
+def test_unroll_input_must_name_a_sequence() -> None:
+    model = onnx.parser.parse_model(RUNTIME_POSITION)
+    with pytest.raises(seqlower.SeqlowerError, match="--unroll-input a: that input is not"):
+        seqlower.lower(model, sequence_free=True, unroll_inputs={"a": 2})

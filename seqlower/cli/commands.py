@@ -23,7 +23,7 @@ import onnx
 
 import seqlower
 from seqlower._fs import write_file_atomically
-from seqlower.cli.options import check_options, choose_passes, verify_options
+from seqlower.cli.options import check_options, choose_passes, unroll_inputs, verify_options
 from seqlower.cli.output import Printer
 from seqlower.errors import ExitCode, InvalidModelError, SeqlowerError, first_line
 from seqlower.io import load_model
@@ -206,6 +206,14 @@ def help_command(ctx: click.Context, command: str | None) -> None:
     help="Leave no sequence op or sequence value (for OpenVINO, tract, TensorRT, ...): unroll "
     "maps over known sequences, fold the plumbing; exit 2 naming what blocks it otherwise.",
 )
+@click.option(
+    "--unroll-input",
+    "unroll_specs",
+    multiple=True,
+    metavar="NAME=K",
+    help="Replace the sequence input NAME by K tensor inputs NAME_0..NAME_{K-1} (a new "
+    "interface; with --sequence-free, for a model that takes a sequence). Repeatable.",
+)
 @click.option("--dry-run", is_flag=True, help="Run everything, write no model (-o optional).")
 @click.option(
     "--no-cleanup",
@@ -230,6 +238,7 @@ def lower(
     ir_version: int | None,
     opset: int | None,
     sequence_free: bool,
+    unroll_specs: tuple[str, ...],
     dry_run: bool,
     no_cleanup: bool,
     no_check: bool,
@@ -261,6 +270,7 @@ def lower(
             opset=opset,
             force_input_shape=check["force_input_shape"],
             sequence_free=sequence_free,
+            unroll_inputs=unroll_inputs(unroll_specs),
         )
         report_path = check["report_path"]
         check_paths(model, None if dry_run else out, external_data, report_path)

@@ -16,7 +16,7 @@ import click
 
 from seqlower.passes import DEFAULT_PASSES, PASSES, SEQUENCE_FREE_PASSES
 
-__all__ = ["check_options", "choose_passes", "verify_options"]
+__all__ = ["check_options", "choose_passes", "unroll_inputs", "verify_options"]
 
 SEED_MAX = 2**32 - 1  # numpy's seeds
 
@@ -216,6 +216,17 @@ def _parse_tolerances(specs: tuple[str, ...], flag: str) -> float | dict[str, fl
     if overall is not None:
         per_output = {"*": overall, **per_output}
     return per_output
+
+
+def unroll_inputs(specs: tuple[str, ...]) -> dict[str, int]:
+    """``--unroll-input NAME=K`` flags as a dict; K at least 1."""
+    counts = dict(_parse_pair(spec, "=", "--unroll-input", _size) for spec in specs)
+    for name, count in counts.items():
+        if count < 1:
+            raise click.BadParameter(
+                f"{name}={count}: K must be at least 1", param_hint="--unroll-input"
+            )
+    return counts
 
 
 def choose_passes(
