@@ -245,6 +245,24 @@ def insert_chain() -> Case:
     return parse(text), dict(zip("abc", arrays, strict=True))
 
 
+def insert_erase_positions() -> Case:
+    """Negative and default positions of SequenceInsert/SequenceErase on known sequences, then
+    ConcatFromSequence with new_axis=1 on a negative axis and SequenceLength."""
+    text = f"""{HEADER}
+    g (float[2,3] a, float[2,3] b, float[2,3] c, float[2,3] d) => (float[2,3,3] y, int64 n) {{
+        s = SequenceConstruct(a, b)
+        minus_one = Constant<value = int64 {{-1}}>()
+        s1 = SequenceInsert(s, c, minus_one)
+        s2 = SequenceInsert(s1, d)
+        zero = Constant<value = int64 {{0}}>()
+        s3 = SequenceErase(s2, zero)
+        y = ConcatFromSequence<axis = -1, new_axis = 1>(s3)
+        n = SequenceLength(s3)
+    }}"""
+    arrays = _floats((2, 3), (2, 3), (2, 3), (2, 3), seed=16)
+    return parse(text), dict(zip("abcd", arrays, strict=True))
+
+
 def onnxscript_rows(keepdims: int = 0, axis: int = 0) -> Case:
     """onnxscript's pattern: rows of x (count known at run time), a tensor extra input and an
     initializer read from the body, two ConcatFromSequence readers."""
@@ -400,6 +418,7 @@ CASES: dict[str, Callable[[], Case]] = {
     "map_with_tensor_input_and_plumbing": map_with_tensor_input_and_plumbing,
     "split_known_count": split_known_count,
     "insert_chain": insert_chain,
+    "insert_erase_positions": insert_erase_positions,
     "onnxscript_rows": onnxscript_rows,
     "onnxscript_rows_keepdims_axis1": lambda: onnxscript_rows(keepdims=1, axis=1),
     "split_rows_at_and_length": split_rows_at_and_length,
