@@ -221,7 +221,9 @@ def _choose_form(
     if lens is not None:
         if time_size is not None and 2 * time_size * len(lens) <= MAX_FOLDED_INDEX:
             return _Form.CONSTANT
-        if 2 * head_steps(lens) * len(lens) <= MAX_FOLDED_INDEX:
+        # The head's batch axis is len(lens); the tail's is the input's, and must be provably
+        # the same (tract refuses a Concat of 3 and a symbolic N).
+        if batch_dim == len(lens) and 2 * head_steps(lens) * len(lens) <= MAX_FOLDED_INDEX:
             return _Form.HEAD
     return _Form.COMPUTED
 
@@ -282,13 +284,17 @@ def _always_fails(emit: Emitter) -> ir.Value:
 
 
 def _head_and_tail(emit: Emitter, data: ir.Value, plan: _Plan, result: ir.Value) -> None:
-    """Constant lengths, unknown T: reverse the first max(len) steps, keep the rest as it is.
+    """Constant lengths, unknown T, batch proven len(lens): reverse the first max(len) steps,
+    keep the rest as it is.
 
     A length above T makes its first coordinate len-1 >= T, past the data; T shorter than the
     head makes some length above T, so the head never reads past T on a valid model.
     """
-    assert plan.lens is not None
+    assert plan.lens is not None and plan.batch_checked
     steps = head_steps(plan.lens)
+    if steps == 0:  # every length is 0: nothing moves
+        emit.op("Identity", [data], hint="out", output=result)
+        return
     # The tail starts at Range(0, T+1)[steps]: steps itself, or a failure when a length is above
     # T (GatherND checks nothing when rows are empty) or below 0.
     shape = emit.dims(data, plan.time_axis, plan.time_axis + 1, hint="time")
@@ -307,15 +313,7 @@ def _head_and_tail(emit: Emitter, data: ir.Value, plan: _Plan, result: ir.Value)
         hint="tail_start",
         node_name="fails_if_sequence_lens_out_of_range",
     )
-    if not plan.batch_checked:
-        start = emit.op("Add", [start, _batch_check(emit, data, plan)], hint="tail_start")
-    if steps == 0 and plan.batch_checked:  # every length is 0: nothing moves
-        emit.op("Identity", [data], hint="out", output=result)
-        return
     tail = emit.slice(data, start, None, plan.time_axis, hint="tail")
-    if steps == 0:
-        emit.op("Identity", [tail], hint="out", output=result)
-        return
     coords = _coordinates(plan.lens, steps, plan.time_axis, None)
     head = emit.op("GatherND", [data, emit.constant(coords, hint="head_index")], hint="head")
     emit.op("Concat", [head, tail], {"axis": plan.time_axis}, hint="out", output=result)
@@ -369,6 +367,9 @@ def _computed_index(emit: Emitter, data: ir.Value, lens: ir.Value, plan: _Plan) 
     )
     steps = emit.op("Range", [zero, time, one], hint="steps")
     batches = emit.op("Range", [zero, batch, one], hint="batches")
+    # One length per batch entry, shaped by the input's batch axis rather than by the lengths'
+    # own (tract must see the same dimension on both sides of every broadcast).
+    lengths = emit.op("Gather", [lengths, batches], {"axis": 0}, hint="lengths_by_batch")
     if time_first:  # [T, 1] against [B]
         steps = emit.unsqueeze(steps, [1], hint="steps_column")
     else:  # [T] against [B, 1]
@@ -408,16 +409,23 @@ def _copy(shape: ir.Shape | None) -> ir.Shape | None:
 
 
 def _output_shape(declared: ir.Shape | None, data: ir.Shape | None) -> ir.Shape | None:
-    """The declared output shape, completed from the input's (ReverseSequence keeps it)."""
+    """The declared output shape, its unknown dims completed with the input's static ones
+    (ReverseSequence keeps the shape). Symbolic names are not copied: tract takes a name in a
+    value's declared shape as a symbol of its own, which then clashes with the concrete sizes
+    a deployment sets on the inputs."""
     if data is None or (declared is not None and len(declared) != len(data)):
         return _copy(declared)
     if declared is None:
-        return data.copy()
+        declared = ir.Shape([None] * len(data))
     dims = [
-        mine if isinstance(mine, int) or mine.value is not None else theirs
+        mine if isinstance(mine, int) or mine.value is not None else _static_or_none(theirs)
         for mine, theirs in zip(declared, data, strict=True)
     ]
     return ir.Shape(dims)
+
+
+def _static_or_none(dim: int | ir.SymbolicDim) -> int | None:
+    return dim if isinstance(dim, int) else None
 
 
 def _rank(value: ir.Value) -> int | None:
