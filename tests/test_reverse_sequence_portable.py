@@ -361,7 +361,7 @@ def test_nodes_with_the_same_lengths_share_one_index() -> None:
             r1 = ReverseSequence<batch_axis = 1, time_axis = 0>(x, lens)
             h = Neg(r1)
             r2 = ReverseSequence<batch_axis = 1, time_axis = 0>(h, lens)
-            h2 = Relu(r2)
+            h2 = Add(r2, x)
             r3 = ReverseSequence<batch_axis = 1, time_axis = 0>(h2, lens)
             y = Add(r3, x)
         }"""

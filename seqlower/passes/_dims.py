@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-__all__ = ["Dim", "constant_of", "dim_of", "filled_vector", "scalar_dim"]
+__all__ = ["Dim", "DimProver", "constant_of", "dim_of", "filled_vector", "scalar_dim"]
 
 #: A dimension: its static size, or the (value, axis) it is the size of.
 Dim = int | tuple[ir.Value, int]
@@ -38,7 +38,7 @@ _SAME_SHAPE = frozenset(
 _DIM_PRESERVING_CASTS = frozenset(
     {ir.DataType.INT32, ir.DataType.INT64, ir.DataType.UINT32, ir.DataType.UINT64}
 )
-_WALK_LIMIT = 256  # producers followed back, at most, per question
+_WALK_LIMIT = 256  # producers followed back, at most, per question (one-element values)
 
 
 def _producer(value: ir.Value) -> ir.Node | None:
@@ -80,9 +80,61 @@ def _rank(value: ir.Value) -> int | None:
     return None if value.shape is None else len(value.shape)
 
 
-def dim_of(value: ir.Value, axis: int) -> Dim | None:
-    """Dimension ``axis`` of ``value``, walked back to where it is first defined."""
-    for _ in range(_WALK_LIMIT):
+# Elementwise ops with multidirectional broadcasting: an output dimension is proven when every
+# input's aligned dimension is the same proven one, or a static 1 that broadcasts.
+_BROADCASTING = frozenset(
+    {
+        "Add", "Sub", "Mul", "Div", "Pow", "Mod", "Max", "Min", "Sum", "Mean", "And", "Or",
+        "Xor", "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "Where", "PRelu",
+        "BitShift", "BitwiseAnd", "BitwiseOr", "BitwiseXor",
+    }
+)  # fmt: skip
+_DEPTH_LIMIT = 200  # nested proofs (broadcasting ops) before giving up: unproven is safe
+
+
+class DimProver:
+    """Answers :func:`dim_of` questions for one model, remembering every answer.
+
+    A pass asks about nodes in graph order, so with the memo each question walks back only to
+    the previous answer, however long the chain of layers is.
+    """
+
+    def __init__(self) -> None:
+        self._dims: dict[tuple[int, int], Dim | None] = {}
+        self._ranks: dict[int, int | None] = {}
+        self._keep: list[ir.Value] = []  # ids stay valid while the memo holds them
+
+    def rank(self, value: ir.Value, depth: int = 0) -> int | None:
+        """The value's rank: declared, else through the same ops as :meth:`dim`."""
+        if value.shape is not None:
+            return len(value.shape)
+        key = id(value)
+        if key in self._ranks:
+            return self._ranks[key]
+        found: int | None = None
+        node = _producer(value)
+        if node is not None and depth < _DEPTH_LIMIT and value is node.outputs[0]:
+            inputs = [v for v in node.inputs if v is not None]
+            if node.op_type in _SAME_SHAPE or node.op_type == "Transpose":
+                found = self.rank(inputs[0], depth + 1) if inputs else None
+            elif node.op_type in _BROADCASTING and inputs:
+                ranks = [self.rank(v, depth + 1) for v in inputs]
+                found = None if None in ranks else max(r for r in ranks if r is not None)
+        self._ranks[key] = found
+        self._keep.append(value)
+        return found
+
+    def dim(self, value: ir.Value, axis: int, depth: int = 0) -> Dim | None:
+        """Dimension ``axis`` of ``value``, walked back to where it is first defined."""
+        key = (id(value), axis)
+        if key in self._dims:
+            return self._dims[key]
+        found = self._walk(value, axis, depth)
+        self._dims[key] = found
+        self._keep.append(value)
+        return found
+
+    def _walk(self, value: ir.Value, axis: int, depth: int) -> Dim | None:
         shape = value.shape
         if shape is not None:
             if axis < 0 or axis >= len(shape):
@@ -90,26 +142,57 @@ def dim_of(value: ir.Value, axis: int) -> Dim | None:
             if isinstance(shape[axis], int):
                 return shape[axis]
         node = _producer(value)
-        if node is None or not node.inputs or node.inputs[0] is None:
+        if (
+            node is None
+            or depth >= _DEPTH_LIMIT
+            or not node.inputs
+            or node.inputs[0] is None
+            or value is not node.outputs[0]
+        ):
             return value, axis
-        if value is not node.outputs[0]:
-            return value, axis
-        if node.op_type in _SAME_SHAPE:
-            value = node.inputs[0]
-        elif node.op_type == "Transpose":
-            rank = _rank(node.inputs[0])
+        op = node.op_type
+        if op in _SAME_SHAPE:
+            return self.dim(node.inputs[0], axis, depth + 1)
+        if op == "Transpose":
+            source = node.inputs[0]
             perm = _ints_attr(node, "perm")
-            if perm is None and node.attributes.get("perm") is None and rank is not None:
-                perm = list(reversed(range(rank)))
+            if perm is None and node.attributes.get("perm") is None:
+                rank = self.rank(source, depth + 1)
+                perm = None if rank is None else list(reversed(range(rank)))
             if perm is None or axis >= len(perm):
                 return value, axis
-            value, axis = node.inputs[0], perm[axis]
-        else:
-            return value, axis
-    return value, axis
+            return self.dim(source, perm[axis], depth + 1)
+        if op in _BROADCASTING:
+            return self._broadcast(node, value, axis, depth) or (value, axis)
+        return value, axis
+
+    def _broadcast(self, node: ir.Node, value: ir.Value, axis: int, depth: int) -> Dim | None:
+        inputs = [v for v in node.inputs if v is not None]
+        ranks = [self.rank(v, depth + 1) for v in inputs]
+        if None in ranks:
+            return None
+        out_rank = max(r for r in ranks if r is not None)
+        proven: Dim | None = None
+        for source, rank in zip(inputs, ranks, strict=True):
+            assert rank is not None
+            aligned = axis - (out_rank - rank)
+            if aligned < 0:
+                continue  # this input has no such axis: it broadcasts
+            dim = self.dim(source, aligned, depth + 1)
+            if dim == 1:
+                continue  # broadcasts (at run time a 1 stays 1)
+            if dim is None or (proven is not None and dim != proven):
+                return None
+            proven = dim
+        return proven
 
 
-def scalar_dim(value: ir.Value | None) -> Dim | None:
+def dim_of(value: ir.Value, axis: int) -> Dim | None:
+    """Dimension ``axis`` of ``value``, walked back to where it is first defined."""
+    return DimProver().dim(value, axis)
+
+
+def scalar_dim(value: ir.Value | None, prover: DimProver | None = None) -> Dim | None:
     """The dimension a one-element integer value holds (a scalar or a [1] tensor), if proven."""
     for _ in range(_WALK_LIMIT):
         if value is None:
@@ -130,7 +213,7 @@ def scalar_dim(value: ir.Value | None) -> Dim | None:
         elif op in ("Identity", "Squeeze", "Unsqueeze", "Reshape", "Flatten"):
             value = node.inputs[0]  # a one-element input stays one element, same value
         elif op == "Shape":
-            return _shape_entry(node, 0)
+            return _shape_entry(node, 0, prover)
         elif op == "Gather" and len(node.inputs) == 2 and _int_attr(node, "axis", 0) == 0:
             index = constant_of(node.inputs[1])
             source = node.inputs[0]
@@ -139,7 +222,7 @@ def scalar_dim(value: ir.Value | None) -> Dim | None:
             shape_node = _producer(source)
             if shape_node is None or shape_node.op_type != "Shape":
                 return None
-            return _shape_entry(shape_node, int(index.reshape(-1)[0]))
+            return _shape_entry(shape_node, int(index.reshape(-1)[0]), prover)
         elif op == "Slice" and len(node.inputs) >= 3:
             source = node.inputs[0]
             shape_node = None if source is None else _producer(source)
@@ -162,7 +245,7 @@ def scalar_dim(value: ir.Value | None) -> Dim | None:
             start, end = int(starts.reshape(-1)[0]), int(ends.reshape(-1)[0])
             if start < 0 or end != start + 1:
                 return None
-            return _shape_entry(shape_node, start)
+            return _shape_entry(shape_node, start, prover)
         else:
             return None
     return None
@@ -194,7 +277,7 @@ def _vector_rank(value: ir.Value | None) -> int | None:
     return None
 
 
-def _shape_entry(shape_node: ir.Node, index: int) -> Dim | None:
+def _shape_entry(shape_node: ir.Node, index: int, prover: DimProver | None) -> Dim | None:
     """Entry ``index`` of ``Shape(x, start, end)``'s output, as a dimension of ``x``."""
     source = shape_node.inputs[0] if shape_node.inputs else None
     if source is None:
@@ -216,10 +299,10 @@ def _shape_entry(shape_node: ir.Node, index: int) -> Dim | None:
     axis = start + index
     if index < 0 or (end is not None and axis >= end):
         return None
-    return dim_of(source, axis)
+    return (prover or DimProver()).dim(source, axis)
 
 
-def filled_vector(value: ir.Value) -> tuple[Dim, Dim] | None:
+def filled_vector(value: ir.Value, prover: DimProver | None = None) -> tuple[Dim, Dim] | None:
     """``(fill, count)`` when ``value`` is proven a 1-D vector of ``count`` entries all ``fill``."""
     for _ in range(_WALK_LIMIT):
         array = constant_of(value)
@@ -247,7 +330,7 @@ def filled_vector(value: ir.Value) -> tuple[Dim, Dim] | None:
                 return None
             if _vector_rank(count_value) != 1:
                 return None
-            fill, count = scalar_dim(source), scalar_dim(count_value)
+            fill, count = scalar_dim(source, prover), scalar_dim(count_value, prover)
             if fill is None or count is None:
                 return None
             return fill, count
@@ -264,7 +347,7 @@ def filled_vector(value: ir.Value) -> tuple[Dim, Dim] | None:
                 return None
             if _vector_rank(shape_value) != 1:
                 return None
-            count = scalar_dim(shape_value)
+            count = scalar_dim(shape_value, prover)
             if count is None:
                 return None
             fill = fill_value if isinstance(fill_value, int) else int(fill_value.reshape(-1)[0])

@@ -41,7 +41,7 @@ import onnx_ir as ir
 
 from seqlower.errors import InvalidNodeError
 from seqlower.passes._base import NameGenerator, NodeLoweringPass, Site
-from seqlower.passes._dims import Dim, constant_of, dim_of, filled_vector
+from seqlower.passes._dims import Dim, DimProver, constant_of, filled_vector
 from seqlower.passes._emit import Emitter
 from seqlower.passes._reverse_rows import (
     MAX_FOLDED_INDEX,
@@ -90,11 +90,16 @@ class LowerReverseSequence(NodeLoweringPass):
         super().__init__()
         self.forms: dict[str, int] = {}
         self._indices: dict[tuple[Any, ...], ir.Value] = {}
+        self._dims = DimProver()
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         self.forms = {}
         self._indices = {}
-        return super().call(model)
+        self._dims = DimProver()
+        try:
+            return super().call(model)
+        finally:
+            self._dims = DimProver()  # holds values of the model: let them go
 
     def plan(self, site: Site, types: TypeOracle) -> _Plan:
         node = site.node
@@ -127,13 +132,14 @@ class LowerReverseSequence(NodeLoweringPass):
             )
         if lens is not None:
             lens = lens.astype(np.int64)
-        time_dim, batch_dim = dim_of(data, time_axis), dim_of(data, batch_axis)
+        time_dim, batch_dim = self._dims.dim(data, time_axis), self._dims.dim(data, batch_axis)
         time_size = time_dim if isinstance(time_dim, int) else None
         if lens is not None:
             batch_checked = batch_dim == len(lens)
         else:
-            batch_checked = batch_dim is not None and dim_of(lens_value, 0) == batch_dim
-        form = _choose_form(site.opset, lens_value, lens, time_dim, batch_dim, time_size)
+            batch_checked = batch_dim is not None and self._dims.dim(lens_value, 0) == batch_dim
+        filled = filled_vector(lens_value, self._dims)
+        form = _choose_form(site.opset, filled, lens, time_dim, batch_dim, time_size)
         graph = node.graph
         share_key = None
         if form is _Form.COMPUTED and graph is not None:
@@ -207,13 +213,12 @@ class LowerReverseSequence(NodeLoweringPass):
 
 def _choose_form(
     opset: int,
-    lens_value: ir.Value,
+    filled: tuple[Dim, Dim] | None,
     lens: np.ndarray | None,
     time_dim: Dim | None,
     batch_dim: Dim | None,
     time_size: int | None,
 ) -> _Form:
-    filled = filled_vector(lens_value)
     if filled is not None and time_dim is not None and filled == (time_dim, batch_dim):
         return _Form.SLICE
     if opset < 11:
