@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -429,7 +430,12 @@ run("tract", seqlower.lower(model), {{"x": np.zeros((4, 3, 2), np.float32),
 print("RAN")
 """
     done = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=Path(__file__).resolve().parent.parent,
     )
     assert "RAN" not in done.stdout
     assert done.returncode != 0
