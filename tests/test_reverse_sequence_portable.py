@@ -22,7 +22,7 @@ from onnx.backend.test.case.node import collect_testcases
 import seqlower
 from seqlower.passes import LowerReverseSequence
 from tests.helpers import IR_VERSION, all_op_types
-from tests.runtimes import RuntimeFailure, assert_same, run
+from tests.runtimes import RuntimeFailure, assert_same, require, run
 
 RUNTIMES = ["onnxruntime", "openvino", "tract", "tract-symbolic"]
 # What the default forms must never contain: ops that onnx2torch gets wrong (NonZero, CumSum),
@@ -420,6 +420,7 @@ def test_bad_lengths_fail_on_onnxruntime(time_axis: int, lens: list[int]) -> Non
 
 def test_bad_lengths_abort_tract() -> None:
     """tract's Gather panics on an out-of-range index, which aborts the process (documented)."""
+    require("tract")
     script = f"""
 import numpy as np, onnx, seqlower
 from tests.runtimes import run
@@ -439,3 +440,4 @@ print("RAN")
     )
     assert "RAN" not in done.stdout
     assert done.returncode != 0
+    assert "panic" in done.stderr, done.stderr[-2000:]
