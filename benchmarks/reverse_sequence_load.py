@@ -28,9 +28,11 @@ import seqlower
 IR_VERSION = 8
 
 
-def stack(nodes: int, full_length: bool) -> onnx.ModelProto:
+def stack(nodes: int, full_length: bool, shared: bool = True) -> onnx.ModelProto:
     """``nodes`` ReverseSequence nodes, time-major, each followed by an Add (a stand-in for the
-    recurrent cell between the reversals)."""
+    recurrent cell between the reversals). ``shared`` False puts a Reshape to x's shape after
+    each Add, which seqlower's dimension proofs do not follow: every node then computes its own
+    index (the worst case, as after a Loop whose output sizes cannot be proven)."""
     lines = []
     previous = "x"
     for i in range(nodes):
@@ -44,7 +46,8 @@ def stack(nodes: int, full_length: bool) -> onnx.ModelProto:
         lens = f"l{i}" if full_length else "lens"
         lines += [
             f"r{i} = ReverseSequence<batch_axis = 1, time_axis = 0>({previous}, {lens})",
-            f"h{i} = Add(r{i}, x)",
+            f"a{i} = Add(r{i}, x)",
+            f"h{i} = Reshape(a{i}, xshape)" if not shared else f"h{i} = Identity(a{i})",
         ]
         previous = f"h{i}"
     lens_input = "" if full_length else ", int64[N] lens"
@@ -53,6 +56,7 @@ def stack(nodes: int, full_length: bool) -> onnx.ModelProto:
 g (float[T, N, 64] x{lens_input}) => (float[T, N, 64] y) {{
     zero = Constant<value = int64[1] {{0}}>()
     one = Constant<value = int64[1] {{1}}>()
+    xshape = Shape(x)
     {body}
     y = Identity({previous})
 }}"""
@@ -65,8 +69,8 @@ def load_seconds(model: bytes) -> float:
     return time.perf_counter() - start
 
 
-def load_times(nodes: int, full_length: bool, repeat: int) -> dict[str, float]:
-    original = stack(nodes, full_length)
+def load_times(nodes: int, full_length: bool, repeat: int, shared: bool) -> dict[str, float]:
+    original = stack(nodes, full_length, shared)
     lowered = seqlower.lower(original)
     models = {
         "original": original.SerializeToString(),
@@ -149,9 +153,13 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3000, help="runs for the fixed cost")
     args = parser.parse_args()
     print(f"onnxruntime {ort.__version__}, default session options")
-    for full_length in (False, True):
-        kind = "full-length (Slice)" if full_length else "lengths input (GatherND)"
-        t = load_times(args.nodes, full_length, args.repeat)
+    kinds = {
+        "lengths input (GatherND, one shared index)": (False, True),
+        "lengths input (GatherND, an index per node)": (False, False),
+        "full-length (Slice)": (True, True),
+    }
+    for kind, (full_length, shared) in kinds.items():
+        t = load_times(args.nodes, full_length, args.repeat, shared)
         print(
             f"load, {args.nodes} nodes, {kind}: original {t['original']:.3f} s, "
             f"lowered {t['lowered']:.3f} s, lowered/original {t['ratio']:.2f}"
