@@ -3,7 +3,8 @@
 Run by hand (not a test):  .venv/bin/python benchmarks/reverse_sequence.py [--repeat N]
 
 For each shape, layout, kind of lengths (a graph input with symbolic dimensions, so the index is
-computed at run time; or a constant with static dimensions, so it is folded) and thread count, all
+computed at run time; a constant with static dimensions, so it is folded; or the full time
+length as tf2onnx writes it, so one Slice) and thread count, all
 three models run in the same process, interleaved, and the script prints medians and the ratios
 lowered/native and lowered/copy (medians of per-round ratios). The copy model (Identity on a
 graph input, which onnxruntime must copy) is the memory-bandwidth floor. Inputs are bound once
@@ -31,24 +32,38 @@ SHAPES = {
 
 
 def models(
-    shape: tuple[int, ...], time_axis: int, lens: np.ndarray | None
+    shape: tuple[int, ...], time_axis: int, kind: str, lens: np.ndarray
 ) -> dict[str, onnx.ModelProto]:
-    """Native, lowered and copy models. ``lens`` None: lengths are an input and every dimension
-    is symbolic (the index is computed at run time); else a constant with static dimensions
-    (the index is folded into a constant)."""
-    dims: list[Any] = [f"d{i}" for i in range(len(shape))] if lens is None else list(shape)
+    """Native, lowered and copy models. ``kind``: ``input`` (lengths a graph input, every
+    dimension symbolic: the index is computed at run time), ``constant`` (a constant with static
+    dimensions: the index is folded), ``full`` (the full time length as tf2onnx writes it,
+    ``Expand(Gather(Shape(x)))``, symbolic dimensions: one Slice)."""
+    dims: list[Any] = list(shape) if kind == "constant" else [f"d{i}" for i in range(len(shape))]
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, dims)
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, dims)
-    inputs, initializers = [x], []
-    if lens is None:
+    inputs, initializers, nodes = [x], [], []
+    if kind == "input":
         inputs.append(helper.make_tensor_value_info("lens", TensorProto.INT64, ["batch"]))
-    else:
+    elif kind == "constant":
         initializers.append(onnx.numpy_helper.from_array(lens, "lens"))
-    node = helper.make_node(
-        "ReverseSequence", ["x", "lens"], ["y"], time_axis=time_axis, batch_axis=1 - time_axis
+    else:
+        initializers += [
+            onnx.numpy_helper.from_array(np.array([time_axis], np.int64), "time_axis"),
+            onnx.numpy_helper.from_array(np.array([1 - time_axis], np.int64), "batch_axis"),
+        ]
+        nodes += [
+            helper.make_node("Shape", ["x"], ["shape"]),
+            helper.make_node("Gather", ["shape", "time_axis"], ["time"]),
+            helper.make_node("Gather", ["shape", "batch_axis"], ["batch"]),
+            helper.make_node("Expand", ["time", "batch"], ["lens"]),
+        ]
+    nodes.append(
+        helper.make_node(
+            "ReverseSequence", ["x", "lens"], ["y"], time_axis=time_axis, batch_axis=1 - time_axis
+        )
     )
     native = helper.make_model(
-        helper.make_graph([node], "rs", inputs, [y], initializers),
+        helper.make_graph(nodes, "rs", inputs, [y], initializers),
         opset_imports=[helper.make_opsetid("", 17)],
         ir_version=8,
     )
@@ -70,7 +85,7 @@ def session(model: onnx.ModelProto, threads: int) -> ort.InferenceSession:
 
 
 def bench(
-    shape: tuple[int, ...], time_axis: int, threads: int, repeat: int, folded: bool
+    shape: tuple[int, ...], time_axis: int, threads: int, repeat: int, kind: str
 ) -> dict[str, float]:
     rng = np.random.default_rng(0)
     x = rng.standard_normal(shape).astype(np.float32)
@@ -78,11 +93,11 @@ def bench(
     lens = rng.integers(0, steps + 1, size=batch).astype(np.int64)
     runners = {}
     expected = None
-    for name, model in models(shape, time_axis, lens if folded else None).items():
+    for name, model in models(shape, time_axis, kind, lens).items():
         sess = session(model, threads)
         binding = sess.io_binding()
         binding.bind_cpu_input("x", x)
-        if name != "copy" and not folded:
+        if name != "copy" and kind == "input":
             binding.bind_cpu_input("lens", lens)
         binding.bind_output("y")
         sess.run_with_iobinding(binding)
@@ -111,6 +126,10 @@ def bench(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=300)
+    parser.add_argument(
+        "--kinds", nargs="+", default=["input", "constant", "full"], help="kinds of lengths"
+    )
+    parser.add_argument("--ranks", nargs="+", type=int, default=[3, 4])
     args = parser.parse_args()
     print(f"onnxruntime {ort.__version__}, median of {args.repeat} interleaved runs, float32")
     header = (
@@ -119,14 +138,13 @@ def main() -> None:
     )
     print(header)
     worst: dict[tuple[str, int], float] = {}
-    for shapes in SHAPES.values():
-        for shape in shapes:
+    for rank in args.ranks:
+        for shape in SHAPES[rank]:
             for time_axis in (0, 1):
-                for folded in (False, True):
+                for lens in args.kinds:
                     for threads in (1, 2):
-                        t = bench(shape, time_axis, threads, args.repeat, folded)
+                        t = bench(shape, time_axis, threads, args.repeat, lens)
                         ratio = t["lowered/native"]
-                        lens = "constant" if folded else "input"
                         key = (lens, threads)
                         worst[key] = max(worst.get(key, 0.0), ratio)
                         layout = "time-major" if time_axis == 0 else "batch-major"

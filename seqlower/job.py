@@ -78,6 +78,7 @@ class PassRow:
     op_type: str | None
     rewritten: int | None
     seconds: float
+    forms: dict[str, int] | None = None  # how the nodes were lowered, for passes that choose
 
 
 @dataclass
@@ -455,6 +456,7 @@ def _pass_rows(passes: Any) -> list[PassRow]:
                 op_type=getattr(inner, "op_type", None),
                 rewritten=getattr(inner, "rewritten", None),
                 seconds=getattr(timed, "seconds", 0.0),
+                forms=dict(getattr(inner, "forms", None) or {}) or None,
             )
         )
     return rows

@@ -50,7 +50,7 @@ def _run_openvino(model: onnx.ModelProto, feeds: Feeds) -> list[np.ndarray]:
         return [np.asarray(result[output]) for output in compiled.outputs]
 
 
-def _run_tract(model: onnx.ModelProto, feeds: Feeds) -> list[np.ndarray]:
+def _run_tract(model: onnx.ModelProto, feeds: Feeds, *, concrete: bool = True) -> list[np.ndarray]:
     import tract
 
     names = _input_names(model)
@@ -58,7 +58,7 @@ def _run_tract(model: onnx.ModelProto, feeds: Feeds) -> list[np.ndarray]:
         path = Path(folder) / "model.onnx"
         onnx.save(model, path)
         inference = tract.onnx().load(str(path))
-        for index, name in enumerate(names):
+        for index, name in enumerate(names if concrete else []):
             array = np.asarray(feeds[name])
             # tract's facts default to the declared (often symbolic) shapes; concrete ones
             # are what a deployment gives it too.
@@ -92,10 +92,16 @@ def _input_names(model: onnx.ModelProto) -> list[str]:
     return [i.name for i in model.graph.input if i.name not in initializers]
 
 
+def _run_tract_symbolic(model: onnx.ModelProto, feeds: Feeds) -> list[np.ndarray]:
+    return _run_tract(model, feeds, concrete=False)
+
+
 RUNTIMES: dict[str, tuple[str, Callable[[onnx.ModelProto, Feeds], list[np.ndarray]]]] = {
     "onnxruntime": ("onnxruntime", _run_onnxruntime),
     "openvino": ("openvino", _run_openvino),
+    # tract with concrete input shapes, and with the model's declared (symbolic) ones.
     "tract": ("tract", _run_tract),
+    "tract-symbolic": ("tract", _run_tract_symbolic),
 }
 
 

@@ -242,11 +242,15 @@ def test_every_opset(opset: int, lens_mode: str, dtype: int) -> None:
 @pytest.mark.parametrize("lens_mode", ["initializer", "constant_node"])
 def test_constant_lengths_fold_the_index(time_axis: int, static: bool, lens_mode: str) -> None:
     shape = (5, 3, 2) if time_axis == 0 else (3, 5, 2)
-    decl: list[Any] = list(shape) if static else ["a", "b", "c"]
+    # A dynamic T; the batch must be static for the folded head (its batch axis is len(lens)).
+    decl: list[Any] = list(shape) if static else ["a", 3, "c"] if time_axis == 0 else [3, "b", "c"]
     model, feeds = reverse_model(T.FLOAT, decl, time_axis, lens_mode, np.array([5, 0, 2], np.int64))
     lowered = lower_checked(model)
-    ops = set(all_op_types(lowered))
-    assert not ops & {"Range", "Where", "NonZero", "Less"}, ops
+    ops = all_op_types(lowered)
+    # Nothing computed over T*B entries: only the check that no length exceeds T (a Range of
+    # T+1 gathered at max(len)) when T is dynamic.
+    assert not set(ops) & {"Where", "NonZero", "Less"}, ops
+    assert ops.count("Range") == (0 if static else 1), ops
     feeds["x"] = random_data(np.random.default_rng(2), T.FLOAT, shape)
     assert_same(ort_run(lowered, feeds)[0], ort_run(model, feeds)[0])
 
@@ -578,7 +582,8 @@ def test_invalid_length_fails_even_with_no_time_steps(time_axis: int) -> None:
 
 def test_output_declares_the_input_shape() -> None:
     """ReverseSequence keeps its input's shape; the lowered model says so where the original
-    declared nothing (runtimes plan memory with it)."""
+    declared nothing (runtimes plan memory with it), static sizes only: tract would take a
+    copied name for a symbol of its own and clash with the sizes set on the inputs."""
     model, _ = reverse_model(T.FLOAT, ["T", "B", 8], 0, "input", np.array([1, 2], np.int64))
     dims = lower_checked(model).graph.output[0].type.tensor_type.shape.dim
-    assert [d.dim_param or d.dim_value for d in dims] == ["T", "B", 8]
+    assert [d.dim_param or d.dim_value for d in dims] == [0, 0, 8]

@@ -139,7 +139,10 @@ class Printer:
 
 def _pass_line(row: PassRow) -> str:
     rewritten = "" if row.rewritten is None else str(row.rewritten)
-    return f"{row.name:26} {rewritten:>9} {seconds(row.seconds):>10}"
+    line = f"{row.name:26} {rewritten:>9} {seconds(row.seconds):>10}"
+    if row.forms:
+        line += "   (" + ", ".join(f"{n} {form}" for form, n in sorted(row.forms.items())) + ")"
+    return line
 
 
 def _isatty(stream: Any) -> bool:

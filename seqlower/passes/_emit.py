@@ -94,6 +94,11 @@ class Emitter:
             )
         return self.op("Unsqueeze", [x], {"axes": list(axes)}, hint=hint)
 
+    def squeeze(self, x: ir.Value, axes: Sequence[int], *, hint: str) -> ir.Value:
+        if self.opset >= 13:
+            return self.op("Squeeze", [x, self.int64s(list(axes), hint=f"{hint}_axes")], hint=hint)
+        return self.op("Squeeze", [x], {"axes": list(axes)}, hint=hint)
+
     def slice(
         self,
         x: ir.Value,

@@ -1,72 +1,105 @@
-"""Lower ``ReverseSequence`` into a row ``Gather``.
+"""Lower ``ReverseSequence`` into ``Slice`` or ``GatherND``, ops every runtime has.
 
-Runtimes without a ``ReverseSequence`` kernel (it appears in every TF-origin bidirectional RNN)
-all have ``Gather``. View the input as rows: the first two axes flattened, every other axis
-kept, so each row is one (time, batch) slice. Output row (t, b) is input row (src(t, b), b) with
+tract, onnx2torch, candle, burn, QNN and TVM have no ``ReverseSequence``; all of them have
+``Slice`` and ``GatherND``. Which form a node gets, from most to least common in real models:
 
-    src(t, b) = len[b] - 1 - t   if t < len[b]
-              = t                otherwise
+- **One** ``Slice`` **with step -1** when every length is provably the node's own time length:
+  tf2onnx writes ``tf.reverse`` and every Keras ``Bidirectional`` backward pass so, with lengths
+  ``Expand(Gather(Shape(x), [t]), Gather(Shape(x), [b]))`` (see :mod:`._dims` for what counts
+  as proof). Nothing to validate: the lengths cannot be out of range.
+- Otherwise ``GatherND`` with an index ``[T, B, 2]`` (time-major) or ``[B, T, 2]`` of
+  (time, batch) coordinates, output row (t, b) reading input row (src(t, b), b) with
 
-so one ``Gather`` along axis 0 of ``Flatten(x, axis=2)`` moves whole contiguous rows, the same
-memory traffic as the native kernel. The index is shaped like the first two axes, so the Gather
-writes the output in its final shape (rank 3; a free ``Reshape`` view otherwise), and it has only
-T*B entries. Three forms, from most to least folded:
+      src(t, b) = len[b] - 1 - t   if t < len[b]
+                = t                otherwise
 
-- ``sequence_lens`` constant and T static: the whole index is a constant.
-- ``sequence_lens`` constant, T dynamic: a constant index for the first max(len) time steps and
-  an untouched tail (``Slice`` + ``Concat``); no ``Range`` or ``Where`` at run time.
-- otherwise: the index is computed from ``Shape``/``Range``/``Less``/``Where``, with three ops
-  over all T*B entries and the rest on [B] vectors.
+  The index is a constant when the lengths are constants and T is static; constant lengths
+  with a dynamic T reverse a constant head of max(len) steps and keep the tail (``Slice`` +
+  ``Concat``); otherwise it is computed from ``Shape``/``Range``/``Less``/``Where`` on [T, B].
+  ``GatherND`` moves whole trailing slices, as the native kernel does; it needs no ``Reshape``
+  of the data (so no ``allowzero`` and no products of symbolic dimensions for tract to solve).
+  Nodes of one graph with the same lengths value and provably the same dimensions share one
+  computed index.
 
-Lengths outside [0, T] fail at run time as the native kernel does, instead of returning data:
-folded, they point the index past the last row; computed, they make a ``Reshape`` fail.
-onnxruntime's ``Gather`` mishandles string slices of more than one element, so string rows are
-gathered one element at a time (transposed).
+Lengths outside [0, T] and a lengths vector that is not one per batch entry fail at run time as
+the native kernel does, through an out-of-range ``Gather`` on [B]-sized vectors (folded: the
+index points past the data). Runtimes whose ``Gather`` does not fail on a bad index (OpenVINO
+returns zeros) cannot express that failure; the README lists them.
 
-Known limit: before opset 14, ``Reshape`` reads a 0 in a computed shape as "copy this
-dimension", so an input whose second axis is empty, or (rank >= 4) an axis after the third,
-fails at run time there instead of returning an empty tensor.
+Opset 10 has neither ``GatherND`` nor ``Range``: there the row ``Gather`` of
+:mod:`._reverse_rows` is used.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+import enum
+from typing import Any
 
 import numpy as np
 import onnx_ir as ir
 
 from seqlower.errors import InvalidNodeError
 from seqlower.passes._base import NameGenerator, NodeLoweringPass, Site
+from seqlower.passes._dims import Dim, DimProver, constant_of, filled_vector
 from seqlower.passes._emit import Emitter
+from seqlower.passes._reverse_rows import (
+    MAX_FOLDED_INDEX,
+    OUT_OF_RANGE,
+    head_steps,
+    invalid_lengths,
+    reverse_rows,
+)
 from seqlower.passes._types import TypeOracle, element_dtype
 
 __all__ = ["LowerReverseSequence"]
 
-# Far past any row count: where a constant length is negative, the index points here.
-_OUT_OF_RANGE = 2**62
-# The largest index folded into a constant (entries, 8 MB): past it, a head of max(len) steps
-# when that is smaller, else the computed index. Constant lengths longer than any plausible T
-# (invalid, but legal to write) must not make the model huge.
-_MAX_FOLDED_INDEX = 1 << 20
+_INT64_MIN = -(2**63)  # a Slice end meaning "past the first element", stepping backwards
+
+
+class _Form(enum.Enum):
+    SLICE = "slice"  # proven full-length: one Slice with step -1
+    CONSTANT = "constant"  # constant lengths, static T: a constant GatherND index
+    HEAD = "head"  # constant lengths, dynamic T: constant head index + untouched tail
+    COMPUTED = "computed"  # lengths known at run time: a computed GatherND index
+    ROWS = "rows"  # opset 10: a row Gather (no GatherND or Range there)
 
 
 @dataclasses.dataclass
 class _Plan:
     node: ir.Node
     opset: int
+    form: _Form
     time_axis: int
     batch_axis: int
     lens: np.ndarray | None  # the lengths, when they are a constant
     time_size: int | None  # T, when static
     data_shape: tuple[int, ...] | None  # the input's whole shape, when static
-    gather_elementwise: bool  # strings (or an unknown type): gather one element at a time
+    gather_elementwise: bool  # strings (or an unknown type): rows form gathers single elements
+    batch_checked: bool  # the lengths are proven one per batch entry
+    share_key: tuple[Any, ...] | None  # nodes with equal keys share a computed index
 
 
 class LowerReverseSequence(NodeLoweringPass):
-    """Replace every ``ReverseSequence`` with a ``Gather`` of rows (see the module docstring)."""
+    """Replace every ``ReverseSequence`` with a ``Slice`` or a ``GatherND`` (see the module
+    docstring); the count of each form chosen is in :attr:`forms` after a run."""
 
     op_type = "ReverseSequence"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.forms: dict[str, int] = {}
+        self._indices: dict[tuple[Any, ...], ir.Value] = {}
+        self._dims = DimProver()
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        self.forms = {}
+        self._indices = {}
+        self._dims = DimProver()
+        try:
+            return super().call(model)
+        finally:
+            self._dims = DimProver()  # holds values of the model: let them go
 
     def plan(self, site: Site, types: TypeOracle) -> _Plan:
         node = site.node
@@ -92,21 +125,38 @@ class LowerReverseSequence(NodeLoweringPass):
             raise InvalidNodeError(
                 node, f"sequence_lens '{lens_value.name}' has rank {lens_rank}; it must be 1"
             )
-        lens = _constant(lens_value)
+        lens = constant_of(lens_value)
         if lens is not None and lens.ndim != 1:
             raise InvalidNodeError(
                 node, f"sequence_lens '{lens_value.name}' has rank {lens.ndim}; it must be 1"
             )
+        if lens is not None:
+            lens = lens.astype(np.int64)
+        time_dim, batch_dim = self._dims.dim(data, time_axis), self._dims.dim(data, batch_axis)
+        time_size = time_dim if isinstance(time_dim, int) else None
+        if lens is not None:
+            batch_checked = batch_dim == len(lens)
+        else:
+            batch_checked = batch_dim is not None and self._dims.dim(lens_value, 0) == batch_dim
+        filled = filled_vector(lens_value, self._dims)
+        form = _choose_form(site.opset, filled, lens, time_dim, batch_dim, time_size)
+        graph = node.graph
+        share_key = None
+        if form is _Form.COMPUTED and graph is not None:
+            share_key = (id(graph), id(lens_value), time_axis, _key(time_dim), _key(batch_dim))
         dtype = element_dtype(data_type)
         return _Plan(
             node=node,
             opset=site.opset,
+            form=form,
             time_axis=time_axis,
             batch_axis=batch_axis,
-            lens=None if lens is None else lens.astype(np.int64),
-            time_size=_static_dim(data, time_axis),
+            lens=lens,
+            time_size=time_size,
             data_shape=types.static_shape(data),
             gather_elementwise=dtype is None or dtype == ir.DataType.STRING,
+            batch_checked=batch_checked,
+            share_key=share_key,
         )
 
     def rewrite(self, plan: _Plan, names: NameGenerator) -> None:
@@ -119,7 +169,7 @@ class LowerReverseSequence(NodeLoweringPass):
         old = node.outputs[0]
         # Constant lengths out of range: the model can only fail at run time, and the index
         # that makes it fail need not produce the input's shape.
-        doomed = plan.lens is not None and bool(_invalid(plan.lens, plan.time_size).any())
+        doomed = plan.lens is not None and bool(invalid_lengths(plan.lens, plan.time_size).any())
         result = ir.Value(
             name=old.name or names.fresh("ReverseSequence_out"),
             type=old.type or data.type,
@@ -128,305 +178,226 @@ class LowerReverseSequence(NodeLoweringPass):
             doc_string=old.doc_string,
             metadata_props=dict(old.metadata_props) or None,
         )
-        rows = _Rows(emit, data, plan)
-        batch = 0 if plan.lens is None else len(plan.lens)
-        if (
-            plan.lens is not None
-            and plan.time_size is not None
-            and (plan.time_size * batch <= _MAX_FOLDED_INDEX)
-        ):
-            index = _row_index(plan.lens, plan.time_size, plan.time_axis, plan.time_size)
-            rows.gather(emit.constant(index, hint="index"), output=result)
-        elif plan.lens is not None and _head_steps(plan.lens) * batch <= _MAX_FOLDED_INDEX:
-            _head_and_tail(emit, rows, plan.lens, plan.time_axis, result)
+        form = plan.form
+        if form is _Form.SLICE:
+            axis = emit.int64s([plan.time_axis], hint="time_axis")
+            back = emit.int64s([-1], hint="backwards")
+            end = emit.int64s([_INT64_MIN], hint="before_first")
+            emit.op("Slice", [data, back, end, axis, back], hint="reversed", output=result)
+        elif form is _Form.ROWS:
+            reverse_rows(emit, data, lens, plan, result)
+        elif form is _Form.CONSTANT:
+            assert plan.lens is not None and plan.time_size is not None
+            coords = _coordinates(plan.lens, plan.time_size, plan.time_axis, plan.time_size)
+            index = emit.constant(coords, hint="index")
+            if not plan.batch_checked:
+                index = emit.op("Add", [index, _batch_check(emit, data, plan)], hint="index")
+            if doomed:  # GatherND reads nothing, and checks nothing, when rows are empty
+                index = emit.op("Add", [index, _always_fails(emit)], hint="index")
+            emit.op("GatherND", [data, index], hint="reversed", output=result)
+        elif form is _Form.HEAD:
+            _head_and_tail(emit, data, plan, result)
         else:
-            index = _computed_index(emit, rows, lens, plan.time_axis)
-            rows.gather(index, output=result)
+            index = self._indices.get(plan.share_key) if plan.share_key else None
+            if index is None:
+                index = _computed_index(emit, data, lens, plan)
+                if plan.share_key is not None:
+                    self._indices[plan.share_key] = index
+            emit.op("GatherND", [data, index], hint="reversed", output=result)
+        self.forms[form.value] = self.forms.get(form.value, 0) + 1
 
         graph.insert_before(node, emit.nodes)
         old.replace_all_uses_with(result, replace_graph_outputs=True)
         graph.remove(node, safe=True)
 
 
-class _Rows:
-    """The input seen as rows, one per (t, b) slice: [T*B, P] or [T*B, *rest] (:attr:`keeps_rest`).
-
-    ``Flatten`` needs no shape computation and, unlike ``Reshape`` before opset 14, handles
-    empty axes. Dimensions are read with ``Shape(start, end)`` from opset 15 (one op each), with
-    ``Shape`` + ``Slice`` before; each is emitted only if a rewrite asks for it, and a fully
-    static input shape needs none.
-    """
-
-    def __init__(self, emit: Emitter, data: ir.Value, plan: _Plan) -> None:
-        self.emit = emit
-        self.data = data
-        self.plan = plan
-        self.elementwise = plan.gather_elementwise
-        self._made: dict[str, ir.Value] = {}
-
-    def _once(self, key: str, make: Callable[[], ir.Value]) -> ir.Value:
-        if key not in self._made:
-            self._made[key] = make()
-        return self._made[key]
-
-    def _dims(self, start: int, end: int | None, hint: str) -> ir.Value:
-        """Dimensions ``start`` to ``end`` of the input, as a 1-D tensor."""
-        emit, static = self.emit, self.plan.data_shape
-        if static is not None:
-            return emit.int64s(list(static[start:end]), hint=hint)
-        # Before opset 15 every read slices one shared Shape of the input.
-        shape = None
-        if emit.opset < 15:
-            shape = self._once("shape", lambda: emit.op("Shape", [self.data], hint="shape"))
-        return emit.dims(self.data, start, end, hint=hint, shape=shape)
-
-    @property
-    def time_1d(self) -> ir.Value:
-        """T as a 1-element tensor."""
-        axis = self.plan.time_axis
-        return self._once("time_1d", lambda: self._dims(axis, axis + 1, f"dim_{axis}"))
-
-    @property
-    def batch_1d(self) -> ir.Value:
-        """B as a 1-element tensor."""
-        axis = self.plan.batch_axis
-        return self._once("batch_1d", lambda: self._dims(axis, axis + 1, f"dim_{axis}"))
-
-    @property
-    def lead(self) -> ir.Value:
-        """The first two dimensions ([T, B] or [B, T]), the shape of a full row index."""
-        return self._once("lead", lambda: self._dims(0, 2, "lead_dims"))
-
-    @property
-    def rest(self) -> ir.Value:
-        """The dimensions after the first two, as a 1-D tensor (empty for rank 2)."""
-        return self._once("rest", lambda: self._dims(2, None, "rest_dims"))
-
-    @property
-    def shape(self) -> ir.Value:
-        """The whole input shape (the output's too)."""
-        return self._once("data_shape", lambda: self._dims(0, None, "data_shape"))
-
-    @property
-    def keeps_rest(self) -> bool:
-        """Whether rows keep the axes after the first two ([T*B, *rest], a ``Reshape``) rather
-        than flattening them ([T*B, P], ``Flatten``).
-
-        A Gather from [T*B, *rest] writes the output in its final shape for any rank, while
-        [T*B, P] needs a reshape of the output afterwards, which onnxruntime does as a copy;
-        but that ``Reshape`` of the input needs ``allowzero`` (opset 14) to be safe with empty
-        axes. Rank 3 flattens anyway (one op, nothing to reshape); strings always flatten, to
-        gather single elements from the transposed [P, T*B] matrix.
-        """
-        return not self.elementwise and self.emit.opset >= 14 and _rank(self.data) != 3
-
-    def flat(self) -> ir.Value:
-        """The input as rows, [T*B, *rest] or [T*B, P] (see :attr:`keeps_rest`)."""
-
-        def make() -> ir.Value:
-            emit = self.emit
-            if not self.keeps_rest:
-                return emit.op("Flatten", [self.data], {"axis": 2}, hint="rows")
-            static = self.plan.data_shape
-            if static is not None:
-                shape = emit.int64s([static[0] * static[1], *static[2:]], hint="rows_shape")
-            else:
-                count = emit.op("ReduceProd", [self.lead], {"keepdims": 1}, hint="row_count")
-                shape = emit.op("Concat", [count, self.rest], {"axis": 0}, hint="rows_shape")
-            return emit.reshape(self.data, shape, hint="rows")
-
-        return self._once("flat", make)
-
-    def gather(
-        self,
-        index: ir.Value,
-        lead: list[int] | None = None,
-        source: ir.Value | None = None,
-        output: ir.Value | None = None,
-    ) -> ir.Value:
-        """Rows ``index`` of ``source`` (default: all the input's rows) in the output's layout.
-
-        ``index`` is 2-D: the input's first two axes (``lead`` None), or the constant ``lead``.
-        A ``source`` given is flattened, [rows, P].
-        """
-        emit = self.emit
-        rows = self.flat() if source is None else source
-        keeps_rest = self.keeps_rest and source is None
-        if keeps_rest or (not self.elementwise and _rank(self.data) == 3):
-            return emit.op("Gather", [rows, index], {"axis": 0}, hint="gathered", output=output)
-        if self.elementwise:
-            # onnxruntime's Gather keeps only the first string of each multi-element slice;
-            # gathering along the last axis of the transposed [P, rows] matrix moves single
-            # elements, and transposing back gives [*index.shape, P].
-            columns = emit.op("Transpose", [rows], {"perm": [1, 0]}, hint="columns")
-            picked = emit.op("Gather", [columns, index], {"axis": 1}, hint="picked")
-            flat_output = output if _rank(self.data) == 3 else None
-            gathered = emit.op(
-                "Transpose", [picked], {"perm": [1, 2, 0]}, hint="gathered", output=flat_output
-            )
-            if flat_output is not None:
-                return gathered
-        else:
-            gathered = emit.op("Gather", [rows, index], {"axis": 0}, hint="picked")
-        # [*index.shape, P] back to [*index.shape, *rest]. Before opset 14 a 0 in the shape
-        # copies the same axis of [*index.shape, P], which is right for the first three axes.
-        if lead is None:
-            shape = self.shape
-        else:
-            shape = emit.op(
-                "Concat",
-                [emit.int64s(lead, hint="head_lead"), self.rest],
-                {"axis": 0},
-                hint="head_shape",
-            )
-        return emit.reshape(gathered, shape, hint="gathered", output=output)
+def _choose_form(
+    opset: int,
+    filled: tuple[Dim, Dim] | None,
+    lens: np.ndarray | None,
+    time_dim: Dim | None,
+    batch_dim: Dim | None,
+    time_size: int | None,
+) -> _Form:
+    if filled is not None and time_dim is not None and filled == (time_dim, batch_dim):
+        return _Form.SLICE
+    if opset < 11:
+        return _Form.ROWS
+    if lens is not None:
+        if time_size is not None and 2 * time_size * len(lens) <= MAX_FOLDED_INDEX:
+            return _Form.CONSTANT
+        # The head's batch axis is len(lens); the tail's is the input's, and must be provably
+        # the same (tract refuses a Concat of 3 and a symbolic N).
+        if batch_dim == len(lens) and 2 * head_steps(lens) * len(lens) <= MAX_FOLDED_INDEX:
+            return _Form.HEAD
+    return _Form.COMPUTED
 
 
-def _source_time(lens: np.ndarray, steps: int) -> np.ndarray:
-    """src[t, b] for t < steps, as [steps, B]: reversed inside each length, identity after it."""
+def _key(dim: Dim | None) -> Any:
+    """A hashable stand-in for a dimension (values by identity)."""
+    if isinstance(dim, tuple):
+        return id(dim[0]), dim[1]
+    return dim
+
+
+def _coordinates(lens: np.ndarray, steps: int, time_axis: int, time_size: int | None) -> np.ndarray:
+    """GatherND coordinates for the first ``steps`` time steps: [steps, B, 2] of (src, b), or
+    [B, steps, 2] of (b, src). Lengths below 0, or above ``time_size`` when it is known, put
+    their time coordinate past every row, so that GatherND fails at run time."""
+    batch = lens.shape[0]
     t = np.arange(steps, dtype=np.int64)[:, None]
     lengths = lens[None, :]
-    return np.where(t < lengths, lengths - 1 - t, t)
+    src = np.where(t < lengths, lengths - 1 - t, t)  # [steps, B]
+    src = np.where(invalid_lengths(lens, time_size)[None, :], OUT_OF_RANGE, src)
+    b = np.broadcast_to(np.arange(batch, dtype=np.int64)[None, :], src.shape)
+    pair = [src, b] if time_axis == 0 else [b.T, src.T]
+    coords = np.stack(pair, axis=-1)
+    if coords.size == 0 and invalid_lengths(lens, time_size).any():
+        # Still fail with nothing to gather.
+        coords = np.full((1, 1, 2), OUT_OF_RANGE, dtype=np.int64)
+    return np.ascontiguousarray(coords)
 
 
-def _row_index(
-    lens: np.ndarray,
-    steps: int,
-    time_axis: int,
-    time_size: int | None,
-    batch_stride: int | None = None,
-) -> np.ndarray:
-    """Source rows for the first ``steps`` time steps, shaped [steps, B] or [B, steps].
-
-    Source rows are t*B + b (time-major) or b*stride + t (batch-major; the stride, by default
-    ``steps``, is the number of time steps per batch in the rows gathered from; 0 gives just
-    the time offsets). Lengths below 0, or above ``time_size`` when it is known, point past
-    every row so that Gather fails at run time.
-    """
-    batch = lens.shape[0]
-    src = _source_time(lens, steps)
-    b = np.arange(batch, dtype=np.int64)[None, :]
-    invalid = _invalid(lens, time_size)
-    if time_axis == 0:
-        index = np.where(invalid[None, :], _OUT_OF_RANGE, src * batch + b)
-    else:
-        stride = steps if batch_stride is None else batch_stride
-        index = np.where(invalid[:, None], _OUT_OF_RANGE, (b * stride + src).T)
-    if invalid.any() and index.size == 0:
-        index = np.full((1, 1), _OUT_OF_RANGE, dtype=np.int64)  # still fail with no rows at all
-    return index
-
-
-def _invalid(lens: np.ndarray, time_size: int | None) -> np.ndarray:
-    """Which constant lengths are out of range: below 0, or above T when T is known."""
-    invalid = lens < 0
-    if time_size is not None:
-        invalid |= lens > time_size
-    return invalid
-
-
-def _head_steps(lens: np.ndarray) -> int:
-    """The time steps a constant head must cover: max(len), and at least one when a length is
-    negative, so that its out-of-range index is gathered."""
-    return max(int(lens.max(initial=0)), int((lens < 0).any()))
-
-
-def _head_and_tail(
-    emit: Emitter, rows: _Rows, lens: np.ndarray, time_axis: int, result: ir.Value
-) -> None:
-    """Constant lengths, unknown T: reverse the first max(len) steps, keep the rest as it is."""
-    batch = lens.shape[0]
-    steps = _head_steps(lens)
-    if steps == 0:  # every length is 0: nothing moves
-        emit.op("Identity", [rows.data], hint="out", output=result)
-        return
-    lead = [steps, batch] if time_axis == 0 else [batch, steps]
-    if time_axis == 0:
-        # Rows are t*B + b: the first steps*B rows hold every reversed element. A length above
-        # T makes its first index (len-1)*B + b >= T*B, past the last row.
-        index = emit.constant(_row_index(lens, steps, time_axis, None), hint="head_index")
-        head = rows.gather(index, lead)
-    else:
-        # Batch-major: the first `steps` steps of each batch, [B, T', ...] with T' = min(T,
-        # steps), as rows b*T' + t. Each batch's index reaches b*T' + steps - 1, so when T is
-        # below a length (T' < steps) the last batch's points past the last row.
-        head_data = emit.slice(rows.data, 0, steps, 1, hint="head")
-        head_steps = emit.dims(head_data, 1, 2, hint="head_steps")
-        starts = emit.constant(np.arange(batch, dtype=np.int64)[:, None], hint="head_batches")
-        offsets = emit.constant(_row_index(lens, steps, time_axis, None, 0), hint="head_offsets")
-        index = emit.op(
-            "Add",
-            [emit.op("Mul", [starts, head_steps], hint="head_starts"), offsets],
-            hint="head_index",
-        )
-        head_rows = emit.op("Flatten", [head_data], {"axis": 2}, hint="head_rows")
-        head = rows.gather(index, lead, source=head_rows)
-    tail = emit.slice(rows.data, steps, None, time_axis, hint="tail")
-    emit.op("Concat", [head, tail], {"axis": time_axis}, hint="out", output=result)
-
-
-def _computed_index(emit: Emitter, rows: _Rows, lens: ir.Value, time_axis: int) -> ir.Value:
-    """The row index computed at run time, for lengths known only then.
-
-    Start from the identity index k, [0 .. T*B) shaped like the first two axes. Time-major,
-    k = t*B + b: a reversed row (len-1-t)*B + b is c - k with c = (len-1)*B + 2b, and t < len
-    exactly when k < e = len*B + b. Batch-major, k = b*T + t: the reversed row is c - k with
-    c = 2bT + len - 1, and t < len when k < e = bT + len. So c and e are per-batch vectors and
-    only three ops (Less, Sub, Where) touch all T*B entries.
-
-    The per-batch b (time-major) or b*T (batch-major) is k's first time step, so no second
-    arange is needed; with T = 0 that slice is empty and broadcasting keeps everything empty.
-
-    Lengths outside [0, T]: their count is added to the length of k, so reshaping k to [T, B]
-    fails at run time, on every runtime and for every T (0 included), as the native kernel
-    does; nothing computed from those lengths is ever used.
-    """
-    time_first = time_axis == 0
-    batch_1d = rows.batch_1d
-    # Reshape (not a no-op) so that a sequence_lens of the wrong length fails, as natively.
-    if time_first:  # [B], broadcast along the last axis of [T, B]
-        lengths = emit.reshape(lens, batch_1d, hint="lengths")
-    else:  # [B, 1]
-        column = emit.op(
-            "Concat", [batch_1d, emit.int64s([1], hint="one")], {"axis": 0}, hint="col"
-        )
-        lengths = emit.reshape(lens, column, hint="lengths")
-    negative = emit.op("Less", [lengths, emit.int64s(0, hint="zero")], hint="negative")
-    too_long = emit.op("Greater", [lengths, rows.time_1d], hint="too_long")
-    invalid = emit.op("Or", [negative, too_long], hint="invalid")
-    invalid_count = emit.op(
-        "ReduceSum",
-        [emit.op("Cast", [invalid], {"to": int(ir.DataType.INT64)}, hint="invalid_int")],
-        {"keepdims": 0},
-        hint="invalid_count",
+def _batch_check(emit: Emitter, data: ir.Value, plan: _Plan) -> ir.Value:
+    """[0], computed so that it fails unless the input has one batch entry per constant length
+    (a ``Gather`` at |B - len(lens)| from a one-element vector)."""
+    assert plan.lens is not None
+    batch = emit.dims(data, plan.batch_axis, plan.batch_axis + 1, hint="batch")
+    gap = emit.op(
+        "Abs",
+        [emit.op("Sub", [batch, emit.int64s([len(plan.lens)], hint="lens_count")], hint="gap")],
+        hint="gap",
     )
-    count = emit.op(
-        "Add",
-        [emit.op("ReduceProd", [rows.lead], {"keepdims": 0}, hint="row_count"), invalid_count],
-        hint="checked_row_count",
+    return emit.op(
+        "Gather",
+        [emit.int64s([0], hint="zero_vec"), gap],
+        {"axis": 0},
+        hint="batch_checked",
+        node_name="fails_unless_one_length_per_batch_entry",
     )
-    k = emit.reshape(
-        emit.arange(count, hint="row_numbers"),
-        rows.lead,
-        hint="identity_index",
+
+
+def _always_fails(emit: Emitter) -> ir.Value:
+    """[0], from an out-of-range ``Gather``: for constant lengths known to be out of range."""
+    return emit.op(
+        "Gather",
+        [emit.int64s([0], hint="zero_vec"), emit.int64s([OUT_OF_RANGE], hint="past_the_end")],
+        {"axis": 0},
+        hint="never",
         node_name="fails_if_sequence_lens_out_of_range",
     )
-    first = emit.slice(k, 0, 1, time_axis, hint="first_rows")  # b: [1, B]; b*T: [B, 1]
-    if time_first:
-        e = emit.op(
-            "Add", [emit.op("Mul", [lengths, batch_1d], hint="len_rows"), first], hint="end"
+
+
+def _head_and_tail(emit: Emitter, data: ir.Value, plan: _Plan, result: ir.Value) -> None:
+    """Constant lengths, unknown T, batch proven len(lens): reverse the first max(len) steps,
+    keep the rest as it is.
+
+    A length above T makes its first coordinate len-1 >= T, past the data; T shorter than the
+    head makes some length above T, so the head never reads past T on a valid model.
+    """
+    assert plan.lens is not None and plan.batch_checked
+    steps = head_steps(plan.lens)
+    if steps == 0:  # every length is 0: nothing moves
+        emit.op("Identity", [data], hint="out", output=result)
+        return
+    # The tail starts at Range(0, T+1)[steps]: steps itself, or a failure when a length is above
+    # T (GatherND checks nothing when rows are empty) or below 0.
+    shape = emit.dims(data, plan.time_axis, plan.time_axis + 1, hint="time")
+    time = emit.squeeze(shape, [0], hint="time_scalar")
+    one = emit.int64s(1, hint="one")
+    valid = emit.op(
+        "Range",
+        [emit.int64s(0, hint="zero"), emit.op("Add", [time, one], hint="time_plus_one"), one],
+        hint="valid_lengths",
+    )
+    first = steps if (plan.lens >= 0).all() else OUT_OF_RANGE
+    start = emit.op(
+        "Gather",
+        [valid, emit.int64s([first], hint="head_steps")],
+        {"axis": 0},
+        hint="tail_start",
+        node_name="fails_if_sequence_lens_out_of_range",
+    )
+    tail = emit.slice(data, start, None, plan.time_axis, hint="tail")
+    coords = _coordinates(plan.lens, steps, plan.time_axis, None)
+    head = emit.op("GatherND", [data, emit.constant(coords, hint="head_index")], hint="head")
+    emit.op("Concat", [head, tail], {"axis": plan.time_axis}, hint="out", output=result)
+
+
+def _computed_index(emit: Emitter, data: ir.Value, lens: ir.Value, plan: _Plan) -> ir.Value:
+    """The GatherND coordinates computed at run time, for lengths known only then.
+
+    Only ``Less``, ``Sub``, ``Where``, ``Expand`` and the final ``Concat`` touch T*B entries;
+    the validation works on [B] vectors: ``Range(0, T+1)`` gathered at each length (a negative
+    one moved to T+1) fails unless every length is in [0, T], and a ``Gather`` at
+    |len(lens) - B| from a one-element vector fails unless there is one length per batch entry.
+    Both feed T, so nothing downstream runs on unchecked lengths.
+    """
+    time_first = plan.time_axis == 0
+    shape = None
+    if emit.opset < 15:  # every read slices one shared Shape of the input
+        shape = emit.op("Shape", [data], hint="shape")
+    time_1d = emit.dims(data, plan.time_axis, plan.time_axis + 1, hint="time", shape=shape)
+    batch_1d = emit.dims(data, plan.batch_axis, plan.batch_axis + 1, hint="batch", shape=shape)
+    zero = emit.int64s(0, hint="zero")
+    one = emit.int64s(1, hint="one")
+    if not plan.batch_checked:
+        gap = emit.op(
+            "Abs",
+            [emit.op("Sub", [emit.op("Shape", [lens], hint="lens_count"), batch_1d], hint="gap")],
+            hint="gap",
         )
-        c = emit.op("Sub", [emit.op("Add", [e, first], hint="end_b"), batch_1d], hint="mirror")
-    else:
-        e = emit.op("Add", [first, lengths], hint="end")
-        c = emit.op(
-            "Sub",
-            [emit.op("Add", [e, first], hint="end_b"), emit.int64s(1, hint="one_scalar")],
-            hint="mirror",
+        checked = emit.op(
+            "Gather",
+            [emit.int64s([0], hint="zero_vec"), gap],
+            {"axis": 0},
+            hint="batch_checked",
+            node_name="fails_unless_one_length_per_batch_entry",
         )
-    inside = emit.op("Less", [k, e], hint="inside")
-    reversed_row = emit.op("Sub", [c, k], hint="reversed_row")
-    return emit.op("Where", [inside, reversed_row, k], hint="index")
+        time_1d = emit.op("Add", [time_1d, checked], hint="time")
+    time = emit.squeeze(time_1d, [0], hint="time_scalar")
+    batch = emit.squeeze(batch_1d, [0], hint="batch_scalar")
+    time_plus_one = emit.op("Add", [time, one], hint="time_plus_one")
+    moved = emit.op(
+        "Where",
+        [emit.op("Less", [lens, zero], hint="negative"), time_plus_one, lens],
+        hint="lens_or_past",
+    )
+    lengths = emit.op(
+        "Gather",
+        [emit.op("Range", [zero, time_plus_one, one], hint="valid_lengths"), moved],
+        {"axis": 0},
+        hint="lengths",
+        node_name="fails_if_sequence_lens_out_of_range",
+    )
+    steps = emit.op("Range", [zero, time, one], hint="steps")
+    batches = emit.op("Range", [zero, batch, one], hint="batches")
+    # One length per batch entry, shaped by the input's batch axis rather than by the lengths'
+    # own (tract must see the same dimension on both sides of every broadcast).
+    lengths = emit.op("Gather", [lengths, batches], {"axis": 0}, hint="lengths_by_batch")
+    if time_first:  # [T, 1] against [B]
+        steps = emit.unsqueeze(steps, [1], hint="steps_column")
+    else:  # [T] against [B, 1]
+        lengths = emit.unsqueeze(lengths, [1], hint="lengths_column")
+        batches = emit.unsqueeze(batches, [1], hint="batches_column")
+    last = emit.op("Sub", [lengths, one], hint="last")
+    src = emit.op(
+        "Where",
+        [
+            emit.op("Less", [steps, lengths], hint="inside"),
+            emit.op("Sub", [last, steps], hint="mirrored"),
+            steps,
+        ],
+        hint="source_step",
+    )
+    batch_coord = emit.op("Expand", [batches, emit.op("Shape", [src], hint="lead")], hint="b")
+    pair = [src, batch_coord] if time_first else [batch_coord, src]
+    return emit.op(
+        "Concat",
+        [emit.unsqueeze(v, [-1], hint="coord") for v in pair],
+        {"axis": -1},
+        hint="index",
+    )
 
 
 def _int_attribute(node: ir.Node, name: str, default: int) -> int:
@@ -443,16 +414,23 @@ def _copy(shape: ir.Shape | None) -> ir.Shape | None:
 
 
 def _output_shape(declared: ir.Shape | None, data: ir.Shape | None) -> ir.Shape | None:
-    """The declared output shape, completed from the input's (ReverseSequence keeps it)."""
+    """The declared output shape, its unknown dims completed with the input's static ones
+    (ReverseSequence keeps the shape). Symbolic names are not copied: tract takes a name in a
+    value's declared shape as a symbol of its own, which then clashes with the concrete sizes
+    a deployment sets on the inputs."""
     if data is None or (declared is not None and len(declared) != len(data)):
         return _copy(declared)
     if declared is None:
-        return data.copy()
+        declared = ir.Shape([None] * len(data))
     dims = [
-        mine if isinstance(mine, int) or mine.value is not None else theirs
+        mine if isinstance(mine, int) or mine.value is not None else _static_or_none(theirs)
         for mine, theirs in zip(declared, data, strict=True)
     ]
     return ir.Shape(dims)
+
+
+def _static_or_none(dim: int | ir.SymbolicDim) -> int | None:
+    return dim if isinstance(dim, int) else None
 
 
 def _rank(value: ir.Value) -> int | None:
@@ -465,19 +443,3 @@ def _static_dim(value: ir.Value, axis: int) -> int | None:
         return None
     dim = shape[axis]
     return dim if isinstance(dim, int) else None
-
-
-def _constant(value: ir.Value) -> np.ndarray | None:
-    """The value's contents when fixed at lowering time (a Constant, or a non-input initializer)."""
-    if value.is_initializer() and not value.is_graph_input() and value.const_value is not None:
-        return value.const_value.numpy()
-    producer = value.producer()
-    if (
-        producer is not None
-        and producer.op_type == "Constant"
-        and producer.domain in ("", "ai.onnx")
-    ):
-        attr = producer.attributes.get("value")
-        if attr is not None and not attr.is_ref() and attr.type == ir.AttributeType.TENSOR:
-            return attr.as_tensor().numpy()
-    return None

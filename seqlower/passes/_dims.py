@@ -1,0 +1,357 @@
+"""Proving from the graph that a value equals one of a tensor's dimensions.
+
+tf2onnx writes ``tf.reverse`` and the backward half of every Keras ``Bidirectional`` layer as a
+``ReverseSequence`` whose lengths are ``Expand(Gather(Shape(x), [t]), Gather(Shape(x'), [1]))``:
+the full time length for every batch entry. Such a node is a plain reversal, one ``Slice``; but
+only if that is *proven*, because a wrong guess gives wrong numbers without an error.
+
+A :data:`Dim` names one dimension: an ``int`` when static, else ``(value, axis)`` after walking
+back through ops that keep that dimension (elementwise unary ops, ``Cast``, ``Transpose``,
+``ReverseSequence``...). Two dimensions are proven equal when their :data:`Dim` are equal: the
+same static size, or the same axis of the same value. Declared symbolic names are never trusted
+(nothing makes a runtime check that two ``"T"`` agree).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx_ir as ir
+
+__all__ = ["Dim", "DimProver", "constant_of", "dim_of", "filled_vector", "scalar_dim"]
+
+#: A dimension: its static size, or the (value, axis) it is the size of.
+Dim = int | tuple[ir.Value, int]
+
+_ONNX = frozenset({"", "ai.onnx"})
+# Ops whose first output has the first input's shape.
+_SAME_SHAPE = frozenset(
+    {
+        "Identity", "Cast", "CastLike", "Abs", "Neg", "Relu", "Sigmoid", "Tanh", "Exp", "Log",
+        "Sqrt", "Reciprocal", "Floor", "Ceil", "Round", "Sign", "Not", "Erf", "Softplus",
+        "Softsign", "LeakyRelu", "Elu", "Selu", "Celu", "HardSigmoid", "HardSwish", "Gelu",
+        "Mish", "Clip", "Dropout", "Softmax", "LogSoftmax", "ReverseSequence", "IsNaN", "IsInf",
+        "Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh",
+        "BitwiseNot", "ThresholdedRelu", "Shrink", "Hardmax",
+    }
+)  # fmt: skip
+# Casts that keep any dimension's value (dimensions are below 2**31 in every runtime).
+_DIM_PRESERVING_CASTS = frozenset(
+    {ir.DataType.INT32, ir.DataType.INT64, ir.DataType.UINT32, ir.DataType.UINT64}
+)
+_WALK_LIMIT = 256  # producers followed back, at most, per question (one-element values)
+
+
+def _producer(value: ir.Value) -> ir.Node | None:
+    node = value.producer()
+    return node if node is not None and node.domain in _ONNX else None
+
+
+def _int_attr(node: ir.Node, name: str, default: int | None = None) -> int | None:
+    attr = node.attributes.get(name)
+    if attr is None:
+        return default
+    if attr.is_ref() or attr.type != ir.AttributeType.INT:
+        return None
+    return attr.as_int()
+
+
+def _ints_attr(node: ir.Node, name: str) -> list[int] | None:
+    attr = node.attributes.get(name)
+    if attr is None or attr.is_ref() or attr.type != ir.AttributeType.INTS:
+        return None
+    return list(attr.as_ints())
+
+
+def constant_of(value: ir.Value | None) -> np.ndarray | None:
+    """The value's contents when fixed at lowering time (a Constant, or a non-input initializer)."""
+    if value is None:
+        return None
+    if value.is_initializer() and not value.is_graph_input() and value.const_value is not None:
+        return value.const_value.numpy()
+    producer = _producer(value)
+    if producer is not None and producer.op_type == "Constant":
+        attr = producer.attributes.get("value")
+        if attr is not None and not attr.is_ref() and attr.type == ir.AttributeType.TENSOR:
+            return attr.as_tensor().numpy()
+    return None
+
+
+def _rank(value: ir.Value) -> int | None:
+    return None if value.shape is None else len(value.shape)
+
+
+# Elementwise ops with multidirectional broadcasting: an output dimension is proven when every
+# input's aligned dimension is the same proven one, or a static 1 that broadcasts.
+_BROADCASTING = frozenset(
+    {
+        "Add", "Sub", "Mul", "Div", "Pow", "Mod", "Max", "Min", "Sum", "Mean", "And", "Or",
+        "Xor", "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "Where", "PRelu",
+        "BitShift", "BitwiseAnd", "BitwiseOr", "BitwiseXor",
+    }
+)  # fmt: skip
+_DEPTH_LIMIT = 200  # nested proofs (broadcasting ops) before giving up: unproven is safe
+
+
+class DimProver:
+    """Answers :func:`dim_of` questions for one model, remembering every answer.
+
+    A pass asks about nodes in graph order, so with the memo each question walks back only to
+    the previous answer, however long the chain of layers is.
+    """
+
+    def __init__(self) -> None:
+        self._dims: dict[tuple[int, int], Dim | None] = {}
+        self._ranks: dict[int, int | None] = {}
+        self._keep: list[ir.Value] = []  # ids stay valid while the memo holds them
+
+    def rank(self, value: ir.Value, depth: int = 0) -> int | None:
+        """The value's rank: declared, else through the same ops as :meth:`dim`."""
+        if value.shape is not None:
+            return len(value.shape)
+        key = id(value)
+        if key in self._ranks:
+            return self._ranks[key]
+        found: int | None = None
+        node = _producer(value)
+        if node is not None and depth < _DEPTH_LIMIT and value is node.outputs[0]:
+            inputs = [v for v in node.inputs if v is not None]
+            if node.op_type in _SAME_SHAPE or node.op_type == "Transpose":
+                found = self.rank(inputs[0], depth + 1) if inputs else None
+            elif node.op_type in _BROADCASTING and inputs:
+                ranks = [self.rank(v, depth + 1) for v in inputs]
+                found = None if None in ranks else max(r for r in ranks if r is not None)
+        self._ranks[key] = found
+        self._keep.append(value)
+        return found
+
+    def dim(self, value: ir.Value, axis: int, depth: int = 0) -> Dim | None:
+        """Dimension ``axis`` of ``value``, walked back to where it is first defined."""
+        key = (id(value), axis)
+        if key in self._dims:
+            return self._dims[key]
+        found = self._walk(value, axis, depth)
+        self._dims[key] = found
+        self._keep.append(value)
+        return found
+
+    def _walk(self, value: ir.Value, axis: int, depth: int) -> Dim | None:
+        shape = value.shape
+        if shape is not None:
+            if axis < 0 or axis >= len(shape):
+                return None
+            if isinstance(shape[axis], int):
+                return shape[axis]
+        node = _producer(value)
+        if (
+            node is None
+            or depth >= _DEPTH_LIMIT
+            or not node.inputs
+            or node.inputs[0] is None
+            or value is not node.outputs[0]
+        ):
+            return value, axis
+        op = node.op_type
+        if op in _SAME_SHAPE:
+            return self.dim(node.inputs[0], axis, depth + 1)
+        if op == "Transpose":
+            source = node.inputs[0]
+            perm = _ints_attr(node, "perm")
+            if perm is None and node.attributes.get("perm") is None:
+                rank = self.rank(source, depth + 1)
+                perm = None if rank is None else list(reversed(range(rank)))
+            if perm is None or axis >= len(perm):
+                return value, axis
+            return self.dim(source, perm[axis], depth + 1)
+        if op in _BROADCASTING:
+            return self._broadcast(node, value, axis, depth) or (value, axis)
+        return value, axis
+
+    def _broadcast(self, node: ir.Node, value: ir.Value, axis: int, depth: int) -> Dim | None:
+        inputs = [v for v in node.inputs if v is not None]
+        ranks = [self.rank(v, depth + 1) for v in inputs]
+        if None in ranks:
+            return None
+        out_rank = max(r for r in ranks if r is not None)
+        proven: Dim | None = None
+        for source, rank in zip(inputs, ranks, strict=True):
+            assert rank is not None
+            aligned = axis - (out_rank - rank)
+            if aligned < 0:
+                continue  # this input has no such axis: it broadcasts
+            dim = self.dim(source, aligned, depth + 1)
+            if dim == 1:
+                continue  # broadcasts (at run time a 1 stays 1)
+            if dim is None or (proven is not None and dim != proven):
+                return None
+            proven = dim
+        return proven
+
+
+def dim_of(value: ir.Value, axis: int) -> Dim | None:
+    """Dimension ``axis`` of ``value``, walked back to where it is first defined."""
+    return DimProver().dim(value, axis)
+
+
+def scalar_dim(value: ir.Value | None, prover: DimProver | None = None) -> Dim | None:
+    """The dimension a one-element integer value holds (a scalar or a [1] tensor), if proven."""
+    for _ in range(_WALK_LIMIT):
+        if value is None:
+            return None
+        array = constant_of(value)
+        if array is not None:
+            return (
+                int(array.reshape(-1)[0]) if array.size == 1 and array.dtype.kind in "iu" else None
+            )
+        node = _producer(value)
+        if node is None or value is not node.outputs[0]:
+            return None
+        op = node.op_type
+        if op == "Cast" and node.attributes.get("to") is not None:
+            if _int_attr(node, "to") not in _DIM_PRESERVING_CASTS:
+                return None
+            value = node.inputs[0]
+        elif op in ("Identity", "Squeeze", "Unsqueeze", "Reshape", "Flatten"):
+            value = node.inputs[0]  # a one-element input stays one element, same value
+        elif op == "Shape":
+            return _shape_entry(node, 0, prover)
+        elif op == "Gather" and len(node.inputs) == 2 and _int_attr(node, "axis", 0) == 0:
+            index = constant_of(node.inputs[1])
+            source = node.inputs[0]
+            if index is None or index.size != 1 or source is None:
+                return None
+            shape_node = _producer(source)
+            if shape_node is None or shape_node.op_type != "Shape":
+                return None
+            return _shape_entry(shape_node, int(index.reshape(-1)[0]), prover)
+        elif op == "Slice" and len(node.inputs) >= 3:
+            source = node.inputs[0]
+            shape_node = None if source is None else _producer(source)
+            starts, ends = constant_of(node.inputs[1]), constant_of(node.inputs[2])
+            axes = constant_of(node.inputs[3]) if len(node.inputs) > 3 else None
+            steps = constant_of(node.inputs[4]) if len(node.inputs) > 4 else None
+            if (
+                shape_node is None
+                or shape_node.op_type != "Shape"
+                or starts is None
+                or ends is None
+                or starts.size != 1
+                or ends.size != 1
+                or (axes is not None and axes.reshape(-1).tolist() not in ([0], [-1]))
+                or (steps is not None and steps.reshape(-1).tolist() != [1])
+                or (len(node.inputs) > 3 and node.inputs[3] is not None and axes is None)
+                or (len(node.inputs) > 4 and node.inputs[4] is not None and steps is None)
+            ):
+                return None
+            start, end = int(starts.reshape(-1)[0]), int(ends.reshape(-1)[0])
+            if start < 0 or end != start + 1:
+                return None
+            return _shape_entry(shape_node, start, prover)
+        else:
+            return None
+    return None
+
+
+def _vector_rank(value: ir.Value | None) -> int | None:
+    """The rank of a value :func:`scalar_dim` reads (one element): declared, else from how it
+    is made (``Gather`` of a shape keeps its index's rank, ``Shape`` and ``Slice`` give 1-D)."""
+    for _ in range(_WALK_LIMIT):
+        if value is None:
+            return None
+        if value.shape is not None:
+            return len(value.shape)
+        array = constant_of(value)
+        if array is not None:
+            return array.ndim
+        node = _producer(value)
+        if node is None:
+            return None
+        if node.op_type in ("Cast", "Identity"):
+            value = node.inputs[0]
+        elif node.op_type in ("Shape", "Slice"):
+            return 1
+        elif node.op_type == "Gather" and len(node.inputs) == 2:
+            index = constant_of(node.inputs[1])
+            return None if index is None else index.ndim
+        else:
+            return None
+    return None
+
+
+def _shape_entry(shape_node: ir.Node, index: int, prover: DimProver | None) -> Dim | None:
+    """Entry ``index`` of ``Shape(x, start, end)``'s output, as a dimension of ``x``."""
+    source = shape_node.inputs[0] if shape_node.inputs else None
+    if source is None:
+        return None
+    rank = _rank(source)
+    start = _int_attr(shape_node, "start", 0)
+    end = _int_attr(shape_node, "end")
+    if start is None or (shape_node.attributes.get("end") is not None and end is None):
+        return None
+    if start < 0 or (end is not None and end < 0) or index < 0:
+        if rank is None:
+            return None
+        start = start + rank if start < 0 else start
+        if end is not None and end < 0:
+            end += rank
+        length = (rank if end is None else min(end, rank)) - start
+        if index < 0:
+            index += length
+    axis = start + index
+    if index < 0 or (end is not None and axis >= end):
+        return None
+    return (prover or DimProver()).dim(source, axis)
+
+
+def filled_vector(value: ir.Value, prover: DimProver | None = None) -> tuple[Dim, Dim] | None:
+    """``(fill, count)`` when ``value`` is proven a 1-D vector of ``count`` entries all ``fill``."""
+    for _ in range(_WALK_LIMIT):
+        array = constant_of(value)
+        if array is not None:
+            if array.ndim != 1 or array.dtype.kind not in "iu" or array.size == 0:
+                return None
+            if not (array == array[0]).all():
+                return None
+            return int(array[0]), int(array.size)
+        node = _producer(value)
+        if node is None or value is not node.outputs[0]:
+            return None
+        op = node.op_type
+        if op == "Cast":
+            if _int_attr(node, "to") not in _DIM_PRESERVING_CASTS or node.inputs[0] is None:
+                return None
+            value = node.inputs[0]
+        elif op == "Identity" and node.inputs[0] is not None:
+            value = node.inputs[0]
+        elif op in ("Expand", "Tile") and len(node.inputs) == 2:
+            source, count_value = node.inputs
+            # A scalar or [1] source, and a [1] shape (Expand) or repeats (Tile) holding count:
+            # the output is [count], every entry the source's.
+            if _vector_rank(source) not in ((0, 1) if op == "Expand" else (1,)):
+                return None
+            if _vector_rank(count_value) != 1:
+                return None
+            fill, count = scalar_dim(source, prover), scalar_dim(count_value, prover)
+            if fill is None or count is None:
+                return None
+            return fill, count
+        elif op == "ConstantOfShape" and node.inputs and node.inputs[0] is not None:
+            shape_value = node.inputs[0]
+            attr = node.attributes.get("value")
+            fill_value = (
+                0 if attr is None else (attr.as_tensor().numpy() if not attr.is_ref() else None)
+            )
+            if fill_value is None or (
+                not isinstance(fill_value, int)
+                and (fill_value.size != 1 or fill_value.dtype.kind not in "iu")
+            ):
+                return None
+            if _vector_rank(shape_value) != 1:
+                return None
+            count = scalar_dim(shape_value, prover)
+            if count is None:
+                return None
+            fill = fill_value if isinstance(fill_value, int) else int(fill_value.reshape(-1)[0])
+            return fill, count
+        else:
+            return None
+    return None

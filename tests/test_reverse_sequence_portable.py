@@ -1,0 +1,443 @@
+"""Lowered ReverseSequence runs, and matches onnxruntime's native kernel, on every runtime CI has.
+
+tract has no ReverseSequence, so the lowered model is what a tract user runs; OpenVINO has a
+native kernel, and the lowered model must match there too. tract is run twice: with concrete
+input shapes (what deployments set) and with the model's declared, symbolic ones.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from onnx.backend.test.case.node import collect_testcases
+
+import seqlower
+from seqlower.passes import LowerReverseSequence
+from tests.helpers import IR_VERSION, all_op_types
+from tests.runtimes import RuntimeFailure, assert_same, require, run
+
+RUNTIMES = ["onnxruntime", "openvino", "tract", "tract-symbolic"]
+# What the default forms must never contain: ops that onnx2torch gets wrong (NonZero, CumSum),
+# or converts only partly (Reshape with allowzero=1), and the row Flatten tract cannot solve
+# for symbolic shapes.
+NOT_PORTABLE = {"NonZero", "CumSum", "Flatten", "ReverseSequence"}
+
+
+def parse(text: str, opset: int = 17) -> onnx.ModelProto:
+    model = onnx.parser.parse_model(
+        f'<ir_version: {IR_VERSION}, opset_import: ["" : {opset}]>\n' + text
+    )
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+def native(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+    return run("onnxruntime", model, feeds)
+
+
+def lowered_forms(model: onnx.ModelProto) -> tuple[onnx.ModelProto, dict[str, int]]:
+    """The lowered model, and how many nodes took each form."""
+    import onnx_ir as ir
+
+    ir_model = ir.serde.deserialize_model(model)
+    lowering = LowerReverseSequence()
+    lowering(ir_model)
+    out = seqlower.lower(model)
+    onnx.checker.check_model(out, full_check=True)
+    assert [(o.domain, o.version) for o in out.opset_import] == [
+        (o.domain, o.version) for o in model.opset_import
+    ]
+    ops = all_op_types(out)
+    assert not set(ops) & NOT_PORTABLE, ops
+    for node in _all_nodes(out):
+        if node.op_type == "Reshape":
+            assert all(a.name != "allowzero" or a.i == 0 for a in node.attribute), node
+    return out, lowering.forms
+
+
+def _all_nodes(model: onnx.ModelProto) -> list[onnx.NodeProto]:
+    found: list[onnx.NodeProto] = []
+
+    def walk(nodes: Any) -> None:
+        for node in nodes:
+            found.append(node)
+            for attr in node.attribute:
+                if attr.HasField("g"):
+                    walk(attr.g.node)
+
+    walk(model.graph.node)
+    return found
+
+
+def assert_runs_everywhere(
+    model: onnx.ModelProto,
+    feeds: dict[str, np.ndarray],
+    runtimes: list[str] = RUNTIMES,
+) -> None:
+    lowered, _ = lowered_forms(model)
+    want = native(model, feeds)
+    for runtime in runtimes:
+        try:
+            got = run(runtime, lowered, feeds)
+        except RuntimeFailure as e:
+            pytest.fail(f"{runtime} refused the lowered model: {e}")
+        assert_same(want, got)
+
+
+# ------------------------------------------------------------------- what tf2onnx writes
+
+# tf.reverse(x, [axis]) as tf2onnx converts it: Transpose the axis to the front, lengths the
+# full axis for every entry of the (new) axis 1, ReverseSequence, Transpose back.
+TF_REVERSE = """
+g (float[N, T, C] x) => (float[N, T, C] y) {
+    xt = Transpose<perm = [1, 0, 2]>(x)
+    one = Constant<value = int64[1] {1}>()
+    axis = Constant<value = int64[1] {1}>()
+    shape_t = Shape(xt)
+    batch = Gather(shape_t, one)
+    shape_x = Shape(x)
+    time = Gather(shape_x, axis)
+    lens = Expand(time, batch)
+    r = ReverseSequence<batch_axis = 1, time_axis = 0>(xt, lens)
+    y = Transpose<perm = [1, 0, 2]>(r)
+}
+"""
+
+# The backward half of a Keras Bidirectional layer, time-major, with int32 lengths cast back.
+TF_BIDIRECTIONAL = """
+g (float[T, N, C] x) => (float[T, N, C] y) {
+    zero = Constant<value = int64[1] {0}>()
+    one = Constant<value = int64[1] {1}>()
+    shape = Shape(x)
+    time = Gather(shape, zero)
+    time32 = Cast<to = 6>(time)
+    batch = Gather(shape, one)
+    lens32 = Expand(time32, batch)
+    lens = Cast<to = 7>(lens32)
+    act = Neg(x)
+    r = ReverseSequence<batch_axis = 1, time_axis = 0>(act, lens)
+    y = Abs(r)
+}
+"""
+
+
+@pytest.mark.parametrize("text", [TF_REVERSE, TF_BIDIRECTIONAL], ids=["reverse", "bidirectional"])
+@pytest.mark.parametrize("shape", [(3, 5, 2), (1, 1, 1), (2, 0, 3), (0, 4, 2)])
+def test_full_length_reversal_is_one_slice(text: str, shape: tuple[int, ...]) -> None:
+    model = parse(text)
+    lowered, forms = lowered_forms(model)
+    assert forms == {"slice": 1}
+    assert all_op_types(lowered).count("Slice") == 1
+    feeds = {"x": np.random.default_rng(0).standard_normal(shape).astype(np.float32)}
+    # tract cannot analyse a negative-step Slice of a symbolic axis ("Streaming dimensions
+    # with strides are not supported"), nor of an empty one: with concrete shapes, as
+    # deployments set them, it runs (both limits are in the README).
+    time = shape[1] if text == TF_REVERSE else shape[0]
+    runtimes = ["onnxruntime", "openvino", "tract"] if time else ["onnxruntime", "openvino"]
+    assert_runs_everywhere(model, feeds, runtimes)
+
+
+def test_full_length_slice_on_symbolic_tract_is_a_known_limit() -> None:
+    """If this starts passing, tract learnt negative strides: drop the README's caveat."""
+    lowered, _ = lowered_forms(parse(TF_BIDIRECTIONAL))
+    with pytest.raises(RuntimeFailure, match=r"StridedSlice|Slice"):
+        run("tract-symbolic", lowered, {"x": np.zeros((3, 2, 2), np.float32)})
+
+
+def test_full_length_constant_lengths_with_static_dims_is_one_slice() -> None:
+    model = parse(
+        """
+        g (float[4, 3, 2] x) => (float[4, 3, 2] y) {
+            lens = Constant<value = int64[3] {4, 4, 4}>()
+            y = ReverseSequence<batch_axis = 1, time_axis = 0>(x, lens)
+        }
+        """
+    )
+    _, forms = lowered_forms(model)
+    assert forms == {"slice": 1}
+    assert_runs_everywhere(model, {"x": np.arange(24, dtype=np.float32).reshape(4, 3, 2)})
+
+
+# The lengths look full-length but are not provably so: each must keep the general form and
+# match the native kernel where the guess would be wrong.
+NOT_PROVEN = {
+    # the time length of another tensor
+    "other_tensor": """
+        g (float[T, N, C] x, float[U, N] other) => (float[T, N, C] y) {
+            zero = Constant<value = int64[1] {0}>()
+            one = Constant<value = int64[1] {1}>()
+            other_shape = Shape(other)
+            time = Gather(other_shape, zero)
+            shape = Shape(x)
+            batch = Gather(shape, one)
+            lens = Expand(time, batch)
+            y = ReverseSequence<batch_axis = 1, time_axis = 0>(x, lens)
+        }""",
+    # the batch axis's size used as the length
+    "wrong_axis": """
+        g (float[T, N, C] x) => (float[T, N, C] y) {
+            one = Constant<value = int64[1] {1}>()
+            shape = Shape(x)
+            n = Gather(shape, one)
+            lens = Expand(n, n)
+            y = ReverseSequence<batch_axis = 1, time_axis = 0>(x, lens)
+        }""",
+    # full length minus one
+    "shorter": """
+        g (float[T, N, C] x) => (float[T, N, C] y) {
+            zero = Constant<value = int64[1] {0}>()
+            one = Constant<value = int64[1] {1}>()
+            shape = Shape(x)
+            full = Gather(shape, zero)
+            time = Sub(full, one)
+            batch = Gather(shape, one)
+            lens = Expand(time, batch)
+            y = ReverseSequence<batch_axis = 1, time_axis = 0>(x, lens)
+        }""",
+}
+
+
+@pytest.mark.parametrize("name", sorted(NOT_PROVEN))
+def test_lengths_not_proven_full_keep_the_general_form(name: str) -> None:
+    model = parse(NOT_PROVEN[name])
+    _, forms = lowered_forms(model)
+    assert forms == {"computed": 1}
+    rng = np.random.default_rng(1)
+    feeds = {"x": rng.standard_normal((4, 4, 2)).astype(np.float32)}
+    if name == "other_tensor":
+        feeds["other"] = np.zeros((3, 4), np.float32)  # T = 3 here, 4 for x
+    assert_runs_everywhere(model, feeds)
+
+
+# ------------------------------------------------------------------ the general forms
+
+
+def general_model(
+    dtype: str, time_axis: int, lens_kind: str, opset: int = 17, static: bool = False
+) -> str:
+    """ReverseSequence with lengths from an input, an int32 input cast (tf.reverse_sequence),
+    or a constant."""
+    dims = "4, 3, 2" if static else "T, N, C"
+    if time_axis == 1:
+        dims = "3, 4, 2" if static else "N, T, C"
+    lens_in = {"input": ", int64[N] lens", "int32": ", int32[N] lens32", "constant": ""}[lens_kind]
+    lens_node = {
+        "input": "",
+        "int32": "lens = Cast<to = 7>(lens32)",
+        "constant": "lens = Constant<value = int64[3] {4, 0, 2}>()",
+    }[lens_kind]
+    return f"""
+        g ({dtype}[{dims}] x{lens_in}) => ({dtype}[{dims}] y) {{
+            {lens_node}
+            y = ReverseSequence<batch_axis = {1 - time_axis}, time_axis = {time_axis}>(x, lens)
+        }}"""
+
+
+def feeds_for(
+    dtype: str, time_axis: int, lens_kind: str, lens: list[int], shape: tuple[int, int, int]
+) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(7)
+    np_dtype = {"float": np.float32, "int64": np.int64, "bool": np.bool_, "uint8": np.uint8}[dtype]
+    x = (rng.integers(0, 100, shape) if dtype != "float" else rng.standard_normal(shape)).astype(
+        np_dtype
+    )
+    feeds = {"x": x}
+    if lens_kind == "input":
+        feeds["lens"] = np.array(lens, np.int64)
+    elif lens_kind == "int32":
+        feeds["lens32"] = np.array(lens, np.int32)
+    return feeds
+
+
+@pytest.mark.parametrize("dtype", ["float", "int64", "uint8"])
+@pytest.mark.parametrize("time_axis", [0, 1])
+@pytest.mark.parametrize("lens_kind", ["input", "int32", "constant"])
+@pytest.mark.parametrize("static", [False, True])
+def test_general_form_runs_everywhere(
+    dtype: str, time_axis: int, lens_kind: str, static: bool
+) -> None:
+    model = parse(general_model(dtype, time_axis, lens_kind, static=static))
+    _, forms = lowered_forms(model)
+    # Constant lengths with a symbolic batch axis: computed (the head form needs the batch
+    # axis proven len(lens)).
+    expected = "constant" if lens_kind == "constant" and static else "computed"
+    assert forms == {expected: 1}
+    shape = (4, 3, 2) if time_axis == 0 else (3, 4, 2)
+    assert_runs_everywhere(model, feeds_for(dtype, time_axis, lens_kind, [4, 0, 2], shape))
+
+
+@pytest.mark.parametrize("opset", [11, 12, 13, 14, 15, 16, 17, 18, 21, 26])
+@pytest.mark.parametrize("time_axis", [0, 1])
+def test_every_opset_runs_everywhere(opset: int, time_axis: int) -> None:
+    model = parse(general_model("float", time_axis, "input"), opset=opset)
+    shape = (4, 3, 2) if time_axis == 0 else (3, 4, 2)
+    runtimes = RUNTIMES if opset <= 21 else ["onnxruntime"]  # OpenVINO/tract read up to ~21
+    assert_runs_everywhere(
+        model, feeds_for("float", time_axis, "input", [1, 4, 3], shape), runtimes
+    )
+
+
+def test_opset_10_keeps_the_row_form() -> None:
+    """Opset 10 has no GatherND or Range: the row Gather with a NonZero stand-in (documented as
+    not portable to tract/onnx2torch)."""
+    model = parse(general_model("float", 0, "input"), opset=10)
+    import onnx_ir as ir
+
+    lowering = LowerReverseSequence()
+    lowering(ir.serde.deserialize_model(model))
+    assert lowering.forms == {"rows": 1}
+    lowered = seqlower.lower(model)
+    feeds = feeds_for("float", 0, "input", [1, 4, 3], (4, 3, 2))
+    assert_same(native(model, feeds), run("onnxruntime", lowered, feeds))
+
+
+@pytest.mark.parametrize("name", ["test_reversesequence_time", "test_reversesequence_batch"])
+def test_onnx_conformance_cases_run_everywhere(name: str) -> None:
+    (case,) = [c for c in collect_testcases() if c.name == name]
+    model = case.model
+    model.ir_version = IR_VERSION
+    for inputs, _ in case.data_sets:
+        feeds = {i.name: np.asarray(v) for i, v in zip(model.graph.input, inputs, strict=True)}
+        assert_runs_everywhere(model, feeds)
+
+
+@st.composite
+def cases(draw: st.DrawFn) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    time_axis = draw(st.integers(0, 1))
+    time = draw(st.integers(0, 5))
+    batch = draw(st.integers(1, 4))
+    rest = draw(st.lists(st.integers(0, 3), min_size=1, max_size=2))
+    lens_kind = draw(st.sampled_from(["input", "int32", "constant"]))
+    lens = draw(st.lists(st.integers(0, time), min_size=batch, max_size=batch))
+    static = draw(st.booleans())
+    shape = (time, batch, *rest) if time_axis == 0 else (batch, time, *rest)
+    names = ["T", "N"] if time_axis == 0 else ["N", "T"]
+    decl = [str(d) for d in shape] if static else [*names, *(f"R{i}" for i in range(len(rest)))]
+    lens_in = {"input": f", int64[{batch}] lens", "int32": f", int32[{batch}] lens32"}
+    lens_node = {
+        "int32": "lens = Cast<to = 7>(lens32)",
+        "constant": f"lens = Constant<value = int64[{batch}] {{{', '.join(map(str, lens))}}}>()",
+    }
+    dims = ", ".join(decl)
+    text = f"""
+        g (float[{dims}] x{lens_in.get(lens_kind, "")}) => (float[{dims}] y) {{
+            {lens_node.get(lens_kind, "")}
+            y = ReverseSequence<batch_axis = {1 - time_axis}, time_axis = {time_axis}>(x, lens)
+        }}"""
+    model = parse(text)
+    feeds = {"x": np.arange(np.prod(shape), dtype=np.float32).reshape(shape)}
+    if lens_kind == "input":
+        feeds["lens"] = np.array(lens, np.int64)
+    elif lens_kind == "int32":
+        feeds["lens32"] = np.array(lens, np.int32)
+    return model, feeds
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cases())
+def test_random_cases_run_everywhere(case: tuple[onnx.ModelProto, dict[str, np.ndarray]]) -> None:
+    model, feeds = case
+    runtimes = RUNTIMES
+    if feeds["x"].size == 0:  # a Slice of an empty axis is beyond tract (see the README)
+        runtimes = ["onnxruntime", "openvino"]
+    assert_runs_everywhere(model, feeds, runtimes)
+
+
+# ------------------------------------------------------------------ sharing the index
+
+
+def test_nodes_with_the_same_lengths_share_one_index() -> None:
+    """A bidirectional stack reverses twice per layer with the same lengths."""
+    model = parse(
+        """
+        g (float[T, N, C] x, int64[N] lens) => (float[T, N, C] y) {
+            r1 = ReverseSequence<batch_axis = 1, time_axis = 0>(x, lens)
+            h = Neg(r1)
+            r2 = ReverseSequence<batch_axis = 1, time_axis = 0>(h, lens)
+            h2 = Add(r2, x)
+            r3 = ReverseSequence<batch_axis = 1, time_axis = 0>(h2, lens)
+            y = Add(r3, x)
+        }"""
+    )
+    lowered, forms = lowered_forms(model)
+    assert forms == {"computed": 3}
+    ops = all_op_types(lowered)
+    assert ops.count("GatherND") == 3
+    assert ops.count("Range") == 3, ops  # one index: valid lengths, steps, batches
+    feeds = {
+        "x": np.random.default_rng(3).standard_normal((5, 3, 2)).astype(np.float32),
+        "lens": np.array([5, 0, 3], np.int64),
+    }
+    assert_runs_everywhere(model, feeds)
+
+
+def test_different_dims_do_not_share() -> None:
+    model = parse(
+        """
+        g (float[T, N, C] x, float[U, N, C] z, int64[N] lens)
+            => (float[T, N, C] y, float[U, N, C] w) {
+            y = ReverseSequence<batch_axis = 1, time_axis = 0>(x, lens)
+            w = ReverseSequence<batch_axis = 1, time_axis = 0>(z, lens)
+        }"""
+    )
+    lowered, _ = lowered_forms(model)
+    assert all_op_types(lowered).count("Range") == 6
+    rng = np.random.default_rng(4)
+    feeds = {
+        "x": rng.standard_normal((5, 3, 2)).astype(np.float32),
+        "z": rng.standard_normal((3, 3, 2)).astype(np.float32),
+        "lens": np.array([3, 0, 2], np.int64),
+    }
+    assert_runs_everywhere(model, feeds)
+
+
+# ------------------------------------------------------------------ out-of-range lengths
+
+
+BAD_LENGTHS = [[5, 1, 0], [-1, 1, 0], [1, 2], [1, 2, 3, 4]]
+
+
+@pytest.mark.parametrize("time_axis", [0, 1])
+@pytest.mark.parametrize("lens", BAD_LENGTHS, ids=["long", "negative", "too_few", "too_many"])
+def test_bad_lengths_fail_on_onnxruntime(time_axis: int, lens: list[int]) -> None:
+    model = parse(general_model("float", time_axis, "input"))
+    lowered, _ = lowered_forms(model)
+    shape = (4, 3, 2) if time_axis == 0 else (3, 4, 2)
+    feeds = feeds_for("float", time_axis, "input", lens, shape)
+    with pytest.raises(RuntimeFailure):
+        native(model, feeds)
+    with pytest.raises(RuntimeFailure, match=r"sequence_lens|batch_entry"):
+        run("onnxruntime", lowered, feeds)
+
+
+def test_bad_lengths_abort_tract() -> None:
+    """tract's Gather panics on an out-of-range index, which aborts the process (documented)."""
+    require("tract")
+    script = f"""
+import numpy as np, onnx, seqlower
+from tests.runtimes import run
+model = onnx.parser.parse_model('''<ir_version: {IR_VERSION}, opset_import: ["" : 17]>
+{general_model("float", 0, "input")}''')
+run("tract", seqlower.lower(model), {{"x": np.zeros((4, 3, 2), np.float32),
+    "lens": np.array([5, 1, 0], np.int64)}})
+print("RAN")
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
+    assert "RAN" not in done.stdout
+    assert done.returncode != 0
+    assert "panic" in done.stderr, done.stderr[-2000:]
