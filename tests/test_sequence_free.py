@@ -431,3 +431,50 @@ def test_unroll_input_must_name_a_sequence() -> None:
     model = onnx.parser.parse_model(RUNTIME_POSITION)
     with pytest.raises(seqlower.SeqlowerError, match="--unroll-input a: that input is not"):
         seqlower.lower(model, sequence_free=True, unroll_inputs={"a": 2})
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_any_insert_erase_program(data: st.DataObject) -> None:
+    """A random chain of SequenceInsert/SequenceErase (default, positive and negative positions)
+    from SequenceEmpty or SequenceConstruct, read by SequenceAt, SequenceLength and
+    ConcatFromSequence: folded to tensor ops, equal to the original on onnxruntime."""
+    count = data.draw(st.integers(0, 3), label="constructed")
+    lines = []
+    length, current, fresh = count, "s0", 0
+    if count:
+        lines.append(f"s0 = SequenceConstruct({', '.join(f'x{k}' for k in range(count))})")
+    else:
+        lines.append("s0 = SequenceEmpty<dtype = 1>()")
+    for step in range(data.draw(st.integers(1, 6), label="steps")):
+        erase = length > 1 and data.draw(st.booleans(), label="erase")
+        position = data.draw(st.none() | st.integers(-length, length - (1 if erase else 0)))
+        args = current
+        if position is not None:
+            lines.append(f"p{step} = Constant<value = int64 {{{position}}}>()")
+        if erase:
+            args += f", p{step}" if position is not None else ""
+            lines.append(f"s{step + 1} = SequenceErase({args})")
+            length -= 1
+        else:
+            args += f", x{fresh % 4}" + (f", p{step}" if position is not None else "")
+            lines.append(f"s{step + 1} = SequenceInsert({args})")
+            length, fresh = length + 1, fresh + 1
+        current = f"s{step + 1}"
+    at = data.draw(st.integers(-length, length - 1), label="at")
+    body = "\n            ".join(lines)
+    model = onnx.parser.parse_model(
+        f"""{cases.HEADER}
+        g (float[2] x0, float[2] x1, float[2] x2, float[2] x3) => (float[n,2] y, float[2] e,
+                                                                    int64 k) {{
+            {body}
+            y = ConcatFromSequence<axis = 0, new_axis = 1>({current})
+            i = Constant<value = int64 {{{at}}}>()
+            e = SequenceAt({current}, i)
+            k = SequenceLength({current})
+        }}"""
+    )
+    feeds = {f"x{k}": cases._floats((2,), seed=k)[0] for k in range(4)}
+    lowered = seqlower.lower(model, sequence_free=True)
+    assert not SEQUENCE_OPS & set(all_op_types(lowered))
+    assert_same(ort_run(model, feeds), ort_run(lowered, feeds))
