@@ -20,6 +20,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+from seqlower.constraints import Analysis, Constraint, SeqLen, Slot, analyze
 from seqlower.errors import SeqlowerError, first_line
 
 __all__ = [
@@ -84,11 +85,15 @@ def generate_inputs(
     dims: Mapping[str, int] | None = None,
     input_shapes: Mapping[str, tuple[int, ...]] | None = None,
     seq_len: int | None = None,
+    analysis: Analysis | None = None,
 ) -> dict[str, Any]:
     """Random feeds for every input of ``model``.
 
     ``dims`` sizes symbolic dimensions by name, ``input_shapes`` fixes whole shapes per input,
-    ``seq_len`` sets the length of every sequence input (0 makes them empty).
+    ``seq_len`` sets the length of every sequence input (0 makes them empty). Shapes are drawn
+    first, dimensions of one name (or tied by the graph, :mod:`seqlower.constraints`) alike;
+    then values, integers that index something inside the range of what they index.
+    ``analysis`` is :func:`seqlower.constraints.analyze`'s result, when the caller has it.
     """
     dims = dict(dims or {})
     input_shapes = dict(input_shapes or {})
@@ -96,52 +101,123 @@ def generate_inputs(
     unknown = set(input_shapes) - {s.name for s in specs}
     if unknown:
         raise InputError(f"--input-shape names no input of the model: {', '.join(sorted(unknown))}")
-    bounds = _index_bounds(model)
-    _tie_batch_dims(model, specs, dims)
+    if analysis is None:
+        analysis = analyze(model)
+    length = DEFAULT_SEQ_LEN if seq_len is None else seq_len
+    shapes = _draw_shapes(rng, specs, analysis, dims, input_shapes, length)
     feeds: dict[str, Any] = {}
-    # Bounded integers last: their range depends on the tensors they index.
-    for spec in sorted(specs, key=lambda s: s.name in bounds):
-        length = DEFAULT_SEQ_LEN if seq_len is None else seq_len
-        fixed = input_shapes.get(spec.name)
+    for spec in specs:
+        rules = analysis.constraints.get(spec.name, [])
         if spec.is_sequence:
             feeds[spec.name] = [
-                _tensor(rng, spec, _shape(rng, spec, dims, fixed, per_element=True), None, feeds)
-                for _ in range(length)
+                _tensor(rng, spec, shape, rules, shapes, i)
+                for i, shape in enumerate(shapes[spec.name])
             ]
         else:
-            shape = _shape(rng, spec, dims, fixed, per_element=False)
-            feeds[spec.name] = _tensor(rng, spec, shape, bounds.get(spec.name), feeds)
+            feeds[spec.name] = _tensor(rng, spec, shapes[spec.name], rules, shapes, None)
     return feeds
 
 
-def _shape(
+def _draw_shapes(
     rng: np.random.Generator,
-    spec: InputSpec,
+    specs: list[InputSpec],
+    analysis: Analysis,
     dims: Mapping[str, int],
-    fixed: tuple[int, ...] | None,
-    *,
-    per_element: bool,
-) -> tuple[int, ...]:
-    if fixed is not None:
-        if spec.shape is not None and len(fixed) != len(spec.shape):
+    input_shapes: Mapping[str, tuple[int, ...]],
+    length: int,
+) -> dict[str, Any]:
+    """Each input's shape (a list of shapes for a sequence: one per element).
+
+    Dimensions are grouped (union-find) by symbolic name and by the graph's ties; a group takes
+    a declared static size, else a ``--dim``/``--input-shape`` size, else a drawn one: 3 when a
+    tensor input has it, else one size per element index, shared by every sequence (the i-th
+    elements mapped together by one SequenceMap agree; elements of one sequence differ).
+    """
+    parent: dict[Any, Any] = {}
+
+    def find(key: Any) -> Any:
+        parent.setdefault(key, key)
+        while parent[key] != key:
+            parent[key] = parent[parent[key]]
+            key = parent[key]
+        return key
+
+    def union(a: Any, b: Any) -> None:
+        parent[find(a)] = find(b)
+
+    by_name = {spec.name: spec for spec in specs}
+    for spec in specs:
+        fixed = input_shapes.get(spec.name)
+        if fixed is not None and spec.shape is not None and len(fixed) != len(spec.shape):
             raise InputError(
                 f"--input-shape {spec.name}: rank {len(fixed)}, but the input has rank "
                 f"{len(spec.shape)}"
             )
-        return tuple(fixed)
-    if spec.shape is None:
-        return (DEFAULT_DIM,)
-    shape = []
-    for dim in spec.shape:
-        if isinstance(dim, int):
-            shape.append(dim)
-        elif isinstance(dim, str) and dim in dims:
-            shape.append(dims[dim])
-        elif per_element:
-            shape.append(int(rng.integers(1, DEFAULT_DIM + 3)))  # elements differ in size
-        else:
-            shape.append(DEFAULT_DIM)
-    return tuple(shape)
+        for axis, dim in enumerate(spec.shape or ()):
+            find(Slot(spec.name, axis))
+            if isinstance(dim, str):
+                union(Slot(spec.name, axis), ("name", dim))
+    for a, b in analysis.ties:
+        if _has_slot(by_name, a) and _has_slot(by_name, b):
+            union(a, b)
+    groups: dict[Any, list[Any]] = {}
+    for key in list(parent):
+        groups.setdefault(find(key), []).append(key)
+    sizes: dict[Any, int | list[int]] = {}
+    for root, members in groups.items():
+        slots = [m for m in members if isinstance(m, Slot)]
+        names = [m[1] for m in members if isinstance(m, tuple)]
+        sizes[root] = _group_size(rng, slots, names, by_name, dims, input_shapes, length)
+
+    def shape_of(spec: InputSpec, element: int | None) -> tuple[int, ...]:
+        fixed = input_shapes.get(spec.name)
+        if fixed is not None:
+            return tuple(fixed)
+        if spec.shape is None:
+            return (DEFAULT_DIM,)
+        shape = []
+        for axis in range(len(spec.shape)):
+            size = sizes[find(Slot(spec.name, axis))]
+            shape.append(size[element or 0] if isinstance(size, list) else size)
+        return tuple(shape)
+
+    return {
+        spec.name: [shape_of(spec, i) for i in range(length)]
+        if spec.is_sequence
+        else shape_of(spec, None)
+        for spec in specs
+    }
+
+
+def _group_size(
+    rng: np.random.Generator,
+    slots: list[Slot],
+    names: list[str],
+    specs: Mapping[str, InputSpec],
+    dims: Mapping[str, int],
+    input_shapes: Mapping[str, tuple[int, ...]],
+    length: int,
+) -> int | list[int]:
+    """One size for a group of equal dimensions (a list: one per element index)."""
+    for slot in slots:
+        declared = (specs[slot.input].shape or ())[slot.axis]
+        if isinstance(declared, int):
+            return declared
+    for slot in slots:
+        fixed = input_shapes.get(slot.input)
+        if fixed is not None and slot.axis < len(fixed):
+            return fixed[slot.axis]
+    for name in names:
+        if name in dims:
+            return dims[name]
+    if slots and all(specs[s.input].is_sequence for s in slots):
+        return [int(rng.integers(1, DEFAULT_DIM + 3)) for _ in range(length)]
+    return DEFAULT_DIM
+
+
+def _has_slot(specs: Mapping[str, InputSpec], slot: Slot) -> bool:
+    spec = specs.get(slot.input)
+    return spec is not None and spec.shape is not None and 0 <= slot.axis < len(spec.shape)
 
 
 #: What one generated string costs in memory: a Python str object and its pointer.
@@ -193,89 +269,94 @@ def estimate_input_bytes(
     return estimates
 
 
-def _tie_batch_dims(model: onnx.ModelProto, specs: list[InputSpec], dims: dict[str, int]) -> None:
-    """Give ReverseSequence's data a batch size equal to its lengths' count, where one is static.
-
-    Otherwise a model declaring ``lens: int64[4]`` and ``x: float[T, B, F]`` would be fed B=3
-    and rejected by its own runtime, which says nothing about the model.
-    """
-    shapes = {spec.name: spec.shape for spec in specs}
-    for node in model.graph.node:
-        if node.op_type != "ReverseSequence" or len(node.input) < 2:
-            continue
-        data, lens = shapes.get(node.input[0]), shapes.get(node.input[1])
-        if not data or not lens or len(lens) != 1:
-            continue
-        attrs = {a.name: a.i for a in node.attribute}
-        batch_axis = attrs.get("batch_axis", 1)
-        if batch_axis >= len(data):
-            continue
-        batch, count = data[batch_axis], lens[0]
-        if isinstance(count, int) and isinstance(batch, str):
-            dims.setdefault(batch, count)
-        elif isinstance(batch, int) and isinstance(count, str):
-            dims.setdefault(count, batch)
-        elif isinstance(batch, str) and isinstance(count, str) and batch in dims:
-            dims.setdefault(count, dims[batch])
-
-
-@dataclasses.dataclass(frozen=True)
-class _Bound:
-    """An integer input that indexes another input: ``kind`` says how."""
-
-    kind: str  # "lengths" (ReverseSequence), "position" (SequenceAt/Insert), "index" (Gather)
-    target: str
-    axis: int = 0
-
-
-def _index_bounds(model: onnx.ModelProto) -> dict[str, _Bound]:
-    inputs = {value.name for value in model.graph.input}
-    bounds: dict[str, _Bound] = {}
-    for node in model.graph.node:
-        if node.domain not in ("", "ai.onnx") or len(node.input) < 2:
-            continue
-        data, index = node.input[0], node.input[1]
-        if index not in inputs or data not in inputs:
-            continue
-        attrs = {a.name: a for a in node.attribute}
-        if node.op_type == "ReverseSequence":
-            axis = attrs["time_axis"].i if "time_axis" in attrs else 0
-            bounds[index] = _Bound("lengths", data, axis)
-        elif node.op_type in ("SequenceAt", "SequenceErase"):
-            bounds[index] = _Bound("position", data)
-        elif node.op_type == "SequenceInsert" and len(node.input) > 2 and node.input[2] in inputs:
-            bounds[node.input[2]] = _Bound("insert", data)
-        elif node.op_type in ("Gather", "GatherElements"):
-            axis = attrs["axis"].i if "axis" in attrs else 0
-            bounds[index] = _Bound("index", data, axis)
-    return bounds
+_SMALL = 3  # the upper end for counts with no dimension to bound them
 
 
 def _tensor(
     rng: np.random.Generator,
     spec: InputSpec,
     shape: tuple[int, ...],
-    bound: _Bound | None,
-    feeds: Mapping[str, Any],
+    rules: list[Constraint],
+    shapes: Mapping[str, Any],
+    element: int | None,
 ) -> np.ndarray:
-    if bound is not None and bound.target in feeds:
-        target = feeds[bound.target]
-        if bound.kind in ("position", "insert"):
-            size = len(target) + (1 if bound.kind == "insert" else 0)
-            low, high = (-size, size - 1) if size else (0, 0)
-            return np.asarray(rng.integers(low, high, endpoint=True, size=shape)).astype(
-                onnx.helper.tensor_dtype_to_np_dtype(spec.dtype)
-            )
-        target_shape = np.shape(target)
-        if bound.axis < len(target_shape):
-            limit = target_shape[bound.axis]
-            if bound.kind == "lengths":
-                return rng.integers(0, limit, endpoint=True, size=shape).astype(np.int64)
-            if limit > 0:
-                return rng.integers(0, limit, size=shape).astype(
-                    onnx.helper.tensor_dtype_to_np_dtype(spec.dtype)
-                )
-    return random_tensor(rng, spec.dtype, shape)
+    """Random values of the spec's type; inside every constraint's range when it has some."""
+    np_dtype = onnx.helper.tensor_dtype_to_np_dtype(spec.dtype)
+    if not rules or spec.dtype in (onnx.TensorProto.STRING, onnx.TensorProto.BOOL):
+        return random_tensor(rng, spec.dtype, shape)
+    if np.issubdtype(np_dtype, np.complexfloating):
+        return random_tensor(rng, spec.dtype, shape)
+    split = next((r for r in rules if r.kind == "split"), None)
+    if split is not None and len(shape) == 1:
+        total = _limit(split.limit, shapes, element)
+        if isinstance(total, int):
+            cuts = np.sort(rng.integers(0, total, endpoint=True, size=max(shape[0] - 1, 0)))
+            sizes = np.diff(np.concatenate([[0], cuts, [total]])) if shape[0] else cuts
+            return np.asarray(sizes).astype(np_dtype)
+    last = shape[-1] if shape else 1
+    signed = not np.issubdtype(np_dtype, np.unsignedinteger)
+    low = np.full(last, -10 if signed else 0, np.int64)
+    high = np.full(last, 10, np.int64)
+    for rule in rules:
+        if rule.kind == "split":
+            continue
+        limit = _limit(rule.limit, shapes, element)
+        # A list: one limit per position of the last axis (GatherND, Slice).
+        limits = (limit + [None] * last)[:last] if isinstance(limit, list) else [limit] * last
+        for j, n in enumerate(limits):
+            lo, hi = _range(rule.kind, n)
+            low[j], high[j] = max(low[j], lo), min(high[j], hi)
+    if not signed:
+        low = np.maximum(low, 0)
+    high = np.maximum(high, low)  # unsatisfiable: the reference will say so, naming the node
+    if not shape:
+        return np.asarray(rng.integers(low[0], high[0], endpoint=True)).astype(np_dtype)
+    return np.asarray(rng.integers(low, high, endpoint=True, size=shape)).astype(np_dtype)
+
+
+_UNBOUNDED = (-(2**62), 2**62)
+
+
+def _range(kind: str, n: int | None) -> tuple[int, int]:
+    """The valid values for a limit ``n`` (None: no dimension known)."""
+    if kind == "positive":
+        return 1, _SMALL
+    if kind in ("trip", "count") and n is None:
+        return 0, _SMALL + 1
+    if n is None:
+        return _UNBOUNDED
+    return {
+        "lengths": (0, n),
+        "index": (0, n - 1),
+        "position": (-n, n - 1),
+        "insert": (-n, n),
+        "count": (0, n),
+        "span": (-n, n),
+    }.get(kind, _UNBOUNDED)
+
+
+def _limit(
+    limit: Slot | SeqLen | tuple[Slot | None, ...] | None,
+    shapes: Mapping[str, Any],
+    element: int | None,
+) -> Any:
+    """The size a constraint's limit names (int, or a list per position, or None): for this
+    element of a sequence (paired by index with the sequence the limit reads), or for a whole
+    tensor (the smallest over the elements it is used with)."""
+    if limit is None:
+        return None
+    if isinstance(limit, tuple):
+        return [_limit(slot, shapes, element) for slot in limit]
+    shape = shapes.get(limit.input)
+    if shape is None:
+        return None
+    if isinstance(limit, SeqLen):
+        return len(shape) if isinstance(shape, list) else None
+    if isinstance(shape, list):  # a sequence: its elements' shapes
+        picked = [shape[element]] if element is not None and element < len(shape) else shape
+        sizes = [s[limit.axis] for s in picked if limit.axis < len(s)]
+        return min(sizes) if sizes else None
+    return shape[limit.axis] if limit.axis < len(shape) else None
 
 
 def random_tensor(rng: np.random.Generator, dtype: int, shape: tuple[int, ...]) -> np.ndarray:

@@ -1,0 +1,500 @@
+"""What the check's generated inputs must satisfy, read from the model's graph.
+
+Random values of the declared type are wrong for integers that index something: a
+``ReverseSequence`` length larger than the time axis, a ``Gather`` index past the end, a
+``SequenceAt`` position past the last element make the original model fail, which says nothing
+about a lowering. This module walks every scope of a model (If/Loop/Scan/SequenceMap bodies,
+model-local functions at each call site), follows each index-like operand back through
+value-preserving ops (Cast, Identity, Reshape, Squeeze, Unsqueeze, Expand, Concat, Gather of a
+vector, Min, Max, Abs, ...) to the graph input its values come from, and the tensor it indexes
+back to the graph input (and axis) its dimension comes from. It also records which dimensions
+must agree (a length count and a batch size, the two sides of a broadcast), so that
+:mod:`seqlower.inputs` can draw shapes first and then values inside their ranges.
+
+It reads ``onnx`` protos only and knows nothing of seqlower's passes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import onnx
+
+__all__ = ["Analysis", "Constraint", "SeqLen", "Slot", "analyze"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Slot:
+    """Axis ``axis`` of graph input ``input`` (of each of its elements, for a sequence)."""
+
+    input: str
+    axis: int
+
+
+@dataclasses.dataclass(frozen=True)
+class SeqLen:
+    """The length of sequence graph input ``input``."""
+
+    input: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Constraint:
+    """The values of graph input ``source`` must suit ``node``'s index-like operand.
+
+    ``kind``: ``lengths`` (0..n), ``index`` (0..n-1), ``position`` (-n..n-1), ``insert``
+    (-n..n), ``count`` (0..n), ``span`` (-n..n), ``split`` (non-negative, summing to n),
+    ``positive`` (1..), ``trip`` (0..a few). ``limit`` gives n: one dimension or sequence length,
+    or (``index``/``span`` along the last axis of the operand, GatherND and Slice) one per
+    position of that axis.
+    """
+
+    kind: str
+    source: str
+    limit: Slot | SeqLen | tuple[Slot | None, ...] | None
+    node: str
+
+
+@dataclasses.dataclass
+class Analysis:
+    """Every constraint on graph inputs, the dimensions that must be equal, and which graph
+    inputs reach each node (to name the input when a node rejects a draw)."""
+
+    constraints: dict[str, list[Constraint]] = dataclasses.field(default_factory=dict)
+    ties: list[tuple[Slot, Slot]] = dataclasses.field(default_factory=list)
+    reaches: dict[str, set[str]] = dataclasses.field(default_factory=dict)
+
+    def add(self, constraint: Constraint) -> None:
+        found = self.constraints.setdefault(constraint.source, [])
+        if constraint not in found:
+            found.append(constraint)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Info:
+    """What the walk knows of one value: graph inputs its values are copied from, the graph
+    input axis each of its dimensions equals, and for a sequence its length and elements."""
+
+    values: frozenset[str] = frozenset()
+    dims: tuple[Slot | None, ...] | None = None
+    length: str | None = None  # a sequence with the length of this sequence graph input
+    element: _Info | None = None  # a sequence's elements
+
+
+_EMPTY = _Info()
+
+# Ops whose output holds (some of) the values of these inputs.
+_SAME_VALUES = {
+    "Identity": (0,),
+    "Cast": (0,),
+    "CastLike": (0,),
+    "Abs": (0,),
+    "Reshape": (0,),
+    "Squeeze": (0,),
+    "Unsqueeze": (0,),
+    "Expand": (0,),
+    "Flatten": (0,),
+    "Transpose": (0,),
+    "Tile": (0,),
+    "Slice": (0,),
+    "Gather": (0,),
+    "GatherElements": (0,),
+    "GatherND": (0,),
+    "Concat": None,  # every input
+    "Min": None,
+    "Max": None,
+}
+# Ops whose output has the shape of input 0.
+_SAME_SHAPE = {
+    "Identity",
+    "Cast",
+    "CastLike",
+    "Abs",
+    "Neg",
+    "Relu",
+    "Sigmoid",
+    "Tanh",
+    "Exp",
+    "Log",
+    "Sqrt",
+    "Reciprocal",
+    "Floor",
+    "Ceil",
+    "Round",
+    "Sign",
+    "Not",
+    "Erf",
+    "Sin",
+    "Cos",
+    "Softmax",
+    "LogSoftmax",
+    "IsNaN",
+    "IsInf",
+    "LeakyRelu",
+    "Elu",
+    "Selu",
+    "HardSigmoid",
+    "Softplus",
+    "Clip",
+    "Dropout",
+    "ReverseSequence",
+}
+# Broadcasting ops: their inputs' dimensions, right-aligned, may be tied equal.
+_BROADCAST = {
+    "Add",
+    "Sub",
+    "Mul",
+    "Div",
+    "Pow",
+    "Mod",
+    "And",
+    "Or",
+    "Xor",
+    "Equal",
+    "Less",
+    "LessOrEqual",
+    "Greater",
+    "GreaterOrEqual",
+    "Max",
+    "Min",
+    "Sum",
+    "Mean",
+    "Where",
+    "PRelu",
+    "BitShift",
+}
+_MAX_DEPTH = 40  # nested scopes and function calls followed
+
+
+def analyze(model: onnx.ModelProto) -> Analysis:
+    """Walk every scope of ``model`` and collect what its graph inputs must satisfy."""
+    walker = _Walker(model)
+    initializers = {t.name for t in model.graph.initializer}
+    env: dict[str, _Info] = {}
+    for value in model.graph.input:
+        if value.name in initializers:
+            continue
+        env[value.name] = _input_info(value)
+    walker.graph(model.graph, _Scope(env), depth=0)
+    return walker.analysis
+
+
+def _input_info(value: onnx.ValueInfoProto) -> _Info:
+    type_ = value.type
+    if type_.HasField("sequence_type"):
+        elem = type_.sequence_type.elem_type
+        return _Info(length=value.name, element=_Info(frozenset([value.name]), _slots(value, elem)))
+    return _Info(frozenset([value.name]), _slots(value, type_))
+
+
+def _slots(value: onnx.ValueInfoProto, type_: onnx.TypeProto) -> tuple[Slot, ...] | None:
+    if not type_.HasField("tensor_type") or not type_.tensor_type.HasField("shape"):
+        return None
+    return tuple(Slot(value.name, axis) for axis in range(len(type_.tensor_type.shape.dim)))
+
+
+class _Walker:
+    def __init__(self, model: onnx.ModelProto) -> None:
+        self.analysis = Analysis()
+        self.functions = {(f.domain, f.name): f for f in model.functions}
+        self.static = _static_dims(model)
+
+    # ---------------------------------------------------------------- scopes
+
+    def graph(self, graph: onnx.GraphProto, scope: _Scope, depth: int) -> list[_Info]:
+        for init in graph.initializer:
+            scope[init.name] = _EMPTY
+        self.nodes(graph.node, scope, depth)
+        return [scope.get(o.name) for o in graph.output]
+
+    def nodes(self, nodes: Iterable[onnx.NodeProto], scope: _Scope, depth: int) -> None:
+        for node in nodes:
+            infos = [scope.get(name) if name else _EMPTY for name in node.input]
+            outputs = self.node(node, infos, scope, depth)
+            for name, info in zip(node.output, outputs, strict=False):
+                if name:
+                    scope[name] = info
+            reaching = set()
+            for info in infos:
+                reaching |= _inputs_of(info)
+            label = _label(node)
+            self.analysis.reaches.setdefault(label, set()).update(reaching)
+
+    def node(
+        self, node: onnx.NodeProto, infos: list[_Info], scope: _Scope, depth: int
+    ) -> list[_Info]:
+        op = node.op_type
+        attrs = {a.name: a for a in node.attribute}
+        key = (node.domain, op)
+        if key in self.functions and depth < _MAX_DEPTH:
+            return self.call(self.functions[key], infos, depth + 1)
+        if node.domain not in ("", "ai.onnx"):
+            return [_EMPTY] * len(node.output)
+        self.constrain(node, op, attrs, infos)
+        if op == "SequenceMap" and "body" in attrs and depth < _MAX_DEPTH:
+            body = attrs["body"].g
+            inner = {}
+            for name, info in zip((i.name for i in body.input), infos, strict=False):
+                inner[name] = info.element if info.element is not None else info
+            outs = self.graph(body, scope.child(inner), depth + 1)
+            length = infos[0].length if infos else None
+            return [_Info(length=length, element=_EMPTY if o is None else o) for o in outs]
+        if op in ("Loop", "Scan", "If") and depth < _MAX_DEPTH:
+            return self.control(node, op, attrs, infos, scope, depth)
+        for attr in node.attribute:  # any other op holding a graph: walk it for its constraints
+            for graph in [attr.g] if attr.HasField("g") else list(attr.graphs):
+                self.graph(graph, scope.child({}), depth + 1)
+        return self.transfer(op, attrs, infos, len(node.output))
+
+    def call(self, function: onnx.FunctionProto, infos: list[_Info], depth: int) -> list[_Info]:
+        scope = _Scope(dict(zip(function.input, infos, strict=False)))
+        self.nodes(function.node, scope, depth)
+        return [scope.get(name) for name in function.output]
+
+    def control(
+        self,
+        node: onnx.NodeProto,
+        op: str,
+        attrs: Mapping[str, onnx.AttributeProto],
+        infos: list[_Info],
+        scope: _Scope,
+        depth: int,
+    ) -> list[_Info]:
+        if op == "If":
+            for branch in ("then_branch", "else_branch"):
+                if branch in attrs:
+                    self.graph(attrs[branch].g, scope.child({}), depth + 1)
+            return [_EMPTY] * len(node.output)
+        body = attrs["body"].g
+        names = [i.name for i in body.input]
+        inner: dict[str, _Info] = {}
+        if op == "Loop":
+            carried = infos[2:]
+            for k, name in enumerate(names[2:]):
+                # A state the body passes on unchanged keeps what is known of its initial value.
+                if k < len(carried) and _passes_through(body, name, k + 1):
+                    inner[name] = carried[k]
+            self.graph(body, scope.child(inner), depth + 1)
+            return [_EMPTY] * len(node.output)
+        # Scan: states, then scan inputs sliced along their scan axis.
+        num_scan = int(attrs["num_scan_inputs"].i) if "num_scan_inputs" in attrs else 0
+        states = len(infos) - num_scan
+        axes = list(attrs["scan_input_axes"].ints) if "scan_input_axes" in attrs else []
+        for j, name in enumerate(names[states:]):
+            info = infos[states + j] if states + j < len(infos) else _EMPTY
+            axis = axes[j] if j < len(axes) else 0
+            dims = None
+            if info.dims is not None and -len(info.dims) <= axis < len(info.dims):
+                dims = list(info.dims)
+                del dims[axis % len(info.dims)]
+                dims = tuple(dims)
+            inner[name] = _Info(info.values, dims)
+        self.graph(body, scope.child(inner), depth + 1)
+        return [_EMPTY] * len(node.output)
+
+    # ---------------------------------------------------------------- values
+
+    def transfer(
+        self, op: str, attrs: Mapping[str, onnx.AttributeProto], infos: list[_Info], count: int
+    ) -> list[_Info]:
+        if not infos:
+            return [_EMPTY] * count
+        values: frozenset[str] = frozenset()
+        if op in _SAME_VALUES:
+            picked = _SAME_VALUES[op]
+            sources = infos if picked is None else [infos[i] for i in picked if i < len(infos)]
+            for info in sources:
+                values |= info.values
+        dims = None
+        if op in _SAME_SHAPE:
+            dims = infos[0].dims
+        elif op in _BROADCAST:
+            dims = self.broadcast(infos)
+        elif op == "Concat" and "axis" in attrs:
+            dims = self.concat(infos, int(attrs["axis"].i))
+        if op == "Identity" and (infos[0].length or infos[0].element):
+            return [infos[0]]
+        if op in ("SequenceInsert", "SequenceErase"):
+            return [_Info(element=infos[0].element)]
+        out = _Info(values, dims)
+        return [out] + [_EMPTY] * (count - 1)
+
+    def broadcast(self, infos: list[_Info]) -> tuple[Slot | None, ...] | None:
+        """Tie the dimensions of a broadcasting op's inputs (right-aligned) unless one is a
+        static 1; the output takes the dimensions of the highest-rank input."""
+        known = [i.dims for i in infos if i.dims is not None]
+        if len(known) != len(infos) or not known:
+            return None
+        rank = max(len(d) for d in known)
+        for offset in range(1, rank + 1):
+            column = [d[-offset] for d in known if len(d) >= offset]
+            column = [s for s in column if s is not None and self.static.get(s) != 1]
+            for a, b in itertools.pairwise(column):
+                self.tie(a, b)
+        return next(d for d in known if len(d) == rank)
+
+    def concat(self, infos: list[_Info], axis: int) -> tuple[Slot | None, ...] | None:
+        known = [i.dims for i in infos if i.dims is not None]
+        if len(known) != len(infos) or not known or len({len(d) for d in known}) != 1:
+            return None
+        rank = len(known[0])
+        if not -rank <= axis < rank:
+            return None
+        axis %= rank
+        for a in range(rank):
+            if a != axis:
+                for x, y in itertools.pairwise(known):
+                    self.tie(x[a], y[a])
+        return tuple(None if a == axis else known[0][a] for a in range(rank))
+
+    def tie(self, a: Slot | None, b: Slot | None) -> None:
+        if a is not None and b is not None and a != b:
+            self.analysis.ties.append((a, b))
+
+    # ---------------------------------------------------------------- constraints
+
+    def constrain(
+        self,
+        node: onnx.NodeProto,
+        op: str,
+        attrs: Mapping[str, onnx.AttributeProto],
+        infos: list[_Info],
+    ) -> None:
+        label = _label(node)
+
+        def need(kind: str, info: _Info, limit: Any) -> None:
+            for source in info.values:
+                self.analysis.add(Constraint(kind, source, limit, label))
+
+        def dim(info: _Info, axis: int) -> Slot | None:
+            if info.dims is None or not -len(info.dims) <= axis < len(info.dims):
+                return None
+            return info.dims[axis]
+
+        def attr_int(name: str, default: int) -> int:
+            return int(attrs[name].i) if name in attrs else default
+
+        def arg(i: int) -> _Info | None:
+            return infos[i] if i < len(infos) and node.input[i] else None
+
+        data, second = arg(0), arg(1)
+        if op == "ReverseSequence" and data is not None and second is not None:
+            time_axis, batch_axis = attr_int("time_axis", 0), attr_int("batch_axis", 1)
+            need("lengths", second, dim(data, time_axis))
+            if second.dims is not None and len(second.dims) == 1:
+                self.tie(second.dims[0], dim(data, batch_axis))
+        elif op in ("SequenceAt", "SequenceErase") and data is not None and second is not None:
+            if data.length is not None:
+                need("position", second, SeqLen(data.length))
+        elif op == "SequenceInsert" and data is not None and arg(2) is not None:
+            if data.length is not None:
+                need("insert", infos[2], SeqLen(data.length))
+        elif op in ("Gather", "GatherElements", "ScatterElements") and data and second:
+            limit = dim(data, attr_int("axis", 0))
+            if limit is not None:
+                need("index", second, limit)
+        elif op == "ScatterND" and data is not None and second is not None:
+            self.nd(need, data, second, 0)
+        elif op == "GatherND" and data is not None and second is not None:
+            self.nd(need, data, second, attr_int("batch_dims", 0))
+        elif op == "Slice" and data is not None and data.dims is not None:
+            if len(node.input) < 4 or not node.input[3]:  # axes omitted: 0, 1, ... in order
+                for i in (1, 2):
+                    if arg(i) is not None:
+                        need("span", infos[i], tuple(data.dims))
+        elif op == "TopK" and data is not None and second is not None:
+            limit = dim(data, attr_int("axis", -1))
+            if limit is not None:
+                need("count", second, limit)
+        elif op == "Split" and data is not None and second is not None:
+            need("split", second, dim(data, attr_int("axis", 0)))
+        elif op == "OneHot" and second is not None:
+            need("positive", second, None)
+        elif op == "Range" and arg(2) is not None:
+            need("positive", infos[2], None)
+        elif op == "Loop" and data is not None:
+            need("trip", data, None)
+        elif op in ("Tile", "ConstantOfShape"):
+            target = second if op == "Tile" else data
+            if target is not None:
+                need("count", target, None)
+
+    def nd(self, need: Any, data: _Info, indices: _Info, batch_dims: int) -> None:
+        if data.dims is None:
+            return
+        need("index", indices, tuple(data.dims[batch_dims:]))
+
+
+class _Scope:
+    """Names visible in one graph: its own, then the enclosing graphs' (outer-scope reads)."""
+
+    def __init__(self, own: dict[str, _Info], parent: _Scope | None = None) -> None:
+        self.own = own
+        self.parent = parent
+
+    def get(self, name: str) -> _Info:
+        scope: _Scope | None = self
+        while scope is not None:
+            if name in scope.own:
+                return scope.own[name]
+            scope = scope.parent
+        return _EMPTY
+
+    def __setitem__(self, name: str, info: _Info) -> None:
+        self.own[name] = info
+
+    def child(self, own: dict[str, _Info]) -> _Scope:
+        return _Scope(dict(own), self)
+
+
+def _passes_through(body: onnx.GraphProto, name: str, output: int) -> bool:
+    """Whether the body's ``output``-th output is its input ``name`` (directly or by Identity)."""
+    if output >= len(body.output):
+        return False
+    target = body.output[output].name
+    producers = {o: n for n in body.node for o in n.output}
+    for _ in range(8):
+        if target == name:
+            return True
+        node = producers.get(target)
+        if node is None or node.op_type != "Identity" or not node.input:
+            return False
+        target = node.input[0]
+    return False
+
+
+def _inputs_of(info: _Info | None) -> set[str]:
+    if info is None:
+        return set()
+    found = set(info.values)
+    found.update(s.input for s in info.dims or () if s is not None)
+    if info.length:
+        found.add(info.length)
+    found |= _inputs_of(info.element)
+    return found
+
+
+def _label(node: onnx.NodeProto) -> str:
+    return f"{node.op_type} node '{node.name}'" if node.name else f"a {node.op_type} node"
+
+
+def _static_dims(model: onnx.ModelProto) -> dict[Slot, int]:
+    found: dict[Slot, int] = {}
+    for value in model.graph.input:
+        type_ = value.type
+        while type_.HasField("sequence_type"):
+            type_ = type_.sequence_type.elem_type
+        if type_.HasField("tensor_type") and type_.tensor_type.HasField("shape"):
+            for axis, d in enumerate(type_.tensor_type.shape.dim):
+                if d.HasField("dim_value"):
+                    found[Slot(value.name, axis)] = d.dim_value
+    return found
+
+
+def describe_failure(analysis: Analysis, node_label: str | None, inputs: Sequence[str]) -> str:
+    """Which graph inputs reach the node that rejected a draw (for the message)."""
+    reached = sorted(analysis.reaches.get(node_label or "", set()) & set(inputs))
+    return ", ".join(f"'{n}'" for n in reached)
