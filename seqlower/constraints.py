@@ -56,6 +56,10 @@ class Constraint:
     source: str
     limit: Slot | SeqLen | tuple[Slot | None, ...] | None
     node: str
+    #: The source's values reach the node unchanged (no Min/Max/Abs on the way) and the node
+    #: runs whenever the model does (not in an If branch or a Loop/Scan body): user inputs
+    #: that break it are wrong, not just unlucky.
+    exact: bool = False
 
 
 @dataclasses.dataclass
@@ -79,6 +83,7 @@ class _Info:
     input axis each of its dimensions equals, and for a sequence its length and elements."""
 
     values: frozenset[str] = frozenset()
+    exact: frozenset[str] = frozenset()  # the sources whose values arrive unchanged
     dims: tuple[Slot | None, ...] | None = None
     length: str | None = None  # a sequence with the length of this sequence graph input
     element: _Info | None = None  # a sequence's elements
@@ -107,6 +112,7 @@ _SAME_VALUES = {
     "Min": None,
     "Max": None,
 }
+_CHANGES_VALUES = {"Abs", "Min", "Max"}  # in range if their inputs are, not only then
 # Ops whose output has the shape of input 0.
 _SAME_SHAPE = {
     "Identity",
@@ -186,8 +192,9 @@ def _input_info(value: onnx.ValueInfoProto) -> _Info:
     type_ = value.type
     if type_.HasField("sequence_type"):
         elem = type_.sequence_type.elem_type
-        return _Info(length=value.name, element=_Info(frozenset([value.name]), _slots(value, elem)))
-    return _Info(frozenset([value.name]), _slots(value, type_))
+        name = frozenset([value.name])
+        return _Info(length=value.name, element=_Info(name, name, _slots(value, elem)))
+    return _Info(frozenset([value.name]), frozenset([value.name]), _slots(value, type_))
 
 
 def _slots(value: onnx.ValueInfoProto, type_: onnx.TypeProto) -> tuple[Slot, ...] | None:
@@ -201,6 +208,7 @@ class _Walker:
         self.analysis = Analysis()
         self.functions = {(f.domain, f.name): f for f in model.functions}
         self.static = _static_dims(model)
+        self.certain = True  # the nodes walked now run whenever the model runs
 
     # ---------------------------------------------------------------- scopes
 
@@ -243,7 +251,11 @@ class _Walker:
             length = infos[0].length if infos else None
             return [_Info(length=length, element=_EMPTY if o is None else o) for o in outs]
         if op in ("Loop", "Scan", "If") and depth < _MAX_DEPTH:
-            return self.control(node, op, attrs, infos, scope, depth)
+            certain, self.certain = self.certain, False
+            try:
+                return self.control(node, op, attrs, infos, scope, depth)
+            finally:
+                self.certain = certain
         for attr in node.attribute:  # any other op holding a graph: walk it for its constraints
             for graph in [attr.g] if attr.HasField("g") else list(attr.graphs):
                 self.graph(graph, scope.child({}), depth + 1)
@@ -291,7 +303,7 @@ class _Walker:
                 dims = list(info.dims)
                 del dims[axis % len(info.dims)]
                 dims = tuple(dims)
-            inner[name] = _Info(info.values, dims)
+            inner[name] = _Info(info.values, info.exact, dims)
         self.graph(body, scope.child(inner), depth + 1)
         return [_EMPTY] * len(node.output)
 
@@ -303,11 +315,14 @@ class _Walker:
         if not infos:
             return [_EMPTY] * count
         values: frozenset[str] = frozenset()
+        exact: frozenset[str] = frozenset()
         if op in _SAME_VALUES:
             picked = _SAME_VALUES[op]
             sources = infos if picked is None else [infos[i] for i in picked if i < len(infos)]
             for info in sources:
                 values |= info.values
+                if op not in _CHANGES_VALUES:
+                    exact |= info.exact
         dims = None
         if op in _SAME_SHAPE:
             dims = infos[0].dims
@@ -319,7 +334,7 @@ class _Walker:
             return [infos[0]]
         if op in ("SequenceInsert", "SequenceErase"):
             return [_Info(element=infos[0].element)]
-        out = _Info(values, dims)
+        out = _Info(values, exact, dims)
         return [out] + [_EMPTY] * (count - 1)
 
     def broadcast(self, infos: list[_Info]) -> tuple[Slot | None, ...] | None:
@@ -367,7 +382,8 @@ class _Walker:
 
         def need(kind: str, info: _Info, limit: Any) -> None:
             for source in info.values:
-                self.analysis.add(Constraint(kind, source, limit, label))
+                exact = self.certain and source in info.exact
+                self.analysis.add(Constraint(kind, source, limit, label, exact))
 
         def dim(info: _Info, axis: int) -> Slot | None:
             if info.dims is None or not -len(info.dims) <= axis < len(info.dims):

@@ -31,6 +31,7 @@ __all__ = [
     "input_specs",
     "load_inputs",
     "save_inputs",
+    "validate_inputs",
 ]
 
 DEFAULT_DIM = 3
@@ -417,6 +418,16 @@ def _load_npz(path: Path, specs: list[InputSpec]) -> dict[str, Any]:
 
     feeds: dict[str, Any] = {}
     with archive:
+        names = {spec.name for spec in specs}
+        sequences = {spec.name for spec in specs if spec.is_sequence}
+        for key in archive.files:
+            base, _, position = key.rpartition("/")
+            if key in names or (base in sequences and position.isdigit()):
+                continue
+            raise InputError(
+                f"--inputs {path}: '{key}' names no input of the model (inputs: "
+                f"{', '.join(spec.name for spec in specs)}; sequences as NAME/0, NAME/1, ...)"
+            )
         for spec in specs:
             if spec.is_sequence:
                 # Sequences are stored as NAME/0, NAME/1, ... (a missing NAME/0 is an empty one).
@@ -487,3 +498,133 @@ def save_inputs(
             proto = numpy_helper.from_array(np.asarray(value), spec.name)
         (folder / f"input_{position}.pb").write_bytes(proto.SerializeToString())
     return folder
+
+
+# ---------------------------------------------------------------- validation
+
+#: Values a node accepts (user inputs are checked against these, not the narrower draws).
+_VALID = {
+    "lengths": lambda n: (0, n),
+    "index": lambda n: (-n, n - 1),
+    "position": lambda n: (-n, n - 1),
+    "insert": lambda n: (-n, n),
+    "count": lambda n: (0, n),
+}
+_ROLES = {
+    "lengths": "sequence lengths",
+    "index": "indices",
+    "position": "a sequence position",
+    "insert": "an insert position",
+    "count": "a count",
+    "split": "split sizes",
+}
+
+
+def validate_inputs(
+    model: onnx.ModelProto,
+    feeds: Mapping[str, Any],
+    analysis: Analysis | None = None,
+    *,
+    where: str = "inputs",
+) -> None:
+    """Raise InputError, naming the input and the problem, when user inputs cannot be the
+    model's: a missing or unknown name, a tensor for a sequence (or the reverse), a dtype, rank
+    or static dimension other than declared, or an index-like value out of range for the node
+    that reads it unchanged (:mod:`seqlower.constraints`)."""
+    specs = input_specs(model)
+    by_name = {spec.name: spec for spec in specs}
+    prefix = f"--inputs {where}"
+    unknown = sorted(set(feeds) - set(by_name))
+    if unknown:
+        raise InputError(
+            f"{prefix}: {', '.join(repr(n) for n in unknown)} names no input of the model "
+            f"(inputs: {', '.join(by_name)})"
+        )
+    missing = [name for name in by_name if name not in feeds]
+    if missing:
+        raise InputError(f"{prefix}: no value for input {', '.join(repr(n) for n in missing)}")
+    shapes: dict[str, Any] = {}
+    for spec in specs:
+        value = feeds[spec.name]
+        if spec.is_sequence != isinstance(value, (list, tuple)):
+            kind = "a sequence" if spec.is_sequence else "a tensor"
+            raise InputError(f"{prefix}: input '{spec.name}' must be {kind}")
+        elements = [np.asarray(v) for v in value] if spec.is_sequence else [np.asarray(value)]
+        for k, array in enumerate(elements):
+            what = f"input '{spec.name}'" + (f" element {k}" if spec.is_sequence else "")
+            _check_array(prefix, what, spec, array)
+        shapes[spec.name] = [a.shape for a in elements] if spec.is_sequence else elements[0].shape
+    analysis = analyze(model) if analysis is None else analysis
+    for spec in specs:
+        for rule in analysis.constraints.get(spec.name, []):
+            if not rule.exact or rule.kind not in (*_VALID, "split"):
+                continue
+            value = feeds[spec.name]
+            elements = list(value) if spec.is_sequence else [value]
+            for k, element in enumerate(elements):
+                _check_range(prefix, spec, rule, np.asarray(element), shapes, k, len(elements))
+
+
+def _check_array(prefix: str, what: str, spec: InputSpec, array: np.ndarray) -> None:
+    declared = onnx.TensorProto.DataType.Name(spec.dtype).lower()
+    if spec.dtype == onnx.TensorProto.STRING:
+        if array.dtype.kind not in "OUS":
+            raise InputError(f"{prefix}: {what} has dtype {array.dtype}, the model takes string")
+    else:
+        expected = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(spec.dtype))
+        if array.dtype != expected:
+            raise InputError(
+                f"{prefix}: {what} has dtype {array.dtype}, the model takes {declared}"
+            )
+    if spec.shape is None:
+        return
+    written = f"{declared}[{', '.join('?' if d is None else str(d) for d in spec.shape)}]"
+    if array.ndim != len(spec.shape):
+        raise InputError(
+            f"{prefix}: {what} has rank {array.ndim} (shape {list(array.shape)}), the model "
+            f"takes {written}"
+        )
+    for axis, (dim, size) in enumerate(zip(spec.shape, array.shape, strict=True)):
+        if isinstance(dim, int) and dim != size:
+            raise InputError(
+                f"{prefix}: {what} has shape {list(array.shape)}, the model takes {written} "
+                f"(axis {axis})"
+            )
+
+
+def _check_range(
+    prefix: str,
+    spec: InputSpec,
+    rule: Constraint,
+    values: np.ndarray,
+    shapes: Mapping[str, Any],
+    element: int,
+    count: int,
+) -> None:
+    what = f"input '{spec.name}'" + (f" element {element}" if spec.is_sequence else "")
+    limit = _limit(rule.limit, shapes, element if spec.is_sequence else None)
+    if rule.kind == "split":
+        if isinstance(limit, int) and values.ndim == 1 and int(values.sum()) != limit:
+            raise InputError(
+                f"{prefix}: {what} sums to {int(values.sum())}, but {rule.node} splits an axis "
+                f"of {limit}"
+            )
+        return
+    if values.size == 0 or values.dtype.kind not in "iuf":
+        return
+    last = values.shape[-1] if values.ndim else 1
+    limits = (limit + [None] * last)[:last] if isinstance(limit, list) else [limit] * last
+    flat = values.reshape(-1, last) if values.ndim else values.reshape(1, 1)
+    for j, n in enumerate(limits):
+        if n is None:
+            continue
+        low, high = _VALID[rule.kind](n)
+        column = flat[:, j]
+        bad = np.flatnonzero((column < low) | (column > high))
+        if bad.size:
+            value = column[bad[0]]
+            shown = int(value) if float(value).is_integer() else float(value)
+            raise InputError(
+                f"{prefix}: {what} holds {shown}, out of range [{low}, {high}] for "
+                f"{rule.node} ({_ROLES[rule.kind]} into a size of {n})"
+            )

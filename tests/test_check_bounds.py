@@ -15,7 +15,7 @@ import onnx
 import pytest
 from click.testing import CliRunner
 
-import seqlower.verification
+import seqlower.verification.check
 from seqlower.cli.commands import cli
 from seqlower.errors import CheckLimitError
 
@@ -117,10 +117,10 @@ def test_ctrl_c_stops_the_check_promptly(tmp_path: Path) -> None:
 
 def test_running_out_of_memory_is_not_a_mismatch(monkeypatch: pytest.MonkeyPatch) -> None:
     model = onnx.parser.parse_model(NEG)
-    real = seqlower.verification._load_runner
+    real = seqlower.verification.check.load_runner
 
-    def starving(proto: onnx.ModelProto) -> Any:
-        runner, notes = real(proto)
+    def starving(proto: onnx.ModelProto, oracles: Any) -> Any:
+        runner, notes = real(proto, oracles)
 
         def run(_feeds: Any) -> Any:
             raise MemoryError()
@@ -128,7 +128,7 @@ def test_running_out_of_memory_is_not_a_mismatch(monkeypatch: pytest.MonkeyPatch
         runner.run = run
         return runner, notes
 
-    monkeypatch.setattr(seqlower.verification, "_load_runner", starving)
+    monkeypatch.setattr(seqlower.verification.check, "load_runner", starving)
     with pytest.raises(CheckLimitError, match="ran out of memory"):
         seqlower.verification.verify(model, model)
 

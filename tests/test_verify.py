@@ -408,7 +408,9 @@ def test_reference_failing_at_run_time_is_an_input_problem_not_a_mismatch() -> N
     )
     report = verify(model, seqlower.lower(model), input_shapes={"x": (3, 3, 2)})
     assert report.status == "cannot_verify" and report.input_problems
-    assert "--input-shape" in report.reason
+    # The node and the inputs reaching it are named; the shapes were given, so no --dim hint.
+    assert "a ReverseSequence node rejected inputs 'lens', 'x'" in report.reason
+    assert "--input-shape" not in report.reason and "--inputs" in report.reason
 
 
 def test_paths_and_ir_models_with_external_weights(tmp_path: Path) -> None:

@@ -116,7 +116,7 @@ class Printer:
         rows: dict[str, list[float]] = {}
         for run in report.runs:
             if run.error:
-                self.line(f"  run {run.index + 1}: {run.error}", err=err, always=True)
+                self.line(f"  run {run.index}: {run.error}", err=err, always=True)
             for o in run.outputs:
                 row = rows.setdefault(o.name, [0.0, 0.0, 0, 0])
                 row[0], row[1] = max(row[0], o.max_abs), max(row[1], o.max_rel)

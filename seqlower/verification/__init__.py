@@ -1,0 +1,41 @@
+"""Numerical verification: run two models on the same inputs and compare every output.
+
+It knows nothing of seqlower's passes: it compares any reference model with any candidate.
+
+- :mod:`.check`: :func:`verify` and its :class:`CheckOptions` (runs, retries, the verdict).
+- :mod:`.oracles`: the runtimes, one class each behind the :class:`~.oracles.Oracle` protocol,
+  tried in the order of :data:`~.oracles.ORACLES`.
+- :mod:`.compare`: output comparison and :class:`Tolerances`.
+- :mod:`.report`: :class:`VerifyReport` and its parts, with a JSON round-trip.
+- Inputs: :mod:`seqlower.inputs` (generated, or read from files and validated) and
+  :mod:`seqlower.constraints` (what the graph requires of them).
+"""
+
+from __future__ import annotations
+
+from seqlower.verification.check import (
+    DEFAULT_TIMEOUT,
+    CheckOptions,
+    default_memory_budget,
+    verify,
+)
+from seqlower.verification.compare import Tolerances, compare_values, default_tolerance
+from seqlower.verification.oracles import ORACLES, Oracle, with_explicit_loop_conditions
+from seqlower.verification.report import OutputReport, RunReport, SkippedRun, VerifyReport
+
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "ORACLES",
+    "CheckOptions",
+    "Oracle",
+    "OutputReport",
+    "RunReport",
+    "SkippedRun",
+    "Tolerances",
+    "VerifyReport",
+    "compare_values",
+    "default_memory_budget",
+    "default_tolerance",
+    "verify",
+    "with_explicit_loop_conditions",
+]

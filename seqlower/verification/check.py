@@ -1,0 +1,419 @@
+"""The check itself: run two models on the same inputs and compare every output.
+
+This module knows nothing of seqlower's passes: it compares any reference model with any
+candidate. Each model runs in the first oracle that loads it (:mod:`.oracles`); inputs are the
+user's (validated against the model) or drawn from the model's declared types and the
+constraints its graph puts on them (:mod:`seqlower.inputs`, :mod:`seqlower.constraints`). When
+nothing can run the reference, the report says it cannot verify, and why: it is never ``ok``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.metadata
+import os
+import re
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+
+from seqlower.constraints import Analysis, analyze
+from seqlower.errors import CheckLimitError, first_line
+from seqlower.inputs import (
+    InputError,
+    estimate_input_bytes,
+    generate_inputs,
+    input_specs,
+    load_inputs,
+    validate_inputs,
+)
+from seqlower.io import load_model, self_contained_proto
+from seqlower.verification.compare import Tolerances, compare_values
+from seqlower.verification.oracles import ORACLES, Oracle, Runner, bounded, load_runner
+from seqlower.verification.report import RunReport, SkippedRun, Status, VerifyReport
+
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "CheckOptions",
+    "default_memory_budget",
+    "verify",
+]
+
+ModelLike = onnx.ModelProto | ir.Model | str | os.PathLike[str]
+InputsLike = str | os.PathLike[str] | Sequence[Mapping[str, Any]]
+DEFAULT_TIMEOUT = 600.0  # seconds for all the runs of one check
+_ATTEMPTS = 5  # generated inputs tried per run before the reference is declared unable
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckOptions:
+    """How :func:`verify` checks.
+
+    ``inputs``: a ``.npz`` file or ONNX test-data directory, or a list of feed dicts; by default
+    ``n`` runs of generated inputs (seeded by ``seed``), plus, unless ``seq_len`` is given, one
+    with empty sequences when the model has sequence inputs. ``dims`` sizes symbolic
+    dimensions by name, ``input_shapes`` fixes shapes per input, ``seq_len`` sets sequence
+    lengths. ``memory_budget`` (bytes of generated inputs; default a quarter of physical memory)
+    and ``timeout`` (seconds in all; default 600) bound the check. ``on_run(k, total)`` is
+    called before run k (from 1), for progress displays. ``oracles``: tried in order per model.
+    """
+
+    inputs: InputsLike | None = None
+    n: int = 3
+    seed: int = 0
+    tolerances: Tolerances = dataclasses.field(default_factory=Tolerances)
+    dims: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    input_shapes: Mapping[str, tuple[int, ...]] = dataclasses.field(default_factory=dict)
+    seq_len: int | None = None
+    memory_budget: int | None = None
+    timeout: float | None = None
+    on_run: Callable[[int, int], None] | None = None
+    oracles: tuple[Oracle, ...] = ORACLES
+
+    @classmethod
+    def from_kwargs(
+        cls,
+        *,
+        rtol: float | Mapping[str, float] | None = None,
+        atol: float | Mapping[str, float] | None = None,
+        dims: Mapping[str, int] | None = None,
+        input_shapes: Mapping[str, tuple[int, ...]] | None = None,
+        **rest: Any,
+    ) -> CheckOptions:
+        """From :func:`verify`'s keyword form (``rtol``/``atol`` a number or per output)."""
+        return cls(
+            tolerances=Tolerances.from_options(rtol, atol),
+            dims=dict(dims or {}),
+            input_shapes=dict(input_shapes or {}),
+            **rest,
+        )
+
+
+def verify(
+    reference: ModelLike,
+    candidate: ModelLike,
+    options: CheckOptions | None = None,
+    **kwargs: Any,
+) -> VerifyReport:
+    """Run ``reference`` and ``candidate`` on the same inputs and compare every output.
+
+    ``options`` is a :class:`CheckOptions`; its fields may be given as keywords instead
+    (``rtol``/``atol`` as one number or per output name, others keeping the dtype's default).
+
+    The check is bounded: generated inputs larger than the memory budget are refused before
+    anything is allocated, and the runs stop after the timeout; both raise
+    :class:`CheckLimitError`, as does running out of memory. Ctrl-C stops a run within a
+    fraction of a second. Inputs given by the user that do not fit the model raise
+    :class:`seqlower.inputs.InputError`.
+    """
+    if options is None:
+        options = CheckOptions.from_kwargs(**kwargs)
+    elif kwargs:
+        raise TypeError("give verify() either a CheckOptions or keywords, not both")
+    reference_proto = _as_proto(reference)
+    candidate_proto = _as_proto(candidate)
+    versions = _versions()
+    budget = default_memory_budget() if options.memory_budget is None else options.memory_budget
+    limit = DEFAULT_TIMEOUT if options.timeout is None else options.timeout
+    if options.inputs is None:
+        _check_input_budget(reference_proto, budget, options)
+    deadline = time.monotonic() + limit
+
+    def report(status: Status, reason: str, **extra: Any) -> VerifyReport:
+        return VerifyReport(
+            status,
+            reason,
+            extra.pop("runs", []),
+            extra.pop("oracles", {}),
+            options.seed,
+            versions,
+            **extra,
+        )
+
+    signature_problem = _compare_signatures(reference_proto, candidate_proto)
+    if signature_problem:
+        return report("mismatch", signature_problem)
+
+    analysis = analyze(reference_proto)
+    plans = _run_plans(reference_proto, options, analysis)
+    runners = []
+    for role, proto in (("reference", reference_proto), ("candidate", candidate_proto)):
+        runner, notes = load_runner(proto, options.oracles)
+        if runner is None:
+            return report("cannot_verify", f"no runtime can run the {role}: " + "; ".join(notes))
+        runners.append(bounded(runner, deadline, limit))
+    reference_runner, candidate_runner = runners
+    oracles = {"reference": reference_runner.name, "candidate": candidate_runner.name}
+
+    output_names = [o.name for o in reference_proto.graph.output]
+    names = [s.name for s in input_specs(reference_proto)]
+    runs: list[RunReport] = []
+    problems: list[str] = []
+    skipped: list[SkippedRun] = []
+    failing: dict[str, Any] | None = None
+    for index, plan in enumerate(plans, start=1):
+        if options.on_run is not None:
+            options.on_run(index, len(plans))
+        # A reference that loads but fails on an input says the input is wrong for it: new
+        # inputs are drawn, but no other oracle is asked (it might accept what the model rejects).
+        outcome = _reference_outputs(reference_runner, plan, index, problems, analysis, names)
+        if isinstance(outcome, str):
+            if plan.optional:
+                skipped.append(
+                    SkippedRun(
+                        index,
+                        plan.what,
+                        f"the reference ({reference_runner.name}) fails on them ({outcome})",
+                    )
+                )
+                continue
+            return report(
+                "cannot_verify",
+                f"the reference ({reference_runner.name}) failed on "
+                + ("the given inputs" if not plan.retry else "every input drawn")
+                + f" in run {index}: {outcome}"
+                + _hint(reference_proto, options),
+                runs=runs,
+                oracles=oracles,
+                input_problems=problems,
+                skipped=skipped,
+            )
+        feeds, expected, attempts = outcome
+        run = _compare_run(
+            index, feeds, expected, candidate_runner, output_names, options.tolerances
+        )
+        run.attempts = attempts
+        runs.append(run)
+        if not run.ok and failing is None:
+            failing = feeds
+    extra = {"runs": runs, "oracles": oracles, "input_problems": problems, "skipped": skipped}
+    if not runs:
+        return report("cannot_verify", "no run could be compared" + _skips(skipped), **extra)
+    bad = [run.index for run in runs if not run.ok]
+    if bad:
+        return report(
+            "mismatch",
+            f"outputs differ in run{'s' if len(bad) > 1 else ''} {', '.join(map(str, bad))}",
+            failing_inputs=failing,
+            **extra,
+        )
+    count = f"{len(runs)} run{'s' if len(runs) > 1 else ''}"
+    return report("equivalent", f"all outputs match in {count}" + _skips(skipped), **extra)
+
+
+def _skips(skipped: list[SkippedRun]) -> str:
+    return "".join(f"; {s}" for s in skipped)
+
+
+def _hint(model: onnx.ModelProto, options: CheckOptions) -> str:
+    """What the user could give, when giving it can help."""
+    if options.inputs is not None:
+        return ""
+    unfixed = [
+        spec.name
+        for spec in input_specs(model)
+        if spec.name not in options.input_shapes
+        and any(not isinstance(d, int) and d not in options.dims for d in spec.shape or (None,))
+    ]
+    if unfixed:
+        return "; give real shapes with --dim/--input-shape, or real inputs with --inputs"
+    return "; give real inputs with --inputs"
+
+
+# ---------------------------------------------------------------- models
+
+
+def _as_proto(model: ModelLike) -> onnx.ModelProto:
+    if isinstance(model, onnx.ModelProto):
+        return model
+    if isinstance(model, ir.Model):
+        return self_contained_proto(model)
+    # Not checked here: a model the checker rejects may still run, and the report says so.
+    return self_contained_proto(load_model(model, check=False), may_modify=True)
+
+
+def _compare_signatures(reference: onnx.ModelProto, candidate: onnx.ModelProto) -> str:
+    ref_out = [o.name for o in reference.graph.output]
+    cand_out = [o.name for o in candidate.graph.output]
+    if ref_out != cand_out:
+        return f"outputs differ: reference has {ref_out}, candidate has {cand_out}"
+    ref_in = [s.name for s in input_specs(reference)]
+    cand_in = [s.name for s in input_specs(candidate)]
+    if sorted(ref_in) != sorted(cand_in):
+        return f"inputs differ: reference takes {ref_in}, candidate takes {cand_in}"
+    return ""
+
+
+def default_memory_budget() -> int:
+    """A quarter of physical memory: room for both models' outputs and intermediates too."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 4
+    except (ValueError, OSError, AttributeError):
+        return 2**31
+
+
+def _check_input_budget(model: onnx.ModelProto, budget: int, options: CheckOptions) -> None:
+    estimates = estimate_input_bytes(
+        model, dims=options.dims, input_shapes=options.input_shapes, seq_len=options.seq_len
+    )
+    total = sum(size for _, _, size in estimates)
+    if total <= budget:
+        return
+    name, written, size = max(estimates, key=lambda e: e[2])
+    raise CheckLimitError(
+        f"the check would generate {_bytes(total)} of inputs, over its memory budget of "
+        f"{_bytes(budget)} (input '{name}', {written}: {_bytes(size)}); give smaller sizes "
+        "with --dim/--input-shape, or a larger --check-memory"
+    )
+
+
+def _bytes(count: int) -> str:
+    for unit, size in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if count >= size:
+            return f"{count / size:.1f} {unit}"
+    return f"{count} bytes"
+
+
+# ---------------------------------------------------------------- runs
+
+
+@dataclasses.dataclass
+class _Plan:
+    feeds: Callable[[int], dict[str, Any]]  # the feeds of attempt k
+    retry: bool  # new draws may be tried
+    optional: bool  # may be skipped (the empty-sequence run)
+    what: str = "generated inputs"
+
+
+def _run_plans(model: onnx.ModelProto, options: CheckOptions, analysis: Analysis) -> list[_Plan]:
+    if options.inputs is not None:
+        inputs = options.inputs
+        given = load_inputs(inputs, model) if isinstance(inputs, (str, os.PathLike)) else inputs
+        source = str(inputs) if isinstance(inputs, (str, os.PathLike)) else "inputs"
+        plans = []
+        for k, feeds in enumerate(given, start=1):
+            where = source if len(given) == 1 else f"{source} (set {k})"
+            validate_inputs(model, feeds, analysis, where=where)
+            plans.append(_Plan(lambda _k, f=dict(feeds): f, False, False, "given inputs"))
+        return plans
+
+    def generated(run: int, length: int | None) -> Callable[[int], dict[str, Any]]:
+        return lambda attempt: generate_inputs(
+            model,
+            np.random.default_rng([options.seed, run, attempt]),
+            dims=options.dims,
+            input_shapes=options.input_shapes,
+            seq_len=length,
+            analysis=analysis,
+        )
+
+    plans = [_Plan(generated(i, options.seq_len), True, False) for i in range(options.n)]
+    if any(s.is_sequence for s in input_specs(model)) and options.seq_len is None:
+        # Lengths are all 0: retrying changes nothing.
+        plans.append(_Plan(generated(options.n, 0), False, True, "empty sequences"))
+    return plans
+
+
+def _reference_outputs(
+    runner: Runner,
+    plan: _Plan,
+    index: int,
+    problems: list[str],
+    analysis: Analysis,
+    names: list[str],
+) -> tuple[dict[str, Any], list[Any], int] | str:
+    """The reference's outputs on the first draw it accepts; else why it rejected the last."""
+    attempts = _ATTEMPTS if plan.retry else 1
+    last: tuple[dict[str, Any], list[Any], int] | None = None
+    why = ""
+    for attempt in range(1, attempts + 1):
+        feeds = plan.feeds(attempt - 1)
+        try:
+            outputs = runner.run(feeds)
+        except CheckLimitError:
+            raise
+        except InputError:
+            raise
+        except Exception as e:
+            why = rejection(e, analysis, names)
+            problems.append(f"run {index}, attempt {attempt}: {why}")
+            continue
+        last = (feeds, outputs, attempt)
+        if attempt < attempts and _has_nan(outputs):
+            problems.append(f"run {index}, attempt {attempt}: the reference returned NaN")
+            continue
+        return last
+    return last if last is not None else why
+
+
+_NODE = re.compile(r"running (\w+) node\. Name:'([^']*)'")
+
+
+def rejection(error: BaseException, analysis: Analysis, names: Sequence[str]) -> str:
+    """Why a runtime rejected inputs, naming the node (innermost, for nested graphs) and the
+    graph inputs that reach it."""
+    text = first_line(error)
+    found = _NODE.findall(str(error))
+    message = text.rsplit("Status Message:", 1)[-1].strip()[:300]
+    if not found:
+        return text[:300]
+    op, name = found[-1]
+    label = f"{op} node '{name}'" if name else f"a {op} node"
+    reached = sorted(analysis.reaches.get(label, set()) & set(names))
+    inputs = ", ".join(f"'{n}'" for n in reached)
+    noun = "input" if len(reached) == 1 else "inputs"
+    return f"{label} rejected " + (f"{noun} {inputs}" if inputs else "the inputs") + f": {message}"
+
+
+def _has_nan(values: Any) -> bool:
+    if isinstance(values, list):
+        return any(_has_nan(v) for v in values)
+    array = np.asarray(values)
+    return array.dtype.kind in "fc" and bool(np.isnan(array).any())
+
+
+def _compare_run(
+    index: int,
+    feeds: dict[str, Any],
+    expected: list[Any],
+    candidate: Runner,
+    names: list[str],
+    tolerances: Tolerances,
+) -> RunReport:
+    summary = {name: _describe(value) for name, value in feeds.items()}
+    try:
+        actual = candidate.run(feeds)
+    except CheckLimitError:
+        raise
+    except Exception as e:
+        return RunReport(index, False, summary, [], error=f"the candidate failed: {first_line(e)}")
+    outputs = [
+        compare_values(name, e, a, *tolerances.for_output(name))
+        for name, e, a in zip(names, expected, actual, strict=True)
+    ]
+    return RunReport(index, all(o.ok for o in outputs), summary, outputs)
+
+
+def _describe(value: Any) -> Any:
+    if isinstance(value, list):
+        return [list(np.shape(v)) for v in value]
+    return list(np.shape(value))
+
+
+def _versions() -> dict[str, str]:
+    import onnxruntime as ort
+
+    try:
+        own = importlib.metadata.version("seqlower")
+    except importlib.metadata.PackageNotFoundError:
+        own = "unknown"
+    return {
+        "seqlower": own,
+        "onnx": onnx.__version__,
+        "onnxruntime": ort.__version__,
+        "numpy": np.__version__,
+    }

@@ -1,0 +1,149 @@
+"""Comparing outputs: bit-exact for ints, bools and strings; floats within tolerances."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import onnx
+
+from seqlower.verification.report import OutputReport
+
+__all__ = ["Tolerances", "compare_values", "default_tolerance"]
+
+# (rtol, atol) by element type; float16/bfloat16 carry 11 and 8 bits of mantissa.
+_TOLERANCES: dict[int, tuple[float, float]] = {
+    onnx.TensorProto.FLOAT: (1e-5, 1e-6),
+    onnx.TensorProto.COMPLEX64: (1e-5, 1e-6),
+    onnx.TensorProto.DOUBLE: (1e-9, 1e-12),
+    onnx.TensorProto.COMPLEX128: (1e-9, 1e-12),
+    onnx.TensorProto.FLOAT16: (1e-3, 1e-3),
+    onnx.TensorProto.BFLOAT16: (1e-2, 1e-2),
+}
+
+
+def default_tolerance(np_dtype: np.dtype) -> tuple[float, float]:
+    """(rtol, atol) for a numpy dtype; (0, 0) means bit-exact (ints, bools, strings)."""
+    try:
+        onnx_type = onnx.helper.np_dtype_to_tensor_dtype(np.dtype(np_dtype))
+    except Exception:
+        return (0.0, 0.0)
+    return _TOLERANCES.get(onnx_type, (0.0, 0.0))
+
+
+@dataclasses.dataclass(frozen=True)
+class Tolerances:
+    """Float tolerances: ``rtol``/``atol`` for every output (None: the dtype's default), and
+    per-output overrides, so a global ``--rtol`` combines with per-output ones."""
+
+    rtol: float | None = None
+    atol: float | None = None
+    per_output: Mapping[str, tuple[float | None, float | None]] = dataclasses.field(
+        default_factory=dict
+    )
+
+    @classmethod
+    def from_options(
+        cls,
+        rtol: float | Mapping[str, float] | None = None,
+        atol: float | Mapping[str, float] | None = None,
+    ) -> Tolerances:
+        """From verify()'s ``rtol``/``atol``: a number, or per output name (``"*"``: every
+        output not named)."""
+
+        def split(value: float | Mapping[str, float] | None) -> tuple[Any, dict[str, float]]:
+            if isinstance(value, Mapping):
+                named = {k: v for k, v in value.items() if k != "*"}
+                return value.get("*"), named
+            return value, {}
+
+        r, r_named = split(rtol)
+        a, a_named = split(atol)
+        per_output = {name: (r_named.get(name), a_named.get(name)) for name in {*r_named, *a_named}}
+        return cls(r, a, per_output)
+
+    def for_output(self, name: str) -> tuple[float | None, float | None]:
+        r, a = self.per_output.get(name, (None, None))
+        return (self.rtol if r is None else r, self.atol if a is None else a)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "rtol": self.rtol,
+            "atol": self.atol,
+            "per_output": {k: {"rtol": r, "atol": a} for k, (r, a) in self.per_output.items()},
+        }
+
+
+def compare_values(
+    name: str, expected: Any, actual: Any, rtol: float | None = None, atol: float | None = None
+) -> OutputReport:
+    """Compare one output: sequences by length then element, tensors by shape, dtype, values."""
+    if isinstance(expected, list) or isinstance(actual, list):
+        report = OutputReport(name, True, kind="sequence")
+        if not (isinstance(expected, list) and isinstance(actual, list)):
+            report.ok, report.message = False, "one is a sequence, the other a tensor"
+            return report
+        report.reference_length, report.candidate_length = len(expected), len(actual)
+        if len(expected) != len(actual):
+            report.ok = False
+            report.message = f"sequence length {len(actual)}, expected {len(expected)}"
+            return report
+        for i, (e, a) in enumerate(zip(expected, actual, strict=True)):
+            element = compare_values(f"{name}[{i}]", e, a, rtol, atol)
+            report.max_abs = max(report.max_abs, element.max_abs)
+            report.max_rel = max(report.max_rel, element.max_rel)
+            report.mismatches += element.mismatches
+            report.elements += element.elements
+            if not element.ok:
+                report.ok = False
+                report.message = report.message or f"element {i}: {element.message}"
+        return report
+
+    e, a = np.asarray(expected), np.asarray(actual)
+    report = OutputReport(
+        name,
+        True,
+        reference_shape=list(e.shape),
+        candidate_shape=list(a.shape),
+        elements=int(e.size),
+    )
+    if e.shape != a.shape:
+        report.ok, report.message = False, f"shape {list(a.shape)}, expected {list(e.shape)}"
+        report.mismatches = max(e.size, a.size)
+        return report
+    if e.dtype != a.dtype:
+        report.ok, report.message = False, f"dtype {a.dtype}, expected {e.dtype}"
+        report.mismatches = int(e.size)
+        return report
+    if e.dtype.kind in "OSUb" or e.dtype.kind in "iu":
+        differ = e != a
+        report.mismatches = int(np.count_nonzero(differ))
+        if e.dtype.kind in "iu" and report.mismatches:
+            diff = np.abs(e.astype(np.float64) - a.astype(np.float64))
+            report.max_abs = float(diff.max())
+            report.max_rel = float((diff / np.maximum(np.abs(e.astype(np.float64)), 1e-300)).max())
+    else:
+        default_rtol, default_atol = default_tolerance(e.dtype)
+        rtol = default_rtol if rtol is None else rtol
+        atol = default_atol if atol is None else atol
+        e64 = e.astype(np.complex128 if e.dtype.kind == "c" else np.float64)
+        a64 = a.astype(e64.dtype)
+        nan_e, nan_a = np.isnan(e64), np.isnan(a64)
+        inf_e, inf_a = np.isinf(e64), np.isinf(a64)
+        finite = ~(nan_e | nan_a | inf_e | inf_a)
+        diff = np.zeros(e.shape, dtype=np.float64)
+        diff[finite] = np.abs(e64[finite] - a64[finite])
+        within = diff <= atol + rtol * np.abs(e64)
+        # NaN must meet NaN; an infinity must meet the same infinity; finite within tolerance.
+        ok = np.where(finite, within, (nan_e & nan_a) | (inf_e & inf_a & (e64 == a64)))
+        report.mismatches = int(np.count_nonzero(~ok))
+        if diff.size:
+            report.max_abs = float(diff.max())
+            rel = diff / np.maximum(np.abs(e64), np.finfo(np.float64).tiny)
+            report.max_rel = float(np.where(finite, rel, 0.0).max())
+    if report.mismatches:
+        report.ok = False
+        report.message = f"{report.mismatches} of {report.elements} elements differ"
+    return report

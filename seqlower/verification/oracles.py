@@ -1,0 +1,245 @@
+"""Oracles: the runtimes that run a model for the check, each one small class behind one protocol.
+
+:data:`ORACLES` is the order they are tried in for each model, reference and candidate alike:
+
+1. :class:`OnnxRuntime`: onnxruntime's CPU provider, graph optimizations off.
+2. :class:`RestampedOnnxRuntime`: the same on a copy re-stamped to an older IR version, for
+   models only their IR version keeps from onnxruntime (onnx writes newer ones than it reads).
+3. :class:`Reference`: ``onnx.reference`` with corrected implementations of the ops it gets
+   wrong (:mod:`seqlower.verification._reference_ops`): ``SequenceMap`` reading outer-scope
+   values or mapping empty sequences, ``Loop`` with an omitted condition, zero-trip ``Loop`` with
+   scan outputs. It runs what onnxruntime cannot (a ``SequenceMap`` over a function op such as
+   ``CenterCropPad``, onnxruntime issue #22100; nested maps), independently of seqlower.
+
+The first that loads the model runs it. No oracle knows anything of seqlower's lowering, so the
+lowered model is never its own oracle.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import signal
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+import onnx
+
+from seqlower.errors import CheckLimitError, first_line
+
+__all__ = [
+    "ORACLES",
+    "OnnxRuntime",
+    "Oracle",
+    "Reference",
+    "RestampedOnnxRuntime",
+    "Runner",
+    "bounded",
+    "load_runner",
+    "with_explicit_loop_conditions",
+]
+
+
+@dataclasses.dataclass
+class Runner:
+    """A model loaded by an oracle: ``run(feeds)`` returns the outputs in graph order."""
+
+    name: str
+    run: Callable[[Mapping[str, Any]], list[Any]]
+    #: Asks a run in progress to stop (onnxruntime's RunOptions.terminate); None: cannot.
+    stop: Callable[[], None] | None = None
+
+
+class Oracle(Protocol):
+    """Loads a model for running, or raises (any exception) when it cannot."""
+
+    name: str
+
+    def load(self, model: onnx.ModelProto) -> Runner: ...
+
+
+class OnnxRuntime:
+    """onnxruntime's CPU provider with graph optimizations off (nothing rewritten under us)."""
+
+    name = "onnxruntime"
+
+    def load(self, model: onnx.ModelProto) -> Runner:
+        return _ort_runner(model, self.name)
+
+
+class RestampedOnnxRuntime:
+    """onnxruntime on a copy with an older IR version: onnx writes IR versions newer than the
+    installed onnxruntime may read, though nothing else in the model needs them."""
+
+    name = "onnxruntime (re-stamped)"
+    versions = (13, 12, 11, 10)
+
+    def load(self, model: onnx.ModelProto) -> Runner:
+        last: Exception = RuntimeError("the model's IR version is already old enough")
+        for ir_version in self.versions:
+            if ir_version >= model.ir_version:
+                continue
+            copy = onnx.ModelProto()
+            copy.CopyFrom(model)
+            copy.ir_version = ir_version
+            try:
+                return _ort_runner(copy, f"onnxruntime (re-stamped to IR version {ir_version})")
+            except Exception as e:
+                last = e
+        raise last
+
+
+class Reference:
+    """``onnx.reference`` with corrected SequenceMap and Loop; pure Python, so slow, and it
+    cannot be stopped mid-run (past the time limit its thread is abandoned)."""
+
+    name = "onnx.reference"
+
+    def load(self, model: onnx.ModelProto) -> Runner:
+        from seqlower.verification._reference_ops import Evaluator
+
+        evaluator = Evaluator(model)
+        return Runner(self.name, lambda feeds: list(evaluator.run(None, dict(feeds))))
+
+
+ORACLES: tuple[Oracle, ...] = (OnnxRuntime(), RestampedOnnxRuntime(), Reference())
+
+
+def load_runner(
+    model: onnx.ModelProto, oracles: tuple[Oracle, ...] = ORACLES
+) -> tuple[Runner | None, list[str]]:
+    """The first oracle that loads ``model``, and why the ones before it could not."""
+    notes: list[str] = []
+    for oracle in oracles:
+        try:
+            return oracle.load(model), notes
+        except Exception as e:
+            notes.append(f"{oracle.name}: {first_line(e)}")
+    return None, notes
+
+
+def _ort_runner(model: onnx.ModelProto, name: str) -> Runner:
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    options.log_severity_level = 4  # failures surface as exceptions, not as stderr noise
+    # onnxruntime's memory-reuse planner compares every new buffer with every freed one it
+    # could not match, which is quadratic in the intermediates of unknown shape: a lowered
+    # model with 1,700 ReverseSequence took 4 minutes to load with it and seconds without. The
+    # check runs small inputs; reuse saves nothing here.
+    options.enable_mem_reuse = False
+    session = ort.InferenceSession(
+        model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+    )
+    run_options: list[Any] = []
+
+    def run(feeds: Mapping[str, Any]) -> list[Any]:
+        run_options[:] = [ort.RunOptions()]
+        return session.run(None, dict(feeds), run_options[0])
+
+    def stop() -> None:
+        for options in run_options:
+            options.terminate = True
+
+    return Runner(name, run, stop)
+
+
+def with_explicit_loop_conditions(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy where each Loop with an omitted condition gets a constant true one.
+
+    The two mean the same in ONNX, but onnx's own ReferenceEvaluator runs a Loop whose
+    condition is omitted zero times (op_loop.py: ``while cond and ...`` with cond None). The
+    :class:`Reference` oracle's corrected Loop needs no such copy; the tests use it for onnx's.
+    """
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    counter = 0
+
+    def patch(nodes: Any) -> None:
+        nonlocal counter
+        for node in list(nodes):
+            for attr in node.attribute:
+                if attr.HasField("g"):
+                    patch(attr.g.node)
+                for graph in attr.graphs:
+                    patch(graph.node)
+            if node.op_type == "Loop" and len(node.input) > 1 and not node.input[1]:
+                counter += 1
+                name = f"__seqlower_verify_true_{counter}"
+                true = onnx.helper.make_node(
+                    "Constant",
+                    [],
+                    [name],
+                    value=onnx.helper.make_tensor(name, onnx.TensorProto.BOOL, [], [True]),
+                )
+                nodes.insert(list(nodes).index(node), true)
+                node.input[1] = name
+
+    patch(copy.graph.node)
+    for function in copy.functions:
+        patch(function.node)
+    return copy
+
+
+# ---------------------------------------------------------------- bounded runs
+
+_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def bounded(runner: Runner, deadline: float, limit: float) -> Runner:
+    """``runner`` whose runs happen in a worker thread, watched: past the deadline or on Ctrl-C
+    it is told to stop (onnxruntime checks between kernels, a Loop between iterations); running
+    out of memory becomes a CheckLimitError rather than a failed or mismatching run."""
+    run = runner.run
+
+    def watched(feeds: Mapping[str, Any]) -> list[Any]:
+        box: dict[str, Any] = {}
+        # An Event, not Thread.join: a join interrupted by Ctrl-C can mark a running thread as
+        # stopped (CPython gh-90882), and a process that exits while onnxruntime still runs in
+        # a thread aborts.
+        done = threading.Event()
+
+        def work() -> None:
+            # Signals go to the main thread, which handles them; onnxruntime's binding, hit by
+            # one, drops the thread without a Python exception.
+            signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)
+            try:
+                box["value"] = run(feeds)
+            except BaseException as e:
+                box["error"] = e
+            finally:
+                done.set()
+
+        threading.Thread(target=work, name="seqlower-check", daemon=True).start()
+        try:
+            while not done.wait(min(max(deadline - time.monotonic(), 0), 0.1)):
+                if time.monotonic() >= deadline:
+                    _stop(runner, done)
+                    raise CheckLimitError(
+                        f"the check took longer than its time limit ({limit:g} s, "
+                        f"--check-timeout); {runner.name} was stopped"
+                    )
+        except KeyboardInterrupt:
+            _stop(runner, done)
+            raise
+        error = box.get("error")
+        if error is not None:
+            if isinstance(error, MemoryError) or "Failed to allocate" in str(error):
+                raise CheckLimitError(
+                    f"the check ran out of memory in {runner.name} ({first_line(error)}); "
+                    "give smaller sizes with --dim/--input-shape"
+                ) from None
+            raise error
+        return box["value"]
+
+    return Runner(runner.name, watched, runner.stop)
+
+
+def _stop(runner: Runner, done: threading.Event) -> None:
+    """Ask the run to stop and wait for it; onnx.reference (pure Python) cannot be told, so its
+    thread is left to finish in the background (a daemon: it dies with the process)."""
+    if runner.stop is not None:
+        runner.stop()
+        done.wait(10)

@@ -1,0 +1,90 @@
+"""What a check found: per output, per run, and the verdict, with a JSON round-trip."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any, Literal
+
+__all__ = ["OutputReport", "RunReport", "SkippedRun", "Status", "VerifyReport"]
+
+Status = Literal["equivalent", "mismatch", "cannot_verify"]
+
+
+@dataclasses.dataclass
+class OutputReport:
+    """How one output of one run compared."""
+
+    name: str
+    ok: bool
+    kind: str = "tensor"  # or "sequence"
+    max_abs: float = 0.0
+    max_rel: float = 0.0
+    mismatches: int = 0
+    elements: int = 0
+    reference_shape: list[Any] | None = None
+    candidate_shape: list[Any] | None = None
+    reference_length: int | None = None
+    candidate_length: int | None = None
+    message: str = ""
+
+
+@dataclasses.dataclass
+class RunReport:
+    """One run (numbered from 1): the inputs it used (shapes), and each output's comparison."""
+
+    index: int
+    ok: bool
+    inputs: dict[str, Any]
+    outputs: list[OutputReport]
+    error: str = ""  # the candidate's failure, when it failed to run
+    attempts: int = 1
+
+
+@dataclasses.dataclass
+class SkippedRun:
+    """A planned run that was not compared (numbered from 1), ``what`` it was and why not."""
+
+    index: int
+    what: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"run {self.index} ({self.what}) was skipped: {self.reason}"
+
+
+@dataclasses.dataclass
+class VerifyReport:
+    """The verdict, and everything needed to understand or reproduce it."""
+
+    status: Status
+    reason: str
+    runs: list[RunReport]
+    oracles: dict[str, str]
+    seed: int
+    versions: dict[str, str]
+    input_problems: list[str] = dataclasses.field(default_factory=list)
+    skipped: list[SkippedRun] = dataclasses.field(default_factory=list)
+    #: The feeds of the first failing run, for saving; not part of the JSON report.
+    failing_inputs: dict[str, Any] | None = dataclasses.field(default=None, repr=False)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "equivalent"
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data.pop("failing_inputs")
+        data["ok"] = self.ok
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> VerifyReport:
+        fields = dict(data)
+        fields.pop("ok", None)
+        runs = [
+            RunReport(**{**run, "outputs": [OutputReport(**o) for o in run["outputs"]]})
+            for run in fields.pop("runs")
+        ]
+        skipped = [SkippedRun(**s) for s in fields.pop("skipped", [])]
+        return cls(runs=runs, skipped=skipped, **fields)
