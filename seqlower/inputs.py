@@ -322,8 +322,10 @@ def _range(kind: str, n: int | None) -> tuple[int, int]:
     """The valid values for a limit ``n`` (None: no dimension known)."""
     if kind == "positive":
         return 1, _SMALL
-    if kind in ("trip", "count") and n is None:
-        return 0, _SMALL + 1
+    if kind == "trip":  # few iterations, zero among them
+        return 0, 2
+    if kind == "count" and n is None:
+        return 0, _SMALL
     if n is None:
         return _UNBOUNDED
     return {
@@ -626,5 +628,5 @@ def _check_range(
             shown = int(value) if float(value).is_integer() else float(value)
             raise InputError(
                 f"{prefix}: {what} holds {shown}, out of range [{low}, {high}] for "
-                f"{rule.node} ({_ROLES[rule.kind]} into a size of {n})"
+                f"{rule.node} ({_ROLES[rule.kind]}; the size is {n})"
             )

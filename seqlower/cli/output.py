@@ -111,7 +111,7 @@ class Printer:
         reason = report.reason
         if report.ok and reason.startswith("all outputs match"):
             reason = reason[len("all outputs match") :].strip()
-        text = f"check: {styled}" + (f" {reason}" if reason else "")
+        text = f"check: {styled}" + (f"{' ' if report.ok else ': '}{reason}" if reason else "")
         self.line(text + (f" ({oracles})" if oracles else ""), err=err, always=True)
         rows: dict[str, list[float]] = {}
         for run in report.runs:

@@ -46,7 +46,7 @@ __all__ = [
 ModelLike = onnx.ModelProto | ir.Model | str | os.PathLike[str]
 InputsLike = str | os.PathLike[str] | Sequence[Mapping[str, Any]]
 DEFAULT_TIMEOUT = 600.0  # seconds for all the runs of one check
-_ATTEMPTS = 5  # generated inputs tried per run before the reference is declared unable
+_ATTEMPTS = 8  # generated inputs tried per run before the reference is declared unable
 
 
 @dataclasses.dataclass(frozen=True)
@@ -213,6 +213,8 @@ def _hint(model: onnx.ModelProto, options: CheckOptions) -> str:
     """What the user could give, when giving it can help."""
     if options.inputs is not None:
         return ""
+    if options.seq_len == 0 and any(spec.is_sequence for spec in input_specs(model)):
+        return "; with --seq-len 0 every sequence is empty, which the model may not accept"
     unfixed = [
         spec.name
         for spec in input_specs(model)
