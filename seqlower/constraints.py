@@ -85,6 +85,7 @@ class _Info:
     values: frozenset[str] = frozenset()
     exact: frozenset[str] = frozenset()  # the sources whose values arrive unchanged
     dims: tuple[Slot | None, ...] | None = None
+    const: tuple[int, ...] | None = None  # a small constant integer tensor's values
     length: str | None = None  # a sequence with the length of this sequence graph input
     element: _Info | None = None  # a sequence's elements
 
@@ -214,7 +215,7 @@ class _Walker:
 
     def graph(self, graph: onnx.GraphProto, scope: _Scope, depth: int) -> list[_Info]:
         for init in graph.initializer:
-            scope[init.name] = _EMPTY
+            scope[init.name] = _constant(init)
         self.nodes(graph.node, scope, depth)
         return [scope.get(o.name) for o in graph.output]
 
@@ -241,6 +242,8 @@ class _Walker:
             return self.call(self.functions[key], infos, depth + 1)
         if node.domain not in ("", "ai.onnx"):
             return [_EMPTY] * len(node.output)
+        if op == "Constant" and "value" in attrs:
+            return [_constant(attrs["value"].t)]
         self.constrain(node, op, attrs, infos)
         if op == "SequenceMap" and "body" in attrs and depth < _MAX_DEPTH:
             body = attrs["body"].g
@@ -285,11 +288,30 @@ class _Walker:
         inner: dict[str, _Info] = {}
         if op == "Loop":
             carried = infos[2:]
+            shaped: dict[str, _Info] = {}
             for k, name in enumerate(names[2:]):
-                # A state the body passes on unchanged keeps what is known of its initial value.
-                if k < len(carried) and _passes_through(body, name, k + 1):
+                if k >= len(carried):
+                    continue
+                # A state the body passes on unchanged keeps what is known of its initial
+                # value; one it changes keeps the initial value's dimensions if the body's
+                # result for it has them too (checked after the walk, which is redone
+                # without them otherwise).
+                if _passes_through(body, name, k + 1):
                     inner[name] = carried[k]
-            self.graph(body, scope.child(inner), depth + 1)
+                elif carried[k].dims is not None:
+                    inner[name] = shaped[name] = _Info(dims=carried[k].dims)
+            saved = self.snapshot()
+            outs = self.graph(body, scope.child(inner), depth + 1)
+            kept = all(
+                outs[1 + k].dims == shaped[name].dims
+                for k, name in enumerate(names[2:])
+                if name in shaped and 1 + k < len(outs)
+            )
+            if not kept:
+                self.restore(saved)
+                for name in shaped:
+                    del inner[name]
+                self.graph(body, scope.child(inner), depth + 1)
             return [_EMPTY] * len(node.output)
         # Scan: states, then scan inputs sliced along their scan axis.
         num_scan = int(attrs["num_scan_inputs"].i) if "num_scan_inputs" in attrs else 0
@@ -330,6 +352,8 @@ class _Walker:
             dims = self.broadcast(infos)
         elif op == "Concat" and "axis" in attrs:
             dims = self.concat(infos, int(attrs["axis"].i))
+        elif op in ("Squeeze", "Unsqueeze"):
+            dims = _squeeze(op, attrs, infos)
         if op == "Identity" and (infos[0].length or infos[0].element):
             return [infos[0]]
         if op in ("SequenceInsert", "SequenceErase"):
@@ -364,6 +388,13 @@ class _Walker:
                 for x, y in itertools.pairwise(known):
                     self.tie(x[a], y[a])
         return tuple(None if a == axis else known[0][a] for a in range(rank))
+
+    def snapshot(self) -> tuple[dict[str, list[Constraint]], int]:
+        return {k: list(v) for k, v in self.analysis.constraints.items()}, len(self.analysis.ties)
+
+    def restore(self, saved: tuple[dict[str, list[Constraint]], int]) -> None:
+        self.analysis.constraints = saved[0]
+        del self.analysis.ties[saved[1] :]
 
     def tie(self, a: Slot | None, b: Slot | None) -> None:
         if a is not None and b is not None and a != b:
@@ -464,6 +495,38 @@ class _Scope:
 
     def child(self, own: dict[str, _Info]) -> _Scope:
         return _Scope(dict(own), self)
+
+
+def _constant(tensor: onnx.TensorProto) -> _Info:
+    if tensor.data_type not in (onnx.TensorProto.INT64, onnx.TensorProto.INT32):
+        return _EMPTY
+    if len(tensor.dims) > 1 or (tensor.dims and tensor.dims[0] > 16):
+        return _EMPTY
+    try:
+        values = onnx.numpy_helper.to_array(tensor).reshape(-1).tolist()
+    except Exception:
+        return _EMPTY
+    return _Info(const=tuple(int(v) for v in values))
+
+
+def _squeeze(
+    op: str, attrs: Mapping[str, onnx.AttributeProto], infos: list[_Info]
+) -> tuple[Slot | None, ...] | None:
+    """The dimensions after Squeeze/Unsqueeze with known axes (input since opset 13)."""
+    dims = infos[0].dims
+    if "axes" in attrs:
+        axes: tuple[int, ...] | None = tuple(attrs["axes"].ints)
+    else:
+        axes = infos[1].const if len(infos) > 1 else None
+    if dims is None or axes is None:
+        return None
+    if op == "Squeeze":
+        gone = {a % len(dims) for a in axes if -len(dims) <= a < len(dims)}
+        return tuple(d for a, d in enumerate(dims) if a not in gone)
+    rank = len(dims) + len(axes)
+    new = {a % rank for a in axes}
+    rest = iter(dims)
+    return tuple(None if a in new else next(rest, None) for a in range(rank))
 
 
 def _passes_through(body: onnx.GraphProto, name: str, output: int) -> bool:

@@ -353,6 +353,7 @@ def _reference_outputs(
 
 
 _NODE = re.compile(r"running (\w+) node\. Name:'([^']*)'")
+_INPUT = re.compile(r"for input: (\S+)")
 
 
 def rejection(error: BaseException, analysis: Analysis, names: Sequence[str]) -> str:
@@ -361,6 +362,9 @@ def rejection(error: BaseException, analysis: Analysis, names: Sequence[str]) ->
     text = first_line(error)
     found = _NODE.findall(str(error))
     message = text.rsplit("Status Message:", 1)[-1].strip()[:300]
+    refused = _INPUT.search(text)
+    if refused and not found:  # onnxruntime checks feeds against declared shapes first
+        return f"onnxruntime refused input '{refused.group(1)}': {text.split(' : ')[-1][:300]}"
     if not found:
         return text[:300]
     op, name = found[-1]
