@@ -46,7 +46,7 @@ class Constraint:
     """The values of graph input ``source`` must suit ``node``'s index-like operand.
 
     ``kind``: ``lengths`` (0..n), ``index`` (0..n-1), ``position`` (-n..n-1), ``insert``
-    (-n..n), ``count`` (0..n), ``span`` (-n..n), ``split`` (non-negative, summing to n),
+    (-n..n), ``count`` (0..n), ``span`` (-n..n), ``split`` (non-negative, summing to n), ``chunk`` (1..n),
     ``positive`` (1..), ``trip`` (0..a few). ``limit`` gives n: one dimension or sequence length,
     or (``index``/``span`` along the last axis of the operand, GatherND and Slice) one per
     position of that axis.
@@ -458,6 +458,9 @@ class _Walker:
                 need("count", second, limit)
         elif op == "Split" and data is not None and second is not None:
             need("split", second, dim(data, attr_int("axis", 0)))
+        elif op == "SplitToSequence" and data is not None and second is not None:
+            limit = dim(data, attr_int("axis", 0))
+            need("chunk" if second.dims == () else "split", second, limit)
         elif op == "OneHot" and second is not None:
             need("positive", second, None)
         elif op == "Range" and arg(2) is not None:

@@ -61,6 +61,8 @@ def input_specs(model: onnx.ModelProto) -> list[InputSpec]:
         if value.name in initializers:
             continue
         type_ = value.type
+        if type_.HasField("optional_type"):  # fed a value (the check does not feed None)
+            type_ = type_.optional_type.elem_type
         is_sequence = type_.HasField("sequence_type")
         if is_sequence:
             type_ = type_.sequence_type.elem_type
@@ -335,6 +337,7 @@ def _range(kind: str, n: int | None) -> tuple[int, int]:
         "insert": (-n, n),
         "count": (0, n),
         "span": (-n, n),
+        "chunk": (1, max(n, 1)),
     }.get(kind, _UNBOUNDED)
 
 

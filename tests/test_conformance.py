@@ -10,6 +10,7 @@ import pytest
 from onnx.backend.test.case.node import collect_testcases
 
 import seqlower
+from seqlower.verification import verify
 from tests.helpers import assert_lowered_ok, assert_same, ort_run, run_any
 
 with warnings.catch_warnings():
@@ -50,3 +51,12 @@ def test_conformance_case(name: str) -> None:
         original, oracle = run_any(model, feeds)
         for i, (a, e) in enumerate(zip(got, original, strict=True)):
             assert_same(a, e, exact=oracle == "onnxruntime", where=f"{name} vs original {i}")
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_conformance_case_verifies_with_no_options(name: str) -> None:
+    # The check proves each case on its own generated inputs, every draw accepted first time.
+    model: onnx.ModelProto = CASES[name].model
+    report = verify(model, seqlower.lower(model))
+    assert report.ok, report.reason
+    assert report.input_problems == [] and report.skipped == []
