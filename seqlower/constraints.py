@@ -46,10 +46,10 @@ class Constraint:
     """The values of graph input ``source`` must suit ``node``'s index-like operand.
 
     ``kind``: ``lengths`` (0..n), ``index`` (0..n-1), ``position`` (-n..n-1), ``insert``
-    (-n..n), ``count`` (0..n), ``span`` (-n..n), ``split`` (non-negative, summing to n), ``chunk`` (1..n),
-    ``positive`` (1..), ``trip`` (0..a few). ``limit`` gives n: one dimension or sequence length,
-    or (``index``/``span`` along the last axis of the operand, GatherND and Slice) one per
-    position of that axis.
+    (-n..n), ``count`` (0..n), ``span`` (-n..n), ``split`` (non-negative, summing to n),
+    ``chunk`` (1..n), ``positive`` (1..), ``trip`` (0..a few). ``limit`` gives n: one
+    dimension or sequence length, or (``index``/``span`` along the last axis of the operand,
+    GatherND and Slice) one per position of that axis.
     """
 
     kind: str

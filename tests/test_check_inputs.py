@@ -485,3 +485,56 @@ def test_index_inputs_through_casts_and_scopes_verify(model: onnx.ModelProto, se
     report = verify(model, seqlower.lower(model), seed=seed)
     assert report.ok, report.reason
     assert report.input_problems == [], report.input_problems
+
+
+# ---------------------------------------------------------------- types from call sites
+
+SCALE = """
+<domain: "local", opset_import: ["" : 17]>
+Scale (xs, W) => (ys) {
+  ys = SequenceMap(xs, W) <body = b (float[N, C] x, float[C] k) => (float[N, C] y) {
+    y = Mul(x, k)
+  }>
+}"""
+
+
+def test_function_input_types_come_from_call_sites(tmp_path: Path) -> None:
+    # onnxscript writes model-local functions with untyped inputs, as ONNX intends.
+    model = parse(
+        """
+g (seq(float[N, C]) s, float[C] w) => (seq(float[N, C]) out, seq(float[N, C]) again) {
+  out = local.Scale(s, w)
+  again = local.Scale(out, w)
+}"""
+        + SCALE
+    )
+    lowered = seqlower.lower(model)
+    assert [n.op_type for n in lowered.functions[0].node].count("SequenceMap") == 0
+    assert verify(model, lowered).ok
+    source = tmp_path / "m.onnx"
+    onnx.save(model, source)
+    code, _, err = run_cli(source, "-o", tmp_path / "out.onnx")
+    assert code == 0, err
+
+
+def test_conflicting_call_sites_name_both(tmp_path: Path) -> None:
+    model = parse(
+        """
+g (seq(float[N, C]) s, float[C] w, seq(float[C]) ws) => (seq(float[N, C]) a, seq(float[N, C]) b) {
+  first = Identity(s)
+  a = local.Scale<name = "x">(first, w)
+  b = local.Scale(s, ws)
+}""".replace('<name = "x">', "")
+        + SCALE
+    )
+    model.graph.node[1].name = "with_tensor"
+    model.graph.node[2].name = "with_sequence"
+    with pytest.raises(seqlower.InvalidModelError) as caught:
+        seqlower.lower(model)
+    message = str(caught.value)
+    assert "'W'" in message and "local::Scale" in message
+    assert "'with_tensor'" in message and "'with_sequence'" in message
+    source = tmp_path / "m.onnx"
+    onnx.save(model, source)
+    code, _, err = run_cli(source, "-o", tmp_path / "out.onnx")
+    assert code == 2 and "with_sequence" in err and len(err.strip().splitlines()) == 1

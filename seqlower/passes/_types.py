@@ -11,6 +11,9 @@ from __future__ import annotations
 import onnx
 import onnx_ir as ir
 
+from seqlower._graphs import all_graphs
+from seqlower.errors import InvalidModelError, describe_node
+
 __all__ = ["TypeOracle", "element_dtype"]
 
 
@@ -36,16 +39,56 @@ class TypeOracle:
     def __init__(self, model: ir.Model) -> None:
         self._model = model
         self._inferred: dict[int, ir.Value] | None = None
+        self._parameters: dict[int, tuple[ir.Function, int]] | None = None
+        self._asking: set[int] = set()  # parameters being resolved (recursive calls)
 
     def type_of(self, value: ir.Value) -> ir.TypeProtocol | None:
-        """Declared, else followed back through type-preserving ops, else inferred."""
+        """Declared, else followed back through type-preserving ops, else (for an input of a
+        model-local function) what its call sites pass, else inferred."""
         if value.type is not None and element_dtype(value.type) is not None:
             return value.type
         traced = self._trace(value)
         if traced is not None:
             return traced
+        passed = self._from_call_sites(value)
+        if passed is not None:
+            return passed
         inferred = self._lookup(value)
         return value.type if inferred is None or inferred.type is None else inferred.type
+
+    def _from_call_sites(self, value: ir.Value) -> ir.TypeProtocol | None:
+        """A function input's type from every call of the function: ONNX leaves function
+        inputs untyped, the types are at the call sites. Raises InvalidModelError naming two
+        call sites that pass different types."""
+        if self._parameters is None:
+            self._parameters = {
+                id(param): (function, k)
+                for function in self._model.functions.values()
+                for k, param in enumerate(function.inputs)
+            }
+        found = self._parameters.get(id(value))
+        if found is None or id(value) in self._asking:
+            return None
+        function, k = found
+        self._asking.add(id(value))
+        try:
+            seen: list[tuple[ir.Node, ir.TypeProtocol]] = []
+            for call in _calls_of(self._model, function):
+                argument = call.inputs[k] if k < len(call.inputs) else None
+                type_ = None if argument is None else self.type_of(argument)
+                if type_ is None or element_dtype(type_) is None:
+                    continue
+                if seen and _kind(seen[0][1]) != _kind(type_):
+                    raise InvalidModelError(
+                        f"input {k} '{value.name}' of function '{function.domain}::"
+                        f"{function.name}' has conflicting types at its call sites: "
+                        f"{describe_node(seen[0][0])} passes {seen[0][1]}, "
+                        f"{describe_node(call)} passes {type_}"
+                    )
+                seen.append((call, type_))
+        finally:
+            self._asking.discard(id(value))
+        return seen[0][1] if seen else None
 
     def _trace(self, value: ir.Value) -> ir.TypeProtocol | None:
         """The type, from the producers' declared types through ops whose rule is trivial.
@@ -258,6 +301,21 @@ def _rule(
     if op in ("SequenceInsert", "SequenceErase"):
         return (None, first)
     return None
+
+
+def _kind(type_: ir.TypeProtocol) -> tuple[str, ir.DataType | None]:
+    """What call sites must agree on: sequence or tensor, and the element type."""
+    return (type(type_).__name__, element_dtype(type_))
+
+
+def _calls_of(model: ir.Model, function: ir.Function) -> list[ir.Node]:
+    key = function.identifier()
+    return [
+        node
+        for graph in all_graphs(model)
+        for node in graph
+        if (node.domain, node.op_type, node.overload) == key
+    ]
 
 
 def _pair_graph(original: ir.Graph, copy: ir.Graph, pairs: list[tuple[ir.Value, ir.Value]]) -> None:
