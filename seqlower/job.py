@@ -155,6 +155,7 @@ def lower_file(
     options: LowerOptions,
     *,
     progress: Progress = _no_progress,
+    on_run: Callable[[int, int], None] | None = None,
 ) -> LowerResult:
     """Lower the model at ``model``, check it, and write it to ``output``.
 
@@ -207,7 +208,8 @@ def lower_file(
         with progress("checking"):
             from seqlower.verification import verify  # imports onnxruntime: only when checking
 
-            report = verify(original, lowered, **options.verify)
+            extra = {} if on_run is None else {"on_run": on_run}  # run k of n, for progress
+            report = verify(original, lowered, **options.verify, **extra)
         result.verification = report
         result.exit_code = _exit_code(report)
         if result.exit_code == ExitCode.MISMATCH and output is not None and not options.dry_run:

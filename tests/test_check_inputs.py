@@ -538,3 +538,27 @@ g (seq(float[N, C]) s, float[C] w, seq(float[C]) ws) => (seq(float[N, C]) a, seq
     onnx.save(model, source)
     code, _, err = run_cli(source, "-o", tmp_path / "out.onnx")
     assert code == 2 and "with_sequence" in err and len(err.strip().splitlines()) == 1
+
+
+# ---------------------------------------------------------------- progress
+
+
+def test_progress_shows_the_current_run(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    import time
+
+    from seqlower.cli.output import Printer
+    from seqlower.job import LowerOptions, lower_file
+
+    printer = Printer(quiet=False)
+    printer.progress = True  # as on a terminal
+    with printer.step("checking"):
+        printer.run_progress(2, 4)
+        time.sleep(0.8)
+    assert "seqlower: checking run 2/4... " in capsys.readouterr().err
+    source = tmp_path / "m.onnx"
+    onnx.save(parse(SEQUENCE_AT), source)
+    seen: list[tuple[int, int]] = []
+    result = lower_file(
+        source, tmp_path / "o.onnx", LowerOptions(), on_run=lambda k, n: seen.append((k, n))
+    )
+    assert result.exit_code == 0 and seen == [(1, 4), (2, 4), (3, 4), (4, 4)]

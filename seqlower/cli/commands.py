@@ -274,7 +274,7 @@ def lower(
         )
         report_path = check["report_path"]
         check_paths(model, None if dry_run else out, external_data, report_path)
-        result = lower_file(model, out, options, progress=show.step)
+        result = lower_file(model, out, options, progress=show.step, on_run=show.run_progress)
         show.summary(result, verbose)
         if result.verification is not None:
             show.verdict(result.verification, verbose)
@@ -325,7 +325,7 @@ def verify_command(
         with show.step("checking"):
             from seqlower.verification import verify
 
-            report = verify(protos[0], protos[1], **options)
+            report = verify(protos[0], protos[1], **options, on_run=show.run_progress)
         show.verdict(report, verbose)
         code = {"equivalent": ExitCode.OK, "mismatch": ExitCode.MISMATCH}.get(
             report.status, ExitCode.CANNOT_VERIFY

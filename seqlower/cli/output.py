@@ -34,6 +34,7 @@ class Printer:
         self.color = False if os.environ.get("NO_COLOR") else None
         self.progress = not quiet and _isatty(sys.stderr)
         self._closed: set[bool] = set()  # which streams (err or not) hit a closed pipe
+        self._detail = ""  # where the current step is (``run 2/4``), shown after its name
 
     def line(self, text: str, *, err: bool = False, always: bool = False) -> None:
         if not (always or not self.quiet) or err in self._closed:
@@ -59,13 +60,15 @@ class Printer:
             return
         start = time.monotonic()
         done = threading.Event()
+        self._detail = ""
 
         def show() -> None:
             while True:
                 elapsed = time.monotonic() - start
+                label = f"{what} {self._detail}" if self._detail else what
                 with contextlib.suppress(OSError):
-                    click.echo(f"\r\033[Kseqlower: {what}... {elapsed:.0f}s", err=True, nl=False)
-                if done.wait(1.0):
+                    click.echo(f"\r\033[Kseqlower: {label}... {elapsed:.0f}s", err=True, nl=False)
+                if done.wait(0.5):
                     return
 
         ticker = threading.Thread(target=show, daemon=True)
@@ -77,6 +80,10 @@ class Printer:
             ticker.join()
             with contextlib.suppress(OSError):
                 click.echo("\r\033[K", err=True, nl=False)
+
+    def run_progress(self, run: int, total: int) -> None:
+        """The check's hook (``CheckOptions.on_run``): which run the current step is on."""
+        self._detail = f"run {run}/{total}"
 
     def summary(self, result: LowerResult, verbose: int) -> None:
         if self.quiet:
