@@ -21,7 +21,7 @@ from seqlower.errors import (
 
 if TYPE_CHECKING:
     from seqlower.pipeline import build_pipeline, lower
-    from seqlower.verification import VerifyReport, verify
+    from seqlower.verification import CheckOptions, VerifyReport, verify
 
 
 def __getattr__(name: str) -> Any:
@@ -31,7 +31,7 @@ def __getattr__(name: str) -> Any:
         from seqlower import pipeline
 
         return getattr(pipeline, name)
-    if name in ("verify", "VerifyReport"):
+    if name in ("verify", "VerifyReport", "CheckOptions"):
         from seqlower import verification
 
         return getattr(verification, name)
@@ -44,6 +44,7 @@ except PackageNotFoundError:  # running from a source tree that was never instal
     __version__ = "0.0.0+unknown"
 
 __all__ = [
+    "CheckOptions",
     "InvalidModelError",
     "InvalidNodeError",
     "ModelLoadError",

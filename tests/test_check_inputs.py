@@ -562,3 +562,12 @@ def test_progress_shows_the_current_run(capsys: pytest.CaptureFixture[str], tmp_
         source, tmp_path / "o.onnx", LowerOptions(), on_run=lambda k, n: seen.append((k, n))
     )
     assert result.exit_code == 0 and seen == [(1, 4), (2, 4), (3, 4), (4, 4)]
+
+
+def test_untyped_body_onnxruntime_refuses_verifies_in_the_reference() -> None:
+    from tests.test_sequence_free import untyped_hstack
+
+    model, _ = untyped_hstack()
+    report = verify(model, seqlower.lower(model, sequence_free=True))
+    assert report.ok, report.reason
+    assert report.oracles == {"reference": "onnx.reference", "candidate": "onnxruntime"}
