@@ -69,6 +69,8 @@ class Analysis:
 
     constraints: dict[str, list[Constraint]] = dataclasses.field(default_factory=dict)
     ties: list[tuple[Slot, Slot]] = dataclasses.field(default_factory=list)
+    #: Axes of sequence elements that must be one size in every element (a stack).
+    uniform: set[Slot] = dataclasses.field(default_factory=set)
     reaches: dict[str, set[str]] = dataclasses.field(default_factory=dict)
 
     def add(self, constraint: Constraint) -> None:
@@ -389,12 +391,15 @@ class _Walker:
                     self.tie(x[a], y[a])
         return tuple(None if a == axis else known[0][a] for a in range(rank))
 
-    def snapshot(self) -> tuple[dict[str, list[Constraint]], int]:
-        return {k: list(v) for k, v in self.analysis.constraints.items()}, len(self.analysis.ties)
+    def snapshot(self) -> tuple[dict[str, list[Constraint]], int, set[Slot]]:
+        analysis = self.analysis
+        constraints = {k: list(v) for k, v in analysis.constraints.items()}
+        return constraints, len(analysis.ties), set(analysis.uniform)
 
-    def restore(self, saved: tuple[dict[str, list[Constraint]], int]) -> None:
+    def restore(self, saved: tuple[dict[str, list[Constraint]], int, set[Slot]]) -> None:
         self.analysis.constraints = saved[0]
         del self.analysis.ties[saved[1] :]
+        self.analysis.uniform = saved[2]
 
     def tie(self, a: Slot | None, b: Slot | None) -> None:
         if a is not None and b is not None and a != b:
@@ -456,6 +461,14 @@ class _Walker:
             limit = dim(data, attr_int("axis", -1))
             if limit is not None:
                 need("count", second, limit)
+        elif op == "ConcatFromSequence" and data is not None and data.element is not None:
+            dims = data.element.dims
+            if dims is not None:  # stacked: equal shapes; concatenated: equal but on the axis
+                new_axis = attr_int("new_axis", 0)
+                axis = attr_int("axis", 0) % max(len(dims) + new_axis, 1)
+                for a, slot in enumerate(dims):
+                    if slot is not None and (new_axis or a != axis):
+                        self.analysis.uniform.add(slot)
         elif op == "Split" and data is not None and second is not None:
             need("split", second, dim(data, attr_int("axis", 0)))
         elif op == "SplitToSequence" and data is not None and second is not None:

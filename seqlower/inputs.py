@@ -170,7 +170,10 @@ def _draw_shapes(
     for root, members in groups.items():
         slots = [m for m in members if isinstance(m, Slot)]
         names = [m[1] for m in members if isinstance(m, tuple)]
-        sizes[root] = _group_size(rng, slots, names, by_name, dims, input_shapes, length)
+        per_element = not any(slot in analysis.uniform for slot in slots)
+        sizes[root] = _group_size(
+            rng, slots, names, by_name, dims, input_shapes, length if per_element else 0
+        )
 
     def shape_of(spec: InputSpec, element: int | None) -> tuple[int, ...]:
         fixed = input_shapes.get(spec.name)
@@ -179,7 +182,10 @@ def _draw_shapes(
         if spec.shape is None:
             return (DEFAULT_DIM,)
         shape = []
-        for axis in range(len(spec.shape)):
+        for axis, declared in enumerate(spec.shape):
+            if isinstance(declared, int):  # even if a tie says otherwise: the model says so
+                shape.append(declared)
+                continue
             size = sizes[find(Slot(spec.name, axis))]
             shape.append(size[element or 0] if isinstance(size, list) else size)
         return tuple(shape)
@@ -201,7 +207,8 @@ def _group_size(
     input_shapes: Mapping[str, tuple[int, ...]],
     length: int,
 ) -> int | list[int]:
-    """One size for a group of equal dimensions (a list: one per element index)."""
+    """One size for a group of equal dimensions (a list: one per element index, unless
+    ``length`` is 0: the group is one size in every element)."""
     for slot in slots:
         declared = (specs[slot.input].shape or ())[slot.axis]
         if isinstance(declared, int):
@@ -213,7 +220,7 @@ def _group_size(
     for name in names:
         if name in dims:
             return dims[name]
-    if slots and all(specs[s.input].is_sequence for s in slots):
+    if length and slots and all(specs[s.input].is_sequence for s in slots):
         return [int(rng.integers(1, DEFAULT_DIM + 3)) for _ in range(length)]
     return DEFAULT_DIM
 

@@ -571,3 +571,18 @@ def test_untyped_body_onnxruntime_refuses_verifies_in_the_reference() -> None:
     report = verify(model, seqlower.lower(model, sequence_free=True))
     assert report.ok, report.reason
     assert report.oracles == {"reference": "onnx.reference", "candidate": "onnxruntime"}
+
+
+def test_reference_errors_name_the_node() -> None:
+    # The bundled example's shape: a map, then a stack that cannot take an empty sequence.
+    model = parse("""
+g (seq(float[H, 2]) s) => (float[n, ?, 2] y) {
+  m = SequenceMap(s) <body = b (float[H, 2] x) => (float[H, 2] z) { z = Neg(x) }>
+  y = ConcatFromSequence<axis = 0, new_axis = 1>(m)
+}""")
+    model.graph.node[1].name = "stack"
+    report = verify(model, model, oracles=(Reference(),))
+    assert report.ok
+    [skipped] = report.skipped
+    assert skipped.index == 4 and skipped.what == "empty sequences"
+    assert "ConcatFromSequence node 'stack' rejected input 's'" in skipped.reason

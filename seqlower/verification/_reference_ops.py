@@ -103,7 +103,29 @@ CORRECTED = (SequenceMap, Loop)
 
 
 class Evaluator(ReferenceEvaluator):
-    """A ReferenceEvaluator with the corrected ops in every scope and function."""
+    """A ReferenceEvaluator with the corrected ops in every scope and function, whose errors
+    name the failing node as onnxruntime's do (``running Op node. Name:'n'``), innermost last,
+    so the check can say which node rejected which inputs."""
 
     def __init__(self, proto: Any, *args: Any, new_ops: Any = None, **kwargs: Any) -> None:
         super().__init__(proto, *args, new_ops=list(new_ops or CORRECTED), **kwargs)
+        for op in getattr(self, "rt_nodes_", None) or []:
+            _name_errors(op)
+
+
+def _name_errors(op: OpRun) -> None:
+    run = op.run
+    node = op.onnx_node
+
+    def named(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return run(*args, **kwargs)
+        except Exception as e:
+            text = str(e).strip()
+            first = text.splitlines()[0] if text else type(e).__name__
+            raise RuntimeError(
+                f"Non-zero status code returned while running {node.op_type} node. "
+                f"Name:'{node.name}' Status Message: {first}"
+            ) from e
+
+    op.run = named  # type: ignore[method-assign]
