@@ -71,6 +71,10 @@ class Analysis:
     ties: list[tuple[Slot, Slot]] = dataclasses.field(default_factory=list)
     #: Axes of sequence elements that must be one size in every element (a stack).
     uniform: set[Slot] = dataclasses.field(default_factory=set)
+    #: Axes with a size a constant requires: exactly (a constant lengths' count), at least
+    #: (the largest constant length along the time axis).
+    exact_sizes: dict[Slot, int] = dataclasses.field(default_factory=dict)
+    min_sizes: dict[Slot, int] = dataclasses.field(default_factory=dict)
     reaches: dict[str, set[str]] = dataclasses.field(default_factory=dict)
 
     def add(self, constraint: Constraint) -> None:
@@ -87,7 +91,7 @@ class _Info:
     values: frozenset[str] = frozenset()
     exact: frozenset[str] = frozenset()  # the sources whose values arrive unchanged
     dims: tuple[Slot | None, ...] | None = None
-    const: tuple[int, ...] | None = None  # a small constant integer tensor's values
+    const: tuple[int, ...] | None = None  # a constant integer scalar's or vector's values
     length: str | None = None  # a sequence with the length of this sequence graph input
     element: _Info | None = None  # a sequence's elements
 
@@ -438,6 +442,13 @@ class _Walker:
             need("lengths", second, dim(data, time_axis))
             if second.dims is not None and len(second.dims) == 1:
                 self.tie(second.dims[0], dim(data, batch_axis))
+            batch, time = dim(data, batch_axis), dim(data, time_axis)
+            if second.const is not None:  # constant lengths fix the batch, bound the time
+                if batch is not None:
+                    self.analysis.exact_sizes[batch] = len(second.const)
+                if time is not None and second.const:
+                    low = max(max(second.const), self.analysis.min_sizes.get(time, 0))
+                    self.analysis.min_sizes[time] = low
         elif op in ("SequenceAt", "SequenceErase") and data is not None and second is not None:
             if data.length is not None:
                 need("position", second, SeqLen(data.length))
@@ -516,7 +527,7 @@ class _Scope:
 def _constant(tensor: onnx.TensorProto) -> _Info:
     if tensor.data_type not in (onnx.TensorProto.INT64, onnx.TensorProto.INT32):
         return _EMPTY
-    if len(tensor.dims) > 1 or (tensor.dims and tensor.dims[0] > 16):
+    if len(tensor.dims) > 1 or (tensor.dims and tensor.dims[0] > 4096):
         return _EMPTY
     try:
         values = onnx.numpy_helper.to_array(tensor).reshape(-1).tolist()

@@ -171,9 +171,14 @@ def _draw_shapes(
         slots = [m for m in members if isinstance(m, Slot)]
         names = [m[1] for m in members if isinstance(m, tuple)]
         per_element = not any(slot in analysis.uniform for slot in slots)
-        sizes[root] = _group_size(
-            rng, slots, names, by_name, dims, input_shapes, length if per_element else 0
+        exact = [analysis.exact_sizes[s] for s in slots if s in analysis.exact_sizes]
+        size: int | list[int] = _group_size(
+            rng, slots, names, by_name, dims, input_shapes, length if per_element else 0, exact
         )
+        least = max((analysis.min_sizes.get(s, 0) for s in slots), default=0)
+        if least:  # e.g. at least the longest constant length along a time axis
+            size = [max(v, least) for v in size] if isinstance(size, list) else max(size, least)
+        sizes[root] = size
 
     def shape_of(spec: InputSpec, element: int | None) -> tuple[int, ...]:
         fixed = input_shapes.get(spec.name)
@@ -206,6 +211,7 @@ def _group_size(
     dims: Mapping[str, int],
     input_shapes: Mapping[str, tuple[int, ...]],
     length: int,
+    exact: list[int],
 ) -> int | list[int]:
     """One size for a group of equal dimensions (a list: one per element index, unless
     ``length`` is 0: the group is one size in every element)."""
@@ -220,6 +226,8 @@ def _group_size(
     for name in names:
         if name in dims:
             return dims[name]
+    if exact:  # a constant requires it (the count of constant lengths)
+        return exact[0]
     if length and slots and all(specs[s.input].is_sequence for s in slots):
         return [int(rng.integers(1, DEFAULT_DIM + 3)) for _ in range(length)]
     return DEFAULT_DIM

@@ -47,6 +47,11 @@ g (float[unk__4, unk__5, 3] x, int32[unk__6] seq_len) => (float[unk__4, unk__5, 
   lens = Cast<to = 7>(i)
   y = ReverseSequence<time_axis = 1, batch_axis = 0>(x, lens)
 }""",
+    "constant_lengths_symbolic_data": """
+g (float[T, B, 2] x) => (float[T, B, 2] y) {
+  lens = Constant<value = int64[4] {1, 5, 0, 3}>()
+  y = ReverseSequence<time_axis = 0, batch_axis = 1>(x, lens)
+}""",
     "outer_lengths_in_sequence_map": """
 g (seq(float[T, B, 2]) s, int64[B] lens) => (seq(float[T, B, 2]) out) {
   out = SequenceMap(s) <body = b (float[T, B, 2] x) => (float[T, B, 2] y) {
@@ -586,3 +591,11 @@ g (seq(float[H, 2]) s) => (float[n, ?, 2] y) {
     [skipped] = report.skipped
     assert skipped.index == 4 and skipped.what == "empty sequences"
     assert "ConcatFromSequence node 'stack' rejected input 's'" in skipped.reason
+
+
+def test_reverse_sequence_in_every_scope_verifies() -> None:
+    from tests.test_reverse_sequence import _nested_model
+
+    model, _ = _nested_model()  # a map in an If branch reading outer lengths; a function
+    report = verify(model, seqlower.lower(model))
+    assert report.ok and report.input_problems == [], report.reason
