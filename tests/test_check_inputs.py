@@ -599,3 +599,15 @@ def test_reverse_sequence_in_every_scope_verifies() -> None:
     model, _ = _nested_model()  # a map in an If branch reading outer lengths; a function
     report = verify(model, seqlower.lower(model))
     assert report.ok and report.input_problems == [], report.reason
+
+
+def test_an_analysis_failure_falls_back_to_declared_types(monkeypatch: pytest.MonkeyPatch) -> None:
+    import seqlower.verification.check as check
+
+    def broken(_model: onnx.ModelProto) -> Any:
+        raise ValueError("unexpected graph")
+
+    monkeypatch.setattr(check, "analyze", broken)
+    model = parse(PATTERNS["two_sequences_and_a_broadcast_tensor"].replace("float[C] w", "float w"))
+    report = verify(model, seqlower.lower(model))
+    assert report.input_problems[0].startswith("inputs drawn from declared types only")
