@@ -360,6 +360,11 @@ class _Walker:
             dims = self.concat(infos, int(attrs["axis"].i))
         elif op in ("Squeeze", "Unsqueeze"):
             dims = _squeeze(op, attrs, infos)
+        elif op == "Transpose" and infos[0].dims is not None:
+            rank = len(infos[0].dims)
+            perm = list(attrs["perm"].ints) if "perm" in attrs else list(range(rank))[::-1]
+            if sorted(perm) == list(range(rank)):
+                dims = tuple(infos[0].dims[p] for p in perm)
         if op == "Identity" and (infos[0].length or infos[0].element):
             return [infos[0]]
         if op in ("SequenceInsert", "SequenceErase"):

@@ -343,8 +343,15 @@ def _range(kind: str, n: int | None) -> tuple[int, int]:
         return 0, 2
     if kind == "count" and n is None:
         return 0, _SMALL
-    if n is None:
-        return _UNBOUNDED
+    if n is None:  # what no dimension of size 1 or more can reject
+        return {
+            "lengths": (0, 1),
+            "index": (0, 0),
+            "position": (0, 0),
+            "insert": (0, 0),
+            "count": (0, 1),
+            "chunk": (1, 1),
+        }.get(kind, _UNBOUNDED)
     return {
         "lengths": (0, n),
         "index": (0, n - 1),

@@ -41,6 +41,19 @@ g (float[unk__1, unk__2, 8] x, int32[unk__3] seq_len) => (float[unk__1, unk__2, 
   lens = Cast<to = 7>(seq_len)
   y = ReverseSequence<time_axis = 0, batch_axis = 1>(x, lens)
 }""",
+    "tf2onnx_transposed_to_time_major": """
+g (float[unk__7, unk__8, 5] x, int32[unk__9] seq_len) => (float[unk__8, unk__7, 5] y) {
+  t = Transpose<perm = [1, 0, 2]>(x)
+  lens = Cast<to = 7>(seq_len)
+  y = ReverseSequence<time_axis = 0, batch_axis = 1>(t, lens)
+}""",
+    "tf2onnx_lengths_through_reshape": """
+g (float[unk__1, unk__2, 3] x, int32[unk__3, 1] seq_len) => (float[unk__1, unk__2, 3] y) {
+  shape = Constant<value = int64[1] {-1}>()
+  flat = Reshape(seq_len, shape)
+  lens = Cast<to = 7>(flat)
+  y = ReverseSequence<time_axis = 0, batch_axis = 1>(x, lens)
+}""",
     "tf2onnx_batch_major_through_identity": """
 g (float[unk__4, unk__5, 3] x, int32[unk__6] seq_len) => (float[unk__4, unk__5, 3] y) {
   i = Identity(seq_len)
