@@ -360,6 +360,8 @@ class _Walker:
             dims = self.concat(infos, int(attrs["axis"].i))
         elif op in ("Squeeze", "Unsqueeze"):
             dims = _squeeze(op, attrs, infos)
+        elif op == "Reshape" and infos[0].dims is not None:
+            dims = self.flattened(infos)
         elif op == "Transpose" and infos[0].dims is not None:
             rank = len(infos[0].dims)
             perm = list(attrs["perm"].ints) if "perm" in attrs else list(range(rank))[::-1]
@@ -371,6 +373,15 @@ class _Walker:
             return [_Info(element=infos[0].element)]
         out = _Info(values, exact, dims)
         return [out] + [_EMPTY] * (count - 1)
+
+    def flattened(self, infos: list[_Info]) -> tuple[Slot | None, ...] | None:
+        """A Reshape to [-1] of a tensor with one axis not statically 1 (tf2onnx's [N, 1]
+        lengths) keeps that axis."""
+        dims = infos[0].dims or ()
+        if len(infos) < 2 or infos[1].const != (-1,):
+            return None
+        wide = [d for d in dims if d is None or self.static.get(d) != 1]
+        return (wide[0],) if len(wide) == 1 else None
 
     def broadcast(self, infos: list[_Info]) -> tuple[Slot | None, ...] | None:
         """Tie the dimensions of a broadcasting op's inputs (right-aligned) unless one is a

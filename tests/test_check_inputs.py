@@ -185,6 +185,13 @@ def test_tf2onnx_lengths_are_drawn_in_range() -> None:
         assert run.inputs["seq_len"] == [run.inputs["x"][1]]
 
 
+def test_lengths_reshaped_from_a_column_follow_a_given_batch() -> None:
+    model = parse(PATTERNS["tf2onnx_lengths_through_reshape"])
+    report = verify(model, seqlower.lower(model), dims={"unk__2": 5})
+    assert report.ok and report.input_problems == []
+    assert report.runs[0].inputs["seq_len"] == [5, 1]
+
+
 def test_sequence_elements_mapped_together_agree() -> None:
     model = parse(PATTERNS["two_sequences_and_a_broadcast_tensor"])
     report = verify(model, seqlower.lower(model), n=5)
@@ -624,3 +631,11 @@ def test_an_analysis_failure_falls_back_to_declared_types(monkeypatch: pytest.Mo
     model = parse(PATTERNS["two_sequences_and_a_broadcast_tensor"].replace("float[C] w", "float w"))
     report = verify(model, seqlower.lower(model))
     assert report.input_problems[0].startswith("inputs drawn from declared types only")
+
+
+def test_verify_command_validates_inputs_too(tmp_path: Path) -> None:
+    source = tmp_path / "m.onnx"
+    onnx.save(parse(RS), source)
+    np.savez(tmp_path / "in.npz", x=X, lens32=np.array([1, 9], np.int32))
+    code, _, err = run_cli("verify", source, source, "--inputs", tmp_path / "in.npz")
+    assert code == 2 and "'lens32' holds 9" in err and len(err.strip().splitlines()) == 1
