@@ -266,10 +266,7 @@ def test_general_form_runs_everywhere(
 ) -> None:
     model = parse(general_model(dtype, time_axis, lens_kind, static=static))
     _, forms = lowered_forms(model)
-    # Constant lengths with a symbolic batch axis: computed (the head form needs the batch
-    # axis proven len(lens)).
-    expected = "constant" if lens_kind == "constant" and static else "computed"
-    assert forms == {expected: 1}
+    assert forms == {"computed": 1}
     shape = (4, 3, 2) if time_axis == 0 else (3, 4, 2)
     assert_runs_everywhere(model, feeds_for(dtype, time_axis, lens_kind, [4, 0, 2], shape))
 

@@ -13,18 +13,19 @@ tract, onnx2torch, candle, burn, QNN and TVM have no ``ReverseSequence``; all of
       src(t, b) = len[b] - 1 - t   if t < len[b]
                 = t                otherwise
 
-  The index is a constant when the lengths are constants and T is static; constant lengths
-  with a dynamic T reverse a constant head of max(len) steps and keep the tail (``Slice`` +
-  ``Concat``); otherwise it is computed from ``Shape``/``Range``/``Less``/``Where`` on [T, B].
-  ``GatherND`` moves whole trailing slices, as the native kernel does; it needs no ``Reshape``
+  The index is computed from ``Shape``/``Range``/``Less``/``Where`` on [T, B], also for
+  constant lengths: with a static T, runtimes fold it into a constant when loading (onnxruntime
+  runs it as fast as a folded index), and a 3-D constant index of our own would be transposed
+  by onnx2tf, which moves every 3-D constant to channels-last. ``GatherND`` moves whole
+  trailing slices, as the native kernel does; it needs no ``Reshape``
   of the data (so no ``allowzero`` and no products of symbolic dimensions for tract to solve).
   Nodes of one graph with the same lengths value and provably the same dimensions share one
   computed index.
 
 Lengths outside [0, T] and a lengths vector that is not one per batch entry fail at run time as
-the native kernel does, through an out-of-range ``Gather`` on [B]-sized vectors (folded: the
-index points past the data). Runtimes whose ``Gather`` does not fail on a bad index (OpenVINO
-returns zeros) cannot express that failure; the README lists them.
+the native kernel does, through an out-of-range ``Gather`` on [B]-sized vectors (constant
+lengths out of range fail when onnxruntime folds them, at load). Runtimes whose ``Gather`` does
+not fail on a bad index (OpenVINO returns zeros) cannot express that failure; see the README.
 
 Opset 10 has neither ``GatherND`` nor ``Range``: there the row ``Gather`` of
 :mod:`._reverse_rows` is used.
@@ -44,9 +45,6 @@ from seqlower.passes._base import NameGenerator, NodeLoweringPass, Site
 from seqlower.passes._dims import Dim, DimProver, constant_of, filled_vector
 from seqlower.passes._emit import Emitter
 from seqlower.passes._reverse_rows import (
-    MAX_FOLDED_INDEX,
-    OUT_OF_RANGE,
-    head_steps,
     invalid_lengths,
     reverse_rows,
 )
@@ -59,8 +57,6 @@ _INT64_MIN = -(2**63)  # a Slice end meaning "past the first element", stepping 
 
 class _Form(enum.Enum):
     SLICE = "slice"  # proven full-length: one Slice with step -1
-    CONSTANT = "constant"  # constant lengths, static T: a constant GatherND index
-    HEAD = "head"  # constant lengths, dynamic T: constant head index + untouched tail
     COMPUTED = "computed"  # lengths known at run time: a computed GatherND index
     ROWS = "rows"  # opset 10: a row Gather (no GatherND or Range there)
 
@@ -139,7 +135,7 @@ class LowerReverseSequence(NodeLoweringPass):
         else:
             batch_checked = batch_dim is not None and self._dims.dim(lens_value, 0) == batch_dim
         filled = filled_vector(lens_value, self._dims)
-        form = _choose_form(site.opset, filled, lens, time_dim, batch_dim, time_size)
+        form = _choose_form(site.opset, filled, time_dim, batch_dim)
         graph = node.graph
         share_key = None
         if form is _Form.COMPUTED and graph is not None:
@@ -186,17 +182,6 @@ class LowerReverseSequence(NodeLoweringPass):
             emit.op("Slice", [data, back, end, axis, back], hint="reversed", output=result)
         elif form is _Form.ROWS:
             reverse_rows(emit, data, lens, plan, result)
-        elif form is _Form.CONSTANT:
-            assert plan.lens is not None and plan.time_size is not None
-            coords = _coordinates(plan.lens, plan.time_size, plan.time_axis, plan.time_size)
-            index = emit.constant(coords, hint="index")
-            if not plan.batch_checked:
-                index = emit.op("Add", [index, _batch_check(emit, data, plan)], hint="index")
-            if doomed:  # GatherND reads nothing, and checks nothing, when rows are empty
-                index = emit.op("Add", [index, _always_fails(emit)], hint="index")
-            emit.op("GatherND", [data, index], hint="reversed", output=result)
-        elif form is _Form.HEAD:
-            _head_and_tail(emit, data, plan, result)
         else:
             index = self._indices.get(plan.share_key) if plan.share_key else None
             if index is None:
@@ -212,24 +197,12 @@ class LowerReverseSequence(NodeLoweringPass):
 
 
 def _choose_form(
-    opset: int,
-    filled: tuple[Dim, Dim] | None,
-    lens: np.ndarray | None,
-    time_dim: Dim | None,
-    batch_dim: Dim | None,
-    time_size: int | None,
+    opset: int, filled: tuple[Dim, Dim] | None, time_dim: Dim | None, batch_dim: Dim | None
 ) -> _Form:
     if filled is not None and time_dim is not None and filled == (time_dim, batch_dim):
         return _Form.SLICE
     if opset < 11:
         return _Form.ROWS
-    if lens is not None:
-        if time_size is not None and 2 * time_size * len(lens) <= MAX_FOLDED_INDEX:
-            return _Form.CONSTANT
-        # The head's batch axis is len(lens); the tail's is the input's, and must be provably
-        # the same (tract refuses a Concat of 3 and a symbolic N).
-        if batch_dim == len(lens) and 2 * head_steps(lens) * len(lens) <= MAX_FOLDED_INDEX:
-            return _Form.HEAD
     return _Form.COMPUTED
 
 
@@ -240,88 +213,14 @@ def _key(dim: Dim | None) -> Any:
     return dim
 
 
-def _coordinates(lens: np.ndarray, steps: int, time_axis: int, time_size: int | None) -> np.ndarray:
-    """GatherND coordinates for the first ``steps`` time steps: [steps, B, 2] of (src, b), or
-    [B, steps, 2] of (b, src). Lengths below 0, or above ``time_size`` when it is known, put
-    their time coordinate past every row, so that GatherND fails at run time."""
-    batch = lens.shape[0]
-    t = np.arange(steps, dtype=np.int64)[:, None]
-    lengths = lens[None, :]
-    src = np.where(t < lengths, lengths - 1 - t, t)  # [steps, B]
-    src = np.where(invalid_lengths(lens, time_size)[None, :], OUT_OF_RANGE, src)
-    b = np.broadcast_to(np.arange(batch, dtype=np.int64)[None, :], src.shape)
-    pair = [src, b] if time_axis == 0 else [b.T, src.T]
-    coords = np.stack(pair, axis=-1)
-    if coords.size == 0 and invalid_lengths(lens, time_size).any():
-        # Still fail with nothing to gather.
-        coords = np.full((1, 1, 2), OUT_OF_RANGE, dtype=np.int64)
-    return np.ascontiguousarray(coords)
-
-
-def _batch_check(emit: Emitter, data: ir.Value, plan: _Plan) -> ir.Value:
-    """[0], computed so that it fails unless the input has one batch entry per constant length
-    (a ``Gather`` at |B - len(lens)| from a one-element vector)."""
-    assert plan.lens is not None
-    batch = emit.dims(data, plan.batch_axis, plan.batch_axis + 1, hint="batch")
-    gap = emit.op(
-        "Abs",
-        [emit.op("Sub", [batch, emit.int64s([len(plan.lens)], hint="lens_count")], hint="gap")],
-        hint="gap",
-    )
+def _stack(emit: Emitter, pair: list[ir.Value], hint: str) -> ir.Value:
+    """[X, Y] 2-D coordinates stacked into [X, Y, 2]."""
     return emit.op(
-        "Gather",
-        [emit.int64s([0], hint="zero_vec"), gap],
-        {"axis": 0},
-        hint="batch_checked",
-        node_name="fails_unless_one_length_per_batch_entry",
+        "Concat",
+        [emit.unsqueeze(v, [-1], hint=f"{hint}_coord") for v in pair],
+        {"axis": -1},
+        hint=hint,
     )
-
-
-def _always_fails(emit: Emitter) -> ir.Value:
-    """[0], from an out-of-range ``Gather``: for constant lengths known to be out of range."""
-    return emit.op(
-        "Gather",
-        [emit.int64s([0], hint="zero_vec"), emit.int64s([OUT_OF_RANGE], hint="past_the_end")],
-        {"axis": 0},
-        hint="never",
-        node_name="fails_if_sequence_lens_out_of_range",
-    )
-
-
-def _head_and_tail(emit: Emitter, data: ir.Value, plan: _Plan, result: ir.Value) -> None:
-    """Constant lengths, unknown T, batch proven len(lens): reverse the first max(len) steps,
-    keep the rest as it is.
-
-    A length above T makes its first coordinate len-1 >= T, past the data; T shorter than the
-    head makes some length above T, so the head never reads past T on a valid model.
-    """
-    assert plan.lens is not None and plan.batch_checked
-    steps = head_steps(plan.lens)
-    if steps == 0:  # every length is 0: nothing moves
-        emit.op("Identity", [data], hint="out", output=result)
-        return
-    # The tail starts at Range(0, T+1)[steps]: steps itself, or a failure when a length is above
-    # T (GatherND checks nothing when rows are empty) or below 0.
-    shape = emit.dims(data, plan.time_axis, plan.time_axis + 1, hint="time")
-    time = emit.squeeze(shape, [0], hint="time_scalar")
-    one = emit.int64s(1, hint="one")
-    valid = emit.op(
-        "Range",
-        [emit.int64s(0, hint="zero"), emit.op("Add", [time, one], hint="time_plus_one"), one],
-        hint="valid_lengths",
-    )
-    first = steps if (plan.lens >= 0).all() else OUT_OF_RANGE
-    start = emit.op(
-        "Gather",
-        [valid, emit.int64s([first], hint="head_steps")],
-        {"axis": 0},
-        hint="tail_start",
-        node_name="fails_if_sequence_lens_out_of_range",
-    )
-    tail = emit.slice(data, start, None, plan.time_axis, hint="tail")
-    coords = _coordinates(plan.lens, steps, plan.time_axis, None)
-    head = emit.op("GatherND", [data, emit.constant(coords, hint="head_index")], hint="head")
-    emit.op("Concat", [head, tail], {"axis": plan.time_axis}, hint="out", output=result)
 
 
 def _computed_index(emit: Emitter, data: ir.Value, lens: ir.Value, plan: _Plan) -> ir.Value:
@@ -391,13 +290,7 @@ def _computed_index(emit: Emitter, data: ir.Value, lens: ir.Value, plan: _Plan) 
         hint="source_step",
     )
     batch_coord = emit.op("Expand", [batches, emit.op("Shape", [src], hint="lead")], hint="b")
-    pair = [src, batch_coord] if time_first else [batch_coord, src]
-    return emit.op(
-        "Concat",
-        [emit.unsqueeze(v, [-1], hint="coord") for v in pair],
-        {"axis": -1},
-        hint="index",
-    )
+    return _stack(emit, [src, batch_coord] if time_first else [batch_coord, src], "index")
 
 
 def _int_attribute(node: ir.Node, name: str, default: int) -> int:
