@@ -176,10 +176,7 @@ class LowerReverseSequence(NodeLoweringPass):
         )
         form = plan.form
         if form is _Form.SLICE:
-            axis = emit.int64s([plan.time_axis], hint="time_axis")
-            back = emit.int64s([-1], hint="backwards")
-            end = emit.int64s([_INT64_MIN], hint="before_first")
-            emit.op("Slice", [data, back, end, axis, back], hint="reversed", output=result)
+            _reverse_axis(emit, data, plan.time_axis, result)
         elif form is _Form.ROWS:
             reverse_rows(emit, data, lens, plan, result)
         else:
@@ -194,6 +191,36 @@ class LowerReverseSequence(NodeLoweringPass):
         graph.insert_before(node, emit.nodes)
         old.replace_all_uses_with(result, replace_graph_outputs=True)
         graph.remove(node, safe=True)
+
+
+def _reverse_axis(emit: Emitter, data: ir.Value, axis: int, result: ir.Value) -> None:
+    """``data`` reversed along ``axis``: one ``Slice`` with step -1.
+
+    tf2onnx's ``tf.reverse`` transposes the axis to the front, reverses, and transposes back.
+    Reversing the transpose's input along the matching axis, then transposing, gives the same
+    result and leaves ``Transpose(Transpose)`` for runtimes to cancel; onnx2tf returned wrong
+    numbers for a negative-step ``Slice`` between two ``Transpose``s (1.28.8).
+    """
+    source, perm = data, None
+    producer = data.producer()
+    if (
+        producer is not None
+        and producer.op_type == "Transpose"
+        and producer.domain in ("", "ai.onnx")
+    ):
+        attr = producer.attributes.get("perm")
+        if attr is not None and not attr.is_ref() and attr.type == ir.AttributeType.INTS:
+            perm = list(attr.as_ints())
+    if perm is not None and axis < len(perm) and producer is not None:
+        source, axis = producer.inputs[0], perm[axis]
+    back = emit.int64s([-1], hint="backwards")
+    end = emit.int64s([_INT64_MIN], hint="before_first")
+    axes = emit.int64s([axis], hint="time_axis")
+    if source is data or source is None:
+        emit.op("Slice", [data, back, end, axes, back], hint="reversed", output=result)
+        return
+    reversed_source = emit.op("Slice", [source, back, end, axes, back], hint="reversed")
+    emit.op("Transpose", [reversed_source], {"perm": perm}, hint="transposed", output=result)
 
 
 def _choose_form(
