@@ -438,3 +438,79 @@ print("RAN")
     assert "RAN" not in done.stdout
     assert done.returncode != 0
     assert "panic" in done.stderr, done.stderr[-2000:]
+
+
+def test_reversals_around_an_lstm_share_one_index() -> None:
+    """A bidirectional RNN's backward direction as exporters write it: reverse the input, run a
+    forward LSTM, squeeze the direction axis, reverse the output. The LSTM keeps the sequence
+    and batch axes of its input, so both reversals share one index."""
+    rng = np.random.default_rng(5)
+    hidden, features = 3, 2
+    weights = {
+        "W": rng.standard_normal((1, 4 * hidden, features)).astype(np.float32),
+        "R": rng.standard_normal((1, 4 * hidden, hidden)).astype(np.float32),
+    }
+    graph = onnx.helper.make_graph(
+        [
+            onnx.helper.make_node("ReverseSequence", ["x", "lens"], ["xr"], batch_axis=1),
+            onnx.helper.make_node("LSTM", ["xr", "W", "R"], ["y", "", ""], hidden_size=hidden),
+            onnx.helper.make_node("Squeeze", ["y", "one"], ["ys"]),
+            onnx.helper.make_node("ReverseSequence", ["ys", "lens"], ["out"], batch_axis=1),
+        ],
+        "backward_rnn",
+        [
+            onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["T", "N", features]),
+            onnx.helper.make_tensor_value_info("lens", onnx.TensorProto.INT64, ["N"]),
+        ],
+        [onnx.helper.make_tensor_value_info("out", onnx.TensorProto.FLOAT, ["T", "N", hidden])],
+        [
+            *(onnx.numpy_helper.from_array(v, k) for k, v in weights.items()),
+            onnx.numpy_helper.from_array(np.array([1], np.int64), "one"),
+        ],
+    )
+    model = onnx.helper.make_model(
+        graph, opset_imports=[onnx.helper.make_opsetid("", 17)], ir_version=IR_VERSION
+    )
+    lowered, forms = lowered_forms(model)
+    assert forms == {"computed": 2}
+    assert all_op_types(lowered).count("Range") == 3  # one index
+    feeds = {
+        "x": rng.standard_normal((5, 3, features)).astype(np.float32),
+        "lens": np.array([5, 0, 3], np.int64),
+    }
+    want = native(model, feeds)
+    assert_same(want, run("onnxruntime", lowered, feeds))
+
+
+def test_reversals_around_a_scan_share_one_index() -> None:
+    """A custom recurrent cell as a Scan over time: its scan output is as long as its input."""
+    body = onnx.helper.make_graph(
+        [onnx.helper.make_node("Neg", ["e"], ["o"])],
+        "cell",
+        [onnx.helper.make_tensor_value_info("e", onnx.TensorProto.FLOAT, None)],
+        [onnx.helper.make_tensor_value_info("o", onnx.TensorProto.FLOAT, None)],
+    )
+    graph = onnx.helper.make_graph(
+        [
+            onnx.helper.make_node("ReverseSequence", ["x", "lens"], ["xr"], batch_axis=1),
+            onnx.helper.make_node("Scan", ["xr"], ["ys"], body=body, num_scan_inputs=1),
+            onnx.helper.make_node("ReverseSequence", ["ys", "lens"], ["out"], batch_axis=1),
+        ],
+        "scan_rnn",
+        [
+            onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["T", "N", 2]),
+            onnx.helper.make_tensor_value_info("lens", onnx.TensorProto.INT64, ["N"]),
+        ],
+        [onnx.helper.make_tensor_value_info("out", onnx.TensorProto.FLOAT, ["T", "N", 2])],
+    )
+    model = onnx.helper.make_model(
+        graph, opset_imports=[onnx.helper.make_opsetid("", 17)], ir_version=IR_VERSION
+    )
+    lowered, forms = lowered_forms(model)
+    assert forms == {"computed": 2}
+    assert all_op_types(lowered).count("Range") == 3  # one index
+    feeds = {
+        "x": np.random.default_rng(6).standard_normal((5, 3, 2)).astype(np.float32),
+        "lens": np.array([5, 0, 3], np.int64),
+    }
+    assert_runs_everywhere(model, feeds, ["onnxruntime", "openvino", "tract"])

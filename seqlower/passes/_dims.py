@@ -89,6 +89,7 @@ _BROADCASTING = frozenset(
         "BitShift", "BitwiseAnd", "BitwiseOr", "BitwiseXor",
     }
 )  # fmt: skip
+_RECURRENT = frozenset({"RNN", "GRU", "LSTM"})
 _DEPTH_LIMIT = 200  # nested proofs (broadcasting ops) before giving up: unproven is safe
 
 
@@ -113,7 +114,9 @@ class DimProver:
             return self._ranks[key]
         found: int | None = None
         node = _producer(value)
-        if node is not None and depth < _DEPTH_LIMIT and value is node.outputs[0]:
+        if node is not None and node.op_type in _RECURRENT:
+            found = 4 if value is node.outputs[0] else 3  # Y; Y_h and Y_c
+        elif node is not None and depth < _DEPTH_LIMIT and value is node.outputs[0]:
             inputs = [v for v in node.inputs if v is not None]
             if node.op_type in _SAME_SHAPE or node.op_type == "Transpose":
                 found = self.rank(inputs[0], depth + 1) if inputs else None
@@ -142,15 +145,18 @@ class DimProver:
             if isinstance(shape[axis], int):
                 return shape[axis]
         node = _producer(value)
-        if (
-            node is None
-            or depth >= _DEPTH_LIMIT
-            or not node.inputs
-            or node.inputs[0] is None
-            or value is not node.outputs[0]
-        ):
+        if node is None or depth >= _DEPTH_LIMIT or not node.inputs or node.inputs[0] is None:
             return value, axis
         op = node.op_type
+        if op in _RECURRENT or op == "Scan":
+            found = self._recurrent(node, value, axis, depth) if op != "Scan" else None
+            if op == "Scan":
+                found = self._scan(node, value, axis, depth)
+            return (value, axis) if found is None else found
+        if value is not node.outputs[0]:
+            return value, axis
+        if op in ("Squeeze", "Unsqueeze"):
+            return self._squeeze(node, axis, depth) or (value, axis)
         if op in _SAME_SHAPE:
             return self.dim(node.inputs[0], axis, depth + 1)
         if op == "Transpose":
@@ -165,6 +171,85 @@ class DimProver:
         if op in _BROADCASTING:
             return self._broadcast(node, value, axis, depth) or (value, axis)
         return value, axis
+
+    def _squeeze(self, node: ir.Node, axis: int, depth: int) -> Dim | None:
+        """Squeeze/Unsqueeze with constant axes: an output axis is an input axis, or a 1."""
+        source = node.inputs[0]
+        assert source is not None
+        if len(node.inputs) > 1:
+            array = constant_of(node.inputs[1])
+            axes = None if array is None else [int(a) for a in array.reshape(-1)]
+        else:
+            axes = _ints_attr(node, "axes")
+        rank = self.rank(source, depth + 1)
+        if axes is None or rank is None:
+            return None
+        if node.op_type == "Squeeze":
+            removed = {a + rank if a < 0 else a for a in axes}
+            kept = [i for i in range(rank) if i not in removed]
+            return self.dim(source, kept[axis], depth + 1) if axis < len(kept) else None
+        out_rank = rank + len(axes)
+        added = {a + out_rank if a < 0 else a for a in axes}
+        if axis in added:
+            return 1
+        return self.dim(source, axis - sum(1 for a in added if a < axis), depth + 1)
+
+    def _recurrent(self, node: ir.Node, value: ir.Value, axis: int, depth: int) -> Dim | None:
+        """RNN/GRU/LSTM: the sequence and batch axes of every output are X's."""
+        x = node.inputs[0]
+        assert x is not None
+        layout = _int_attr(node, "layout", 0)
+        if value not in node.outputs or layout not in (0, 1):
+            return None
+        x_seq, x_batch = (0, 1) if layout == 0 else (1, 0)
+        if value is node.outputs[0]:  # Y: [seq, dirs, batch, hidden] or [batch, seq, dirs, hidden]
+            axes = {0: x_seq, 2: x_batch} if layout == 0 else {0: x_batch, 1: x_seq}
+        else:  # Y_h, Y_c: [dirs, batch, hidden] or [batch, dirs, hidden]
+            axes = {1: x_batch} if layout == 0 else {0: x_batch}
+        return self.dim(x, axes[axis], depth + 1) if axis in axes else None
+
+    def _scan(self, node: ir.Node, value: ir.Value, axis: int, depth: int) -> Dim | None:
+        """Scan: a scan output's scan axis is as long as the scan inputs' scan axes."""
+        scan_count = _int_attr(node, "num_scan_inputs")
+        if scan_count is None or value not in node.outputs:
+            return None
+        state_count = len(node.inputs) - scan_count
+        index = list(node.outputs).index(value) - state_count
+        if index < 0:
+            return None
+        output_axes = _ints_attr(node, "scan_output_axes") or [0] * (
+            len(node.outputs) - state_count
+        )
+        input_axes = _ints_attr(node, "scan_input_axes") or [0] * scan_count
+        if index >= len(output_axes) or any(a < 0 for a in (*output_axes, *input_axes)):
+            return None
+        if not input_axes:
+            return None
+        if axis == output_axes[index]:
+            first = node.inputs[state_count]
+            return None if first is None else self.dim(first, input_axes[0], depth + 1)
+        # Another axis: the body's output axis, followed inside the body back to one of its
+        # scan inputs (an outer scan input minus its scan axis), or to a static size.
+        body_attr = node.attributes.get("body")
+        if body_attr is None or body_attr.is_ref() or body_attr.type != ir.AttributeType.GRAPH:
+            return None
+        body = body_attr.as_graph()
+        body_outputs = list(body.outputs)[state_count:]
+        if index >= len(body_outputs):
+            return None
+        inner_axis = axis if axis < output_axes[index] else axis - 1
+        found = self.dim(body_outputs[index], inner_axis, depth + 1)
+        if not isinstance(found, tuple):
+            return found
+        inner, inner_axis = found
+        body_inputs = list(body.inputs)
+        for i, body_input in enumerate(body_inputs[state_count:]):
+            if body_input is inner and i < len(input_axes):
+                outer = node.inputs[state_count + i]
+                scan_axis = input_axes[i]
+                outer_axis = inner_axis if inner_axis < scan_axis else inner_axis + 1
+                return None if outer is None else self.dim(outer, outer_axis, depth + 1)
+        return None
 
     def _broadcast(self, node: ir.Node, value: ir.Value, axis: int, depth: int) -> Dim | None:
         inputs = [v for v in node.inputs if v is not None]

@@ -323,7 +323,8 @@ def _pair_graph(original: ir.Graph, copy: ir.Graph, pairs: list[tuple[ir.Value, 
     pairs.extend(zip(original.inputs, copy.inputs, strict=False))
     pairs.extend(zip(original.outputs, copy.outputs, strict=True))
     for node, node_copy in zip(original, copy, strict=True):
-        pairs.extend(zip(node.outputs, node_copy.outputs, strict=True))
+        # Trailing omitted outputs ("" names, as LSTM's Y_h, Y_c) may be dropped in the copy.
+        pairs.extend(zip(node.outputs, node_copy.outputs, strict=False))
         for name, attr in node.attributes.items():
             attr_copy = node_copy.attributes[name]
             if attr.is_ref():
