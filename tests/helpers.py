@@ -68,13 +68,13 @@ def make_model(
     )
 
 
-def all_op_types(model: onnx.ModelProto) -> list[str]:
-    """Every op type in the model: all graphs, subgraphs at any depth, and functions."""
-    found: list[str] = []
+def all_nodes(model: onnx.ModelProto) -> list[onnx.NodeProto]:
+    """Every node in the model: all graphs, subgraphs at any depth, and functions."""
+    found: list[onnx.NodeProto] = []
 
     def walk(nodes: Sequence[onnx.NodeProto]) -> None:
         for node in nodes:
-            found.append(node.op_type)
+            found.append(node)
             for attr in node.attribute:
                 if attr.HasField("g"):
                     walk(attr.g.node)
@@ -85,6 +85,11 @@ def all_op_types(model: onnx.ModelProto) -> list[str]:
     for function in model.functions:
         walk(function.node)
     return found
+
+
+def all_op_types(model: onnx.ModelProto) -> list[str]:
+    """Every op type in the model: all graphs, subgraphs at any depth, and functions."""
+    return [node.op_type for node in all_nodes(model)]
 
 
 def defined_names(model: onnx.ModelProto) -> list[str]:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import onnx
@@ -21,7 +20,7 @@ from onnx.backend.test.case.node import collect_testcases
 
 import seqlower
 from seqlower.passes import LowerReverseSequence
-from tests.helpers import IR_VERSION, all_op_types
+from tests.helpers import IR_VERSION, all_nodes, all_op_types
 from tests.runtimes import RuntimeFailure, assert_same, require, run
 
 RUNTIMES = ["onnxruntime", "openvino", "tract", "tract-symbolic"]
@@ -57,24 +56,10 @@ def lowered_forms(model: onnx.ModelProto) -> tuple[onnx.ModelProto, dict[str, in
     ]
     ops = all_op_types(out)
     assert not set(ops) & NOT_PORTABLE, ops
-    for node in _all_nodes(out):
+    for node in all_nodes(out):
         if node.op_type == "Reshape":
             assert all(a.name != "allowzero" or a.i == 0 for a in node.attribute), node
     return out, lowering.forms
-
-
-def _all_nodes(model: onnx.ModelProto) -> list[onnx.NodeProto]:
-    found: list[onnx.NodeProto] = []
-
-    def walk(nodes: Any) -> None:
-        for node in nodes:
-            found.append(node)
-            for attr in node.attribute:
-                if attr.HasField("g"):
-                    walk(attr.g.node)
-
-    walk(model.graph.node)
-    return found
 
 
 def assert_runs_everywhere(

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-__all__ = ["Dim", "DimProver", "constant_of", "dim_of", "filled_vector", "scalar_dim"]
+__all__ = ["Dim", "DimProver", "constant_of", "filled_vector", "scalar_dim"]
 
 #: A dimension: its static size, or the (value, axis) it is the size of.
 Dim = int | tuple[ir.Value, int]
@@ -94,7 +94,7 @@ _DEPTH_LIMIT = 200  # nested proofs (broadcasting ops) before giving up: unprove
 
 
 class DimProver:
-    """Answers :func:`dim_of` questions for one model, remembering every answer.
+    """Which dimension of which value a dimension is, for one model, remembering every answer.
 
     A pass asks about nodes in graph order, so with the memo each question walks back only to
     the previous answer, however long the chain of layers is.
@@ -270,11 +270,6 @@ class DimProver:
                 return None
             proven = dim
         return proven
-
-
-def dim_of(value: ir.Value, axis: int) -> Dim | None:
-    """Dimension ``axis`` of ``value``, walked back to where it is first defined."""
-    return DimProver().dim(value, axis)
 
 
 def scalar_dim(value: ir.Value | None, prover: DimProver | None = None) -> Dim | None:

@@ -27,15 +27,14 @@ import onnx_ir as ir
 
 from seqlower.passes._emit import Emitter
 
-__all__ = ["RowPlan", "reverse_rows"]
+__all__ = ["RowPlan", "invalid_lengths", "reverse_rows"]
 
 # Far past any row count: where a constant length is negative, the index points here.
-OUT_OF_RANGE = 2**62
-_OUT_OF_RANGE = OUT_OF_RANGE
+_OUT_OF_RANGE = 2**62
 # The largest index folded into a constant (entries, 8 MB): past it, a head of max(len) steps
 # when that is smaller, else the computed index. Constant lengths longer than any plausible T
 # (invalid, but legal to write) must not make the model huge.
-MAX_FOLDED_INDEX = 1 << 20
+_MAX_FOLDED_INDEX = 1 << 20
 
 
 class RowPlan(Protocol):
@@ -56,11 +55,11 @@ def reverse_rows(
     if (
         plan.lens is not None
         and plan.time_size is not None
-        and (plan.time_size * batch <= MAX_FOLDED_INDEX)
+        and (plan.time_size * batch <= _MAX_FOLDED_INDEX)
     ):
         index = _row_index(plan.lens, plan.time_size, plan.time_axis, plan.time_size)
         rows.gather(emit.constant(index, hint="index"), output=result)
-    elif plan.lens is not None and head_steps(plan.lens) * batch <= MAX_FOLDED_INDEX:
+    elif plan.lens is not None and _head_steps(plan.lens) * batch <= _MAX_FOLDED_INDEX:
         _head_and_tail(emit, rows, plan.lens, plan.time_axis, result)
     else:
         index = _computed_index(emit, rows, lens, plan.time_axis)
@@ -244,7 +243,7 @@ def invalid_lengths(lens: np.ndarray, time_size: int | None) -> np.ndarray:
     return invalid
 
 
-def head_steps(lens: np.ndarray) -> int:
+def _head_steps(lens: np.ndarray) -> int:
     """The time steps a constant head must cover: max(len), and at least one when a length is
     negative, so that its out-of-range index is gathered."""
     return max(int(lens.max(initial=0)), int((lens < 0).any()))
@@ -255,7 +254,7 @@ def _head_and_tail(
 ) -> None:
     """Constant lengths, unknown T: reverse the first max(len) steps, keep the rest as it is."""
     batch = lens.shape[0]
-    steps = head_steps(lens)
+    steps = _head_steps(lens)
     if steps == 0:  # every length is 0: nothing moves
         emit.op("Identity", [rows.data], hint="out", output=result)
         return
