@@ -8,9 +8,9 @@ True
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
+from seqlower._version import __version__
 from seqlower.errors import (
     InvalidModelError,
     InvalidNodeError,
@@ -37,11 +37,6 @@ def __getattr__(name: str) -> Any:
         return getattr(verification, name)
     raise AttributeError(f"module 'seqlower' has no attribute {name!r}")
 
-
-try:
-    __version__ = version("seqlower")
-except PackageNotFoundError:  # running from a source tree that was never installed
-    __version__ = "0.0.0+unknown"
 
 __all__ = [
     "CheckOptions",

@@ -1,0 +1,27 @@
+"""seqlower's version, the one place it is written (pyproject.toml reads it from here), and the
+versions of what it runs with, for ``--version``, reports and bug reports."""
+
+from __future__ import annotations
+
+import importlib.metadata
+
+__all__ = ["__version__", "dependency_versions"]
+
+__version__ = "0.1.0"
+
+#: Distributions whose versions matter to a run: the required ones, then the optional runtimes.
+_REQUIRED = ("onnx", "onnx-ir", "onnxscript", "onnxruntime", "numpy")
+_OPTIONAL = ("openvino", "tract")
+
+
+def dependency_versions() -> dict[str, str]:
+    """Installed versions by distribution name, read from package metadata (nothing imported,
+    so ``--version`` stays fast); an optional runtime that is not installed is left out."""
+    found: dict[str, str] = {}
+    for name in (*_REQUIRED, *_OPTIONAL):
+        try:
+            found[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            if name in _REQUIRED:
+                found[name] = "not installed"
+    return found
