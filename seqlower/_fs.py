@@ -15,8 +15,10 @@ import shutil
 import signal
 import stat
 import tempfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from seqlower.errors import OutputError
 
@@ -79,12 +81,25 @@ def deferred_signals() -> Iterator[None]:
     """Hold back SIGINT, SIGTERM and SIGHUP for the body; they are delivered after it.
 
     A commit is a few renames and unlinks; finishing it is always better than stopping halfway.
+    Blocking the signals in this thread is not enough once other threads exist (onnxruntime's
+    pools, the check's worker): the kernel hands a process signal to any thread that does not
+    block it, and Python then runs its handler in the main thread at once. So in the main thread
+    the handlers are also swapped for ones that only record the signal, which is re-raised after.
     """
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, COMMIT_SIGNALS)
+    old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, COMMIT_SIGNALS)
+    arrived: list[int] = []
+    handlers: dict[signal.Signals, Any] = {}
+    if threading.current_thread() is threading.main_thread():
+        for number in COMMIT_SIGNALS:
+            handlers[number] = signal.signal(number, lambda n, _frame: arrived.append(n))
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        for number, handler in handlers.items():
+            signal.signal(number, handler)
+        signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+        for late in dict.fromkeys(arrived):
+            signal.raise_signal(late)
 
 
 def give_default_mode(path: Path, like: Path) -> None:

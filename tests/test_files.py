@@ -7,6 +7,7 @@ import os
 import signal
 import stat
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -320,25 +321,39 @@ def test_terminating_signals_exit_cleanly(
     assert listing(tmp_path) == before and output_of(out) == 1.0
 
 
-def test_signals_are_held_during_the_commit(tmp_path: Path) -> None:
-    """A signal that arrives while the pair is being moved into place waits for the commit."""
+@pytest.mark.parametrize("receiver", ["process", "other thread"])
+def test_signals_are_held_during_the_commit(tmp_path: Path, receiver: str) -> None:
+    """A signal that arrives while the pair is being moved into place waits for the commit,
+    also when the kernel hands it to another thread (onnxruntime's pools, under load), which
+    is simulated here by sending it to one that does not block it."""
     out = tmp_path / "out.onnx"
     model = seqlower.io.load_model(
         save_external(weighted_model(4.0), tmp_path / "in.onnx", "in.bin")
     )
     real_replace = os.replace
     calls: list[str] = []
+    release = threading.Event()
+    other = threading.Thread(target=release.wait, daemon=True)
+    other.start()
 
     def replace(src: Any, dst: Any) -> None:
         if Path(dst) == out:
-            os.kill(os.getpid(), signal.SIGINT)  # delivered only after the commit
+            if receiver == "process":
+                os.kill(os.getpid(), signal.SIGINT)
+            else:
+                assert other.ident is not None
+                signal.pthread_kill(other.ident, signal.SIGINT)
+            time.sleep(0.05)  # time for a handler to run, if the signal were not held
             calls.append("model moved")
         real_replace(src, dst)
 
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(seqlower.io.os, "replace", replace)
-        with pytest.raises(KeyboardInterrupt):
-            seqlower.io.save_model(model, out)
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(seqlower.io.os, "replace", replace)
+            with pytest.raises(KeyboardInterrupt):
+                seqlower.io.save_model(model, out)
+    finally:
+        release.set()
     assert calls == ["model moved"] and output_of(out) == 4.0
 
 
