@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import re
 import subprocess
 import sys
@@ -12,6 +13,7 @@ import pytest
 from click.testing import CliRunner
 from onnx import helper as h
 
+import seqlower
 from seqlower.cli.commands import cli
 from tests.helpers import assert_equivalent, assert_lowered_ok, make_model, tensor_info
 from tests.malformed_cases import MALFORMED
@@ -142,7 +144,23 @@ def test_help_and_version() -> None:
     code, out, _ = run("lower", "--help")
     assert code == 0 and "-o, --output" in out and "--no-check" in out
     code, out, _ = run("--version")
-    assert code == 0 and out.startswith("seqlower, version ")
+    assert code == 0 and out.startswith(f"seqlower {seqlower.__version__}\n")
+
+
+def test_version_names_every_library_and_installed_runtime() -> None:
+    """Bug reports need what ran: each dependency with its installed version, as pip sees it."""
+    code, out, _ = run("--version")
+    assert code == 0
+    listed = dict(line.split() for line in out.splitlines()[1:])
+    for name in ("onnx", "onnx-ir", "onnxscript", "onnxruntime", "numpy"):
+        assert listed[name] == importlib.metadata.version(name)
+    for runtime in ("openvino", "tract"):
+        try:
+            installed = importlib.metadata.version(runtime)
+        except importlib.metadata.PackageNotFoundError:
+            assert runtime not in listed
+        else:
+            assert listed[runtime] == installed
 
 
 def test_console_script_exit_code_and_no_traceback(tmp_path: Path) -> None:

@@ -15,8 +15,9 @@ import re
 import shlex
 import sys
 import traceback
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, Literal, NoReturn
 
 import click
 import onnx
@@ -87,9 +88,9 @@ class _Group(click.Group):
             args = ["lower", *args]
         return super().parse_args(ctx, args)
 
-    def main(self, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+    def main(self, *args: Any, **kwargs: Any) -> Any:
         try:
-            return super().main(*args, standalone_mode=False, **kwargs)
+            return super().main(*args, standalone_mode=False, **kwargs)  # type: ignore[call-overload]
         except click.exceptions.NoArgsIsHelpError as e:
             click.echo(e.ctx.get_help() if e.ctx else str(e))
             sys.exit(ExitCode.OK)
@@ -114,6 +115,18 @@ def _list_passes(ctx: click.Context, _param: click.Parameter, value: bool) -> No
     ctx.exit(ExitCode.OK)
 
 
+def _show_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    """seqlower's version, then every library and runtime that decides what a run does."""
+    if not value or ctx.resilient_parsing:
+        return
+    from seqlower._version import dependency_versions
+
+    click.echo(f"seqlower {seqlower.__version__}")
+    for name, version in dependency_versions().items():
+        click.echo(f"  {name} {version}")
+    ctx.exit(ExitCode.OK)
+
+
 def _plain_summary(doc: str | None) -> str:
     """A docstring's first sentence without reStructuredText markup."""
     text = " ".join((doc or "").strip().split("\n\n")[0].split())
@@ -126,7 +139,14 @@ def _plain_summary(doc: str | None) -> str:
     epilog=LOWER_EPILOG,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
-@click.version_option(seqlower.__version__, "--version", prog_name="seqlower")
+@click.option(
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_show_version,
+    help="Show seqlower's version and those of the libraries and runtimes it uses, and exit.",
+)
 @click.option(
     "--list-passes",
     is_flag=True,
@@ -373,7 +393,7 @@ def _tell_repro(show: Printer, folder: Path, command: list[str], check: dict[str
     show.line(f"  {shlex.join(command)}", err=True, always=True)
 
 
-def _write_report(path: Path | None, data: dict[str, Any], verify: dict[str, Any]) -> None:
+def _write_report(path: Path | None, data: dict[str, Any], verify: Mapping[str, Any]) -> None:
     """The JSON report: what ran (arguments, tolerances) and what came of it; paths absolute."""
     if path is None:
         return
@@ -420,7 +440,7 @@ class _user_errors:
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any
-    ) -> bool:
+    ) -> Literal[False]:
         self._signals.__exit__(exc_type, exc, tb)
         if exc is None or isinstance(exc, (click.exceptions.Exit, click.ClickException)):
             return False

@@ -10,7 +10,6 @@ nothing can run the reference, the report says it cannot verify, and why: it is 
 from __future__ import annotations
 
 import dataclasses
-import importlib.metadata
 import os
 import re
 import time
@@ -21,6 +20,7 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 
+from seqlower._version import __version__, dependency_versions
 from seqlower.constraints import Analysis, analyze
 from seqlower.errors import CheckLimitError, first_line
 from seqlower.inputs import (
@@ -304,7 +304,7 @@ def _run_plans(model: onnx.ModelProto, options: CheckOptions, analysis: Analysis
         for k, feeds in enumerate(given, start=1):
             where = source if len(given) == 1 else f"{source} (set {k})"
             validate_inputs(model, feeds, analysis, where=where)
-            plans.append(_Plan(lambda _k, f=dict(feeds): f, False, False, "given inputs"))
+            plans.append(_Plan(_fixed(dict(feeds)), False, False, "given inputs"))
         return plans
 
     def generated(run: int, length: int | None) -> Callable[[int], dict[str, Any]]:
@@ -322,6 +322,11 @@ def _run_plans(model: onnx.ModelProto, options: CheckOptions, analysis: Analysis
         # Lengths are all 0: retrying changes nothing.
         plans.append(_Plan(generated(options.n, 0), False, True, "empty sequences"))
     return plans
+
+
+def _fixed(feeds: dict[str, Any]) -> Callable[[int], dict[str, Any]]:
+    """The same feeds whatever the attempt."""
+    return lambda _attempt: feeds
 
 
 def _reference_outputs(
@@ -415,15 +420,4 @@ def _describe(value: Any) -> Any:
 
 
 def _versions() -> dict[str, str]:
-    import onnxruntime as ort
-
-    try:
-        own = importlib.metadata.version("seqlower")
-    except importlib.metadata.PackageNotFoundError:
-        own = "unknown"
-    return {
-        "seqlower": own,
-        "onnx": onnx.__version__,
-        "onnxruntime": ort.__version__,
-        "numpy": np.__version__,
-    }
+    return {"seqlower": __version__, **dependency_versions()}
