@@ -119,8 +119,8 @@ def _check_tensor(tensor: ir.ExternalTensor, folder: Path, where: str) -> None:
 
 def _nbytes(tensor: ir.ExternalTensor) -> int | None:
     """The byte size the tensor's dtype and shape call for (None when it cannot be told)."""
-    dims = tensor.shape.dims
-    if not all(isinstance(d, int) for d in dims):
+    dims = [d for d in tensor.shape.dims if isinstance(d, int)]
+    if len(dims) != len(tensor.shape):
         return None
     count = math.prod(dims)
     bits = tensor.dtype.bitwidth if tensor.dtype != ir.DataType.STRING else None

@@ -326,11 +326,11 @@ class _Walker:
         for j, name in enumerate(names[states:]):
             info = infos[states + j] if states + j < len(infos) else _EMPTY
             axis = axes[j] if j < len(axes) else 0
-            dims = None
+            dims: tuple[Slot | None, ...] | None = None
             if info.dims is not None and -len(info.dims) <= axis < len(info.dims):
-                dims = list(info.dims)
-                del dims[axis % len(info.dims)]
-                dims = tuple(dims)
+                per_step = list(info.dims)
+                del per_step[axis % len(info.dims)]
+                dims = tuple(per_step)
             inner[name] = _Info(info.values, info.exact, dims)
         self.graph(body, scope.child(inner), depth + 1)
         return [_EMPTY] * len(node.output)

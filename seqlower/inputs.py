@@ -458,7 +458,7 @@ def _load_npz(path: Path, specs: list[InputSpec]) -> dict[str, Any]:
         for spec in specs:
             if spec.is_sequence:
                 # Sequences are stored as NAME/0, NAME/1, ... (a missing NAME/0 is an empty one).
-                elements = []
+                elements: list[Any] = []
                 while f"{spec.name}/{len(elements)}" in archive:
                     elements.append(read(f"{spec.name}/{len(elements)}"))
                 feeds[spec.name] = elements

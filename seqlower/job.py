@@ -208,7 +208,7 @@ def lower_file(
         with progress("checking"):
             from seqlower.verification import verify  # imports onnxruntime: only when checking
 
-            extra = {} if on_run is None else {"on_run": on_run}  # run k of n, for progress
+            extra: dict[str, Any] = {} if on_run is None else {"on_run": on_run}  # run k of n
             report = verify(original, lowered, **options.verify, **extra)
         result.verification = report
         result.exit_code = _exit_code(report)

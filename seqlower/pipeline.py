@@ -67,7 +67,7 @@ class SortIfNeeded(ir.passes.InPlacePass):
     """
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
-        graphs = [model.graph, *model.functions.values()]
+        graphs: list[ir.Graph | ir.Function] = [model.graph, *model.functions.values()]
         if all(_in_order(graph, set()) for graph in graphs):
             return ir.passes.PassResult(model, modified=False)
         return TopologicalSortPass()(model)

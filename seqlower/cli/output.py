@@ -91,8 +91,8 @@ class Printer:
         for note in result.notes:
             self.line(f"note: {note}")
         if not result.lowered_anything and not verbose:
-            ops = ", ".join(sorted({row.op_type for row in result.passes if row.op_type}))
-            self.line(f"nothing to lower: no {ops.replace(', ', ' or ')} in the model")
+            lowered = sorted({row.op_type for row in result.passes if row.op_type})
+            self.line(f"nothing to lower: no {' or '.join(lowered)} in the model")
             return
         self.line(f"{'pass':26} {'rewritten':>9} {'time':>10}")
         for row in result.passes:

@@ -65,19 +65,19 @@ class _Walk:
             if defined is not None:
                 if node.name:
                     define(node.name)
-                for value in node.outputs:
-                    if value.name:
-                        define(value.name)
-                for value in node.inputs:
-                    if value is not None:
-                        read(value.name)
+                for output in node.outputs:
+                    if output.name:
+                        define(output.name)
+                for input_ in node.inputs:
+                    if input_ is not None and input_.name:
+                        read(input_.name)
             if node.attributes.data:
                 for subgraph in subgraphs_of(node):
                     self.graph(subgraph, opset)
             if matches(node):
                 sites.append(Site(node, opset))
         if defined is not None:
-            self.read.update(value.name for value in graph.outputs)
+            self.read.update(value.name for value in graph.outputs if value.name)
 
     def name_counts(self) -> Counter[str]:
         assert self.defined is not None

@@ -142,8 +142,9 @@ class DimProver:
         if shape is not None:
             if axis < 0 or axis >= len(shape):
                 return None
-            if isinstance(shape[axis], int):
-                return shape[axis]
+            dim = shape[axis]
+            if isinstance(dim, int):
+                return dim
         node = _producer(value)
         if node is None or depth >= _DEPTH_LIMIT or not node.inputs or node.inputs[0] is None:
             return value, axis

@@ -55,7 +55,7 @@ def _folding() -> Any:
     if base is None or not all(hasattr(base, name) for name in needed):
         return None  # an onnxscript this was not written against (tested: 0.7)
 
-    class RegionFolder(_constant_folding.FoldConstantsPass):  # type: ignore[misc]
+    class RegionFolder(_constant_folding.FoldConstantsPass):
         """The folder, visiting only marked nodes and those it made itself (a CastLike it turned
         into an Identity must fold on), and reading Constant nodes anywhere."""
 
@@ -72,7 +72,7 @@ def _folding() -> Any:
             for attr in node.attributes.values():
                 self.visit_attribute(attr)
 
-        def call(self, model: ir.Model) -> ir.passes.PassResult:
+        def call(self, model: ir.Model) -> ir.passes.PassResult:  # type: ignore[override]
             # FoldConstantsPass.call without the NameFixPass it ends with (that would name
             # every unnamed node of the user's model): fold_region names what the folder made.
             self._reset()

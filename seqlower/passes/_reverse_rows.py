@@ -62,8 +62,7 @@ def reverse_rows(
     elif plan.lens is not None and _head_steps(plan.lens) * batch <= _MAX_FOLDED_INDEX:
         _head_and_tail(emit, rows, plan.lens, plan.time_axis, result)
     else:
-        index = _computed_index(emit, rows, lens, plan.time_axis)
-        rows.gather(index, output=result)
+        rows.gather(_computed_index(emit, rows, lens, plan.time_axis), output=result)
 
 
 class _Rows:

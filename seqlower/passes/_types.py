@@ -107,7 +107,9 @@ class TypeOracle:
             rule = _rule(node)
             if rule is None:
                 return None
-            if isinstance(rule, (ir.TensorType, ir.SequenceType)):
+            if not isinstance(rule, tuple):
+                if not isinstance(rule, (ir.TensorType, ir.SequenceType)):
+                    return None
                 found = rule
                 break
             wrapper, source = rule
@@ -160,7 +162,7 @@ class TypeOracle:
             tensor = initializer.const_value
             if tensor is not None and initializer.type is None:
                 initializer.dtype = tensor.dtype
-                initializer.shape = ir.Shape(tensor.shape)
+                initializer.shape = ir.Shape(tensor.shape.numpy())
             if initializer not in graph.inputs:
                 graph.inputs.append(initializer)
             assert initializer.name is not None

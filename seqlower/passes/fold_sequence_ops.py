@@ -112,10 +112,11 @@ class FoldSequenceOps(ir.passes.InPlacePass):
         if position is None:
             index = len(elements)
         else:
-            index = constant_int(position)
-            if index is None or not -len(elements) <= index <= len(elements):
+            given = constant_int(position)
+            if given is None or not -len(elements) <= given <= len(elements):
                 block(node, f"its position '{position.name}' is not a constant in range")
                 return False
+            index = given
             index = index + len(elements) if index < 0 else index
         tensor = node.inputs[1]
         if tensor is None:

@@ -211,7 +211,7 @@ def _reverse_axis(emit: Emitter, data: ir.Value, axis: int, result: ir.Value) ->
         attr = producer.attributes.get("perm")
         if attr is not None and not attr.is_ref() and attr.type == ir.AttributeType.INTS:
             perm = list(attr.as_ints())
-    if perm is not None and axis < len(perm) and producer is not None:
+    if perm is not None and axis < len(perm) and producer is not None and producer.inputs[0]:
         source, axis = producer.inputs[0], perm[axis]
     back = emit.int64s([-1], hint="backwards")
     end = emit.int64s([_INT64_MIN], hint="before_first")

@@ -163,7 +163,8 @@ class LowerSequenceMap(NodeLoweringPass):
             # An explicit true condition: a trailing empty input would be dropped by onnx_ir's
             # RemoveUnusedNodesPass, leaving a Loop with one input, which is invalid.
             keep_going = before.constant(np.array(True), hint="true")
-            body_outputs, loop_inputs, node_outputs = scanned, [count, keep_going], stacked
+            body_outputs, node_outputs = scanned, stacked
+            loop_inputs: list[ir.Value | None] = [count, keep_going]
         else:
             # Each result is inserted into a sequence carried from iteration to iteration.
             carried_in = [
@@ -182,11 +183,8 @@ class LowerSequenceMap(NodeLoweringPass):
                 acc_out.type = acc.type
                 carried_out.append(acc_out)
             body.inputs.extend([iteration, cond_in, *carried_in])
-            body_outputs, loop_inputs, node_outputs = (
-                carried_out,
-                [count, None, *empties],
-                loop_outputs,
-            )
+            body_outputs, node_outputs = carried_out, loop_outputs
+            loop_inputs = [count, None, *empties]
 
         if reads.nodes:
             if len(body) > 0:

@@ -145,10 +145,10 @@ class ScanSequenceMap(NodeLoweringPass):
         axes: list[int] = []
         replacements: dict[ir.Value, ir.Value] = {}
         for k, (param, read) in enumerate(zip(body.inputs, plan.reads, strict=True)):
-            outer = node.inputs[k]
-            assert outer is not None
+            given = node.inputs[k]
+            assert given is not None
             if read is None:
-                replacements[param] = outer
+                replacements[param] = given
                 continue
             scanned_inputs.append(read.source)
             axes.append(read.axis)

@@ -52,10 +52,10 @@ class UnrollInputs(ir.passes.InPlacePass):
         constructs: list[ir.Node] = []
         new_inputs: list[ir.Value] = []
         for value in list(graph.inputs):
-            count = self.counts.get(value.name or "")
-            if count is None:
+            if (value.name or "") not in self.counts:
                 new_inputs.append(value)
                 continue
+            count = self.counts[value.name or ""]
             assert isinstance(value.type, ir.SequenceType)
             element = value.type.elem_type
             tensors = []

@@ -35,7 +35,7 @@ class SequenceMap(OpRun):
         return True
 
     def _run(self, first: list[Any], *extra: Any, context: Any = None, **_: Any) -> tuple:
-        body = self.body
+        body = self.body  # type: ignore[attr-defined]  # set by OpRun from the attribute
         names = body.input_names
         outputs: list[list[Any]] = [[] for _ in body.output_names]
         for i in range(len(first)):
@@ -58,7 +58,7 @@ class Loop(OpRun):
         return True
 
     def _run(self, trip: Any, cond: Any, *initial: Any, context: Any = None, **_: Any) -> tuple:
-        body = self.body
+        body = self.body  # type: ignore[attr-defined]  # set by OpRun from the attribute
         names = body.input_names
         outs = body.output_names
         carried = len(names) - 2
@@ -107,8 +107,8 @@ class Evaluator(ReferenceEvaluator):
     name the failing node as onnxruntime's do (``running Op node. Name:'n'``), innermost last,
     so the check can say which node rejected which inputs."""
 
-    def __init__(self, proto: Any, *args: Any, new_ops: Any = None, **kwargs: Any) -> None:
-        super().__init__(proto, *args, new_ops=list(new_ops or CORRECTED), **kwargs)
+    def __init__(self, proto: Any, new_ops: Any = None, **kwargs: Any) -> None:
+        super().__init__(proto, new_ops=list(new_ops or CORRECTED), **kwargs)
         for op in getattr(self, "rt_nodes_", None) or []:
             _name_errors(op)
 
