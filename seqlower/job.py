@@ -11,6 +11,7 @@ import contextlib
 import os
 import shutil
 import tempfile
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -34,6 +35,7 @@ from seqlower.errors import (
 )
 from seqlower.io import check_model, load_model, save_model
 from seqlower.pipeline import TimedPass, build_pipeline, pass_name, run_pipeline
+from seqlower.summary import ModelFacts
 
 if TYPE_CHECKING:
     from seqlower.verification import VerifyReport
@@ -97,6 +99,21 @@ class LowerResult:
     notes: list[str] = field(default_factory=list)  # what was done besides lowering
     warnings: list[str] = field(default_factory=list)  # what the user should act on
     exit_code: int = ExitCode.OK
+    before: ModelFacts | None = None  # opset, IR version, interface, size of MODEL
+    after: ModelFacts | None = None  # the same for OUT (its size once written)
+    seconds: float = 0.0  # the whole run
+
+    def __str__(self) -> str:
+        """The summary ``seqlower MODEL -o OUT -v`` prints (tables, facts, the check)."""
+        from seqlower.summary import facts_lines, pass_lines, seconds, verdict_lines
+
+        lines = pass_lines(self.passes, self.ops_before, self.ops_after, verbose=1)
+        if self.before is not None:
+            lines += facts_lines(self.before, self.after, verbose=1)
+        if self.verification is not None:
+            lines += verdict_lines(self.verification, verbose=1)
+        lines.append(f"{'total time':26} {seconds(self.seconds)}")
+        return "\n".join(lines)
 
     @property
     def lowered_anything(self) -> bool:
@@ -114,6 +131,11 @@ class LowerResult:
             "notes": self.notes,
             "warnings": self.warnings,
             "failing_inputs": None if self.failing_inputs is None else str(self.failing_inputs),
+            "model": {
+                "before": None if self.before is None else self.before.__dict__,
+                "after": None if self.after is None else self.after.__dict__,
+            },
+            "seconds": self.seconds,
             "verification": None if self.verification is None else self.verification.to_dict(),
         }
 
@@ -150,8 +172,8 @@ def check_paths(
 
 
 def lower_file(
-    model: Path,
-    output: Path | None,
+    model: str | os.PathLike[str],
+    output: str | os.PathLike[str] | None,
     options: LowerOptions,
     *,
     progress: Progress = _no_progress,
@@ -161,8 +183,11 @@ def lower_file(
 
     Raises :class:`seqlower.SeqlowerError` for anything the user can fix; a mismatch or an
     impossible check is not an error but a result (``exit_code`` 1 or 3, OUT not written unless
-    ``keep_on_failure``). ``output`` may be None only with ``dry_run``.
+    ``keep_on_failure``). ``output`` may be None only with ``dry_run``. Paths may be ``str``.
     """
+    start = time.perf_counter()
+    model = Path(model)
+    output = None if output is None else Path(output)
     if output is None and not options.dry_run:
         raise OutputError("no output given (-o OUT), and not a dry run")
     target = None if options.dry_run else output
@@ -174,6 +199,7 @@ def lower_file(
     reads = [model, *(Path(p) for p in seqlower.io.external_locations(ir_model))]
     in_place = output is not None and os.path.realpath(output) == os.path.realpath(model)
     keep = [model] if in_place else reads
+    facts_before = ModelFacts.of(ir_model, _files_size(reads))
     if options.external_data is not None and target is not None:
         seqlower.io.check_external_data_name(options.external_data, target, inputs=reads)
     before = _op_counts(ir_model) if options.count_ops else Counter()
@@ -203,6 +229,8 @@ def lower_file(
         ops_after=_op_counts(ir_model) if options.count_ops else Counter(),
         verification=None,
         notes=notes,
+        before=facts_before,
+        after=ModelFacts.of(ir_model),
     )
     if original is not None and lowered is not None:
         with progress("checking"):
@@ -219,6 +247,7 @@ def lower_file(
                     f"failing inputs not saved: {output}.failing-inputs is not a folder"
                 )
     if options.dry_run or not (result.exit_code == ExitCode.OK or options.keep_on_failure):
+        result.seconds = time.perf_counter() - start
         return result
     assert output is not None
     with progress(f"writing {output}"):
@@ -231,7 +260,21 @@ def lower_file(
         )
     result.written = True
     result.warnings += _runtime_notes(ir_model)
+    if result.after is not None:
+        written = [output] + (
+            [] if result.external_data is None else [output.parent / result.external_data]
+        )
+        result.after.nbytes = _files_size(written)
+    result.seconds = time.perf_counter() - start
     return result
+
+
+def _files_size(paths: Sequence[Path]) -> int | None:
+    """The bytes a model takes on disk, its weights files included (None if one is gone)."""
+    try:
+        return sum(os.path.getsize(p) for p in dict.fromkeys(paths))
+    except OSError:
+        return None
 
 
 def check_names(

@@ -292,6 +292,7 @@ def lower(
             show.error(f"{output} not written (--keep-on-failure writes it anyway)")
         for warning in result.warnings:
             show.error(f"warning: {warning}")
+        show.total(result)
         _write_report(report_path, result.to_dict(), options.verify)
     sys.exit(result.exit_code)
 

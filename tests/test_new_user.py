@@ -1,0 +1,163 @@
+"""What a new user meets (issue 22): the Python API, messages, help, the summary, ``inspect``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import onnx
+import pytest
+from click.testing import CliRunner
+
+import seqlower
+from seqlower.cli.commands import cli
+from seqlower.job import LowerOptions, lower_file
+
+NEG = onnx.parser.parse_model(
+    """
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[N, 3] x) => (float[N, 3] y) { y = Neg(x) }
+    """
+)
+
+#: PyTorch's ``atleast_2d(int_tensor, float_tensor)``: one SequenceConstruct of two dtypes.
+MIXED_DTYPES = onnx.parser.parse_model(
+    """
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (int64[2] a, float[3] b) => (int64[1, 2] ya, float[1, 3] yb) {
+        s = SequenceConstruct(a, b)
+        m = SequenceMap<body = f (x) => (r) {
+            axes = Constant<value = int64[1] {0}>()
+            r = Unsqueeze(x, axes)
+        }>(s)
+        zero = Constant<value = int64 {0}>()
+        one = Constant<value = int64 {1}>()
+        ya = SequenceAt(m, zero)
+        yb = SequenceAt(m, one)
+    }
+    """
+)
+
+#: A SequenceMap over a sequence input: the default output keeps sequence ops.
+MAP_INPUT = onnx.parser.parse_model(
+    """
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (seq(float[3]) s) => (float[N, 3] y) {
+        m = SequenceMap<body = f (float[3] x) => (float[3] r) { r = Neg(x) }>(s)
+        y = ConcatFromSequence<axis = 0>(m)
+    }
+    """
+)
+
+#: A full-length reversal (one Slice) and one with lengths given at run time (GatherND).
+REVERSALS = onnx.parser.parse_model(
+    """
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[4, 2, 3] x, int64[2] lens) => (float[4, 2, 3] y) {
+        r = ReverseSequence<batch_axis = 1, time_axis = 0>(x, lens)
+        y = Neg(r)
+    }
+    """
+)
+
+
+def run(*args: Any) -> Any:
+    return CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
+
+
+def save(model: onnx.ModelProto, folder: Path, name: str = "in.onnx") -> Path:
+    path = folder / name
+    onnx.save(model, path)
+    return path
+
+
+def one_line_error(result: Any, *words: str, code: int = 2) -> str:
+    assert result.exit_code == code, result.stdout + result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("seqlower: error: "), result.stderr
+    for word in words:
+        assert word in lines[0], (word, lines[0])
+    return lines[0]
+
+
+# ------------------------------------------------------------------ 6. the Python API
+
+
+def test_lower_file_takes_str_paths(tmp_path: Path) -> None:
+    source = save(MAP_INPUT, tmp_path)
+    out = tmp_path / "out.onnx"
+    result = lower_file(str(source), str(out), LowerOptions())
+    assert result.exit_code == 0 and result.written and out.exists()
+    assert result.input == source and result.output == out
+
+
+def test_str_of_reports_is_what_the_cli_prints(tmp_path: Path) -> None:
+    source = save(MAP_INPUT, tmp_path)
+    result = lower_file(source, tmp_path / "out.onnx", LowerOptions())
+    assert result.verification is not None
+    report = str(result.verification)
+    assert report.startswith("check: outputs match") and "max abs" in report
+    assert "VerifyReport(" not in report
+    cli_run = run(source, "-o", tmp_path / "out2.onnx", "-v")
+    for line in report.splitlines():
+        assert line in cli_run.stdout, line
+    text = str(result)
+    assert "lower-sequence-map" in text and "SequenceMap" in text and "total time" in text
+    assert report in text
+
+
+# --------------------------------------------------------------------- 5. the summary
+
+
+def test_summary_shows_versions_interface_size_and_time(tmp_path: Path) -> None:
+    source = save(MAP_INPUT, tmp_path)
+    result = run(source, "-o", tmp_path / "out.onnx", "--ir-version", "9")
+    assert result.exit_code == 0, result.stderr
+    lines = result.stdout.splitlines()
+
+    def row(key: str) -> str:  # the summary's second column starts at 27
+        return next(line for line in lines if line.startswith(key + " "))[27:]
+
+    assert row("opset") == "17" and row("IR version") == "8 -> 9"
+    assert row("input s") == "seq(float)" and row("output y") == "float[N,3]"
+    assert " -> " in row("size") and "B" in row("size")
+    assert lines[-1].startswith("total time")
+    assert "max abs" not in result.stdout  # the per-output table is for -v
+    assert "max abs" in run(source, "-o", tmp_path / "out.onnx", "-v").stdout
+
+
+def test_summary_says_which_sequence_ops_remain(tmp_path: Path) -> None:
+    source = save(MAP_INPUT, tmp_path)
+    result = run(source, "-o", tmp_path / "out.onnx")
+    note = next(line for line in result.stdout.splitlines() if "still has sequence ops" in line)
+    assert "ConcatFromSequence" in note and "--sequence-free" in note
+    assert "SequenceMap" not in note  # that one was lowered
+    plain = run(save(NEG, tmp_path, "neg.onnx"), "-o", tmp_path / "neg_out.onnx")
+    assert "sequence ops" not in plain.stdout
+
+
+def test_pass_table_says_forms_in_words(tmp_path: Path) -> None:
+    source = save(REVERSALS, tmp_path)
+    result = run(source, "-o", tmp_path / "out.onnx", "--no-check")
+    assert result.exit_code == 0, result.stderr
+    line = next(x for x in result.stdout.splitlines() if x.startswith("lower-reverse-sequence"))
+    assert "1 as GatherND with an index computed at run time" in line, line
+    mapped = run(save(MAP_INPUT, tmp_path, "map.onnx"), "-o", tmp_path / "m.onnx", "--no-check")
+    assert "1 as a Loop with scan outputs" in mapped.stdout
+
+
+# -------------------------------------------------------------------- 3. the messages
+
+
+def test_mixed_element_types_name_the_cause(tmp_path: Path) -> None:
+    source = save(MIXED_DTYPES, tmp_path)
+    line = one_line_error(
+        run(source, "-o", tmp_path / "out.onnx"),
+        "SequenceConstruct",
+        "mixes element types int64 and float",
+        "--sequence-free",
+    )
+    assert "annotate" not in line
+    assert not (tmp_path / "out.onnx").exists()
+    result = run(source, "-o", tmp_path / "out.onnx", "--sequence-free")
+    assert result.exit_code == 0 and "outputs match" in result.stdout, result.stderr
