@@ -23,7 +23,6 @@ import onnx_ir as ir
 
 import seqlower.io
 from seqlower._fs import check_target
-from seqlower._graphs import all_graphs
 from seqlower.errors import (
     BadOptionError,
     CannotVerifyError,
@@ -34,7 +33,7 @@ from seqlower.errors import (
     first_line,
 )
 from seqlower.io import check_model, load_model, save_model
-from seqlower.pipeline import TimedPass, build_pipeline, pass_name, run_pipeline
+from seqlower.pipeline import PassRow, build_pipeline, op_counts, pass_rows, run_pipeline
 from seqlower.summary import ModelFacts
 
 if TYPE_CHECKING:
@@ -43,7 +42,7 @@ if TYPE_CHECKING:
 __all__ = [
     "LowerOptions",
     "LowerResult",
-    "PassRow",
+    "PassRow",  # defined in seqlower.pipeline; kept importable from here
     "check_names",
     "check_paths",
     "lower_file",
@@ -72,15 +71,6 @@ class LowerOptions:
     force_input_shape: bool = False
     sequence_free: bool = False
     unroll_inputs: Mapping[str, int] = field(default_factory=dict)
-
-
-@dataclass
-class PassRow:
-    name: str
-    op_type: str | None
-    rewritten: int | None
-    seconds: float
-    forms: dict[str, int] | None = None  # how the nodes were lowered, for passes that choose
 
 
 @dataclass
@@ -202,7 +192,7 @@ def lower_file(
     facts_before = ModelFacts.of(ir_model, _files_size(reads))
     if options.external_data is not None and target is not None:
         seqlower.io.check_external_data_name(options.external_data, target, inputs=reads)
-    before = _op_counts(ir_model) if options.count_ops else Counter()
+    before = op_counts(ir_model) if options.count_ops else Counter()
     original = _reference(ir_model, options) if options.check else None
     if original is not None:
         check_names(original, options.verify, force_input_shape=options.force_input_shape)
@@ -224,9 +214,9 @@ def lower_file(
     result = LowerResult(
         input=model,
         output=output,
-        passes=_pass_rows(pipeline.passes),
+        passes=pass_rows(pipeline.passes),
         ops_before=before,
-        ops_after=_op_counts(ir_model) if options.count_ops else Counter(),
+        ops_after=op_counts(ir_model) if options.count_ops else Counter(),
         verification=None,
         notes=notes,
         before=facts_before,
@@ -489,29 +479,3 @@ def _exit_code(report: VerifyReport) -> int:
         "cannot_verify": ExitCode.CANNOT_VERIFY,
     }
     return codes[report.status]
-
-
-def _pass_rows(passes: Any) -> list[PassRow]:
-    rows = []
-    for timed in passes:
-        inner = timed.inner if isinstance(timed, TimedPass) else timed
-        rows.append(
-            PassRow(
-                name=pass_name(timed),
-                op_type=getattr(inner, "op_type", None),
-                rewritten=getattr(inner, "rewritten", None),
-                seconds=getattr(timed, "seconds", 0.0),
-                forms=dict(getattr(inner, "forms", None) or {}) or None,
-            )
-        )
-    return rows
-
-
-def _op_counts(model: ir.Model) -> Counter[str]:
-    counts: Counter[str] = Counter()
-    for graph in all_graphs(model):
-        for node in graph:
-            counts[
-                node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}::{node.op_type}"
-            ] += 1
-    return counts

@@ -161,3 +161,82 @@ def test_mixed_element_types_name_the_cause(tmp_path: Path) -> None:
     assert not (tmp_path / "out.onnx").exists()
     result = run(source, "-o", tmp_path / "out.onnx", "--sequence-free")
     assert result.exit_code == 0 and "outputs match" in result.stdout, result.stderr
+
+
+def test_lower_with_report_gives_pass_rows_and_op_counts() -> None:
+    report = seqlower.lower_with_report(REVERSALS)
+    assert isinstance(report.model, onnx.ModelProto)
+    rows = {row.name: row for row in report.passes}
+    assert rows["lower-reverse-sequence"].rewritten == 1
+    assert rows["lower-reverse-sequence"].forms == {"computed": 1}
+    assert report.ops_before["ReverseSequence"] == 1 and report.ops_after["ReverseSequence"] == 0
+    assert report.rewritten == 1
+    assert str(report).splitlines()[0].split() == ["pass", "rewritten", "time"]
+    same = seqlower.lower(REVERSALS)
+    assert same.SerializeToString() == report.model.SerializeToString()
+
+
+def test_every_public_name_is_listed_and_importable() -> None:
+    import seqlower.errors
+
+    exceptions = [
+        name
+        for name in seqlower.errors.__all__
+        if isinstance(getattr(seqlower.errors, name), type)
+        and issubclass(getattr(seqlower.errors, name), Exception)
+    ]
+    assert "SequenceFreeError" in exceptions and "CheckLimitError" in exceptions
+    for name in [*exceptions, "lower", "verify", "lower_with_report", "lower_file"]:
+        assert name in seqlower.__all__ and name in dir(seqlower), name
+    for name in seqlower.__all__:
+        assert getattr(seqlower, name) is not None, name
+
+
+def test_docstrings_point_to_sections_that_exist() -> None:
+    import re
+
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    headings = {line.lstrip("#").strip() for line in readme.splitlines() if line.startswith("#")}
+    for function in (seqlower.lower, seqlower.lower_with_report):
+        cited = re.findall(r'README: "([^"]+)"', " ".join((function.__doc__ or "").split()))
+        assert cited, function
+        for section in cited:
+            assert section in headings, section
+
+
+# ------------------------------------------------------------------------ inspect
+
+
+def test_inspect_says_what_each_mode_would_do(tmp_path: Path) -> None:
+    source = save(MAP_INPUT, tmp_path)
+    result = run("inspect", source)
+    assert result.exit_code == 0, result.stderr
+    text = result.stdout
+    assert "SequenceMap" in text and "1 as a Loop with scan outputs" in text
+    default, free = text.split("sequence-free (--sequence-free)")
+    assert "leaves 1 ConcatFromSequence" in default and "runtimes without sequence" in default
+    assert "- graph input 's' is a sequence" in free
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.onnx"]  # nothing written
+    mixed = run("inspect", save(MIXED_DTYPES, tmp_path, "mixed.onnx")).stdout
+    default, free = mixed.split("sequence-free (--sequence-free)")
+    assert "fails: " in default and "mixes element types" in default
+    assert "leaves no sequence op" in free
+
+
+def test_inspect_scans_large_models_without_running_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    import seqlower.inspect
+
+    def no_running(*_: Any, **__: Any) -> None:
+        raise AssertionError("the passes ran")
+
+    monkeypatch.setattr(seqlower.inspect, "_run", no_running)
+    found = seqlower.inspect_model(MAP_INPUT, exact=False)
+    default, free = found.pipelines
+    assert not default.exact and default.rewritten == {"SequenceMap": 1}
+    assert default.remaining == {"ConcatFromSequence": 1}
+    assert any("graph input 's'" in blocker for blocker in free.blockers)
+    assert "scanned, not run" in str(found)
+
+
+def test_inspect_of_a_missing_file_is_one_line(tmp_path: Path) -> None:
+    one_line_error(run("inspect", tmp_path / "nope.onnx"), "no such file")

@@ -350,6 +350,27 @@ def verify_command(
     sys.exit(code)
 
 
+@cli.command("inspect", context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("model", type=click.Path(path_type=Path))
+@click.option(
+    "--exact",
+    is_flag=True,
+    help="Run the passes in memory even on a large model (by default only models of at most "
+    "1000 nodes are, in about half a second; larger ones are scanned).",
+)
+def inspect_command(model: Path, exact: bool) -> None:
+    """Say what seqlower would lower in MODEL, and what would remain or block each mode.
+
+    Nothing is written and nothing is run on a runtime.
+    """
+    show = Printer(quiet=False)
+    with _user_errors(0, show):
+        from seqlower.inspect import inspect_model
+
+        show.line(str(inspect_model(model, exact=True if exact else None)))
+    sys.exit(ExitCode.OK)
+
+
 def _same_interface(
     reference: onnx.ModelProto, candidate: onnx.ModelProto, a: Path, b: Path
 ) -> None:
