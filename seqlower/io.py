@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import glob
 import os
 import re
@@ -222,7 +223,7 @@ def save_model(
     try:
         staging = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".seqlower", dir=folder))
     except OSError as e:
-        raise OutputError(f"{path}: cannot write there ({e.strerror})") from e
+        raise OutputError(f"{path}: cannot write there ({_strerror(e)})") from e
     try:
         with folder_lock(folder):
             data_name = external_data
@@ -258,7 +259,7 @@ def save_model(
                 fresh=external_data is None,
             )
     except OSError as e:
-        raise OutputError(f"{path}: cannot write the model ({e.strerror or e})") from e
+        raise OutputError(f"{path}: cannot write the model ({_strerror(e)})") from e
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return data_name
@@ -355,6 +356,36 @@ def _stale_weights(path: Path, new_name: str | None, keep: Sequence[Path]) -> li
 def _ours(candidate: Path, path: Path) -> bool:
     middle = candidate.name[len(path.name) : -len(".data")]
     return middle == "" or re.fullmatch(r"\.[0-9a-f]{8}", middle) is not None
+
+
+def _strerror(error: OSError) -> str:
+    if error.errno == errno.EROFS:
+        return "read-only file system"
+    return error.strerror or str(error)
+
+
+def version_converter_problem(error: BaseException, current: int | None, opset: int) -> str:
+    """onnx's version converter fails with a C++ assertion naming a header; say what it means."""
+    text = str(error)
+    match = re.search(r"No Adapter From Version \$(\d+) for (\w+)", text)
+    if match:
+        since, op = match.groups()
+        return (
+            f"onnx's version converter cannot convert {op} below opset {since} "
+            f"(try --opset {since} or newer)"
+        )
+    match = re.search(r"No (?:Previous Version of|Adapter To Version \$\d+ for) (\w+)", text)
+    if match:
+        op = match.group(1)
+        if current is not None and opset < current:
+            return f"{op} does not exist at opset {opset} (the model uses it at opset {current})"
+        return f"onnx's version converter cannot convert {op} to opset {opset}"
+    match = re.search(r"must be between (\d+) and (\d+)", text)
+    if match:
+        return f"onnx {onnx.__version__} knows opsets {match.group(1)} to {match.group(2)}"
+    match = re.search(r"Assertion `.*?` failed: (.*)", text)
+    why = match.group(1) if match else first_line(error)
+    return f"onnx's version converter cannot convert this model ({why})"
 
 
 def _checker_message(error: BaseException) -> str:

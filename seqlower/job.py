@@ -30,7 +30,6 @@ from seqlower.errors import (
     InvalidModelError,
     ModelLoadError,
     OutputError,
-    first_line,
 )
 from seqlower.io import check_model, load_model, save_model
 from seqlower.pipeline import PassRow, build_pipeline, op_counts, pass_rows, run_pipeline
@@ -346,10 +345,9 @@ def restamp(model: ir.Model, *, ir_version: int | None, opset: int | None) -> li
             converted = version_converter.convert_version(proto, opset)
             onnx.checker.check_model(converted, full_check=True)
         except Exception as e:
-            raise InvalidModelError(
-                f"--opset {opset}: onnx's version converter cannot convert this model "
-                f"({first_line(e)})"
-            ) from None
+            current = model.opset_imports.get("", None)
+            problem = seqlower.io.version_converter_problem(e, current, opset)
+            raise InvalidModelError(f"--opset {opset}: {problem}") from None
         new = ir.serde.deserialize_model(converted)
         for slot in ir.Model.__slots__:
             setattr(model, slot, getattr(new, slot))

@@ -240,3 +240,74 @@ def test_inspect_scans_large_models_without_running_them(monkeypatch: pytest.Mon
 
 def test_inspect_of_a_missing_file_is_one_line(tmp_path: Path) -> None:
     one_line_error(run("inspect", tmp_path / "nope.onnx"), "no such file")
+
+
+def test_read_only_file_system_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    import seqlower._fs
+
+    class ReadOnly:
+        f_flag = os.ST_RDONLY
+
+    source = save(NEG, tmp_path)
+    out = tmp_path / "out.onnx"
+    real_access = os.access
+    monkeypatch.setattr(
+        seqlower._fs.os, "access", lambda p, mode, **kw: not mode & os.W_OK and real_access(p, mode)
+    )
+    monkeypatch.setattr(seqlower._fs.os, "statvfs", lambda _: ReadOnly())
+    line = one_line_error(run(source, "-o", out), f"cannot write {out}: read-only file system")
+    assert "permission denied" not in line
+    assert not out.exists()
+
+
+def test_opset_the_converter_cannot_reach_is_one_clear_line(tmp_path: Path) -> None:
+    model = onnx.parser.parse_model(
+        """
+        <ir_version: 8, opset_import: ["" : 17]>
+        g (float[N, 3] x) => (float[N, 3] y) { c = Cast<to = 1>(x)  y = Neg(c) }
+        """
+    )
+    source, out = save(model, tmp_path), tmp_path / "out.onnx"
+    line = one_line_error(
+        run(source, "-o", out, "--opset", "9"), "--opset 9", "Cast below opset 13", "--opset 13"
+    )
+    assert "Adapter" not in line and "Assertion" not in line and ".h:" not in line
+    one_line_error(run(source, "-o", out, "--opset", "99"), "--opset 99", "knows opsets 1 to")
+    assert not out.exists()
+
+
+def test_no_arguments_is_a_usage_error() -> None:
+    result = run()
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr.startswith("Usage: seqlower MODEL -o OUT")
+    assert result.stderr.strip().splitlines()[-1].startswith("seqlower: error: no model given")
+
+
+def test_a_second_path_suggests_o(tmp_path: Path) -> None:
+    source = save(NEG, tmp_path)
+    one_line_error(run(source, "out.onnx"), "-o out.onnx")
+    assert not (tmp_path / "out.onnx").exists()
+
+
+# ------------------------------------------------------------------------ 4. help
+
+
+def test_verify_help_lists_only_its_exit_codes() -> None:
+    text = run("help", "verify").stdout
+    assert "Exit codes:" in text and "0   the outputs match" in text
+    for lower_only in ("--keep-on-failure", "--sequence-free", "unwritable output"):
+        assert lower_only not in text.split("Exit codes:")[1], lower_only
+    assert "--keep-on-failure" in run("help", "lower").stdout.split("Exit codes:")[1]
+
+
+def test_list_passes_says_which_pipelines_run_each() -> None:
+    lines = run("--list-passes").stdout.splitlines()
+    rows = {line.split()[0]: line for line in lines if line.startswith(tuple("lfusr"))}
+    assert "default, sequence-free" in rows["lower-reverse-sequence"]
+    assert rows["lower-sequence-map"].split()[1:3] == ["default", "Replace"]
+    assert "sequence-free (twice)" in rows["fold-sequence-ops"]
+    assert "sequence-free" in rows["require-sequence-free"]
+    assert not any("docstring" in line for line in lines)
+    assert any("remove-unused-nodes" in line for line in lines)

@@ -34,7 +34,20 @@ from seqlower.job import (
     lower_file,
     save_failing_inputs,
 )
-from seqlower.passes import PASSES
+from seqlower.passes import DEFAULT_PASSES, PASSES, SEQUENCE_FREE_PASSES
+
+VERIFY_EXIT_CODES = """\b
+Exit codes:
+  0   the outputs match on every run
+  1   numerical mismatch (the failing inputs are saved beside CANDIDATE)
+  2   bad input or usage: unreadable or invalid model, models with
+      different inputs or outputs, --inputs that do not fit, bad flag
+      (one line on stderr)
+  3   cannot verify: no runtime runs REFERENCE, or the check would exceed
+      its memory or time bound
+  70  internal error in seqlower (please report it; -v shows the traceback)
+  130 interrupted (143 on SIGTERM, 129 on SIGHUP)
+"""
 
 EXIT_CODES = """\b
 Exit codes:
@@ -73,8 +86,25 @@ Examples:
   seqlower verify model.onnx lowered.onnx --rtol 1e-4 --rtol logits:1e-3 --report r.json
 
 """
-    + EXIT_CODES
+    + VERIFY_EXIT_CODES
 )
+
+
+USAGE = """\
+Usage: seqlower MODEL -o OUT [OPTIONS]
+       seqlower verify REFERENCE CANDIDATE [OPTIONS]
+       seqlower inspect MODEL
+       seqlower help [COMMAND]"""
+
+
+def _extra_argument_hint(error: click.ClickException) -> str | None:
+    """``seqlower m.onnx out.onnx``: the second path was meant as the output."""
+    ctx = getattr(error, "ctx", None)
+    match = re.fullmatch(r"Got unexpected extra argument \((.+)\)", error.format_message())
+    if match is None or ctx is None or ctx.command.name != "lower":
+        return None
+    extra = match.group(1)
+    return f"unexpected extra argument {extra}; to write the model there, give -o {extra}"
 
 
 class _Group(click.Group):
@@ -90,12 +120,14 @@ class _Group(click.Group):
     def main(self, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
         try:
             return super().main(*args, standalone_mode=False, **kwargs)
-        except click.exceptions.NoArgsIsHelpError as e:
-            click.echo(e.ctx.get_help() if e.ctx else str(e))
-            sys.exit(ExitCode.OK)
+        except click.exceptions.NoArgsIsHelpError:
+            # No arguments is a mistake (a script that lost its variables), not a help request.
+            click.echo(USAGE, err=True)
+            click.echo("seqlower: error: no model given (see seqlower --help)", err=True)
+            sys.exit(ExitCode.BAD_INPUT)
         except click.ClickException as e:
             # click's own form is three lines (usage, hint, error); the promise is one.
-            message = e.format_message().rstrip(".")
+            message = _extra_argument_hint(e) or e.format_message().rstrip(".")
             click.echo(f"seqlower: error: {message} (see seqlower --help)", err=True)
             sys.exit(ExitCode.BAD_INPUT)
         except click.exceptions.Exit as e:
@@ -110,15 +142,31 @@ def _list_passes(ctx: click.Context, _param: click.Parameter, value: bool) -> No
         return
     printer = Printer(quiet=False)
     for name, cls in PASSES.items():
-        printer.line(f"{name:24} {_plain_summary(cls.__doc__)}")
+        printer.line(f"{name:24} {_pipelines_of(name):24} {_plain_summary(cls.__doc__)}")
+    printer.line(
+        "Every pipeline then runs remove-unused-nodes and topological-sort (--no-cleanup skips "
+        "them); --passes and --skip change the pipeline."
+    )
     ctx.exit(ExitCode.OK)
 
 
+def _pipelines_of(name: str) -> str:
+    """Which pipelines run a pass: ``default``, ``sequence-free`` (twice, last), or neither."""
+    runs = []
+    if name in DEFAULT_PASSES:
+        runs.append("default")
+    count = SEQUENCE_FREE_PASSES.count(name)
+    if count or name == "require-sequence-free":
+        runs.append("sequence-free" + (" (twice)" if count > 1 else ""))
+    return ", ".join(runs) or "only with --passes"
+
+
 def _plain_summary(doc: str | None) -> str:
-    """A docstring's first sentence without reStructuredText markup."""
+    """A docstring's first sentence without reStructuredText markup or pointers elsewhere."""
     text = " ".join((doc or "").strip().split("\n\n")[0].split())
     text = re.sub(r":\w+:`~?([^`]+)`", r"\1", text).replace("``", "")
-    return text
+    text = re.sub(r" \((see the )?module docstring\)", "", text)
+    return text.split(";")[0].rstrip(".") + "."
 
 
 @click.group(
