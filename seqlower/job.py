@@ -204,7 +204,8 @@ def lower_file(
     )
     with progress("lowering"):
         run_pipeline(ir_model, pipeline)
-        notes = restamp(ir_model, ir_version=options.ir_version, opset=options.opset)
+        notes = seqlower.io.load_notes(ir_model)
+        notes += restamp(ir_model, ir_version=options.ir_version, opset=options.opset)
         # Without the check the written file is checked before it replaces anything
         # (cheaper); with it, the proto made for the runtimes is checked.
         lowered = _in_memory_proto(ir_model) if original is not None else None

@@ -311,3 +311,57 @@ def test_list_passes_says_which_pipelines_run_each() -> None:
     assert "sequence-free" in rows["require-sequence-free"]
     assert not any("docstring" in line for line in lines)
     assert any("remove-unused-nodes" in line for line in lines)
+
+
+# ------------------------------------------------- 2. what the checker alone refuses
+
+
+def without_shape(text: str, output: int = 0) -> onnx.ModelProto:
+    """A model whose output ``output`` has a tensor type with no ``shape`` field, as tf2onnx
+    writes some (the parser cannot say "no shape": ``float`` is a scalar there)."""
+    model = onnx.parser.parse_model(text)
+    model.graph.output[output].type.tensor_type.ClearField("shape")
+    return model
+
+
+TF_REVERSE_NO_SHAPE = """
+    <ir_version: 8, opset_import: ["" : 13]>
+    g (float[4, 2, 3] x, int64[2] lens) => (float "Identity:0") {
+        r = ReverseSequence<batch_axis = 1, time_axis = 0>(x, lens)
+        "Identity:0" = Identity(r)
+    }
+"""
+
+RANK_UNKNOWN = """
+    <ir_version: 8, opset_import: ["" : 13]>
+    g (float[6] x, int64[K] shape) => (float "Identity:0") {
+        r = Reshape(x, shape)
+        "Identity:0" = Identity(r)
+    }
+"""
+
+
+def test_missing_shape_of_known_rank_is_repaired_with_a_note(tmp_path: Path) -> None:
+    model = without_shape(TF_REVERSE_NO_SHAPE)
+    with pytest.raises(onnx.checker.ValidationError, match="'shape' of 'type' is required"):
+        onnx.checker.check_model(model)
+    source, out = save(model, tmp_path), tmp_path / "out.onnx"
+    for flags in ([], ["--sequence-free"]):
+        result = run(source, "-o", out, *flags)
+        assert result.exit_code == 0, result.stderr
+        assert "note: graph output 'Identity:0' declared no shape" in result.stdout
+        assert "rank 3" in result.stdout and "outputs match" in result.stdout
+        written = onnx.load(out)
+        onnx.checker.check_model(written, full_check=True)
+        dims = written.graph.output[0].type.tensor_type.shape.dim
+        assert len(dims) == 3 and not any(d.HasField("dim_value") for d in dims)
+    assert seqlower.lower(source).graph.output[0].type.tensor_type.HasField("shape")
+
+
+def test_missing_shape_of_unknown_rank_names_the_value(tmp_path: Path) -> None:
+    source = save(without_shape(RANK_UNKNOWN), tmp_path)
+    line = one_line_error(
+        run(source, "-o", tmp_path / "out.onnx"), "graph output 'Identity:0'", "rank"
+    )
+    assert "required but missing" not in line
+    assert not (tmp_path / "out.onnx").exists()
