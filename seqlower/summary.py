@@ -30,10 +30,10 @@ __all__ = [
 #: The forms a lowering pass records (``PassRow.forms``), in words a reader needs no legend for.
 FORM_WORDS = {
     "slice": "as one Slice (lengths proven full)",
-    "computed": "as GatherND with an index computed at run time",
+    "computed": "as a GatherND with its index computed at run time",
     "rows": "as a row Gather (opset 10)",
-    "scan": "as a Loop with scan outputs (static shapes)",
-    "carried": "as a Loop over a carried sequence",
+    "scan": "as a Loop stacking scan outputs",
+    "carried": "as a Loop carrying a sequence",
 }
 
 
@@ -53,8 +53,8 @@ def size(nbytes: int) -> str:
 
 
 def describe_forms(forms: dict[str, int]) -> str:
-    """``{"slice": 2, "computed": 1}`` as ``2 as one Slice (...), 1 as GatherND ...``."""
-    return ", ".join(f"{n} {FORM_WORDS.get(form, form)}" for form, n in sorted(forms.items()))
+    """``{"slice": 2, "computed": 1}`` as ``1 as a GatherND ...; 2 as one Slice (...)``."""
+    return "; ".join(f"{n} {FORM_WORDS.get(form, form)}" for form, n in sorted(forms.items()))
 
 
 def pass_lines(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -111,8 +112,13 @@ def test_str_of_reports_is_what_the_cli_prints(tmp_path: Path) -> None:
 
 def test_summary_shows_versions_interface_size_and_time(tmp_path: Path) -> None:
     source = save(MAP_INPUT, tmp_path)
-    result = run(source, "-o", tmp_path / "out.onnx", "--ir-version", "9")
+    report = tmp_path / "r.json"
+    result = run(source, "-o", tmp_path / "out.onnx", "--ir-version", "9", "--report", report)
     assert result.exit_code == 0, result.stderr
+    data = json.loads(report.read_text())
+    assert data["model"]["before"]["ir_version"] == 8 and data["model"]["after"]["ir_version"] == 9
+    assert data["model"]["after"]["nbytes"] == (tmp_path / "out.onnx").stat().st_size
+    assert data["seconds"] > 0
     lines = result.stdout.splitlines()
 
     def row(key: str) -> str:  # the summary's second column starts at 27
@@ -141,9 +147,9 @@ def test_pass_table_says_forms_in_words(tmp_path: Path) -> None:
     result = run(source, "-o", tmp_path / "out.onnx", "--no-check")
     assert result.exit_code == 0, result.stderr
     line = next(x for x in result.stdout.splitlines() if x.startswith("lower-reverse-sequence"))
-    assert "1 as GatherND with an index computed at run time" in line, line
+    assert "1 as a GatherND with its index computed at run time" in line, line
     mapped = run(save(MAP_INPUT, tmp_path, "map.onnx"), "-o", tmp_path / "m.onnx", "--no-check")
-    assert "1 as a Loop with scan outputs" in mapped.stdout
+    assert "(1 as a Loop stacking scan outputs)" in mapped.stdout
 
 
 # -------------------------------------------------------------------- 3. the messages
@@ -212,7 +218,7 @@ def test_inspect_says_what_each_mode_would_do(tmp_path: Path) -> None:
     result = run("inspect", source)
     assert result.exit_code == 0, result.stderr
     text = result.stdout
-    assert "SequenceMap" in text and "1 as a Loop with scan outputs" in text
+    assert "SequenceMap" in text and "1 as a Loop stacking scan outputs" in text
     default, free = text.split("sequence-free (--sequence-free)")
     assert "leaves 1 ConcatFromSequence" in default and "runtimes without sequence" in default
     assert "- graph input 's' is a sequence" in free
