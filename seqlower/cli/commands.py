@@ -189,6 +189,10 @@ def cli() -> None:
     Run `seqlower MODEL -o OUT` (the `lower` command) for the main job: every SequenceMap
     becomes a Loop, every ReverseSequence primitive ops; the result is checked numerically
     against MODEL and written only if it matches.
+
+    The default output may still hold sequence ops (SequenceAt, SequenceInsert, ...), which
+    onnxruntime runs; for runtimes without them (OpenVINO, tract, TensorRT, ...) add
+    --sequence-free. `seqlower inspect MODEL` says what each mode would do, running nothing.
     """
 
 
@@ -295,7 +299,11 @@ def lower(
     quiet: bool,
     **check: Any,
 ) -> None:
-    """Lower MODEL, check it against MODEL, write OUT."""
+    """Lower MODEL, check it against MODEL, write OUT.
+
+    Sequence ops other than SequenceMap stay unless --sequence-free (for runtimes without
+    sequence support); the summary names any that remain.
+    """
     _configure_logging(verbose)
     if output is None and not dry_run:
         raise click.UsageError("missing option '-o' / '--output' (or give --dry-run)")
@@ -403,13 +411,13 @@ def verify_command(
 @click.option(
     "--exact",
     is_flag=True,
-    help="Run the passes in memory even on a large model (by default only models of at most "
-    "1000 nodes are, in about half a second; larger ones are scanned).",
+    help="Run the passes in memory on a model of any size (seconds per 10k nodes).",
 )
 def inspect_command(model: Path, exact: bool) -> None:
-    """Say what seqlower would lower in MODEL, and what would remain or block each mode.
+    """Say what each mode would lower in MODEL, leave, or be blocked by.
 
-    Nothing is written and nothing is run on a runtime.
+    Nothing is written and nothing is run on a runtime: up to 1000 nodes the passes run in
+    memory (no check), larger models are scanned.
     """
     show = Printer(quiet=False)
     with _user_errors(0, show):
