@@ -22,6 +22,10 @@ from pathlib import Path
 import onnx
 
 from seqlower.errors import ModelLoadError, SeqlowerError, SequenceFreeError, first_line
+from seqlower.passes._sequences import SEQUENCE_OPS
+
+#: What a runtime without sequence support refuses, in a stable order.
+_SEQUENCE_OPS = tuple(sorted(SEQUENCE_OPS))
 
 __all__ = ["EXACT_LIMIT", "PIPELINES", "Inspection", "PipelineView", "inspect_model"]
 
@@ -34,19 +38,6 @@ EXACT_LIMIT = 1000  # about 0.5 s for both pipelines
 #: Blockers listed per pipeline (a model that repeats one pattern repeats its blockers).
 MAX_BLOCKERS = 20
 
-#: What a runtime without sequence support refuses (as ``passes._sequences.SEQUENCE_OPS``,
-#: repeated here so a scan needs no onnx_ir import).
-_SEQUENCE_OPS = (
-    "ConcatFromSequence",
-    "SequenceAt",
-    "SequenceConstruct",
-    "SequenceEmpty",
-    "SequenceErase",
-    "SequenceInsert",
-    "SequenceLength",
-    "SequenceMap",
-    "SplitToSequence",
-)
 #: The ops the default pipeline lowers.
 _LOWERED = ("ReverseSequence", "SequenceMap")
 
@@ -101,7 +92,7 @@ class Inspection:
             if view.remaining:
                 left = ", ".join(f"{n} {op}" for op, n in sorted(view.remaining.items()))
                 lines.append(f"  leaves {left}: runtimes without sequence support refuse these")
-            elif not view.blockers and not view.error:
+            elif view.exact and not view.blockers and not view.error:
                 lines.append("  leaves no sequence op")
             lines += [f"  note: {note}" for note in view.notes]
             if view.error:
@@ -229,10 +220,12 @@ def _scan(
                     + (" (--unroll-input NAME=K makes it K tensors)" if kind == "input" else "")
                 )
     if any(counts[op] for op in _SEQUENCE_OPS):
-        view.error = (
-            f"not run on a model of over {EXACT_LIMIT} nodes; whether every sequence op folds "
-            "away is known only by running: seqlower MODEL --sequence-free --dry-run --no-check"
+        view.notes.append(
+            f"not run (over {EXACT_LIMIT} nodes): whether every sequence op folds away is known "
+            "only by running the passes (seqlower inspect --exact MODEL)"
         )
+    elif not view.blockers:
+        view.notes.append("no sequence op in the model: nothing can block it")
     return view
 
 

@@ -8,7 +8,7 @@ colour and picks the stream. Nothing here imports click, onnx or onnx_ir.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -197,7 +197,3 @@ def verdict_lines(
     if verbose:
         lines += [f"  note: {problem}" for problem in report.input_problems]
     return lines
-
-
-def join(lines: Iterable[str]) -> str:
-    return "\n".join(lines)
