@@ -351,16 +351,27 @@ class LowerReport(Generic[M]):
 def lower_with_report(
     model: onnx.ModelProto | str | os.PathLike[str],
     passes: Sequence[PassSpec] | None = ...,
-    **options: Any,
+    *,
+    cleanup: bool = ...,
+    sequence_free: bool = ...,
+    unroll_inputs: Mapping[str, int] | None = ...,
 ) -> LowerReport[onnx.ModelProto]: ...
 @overload
 def lower_with_report(
-    model: ir.Model, passes: Sequence[PassSpec] | None = ..., **options: Any
+    model: ir.Model,
+    passes: Sequence[PassSpec] | None = ...,
+    *,
+    cleanup: bool = ...,
+    sequence_free: bool = ...,
+    unroll_inputs: Mapping[str, int] | None = ...,
 ) -> LowerReport[ir.Model]: ...
 def lower_with_report(
     model: onnx.ModelProto | ir.Model | str | os.PathLike[str],
     passes: Sequence[PassSpec] | None = None,
-    **options: Any,
+    *,
+    cleanup: bool = True,
+    sequence_free: bool = False,
+    unroll_inputs: Mapping[str, int] | None = None,
 ) -> LowerReport[Any]:
     """:func:`lower` (same arguments, same result in ``.model``), reporting what it did.
 
@@ -368,7 +379,13 @@ def lower_with_report(
     chosen), ``report.ops_before``/``ops_after`` the op counts of every scope (README:
     "Python API").
     """
-    pipeline = build_pipeline(passes, timed=True, **options)
+    pipeline = build_pipeline(
+        passes,
+        cleanup=cleanup,
+        timed=True,
+        sequence_free=sequence_free,
+        unroll_inputs=unroll_inputs,
+    )
     counts: list[Counter[str]] = []
     with gc_paused():
         lowered = _lower(model, pipeline, counts)

@@ -180,6 +180,12 @@ def test_lower_with_report_gives_pass_rows_and_op_counts() -> None:
     assert str(report).splitlines()[0].split() == ["pass", "rewritten", "time"]
     same = seqlower.lower(REVERSALS)
     assert same.SerializeToString() == report.model.SerializeToString()
+    import onnx_ir as ir
+
+    ir_model = ir.serde.deserialize_model(MIXED_DTYPES)
+    freed = seqlower.lower_with_report(ir_model, sequence_free=True)
+    assert freed.model is ir_model and freed.ops_after["SequenceConstruct"] == 0
+    assert "require-sequence-free" in [row.name for row in freed.passes]
 
 
 def test_every_public_name_is_listed_and_importable() -> None:
