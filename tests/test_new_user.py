@@ -155,8 +155,38 @@ def test_pass_table_says_forms_in_words(tmp_path: Path) -> None:
 # -------------------------------------------------------------------- 3. the messages
 
 
-def test_mixed_element_types_name_the_cause(tmp_path: Path) -> None:
-    source = save(MIXED_DTYPES, tmp_path)
+def torch_atleast_2d_mixed() -> onnx.ModelProto:
+    """``torch.atleast_2d(int64_tensor, float_tensor)`` with torch_lib's real map body."""
+    from onnx import TensorProto, helper
+
+    from tests.torch_lib_cases import body
+
+    nodes = [
+        helper.make_node("SequenceConstruct", ["a", "b"], ["seq"]),
+        helper.make_node("SequenceMap", ["seq"], ["mapped"], body=body(2)),
+    ]
+    for k in range(2):
+        position = helper.make_tensor(f"i{k}", TensorProto.INT64, [], [k])
+        nodes.append(helper.make_node("Constant", [], [f"i{k}"], value=position))
+        nodes.append(helper.make_node("SequenceAt", ["mapped", f"i{k}"], [f"y{k}"]))
+    graph = helper.make_graph(
+        nodes,
+        "atleast_2d",
+        [
+            helper.make_tensor_value_info("a", TensorProto.INT64, [3]),
+            helper.make_tensor_value_info("b", TensorProto.FLOAT, [2, 2]),
+        ],
+        [
+            helper.make_tensor_value_info("y0", TensorProto.INT64, [1, 3]),
+            helper.make_tensor_value_info("y1", TensorProto.FLOAT, [2, 2]),
+        ],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=8)
+
+
+@pytest.mark.parametrize("build", [lambda: MIXED_DTYPES, torch_atleast_2d_mixed])
+def test_mixed_element_types_name_the_cause(tmp_path: Path, build: Any) -> None:
+    source = save(build(), tmp_path)
     line = one_line_error(
         run(source, "-o", tmp_path / "out.onnx"),
         "SequenceConstruct",
