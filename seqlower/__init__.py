@@ -4,6 +4,12 @@
 >>> lowered = seqlower.lower("model.onnx")  # doctest: +SKIP
 >>> seqlower.verify("model.onnx", lowered).ok  # doctest: +SKIP
 True
+>>> print(seqlower.lower_with_report("model.onnx"))  # doctest: +SKIP
+pass                       rewritten       time
+...
+
+Every name below is listed by ``dir(seqlower)``; the heavy ones (onnx, onnx_ir, onnxruntime)
+load on first use.
 """
 
 from __future__ import annotations
@@ -12,42 +18,70 @@ from typing import TYPE_CHECKING, Any
 
 from seqlower._version import __version__
 from seqlower.errors import (
+    BadOptionError,
+    CannotVerifyError,
+    CheckLimitError,
+    ExitCode,
     InvalidModelError,
     InvalidNodeError,
     ModelLoadError,
     OutputError,
     SeqlowerError,
+    SequenceFreeError,
 )
 
 if TYPE_CHECKING:
-    from seqlower.pipeline import build_pipeline, lower
-    from seqlower.verification import CheckOptions, VerifyReport, verify
+    from seqlower.inspect import inspect_model
+    from seqlower.job import LowerOptions, LowerResult, lower_file
+    from seqlower.pipeline import LowerReport, PassRow, build_pipeline, lower, lower_with_report
+    from seqlower.verification import CheckOptions, Tolerances, VerifyReport, verify
+
+#: The lazily loaded names, by module: onnx and onnx_ir take half a second, onnxruntime more,
+#: and the command line must be able to handle Ctrl-C before them.
+_LAZY = {
+    "seqlower.pipeline": ("LowerReport", "PassRow", "build_pipeline", "lower", "lower_with_report"),
+    "seqlower.verification": ("CheckOptions", "Tolerances", "VerifyReport", "verify"),
+    "seqlower.job": ("LowerOptions", "LowerResult", "lower_file"),
+    "seqlower.inspect": ("inspect_model",),
+}
 
 
 def __getattr__(name: str) -> Any:
-    # The heavy modules load on first use, not with the package: onnx and onnx_ir take half a
-    # second, onnxruntime more, and the command line must be able to handle Ctrl-C before them.
-    if name in ("lower", "build_pipeline"):
-        from seqlower import pipeline
+    import importlib
 
-        return getattr(pipeline, name)
-    if name in ("verify", "VerifyReport", "CheckOptions"):
-        from seqlower import verification
-
-        return getattr(verification, name)
+    for module, names in _LAZY.items():
+        if name in names:
+            return getattr(importlib.import_module(module), name)
     raise AttributeError(f"module 'seqlower' has no attribute {name!r}")
 
 
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
+
 __all__ = [
+    "BadOptionError",
+    "CannotVerifyError",
+    "CheckLimitError",
     "CheckOptions",
+    "ExitCode",
     "InvalidModelError",
     "InvalidNodeError",
+    "LowerOptions",
+    "LowerReport",
+    "LowerResult",
     "ModelLoadError",
     "OutputError",
+    "PassRow",
     "SeqlowerError",
+    "SequenceFreeError",
+    "Tolerances",
     "VerifyReport",
     "__version__",
     "build_pipeline",
+    "inspect_model",
     "lower",
+    "lower_file",
+    "lower_with_report",
     "verify",
 ]

@@ -34,6 +34,14 @@ __all__ = [
 COMMIT_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
+def read_only(folder: Path) -> bool:
+    """Whether ``folder`` is on a file system mounted read-only (permissions cannot help)."""
+    try:
+        return bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
 def check_target(path: Path, flag: str) -> None:
     """Raise OutputError unless ``path`` can be replaced by a new regular file.
 
@@ -58,6 +66,8 @@ def check_target(path: Path, flag: str) -> None:
     if not folder.is_dir():
         raise OutputError(f"{flag} {text}: the directory {folder} does not exist")
     if not os.access(folder, os.W_OK | os.X_OK):
+        if read_only(folder):
+            raise OutputError(f"{flag} {text}: cannot write {text}: read-only file system")
         raise OutputError(f"{flag} {text}: cannot write in {folder} (permission denied)")
 
 

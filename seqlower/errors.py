@@ -63,13 +63,17 @@ class InvalidNodeError(InvalidModelError):
 
 
 class SequenceFreeError(InvalidModelError):
-    """The model cannot be made sequence-free; ``blockers`` says what stops it, one entry each."""
+    """The model cannot be made sequence-free; ``blockers`` says what stops it, one entry each.
+
+    The message lists them one per line: a model can have dozens, each a sentence long.
+    """
 
     def __init__(self, blockers: list[str]) -> None:
         self.blockers = blockers
         super().__init__(
             f"cannot make the model sequence-free ({len(blockers)} blocker"
-            f"{'s' if len(blockers) != 1 else ''}): " + "; ".join(blockers)
+            f"{'s' if len(blockers) != 1 else ''}):"
+            + "".join(f"\n  - {blocker}" for blocker in blockers)
         )
 
 

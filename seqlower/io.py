@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import glob
 import os
 import re
@@ -58,20 +59,117 @@ def load_model(path: str | os.PathLike[str], *, check: bool = True) -> ir.Model:
         raise ModelLoadError(f"{path}: not a readable ONNX model ({first_line(e)})") from e
     if not proto.HasField("graph"):
         raise ModelLoadError(f"{path}: not an ONNX model (it holds no graph)")
+    notes: list[str] = []
     if check:
         try:
             onnx.checker.check_model(str(path))
         except Exception as e:
-            raise InvalidModelError(f"{path} is not valid ONNX: {_checker_message(e)}") from e
+            if _MISSING_SHAPE not in str(e):
+                raise InvalidModelError(f"{path} is not valid ONNX: {_checker_message(e)}") from e
+            notes = repair_missing_shapes(proto, str(path))
+            try:
+                onnx.checker.check_model(_without_external_initializers(proto))
+            except Exception as again:
+                message = _checker_message(again)
+                raise InvalidModelError(f"{path} is not valid ONNX: {message}") from again
     try:
         model = ir.serde.deserialize_model(proto)
     except Exception as e:
         raise InvalidModelError(f"{path}: not a valid ONNX model ({_root_message(e)})") from e
     check_names_and_dims(model, str(path))
+    model.meta[LOAD_NOTES] = notes
     # Relative external-data locations are relative to the model file, as onnx_ir.load does.
     ir.external_data.set_base_dir(model.graph, path.parent)
     check_external_data(model, path)
     return model
+
+
+#: ``model.meta`` key: what :func:`load_model` repaired, for the run's notes.
+LOAD_NOTES = "seqlower.load_notes"
+
+_MISSING_SHAPE = "Field 'shape' of 'type' is required but missing"
+
+
+def load_notes(model: ir.Model) -> list[str]:
+    """What :func:`load_model` repaired in ``model`` (empty when nothing)."""
+    return list(model.meta.get(LOAD_NOTES) or [])
+
+
+def repair_missing_shapes(proto: onnx.ModelProto, path: str) -> list[str]:
+    """Give a tensor type without a ``shape`` an unknown-dims shape of its known rank.
+
+    ONNX's checker requires the field on the main graph's inputs, outputs and value_info
+    (tf2onnx omits it on some outputs); runtimes take the value as of unknown shape. Only the
+    rank is filled in, from an initializer of the same name or from ONNX's shape inference, so
+    nothing is guessed. Raises InvalidModelError naming the value when its rank is unknown.
+    Returns one note per repaired value.
+    """
+    graph = proto.graph
+    kinds = [("graph input", graph.input), ("graph output", graph.output)]
+    kinds.append(("value_info", graph.value_info))
+    missing = [
+        (kind, value)
+        for kind, values in kinds
+        for value in values
+        if value.type.HasField("tensor_type") and not value.type.tensor_type.HasField("shape")
+    ]
+    ranks = {t.name: len(t.dims) for t in graph.initializer}
+    if any(value.name not in ranks for _, value in missing):
+        ranks.update({k: v for k, v in _inferred_ranks(proto).items() if k not in ranks})
+    notes = []
+    for kind, value in missing:
+        rank = ranks.get(value.name)
+        if rank is None:
+            raise InvalidModelError(
+                f"{path} is not valid ONNX: {kind} '{value.name}' has a tensor type without a "
+                "shape (ONNX requires one in the main graph), and its rank cannot be told; "
+                "declare its shape (dimensions may be unknown)"
+            )
+        shape = value.type.tensor_type.shape
+        for _ in range(rank):
+            shape.dim.add()
+        notes.append(
+            f"{kind} '{value.name}' declared no shape (ONNX requires one): given rank {rank} "
+            "with unknown dimensions, as shape inference found"
+        )
+    return notes
+
+
+def _without_external_initializers(proto: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy to check in memory: the checker cannot find external files without the model's
+    path, so external initializers become inputs of their type (their files are checked by
+    :func:`seqlower._external.check_external_data` anyway)."""
+    if not any(t.data_location == onnx.TensorProto.EXTERNAL for t in proto.graph.initializer):
+        return proto
+    copy = onnx.ModelProto()
+    copy.CopyFrom(proto)
+    graph = copy.graph
+    inputs = {value.name for value in graph.input}
+    kept = []
+    for tensor in graph.initializer:
+        if tensor.data_location != onnx.TensorProto.EXTERNAL:
+            kept.append(tensor)
+        elif tensor.name not in inputs:
+            graph.input.append(
+                onnx.helper.make_tensor_value_info(tensor.name, tensor.data_type, tensor.dims)
+            )
+    del graph.initializer[:]
+    graph.initializer.extend(kept)
+    return copy
+
+
+def _inferred_ranks(proto: onnx.ModelProto) -> dict[str, int]:
+    """The rank ONNX's shape inference finds for each main-graph value (where it finds one)."""
+    try:
+        inferred = onnx.shape_inference.infer_shapes(proto, strict_mode=False)
+    except Exception:
+        return {}
+    graph = inferred.graph
+    return {
+        value.name: len(value.type.tensor_type.shape.dim)
+        for value in [*graph.value_info, *graph.output, *graph.input]
+        if value.type.HasField("tensor_type") and value.type.tensor_type.HasField("shape")
+    }
 
 
 #: Protobuf reads at most 100 levels of nested messages; each subgraph takes three or more.
@@ -222,7 +320,7 @@ def save_model(
     try:
         staging = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".seqlower", dir=folder))
     except OSError as e:
-        raise OutputError(f"{path}: cannot write there ({e.strerror})") from e
+        raise OutputError(f"{path}: cannot write there ({_strerror(e)})") from e
     try:
         with folder_lock(folder):
             data_name = external_data
@@ -258,7 +356,7 @@ def save_model(
                 fresh=external_data is None,
             )
     except OSError as e:
-        raise OutputError(f"{path}: cannot write the model ({e.strerror or e})") from e
+        raise OutputError(f"{path}: cannot write the model ({_strerror(e)})") from e
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return data_name
@@ -355,6 +453,36 @@ def _stale_weights(path: Path, new_name: str | None, keep: Sequence[Path]) -> li
 def _ours(candidate: Path, path: Path) -> bool:
     middle = candidate.name[len(path.name) : -len(".data")]
     return middle == "" or re.fullmatch(r"\.[0-9a-f]{8}", middle) is not None
+
+
+def _strerror(error: OSError) -> str:
+    if error.errno == errno.EROFS:
+        return "read-only file system"
+    return error.strerror or str(error)
+
+
+def version_converter_problem(error: BaseException, current: int | None, opset: int) -> str:
+    """onnx's version converter fails with a C++ assertion naming a header; say what it means."""
+    text = str(error)
+    match = re.search(r"No Adapter From Version \$(\d+) for (\w+)", text)
+    if match:
+        since, op = match.groups()
+        return (
+            f"onnx's version converter cannot convert {op} below opset {since} "
+            f"(try --opset {since} or newer)"
+        )
+    match = re.search(r"No (?:Previous Version of|Adapter To Version \$\d+ for) (\w+)", text)
+    if match:
+        op = match.group(1)
+        if current is not None and opset < current:
+            return f"{op} does not exist at opset {opset} (the model uses it at opset {current})"
+        return f"onnx's version converter cannot convert {op} to opset {opset}"
+    match = re.search(r"must be between (\d+) and (\d+)", text)
+    if match:
+        return f"onnx {onnx.__version__} knows opsets {match.group(1)} to {match.group(2)}"
+    match = re.search(r"Assertion `.*?` failed: (.*)", text)
+    why = match.group(1) if match else first_line(error)
+    return f"onnx's version converter cannot convert this model ({why})"
 
 
 def _checker_message(error: BaseException) -> str:

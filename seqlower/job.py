@@ -11,6 +11,7 @@ import contextlib
 import os
 import shutil
 import tempfile
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -22,7 +23,6 @@ import onnx_ir as ir
 
 import seqlower.io
 from seqlower._fs import check_target
-from seqlower._graphs import all_graphs
 from seqlower.errors import (
     BadOptionError,
     CannotVerifyError,
@@ -30,10 +30,10 @@ from seqlower.errors import (
     InvalidModelError,
     ModelLoadError,
     OutputError,
-    first_line,
 )
 from seqlower.io import check_model, load_model, save_model
-from seqlower.pipeline import TimedPass, build_pipeline, pass_name, run_pipeline
+from seqlower.pipeline import PassRow, build_pipeline, op_counts, pass_rows, run_pipeline
+from seqlower.summary import ModelFacts
 
 if TYPE_CHECKING:
     from seqlower.verification import VerifyReport
@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 __all__ = [
     "LowerOptions",
     "LowerResult",
-    "PassRow",
+    "PassRow",  # defined in seqlower.pipeline; kept importable from here
     "check_names",
     "check_paths",
     "lower_file",
@@ -73,15 +73,6 @@ class LowerOptions:
 
 
 @dataclass
-class PassRow:
-    name: str
-    op_type: str | None
-    rewritten: int | None
-    seconds: float
-    forms: dict[str, int] | None = None  # how the nodes were lowered, for passes that choose
-
-
-@dataclass
 class LowerResult:
     """What a run did; ``exit_code`` is the command line's (see :class:`ExitCode`)."""
 
@@ -97,6 +88,21 @@ class LowerResult:
     notes: list[str] = field(default_factory=list)  # what was done besides lowering
     warnings: list[str] = field(default_factory=list)  # what the user should act on
     exit_code: int = ExitCode.OK
+    before: ModelFacts | None = None  # opset, IR version, interface, size of MODEL
+    after: ModelFacts | None = None  # the same for OUT (its size once written)
+    seconds: float = 0.0  # the whole run
+
+    def __str__(self) -> str:
+        """The summary ``seqlower MODEL -o OUT -v`` prints (tables, facts, the check)."""
+        from seqlower.summary import facts_lines, pass_lines, seconds, verdict_lines
+
+        lines = pass_lines(self.passes, self.ops_before, self.ops_after, verbose=1)
+        if self.before is not None:
+            lines += facts_lines(self.before, self.after, verbose=1)
+        if self.verification is not None:
+            lines += verdict_lines(self.verification, verbose=1)
+        lines.append(f"{'total time':26} {seconds(self.seconds)}")
+        return "\n".join(lines)
 
     @property
     def lowered_anything(self) -> bool:
@@ -114,6 +120,11 @@ class LowerResult:
             "notes": self.notes,
             "warnings": self.warnings,
             "failing_inputs": None if self.failing_inputs is None else str(self.failing_inputs),
+            "model": {
+                "before": None if self.before is None else self.before.__dict__,
+                "after": None if self.after is None else self.after.__dict__,
+            },
+            "seconds": self.seconds,
             "verification": None if self.verification is None else self.verification.to_dict(),
         }
 
@@ -150,8 +161,8 @@ def check_paths(
 
 
 def lower_file(
-    model: Path,
-    output: Path | None,
+    model: str | os.PathLike[str],
+    output: str | os.PathLike[str] | None,
     options: LowerOptions,
     *,
     progress: Progress = _no_progress,
@@ -161,8 +172,11 @@ def lower_file(
 
     Raises :class:`seqlower.SeqlowerError` for anything the user can fix; a mismatch or an
     impossible check is not an error but a result (``exit_code`` 1 or 3, OUT not written unless
-    ``keep_on_failure``). ``output`` may be None only with ``dry_run``.
+    ``keep_on_failure``). ``output`` may be None only with ``dry_run``. Paths may be ``str``.
     """
+    start = time.perf_counter()
+    model = Path(model)
+    output = None if output is None else Path(output)
     if output is None and not options.dry_run:
         raise OutputError("no output given (-o OUT), and not a dry run")
     target = None if options.dry_run else output
@@ -174,9 +188,10 @@ def lower_file(
     reads = [model, *(Path(p) for p in seqlower.io.external_locations(ir_model))]
     in_place = output is not None and os.path.realpath(output) == os.path.realpath(model)
     keep = [model] if in_place else reads
+    facts_before = ModelFacts.of(ir_model, _files_size(reads))
     if options.external_data is not None and target is not None:
         seqlower.io.check_external_data_name(options.external_data, target, inputs=reads)
-    before = _op_counts(ir_model) if options.count_ops else Counter()
+    before = op_counts(ir_model) if options.count_ops else Counter()
     original = _reference(ir_model, options) if options.check else None
     if original is not None:
         check_names(original, options.verify, force_input_shape=options.force_input_shape)
@@ -189,7 +204,8 @@ def lower_file(
     )
     with progress("lowering"):
         run_pipeline(ir_model, pipeline)
-        notes = restamp(ir_model, ir_version=options.ir_version, opset=options.opset)
+        notes = seqlower.io.load_notes(ir_model)
+        notes += restamp(ir_model, ir_version=options.ir_version, opset=options.opset)
         # Without the check the written file is checked before it replaces anything
         # (cheaper); with it, the proto made for the runtimes is checked.
         lowered = _in_memory_proto(ir_model) if original is not None else None
@@ -198,11 +214,13 @@ def lower_file(
     result = LowerResult(
         input=model,
         output=output,
-        passes=_pass_rows(pipeline.passes),
+        passes=pass_rows(pipeline.passes),
         ops_before=before,
-        ops_after=_op_counts(ir_model) if options.count_ops else Counter(),
+        ops_after=op_counts(ir_model) if options.count_ops else Counter(),
         verification=None,
         notes=notes,
+        before=facts_before,
+        after=ModelFacts.of(ir_model),
     )
     if original is not None and lowered is not None:
         with progress("checking"):
@@ -219,6 +237,7 @@ def lower_file(
                     f"failing inputs not saved: {output}.failing-inputs is not a folder"
                 )
     if options.dry_run or not (result.exit_code == ExitCode.OK or options.keep_on_failure):
+        result.seconds = time.perf_counter() - start
         return result
     assert output is not None
     with progress(f"writing {output}"):
@@ -231,7 +250,21 @@ def lower_file(
         )
     result.written = True
     result.warnings += _runtime_notes(ir_model)
+    if result.after is not None:
+        written = [output] + (
+            [] if result.external_data is None else [output.parent / result.external_data]
+        )
+        result.after.nbytes = _files_size(written)
+    result.seconds = time.perf_counter() - start
     return result
+
+
+def _files_size(paths: Sequence[Path]) -> int | None:
+    """The bytes a model takes on disk, its weights files included (None if one is gone)."""
+    try:
+        return sum(os.path.getsize(p) for p in dict.fromkeys(paths))
+    except OSError:
+        return None
 
 
 def check_names(
@@ -313,10 +346,9 @@ def restamp(model: ir.Model, *, ir_version: int | None, opset: int | None) -> li
             converted = version_converter.convert_version(proto, opset)
             onnx.checker.check_model(converted, full_check=True)
         except Exception as e:
-            raise InvalidModelError(
-                f"--opset {opset}: onnx's version converter cannot convert this model "
-                f"({first_line(e)})"
-            ) from None
+            current = model.opset_imports.get("", None)
+            problem = seqlower.io.version_converter_problem(e, current, opset)
+            raise InvalidModelError(f"--opset {opset}: {problem}") from None
         new = ir.serde.deserialize_model(converted)
         for slot in ir.Model.__slots__:
             setattr(model, slot, getattr(new, slot))
@@ -446,29 +478,3 @@ def _exit_code(report: VerifyReport) -> int:
         "cannot_verify": ExitCode.CANNOT_VERIFY,
     }
     return codes[report.status]
-
-
-def _pass_rows(passes: Any) -> list[PassRow]:
-    rows = []
-    for timed in passes:
-        inner = timed.inner if isinstance(timed, TimedPass) else timed
-        rows.append(
-            PassRow(
-                name=pass_name(timed),
-                op_type=getattr(inner, "op_type", None),
-                rewritten=getattr(inner, "rewritten", None),
-                seconds=getattr(timed, "seconds", 0.0),
-                forms=dict(getattr(inner, "forms", None) or {}) or None,
-            )
-        )
-    return rows
-
-
-def _op_counts(model: ir.Model) -> Counter[str]:
-    counts: Counter[str] = Counter()
-    for graph in all_graphs(model):
-        for node in graph:
-            counts[
-                node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}::{node.op_type}"
-            ] += 1
-    return counts

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import os
 import time
+from collections import Counter
 from collections.abc import Mapping, Sequence
-from typing import overload
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar, overload
 
 import onnx
 import onnx_ir as ir
 from onnx_ir.passes.common import RemoveUnusedNodesPass, TopologicalSortPass
 
 from seqlower._gc import gc_paused
-from seqlower._graphs import subgraphs_of
+from seqlower._graphs import all_graphs, subgraphs_of
 from seqlower.errors import InvalidModelError, SeqlowerError
 from seqlower.io import check_names_and_dims, load_model, self_contained_proto
 from seqlower.passes import (
@@ -25,11 +27,16 @@ from seqlower.passes import (
 from seqlower.passes.unroll_inputs import UnrollInputs
 
 __all__ = [
+    "LowerReport",
+    "PassRow",
     "SortIfNeeded",
     "TimedPass",
     "build_pipeline",
     "lower",
+    "lower_with_report",
+    "op_counts",
     "pass_name",
+    "pass_rows",
     "run_pipeline",
 ]
 
@@ -215,9 +222,11 @@ def lower(
     ``passes`` picks lowering passes by name (see ``seqlower.passes.PASSES``) or instance;
     ``cleanup=False`` skips dead-node removal and sorting, leaving all else as it was.
     ``sequence_free=True`` returns a model with no sequence op or sequence-typed value, or
-    raises :class:`seqlower.errors.SequenceFreeError` naming every blocker (README: "Deploying
-    to runtimes without sequences"). ``unroll_inputs={"NAME": K}`` replaces the sequence
+    raises :class:`seqlower.errors.SequenceFreeError` naming every blocker (README: "Which
+    mode for which runtime"). ``unroll_inputs={"NAME": K}`` replaces the sequence
     input NAME by K tensor inputs ``NAME_0``..``NAME_{K-1}`` (a new interface, so only on request).
+    :func:`lower_with_report` does the same and also says what each pass did (README: "Python
+    API").
     """
     pipeline = build_pipeline(
         passes, cleanup=cleanup, sequence_free=sequence_free, unroll_inputs=unroll_inputs
@@ -227,8 +236,20 @@ def lower(
 
 
 def _lower(
-    model: onnx.ModelProto | ir.Model | str | os.PathLike[str], pipeline: ir.passes.PassManager
+    model: onnx.ModelProto | ir.Model | str | os.PathLike[str],
+    pipeline: ir.passes.PassManager,
+    counts: list[Counter[str]] | None = None,
 ) -> onnx.ModelProto | ir.Model:
+    """``counts``, when given, gets the op counts before and after the passes."""
+
+    def run(ir_model: ir.Model) -> ir.Model:
+        if counts is not None:
+            counts.append(op_counts(ir_model))
+        run_pipeline(ir_model, pipeline)
+        if counts is not None:
+            counts.append(op_counts(ir_model))
+        return ir_model
+
     if isinstance(model, ir.Model):
         # All or nothing: a later pass may fail after an earlier one changed the model, so a
         # copy is kept and put back (every slot of the Model object) when any pass fails.
@@ -239,7 +260,7 @@ def _lower(
                 raise InvalidModelError(TOO_DEEP_TO_WALK) from None
             raise
         try:
-            return run_pipeline(model, pipeline).model
+            return run(model)
         except BaseException:
             for slot in ir.Model.__slots__:
                 setattr(model, slot, getattr(backup, slot))
@@ -252,9 +273,120 @@ def _lower(
         check_names_and_dims(ir_model)
     elif isinstance(model, (str, os.PathLike)):
         ir_model = load_model(model)
-        run_pipeline(ir_model, pipeline)
+        run(ir_model)
         # Like onnx.load, return a self-contained proto: external weights read into it.
         return self_contained_proto(ir_model, may_modify=True)
     else:
         raise TypeError(f"lower() takes a ModelProto, an onnx_ir.Model or a path, not {model!r}")
-    return ir.serde.serialize_model(run_pipeline(ir_model, pipeline).model)
+    return ir.serde.serialize_model(run(ir_model))
+
+
+@dataclass
+class PassRow:
+    """One pass of a run: nodes it rewrote (None for the cleanup), time, forms chosen."""
+
+    name: str
+    op_type: str | None
+    rewritten: int | None
+    seconds: float
+    forms: dict[str, int] | None = None  # how the nodes were lowered, for passes that choose
+
+
+def pass_rows(passes: Sequence[ir.passes.PassBase]) -> list[PassRow]:
+    """The rows of a pipeline's passes after a run (timings when built with ``timed``)."""
+    rows = []
+    for timed in passes:
+        inner = timed.inner if isinstance(timed, TimedPass) else timed
+        rows.append(
+            PassRow(
+                name=pass_name(timed),
+                op_type=getattr(inner, "op_type", None),
+                rewritten=getattr(inner, "rewritten", None),
+                seconds=getattr(timed, "seconds", 0.0),
+                forms=dict(getattr(inner, "forms", None) or {}) or None,
+            )
+        )
+    return rows
+
+
+def op_counts(model: ir.Model) -> Counter[str]:
+    """How many nodes of each op type the model holds, in every scope (``domain::Op`` outside
+    the default domain)."""
+    counts: Counter[str] = Counter()
+    for graph in all_graphs(model):
+        for node in graph:
+            counts[
+                node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}::{node.op_type}"
+            ] += 1
+    return counts
+
+
+M = TypeVar("M", onnx.ModelProto, ir.Model)
+
+
+@dataclass
+class LowerReport(Generic[M]):
+    """What :func:`lower_with_report` returns: the lowered model and what each pass did.
+
+    ``str(report)`` is the pass and op tables ``seqlower MODEL -o OUT -v`` prints.
+    """
+
+    model: M
+    passes: list[PassRow]
+    ops_before: Counter[str]
+    ops_after: Counter[str]
+
+    @property
+    def rewritten(self) -> int:
+        """Nodes rewritten by all passes together."""
+        return sum(row.rewritten or 0 for row in self.passes)
+
+    def __str__(self) -> str:
+        from seqlower.summary import pass_lines
+
+        return "\n".join(pass_lines(self.passes, self.ops_before, self.ops_after, verbose=1))
+
+
+@overload
+def lower_with_report(
+    model: onnx.ModelProto | str | os.PathLike[str],
+    passes: Sequence[PassSpec] | None = ...,
+    *,
+    cleanup: bool = ...,
+    sequence_free: bool = ...,
+    unroll_inputs: Mapping[str, int] | None = ...,
+) -> LowerReport[onnx.ModelProto]: ...
+@overload
+def lower_with_report(
+    model: ir.Model,
+    passes: Sequence[PassSpec] | None = ...,
+    *,
+    cleanup: bool = ...,
+    sequence_free: bool = ...,
+    unroll_inputs: Mapping[str, int] | None = ...,
+) -> LowerReport[ir.Model]: ...
+def lower_with_report(
+    model: onnx.ModelProto | ir.Model | str | os.PathLike[str],
+    passes: Sequence[PassSpec] | None = None,
+    *,
+    cleanup: bool = True,
+    sequence_free: bool = False,
+    unroll_inputs: Mapping[str, int] | None = None,
+) -> LowerReport[Any]:
+    """:func:`lower` (same arguments, same result in ``.model``), reporting what it did.
+
+    ``report.passes`` holds one :class:`PassRow` per pass (nodes rewritten, seconds, forms
+    chosen), ``report.ops_before``/``ops_after`` the op counts of every scope (README:
+    "Python API").
+    """
+    pipeline = build_pipeline(
+        passes,
+        cleanup=cleanup,
+        timed=True,
+        sequence_free=sequence_free,
+        unroll_inputs=unroll_inputs,
+    )
+    counts: list[Counter[str]] = []
+    with gc_paused():
+        lowered = _lower(model, pipeline, counts)
+    return LowerReport(lowered, pass_rows(pipeline.passes), counts[0], counts[1])

@@ -268,8 +268,10 @@ def test_blockers_are_named(text: str, words: list[str], tmp_path: Path) -> None
     result = CliRunner().invoke(cli, [str(source), "-o", str(target), "--sequence-free"])
     assert result.exit_code == 2, result.stderr
     lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("seqlower: error: cannot make the model")
-    assert all(word in lines[0] for word in words)
+    assert lines[0].startswith("seqlower: error: cannot make the model")
+    assert f"({len(caught.value.blockers)} blocker" in lines[0]
+    assert [line.removeprefix("  - ") for line in lines[1:]] == caught.value.blockers
+    assert all(word in result.stderr for word in words)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.onnx"]
 
 

@@ -35,7 +35,20 @@ from seqlower.job import (
     lower_file,
     save_failing_inputs,
 )
-from seqlower.passes import PASSES
+from seqlower.passes import DEFAULT_PASSES, PASSES, SEQUENCE_FREE_PASSES
+
+VERIFY_EXIT_CODES = """\b
+Exit codes:
+  0   the outputs match on every run
+  1   numerical mismatch (the failing inputs are saved beside CANDIDATE)
+  2   bad input or usage: unreadable or invalid model, models with
+      different inputs or outputs, --inputs that do not fit, bad flag
+      (one line on stderr)
+  3   cannot verify: no runtime runs REFERENCE, or the check would exceed
+      its memory or time bound
+  70  internal error in seqlower (please report it; -v shows the traceback)
+  130 interrupted (143 on SIGTERM, 129 on SIGHUP)
+"""
 
 EXIT_CODES = """\b
 Exit codes:
@@ -74,8 +87,25 @@ Examples:
   seqlower verify model.onnx lowered.onnx --rtol 1e-4 --rtol logits:1e-3 --report r.json
 
 """
-    + EXIT_CODES
+    + VERIFY_EXIT_CODES
 )
+
+
+USAGE = """\
+Usage: seqlower MODEL -o OUT [OPTIONS]
+       seqlower verify REFERENCE CANDIDATE [OPTIONS]
+       seqlower inspect MODEL
+       seqlower help [COMMAND]"""
+
+
+def _extra_argument_hint(error: click.ClickException) -> str | None:
+    """``seqlower m.onnx out.onnx``: the second path was meant as the output."""
+    ctx = getattr(error, "ctx", None)
+    match = re.fullmatch(r"Got unexpected extra argument \((.+)\)", error.format_message())
+    if match is None or ctx is None or ctx.command.name != "lower":
+        return None
+    extra = match.group(1)
+    return f"unexpected extra argument {extra}; to write the model there, give -o {extra}"
 
 
 class _Group(click.Group):
@@ -91,12 +121,14 @@ class _Group(click.Group):
     def main(self, *args: Any, **kwargs: Any) -> Any:
         try:
             return super().main(*args, standalone_mode=False, **kwargs)  # type: ignore[call-overload]
-        except click.exceptions.NoArgsIsHelpError as e:
-            click.echo(e.ctx.get_help() if e.ctx else str(e))
-            sys.exit(ExitCode.OK)
+        except click.exceptions.NoArgsIsHelpError:
+            # No arguments is a mistake (a script that lost its variables), not a help request.
+            click.echo(USAGE, err=True)
+            click.echo("seqlower: error: no model given (see seqlower --help)", err=True)
+            sys.exit(ExitCode.BAD_INPUT)
         except click.ClickException as e:
             # click's own form is three lines (usage, hint, error); the promise is one.
-            message = e.format_message().rstrip(".")
+            message = _extra_argument_hint(e) or e.format_message().rstrip(".")
             click.echo(f"seqlower: error: {message} (see seqlower --help)", err=True)
             sys.exit(ExitCode.BAD_INPUT)
         except click.exceptions.Exit as e:
@@ -111,7 +143,11 @@ def _list_passes(ctx: click.Context, _param: click.Parameter, value: bool) -> No
         return
     printer = Printer(quiet=False)
     for name, cls in PASSES.items():
-        printer.line(f"{name:24} {_plain_summary(cls.__doc__)}")
+        printer.line(f"{name:24} {_pipelines_of(name):24} {_plain_summary(cls.__doc__)}")
+    printer.line(
+        "Every pipeline then runs remove-unused-nodes and topological-sort (--no-cleanup skips "
+        "them); --passes and --skip change the pipeline."
+    )
     ctx.exit(ExitCode.OK)
 
 
@@ -127,11 +163,23 @@ def _show_version(ctx: click.Context, _param: click.Parameter, value: bool) -> N
     ctx.exit(ExitCode.OK)
 
 
+def _pipelines_of(name: str) -> str:
+    """Which pipelines run a pass: ``default``, ``sequence-free`` (twice, last), or neither."""
+    runs = []
+    if name in DEFAULT_PASSES:
+        runs.append("default")
+    count = SEQUENCE_FREE_PASSES.count(name)
+    if count or name == "require-sequence-free":
+        runs.append("sequence-free" + (" (twice)" if count > 1 else ""))
+    return ", ".join(runs) or "only with --passes"
+
+
 def _plain_summary(doc: str | None) -> str:
-    """A docstring's first sentence without reStructuredText markup."""
+    """A docstring's first sentence without reStructuredText markup or pointers elsewhere."""
     text = " ".join((doc or "").strip().split("\n\n")[0].split())
     text = re.sub(r":\w+:`~?([^`]+)`", r"\1", text).replace("``", "")
-    return text
+    text = re.sub(r" \((see the )?module docstring\)", "", text)
+    return text.split(";")[0].rstrip(".") + "."
 
 
 @click.group(
@@ -161,6 +209,10 @@ def cli() -> None:
     Run `seqlower MODEL -o OUT` (the `lower` command) for the main job: every SequenceMap
     becomes a Loop, every ReverseSequence primitive ops; the result is checked numerically
     against MODEL and written only if it matches.
+
+    The default output may still hold sequence ops (SequenceAt, SequenceInsert, ...), which
+    onnxruntime runs; for runtimes without them (OpenVINO, tract, TensorRT, ...) add
+    --sequence-free. `seqlower inspect MODEL` says what each mode would do, running nothing.
     """
 
 
@@ -267,7 +319,11 @@ def lower(
     quiet: bool,
     **check: Any,
 ) -> None:
-    """Lower MODEL, check it against MODEL, write OUT."""
+    """Lower MODEL, check it against MODEL, write OUT.
+
+    Sequence ops other than SequenceMap stay unless --sequence-free (for runtimes without
+    sequence support); the summary names any that remain.
+    """
     _configure_logging(verbose)
     if output is None and not dry_run:
         raise click.UsageError("missing option '-o' / '--output' (or give --dry-run)")
@@ -312,6 +368,7 @@ def lower(
             show.error(f"{output} not written (--keep-on-failure writes it anyway)")
         for warning in result.warnings:
             show.error(f"warning: {warning}")
+        show.total(result)
         _write_report(report_path, result.to_dict(), options.verify)
     sys.exit(result.exit_code)
 
@@ -367,6 +424,27 @@ def verify_command(
                 _tell_repro(show, folder, repro, check)
         _write_report(report_path, {**data, "verification": report.to_dict()}, options)
     sys.exit(code)
+
+
+@cli.command("inspect", context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("model", type=click.Path(path_type=Path))
+@click.option(
+    "--exact",
+    is_flag=True,
+    help="Run the passes in memory on a model of any size (seconds per 10k nodes).",
+)
+def inspect_command(model: Path, exact: bool) -> None:
+    """Say what each mode would lower in MODEL, leave, or be blocked by.
+
+    Nothing is written and nothing is run on a runtime: up to 1000 nodes the passes run in
+    memory (no check), larger models are scanned.
+    """
+    show = Printer(quiet=False)
+    with _user_errors(0, show):
+        from seqlower.inspect import inspect_model
+
+        show.line(str(inspect_model(model, exact=True if exact else None)))
+    sys.exit(ExitCode.OK)
 
 
 def _same_interface(

@@ -13,16 +13,19 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from seqlower.summary import (
+    facts_lines,
+    pass_lines,
+    remaining_sequence_lines,
+    seconds,
+    verdict_lines,
+)
+
 if TYPE_CHECKING:
-    from seqlower.job import LowerResult, PassRow
+    from seqlower.job import LowerResult
     from seqlower.verification import VerifyReport
 
 __all__ = ["Printer", "seconds"]
-
-
-def seconds(value: float) -> str:
-    """A duration as people read it: milliseconds below a second, seconds above."""
-    return f"{value * 1e3:.1f}ms" if value < 1 else f"{value:.1f}s"
 
 
 class Printer:
@@ -90,66 +93,33 @@ class Printer:
             return
         for note in result.notes:
             self.line(f"note: {note}")
+        remaining = remaining_sequence_lines(result.ops_after)
         if not result.lowered_anything and not verbose:
             lowered = sorted({row.op_type for row in result.passes if row.op_type})
             self.line(f"nothing to lower: no {' or '.join(lowered)} in the model")
+            for line in remaining:
+                self.line(line)
             return
-        self.line(f"{'pass':26} {'rewritten':>9} {'time':>10}")
-        for row in result.passes:
-            self.line(_pass_line(row))
-        before, after = result.ops_before, result.ops_after
-        ops = sorted(set(before) | set(after))
-        shown = [op for op in ops if verbose or before[op] != after[op]]
-        if shown:
-            self.line(f"{'op':26} {'before':>9} {'after':>10}")
-            for op in shown:
-                self.line(f"{op:26} {before[op]:>9} {after[op]:>10}")
+        lines = pass_lines(result.passes, result.ops_before, result.ops_after, verbose=verbose)
+        if result.before is not None:
+            lines += facts_lines(result.before, result.after, verbose=verbose)
+        for line in lines + remaining:
+            self.line(line)
+
+    def total(self, result: LowerResult) -> None:
+        """The whole run's time, last (onnxslim prints it so too)."""
+        if not self.quiet and result.seconds:
+            self.line(f"{'total time':26} {seconds(result.seconds)}")
 
     def verdict(self, report: VerifyReport, verbose: int) -> None:
-        err = not report.ok
         if report.ok and self.quiet:
             return
-        label, colour = {
-            "equivalent": ("outputs match", "green"),
-            "mismatch": ("MISMATCH", "red"),
-        }.get(report.status, ("cannot verify", "yellow"))
-        oracles = ", ".join(f"{k}: {v}" for k, v in report.oracles.items())
-        styled = click.style(label, fg=colour, bold=True)
-        reason = report.reason
-        if report.ok and reason.startswith("all outputs match"):
-            reason = reason[len("all outputs match") :].strip()
-        text = f"check: {styled}" + (f"{' ' if report.ok else ': '}{reason}" if reason else "")
-        self.line(text + (f" ({oracles})" if oracles else ""), err=err, always=True)
-        rows: dict[str, list[float]] = {}
-        for run in report.runs:
-            if run.error:
-                self.line(f"  run {run.index}: {run.error}", err=err, always=True)
-            for o in run.outputs:
-                row = rows.setdefault(o.name, [0.0, 0.0, 0, 0])
-                row[0], row[1] = max(row[0], o.max_abs), max(row[1], o.max_rel)
-                row[2] += o.mismatches
-                row[3] += o.elements
-        if rows and (verbose or not report.ok):
-            header = f"  {'output':24} {'max abs':>12} {'max rel':>12} {'mismatches':>14}"
-            self.line(header, err=err, always=True)
-            for name, (max_abs, max_rel, bad, total) in rows.items():
-                count = f"{bad}/{total}"
-                self.line(
-                    f"  {name:24} {max_abs:>12.4g} {max_rel:>12.4g} {count:>14}",
-                    err=err,
-                    always=True,
-                )
-        if verbose:
-            for problem in report.input_problems:
-                self.line(f"  note: {problem}", err=err, always=True)
 
+        def style(label: str, colour: str) -> str:
+            return click.style(label, fg=colour, bold=True)
 
-def _pass_line(row: PassRow) -> str:
-    rewritten = "" if row.rewritten is None else str(row.rewritten)
-    line = f"{row.name:26} {rewritten:>9} {seconds(row.seconds):>10}"
-    if row.forms:
-        line += "   (" + ", ".join(f"{n} {form}" for form, n in sorted(row.forms.items())) + ")"
-    return line
+        for line in verdict_lines(report, verbose=verbose, style=style):
+            self.line(line, err=not report.ok, always=True)
 
 
 def _isatty(stream: Any) -> bool:

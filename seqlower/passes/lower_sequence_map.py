@@ -53,7 +53,8 @@ class _Plan:
 
 
 class LowerSequenceMap(NodeLoweringPass):
-    """Replace every ``SequenceMap`` with an equivalent ``Loop`` (see the module docstring)."""
+    """Replace every ``SequenceMap`` with an equivalent ``Loop`` (see the module docstring);
+    the count of each form chosen (``scan``, ``carried``) is in :attr:`forms` after a run."""
 
     op_type = "SequenceMap"
 
@@ -61,6 +62,11 @@ class LowerSequenceMap(NodeLoweringPass):
         """``stack_static``: use scan outputs when every body output's shape is static."""
         super().__init__()
         self.stack_static = stack_static
+        self.forms: dict[str, int] = {}
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        self.forms = {}
+        return super().call(model)
 
     def plan(self, site: Site, types: TypeOracle) -> _Plan:
         node = site.node
@@ -94,6 +100,8 @@ class LowerSequenceMap(NodeLoweringPass):
         node, body = plan.node, plan.body
         graph = node.graph
         assert graph is not None
+        form = "carried" if plan.static_shapes is None else "scan"
+        self.forms[form] = self.forms.get(form, 0) + 1
         base = node.name or "SequenceMap"
         results = list(body.outputs)
         outer_inputs: list[ir.Value] = list(node.inputs)  # type: ignore[arg-type]
@@ -278,11 +286,40 @@ def _output_dtype(node: ir.Node, body: ir.Graph, j: int, types: TypeOracle) -> i
         dtype = element_dtype(candidate)
         if dtype is not None:
             return dtype
+    mixed = _mixed_construct(node, types)
+    if mixed is not None:
+        raise InvalidNodeError(
+            node,
+            f"output {j} '{node.outputs[j].name}' has no one element type: {mixed} (a sequence "
+            "holds one element type); rerun with --sequence-free, which unrolls the map over "
+            "the elements",
+        )
     raise InvalidNodeError(
         node,
         f"the element type of output {j} '{node.outputs[j].name}' is unknown: the body output "
         f"'{result.name}' has no type and shape inference found none; annotate its type",
     )
+
+
+def _mixed_construct(node: ir.Node, types: TypeOracle) -> str | None:
+    """Why the map has no element type when an input sequence is built from tensors of
+    different types (PyTorch's ``atleast_2d(int_tensor, float_tensor)`` exports so)."""
+    for value in node.inputs:
+        producer = None if value is None else value.producer()
+        if producer is None or producer.op_type != "SequenceConstruct":
+            continue
+        names = []
+        for element in producer.inputs:
+            dtype = None if element is None else element_dtype(types.type_of(element))
+            if dtype is not None and dtype.name.lower() not in names:
+                names.append(dtype.name.lower())
+        if len(names) > 1:
+            assert value is not None
+            return (
+                f"its input '{value.name}' comes from a SequenceConstruct that mixes element "
+                f"types {' and '.join(names)}"
+            )
+    return None
 
 
 def _element_type_of(sequence: ir.Value) -> ir.TensorType | None:

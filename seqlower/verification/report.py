@@ -72,6 +72,12 @@ class VerifyReport:
     def ok(self) -> bool:
         return self.status == "equivalent"
 
+    def __str__(self) -> str:
+        """The verdict and the per-output table, as ``seqlower ... -v`` prints them."""
+        from seqlower.summary import verdict_lines
+
+        return "\n".join(verdict_lines(self, verbose=1))
+
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
         data.pop("failing_inputs")

@@ -1,0 +1,199 @@
+"""What seqlower prints after a run, as plain text.
+
+The command line and Python callers see the same words: ``str(VerifyReport)``,
+``str(LowerResult)`` and ``str(LowerReport)`` are built here, and ``cli/output.py`` only adds
+colour and picks the stream. Nothing here imports click, onnx or onnx_ir.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from seqlower.verification import VerifyReport
+
+__all__ = [
+    "FORM_WORDS",
+    "ModelFacts",
+    "describe_forms",
+    "facts_lines",
+    "pass_lines",
+    "remaining_sequence_lines",
+    "seconds",
+    "size",
+    "verdict_lines",
+]
+
+#: The forms a lowering pass records (``PassRow.forms``), in words a reader needs no legend for.
+FORM_WORDS = {
+    "slice": "as one Slice (lengths proven full)",
+    "computed": "as a GatherND with its index computed at run time",
+    "rows": "as a row Gather (opset 10)",
+    "scan": "as a Loop stacking scan outputs",
+    "carried": "as a Loop carrying a sequence",
+}
+
+
+def seconds(value: float) -> str:
+    """A duration as people read it: milliseconds below a second, seconds above."""
+    return f"{value * 1e3:.1f}ms" if value < 1 else f"{value:.1f}s"
+
+
+def size(nbytes: int) -> str:
+    """A file size as people read it (powers of 1024)."""
+    value = float(nbytes)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{int(value)} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
+def describe_forms(forms: dict[str, int]) -> str:
+    """``{"slice": 2, "computed": 1}`` as ``1 as a GatherND ...; 2 as one Slice (...)``."""
+    return "; ".join(f"{n} {FORM_WORDS.get(form, form)}" for form, n in sorted(forms.items()))
+
+
+def pass_lines(
+    passes: Sequence[Any], before: Counter[str], after: Counter[str], *, verbose: int = 0
+) -> list[str]:
+    """The pass table (``PassRow``-like rows) and the op table (changed ops; all with -v)."""
+    lines = [f"{'pass':26} {'rewritten':>9} {'time':>10}"]
+    for row in passes:
+        rewritten = "" if row.rewritten is None else str(row.rewritten)
+        line = f"{row.name:26} {rewritten:>9} {seconds(row.seconds):>10}"
+        if row.forms:
+            line += f"   ({describe_forms(row.forms)})"
+        lines.append(line)
+    shown = [op for op in sorted(set(before) | set(after)) if verbose or before[op] != after[op]]
+    if shown:
+        lines.append(f"{'op':26} {'before':>9} {'after':>10}")
+        lines += [f"{op:26} {before[op]:>9} {after[op]:>10}" for op in shown]
+    return lines
+
+
+def remaining_sequence_lines(ops_after: Counter[str]) -> list[str]:
+    """When sequence ops are left, which ones, and what to use for runtimes without them."""
+    from seqlower.passes._sequences import SEQUENCE_OPS
+
+    left = [f"{ops_after[op]} {op}" for op in sorted(SEQUENCE_OPS) if ops_after.get(op)]
+    if not left:
+        return []
+    return [
+        f"note: the output still has sequence ops ({', '.join(left)}); runtimes without "
+        "sequence support (OpenVINO, tract, TensorRT, ...) need --sequence-free"
+    ]
+
+
+@dataclass
+class ModelFacts:
+    """What the summary says about one model: versions, interface, size on disk."""
+
+    ir_version: int
+    opset: int | None
+    inputs: list[tuple[str, str]]  # (name, "float32[N,3]")
+    outputs: list[tuple[str, str]]
+    nbytes: int | None = None  # the file and its weights files; None when not on disk
+
+    @classmethod
+    def of(cls, model: Any, nbytes: int | None = None) -> ModelFacts:
+        """The facts of an ``onnx_ir.Model`` (initializers are not inputs)."""
+        graph = model.graph
+        inputs = [v for v in graph.inputs if not v.is_initializer()]
+        return cls(
+            ir_version=model.ir_version,
+            opset=model.opset_imports.get("", None),
+            inputs=[(str(v.name), type_text(v)) for v in inputs],
+            outputs=[(str(v.name), type_text(v)) for v in graph.outputs],
+            nbytes=nbytes,
+        )
+
+
+def type_text(value: Any) -> str:
+    """A value's type as ``float32[N,3]``, ``seq(int64)`` or ``?`` (an onnx_ir value)."""
+    import onnx_ir as ir
+
+    type_ = value.type
+    if isinstance(type_, ir.SequenceType):
+        element = type_.elem_type
+        inner = element.dtype.name.lower() if isinstance(element, ir.TensorType) else "?"
+        return f"seq({inner})"
+    if type_ is not None and not isinstance(type_, ir.TensorType):
+        return str(type_)
+    dtype = "?" if type_ is None else type_.dtype.name.lower()
+    shape = value.shape
+    if shape is None:
+        return f"{dtype}[rank ?]"
+    dims = ["?" if getattr(d, "value", d) is None else str(d) for d in shape.dims]
+    return f"{dtype}[{','.join(dims)}]"
+
+
+#: Inputs or outputs listed in the summary without -v.
+MAX_LISTED = 8
+
+
+def facts_lines(before: ModelFacts, after: ModelFacts | None, *, verbose: int = 0) -> list[str]:
+    """onnxslim-like facts: opset, IR version, inputs, outputs, size before -> after."""
+
+    def pair(a: object, b: object) -> str:
+        return f"{a}" if b is None or a == b else f"{a} -> {b}"
+
+    lines = [
+        f"{'opset':26} {pair(before.opset, after and after.opset)}",
+        f"{'IR version':26} {pair(before.ir_version, after and after.ir_version)}",
+    ]
+    for kind, old, new in (
+        ("input", before.inputs, after.inputs if after else []),
+        ("output", before.outputs, after.outputs if after else []),
+    ):
+        known, changed = dict(old), dict(new)
+        rows = [f"{kind} {name}".ljust(26) + f" {pair(t, changed.get(name))}" for name, t in old]
+        rows += [f"{kind} {name}".ljust(26) + f" (new) {t}" for name, t in new if name not in known]
+        if len(rows) > MAX_LISTED and not verbose:
+            rows = [*rows[:MAX_LISTED], f"... and {len(rows) - MAX_LISTED} more {kind}s (-v)"]
+        lines += rows
+    if before.nbytes is not None:
+        new_size = None if after is None or after.nbytes is None else size(after.nbytes)
+        lines.append(f"{'size':26} {pair(size(before.nbytes), new_size)}")
+    return lines
+
+
+def verdict_lines(
+    report: VerifyReport,
+    *,
+    verbose: int = 0,
+    style: Callable[[str, str], str] | None = None,
+) -> list[str]:
+    """The check's verdict line, per-run errors, the per-output table (with -v or on failure),
+    and notes on redrawn inputs (with -v). ``style(label, colour)`` may colour the verdict."""
+    label, colour = {
+        "equivalent": ("outputs match", "green"),
+        "mismatch": ("MISMATCH", "red"),
+    }.get(report.status, ("cannot verify", "yellow"))
+    styled = style(label, colour) if style is not None else label
+    oracles = ", ".join(f"{k}: {v}" for k, v in report.oracles.items())
+    reason = report.reason
+    if report.ok and reason.startswith("all outputs match"):
+        reason = reason[len("all outputs match") :].strip()
+    text = f"check: {styled}" + (f"{' ' if report.ok else ': '}{reason}" if reason else "")
+    lines = [text + (f" ({oracles})" if oracles else "")]
+    rows: dict[str, list[float]] = {}
+    for run in report.runs:
+        if run.error:
+            lines.append(f"  run {run.index}: {run.error}")
+        for o in run.outputs:
+            row = rows.setdefault(o.name, [0.0, 0.0, 0, 0])
+            row[0], row[1] = max(row[0], o.max_abs), max(row[1], o.max_rel)
+            row[2] += o.mismatches
+            row[3] += o.elements
+    if rows and (verbose or not report.ok):
+        lines.append(f"  {'output':24} {'max abs':>12} {'max rel':>12} {'mismatches':>14}")
+        for name, (max_abs, max_rel, bad, total) in rows.items():
+            count = f"{bad}/{total}"
+            lines.append(f"  {name:24} {max_abs:>12.4g} {max_rel:>12.4g} {count:>14}")
+    if verbose:
+        lines += [f"  note: {problem}" for problem in report.input_problems]
+    return lines
