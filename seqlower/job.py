@@ -70,6 +70,9 @@ class LowerOptions:
     force_input_shape: bool = False
     sequence_free: bool = False
     unroll_inputs: Mapping[str, int] = field(default_factory=dict)
+    #: Runtimes (names in ``seqlower.verification.oracles.TARGETS``) the lowered model is also
+    #: run and compared on; the same as ``verify["targets"]``, which it extends.
+    targets: tuple[str, ...] = ()
 
 
 @dataclass
@@ -167,6 +170,7 @@ def lower_file(
         raise OutputError("no output given (-o OUT), and not a dry run")
     target = None if options.dry_run else output
     check_paths(model, target, options.external_data, None, _inputs_path(options))
+    targets = _targets(options)
     with progress(f"reading {model}"):
         ir_model = load_model(model)
     # The files this run reads: never overwritten, never removed as stale weights (unless OUT
@@ -208,8 +212,11 @@ def lower_file(
         with progress("checking"):
             from seqlower.verification import verify  # imports onnxruntime: only when checking
 
-            extra = {} if on_run is None else {"on_run": on_run}  # run k of n, for progress
-            report = verify(original, lowered, **options.verify, **extra)
+            extra: dict[str, Any] = {"targets": targets}
+            if on_run is not None:
+                extra["on_run"] = on_run  # run k of n, for progress
+            given = {k: v for k, v in options.verify.items() if k != "targets"}
+            report = verify(original, lowered, **given, **extra)
         result.verification = report
         result.exit_code = _exit_code(report)
         if result.exit_code == ExitCode.MISMATCH and output is not None and not options.dry_run:
@@ -294,7 +301,22 @@ def _dims(type_proto: onnx.TypeProto) -> list[Any]:
 
 def _inputs_path(options: LowerOptions) -> Path | None:
     inputs = options.verify.get("inputs")
+    expected = options.verify.get("expected")
+    if isinstance(expected, (str, os.PathLike)) and not Path(expected).exists():
+        raise ModelLoadError(f"--expected {expected}: no such file or folder")
     return Path(inputs) if isinstance(inputs, (str, os.PathLike)) else None
+
+
+def _targets(options: LowerOptions) -> tuple[str, ...]:
+    """The target runtimes asked for, each known and installed (exit 2 before any work)."""
+    names = tuple(dict.fromkeys((*options.targets, *options.verify.get("targets", ()))))
+    if names and not options.check:
+        raise BadOptionError(f"--target {names[0]}: proving on a target needs the check")
+    from seqlower.verification.oracles import load_target
+
+    for name in names:
+        load_target(name)
+    return names
 
 
 def restamp(model: ir.Model, *, ir_version: int | None, opset: int | None) -> list[str]:

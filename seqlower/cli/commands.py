@@ -315,6 +315,8 @@ def verify_command(
         report_path = check["report_path"]
         check_paths(reference, None, None, report_path)
         check_paths(candidate, None, None, None, check["inputs_path"])
+        if check["expected_path"] is not None:
+            check_paths(None, None, None, None, check["expected_path"])
         protos = []
         for path in (reference, candidate):
             with show.step(f"reading {path}"):

@@ -120,6 +120,9 @@ class Printer:
             reason = reason[len("all outputs match") :].strip()
         text = f"check: {styled}" + (f"{' ' if report.ok else ': '}{reason}" if reason else "")
         self.line(text + (f" ({oracles})" if oracles else ""), err=err, always=True)
+        for extra in [*report.targets.values(), report.expected]:
+            if extra and extra not in reason:  # --target and --expected, one line each
+                self.line(f"check: {extra}", err=err, always=True)
         rows: dict[str, list[float]] = {}
         for run in report.runs:
             if run.error:

@@ -191,9 +191,10 @@ def verify(
     reference_runner, candidate_runner = (bounded(r, deadline, limit) for r in pair)
     oracles = {"reference": reference_runner.name, "candidate": candidate_runner.name}
     on_targets: list[Runner] = []
-    for target in targets:
+    for name, target in zip(options.targets, targets, strict=True):
         try:
             on_targets.append(bounded(target.load(candidate_proto), deadline, limit))
+            oracles[f"target {name}"] = on_targets[-1].name
         except Exception as e:
             return report(
                 "mismatch",
@@ -201,8 +202,6 @@ def verify(
                 oracles=oracles,
                 input_problems=problems,
             )
-    for runner in on_targets:
-        oracles[f"target {runner.name.split()[0]}"] = runner.name
 
     output_names = [o.name for o in reference_proto.graph.output]
     names = [s.name for s in input_specs(reference_proto)]
@@ -244,12 +243,13 @@ def verify(
         )
         run.attempts = attempts
         runs.append(run)
+        failed = False  # on a target or against the framework's outputs
         for runner in on_targets:
             on_target, _ = _compare_run(
                 index, feeds, expected, runner, output_names, options.tolerances
             )
             target_runs[runner.name].append(on_target)
-            run.ok = run.ok and on_target.ok
+            failed = failed or not on_target.ok
         if expected_outputs is not None and actual is not None:
             framework = _compare_expected(
                 index,
@@ -259,8 +259,8 @@ def verify(
                 options,
             )
             expected_runs.append(framework)
-            run.ok = run.ok and framework.ok
-        if not run.ok and failing is None:
+            failed = failed or not framework.ok
+        if (failed or not run.ok) and failing is None:
             failing = feeds
     extra = {
         "runs": runs,
@@ -275,19 +275,13 @@ def verify(
     if not runs:
         return report("cannot_verify", "no run could be compared" + _skips(skipped), **extra)
     bad = [run.index for run in runs if not run.ok]
-    if bad:
-        where = [f"run{'s' if len(bad) > 1 else ''} {', '.join(map(str, bad))}"]
-        failed_targets = [t for t, r in target_runs.items() if not all(x.ok for x in r)]
-        if failed_targets:
-            where.append("on " + ", ".join(failed_targets))
-        if expected_runs and not all(r.ok for r in expected_runs):
-            where.append("against the framework's outputs")
-        return report(
-            "mismatch",
-            "outputs differ in " + " ".join(where),
-            failing_inputs=failing,
-            **extra,
-        )
+    reasons = [f"outputs differ in run{'s' if len(bad) > 1 else ''} {', '.join(map(str, bad))}"]
+    reasons = reasons if bad else []
+    reasons += [line for line in extra["targets"].values() if not line.startswith("runs and")]
+    if expected_runs and not all(r.ok for r in expected_runs):
+        reasons.append(f"the lowered model {extra['expected']}")
+    if reasons:
+        return report("mismatch", "; ".join(reasons), failing_inputs=failing, **extra)
     count = f"{len(runs)} run{'s' if len(runs) > 1 else ''}"
     return report("equivalent", f"all outputs match in {count}" + _skips(skipped), **extra)
 
@@ -312,7 +306,8 @@ def _target_summary(name: str, runs: list[RunReport]) -> str:
         return f"runs and matches on {name}"
     first = bad[0]
     if first.error:
-        return f"fails on {name} in run {first.index}: {first.error}"
+        error = first.error.removeprefix("the candidate failed: ")
+        return f"fails on {name} in run {first.index}: {error}"
     worst = next(o for o in first.outputs if not o.ok)
     return (
         f"MISMATCH on {name} in run {first.index}: output '{worst.name}' "

@@ -26,6 +26,7 @@ import contextlib
 import dataclasses
 import importlib.metadata
 import os
+import re
 import signal
 import tempfile
 import threading
@@ -83,9 +84,11 @@ def oracle_label(oracle: Oracle) -> str:
     if package is None:
         return oracle.name
     try:
-        return f"{oracle.name} {importlib.metadata.version(package)}"
+        version = importlib.metadata.version(package)
     except importlib.metadata.PackageNotFoundError:
         return oracle.name
+    base, _, variant = oracle.name.partition(" ")  # "tract (symbolic facts)"
+    return f"{base} {version}" + (f" {variant}" if variant else "")
 
 
 class OnnxRuntime:
@@ -264,7 +267,7 @@ class OpenVino:
     def load(self, model: onnx.ModelProto) -> Runner:
         import openvino as ov
 
-        with _model_file(model) as path:
+        with _model_file(model) as path, _runtime_errors():
             compiled = ov.Core().compile_model(path, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
         names = [o.name for o in model.graph.output]
         ports = list(compiled.outputs)
@@ -278,8 +281,8 @@ class OpenVino:
         chosen = [port(name, k) for k, name in enumerate(names)]
 
         def run(feeds: Mapping[str, Any]) -> list[Any]:
-            request = compiled.create_infer_request()
-            result = request.infer(dict(feeds))
+            with _runtime_errors():
+                result = compiled.create_infer_request().infer(dict(feeds))
             return [np.array(result[p]) for p in chosen]
 
         return Runner(oracle_label(self), run)
@@ -302,7 +305,7 @@ class Tract:
         data = model.SerializeToString()
         initializers = {t.name for t in model.graph.initializer}
         names = [i.name for i in model.graph.input if i.name not in initializers]
-        with _model_file(model) as path:
+        with _model_file(model) as path, _runtime_errors():
             tract.onnx().load(path)  # refuses what it cannot parse, at load like the others
         cache: dict[Any, Any] = {}
 
@@ -318,8 +321,9 @@ class Tract:
             return cache[key], arrays
 
         def run(feeds: Mapping[str, Any]) -> list[Any]:
-            ready, arrays = runnable(feeds)
-            return [output.to_numpy() for output in ready.run(arrays)]
+            with _runtime_errors():
+                ready, arrays = runnable(feeds)
+                return [output.to_numpy() for output in ready.run(arrays)]
 
         return Runner(oracle_label(self), run)
 
@@ -374,6 +378,32 @@ def _tract_fact(array: Any) -> str:
         raise TypeError(f"tract has no dtype for {array.dtype}")
     shape = ",".join(str(d) for d in array.shape)
     return f"{shape},{dtype}" if shape else dtype
+
+
+class RuntimeRefusal(RuntimeError):
+    """A target runtime's error, as one line: its own first words and the innermost cause."""
+
+
+@contextlib.contextmanager
+def _runtime_errors() -> Iterator[None]:
+    """OpenVINO's and tract's errors span many lines (source locations, a cause chain, a Rust
+    backtrace); the check reports one: the first that says something and the deepest cause."""
+    try:
+        yield
+    except Exception as e:
+        lines = [line.strip() for line in str(e).split("Stack backtrace:")[0].splitlines()]
+        lines = [
+            line
+            for line in lines
+            if line and not re.match(r"(Exception from|Check '.*' failed at) \S+:\d+:?$", line)
+        ]
+        causes = [re.sub(r"^\d+: ", "", line) for line in lines if re.match(r"\d+: ", line)]
+        head = next((line for line in lines if not re.match(r"\d+: |Caused by", line)), "")
+        node = next((k for k, line in enumerate(lines) if "While validating" in line), None)
+        if node is not None and node + 1 < len(lines):  # OpenVINO: the node and its problem
+            head = f"{lines[node].rstrip(':')}: {lines[node + 1]}"
+        text = head + (f" ({causes[-1]})" if causes and causes[-1] != head else "")
+        raise RuntimeRefusal(text or type(e).__name__) from e
 
 
 @contextlib.contextmanager

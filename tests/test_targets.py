@@ -1,0 +1,149 @@
+"""--target: the lowered model is also run on the user's runtime (OpenVINO, tract) and compared
+with the reference's outputs; a runtime that is not installed is exit 2 with the pip command."""
+
+from __future__ import annotations
+
+import importlib.metadata
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnx.parser
+import pytest
+from click.testing import CliRunner
+
+import seqlower
+from seqlower.cli.commands import cli
+from seqlower.job import LowerOptions, lower_file
+from seqlower.verification import CheckOptions, verify
+from seqlower.verification.oracles import TARGETS
+from tests.runtimes import require
+
+# A tf2onnx-style ReverseSequence: lowered to ops both OpenVINO and tract run.
+REVERSE = onnx.parser.parse_model(
+    """
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[T, 2, 3] x, int32[2] lengths) => (float[T, 2, 3] y) {
+        lens = Cast<to = 7>(lengths)
+        y = ReverseSequence<batch_axis = 1, time_axis = 0>(x, lens)
+    }
+    """
+)
+
+# A Loop: tract 0.23.9 has none.
+LOOP = onnx.parser.parse_model(
+    """
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[3] x) => (float[3] y) {
+        n = Constant<value = int64 {2}>()
+        c = Constant<value = bool {1}>()
+        y = Loop(n, c, x) <body = b (int64 i, bool ci, float[3] xi) => (bool co, float[3] xo) {
+            co = Identity(ci)
+            xo = Neg(xi)
+        }>
+    }
+    """
+)
+
+
+def _version(package: str) -> str:
+    return importlib.metadata.version(package)
+
+
+@pytest.mark.parametrize("target", list(TARGETS))
+def test_lower_proves_on_the_target(tmp_path: Path, target: str) -> None:
+    require(target)
+    source, out = tmp_path / "m.onnx", tmp_path / "out.onnx"
+    onnx.save(REVERSE, source)
+    result = CliRunner().invoke(cli, [str(source), "-o", str(out), "--target", target])
+    assert result.exit_code == 0, result.output
+    package = "openvino" if target == "openvino" else "tract"
+    assert f"check: runs and matches on {package} {_version(package)}" in result.output
+    assert out.exists()
+
+
+def test_verify_on_several_targets_through_the_api() -> None:
+    for target in TARGETS:
+        require(target)
+    lowered = seqlower.lower(REVERSE)
+    report = verify(REVERSE, lowered, CheckOptions(targets=tuple(TARGETS)))
+    assert report.ok, report.reason
+    assert sorted(report.targets) == sorted(
+        [
+            f"openvino {_version('openvino')}",
+            f"tract {_version('tract')}",
+            f"tract {_version('tract')} (symbolic facts)",
+        ]
+    )
+    assert all(line.startswith("runs and matches on") for line in report.targets.values())
+    assert all(len(runs) == 3 and all(r.ok for r in runs) for runs in report.target_runs.values())
+
+
+def test_target_that_cannot_run_the_candidate_fails_the_check(tmp_path: Path) -> None:
+    require("tract")
+    paths = [str(tmp_path / "a.onnx"), str(tmp_path / "b.onnx")]
+    for path in paths:
+        onnx.save(LOOP, path)
+    result = CliRunner().invoke(cli, ["verify", *paths, "--target", "tract"])
+    assert result.exit_code == 1, result.output
+    assert f"MISMATCH: fails on tract {_version('tract')} in run 1: " in result.stderr
+    assert "Loop" in result.stderr
+
+
+def test_lower_file_targets_field(tmp_path: Path) -> None:
+    require("openvino")
+    source, out = tmp_path / "m.onnx", tmp_path / "out.onnx"
+    onnx.save(REVERSE, source)
+    result = lower_file(source, out, LowerOptions(targets=("openvino",)))
+    assert result.exit_code == 0 and result.verification is not None
+    assert list(result.verification.targets.values()) == [
+        f"runs and matches on openvino {_version('openvino')}"
+    ]
+
+
+def test_openvino_runs_in_float32() -> None:
+    """The CPU plugin's bf16 default would give errors near 1e-3 on this sum of products."""
+    require("openvino")
+    model = onnx.parser.parse_model(
+        """
+        <ir_version: 8, opset_import: ["" : 17]>
+        g (float[4, 64] a, float[64, 4] b) => (float[4, 4] y) { y = MatMul(a, b) }
+        """
+    )
+    rng = np.random.default_rng(0)
+    feeds = {
+        "a": rng.standard_normal((4, 64)).astype(np.float32),
+        "b": rng.standard_normal((64, 4)).astype(np.float32),
+    }
+    (y,) = TARGETS["openvino"].load(model).run(feeds)
+    np.testing.assert_allclose(y, feeds["a"] @ feeds["b"], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("command", ["lower", "verify"])
+def test_target_not_installed_is_exit_2_with_pip_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: str
+) -> None:
+    real = importlib.metadata.version
+
+    def version(name: str) -> str:
+        if name == "tract":
+            raise importlib.metadata.PackageNotFoundError(name)
+        return real(name)
+
+    monkeypatch.setattr(importlib.metadata, "version", version)
+    source, out = tmp_path / "m.onnx", tmp_path / "out.onnx"
+    onnx.save(REVERSE, source)
+    args = [str(source), "-o", str(out)] if command == "lower" else ["verify", *[str(source)] * 2]
+    result = CliRunner().invoke(cli, [*args, "--target", "tract"])
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "pip install tract" in lines[0], lines
+    assert not out.exists()
+
+
+def test_unknown_target_is_exit_2(tmp_path: Path) -> None:
+    source = tmp_path / "m.onnx"
+    onnx.save(REVERSE, source)
+    result = CliRunner().invoke(cli, [str(source), "--dry-run", "--target", "tensorrt"])
+    assert result.exit_code == 2
+    assert "unknown target (known: openvino, tract, tract-symbolic)" in result.stderr
