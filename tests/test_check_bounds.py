@@ -117,18 +117,19 @@ def test_ctrl_c_stops_the_check_promptly(tmp_path: Path) -> None:
 
 def test_running_out_of_memory_is_not_a_mismatch(monkeypatch: pytest.MonkeyPatch) -> None:
     model = onnx.parser.parse_model(NEG)
-    real = seqlower.verification.check.load_runner
+    real = seqlower.verification.check.load_pair
 
-    def starving(proto: onnx.ModelProto, oracles: Any) -> Any:
-        runner, notes = real(proto, oracles)
+    def starving(reference: onnx.ModelProto, candidate: onnx.ModelProto, oracles: Any) -> Any:
+        pair = real(reference, candidate, oracles)
 
         def run(_feeds: Any) -> Any:
             raise MemoryError()
 
-        runner.run = run
-        return runner, notes
+        for runner in pair:
+            runner.run = run
+        return pair
 
-    monkeypatch.setattr(seqlower.verification.check, "load_runner", starving)
+    monkeypatch.setattr(seqlower.verification.check, "load_pair", starving)
     with pytest.raises(CheckLimitError, match="ran out of memory"):
         seqlower.verification.verify(model, model)
 
