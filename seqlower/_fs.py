@@ -15,8 +15,10 @@ import shutil
 import signal
 import stat
 import tempfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from seqlower.errors import OutputError
 
@@ -79,12 +81,29 @@ def deferred_signals() -> Iterator[None]:
     """Hold back SIGINT, SIGTERM and SIGHUP for the body; they are delivered after it.
 
     A commit is a few renames and unlinks; finishing it is always better than stopping halfway.
+    Blocking them in this thread is not enough: the kernel hands a process signal to any thread
+    that does not block it (onnxruntime's pool threads), and Python then runs the handler in the
+    main thread at once. So the handlers only record them for the body's length; the first is
+    re-raised after it (only when the body succeeded: an exception of its own wins).
     """
+    held: list[int] = []
+    previous: dict[int, Any] = {}
+    if threading.current_thread() is threading.main_thread():
+        previous = {s: signal.signal(s, lambda n, _f: held.append(n)) for s in COMMIT_SIGNALS}
     old = signal.pthread_sigmask(signal.SIG_BLOCK, COMMIT_SIGNALS)
     try:
         yield
     finally:
+        while pending := signal.sigpending() & set(COMMIT_SIGNALS):
+            caught = signal.sigtimedwait(pending, 0)
+            if caught is None:
+                break
+            held.append(caught.si_signo)
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+    if held:
+        signal.raise_signal(held[0])  # the caller's handler runs now: KeyboardInterrupt, ...
 
 
 def give_default_mode(path: Path, like: Path) -> None:

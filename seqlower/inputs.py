@@ -510,7 +510,7 @@ def _load_npz(
         for spec in specs:
             if spec.is_sequence:
                 # Sequences are stored as NAME/0, NAME/1, ...; an empty one as a size-0 NAME.
-                elements = []
+                elements: list[np.ndarray] = []
                 while f"{spec.name}/{len(elements)}" in by_name:
                     elements.append(read(by_name[f"{spec.name}/{len(elements)}"]))
                 if not elements and (

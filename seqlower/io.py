@@ -277,25 +277,33 @@ def _commit(
     A fresh weights name is linked in (never replacing anything) and unlinked again if the model
     cannot follow; a name the user chose replaces what is there. Signals wait until the end.
     """
-    with deferred_signals():
-        placed: Path | None = None
-        if data is not None:
-            staging, folder, name = data
-            placed = folder / name
-            if fresh:
-                os.link(staging / name, placed)
-            else:
-                os.replace(staging / name, placed)
-        try:
-            os.replace(staged, path)
-        except BaseException:
-            if placed is not None and fresh:
-                placed.unlink(missing_ok=True)
-            raise
-        for old in stale:
-            if placed is None or not _same_file(old, placed):
-                with contextlib.suppress(OSError):
-                    old.unlink()
+    placed: Path | None = None
+    done = False
+    try:
+        with deferred_signals():
+            if data is not None:
+                staging, folder, name = data
+                placed = folder / name
+                if fresh:
+                    os.link(staging / name, placed)
+                else:
+                    os.replace(staging / name, placed)
+            try:
+                os.replace(staged, path)
+            except BaseException:
+                if placed is not None and fresh:
+                    placed.unlink(missing_ok=True)
+                raise
+            done = True
+            for old in stale:
+                if placed is None or not _same_file(old, placed):
+                    with contextlib.suppress(OSError):
+                        old.unlink()
+    except KeyboardInterrupt as e:
+        # A signal held during the renames arrives once they are done: say what they wrote.
+        if done:
+            e.written = [path] if placed is None else [path, placed]  # type: ignore[attr-defined]
+        raise
 
 
 def _references(model_path: Path) -> set[str]:

@@ -237,7 +237,12 @@ def lower_file(
             keep=keep,
         )
     result.written = True
-    result.warnings += _runtime_notes(ir_model)
+    try:
+        result.warnings += _runtime_notes(ir_model)
+    except KeyboardInterrupt as e:  # OUT is in place: the interrupt must not say otherwise
+        data = [] if result.external_data is None else [output.parent / result.external_data]
+        e.written = [output, *data]  # type: ignore[attr-defined]
+        raise
     return result
 
 

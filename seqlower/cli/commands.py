@@ -252,7 +252,7 @@ def lower(
     if output is None and not dry_run:
         raise click.UsageError("missing option '-o' / '--output' (or give --dry-run)")
     show = Printer(quiet)
-    with _user_errors(verbose, show):
+    with _user_errors(verbose, show) as errors:
         out = None if output is None else Path(output)
         if output == "":
             raise click.BadParameter("an empty path", param_hint="-o")
@@ -275,6 +275,9 @@ def lower(
         report_path = check["report_path"]
         check_paths(model, None if dry_run else out, external_data, report_path)
         result = lower_file(model, out, options, progress=show.step, on_run=show.run_progress)
+        if result.written and out is not None:
+            data = result.external_data
+            errors.written = [out] + ([out.parent / data] if data else [])
         show.summary(result, verbose)
         if result.verification is not None:
             show.verdict(result.verification, verbose)
@@ -413,12 +416,14 @@ class _user_errors:
         self.verbose = verbose
         self.show = show
         self._signals: Any = None
+        self.written: list[Path] = []  # files this run has put in place (for an interrupt)
 
-    def __enter__(self) -> None:
+    def __enter__(self) -> _user_errors:
         from seqlower._signals import signals_as_interrupts
 
         self._signals = signals_as_interrupts()
         self._signals.__enter__()
+        return self
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any
@@ -431,7 +436,21 @@ class _user_errors:
         if isinstance(exc, KeyboardInterrupt):
             code = getattr(exc, "exit_code", ExitCode.INTERRUPTED)
             what = f"stopped by {exc}" if code != ExitCode.INTERRUPTED else "interrupted"
-            self._fail(f"{what}; nothing was written", code, None)
+            written = [str(p) for p in getattr(exc, "written", None) or self.written]
+            done = (
+                f"{' and '.join(written)} {'were' if len(written) > 1 else 'was'} written in full"
+                if written
+                else "nothing was written"
+            )
+            self._fail(f"{what}; {done}", code, None)
+        if isinstance(exc, MemoryError):
+            # Anywhere in a run (lowering, drawing inputs, a runtime): what the README promises.
+            self._fail(
+                "error: seqlower ran out of memory; for the check, give smaller sizes with "
+                "--dim/--input-shape or a smaller --check-memory (nothing written)",
+                ExitCode.CANNOT_VERIFY,
+                exc,
+            )
         if isinstance(exc, Exception):
             self._fail(
                 f"internal error: {type(exc).__name__}: {first_line(exc)}\n"

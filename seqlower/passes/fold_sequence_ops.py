@@ -234,8 +234,8 @@ class FoldSequenceOps(ir.passes.InPlacePass):
             return False
         axis = node.attributes["axis"].as_int()
         new_axis = node.attributes["new_axis"].as_int() if "new_axis" in node.attributes else 0
-        ranks = {len(e.shape) if e.shape is not None else None for e in elements}
-        if len(ranks) == 1 and None not in ranks:
+        ranks = {len(e.shape) if e.shape is not None else -1 for e in elements}
+        if len(ranks) == 1 and -1 not in ranks:
             rank = next(iter(ranks)) + (1 if new_axis else 0)
             if not -rank <= axis < rank:
                 block(

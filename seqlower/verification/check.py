@@ -262,14 +262,16 @@ def verify(
             failed = failed or not framework.ok
         if (failed or not run.ok) and failing is None:
             failing = feeds
-    extra = {
+    target_lines = {name: _target_summary(name, r) for name, r in target_runs.items()}
+    expected_line = _expected_summary(expected_runs) if expected_outputs is not None else ""
+    extra: dict[str, Any] = {
         "runs": runs,
         "oracles": oracles,
         "input_problems": problems,
         "skipped": skipped,
-        "targets": {name: _target_summary(name, r) for name, r in target_runs.items()},
+        "targets": target_lines,
         "target_runs": target_runs,
-        "expected": _expected_summary(expected_runs) if expected_outputs is not None else "",
+        "expected": expected_line,
         "expected_runs": expected_runs,
     }
     if not runs:
@@ -277,9 +279,9 @@ def verify(
     bad = [run.index for run in runs if not run.ok]
     reasons = [f"outputs differ in run{'s' if len(bad) > 1 else ''} {', '.join(map(str, bad))}"]
     reasons = reasons if bad else []
-    reasons += [line for line in extra["targets"].values() if not line.startswith("runs and")]
+    reasons += [line for line in target_lines.values() if not line.startswith("runs and")]
     if expected_runs and not all(r.ok for r in expected_runs):
-        reasons.append(f"the lowered model {extra['expected']}")
+        reasons.append(f"the lowered model {expected_line}")
     if reasons:
         return report("mismatch", "; ".join(reasons), failing_inputs=failing, **extra)
     count = f"{len(runs)} run{'s' if len(runs) > 1 else ''}"
@@ -489,7 +491,13 @@ def _reference_outputs(
     last: tuple[dict[str, Any], list[Any], int] | None = None
     why = ""
     for attempt in range(1, attempts + 1):
-        feeds = plan.feeds(attempt - 1)
+        try:
+            feeds = plan.feeds(attempt - 1)
+        except MemoryError:
+            raise CheckLimitError(
+                f"the check ran out of memory drawing the inputs of run {index}; give smaller "
+                "sizes with --dim/--input-shape, or a smaller --check-memory"
+            ) from None
         try:
             outputs = runner.run(feeds)
         except CheckLimitError:
