@@ -352,6 +352,7 @@ def _range(kind: str, n: int | None) -> tuple[int, int]:
             "insert": (0, 0),
             "count": (0, 1),
             "chunk": (1, 1),
+            "seqlens": (1, 1),
         }.get(kind, _UNBOUNDED)
     return {
         "lengths": (0, n),
@@ -361,6 +362,7 @@ def _range(kind: str, n: int | None) -> tuple[int, int]:
         "count": (0, n),
         "span": (-n, n),
         "chunk": (1, max(n, 1)),
+        "seqlens": (min(1, n), n),  # RNN/GRU/LSTM: real lengths are 1..T (0 only when T is)
     }.get(kind, _UNBOUNDED)
 
 
@@ -612,9 +614,11 @@ _VALID = {
     "position": lambda n: (-n, n - 1),
     "insert": lambda n: (-n, n),
     "count": lambda n: (0, n),
+    "seqlens": lambda n: (0, n),
 }
 _ROLES = {
     "lengths": "sequence lengths",
+    "seqlens": "sequence lengths",
     "index": "indices",
     "position": "a sequence position",
     "insert": "an insert position",

@@ -28,6 +28,7 @@ __all__ = [
     "external_locations",
     "has_external_data",
     "load_model",
+    "proto_has_external_data",
     "save_model",
     "self_contained_proto",
     "weights_nbytes",
@@ -197,8 +198,12 @@ def save_model(
     external_data: str | None = None,
     check: bool = False,
     keep: Sequence[Path] = (),
+    exact: onnx.ModelProto | None = None,
 ) -> str | None:
     """Write ``model`` to ``path``, its weights with it, so that readers never see a mix.
+
+    ``exact``: the proto to write as it is, when no weights go to a file (a model with nothing
+    to lower is written as read; onnx_ir's round trip would add value_info and the like).
 
     Everything is written under private names in a staging folder beside ``path``, then moved
     into place in a few renames, with signals held back and other seqlower runs writing into the
@@ -231,7 +236,10 @@ def save_model(
                 if os.path.lexists(folder / data_name):
                     data_name = f"{path.name}.{secrets.token_hex(4)}.data"
             staged = staging / path.name
-            ir.save(model, staged, external_data=data_name)
+            if exact is not None and data_name is None:
+                staged.write_bytes(exact.SerializeToString())
+            else:
+                ir.save(model, staged, external_data=data_name)
             staged_data = None if data_name is None else staging / data_name
             if staged_data is not None and (
                 not staged_data.exists() or staged_data.stat().st_size == 0
@@ -304,6 +312,11 @@ def _commit(
         if done:
             e.written = [path] if placed is None else [path, placed]  # type: ignore[attr-defined]
         raise
+
+
+def proto_has_external_data(proto: onnx.ModelProto) -> bool:
+    """Whether any tensor of ``proto`` (initializers, node attributes) lives in another file."""
+    return any(t.data_location == onnx.TensorProto.EXTERNAL for t in _all_proto_tensors(proto))
 
 
 def _references(model_path: Path) -> set[str]:

@@ -100,6 +100,9 @@ class LowerResult:
     notes: list[str] = field(default_factory=list)  # what was done besides lowering
     warnings: list[str] = field(default_factory=list)  # what the user should act on
     exit_code: int = ExitCode.OK
+    #: Nothing was lowered: OUT is the model as read (re-stamped only if asked), unchecked
+    #: unless a target, expected outputs or an opset conversion called for the check.
+    unchanged: bool = False
 
     @property
     def lowered_anything(self) -> bool:
@@ -112,6 +115,7 @@ class LowerResult:
             "written": self.written,
             "external_data": self.external_data,
             "exit_code": int(self.exit_code),
+            "unchanged": self.unchanged,
             "passes": [row.__dict__ for row in self.passes],
             "ops": {"before": dict(self.ops_before), "after": dict(self.ops_after)},
             "notes": self.notes,
@@ -193,7 +197,24 @@ def lower_file(
     )
     with progress("lowering"):
         run_pipeline(ir_model, pipeline)
+        rows = _pass_rows(pipeline.passes)
+        unchanged = not options.unroll_inputs and not any(row.rewritten for row in rows)
+        as_read: onnx.ModelProto | None = None
+        if unchanged:
+            # Nothing lowered: OUT is the model as read (the pipeline's tidying, dropped unused
+            # optional outputs or inferred value_info, is not the user's request).
+            ir_model = load_model(model, check=False)
+            if options.opset is None and not seqlower.io.has_external_data(ir_model):
+                as_read = onnx.load(model, load_external_data=False)
+                if seqlower.io.proto_has_external_data(as_read):  # a Constant's, read in
+                    as_read = None
         notes = restamp(ir_model, ir_version=options.ir_version, opset=options.opset)
+        if as_read is not None:
+            as_read.ir_version = ir_model.ir_version  # re-stamped only when asked
+        if unchanged and (
+            options.opset is None and not targets and options.verify.get("expected") is None
+        ):
+            original = None  # the check would compare the model with itself
         # Without the check the written file is checked before it replaces anything
         # (cheaper); with it, the proto made for the runtimes is checked.
         lowered = _in_memory_proto(ir_model) if original is not None else None
@@ -202,11 +223,12 @@ def lower_file(
     result = LowerResult(
         input=model,
         output=output,
-        passes=_pass_rows(pipeline.passes),
+        passes=rows,
         ops_before=before,
         ops_after=_op_counts(ir_model) if options.count_ops else Counter(),
         verification=None,
         notes=notes,
+        unchanged=unchanged,
     )
     if original is not None and lowered is not None:
         with progress("checking"):
@@ -235,6 +257,7 @@ def lower_file(
             external_data=options.external_data,
             check=original is None,
             keep=keep,
+            exact=as_read,
         )
     result.written = True
     try:
