@@ -15,6 +15,7 @@ import re
 import shlex
 import sys
 import traceback
+import warnings
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -405,6 +406,10 @@ def _configure_logging(verbose: int) -> None:
     # bare extra lines on stderr, and a failed run would no longer end in exactly one line.
     level = logging.ERROR if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG
     logging.basicConfig(level=level, format="seqlower: %(name)s: %(message)s", force=True)
+    # Runtimes' Python warnings (numpy's "Mean of empty slice" inside onnx.reference, ...) are
+    # not the user's business on a normal run: -q must print nothing. With -v they are logged.
+    logging.captureWarnings(verbose > 0)
+    warnings.simplefilter("ignore" if verbose == 0 else "default")
     # The pass machinery's chatter ("No more graph changes detected...") is not for users.
     logging.getLogger("onnx_ir").setLevel(logging.WARNING if verbose < 2 else logging.DEBUG)
 
