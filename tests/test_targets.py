@@ -147,3 +147,17 @@ def test_unknown_target_is_exit_2(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, [str(source), "--dry-run", "--target", "tensorrt"])
     assert result.exit_code == 2
     assert "unknown target (known: openvino, tract, tract-symbolic)" in result.stderr
+
+
+def test_candidate_openvino_refuses_fails_the_check() -> None:
+    """tf2onnx's map_fn Loop (its body reads more than its carried values): onnxruntime runs
+    it, OpenVINO's ONNX front end refuses it at load."""
+    require("openvino")
+    path = Path(__file__).parent / "data" / "realworld" / "tf_map_fn_reverse_op13.onnx"
+    model = onnx.load(path)
+    report = verify(model, seqlower.lower(model), CheckOptions(targets=("openvino",)))
+    assert report.status == "mismatch"
+    assert report.reason.startswith(
+        f"the lowered model does not load in openvino {_version('openvino')}: "
+    )
+    assert "While validating ONNX node '<Node(Loop): map/while_loop:0>'" in report.reason
