@@ -214,6 +214,8 @@ def lower_file(
         if unchanged and (
             options.opset is None and not targets and options.verify.get("expected") is None
         ):
+            if original is not None:
+                _validate_given_inputs(original, options)  # still wrong inputs: exit 2
             original = None  # the check would compare the model with itself
         # Without the check the written file is checked before it replaces anything
         # (cheaper); with it, the proto made for the runtimes is checked.
@@ -333,6 +335,20 @@ def _inputs_path(options: LowerOptions) -> Path | None:
     if isinstance(expected, (str, os.PathLike)) and not Path(expected).exists():
         raise ModelLoadError(f"--expected {expected}: no such file or folder")
     return Path(inputs) if isinstance(inputs, (str, os.PathLike)) else None
+
+
+def _validate_given_inputs(model: onnx.ModelProto, options: LowerOptions) -> None:
+    """``--inputs`` that do not fit the model are an error even when no check runs."""
+    given = options.verify.get("inputs")
+    if not isinstance(given, (str, os.PathLike)):
+        return
+    from seqlower.constraints import analyze
+    from seqlower.inputs import load_inputs, validate_inputs
+
+    sets = load_inputs(given, model)
+    for k, feeds in enumerate(sets, start=1):
+        where = str(given) if len(sets) == 1 else f"{given} (set {k})"
+        validate_inputs(model, feeds, analyze(model), where=where)
 
 
 def _targets(options: LowerOptions) -> tuple[str, ...]:
