@@ -57,7 +57,7 @@ def test_lower_proves_on_the_target(tmp_path: Path, target: str) -> None:
     onnx.save(REVERSE, source)
     result = CliRunner().invoke(cli, [str(source), "-o", str(out), "--target", target])
     assert result.exit_code == 0, result.output
-    package = "openvino" if target == "openvino" else "tract"
+    package = target.split("-")[0]
     assert f"check: runs and matches on {package} {_version(package)}" in result.output
     assert out.exists()
 
@@ -70,6 +70,7 @@ def test_verify_on_several_targets_through_the_api() -> None:
     assert report.ok, report.reason
     assert sorted(report.targets) == sorted(
         [
+            f"onnxruntime {_version('onnxruntime')}",
             f"openvino {_version('openvino')}",
             f"tract {_version('tract')}",
             f"tract {_version('tract')} (symbolic facts)",
@@ -146,7 +147,31 @@ def test_unknown_target_is_exit_2(tmp_path: Path) -> None:
     onnx.save(REVERSE, source)
     result = CliRunner().invoke(cli, [str(source), "--dry-run", "--target", "tensorrt"])
     assert result.exit_code == 2
-    assert "unknown target (known: openvino, tract, tract-symbolic)" in result.stderr
+    assert "unknown target (known: onnxruntime, openvino, tract, tract-symbolic)" in result.stderr
+
+
+def test_onnxruntime_target_proves_what_only_onnx_reference_ran(tmp_path: Path) -> None:
+    """The original only onnx.reference runs (nested maps): both models run there, and
+    --target onnxruntime proves the lowered one on onnxruntime too."""
+    model = onnx.parser.parse_model(
+        """
+        <ir_version: 8, opset_import: ["" : 17]>
+        g (seq(float[R, C]) s) => (seq(float[R]) out) {
+            out = SequenceMap(s) <body = outer (float[R, C] x) => (float[R] y) {
+                rows = SplitToSequence<axis = 0, keepdims = 0>(x)
+                sums = SequenceMap(rows) <body = inner (float[C] row) => (float r) {
+                    r = ReduceSum<keepdims = 0>(row)
+                }>
+                y = ConcatFromSequence<axis = 0, new_axis = 1>(sums)
+            }>
+        }
+        """
+    )
+    report = verify(model, seqlower.lower(model), CheckOptions(targets=("onnxruntime",)))
+    assert report.ok, report.reason
+    assert report.oracles["reference"] == report.oracles["candidate"] == "onnx.reference"
+    label = f"onnxruntime {_version('onnxruntime')}"
+    assert report.targets == {label: f"runs and matches on {label}"}
 
 
 def test_candidate_openvino_refuses_fails_the_check() -> None:

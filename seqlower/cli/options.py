@@ -115,7 +115,7 @@ def check_options(command: Callable[..., Any]) -> Callable[..., Any]:
             metavar="NAME",
             callback=_check_targets,
             help="Also run the lowered model on this runtime and compare (repeatable): "
-            "openvino, tract, tract-symbolic.",
+            "openvino, tract, tract-symbolic, onnxruntime.",
         ),
         click.option(
             "--report",

@@ -193,7 +193,8 @@ def verify(
     on_targets: list[Runner] = []
     for name, target in zip(options.targets, targets, strict=True):
         try:
-            on_targets.append(bounded(target.load(candidate_proto), deadline, limit))
+            loaded = dataclasses.replace(target.load(candidate_proto), name=oracle_label(target))
+            on_targets.append(bounded(loaded, deadline, limit))
             oracles[f"target {name}"] = on_targets[-1].name
         except Exception as e:
             return report(

@@ -331,6 +331,7 @@ class Tract:
 #: ``--target`` names and the oracle that runs a candidate there (issue 19's target table
 #: refers to these names).
 TARGETS: dict[str, Oracle] = {
+    "onnxruntime": OnnxRuntime(),  # for models whose original only onnx.reference runs
     "openvino": OpenVino(),
     "tract": Tract(),
     "tract-symbolic": Tract(concrete=False),
