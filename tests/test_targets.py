@@ -4,6 +4,7 @@ with the reference's outputs; a runtime that is not installed is exit 2 with the
 from __future__ import annotations
 
 import importlib.metadata
+import json
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +16,7 @@ from click.testing import CliRunner
 import seqlower
 from seqlower.cli.commands import cli
 from seqlower.job import LowerOptions, lower_file
-from seqlower.verification import CheckOptions, verify
+from seqlower.verification import CheckOptions, VerifyReport, verify
 from seqlower.verification.oracles import TARGETS
 from tests.runtimes import require
 
@@ -78,6 +79,8 @@ def test_verify_on_several_targets_through_the_api() -> None:
     )
     assert all(line.startswith("runs and matches on") for line in report.targets.values())
     assert all(len(runs) == 3 and all(r.ok for r in runs) for runs in report.target_runs.values())
+    again = VerifyReport.from_dict(json.loads(json.dumps(report.to_dict())))
+    assert (again.targets, again.target_runs) == (report.targets, report.target_runs)
 
 
 def test_target_that_cannot_run_the_candidate_fails_the_check(tmp_path: Path) -> None:
@@ -186,3 +189,4 @@ def test_candidate_openvino_refuses_fails_the_check() -> None:
         f"the lowered model does not load in openvino {_version('openvino')}: "
     )
     assert "While validating ONNX node '<Node(Loop): map/while_loop:0>'" in report.reason
+    assert report.targets == {f"openvino {_version('openvino')}": report.reason}

@@ -197,11 +197,13 @@ def verify(
             on_targets.append(bounded(loaded, deadline, limit))
             oracles[f"target {name}"] = on_targets[-1].name
         except Exception as e:
+            refused = f"the lowered model does not load in {oracle_label(target)}: {first_line(e)}"
             return report(
                 "mismatch",
-                f"the lowered model does not load in {oracle_label(target)}: {first_line(e)}",
+                refused,
                 oracles=oracles,
                 input_problems=problems,
+                targets={oracle_label(target): refused},
             )
 
     output_names = [o.name for o in reference_proto.graph.output]
