@@ -141,3 +141,28 @@ def test_candidate_failing_strict_shape_inference_fails_the_check(tmp_path: Path
     assert len(result.stderr.strip().splitlines()) == 1
     # Models that both fail it (the exporter's own) are still compared.
     assert verify(candidate, candidate).ok
+
+
+class _ReadsUpToIr8(OnnxRuntime):
+    """An onnxruntime that reads IR versions up to 8 only."""
+
+    def load(self, model: onnx.ModelProto) -> Runner:
+        if model.ir_version > 8:
+            raise RuntimeError(f"Unsupported model IR version: {model.ir_version}, max supported 8")
+        return super().load(model)
+
+
+def test_a_newer_ir_stamp_alone_is_not_a_refusal() -> None:
+    """--ir-version is the user's choice (warned about when onnxruntime cannot read it): the
+    candidate then runs in the same oracle at the reference's IR version."""
+    candidate = onnx.ModelProto.FromString(REFERENCE.SerializeToString())
+    candidate.ir_version = 9
+    report = verify(REFERENCE, candidate, CheckOptions(oracles=(_ReadsUpToIr8(),)))
+    assert report.ok, report.reason
+    assert report.oracles["candidate"] == "onnxruntime (re-stamped to IR version 8)"
+    # A real refusal stays one, whatever the stamp.
+    dead = onnx.ModelProto.FromString(DEAD_BRANCH.SerializeToString())
+    dead.ir_version = 9
+    report = verify(REFERENCE, dead, CheckOptions(oracles=(_ReadsUpToIr8(),)))
+    assert report.status == "mismatch" and "does not load in onnxruntime" in report.reason
+    assert "axis must be in [-rank, rank-1]" in report.reason

@@ -181,8 +181,30 @@ def load_pair(
         try:
             return reference_runner, oracle.load(candidate)
         except Exception as e:
-            raise CandidateRefused(oracle_label(oracle), e) from None
+            restamped = _restamped_candidate(oracle, reference, candidate)
+            if isinstance(restamped, Runner):
+                return reference_runner, restamped
+            raise CandidateRefused(oracle_label(oracle), restamped or e) from None
     return notes
+
+
+def _restamped_candidate(
+    oracle: Oracle, reference: onnx.ModelProto, candidate: onnx.ModelProto
+) -> Runner | Exception | None:
+    """The candidate at the reference's IR version, if that is all the oracle refused: a newer
+    stamp asked for (``--ir-version``) is the user's to choose, and warned about, not a
+    difference between the models. Else why that copy was refused (None: no copy tried)."""
+    if candidate.ir_version <= reference.ir_version:
+        return None
+    copy = onnx.ModelProto()
+    copy.CopyFrom(candidate)
+    copy.ir_version = reference.ir_version
+    try:
+        runner = oracle.load(copy)
+    except Exception as e:
+        return e
+    runner.name += f" (re-stamped to IR version {reference.ir_version})"
+    return runner
 
 
 def _ort_runner(model: onnx.ModelProto, name: str) -> Runner:
