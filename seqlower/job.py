@@ -356,6 +356,8 @@ def _targets(options: LowerOptions) -> tuple[str, ...]:
     names = tuple(dict.fromkeys((*options.targets, *options.verify.get("targets", ()))))
     if names and not options.check:
         raise BadOptionError(f"--target {names[0]}: proving on a target needs the check")
+    if options.verify.get("expected") is not None and not options.check:
+        raise BadOptionError("--expected: comparing with the framework's outputs needs the check")
     from seqlower.verification.oracles import load_target
 
     for name in names:

@@ -190,3 +190,17 @@ def test_candidate_openvino_refuses_fails_the_check() -> None:
     )
     assert "While validating ONNX node '<Node(Loop): map/while_loop:0>'" in report.reason
     assert report.targets == {f"openvino {_version('openvino')}": report.reason}
+
+
+@pytest.mark.parametrize("flag", ["--target=tract", "--expected=x.npz"])
+def test_proof_flags_need_the_check(tmp_path: Path, flag: str) -> None:
+    require("tract")
+    source, out = tmp_path / "m.onnx", tmp_path / "out.onnx"
+    onnx.save(REVERSE, source)
+    np.savez(tmp_path / "x.npz", x=np.zeros((2, 2, 3), np.float32), lengths=np.array([1, 2]))
+    result = CliRunner().invoke(
+        cli,
+        [str(source), "-o", str(out), "--no-check", flag.replace("x.npz", str(tmp_path / "x.npz"))],
+    )
+    assert result.exit_code == 2
+    assert "needs the check" in result.stderr and not out.exists()
