@@ -92,6 +92,8 @@ def test_target_that_cannot_run_the_candidate_fails_the_check(tmp_path: Path) ->
     assert result.exit_code == 1, result.output
     assert f"MISMATCH: fails on tract {_version('tract')} in run 1: " in result.stderr
     assert "Loop" in result.stderr
+    # The failing inputs are saved, and the command that reproduces it asks for tract too.
+    assert "--inputs" in result.stderr and "--target=tract" in result.stderr
 
 
 def test_lower_file_targets_field(tmp_path: Path) -> None:

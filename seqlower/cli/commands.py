@@ -375,6 +375,7 @@ def _same_interface(
 def _tell_repro(show: Printer, folder: Path, command: list[str], check: dict[str, Any]) -> None:
     command = [*command, "--inputs", str(folder)]
     command += [f"--rtol={t}" for t in check["rtols"]] + [f"--atol={t}" for t in check["atols"]]
+    command += [f"--target={t}" for t in check["targets"]]
     show.error(f"failing inputs saved in {folder}; reproduce with:")
     show.line(f"  {shlex.join(command)}", err=True, always=True)
 

@@ -167,7 +167,6 @@ def verify(
     if signature_problem:
         return report("mismatch", signature_problem)
     problems: list[str] = []
-
     try:
         analysis = analyze(reference_proto)
     except Exception as e:  # a model the analysis does not understand still gets checked
