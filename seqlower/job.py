@@ -49,6 +49,9 @@ __all__ = [
     "save_failing_inputs",
 ]
 
+#: The note of a run with nothing to lower, which writes the model as read and checks nothing.
+KEPT_AS_READ = "the model is kept as read and not checked (the check would compare it with itself)"
+
 #: Progress hook: ``with progress("lowering"): ...`` around each long step.
 Progress = Callable[[str], contextlib.AbstractContextManager[None]]
 
@@ -200,6 +203,7 @@ def lower_file(
         rows = _pass_rows(pipeline.passes)
         unchanged = not options.unroll_inputs and not any(row.rewritten for row in rows)
         as_read: onnx.ModelProto | None = None
+        notes_unchanged: list[str] = []
         if unchanged:
             # Nothing lowered: OUT is the model as read (the pipeline's tidying, dropped unused
             # optional outputs or inferred value_info, is not the user's request).
@@ -216,6 +220,7 @@ def lower_file(
         ):
             if original is not None:
                 _validate_given_inputs(original, options)  # still wrong inputs: exit 2
+                notes_unchanged = [KEPT_AS_READ]
             original = None  # the check would compare the model with itself
         # Without the check the written file is checked before it replaces anything
         # (cheaper); with it, the proto made for the runtimes is checked.
@@ -229,7 +234,7 @@ def lower_file(
         ops_before=before,
         ops_after=_op_counts(ir_model) if options.count_ops else Counter(),
         verification=None,
-        notes=notes,
+        notes=notes_unchanged + notes,
         unchanged=unchanged,
     )
     if original is not None and lowered is not None:

@@ -90,15 +90,10 @@ class Printer:
             return
         for note in result.notes:
             self.line(f"note: {note}")
-        kept = ""
-        if result.unchanged and result.verification is None:
-            kept = "; kept as read, not checked (the check would compare the model with itself)"
         if not result.lowered_anything and not verbose:
             ops = ", ".join(sorted({row.op_type for row in result.passes if row.op_type}))
-            self.line(f"nothing to lower: no {ops.replace(', ', ' or ')} in the model{kept}")
+            self.line(f"nothing to lower: no {ops.replace(', ', ' or ')} in the model")
             return
-        if kept:
-            self.line(f"note: nothing to lower{kept}")
         self.line(f"{'pass':26} {'rewritten':>9} {'time':>10}")
         for row in result.passes:
             self.line(_pass_line(row))
