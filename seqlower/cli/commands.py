@@ -40,12 +40,14 @@ from seqlower.passes import PASSES
 EXIT_CODES = """\b
 Exit codes:
   0   success (and, unless --no-check, outputs proven equal)
-  1   numerical mismatch (OUT not written unless --keep-on-failure)
+  1   numerical mismatch, or the lowered model does not load where the
+      original runs or on a --target (OUT not written unless
+      --keep-on-failure)
   2   bad input or usage: unreadable or invalid model, malformed node,
       not sequence-free (--sequence-free), unwritable output, bad flag
       (one line on stderr, nothing written)
   3   cannot verify: no runtime runs the original model, or the check
-      would exceed its memory or time bound
+      would exceed its memory or time bound; out of memory anywhere
   70  internal error in seqlower (please report it; -v shows the traceback)
   130 interrupted (143 on SIGTERM, 129 on SIGHUP); nothing written
 """
@@ -60,6 +62,8 @@ Examples:
   seqlower model.onnx -o lowered.onnx --skip lower-reverse-sequence
   seqlower model.onnx -o lowered.onnx --ir-version 10 --opset 18
   seqlower model.onnx -o lowered.onnx --sequence-free   # OpenVINO, tract, ...
+  seqlower model.onnx -o lowered.onnx --sequence-free --target tract --target openvino
+  seqlower model.onnx -o lowered.onnx --expected test_data.npz   # the framework's outputs
   seqlower --list-passes
 
 """
@@ -71,6 +75,7 @@ VERIFY_EPILOG = (
 Examples:
   seqlower verify model.onnx lowered.onnx
   seqlower verify model.onnx lowered.onnx --inputs test_data_set_0
+  seqlower verify model.onnx lowered.onnx --expected test_data.npz --target openvino
   seqlower verify model.onnx lowered.onnx --rtol 1e-4 --rtol logits:1e-3 --report r.json
 
 """
