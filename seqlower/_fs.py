@@ -91,25 +91,29 @@ def deferred_signals() -> Iterator[None]:
     """Hold back SIGINT, SIGTERM and SIGHUP for the body; they are delivered after it.
 
     A commit is a few renames and unlinks; finishing it is always better than stopping halfway.
-    Blocking the signals in this thread is not enough once other threads exist (onnxruntime's
-    pools, the check's worker): the kernel hands a process signal to any thread that does not
-    block it, and Python then runs its handler in the main thread at once. So in the main thread
-    the handlers are also swapped for ones that only record the signal, which is re-raised after.
+    Blocking them in this thread is not enough: the kernel hands a process signal to any thread
+    that does not block it (onnxruntime's pool threads), and Python then runs the handler in the
+    main thread at once. So the handlers only record them for the body's length; the first is
+    re-raised after it (only when the body succeeded: an exception of its own wins).
     """
-    old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, COMMIT_SIGNALS)
-    arrived: list[int] = []
-    handlers: dict[signal.Signals, Any] = {}
+    held: list[int] = []
+    previous: dict[int, Any] = {}
     if threading.current_thread() is threading.main_thread():
-        for number in COMMIT_SIGNALS:
-            handlers[number] = signal.signal(number, lambda n, _frame: arrived.append(n))
+        previous = {s: signal.signal(s, lambda n, _f: held.append(n)) for s in COMMIT_SIGNALS}
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, COMMIT_SIGNALS)
     try:
         yield
     finally:
-        for number, handler in handlers.items():
+        while pending := signal.sigpending() & set(COMMIT_SIGNALS):
+            caught = signal.sigtimedwait(pending, 0)
+            if caught is None:
+                break
+            held.append(caught.si_signo)
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        for number, handler in previous.items():
             signal.signal(number, handler)
-        signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
-        for late in dict.fromkeys(arrived):
-            signal.raise_signal(late)
+    if held:
+        signal.raise_signal(held[0])  # the caller's handler runs now: KeyboardInterrupt, ...
 
 
 def give_default_mode(path: Path, like: Path) -> None:

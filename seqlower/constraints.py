@@ -47,9 +47,9 @@ class Constraint:
 
     ``kind``: ``lengths`` (0..n), ``index`` (0..n-1), ``position`` (-n..n-1), ``insert``
     (-n..n), ``count`` (0..n), ``span`` (-n..n), ``split`` (non-negative, summing to n),
-    ``chunk`` (1..n), ``positive`` (1..), ``trip`` (0..a few). ``limit`` gives n: one
-    dimension or sequence length, or (``index``/``span`` along the last axis of the operand,
-    GatherND and Slice) one per position of that axis.
+    ``chunk`` (1..n), ``seqlens`` (1..n: RNN/GRU/LSTM), ``positive`` (1..), ``trip`` (0..a
+    few). ``limit`` gives n: one dimension or sequence length, or (``index``/``span`` along the
+    last axis of the operand, GatherND and Slice) one per position of that axis.
     """
 
     kind: str
@@ -118,6 +118,7 @@ _SAME_VALUES = {
     "Concat": None,  # every input
     "Min": None,
     "Max": None,
+    "TopK": (0,),  # its values (output 0): some of its input's, sorted
 }
 _CHANGES_VALUES = {"Abs", "Min", "Max"}  # in range if their inputs are, not only then
 # Ops whose output has the shape of input 0.
@@ -507,6 +508,13 @@ class _Walker:
             need("positive", infos[2], None)
         elif op == "Loop" and data is not None:
             need("trip", data, None)
+        elif op in ("RNN", "GRU", "LSTM") and data is not None and arg(4) is not None:
+            # sequence_lens: one length per batch row, at most the time axis (layout 1: [B, T]).
+            time_axis, batch_axis = (1, 0) if attr_int("layout", 0) else (0, 1)
+            need("seqlens", infos[4], dim(data, time_axis))
+            lens = infos[4]
+            if lens.dims is not None and len(lens.dims) == 1:
+                self.tie(lens.dims[0], dim(data, batch_axis))
         elif op in ("Tile", "ConstantOfShape"):
             target = second if op == "Tile" else data
             if target is not None:

@@ -29,6 +29,7 @@ __all__ = [
     "external_locations",
     "has_external_data",
     "load_model",
+    "proto_has_external_data",
     "save_model",
     "self_contained_proto",
     "weights_nbytes",
@@ -295,8 +296,12 @@ def save_model(
     external_data: str | None = None,
     check: bool = False,
     keep: Sequence[Path] = (),
+    exact: onnx.ModelProto | None = None,
 ) -> str | None:
     """Write ``model`` to ``path``, its weights with it, so that readers never see a mix.
+
+    ``exact``: the proto to write as it is, when no weights go to a file (a model with nothing
+    to lower is written as read; onnx_ir's round trip would add value_info and the like).
 
     Everything is written under private names in a staging folder beside ``path``, then moved
     into place in a few renames, with signals held back and other seqlower runs writing into the
@@ -329,7 +334,10 @@ def save_model(
                 if os.path.lexists(folder / data_name):
                     data_name = f"{path.name}.{secrets.token_hex(4)}.data"
             staged = staging / path.name
-            ir.save(model, staged, external_data=data_name)
+            if exact is not None and data_name is None:
+                staged.write_bytes(exact.SerializeToString())
+            else:
+                ir.save(model, staged, external_data=data_name)
             staged_data = None if data_name is None else staging / data_name
             if staged_data is not None and (
                 not staged_data.exists() or staged_data.stat().st_size == 0
@@ -375,25 +383,38 @@ def _commit(
     A fresh weights name is linked in (never replacing anything) and unlinked again if the model
     cannot follow; a name the user chose replaces what is there. Signals wait until the end.
     """
-    with deferred_signals():
-        placed: Path | None = None
-        if data is not None:
-            staging, folder, name = data
-            placed = folder / name
-            if fresh:
-                os.link(staging / name, placed)
-            else:
-                os.replace(staging / name, placed)
-        try:
-            os.replace(staged, path)
-        except BaseException:
-            if placed is not None and fresh:
-                placed.unlink(missing_ok=True)
-            raise
-        for old in stale:
-            if placed is None or not _same_file(old, placed):
-                with contextlib.suppress(OSError):
-                    old.unlink()
+    placed: Path | None = None
+    done = False
+    try:
+        with deferred_signals():
+            if data is not None:
+                staging, folder, name = data
+                placed = folder / name
+                if fresh:
+                    os.link(staging / name, placed)
+                else:
+                    os.replace(staging / name, placed)
+            try:
+                os.replace(staged, path)
+            except BaseException:
+                if placed is not None and fresh:
+                    placed.unlink(missing_ok=True)
+                raise
+            done = True
+            for old in stale:
+                if placed is None or not _same_file(old, placed):
+                    with contextlib.suppress(OSError):
+                        old.unlink()
+    except KeyboardInterrupt as e:
+        # A signal held during the renames arrives once they are done: say what they wrote.
+        if done:
+            e.written = [path] if placed is None else [path, placed]  # type: ignore[attr-defined]
+        raise
+
+
+def proto_has_external_data(proto: onnx.ModelProto) -> bool:
+    """Whether any tensor of ``proto`` (initializers, node attributes) lives in another file."""
+    return any(t.data_location == onnx.TensorProto.EXTERNAL for t in _all_proto_tensors(proto))
 
 
 def _references(model_path: Path) -> set[str]:

@@ -49,6 +49,9 @@ __all__ = [
     "save_failing_inputs",
 ]
 
+#: The note of a run with nothing to lower, which writes the model as read and checks nothing.
+KEPT_AS_READ = "the model is kept as read and not checked (the check would compare it with itself)"
+
 #: Progress hook: ``with progress("lowering"): ...`` around each long step.
 Progress = Callable[[str], contextlib.AbstractContextManager[None]]
 
@@ -70,6 +73,9 @@ class LowerOptions:
     force_input_shape: bool = False
     sequence_free: bool = False
     unroll_inputs: Mapping[str, int] = field(default_factory=dict)
+    #: Runtimes (names in ``seqlower.verification.oracles.TARGETS``) the lowered model is also
+    #: run and compared on; the same as ``verify["targets"]``, which it extends.
+    targets: tuple[str, ...] = ()
 
 
 @dataclass
@@ -88,6 +94,9 @@ class LowerResult:
     notes: list[str] = field(default_factory=list)  # what was done besides lowering
     warnings: list[str] = field(default_factory=list)  # what the user should act on
     exit_code: int = ExitCode.OK
+    #: Nothing was lowered: OUT is the model as read (re-stamped only if asked), unchecked
+    #: unless a target, expected outputs or an opset conversion called for the check.
+    unchanged: bool = False
     before: ModelFacts | None = None  # opset, IR version, interface, size of MODEL
     after: ModelFacts | None = None  # the same for OUT (its size once written)
     seconds: float = 0.0  # the whole run
@@ -115,6 +124,7 @@ class LowerResult:
             "written": self.written,
             "external_data": self.external_data,
             "exit_code": int(self.exit_code),
+            "unchanged": self.unchanged,
             "passes": [row.__dict__ for row in self.passes],
             "ops": {"before": dict(self.ops_before), "after": dict(self.ops_after)},
             "notes": self.notes,
@@ -181,6 +191,7 @@ def lower_file(
         raise OutputError("no output given (-o OUT), and not a dry run")
     target = None if options.dry_run else output
     check_paths(model, target, options.external_data, None, _inputs_path(options))
+    targets = _targets(options)
     with progress(f"reading {model}"):
         ir_model = load_model(model)
     # The files this run reads: never overwritten, never removed as stale weights (unless OUT
@@ -204,8 +215,29 @@ def lower_file(
     )
     with progress("lowering"):
         run_pipeline(ir_model, pipeline)
-        notes = seqlower.io.load_notes(ir_model)
-        notes += restamp(ir_model, ir_version=options.ir_version, opset=options.opset)
+        rows = pass_rows(pipeline.passes)
+        load_notes = seqlower.io.load_notes(ir_model)
+        unchanged = not options.unroll_inputs and not any(row.rewritten for row in rows)
+        as_read: onnx.ModelProto | None = None
+        notes_unchanged: list[str] = []
+        if unchanged:
+            # Nothing lowered: OUT is the model as read (the pipeline's tidying, dropped unused
+            # optional outputs or inferred value_info, is not the user's request).
+            ir_model = load_model(model, check=False)
+            if options.opset is None and not seqlower.io.has_external_data(ir_model):
+                as_read = onnx.load(model, load_external_data=False)
+                if seqlower.io.proto_has_external_data(as_read):  # a Constant's, read in
+                    as_read = None
+        notes = load_notes + restamp(ir_model, ir_version=options.ir_version, opset=options.opset)
+        if as_read is not None:
+            as_read.ir_version = ir_model.ir_version  # re-stamped only when asked
+        if unchanged and (
+            options.opset is None and not targets and options.verify.get("expected") is None
+        ):
+            if original is not None:
+                _validate_given_inputs(original, options)  # still wrong inputs: exit 2
+                notes_unchanged = [KEPT_AS_READ]
+            original = None  # the check would compare the model with itself
         # Without the check the written file is checked before it replaces anything
         # (cheaper); with it, the proto made for the runtimes is checked.
         lowered = _in_memory_proto(ir_model) if original is not None else None
@@ -214,11 +246,12 @@ def lower_file(
     result = LowerResult(
         input=model,
         output=output,
-        passes=pass_rows(pipeline.passes),
+        passes=rows,
         ops_before=before,
         ops_after=op_counts(ir_model) if options.count_ops else Counter(),
         verification=None,
-        notes=notes,
+        notes=notes_unchanged + notes,
+        unchanged=unchanged,
         before=facts_before,
         after=ModelFacts.of(ir_model),
     )
@@ -226,8 +259,11 @@ def lower_file(
         with progress("checking"):
             from seqlower.verification import verify  # imports onnxruntime: only when checking
 
-            extra: dict[str, Any] = {} if on_run is None else {"on_run": on_run}  # run k of n
-            report = verify(original, lowered, **options.verify, **extra)
+            extra: dict[str, Any] = {"targets": targets}
+            if on_run is not None:
+                extra["on_run"] = on_run  # run k of n, for progress
+            given = {k: v for k, v in options.verify.items() if k != "targets"}
+            report = verify(original, lowered, **given, **extra)
         result.verification = report
         result.exit_code = _exit_code(report)
         if result.exit_code == ExitCode.MISMATCH and output is not None and not options.dry_run:
@@ -247,14 +283,20 @@ def lower_file(
             external_data=options.external_data,
             check=original is None,
             keep=keep,
+            exact=as_read,
         )
     result.written = True
-    result.warnings += _runtime_notes(ir_model)
+    try:
+        result.warnings += _runtime_notes(ir_model)
+    except KeyboardInterrupt as e:  # OUT is in place: the interrupt must not say otherwise
+        data = [] if result.external_data is None else [output.parent / result.external_data]
+        e.written = [output, *data]  # type: ignore[attr-defined]
+        raise
     if result.after is not None:
-        written = [output] + (
-            [] if result.external_data is None else [output.parent / result.external_data]
+        result.after.nbytes = _files_size(
+            [output]
+            + ([] if result.external_data is None else [output.parent / result.external_data])
         )
-        result.after.nbytes = _files_size(written)
     result.seconds = time.perf_counter() - start
     return result
 
@@ -327,7 +369,38 @@ def _dims(type_proto: onnx.TypeProto) -> list[Any]:
 
 def _inputs_path(options: LowerOptions) -> Path | None:
     inputs = options.verify.get("inputs")
+    expected = options.verify.get("expected")
+    if isinstance(expected, (str, os.PathLike)) and not Path(expected).exists():
+        raise ModelLoadError(f"--expected {expected}: no such file or folder")
     return Path(inputs) if isinstance(inputs, (str, os.PathLike)) else None
+
+
+def _validate_given_inputs(model: onnx.ModelProto, options: LowerOptions) -> None:
+    """``--inputs`` that do not fit the model are an error even when no check runs."""
+    given = options.verify.get("inputs")
+    if not isinstance(given, (str, os.PathLike)):
+        return
+    from seqlower.constraints import analyze
+    from seqlower.inputs import load_inputs, validate_inputs
+
+    sets = load_inputs(given, model)
+    for k, feeds in enumerate(sets, start=1):
+        where = str(given) if len(sets) == 1 else f"{given} (set {k})"
+        validate_inputs(model, feeds, analyze(model), where=where)
+
+
+def _targets(options: LowerOptions) -> tuple[str, ...]:
+    """The target runtimes asked for, each known and installed (exit 2 before any work)."""
+    names = tuple(dict.fromkeys((*options.targets, *options.verify.get("targets", ()))))
+    if names and not options.check:
+        raise BadOptionError(f"--target {names[0]}: proving on a target needs the check")
+    if options.verify.get("expected") is not None and not options.check:
+        raise BadOptionError("--expected: comparing with the framework's outputs needs the check")
+    from seqlower.verification.oracles import load_target
+
+    for name in names:
+        load_target(name)
+    return names
 
 
 def restamp(model: ir.Model, *, ir_version: int | None, opset: int | None) -> list[str]:

@@ -180,6 +180,9 @@ def verdict_lines(
         reason = reason[len("all outputs match") :].strip()
     text = f"check: {styled}" + (f"{' ' if report.ok else ': '}{reason}" if reason else "")
     lines = [text + (f" ({oracles})" if oracles else "")]
+    for extra in [*report.targets.values(), report.expected]:
+        if extra and extra not in reason:  # --target and --expected, one line each
+            lines.append(f"check: {extra}")
     rows: dict[str, list[float]] = {}
     for run in report.runs:
         if run.error:

@@ -10,9 +10,7 @@ except under CI (``CI`` set), where a missing runtime is a failure: CI must meas
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 
 import numpy as np
 import onnx
@@ -39,69 +37,23 @@ def _run_onnxruntime(model: onnx.ModelProto, feeds: Feeds) -> list[np.ndarray]:
     return session.run(None, dict(feeds))
 
 
-def _run_openvino(model: onnx.ModelProto, feeds: Feeds) -> list[np.ndarray]:
-    import openvino as ov
+def _run_on(target: str) -> Callable[[onnx.ModelProto, Feeds], list[np.ndarray]]:
+    """The library's own target oracle (what ``--target`` runs): one way to run everywhere."""
 
-    with tempfile.TemporaryDirectory() as folder:
-        path = Path(folder) / "model.onnx"
-        onnx.save(model, path)
-        compiled = ov.Core().compile_model(str(path), "CPU")
-        result = compiled(dict(feeds))
-        return [np.asarray(result[output]) for output in compiled.outputs]
+    def runner(model: onnx.ModelProto, feeds: Feeds) -> list[np.ndarray]:
+        from seqlower.verification.oracles import TARGETS
 
+        return list(TARGETS[target].load(model).run(feeds))
 
-def _run_tract(model: onnx.ModelProto, feeds: Feeds, *, concrete: bool = True) -> list[np.ndarray]:
-    import tract
-
-    names = _input_names(model)
-    with tempfile.TemporaryDirectory() as folder:
-        path = Path(folder) / "model.onnx"
-        onnx.save(model, path)
-        inference = tract.onnx().load(str(path))
-        for index, name in enumerate(names if concrete else []):
-            array = np.asarray(feeds[name])
-            # tract's facts default to the declared (often symbolic) shapes; concrete ones
-            # are what a deployment gives it too.
-            shape = ",".join(str(d) for d in array.shape)
-            dtype = _TRACT_DTYPES[array.dtype.str[1:]]
-            fact = f"{shape},{dtype}" if shape else dtype
-            inference.set_input_fact(index, fact)
-        runnable = inference.into_model().into_runnable()
-        outputs = runnable.run([np.asarray(feeds[name]) for name in names])
-        return [output.to_numpy() for output in outputs]
-
-
-_TRACT_DTYPES = {
-    "f4": "f32",
-    "f8": "f64",
-    "f2": "f16",
-    "i1": "i8",
-    "i2": "i16",
-    "i4": "i32",
-    "i8": "i64",
-    "u1": "u8",
-    "u2": "u16",
-    "u4": "u32",
-    "u8": "u64",
-    "b1": "bool",
-}
-
-
-def _input_names(model: onnx.ModelProto) -> list[str]:
-    initializers = {t.name for t in model.graph.initializer}
-    return [i.name for i in model.graph.input if i.name not in initializers]
-
-
-def _run_tract_symbolic(model: onnx.ModelProto, feeds: Feeds) -> list[np.ndarray]:
-    return _run_tract(model, feeds, concrete=False)
+    return runner
 
 
 RUNTIMES: dict[str, tuple[str, Callable[[onnx.ModelProto, Feeds], list[np.ndarray]]]] = {
     "onnxruntime": ("onnxruntime", _run_onnxruntime),
-    "openvino": ("openvino", _run_openvino),
+    "openvino": ("openvino", _run_on("openvino")),
     # tract with concrete input shapes, and with the model's declared (symbolic) ones.
-    "tract": ("tract", _run_tract),
-    "tract-symbolic": ("tract", _run_tract_symbolic),
+    "tract": ("tract", _run_on("tract")),
+    "tract-symbolic": ("tract", _run_on("tract-symbolic")),
 }
 
 

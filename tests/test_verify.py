@@ -201,7 +201,8 @@ def test_reference_fallback_when_onnxruntime_cannot_run_it() -> None:
     model, _ = CASES["nested_sequence_map"]()
     report = verify(model, seqlower.lower(model))
     assert report.ok
-    assert report.oracles == {"reference": "onnx.reference", "candidate": "onnxruntime"}
+    # Both run where the reference runs: another oracle only when the reference cannot load.
+    assert report.oracles == {"reference": "onnx.reference", "candidate": "onnx.reference"}
 
 
 def test_restamped_ir_version() -> None:

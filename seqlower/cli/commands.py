@@ -15,6 +15,7 @@ import re
 import shlex
 import sys
 import traceback
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, NoReturn
@@ -53,12 +54,14 @@ Exit codes:
 EXIT_CODES = """\b
 Exit codes:
   0   success (and, unless --no-check, outputs proven equal)
-  1   numerical mismatch (OUT not written unless --keep-on-failure)
+  1   numerical mismatch, or the lowered model does not load where the
+      original runs or on a --target (OUT not written unless
+      --keep-on-failure)
   2   bad input or usage: unreadable or invalid model, malformed node,
       not sequence-free (--sequence-free), unwritable output, bad flag
       (one line on stderr, nothing written)
   3   cannot verify: no runtime runs the original model, or the check
-      would exceed its memory or time bound
+      would exceed its memory or time bound; out of memory anywhere
   70  internal error in seqlower (please report it; -v shows the traceback)
   130 interrupted (143 on SIGTERM, 129 on SIGHUP); nothing written
 """
@@ -73,6 +76,8 @@ Examples:
   seqlower model.onnx -o lowered.onnx --skip lower-reverse-sequence
   seqlower model.onnx -o lowered.onnx --ir-version 10 --opset 18
   seqlower model.onnx -o lowered.onnx --sequence-free   # OpenVINO, tract, ...
+  seqlower model.onnx -o lowered.onnx --sequence-free --target tract --target openvino
+  seqlower model.onnx -o lowered.onnx --expected test_data.npz   # the framework's outputs
   seqlower --list-passes
 
 """
@@ -84,6 +89,7 @@ VERIFY_EPILOG = (
 Examples:
   seqlower verify model.onnx lowered.onnx
   seqlower verify model.onnx lowered.onnx --inputs test_data_set_0
+  seqlower verify model.onnx lowered.onnx --expected test_data.npz --target openvino
   seqlower verify model.onnx lowered.onnx --rtol 1e-4 --rtol logits:1e-3 --report r.json
 
 """
@@ -328,7 +334,7 @@ def lower(
     if output is None and not dry_run:
         raise click.UsageError("missing option '-o' / '--output' (or give --dry-run)")
     show = Printer(quiet)
-    with _user_errors(verbose, show):
+    with _user_errors(verbose, show) as errors:
         out = None if output is None else Path(output)
         if output == "":
             raise click.BadParameter("an empty path", param_hint="-o")
@@ -351,6 +357,9 @@ def lower(
         report_path = check["report_path"]
         check_paths(model, None if dry_run else out, external_data, report_path)
         result = lower_file(model, out, options, progress=show.step, on_run=show.run_progress)
+        if result.written and out is not None:
+            data = result.external_data
+            errors.written = [out] + ([out.parent / data] if data else [])
         show.summary(result, verbose)
         if result.verification is not None:
             show.verdict(result.verification, verbose)
@@ -392,6 +401,8 @@ def verify_command(
         report_path = check["report_path"]
         check_paths(reference, None, None, report_path)
         check_paths(candidate, None, None, None, check["inputs_path"])
+        if check["expected_path"] is not None:
+            check_paths(None, None, None, None, check["expected_path"])
         protos = []
         for path in (reference, candidate):
             with show.step(f"reading {path}"):
@@ -467,6 +478,7 @@ def _same_interface(
 def _tell_repro(show: Printer, folder: Path, command: list[str], check: dict[str, Any]) -> None:
     command = [*command, "--inputs", str(folder)]
     command += [f"--rtol={t}" for t in check["rtols"]] + [f"--atol={t}" for t in check["atols"]]
+    command += [f"--target={t}" for t in check["targets"]]
     show.error(f"failing inputs saved in {folder}; reproduce with:")
     show.line(f"  {shlex.join(command)}", err=True, always=True)
 
@@ -498,6 +510,10 @@ def _configure_logging(verbose: int) -> None:
     # bare extra lines on stderr, and a failed run would no longer end in exactly one line.
     level = logging.ERROR if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG
     logging.basicConfig(level=level, format="seqlower: %(name)s: %(message)s", force=True)
+    # Runtimes' Python warnings (numpy's "Mean of empty slice" inside onnx.reference, ...) are
+    # not the user's business on a normal run: -q must print nothing. With -v they are logged.
+    logging.captureWarnings(verbose > 0)
+    warnings.simplefilter("ignore" if verbose == 0 else "default")
     # The pass machinery's chatter ("No more graph changes detected...") is not for users.
     logging.getLogger("onnx_ir").setLevel(logging.WARNING if verbose < 2 else logging.DEBUG)
 
@@ -509,12 +525,14 @@ class _user_errors:
         self.verbose = verbose
         self.show = show
         self._signals: Any = None
+        self.written: list[Path] = []  # files this run has put in place (for an interrupt)
 
-    def __enter__(self) -> None:
+    def __enter__(self) -> _user_errors:
         from seqlower._signals import signals_as_interrupts
 
         self._signals = signals_as_interrupts()
         self._signals.__enter__()
+        return self
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any
@@ -527,7 +545,21 @@ class _user_errors:
         if isinstance(exc, KeyboardInterrupt):
             code = getattr(exc, "exit_code", ExitCode.INTERRUPTED)
             what = f"stopped by {exc}" if code != ExitCode.INTERRUPTED else "interrupted"
-            self._fail(f"{what}; nothing was written", code, None)
+            written = [str(p) for p in getattr(exc, "written", None) or self.written]
+            done = (
+                f"{' and '.join(written)} {'were' if len(written) > 1 else 'was'} written in full"
+                if written
+                else "nothing was written"
+            )
+            self._fail(f"{what}; {done}", code, None)
+        if isinstance(exc, MemoryError):
+            # Anywhere in a run (lowering, drawing inputs, a runtime): what the README promises.
+            self._fail(
+                "error: seqlower ran out of memory; for the check, give smaller sizes with "
+                "--dim/--input-shape or a smaller --check-memory (nothing written)",
+                ExitCode.CANNOT_VERIFY,
+                exc,
+            )
         if isinstance(exc, Exception):
             self._fail(
                 f"internal error: {type(exc).__name__}: {first_line(exc)}\n"

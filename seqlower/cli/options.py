@@ -101,6 +101,23 @@ def check_options(command: Callable[..., Any]) -> Callable[..., Any]:
             help="Inputs to use instead: an .npz file or ONNX test-data directory.",
         ),
         click.option(
+            "--expected",
+            "expected_path",
+            type=click.Path(path_type=Path),
+            help="The framework's outputs to compare the lowered model with: an .npz "
+            "(output.NAME keys, __outputs__, or output names) or test-data folder (output_K.pb); "
+            "may be the --inputs file, which it also supplies when --inputs is not given.",
+        ),
+        click.option(
+            "--target",
+            "targets",
+            multiple=True,
+            metavar="NAME",
+            callback=_check_targets,
+            help="Also run the lowered model on this runtime and compare (repeatable): "
+            "openvino, tract, tract-symbolic, onnxruntime.",
+        ),
+        click.option(
             "--report",
             "report_path",
             type=click.Path(path_type=Path),
@@ -125,10 +142,14 @@ def verify_options(
     report_path: Path | None,
     memory_budget: int | None,
     timeout: float | None,
+    expected_path: Path | None = None,
+    targets: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """The keyword options of :func:`seqlower.verify` the flags ask for."""
     del report_path, force_input_shape  # used by the caller, not by verify()
     return {
+        "targets": tuple(targets),
+        "expected": expected_path,
         "memory_budget": memory_budget,
         "timeout": timeout,
         "n": check_n,
@@ -142,6 +163,21 @@ def verify_options(
             _parse_pair(spec, ":", "--input-shape", _parse_shape) for spec in shape_specs
         ),
     }
+
+
+def _check_targets(
+    _ctx: click.Context, _param: click.Parameter, names: tuple[str, ...]
+) -> tuple[str, ...]:
+    """Unknown or not installed targets fail before the model is read (with the pip command)."""
+    from seqlower.errors import SeqlowerError
+    from seqlower.verification.oracles import load_target
+
+    for name in names:
+        try:
+            load_target(name)
+        except SeqlowerError as e:
+            raise click.UsageError(str(e)) from None
+    return tuple(dict.fromkeys(names))
 
 
 _UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}

@@ -18,6 +18,13 @@ Once a sequence's elements are known values of the graph, every op on it is a te
 Nodes are visited in graph order, subgraphs first, so each fold sees its inputs already folded.
 Folded nodes are removed; a ``SequenceConstruct`` nothing reads any more is left for dead-node
 removal. Positions out of range are left alone (the original fails there at run time too).
+
+A ``ConcatFromSequence`` whose axis is out of range for its elements' known rank is not folded:
+it fails whenever it runs, which ONNX allows, but a ``Concat`` with that axis is refused when the
+model loads. PyTorch's TorchScript exporter puts one in the untaken branch of a rank ``If``
+(``hstack`` of 1-D tensors: ``ConcatFromSequence(axis=1)`` under ``rank == 1 ?``). The ``If`` is
+then folded when the known ranks decide its condition (onnxscript's folder on the ``If`` and the
+nodes computing its condition, :mod:`._fold`); otherwise the node stays, named as a blocker.
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ import onnx_ir as ir
 from seqlower._graphs import subgraphs_of
 from seqlower.passes._base import NameGenerator, _Walk
 from seqlower.passes._emit import Emitter
+from seqlower.passes._fold import REGION_KEY, fold_region, mark_region
 from seqlower.passes._sequences import block, constant_array, constant_int, is_onnx
 from seqlower.passes._types import TypeOracle
 
@@ -53,6 +61,7 @@ class FoldSequenceOps(ir.passes.InPlacePass):
         self._names = NameGenerator(walk.name_counts())
         self._types = TypeOracle(model)
         self._pools: dict[int, dict[tuple[Any, ...], ir.Value]] = {}
+        self._model = model
         default = model.opset_imports.get("", 1)
         self._graph(model.graph, default)
         for function in model.functions.values():
@@ -66,6 +75,29 @@ class FoldSequenceOps(ir.passes.InPlacePass):
             fold = _FOLDS.get(node.op_type) if node.domain in ("", "ai.onnx") else None
             if fold is not None and fold(self, node, graph, opset):
                 self.rewritten += 1
+            elif is_onnx(node, "If") and _holds_failing_node(node):
+                self._fold_if(node)
+
+    def _fold_if(self, node: ir.Node) -> None:
+        """Fold an ``If`` whose branch holds a node that fails whenever it runs, when known
+        ranks decide its condition: only that ``If`` and the nodes computing its condition."""
+        region = [node]
+        stack = [node.inputs[0]]
+        while stack and len(region) < _CONDITION_LIMIT:
+            value = stack.pop()
+            producer = value.producer() if value is not None else None
+            if producer is None or producer.graph is not node.graph or producer in region:
+                continue
+            region.append(producer)
+            stack.extend(producer.inputs)
+        before = {id(n) for n in region if n.meta.get(REGION_KEY)}
+        mark_region(region)
+        fold_region(self._model, self._names)
+        if node.graph is None:
+            self.rewritten += 1
+        for marked in region:  # the user's nodes the folder kept go back to being the user's
+            if id(marked) not in before:
+                marked.meta.pop(REGION_KEY, None)
 
     def _emitter(self, graph: ir.Graph | ir.Function, opset: int, node: ir.Node) -> Emitter:
         pool = self._pools.setdefault(id(graph), {})
@@ -203,6 +235,18 @@ class FoldSequenceOps(ir.passes.InPlacePass):
             return False
         axis = node.attributes["axis"].as_int()
         new_axis = node.attributes["new_axis"].as_int() if "new_axis" in node.attributes else 0
+        ranks = {len(e.shape) if e.shape is not None else -1 for e in elements}
+        if len(ranks) == 1 and -1 not in ranks:
+            rank = next(iter(ranks)) + (1 if new_axis else 0)
+            if not -rank <= axis < rank:
+                block(
+                    node,
+                    f"its axis {axis} is out of range for its rank-{rank - bool(new_axis)} "
+                    "elements, so it fails whenever it runs (a Concat with that axis would be "
+                    "refused at load)",
+                )
+                node.meta[_FAILS_KEY] = True
+                return False
         emit = self._emitter(graph, opset, node)
         if new_axis:
             elements = [
@@ -277,6 +321,19 @@ class FoldSequenceOps(ir.passes.InPlacePass):
             return None
         step = 1 if split is None else int(constant_array(split))  # type: ignore[arg-type]
         return [min(step, size - start) for start in range(0, size, step)]
+
+
+#: ``node.meta`` key of a node that fails whenever it runs (left for its ``If`` to fold away).
+_FAILS_KEY = "seqlower.fails_when_run"
+_CONDITION_LIMIT = 16  # nodes followed back from an If's condition
+
+
+def _holds_failing_node(node: ir.Node) -> bool:
+    return any(
+        inner.meta.get(_FAILS_KEY) or _holds_failing_node(inner)
+        for subgraph in subgraphs_of(node)
+        for inner in subgraph
+    )
 
 
 def unit_split(sequence: ir.Value | None) -> tuple[ir.Value, int, bool] | None:

@@ -4,7 +4,8 @@ It knows nothing of seqlower's passes: it compares any reference model with any 
 
 - :mod:`.check`: :func:`verify` and its :class:`CheckOptions` (runs, retries, the verdict).
 - :mod:`.oracles`: the runtimes, one class each behind the :class:`~.oracles.Oracle` protocol,
-  tried in the order of :data:`~.oracles.ORACLES`.
+  tried in the order of :data:`~.oracles.ORACLES` (both models in the first that loads the
+  reference); :data:`~.oracles.TARGETS`, the runtimes ``--target`` also proves the candidate on.
 - :mod:`.compare`: output comparison and :class:`Tolerances`.
 - :mod:`.report`: :class:`VerifyReport` and its parts, with a JSON round-trip.
 - Inputs: :mod:`seqlower.inputs` (generated, or read from files and validated) and
@@ -20,12 +21,18 @@ from seqlower.verification.check import (
     verify,
 )
 from seqlower.verification.compare import Tolerances, compare_values, default_tolerance
-from seqlower.verification.oracles import ORACLES, Oracle, with_explicit_loop_conditions
+from seqlower.verification.oracles import (
+    ORACLES,
+    TARGETS,
+    Oracle,
+    with_explicit_loop_conditions,
+)
 from seqlower.verification.report import OutputReport, RunReport, SkippedRun, VerifyReport
 
 __all__ = [
     "DEFAULT_TIMEOUT",
     "ORACLES",
+    "TARGETS",
     "CheckOptions",
     "Oracle",
     "OutputReport",

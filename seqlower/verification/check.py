@@ -1,7 +1,11 @@
 """The check itself: run two models on the same inputs and compare every output.
 
 This module knows nothing of seqlower's passes: it compares any reference model with any
-candidate. Each model runs in the first oracle that loads it (:mod:`.oracles`); inputs are the
+candidate. Both run in the first oracle that loads the reference (:mod:`.oracles`): a candidate
+that oracle refuses, or that fails ONNX's strict shape inference where the reference passes, is a
+failed check. With ``targets`` the candidate also runs on each target runtime and is compared
+with the same reference outputs; with ``expected`` its outputs are compared with the framework's
+own. Inputs are the
 user's (validated against the model) or drawn from the model's declared types and the
 constraints its graph puts on them (:mod:`seqlower.inputs`, :mod:`seqlower.constraints`). When
 nothing can run the reference, the report says it cannot verify, and why: it is never ``ok``.
@@ -29,12 +33,28 @@ from seqlower.inputs import (
     generate_inputs,
     input_specs,
     load_inputs,
+    load_outputs,
     validate_inputs,
 )
 from seqlower.io import load_model, self_contained_proto
 from seqlower.verification.compare import Tolerances, compare_values
-from seqlower.verification.oracles import ORACLES, Oracle, Runner, bounded, load_runner
-from seqlower.verification.report import RunReport, SkippedRun, Status, VerifyReport
+from seqlower.verification.oracles import (
+    ORACLES,
+    CandidateRefused,
+    Oracle,
+    Runner,
+    bounded,
+    load_pair,
+    load_target,
+    oracle_label,
+)
+from seqlower.verification.report import (
+    OutputReport,
+    RunReport,
+    SkippedRun,
+    Status,
+    VerifyReport,
+)
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -59,7 +79,11 @@ class CheckOptions:
     dimensions by name, ``input_shapes`` fixes shapes per input, ``seq_len`` sets sequence
     lengths. ``memory_budget`` (bytes of generated inputs; default a quarter of physical memory)
     and ``timeout`` (seconds in all; default 600) bound the check. ``on_run(k, total)`` is
-    called before run k (from 1), for progress displays. ``oracles``: tried in order per model.
+    called before run k (from 1), for progress displays. ``oracles``: tried in order for the
+    reference; the candidate runs in the one that took it. ``targets``: names in
+    :data:`~.oracles.TARGETS` the candidate is also run on. ``expected``: a file (as ``inputs``)
+    or a list of dicts of the framework's outputs for the given inputs, run by run; without
+    ``inputs``, the inputs come from the same file.
     """
 
     inputs: InputsLike | None = None
@@ -73,6 +97,8 @@ class CheckOptions:
     timeout: float | None = None
     on_run: Callable[[int, int], None] | None = None
     oracles: tuple[Oracle, ...] = ORACLES
+    targets: tuple[str, ...] = ()
+    expected: InputsLike | None = None
 
     @classmethod
     def from_kwargs(
@@ -114,6 +140,9 @@ def verify(
         options = CheckOptions.from_kwargs(**kwargs)
     elif kwargs:
         raise TypeError("give verify() either a CheckOptions or keywords, not both")
+    if options.expected is not None and options.inputs is None:
+        options = dataclasses.replace(options, inputs=options.expected)
+    targets = [load_target(name) for name in options.targets]  # not installed: exit 2 at once
     reference_proto = _as_proto(reference)
     candidate_proto = _as_proto(candidate)
     versions = _versions()
@@ -137,7 +166,6 @@ def verify(
     signature_problem = _compare_signatures(reference_proto, candidate_proto)
     if signature_problem:
         return report("mismatch", signature_problem)
-
     problems: list[str] = []
     try:
         analysis = analyze(reference_proto)
@@ -145,18 +173,43 @@ def verify(
         analysis = Analysis()
         problems.append(f"inputs drawn from declared types only: {first_line(e)[:300]}")
     plans = _run_plans(reference_proto, options, analysis)
-    runners = []
-    for role, proto in (("reference", reference_proto), ("candidate", candidate_proto)):
-        runner, notes = load_runner(proto, options.oracles)
-        if runner is None:
-            return report("cannot_verify", f"no runtime can run the {role}: " + "; ".join(notes))
-        runners.append(bounded(runner, deadline, limit))
-    reference_runner, candidate_runner = runners
+    expected_outputs = _expected_outputs(options, reference_proto, len(plans))
+    try:
+        pair = load_pair(reference_proto, candidate_proto, options.oracles)
+    except CandidateRefused as e:
+        return report("mismatch", str(e), input_problems=problems)
+    if isinstance(pair, list):
+        return report("cannot_verify", "no runtime can run the reference: " + "; ".join(pair))
+    strict = _strict_inference_problem(candidate_proto)
+    if strict:
+        if not _strict_inference_problem(reference_proto):
+            return report(
+                "mismatch", f"the lowered model fails ONNX's strict shape inference: {strict}"
+            )
+        problems.append(f"strict shape inference fails on both models: {strict}")
+    reference_runner, candidate_runner = (bounded(r, deadline, limit) for r in pair)
     oracles = {"reference": reference_runner.name, "candidate": candidate_runner.name}
+    on_targets: list[Runner] = []
+    for name, target in zip(options.targets, targets, strict=True):
+        try:
+            loaded = dataclasses.replace(target.load(candidate_proto), name=oracle_label(target))
+            on_targets.append(bounded(loaded, deadline, limit))
+            oracles[f"target {name}"] = on_targets[-1].name
+        except Exception as e:
+            refused = f"the lowered model does not load in {oracle_label(target)}: {first_line(e)}"
+            return report(
+                "mismatch",
+                refused,
+                oracles=oracles,
+                input_problems=problems,
+                targets={oracle_label(target): refused},
+            )
 
     output_names = [o.name for o in reference_proto.graph.output]
     names = [s.name for s in input_specs(reference_proto)]
     runs: list[RunReport] = []
+    target_runs: dict[str, list[RunReport]] = {r.name: [] for r in on_targets}
+    expected_runs: list[RunReport] = []
     skipped: list[SkippedRun] = []
     failing: dict[str, Any] | None = None
     for index, plan in enumerate(plans, start=1):
@@ -187,26 +240,129 @@ def verify(
                 skipped=skipped,
             )
         feeds, expected, attempts = outcome
-        run = _compare_run(
+        run, actual = _compare_run(
             index, feeds, expected, candidate_runner, output_names, options.tolerances
         )
         run.attempts = attempts
         runs.append(run)
-        if not run.ok and failing is None:
+        failed = False  # on a target or against the framework's outputs
+        for runner in on_targets:
+            on_target, _ = _compare_run(
+                index, feeds, expected, runner, output_names, options.tolerances
+            )
+            target_runs[runner.name].append(on_target)
+            failed = failed or not on_target.ok
+        if expected_outputs is not None and actual is not None:
+            framework = _compare_expected(
+                index,
+                run,
+                dict(zip(output_names, actual, strict=True)),
+                expected_outputs[index - 1],
+                options,
+            )
+            expected_runs.append(framework)
+            failed = failed or not framework.ok
+        if (failed or not run.ok) and failing is None:
             failing = feeds
-    extra = {"runs": runs, "oracles": oracles, "input_problems": problems, "skipped": skipped}
+    target_lines = {name: _target_summary(name, r) for name, r in target_runs.items()}
+    expected_line = _expected_summary(expected_runs) if expected_outputs is not None else ""
+    extra: dict[str, Any] = {
+        "runs": runs,
+        "oracles": oracles,
+        "input_problems": problems,
+        "skipped": skipped,
+        "targets": target_lines,
+        "target_runs": target_runs,
+        "expected": expected_line,
+        "expected_runs": expected_runs,
+    }
     if not runs:
         return report("cannot_verify", "no run could be compared" + _skips(skipped), **extra)
     bad = [run.index for run in runs if not run.ok]
-    if bad:
-        return report(
-            "mismatch",
-            f"outputs differ in run{'s' if len(bad) > 1 else ''} {', '.join(map(str, bad))}",
-            failing_inputs=failing,
-            **extra,
-        )
+    reasons = [f"outputs differ in run{'s' if len(bad) > 1 else ''} {', '.join(map(str, bad))}"]
+    reasons = reasons if bad else []
+    reasons += [line for line in target_lines.values() if not line.startswith("runs and")]
+    if expected_runs and not all(r.ok for r in expected_runs):
+        reasons.append(f"the lowered model {expected_line}")
+    if reasons:
+        return report("mismatch", "; ".join(reasons), failing_inputs=failing, **extra)
     count = f"{len(runs)} run{'s' if len(runs) > 1 else ''}"
     return report("equivalent", f"all outputs match in {count}" + _skips(skipped), **extra)
+
+
+def _strict_inference_problem(model: onnx.ModelProto) -> str:
+    """Why ONNX's strict shape inference (every subgraph, types checked, data propagated)
+    rejects ``model``: a runtime such as onnxruntime refuses such a model at load; '' if none."""
+    try:
+        onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
+    except Exception as e:
+        text = " ".join(str(e).split())
+        # ONNX nests each scope's errors: the innermost names the node that is wrong.
+        return text[text.rfind("(op_type:") :][:400] if "(op_type:" in text else text[:400]
+    return ""
+
+
+def _target_summary(name: str, runs: list[RunReport]) -> str:
+    bad = [r for r in runs if not r.ok]
+    if not runs:
+        return f"not run on {name}"
+    if not bad:
+        return f"runs and matches on {name}"
+    first = bad[0]
+    if first.error:
+        error = first.error.removeprefix("the candidate failed: ")
+        return f"fails on {name} in run {first.index}: {error}"
+    worst = next(o for o in first.outputs if not o.ok)
+    return (
+        f"MISMATCH on {name} in run {first.index}: output '{worst.name}' "
+        f"{worst.message or f'max abs {worst.max_abs:.3g}'}"
+    )
+
+
+def _expected_outputs(
+    options: CheckOptions, model: onnx.ModelProto, runs: int
+) -> list[dict[str, Any]] | None:
+    """The framework's outputs, one dict per run of the given inputs."""
+    if options.expected is None:
+        return None
+    expected = options.expected
+    if isinstance(expected, (str, os.PathLike)):
+        outputs = load_outputs(expected, model)
+    else:
+        outputs = [dict(e) for e in expected]
+    if len(outputs) != runs:
+        raise InputError(
+            f"--expected: {len(outputs)} set{'s' if len(outputs) != 1 else ''} of outputs for "
+            f"{runs} set{'s' if runs != 1 else ''} of inputs"
+        )
+    return outputs
+
+
+def _compare_expected(
+    index: int,
+    run: RunReport,
+    actual: Mapping[str, Any],
+    expected: Mapping[str, Any],
+    options: CheckOptions,
+) -> RunReport:
+    """The candidate's outputs against the framework's, for the outputs the file holds."""
+    outputs: list[OutputReport] = [
+        compare_values(name, value, actual[name], *options.tolerances.for_output(name))
+        for name, value in expected.items()
+    ]
+    return RunReport(index, all(o.ok for o in outputs), run.inputs, outputs)
+
+
+def _expected_summary(runs: list[RunReport]) -> str:
+    outputs = [o for r in runs for o in r.outputs]
+    worst = max((o.max_abs for o in outputs), default=0.0)
+    if all(r.ok for r in runs):
+        return f"matches the framework's outputs: max abs {worst:.2g}"
+    bad = next(o for r in runs for o in r.outputs if not o.ok)
+    return (
+        f"does NOT match the framework's outputs: output '{bad.name}' "
+        f"{bad.message or f'max abs {bad.max_abs:.3g}'}"
+    )
 
 
 def _skips(skipped: list[SkippedRun]) -> str:
@@ -342,7 +498,13 @@ def _reference_outputs(
     last: tuple[dict[str, Any], list[Any], int] | None = None
     why = ""
     for attempt in range(1, attempts + 1):
-        feeds = plan.feeds(attempt - 1)
+        try:
+            feeds = plan.feeds(attempt - 1)
+        except MemoryError:
+            raise CheckLimitError(
+                f"the check ran out of memory drawing the inputs of run {index}; give smaller "
+                "sizes with --dim/--input-shape, or a smaller --check-memory"
+            ) from None
         try:
             outputs = runner.run(feeds)
         except CheckLimitError:
@@ -398,19 +560,20 @@ def _compare_run(
     candidate: Runner,
     names: list[str],
     tolerances: Tolerances,
-) -> RunReport:
+) -> tuple[RunReport, list[Any] | None]:
     summary = {name: _describe(value) for name, value in feeds.items()}
     try:
         actual = candidate.run(feeds)
     except CheckLimitError:
         raise
     except Exception as e:
-        return RunReport(index, False, summary, [], error=f"the candidate failed: {first_line(e)}")
+        error = f"the candidate failed: {first_line(e)}"
+        return RunReport(index, False, summary, [], error=error), None
     outputs = [
         compare_values(name, e, a, *tolerances.for_output(name))
         for name, e, a in zip(names, expected, actual, strict=True)
     ]
-    return RunReport(index, all(o.ok for o in outputs), summary, outputs)
+    return RunReport(index, all(o.ok for o in outputs), summary, outputs), actual
 
 
 def _describe(value: Any) -> Any:

@@ -11,32 +11,51 @@
    scan outputs. It runs what onnxruntime cannot (a ``SequenceMap`` over a function op such as
    ``CenterCropPad``, onnxruntime issue #22100; nested maps), independently of seqlower.
 
-The first that loads the model runs it. No oracle knows anything of seqlower's lowering, so the
-lowered model is never its own oracle.
+The first that loads the *reference* runs both models (:func:`load_pair`): a candidate that
+oracle refuses is a failed check, never a reason to run it somewhere more lenient. No oracle
+knows anything of seqlower's lowering, so the lowered model is never its own oracle.
+
+:data:`TARGETS` holds the runtimes a lowered model can also be proven on (``--target``): one
+class each for OpenVINO (:class:`OpenVino`) and tract (:class:`Tract`, concrete or symbolic
+input facts); they run the candidate only, since they typically cannot run the original.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import importlib.metadata
+import os
+import re
 import signal
+import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Protocol
 
+import numpy as np
 import onnx
 
-from seqlower.errors import CheckLimitError, first_line
+from seqlower.errors import BadOptionError, CheckLimitError, first_line
 
 __all__ = [
     "ORACLES",
+    "TARGETS",
+    "CandidateRefused",
     "OnnxRuntime",
+    "OpenVino",
     "Oracle",
     "Reference",
     "RestampedOnnxRuntime",
     "Runner",
+    "TargetUnavailableError",
+    "Tract",
     "bounded",
+    "load_pair",
     "load_runner",
+    "load_target",
+    "oracle_label",
     "with_explicit_loop_conditions",
 ]
 
@@ -59,10 +78,24 @@ class Oracle(Protocol):
     def load(self, model: onnx.ModelProto) -> Runner: ...
 
 
+def oracle_label(oracle: Oracle) -> str:
+    """``name version`` for messages (``onnxruntime 1.32.0``); the name alone when unknown."""
+    package = getattr(oracle, "package", None)
+    if package is None:
+        return oracle.name
+    try:
+        version = importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return oracle.name
+    base, _, variant = oracle.name.partition(" ")  # "tract (symbolic facts)"
+    return f"{base} {version}" + (f" {variant}" if variant else "")
+
+
 class OnnxRuntime:
     """onnxruntime's CPU provider with graph optimizations off (nothing rewritten under us)."""
 
     name = "onnxruntime"
+    package = "onnxruntime"
 
     def load(self, model: onnx.ModelProto) -> Runner:
         return _ort_runner(model, self.name)
@@ -73,6 +106,7 @@ class RestampedOnnxRuntime:
     installed onnxruntime may read, though nothing else in the model needs them."""
 
     name = "onnxruntime (re-stamped)"
+    package = "onnxruntime"
     versions = (13, 12, 11, 10)
 
     def load(self, model: onnx.ModelProto) -> Runner:
@@ -95,6 +129,7 @@ class Reference:
     cannot be stopped mid-run (past the time limit its thread is abandoned)."""
 
     name = "onnx.reference"
+    package = "onnx"
 
     def load(self, model: onnx.ModelProto) -> Runner:
         from seqlower.verification._reference_ops import Evaluator
@@ -117,6 +152,59 @@ def load_runner(
         except Exception as e:
             notes.append(f"{oracle.name}: {first_line(e)}")
     return None, notes
+
+
+class CandidateRefused(Exception):
+    """The oracle that loaded the reference refused the candidate: the check fails."""
+
+    def __init__(self, label: str, error: BaseException) -> None:
+        self.label = label
+        self.error = error
+        super().__init__(f"the lowered model does not load in {label}: {first_line(error)}")
+
+
+def load_pair(
+    reference: onnx.ModelProto,
+    candidate: onnx.ModelProto,
+    oracles: tuple[Oracle, ...] = ORACLES,
+) -> tuple[Runner, Runner] | list[str]:
+    """Both models loaded by the first oracle that loads the reference; the notes of the oracles
+    that could not when none could. Raises :class:`CandidateRefused` when the oracle that took
+    the reference refuses the candidate: trying a more lenient one would prove nothing."""
+    notes: list[str] = []
+    for oracle in oracles:
+        try:
+            reference_runner = oracle.load(reference)
+        except Exception as e:
+            notes.append(f"{oracle.name}: {first_line(e)}")
+            continue
+        try:
+            return reference_runner, oracle.load(candidate)
+        except Exception as e:
+            restamped = _restamped_candidate(oracle, reference, candidate)
+            if isinstance(restamped, Runner):
+                return reference_runner, restamped
+            raise CandidateRefused(oracle_label(oracle), restamped or e) from None
+    return notes
+
+
+def _restamped_candidate(
+    oracle: Oracle, reference: onnx.ModelProto, candidate: onnx.ModelProto
+) -> Runner | Exception | None:
+    """The candidate at the reference's IR version, if that is all the oracle refused: a newer
+    stamp asked for (``--ir-version``) is the user's to choose, and warned about, not a
+    difference between the models. Else why that copy was refused (None: no copy tried)."""
+    if candidate.ir_version <= reference.ir_version:
+        return None
+    copy = onnx.ModelProto()
+    copy.CopyFrom(candidate)
+    copy.ir_version = reference.ir_version
+    try:
+        runner = oracle.load(copy)
+    except Exception as e:
+        return e
+    runner.name += f" (re-stamped to IR version {reference.ir_version})"
+    return runner
 
 
 def _ort_runner(model: onnx.ModelProto, name: str) -> Runner:
@@ -181,6 +269,175 @@ def with_explicit_loop_conditions(model: onnx.ModelProto) -> onnx.ModelProto:
     for function in copy.functions:
         patch(function.node)
     return copy
+
+
+# ---------------------------------------------------------------- targets
+
+
+class TargetUnavailableError(BadOptionError):
+    """``--target NAME`` names a runtime that is not installed (exit 2, with the pip command)."""
+
+
+class OpenVino:
+    """OpenVINO's CPU plugin in float32: its default on CPUs with bf16 is bf16, whose errors
+    (near 1e-3) would fail every float32 comparison. Outputs are matched by name."""
+
+    name = "openvino"
+    package = "openvino"
+    pip = "pip install openvino"
+
+    def load(self, model: onnx.ModelProto) -> Runner:
+        import openvino as ov
+
+        with _model_file(model) as path, _runtime_errors():
+            compiled = ov.Core().compile_model(path, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+        names = [o.name for o in model.graph.output]
+        ports = list(compiled.outputs)
+
+        def port(name: str, index: int) -> Any:
+            for candidate in ports:
+                if name in candidate.get_names():
+                    return candidate
+            return ports[index]  # OpenVINO may drop the name of an output it folded
+
+        chosen = [port(name, k) for k, name in enumerate(names)]
+
+        def run(feeds: Mapping[str, Any]) -> list[Any]:
+            with _runtime_errors():
+                result = compiled.create_infer_request().infer(dict(feeds))
+            return [np.array(result[p]) for p in chosen]
+
+        return Runner(oracle_label(self), run)
+
+
+class Tract:
+    """tract, with input facts (shape and dtype) set from each run's feeds, as a deployment
+    gives them (``concrete``); or the model's declared, often symbolic, facts."""
+
+    package = "tract"
+    pip = "pip install tract"
+
+    def __init__(self, *, concrete: bool = True) -> None:
+        self.concrete = concrete
+        self.name = "tract" if concrete else "tract (symbolic facts)"
+
+    def load(self, model: onnx.ModelProto) -> Runner:
+        import tract
+
+        data = model.SerializeToString()
+        initializers = {t.name for t in model.graph.initializer}
+        names = [i.name for i in model.graph.input if i.name not in initializers]
+        with _model_file(model) as path, _runtime_errors():
+            tract.onnx().load(path)  # refuses what it cannot parse, at load like the others
+        cache: dict[Any, Any] = {}
+
+        def runnable(feeds: Mapping[str, Any]) -> Any:
+            arrays = [np.asarray(feeds[name]) for name in names]
+            key = tuple((a.shape, a.dtype.str) for a in arrays) if self.concrete else None
+            if key not in cache:
+                with _model_file(data) as path:
+                    inference = tract.onnx().load(path)
+                for index, array in enumerate(arrays if self.concrete else []):
+                    inference.set_input_fact(index, _tract_fact(array))
+                cache[key] = inference.into_model().into_runnable()
+            return cache[key], arrays
+
+        def run(feeds: Mapping[str, Any]) -> list[Any]:
+            with _runtime_errors():
+                ready, arrays = runnable(feeds)
+                return [output.to_numpy() for output in ready.run(arrays)]
+
+        return Runner(oracle_label(self), run)
+
+
+#: ``--target`` names and the oracle that runs a candidate there (issue 19's target table
+#: refers to these names).
+TARGETS: dict[str, Oracle] = {
+    "onnxruntime": OnnxRuntime(),  # for models whose original only onnx.reference runs
+    "openvino": OpenVino(),
+    "tract": Tract(),
+    "tract-symbolic": Tract(concrete=False),
+}
+
+
+def load_target(name: str) -> Oracle:
+    """The oracle of target ``name``; TargetUnavailableError when unknown or not installed."""
+    oracle = TARGETS.get(name)
+    if oracle is None:
+        raise TargetUnavailableError(
+            f"--target {name}: unknown target (known: {', '.join(TARGETS)})"
+        )
+    package = getattr(oracle, "package", name)
+    try:
+        importlib.metadata.version(package)
+        __import__(package)
+    except (ImportError, importlib.metadata.PackageNotFoundError):
+        raise TargetUnavailableError(
+            f"--target {name}: {package} is not installed ({getattr(oracle, 'pip', '')})"
+        ) from None
+    return oracle
+
+
+_TRACT_DTYPES = {
+    "f4": "f32",
+    "f8": "f64",
+    "f2": "f16",
+    "i1": "i8",
+    "i2": "i16",
+    "i4": "i32",
+    "i8": "i64",
+    "u1": "u8",
+    "u2": "u16",
+    "u4": "u32",
+    "u8": "u64",
+    "b1": "bool",
+}
+
+
+def _tract_fact(array: Any) -> str:
+    """tract's fact syntax for an array: ``2,3,f32`` (``f32`` for a scalar)."""
+    dtype = _TRACT_DTYPES.get(array.dtype.str[1:])
+    if dtype is None:
+        raise TypeError(f"tract has no dtype for {array.dtype}")
+    shape = ",".join(str(d) for d in array.shape)
+    return f"{shape},{dtype}" if shape else dtype
+
+
+class RuntimeRefusal(RuntimeError):
+    """A target runtime's error, as one line: its own first words and the innermost cause."""
+
+
+@contextlib.contextmanager
+def _runtime_errors() -> Iterator[None]:
+    """OpenVINO's and tract's errors span many lines (source locations, a cause chain, a Rust
+    backtrace); the check reports one: the first that says something and the deepest cause."""
+    try:
+        yield
+    except Exception as e:
+        lines = [line.strip() for line in str(e).split("Stack backtrace:")[0].splitlines()]
+        lines = [
+            line
+            for line in lines
+            if line and not re.match(r"(Exception from|Check '.*' failed at) \S+:\d+:?$", line)
+        ]
+        causes = [re.sub(r"^\d+: ", "", line) for line in lines if re.match(r"\d+: ", line)]
+        head = next((line for line in lines if not re.match(r"\d+: |Caused by", line)), "")
+        node = next((k for k, line in enumerate(lines) if "While validating" in line), None)
+        if node is not None and node + 1 < len(lines):  # OpenVINO: the node and its problem
+            head = f"{lines[node].rstrip(':')}: {lines[node + 1]}"
+        text = head + (f" ({causes[-1]})" if causes and causes[-1] != head else "")
+        raise RuntimeRefusal(text or type(e).__name__) from e
+
+
+@contextlib.contextmanager
+def _model_file(model: onnx.ModelProto | bytes) -> Iterator[str]:
+    """The model in a private temporary file (OpenVINO and tract load ONNX from paths)."""
+    data = model if isinstance(model, bytes) else model.SerializeToString()
+    with tempfile.TemporaryDirectory(prefix="seqlower-target-") as folder:
+        path = os.path.join(folder, "model.onnx")
+        with open(path, "wb") as file:
+            file.write(data)
+        yield path
 
 
 # ---------------------------------------------------------------- bounded runs

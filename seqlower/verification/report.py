@@ -65,6 +65,12 @@ class VerifyReport:
     versions: dict[str, str]
     input_problems: list[str] = dataclasses.field(default_factory=list)
     skipped: list[SkippedRun] = dataclasses.field(default_factory=list)
+    #: Per target runtime (``--target``), one line: ``runs and matches on tract 0.23.9`` or why not.
+    targets: dict[str, str] = dataclasses.field(default_factory=dict)
+    target_runs: dict[str, list[RunReport]] = dataclasses.field(default_factory=dict)
+    #: Against the framework's outputs (``--expected``): one line, '' when not asked.
+    expected: str = ""
+    expected_runs: list[RunReport] = dataclasses.field(default_factory=list)
     #: The feeds of the first failing run, for saving; not part of the JSON report.
     failing_inputs: dict[str, Any] | None = dataclasses.field(default=None, repr=False)
 
@@ -88,9 +94,21 @@ class VerifyReport:
     def from_dict(cls, data: Mapping[str, Any]) -> VerifyReport:
         fields = dict(data)
         fields.pop("ok", None)
-        runs = [
-            RunReport(**{**run, "outputs": [OutputReport(**o) for o in run["outputs"]]})
-            for run in fields.pop("runs")
-        ]
+
+        def runs_of(items: list[Any]) -> list[RunReport]:
+            return [
+                RunReport(**{**run, "outputs": [OutputReport(**o) for o in run["outputs"]]})
+                for run in items
+            ]
+
+        runs = runs_of(fields.pop("runs"))
         skipped = [SkippedRun(**s) for s in fields.pop("skipped", [])]
-        return cls(runs=runs, skipped=skipped, **fields)
+        target_runs = {k: runs_of(v) for k, v in fields.pop("target_runs", {}).items()}
+        expected_runs = runs_of(fields.pop("expected_runs", []))
+        return cls(
+            runs=runs,
+            skipped=skipped,
+            target_runs=target_runs,
+            expected_runs=expected_runs,
+            **fields,
+        )

@@ -1,0 +1,208 @@
+"""--target: the lowered model is also run on the user's runtime (OpenVINO, tract) and compared
+with the reference's outputs; a runtime that is not installed is exit 2 with the pip command."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnx.parser
+import pytest
+from click.testing import CliRunner
+
+import seqlower
+from seqlower.cli.commands import cli
+from seqlower.job import LowerOptions, lower_file
+from seqlower.verification import CheckOptions, VerifyReport, verify
+from seqlower.verification.oracles import TARGETS
+from tests.runtimes import require
+
+# A tf2onnx-style ReverseSequence: lowered to ops both OpenVINO and tract run.
+REVERSE = onnx.parser.parse_model(
+    """
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[T, 2, 3] x, int32[2] lengths) => (float[T, 2, 3] y) {
+        lens = Cast<to = 7>(lengths)
+        y = ReverseSequence<batch_axis = 1, time_axis = 0>(x, lens)
+    }
+    """
+)
+
+# A Loop: tract 0.23.9 has none.
+LOOP = onnx.parser.parse_model(
+    """
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[3] x) => (float[3] y) {
+        n = Constant<value = int64 {2}>()
+        c = Constant<value = bool {1}>()
+        y = Loop(n, c, x) <body = b (int64 i, bool ci, float[3] xi) => (bool co, float[3] xo) {
+            co = Identity(ci)
+            xo = Neg(xi)
+        }>
+    }
+    """
+)
+
+
+def _version(package: str) -> str:
+    return importlib.metadata.version(package)
+
+
+@pytest.mark.parametrize("target", list(TARGETS))
+def test_lower_proves_on_the_target(tmp_path: Path, target: str) -> None:
+    require(target)
+    source, out = tmp_path / "m.onnx", tmp_path / "out.onnx"
+    onnx.save(REVERSE, source)
+    result = CliRunner().invoke(cli, [str(source), "-o", str(out), "--target", target])
+    assert result.exit_code == 0, result.output
+    package = target.split("-")[0]
+    assert f"check: runs and matches on {package} {_version(package)}" in result.output
+    assert out.exists()
+
+
+def test_verify_on_several_targets_through_the_api() -> None:
+    for target in TARGETS:
+        require(target)
+    lowered = seqlower.lower(REVERSE)
+    report = verify(REVERSE, lowered, CheckOptions(targets=tuple(TARGETS)))
+    assert report.ok, report.reason
+    assert sorted(report.targets) == sorted(
+        [
+            f"onnxruntime {_version('onnxruntime')}",
+            f"openvino {_version('openvino')}",
+            f"tract {_version('tract')}",
+            f"tract {_version('tract')} (symbolic facts)",
+        ]
+    )
+    assert all(line.startswith("runs and matches on") for line in report.targets.values())
+    assert all(len(runs) == 3 and all(r.ok for r in runs) for runs in report.target_runs.values())
+    again = VerifyReport.from_dict(json.loads(json.dumps(report.to_dict())))
+    assert (again.targets, again.target_runs) == (report.targets, report.target_runs)
+
+
+def test_target_that_cannot_run_the_candidate_fails_the_check(tmp_path: Path) -> None:
+    require("tract")
+    paths = [str(tmp_path / "a.onnx"), str(tmp_path / "b.onnx")]
+    for path in paths:
+        onnx.save(LOOP, path)
+    result = CliRunner().invoke(cli, ["verify", *paths, "--target", "tract"])
+    assert result.exit_code == 1, result.output
+    assert f"MISMATCH: fails on tract {_version('tract')} in run 1: " in result.stderr
+    assert "Loop" in result.stderr
+    # The failing inputs are saved, and the command that reproduces it asks for tract too.
+    assert "--inputs" in result.stderr and "--target=tract" in result.stderr
+
+
+def test_lower_file_targets_field(tmp_path: Path) -> None:
+    require("openvino")
+    source, out = tmp_path / "m.onnx", tmp_path / "out.onnx"
+    onnx.save(REVERSE, source)
+    result = lower_file(source, out, LowerOptions(targets=("openvino",)))
+    assert result.exit_code == 0 and result.verification is not None
+    assert list(result.verification.targets.values()) == [
+        f"runs and matches on openvino {_version('openvino')}"
+    ]
+
+
+def test_openvino_runs_in_float32() -> None:
+    """The CPU plugin's bf16 default would give errors near 1e-3 on this sum of products."""
+    require("openvino")
+    model = onnx.parser.parse_model(
+        """
+        <ir_version: 8, opset_import: ["" : 17]>
+        g (float[4, 64] a, float[64, 4] b) => (float[4, 4] y) { y = MatMul(a, b) }
+        """
+    )
+    rng = np.random.default_rng(0)
+    feeds = {
+        "a": rng.standard_normal((4, 64)).astype(np.float32),
+        "b": rng.standard_normal((64, 4)).astype(np.float32),
+    }
+    (y,) = TARGETS["openvino"].load(model).run(feeds)
+    np.testing.assert_allclose(y, feeds["a"] @ feeds["b"], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("command", ["lower", "verify"])
+def test_target_not_installed_is_exit_2_with_pip_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: str
+) -> None:
+    real = importlib.metadata.version
+
+    def version(name: str) -> str:
+        if name == "tract":
+            raise importlib.metadata.PackageNotFoundError(name)
+        return real(name)
+
+    monkeypatch.setattr(importlib.metadata, "version", version)
+    source, out = tmp_path / "m.onnx", tmp_path / "out.onnx"
+    onnx.save(REVERSE, source)
+    args = [str(source), "-o", str(out)] if command == "lower" else ["verify", *[str(source)] * 2]
+    result = CliRunner().invoke(cli, [*args, "--target", "tract"])
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "pip install tract" in lines[0], lines
+    assert not out.exists()
+
+
+def test_unknown_target_is_exit_2(tmp_path: Path) -> None:
+    source = tmp_path / "m.onnx"
+    onnx.save(REVERSE, source)
+    result = CliRunner().invoke(cli, [str(source), "--dry-run", "--target", "tensorrt"])
+    assert result.exit_code == 2
+    assert "unknown target (known: onnxruntime, openvino, tract, tract-symbolic)" in result.stderr
+
+
+def test_onnxruntime_target_proves_what_only_onnx_reference_ran(tmp_path: Path) -> None:
+    """The original only onnx.reference runs (nested maps): both models run there, and
+    --target onnxruntime proves the lowered one on onnxruntime too."""
+    model = onnx.parser.parse_model(
+        """
+        <ir_version: 8, opset_import: ["" : 17]>
+        g (seq(float[R, C]) s) => (seq(float[R]) out) {
+            out = SequenceMap(s) <body = outer (float[R, C] x) => (float[R] y) {
+                rows = SplitToSequence<axis = 0, keepdims = 0>(x)
+                sums = SequenceMap(rows) <body = inner (float[C] row) => (float r) {
+                    r = ReduceSum<keepdims = 0>(row)
+                }>
+                y = ConcatFromSequence<axis = 0, new_axis = 1>(sums)
+            }>
+        }
+        """
+    )
+    report = verify(model, seqlower.lower(model), CheckOptions(targets=("onnxruntime",)))
+    assert report.ok, report.reason
+    assert report.oracles["reference"] == report.oracles["candidate"] == "onnx.reference"
+    label = f"onnxruntime {_version('onnxruntime')}"
+    assert report.targets == {label: f"runs and matches on {label}"}
+
+
+def test_candidate_openvino_refuses_fails_the_check() -> None:
+    """tf2onnx's map_fn Loop (its body reads more than its carried values): onnxruntime runs
+    it, OpenVINO's ONNX front end refuses it at load."""
+    require("openvino")
+    path = Path(__file__).parent / "data" / "realworld" / "tf_map_fn_reverse_op13.onnx"
+    model = onnx.load(path)
+    report = verify(model, seqlower.lower(model), CheckOptions(targets=("openvino",)))
+    assert report.status == "mismatch"
+    assert report.reason.startswith(
+        f"the lowered model does not load in openvino {_version('openvino')}: "
+    )
+    assert "While validating ONNX node '<Node(Loop): map/while_loop:0>'" in report.reason
+    assert report.targets == {f"openvino {_version('openvino')}": report.reason}
+
+
+@pytest.mark.parametrize("flag", ["--target=tract", "--expected=x.npz"])
+def test_proof_flags_need_the_check(tmp_path: Path, flag: str) -> None:
+    require("tract")
+    source, out = tmp_path / "m.onnx", tmp_path / "out.onnx"
+    onnx.save(REVERSE, source)
+    np.savez(tmp_path / "x.npz", x=np.zeros((2, 2, 3), np.float32), lengths=np.array([1, 2]))
+    result = CliRunner().invoke(
+        cli,
+        [str(source), "-o", str(out), "--no-check", flag.replace("x.npz", str(tmp_path / "x.npz"))],
+    )
+    assert result.exit_code == 2
+    assert "needs the check" in result.stderr and not out.exists()
