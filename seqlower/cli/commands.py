@@ -60,6 +60,7 @@ Examples:
   seqlower model.onnx -o lowered.onnx --ir-version 10 --opset 18
   seqlower model.onnx -o lowered.onnx --sequence-free   # OpenVINO, tract, ...
   seqlower --list-passes
+  seqlower --list-targets
 
 """
     + EXIT_CODES
@@ -82,7 +83,7 @@ class _Group(click.Group):
     usage errors are one line, like every other error."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        group_flags = {"--help", "-h", "--version", "--list-passes"}
+        group_flags = {"--help", "-h", "--version", "--list-passes", "--list-targets"}
         if args and args[0] not in self.commands and args[0] not in group_flags:
             args = ["lower", *args]
         return super().parse_args(ctx, args)
@@ -114,6 +115,17 @@ def _list_passes(ctx: click.Context, _param: click.Parameter, value: bool) -> No
     ctx.exit(ExitCode.OK)
 
 
+def _list_targets(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if not value or ctx.resilient_parsing:
+        return
+    from seqlower.targets import describe_targets
+
+    printer = Printer(quiet=False)
+    for line in describe_targets().splitlines():
+        printer.line(line)
+    ctx.exit(ExitCode.OK)
+
+
 def _plain_summary(doc: str | None) -> str:
     """A docstring's first sentence without reStructuredText markup."""
     text = " ".join((doc or "").strip().split("\n\n")[0].split())
@@ -134,6 +146,14 @@ def _plain_summary(doc: str | None) -> str:
     is_eager=True,
     callback=_list_passes,
     help="List the lowering passes and exit.",
+)
+@click.option(
+    "--list-targets",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_list_targets,
+    help="List the deploy targets (what each runtime's pipeline does, versions measured) and exit.",
 )
 def cli() -> None:
     """Lower ONNX SequenceMap and ReverseSequence into ops every runtime has, and prove it.
