@@ -45,9 +45,7 @@ def _run_openvino(model: onnx.ModelProto, feeds: Feeds) -> list[np.ndarray]:
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "model.onnx"
         onnx.save(model, path)
-        compiled = ov.Core().compile_model(
-            str(path), "CPU", {"INFERENCE_PRECISION_HINT": "f32"}
-        )
+        compiled = ov.Core().compile_model(str(path), "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
         result = compiled(dict(feeds))
         return [np.asarray(result[output]) for output in compiled.outputs]
 

@@ -107,6 +107,7 @@ class LoopToScan(NodeLoweringPass):
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         self._model = model
         self._shapes: dict[str, ir.Shape] | None = None
+        self._in_loops = _graphs_in_loop_bodies(model)
         return super().call(model)
 
     def _inferred_shape(self, value: ir.Value) -> ir.Shape | None:
@@ -215,15 +216,24 @@ class LoopToScan(NodeLoweringPass):
         invariant = {
             id(node.inputs[2 + k]): body.inputs[2 + k]
             for k in kept
-            if results[1 + k] is body.inputs[2 + k] and node.inputs[2 + k] is not None
+            if _through_identity(results[1 + k], body) is body.inputs[2 + k]
+            and node.inputs[2 + k] is not None
         }
         inside = {id(n) for n in _nodes_under(body)}
         passes = Emitter(names, base, plan.opset)
         extra_states: list[ir.Value] = []
         extra_outs: list[ir.Value] = []
         extra_inits: list[ir.Value] = []
+        # Nested in another loop's body (which OpenVINO cannot run as a Scan anyway), outer reads
+        # stay reads: tract gives a nested Scan's pass-through state its first value on every
+        # outer iteration. Only values that also start a state (tract panics on those) are
+        # carried.
+        nested = id(graph) in self._in_loops
+        initials = {id(v) for v in node.inputs[2:] if v is not None}
         for value in _outer_reads(body, [iteration, *states]):
             target = invariant.get(id(value))
+            if target is None and nested and id(value) not in initials:
+                continue
             if target is None:
                 type_, shape = plan.types.get(id(value), (None, None))
                 target = ir.Value(
@@ -284,6 +294,10 @@ class LoopToScan(NodeLoweringPass):
             new = new_outputs.get(j) or outer_finals[j]
             if new.type is None:
                 new.type = old.type
+            if old.is_graph_output() and old.shape is not None:
+                new.shape = old.shape  # the graph's interface, as declared
+            elif j in outer_finals:
+                new.shape = ir.Shape([])
             name = old.name
             old.replace_all_uses_with(new, replace_graph_outputs=True)
             old.name = None
@@ -328,6 +342,34 @@ def _output_shape(result: ir.Value, *, stacked: bool) -> ir.Shape | None:
         return None
     dims = [d if isinstance(d, int) else None for d in shape]
     return ir.Shape([None, *dims] if stacked else dims)
+
+
+def _graphs_in_loop_bodies(model: ir.Model) -> set[int]:
+    """The ids of the graphs nested (at any depth) in a Loop, Scan or SequenceMap body."""
+    found: set[int] = set()
+
+    def walk(graph: ir.Graph | ir.Function, inside: bool) -> None:
+        if inside:
+            found.add(id(graph))
+        for node in graph:
+            looping = inside or is_onnx(node, "Loop", "Scan", "SequenceMap")
+            for subgraph in subgraphs_of(node):
+                walk(subgraph, looping)
+
+    for graph in [model.graph, *model.functions.values()]:
+        walk(graph, False)
+    return found
+
+
+def _through_identity(value: ir.Value, body: ir.Graph) -> ir.Value:
+    """What ``value`` copies through the body's ``Identity`` nodes (itself when none)."""
+    producer = value.producer()
+    while is_onnx(producer, "Identity") and producer is not None and producer.graph is body:
+        source = producer.inputs[0]
+        if source is None:
+            break
+        value, producer = source, source.producer()
+    return value
 
 
 def _passes_through(cond_out: ir.Value, cond_in: ir.Value) -> bool:
@@ -467,7 +509,7 @@ class _Condition:
             return value if self._dtype(value) in _INTS else None
         if id(value) in self._body_ids:
             k = self.inputs.index(value) - 2
-            if k >= 0 and self.body.outputs[1 + k] is value:
+            if k >= 0 and _through_identity(self.body.outputs[1 + k], self.body) is value:
                 outer = self.node.inputs[2 + k]
                 return outer if outer is not None and self._dtype(outer) in _INTS else None
             return None
@@ -498,20 +540,30 @@ def _trip_count(emit: Emitter, node: ir.Node, terms: list[_Term] | None) -> ir.V
                 )
             # iteration i + 1 runs while i < limit + shift, so i + 1 iterations while i < that.
             value = emit.op("Add", [limit, emit.int64s(shift + 1, hint="shift")], hint=f"runs_{j}")
-            bound = value if bound is None else emit.op("Min", [bound, value], hint="runs")
+            bound = value if bound is None else _extreme(emit, "Min", bound, value, "runs")
         assert bound is not None
-        bound = emit.op("Max", [bound, emit.int64s(1, hint="one")], hint="at_least_one")
-        count = bound if count is None else emit.op("Min", [count, bound], hint="trips")
+        bound = _extreme(emit, "Max", bound, emit.int64s(1, hint="one"), "at_least_one")
+        count = bound if count is None else _extreme(emit, "Min", count, bound, "trips")
     assert count is not None
     count = emit.reshape(count, scalar, hint="trip_count")
     cond0 = node.inputs[1] if len(node.inputs) > 1 else None
     if cond0 is not None:
         cond0 = emit.reshape(cond0, scalar, hint="runs_at_all")
         count = emit.op("Where", [cond0, count, emit.int64s(0, hint="zero")], hint="trips")
-    count = emit.op("Max", [count, emit.int64s(0, hint="zero")], hint="trip_count")
+    count = _extreme(emit, "Max", count, emit.int64s(0, hint="zero"), "trip_count")
     count.dtype = ir.DataType.INT64
     count.shape = ir.Shape([])
     return count
+
+
+def _extreme(emit: Emitter, op: str, a: ir.Value, b: ir.Value, hint: str) -> ir.Value:
+    """``Min``/``Max`` of two int64 values (int64 ``Min``/``Max`` exist from opset 12; before,
+    a ``Where`` on ``Less``)."""
+    if emit.opset >= 12:
+        return emit.op(op, [a, b], hint=hint)
+    less = emit.op("Less", [a, b], hint=f"{hint}_less")
+    first, second = (a, b) if op == "Min" else (b, a)
+    return emit.op("Where", [less, first, second], hint=hint)
 
 
 def _int64(emit: Emitter, value: ir.Value, hint: str) -> ir.Value:

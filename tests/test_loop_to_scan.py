@@ -1,0 +1,213 @@
+"""Loops for runtimes without Loop: the Loop-to-Scan rewrite, the deploy targets' pipelines and
+their repairs, run on onnxruntime, OpenVINO and tract against the original on onnxruntime."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnx.parser
+import onnx_ir as ir
+import pytest
+from click.testing import CliRunner
+
+import seqlower
+from seqlower.cli.commands import cli
+from seqlower.errors import TargetError
+from seqlower.passes import PASSES, ExplicitConstantOfShapeValue, LoopToScan, StripSymbolicDims
+from seqlower.pipeline import build_pipeline, pass_name
+from seqlower.targets import TARGETS
+from tests import loop_cases as cases
+from tests.helpers import all_nodes, all_op_types
+from tests.runtimes import RuntimeFailure, assert_same, run
+
+# OpenVINO refuses a Scan nested in a Scan ("No nested TensorIterator") and the nested Loops of
+# the original alike, so the nested case is proven on onnxruntime and tract.
+RUNS = [
+    (name, target, runtime)
+    for name in cases.CASES
+    for target in ("tract", "openvino")
+    for runtime in ("onnxruntime", target)
+    if not (name == "nested" and target == "openvino" and runtime == "openvino")
+]
+
+
+def assert_valid(model: onnx.ModelProto) -> None:
+    onnx.checker.check_model(model, full_check=True)
+    onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
+
+
+@pytest.mark.parametrize(("name", "target", "runtime"), RUNS)
+def test_exporter_loops_become_scans_that_run(name: str, target: str, runtime: str) -> None:
+    model, feeds = cases.CASES[name]()
+    expected = run("onnxruntime", model, feeds)
+    lowered = seqlower.lower(model, target=target)
+    assert_valid(lowered)
+    ops = all_op_types(lowered)
+    assert "Loop" not in ops
+    assert "Scan" in ops
+    assert [(o.domain, o.version) for o in lowered.opset_import] == [
+        (o.domain, o.version) for o in model.opset_import
+    ]
+    assert lowered.ir_version == model.ir_version
+    assert_same(expected, run(runtime, lowered, feeds))
+
+
+def test_tract_refuses_the_loops_as_written() -> None:
+    """What the rewrite is for: tract has no Loop (OpenVINO runs these small ones; its
+    conversion fails on the real tf2onnx loops, see the README's measurements)."""
+    for name in ("map_fn", "dynamic_rnn", "for_loop"):
+        model, feeds = cases.CASES[name]()
+        with pytest.raises(RuntimeFailure, match="Loop"):
+            run("tract", model, feeds)
+
+
+@pytest.mark.parametrize(
+    ("name", "feeds"),
+    [
+        # the condition's bound below M: 2 iterations of 5; 1 iteration.
+        ("dynamic_rnn", {"lengths": np.array([2, 1], dtype=np.int32)}),
+        ("dynamic_rnn", {"lengths": np.array([1, 0], dtype=np.int32)}),
+        # M = 1 and M = 4 for a for-loop with a counter starting at a run-time value.
+        ("for_loop", {"n": np.array(1, dtype=np.int64)}),
+        ("for_loop", {"n": np.array(4, dtype=np.int64), "first": np.array(0, dtype=np.int64)}),
+    ],
+)
+def test_trip_counts_match_the_loop(name: str, feeds: dict[str, np.ndarray]) -> None:
+    """(Zero iterations are not among them: no runtime runs a Scan of none, see the README.)"""
+    model, base = cases.CASES[name]()
+    feeds = {**base, **feeds}
+    lowered = seqlower.lower(model, target="tract")
+    assert_same(run("onnxruntime", model, feeds), run("onnxruntime", lowered, feeds))
+    assert_same(run("onnxruntime", model, feeds), run("tract", lowered, feeds))
+
+
+def test_counter_final_value_and_stacked_rows_are_exact() -> None:
+    model, feeds = cases.map_fn()
+    lowered = seqlower.lower(model, target="tract")
+    y, count = run("tract", lowered, feeds)
+    np.testing.assert_array_equal(y, -feeds["x"])
+    assert count.dtype == np.int32 and int(count) == 4
+
+
+def test_scan_body_reads_nothing_from_outside_and_has_no_symbolic_names() -> None:
+    model, _ = cases.dynamic_rnn()
+    lowered = seqlower.lower(model, target="openvino")
+    (scan,) = [n for n in all_nodes(lowered) if n.op_type == "Scan"]
+    body = scan.attribute[0].g
+    defined = {i.name for i in body.input} | {o for n in body.node for o in n.output}
+    reads = {i for n in body.node for i in n.input if i}
+    assert reads <= defined
+    assert int(scan.attribute[1].i) == 1  # num_scan_inputs: Range(0, N)
+    for info in [*body.input, *body.output]:
+        assert not any(d.dim_param for d in info.type.tensor_type.shape.dim), info.name
+
+
+def test_a_loop_that_stops_on_data_stays_and_tract_names_it() -> None:
+    model, feeds = cases.data_stop()
+    with pytest.raises(TargetError) as caught:
+        seqlower.lower(model, target="tract")
+    assert len(caught.value.blockers) == 1
+    assert "Loop node producing 'total'" in caught.value.blockers[0]
+    assert "trip count is not fixed when it starts" in caught.value.blockers[0]
+    assert "'c_out'" in caught.value.blockers[0]
+    # OpenVINO runs such a Loop: its target keeps it.
+    lowered = seqlower.lower(model, target="openvino")
+    assert "Loop" in all_op_types(lowered)
+    assert_same(run("onnxruntime", model, feeds), run("openvino", lowered, feeds))
+
+
+def test_the_pass_alone_changes_only_what_it_can() -> None:
+    model, _ = cases.data_stop()
+    ir_model = ir.serde.deserialize_model(model)
+    pass_ = LoopToScan()
+    assert not pass_(ir_model).modified
+    assert pass_.rewritten == 0
+    model, _ = cases.nested()
+    ir_model = ir.serde.deserialize_model(model)
+    pass_ = LoopToScan()
+    assert pass_(ir_model).modified
+    assert pass_.rewritten == 2
+
+
+CONSTANT_OF_SHAPE = """
+<ir_version: 8, opset_import: ["" : 13]>
+zeros_like (float[2, 3] x) => (float[2, 3] y) {
+    shape = Shape(x)
+    zeros = ConstantOfShape(shape)
+    y = Add(x, zeros)
+}
+"""
+
+
+def test_constant_of_shape_gets_its_value_written_out() -> None:
+    model = onnx.parser.parse_model(CONSTANT_OF_SHAPE)
+    ir_model = ir.serde.deserialize_model(model)
+    pass_ = ExplicitConstantOfShapeValue()
+    assert pass_(ir_model).modified and pass_.rewritten == 1
+    repaired = ir.serde.serialize_model(ir_model)
+    (node,) = [n for n in repaired.graph.node if n.op_type == "ConstantOfShape"]
+    value = onnx.numpy_helper.to_array(node.attribute[0].t)
+    assert value.dtype == np.float32 and value.tolist() == [0.0]
+    feeds = {"x": np.arange(6, dtype=np.float32).reshape(2, 3)}
+    assert_same([feeds["x"]], run("tract", repaired, feeds))
+    assert "explicit-constant-of-shape-value" in TARGETS["tract"].passes
+
+
+SYMBOLIC = """
+<ir_version: 8, opset_import: ["" : 13]>
+named (float[n] x) => (float[m] y) <float[la] doubled> {
+    doubled = Concat<axis = 0>(x, x)
+    y = Neg(doubled)
+}
+"""
+
+
+def test_exporter_symbolic_names_are_dropped_inside_the_model() -> None:
+    model = onnx.parser.parse_model(SYMBOLIC)
+    feeds = {"x": np.array([1.0, 2.0], dtype=np.float32)}
+    with pytest.raises(RuntimeFailure, match="doubled"):
+        run("tract", model, feeds)  # Impossible to unify Sym(la) with Val(4)
+    ir_model = ir.serde.deserialize_model(model)
+    assert StripSymbolicDims()(ir_model).modified
+    repaired = ir.serde.serialize_model(ir_model)
+    assert [d.dim_param for d in repaired.graph.input[0].type.tensor_type.shape.dim] == ["n"]
+    assert not repaired.graph.value_info[0].type.tensor_type.shape.dim[0].dim_param
+    assert_same([np.array([-1, -2, -1, -2], dtype=np.float32)], run("tract", repaired, feeds))
+
+
+def test_every_target_names_registered_passes() -> None:
+    for target in TARGETS.values():
+        for name in [*target.passes, *target.requires]:
+            assert name in PASSES, (target.name, name)
+        assert target.loops in ("kept", "scan")
+        assert target.reverse_sequence in ("native", "lowered")
+        assert ("loop-to-scan" in target.passes) == (target.loops == "scan")
+        assert ("lower-reverse-sequence" in target.passes) == (target.reverse_sequence == "lowered")
+    assert set(TARGETS) >= {"onnxruntime", "openvino", "tract", "onnx2tf", "onnx2torch"}
+    # onnx2tf's native ReverseSequence runs cases the lowered form does not (TFLite's SELECT).
+    assert TARGETS["onnx2tf"].reverse_sequence == "native"
+
+
+def test_target_pipelines() -> None:
+    names = [pass_name(p) for p in build_pipeline(target="tract").passes]
+    assert names == [
+        *TARGETS["tract"].passes,
+        "remove-unused-nodes",
+        "require-sequence-free",
+        "require-no-loop",
+        "topological-sort",
+    ]
+    default = [pass_name(p) for p in build_pipeline().passes]
+    assert [pass_name(p) for p in build_pipeline(target="onnxruntime").passes] == default
+    with pytest.raises(ValueError, match="known targets: onnxruntime"):
+        build_pipeline(target="coreml")
+    with pytest.raises(ValueError, match="target"):
+        build_pipeline(["lower-sequence-map"], target="tract")
+
+
+def test_list_targets() -> None:
+    result = CliRunner().invoke(cli, ["--list-targets"])
+    assert result.exit_code == 0
+    for name, target in TARGETS.items():
+        assert f"{name}  [{target.measured}: {target.versions}]" in result.output
+    assert "loop-to-scan" in result.output
