@@ -19,6 +19,7 @@ __all__ = ["TARGETS", "Target", "describe_targets", "get_target"]
 
 #: The sequence-free passes (``--sequence-free``) without ``lower-reverse-sequence``.
 _SEQUENCE_FREE = (
+    "inline-untyped-functions",
     "fold-sequence-ops",
     "unroll-sequence-map",
     "fold-sequence-ops",
@@ -64,7 +65,7 @@ TARGETS: dict[str, Target] = {
     for target in (
         Target(
             name="onnxruntime",
-            passes=("lower-sequence-map", "lower-reverse-sequence"),
+            passes=("inline-untyped-functions", "lower-sequence-map", "lower-reverse-sequence"),
             requires=(),
             loops="kept",
             reverse_sequence="lowered",

@@ -13,6 +13,7 @@ import onnx_ir as ir
 
 from seqlower.passes._base import NodeLoweringPass
 from seqlower.passes.fold_sequence_ops import FoldSequenceOps
+from seqlower.passes.inline_functions import InlineUntypedSequenceMapFunctions
 from seqlower.passes.loop_to_scan import LoopToScan
 from seqlower.passes.lower_reverse_sequence import LowerReverseSequence
 from seqlower.passes.lower_sequence_map import LowerSequenceMap
@@ -29,6 +30,7 @@ __all__ = [
     "SEQUENCE_FREE_PASSES",
     "ExplicitConstantOfShapeValue",
     "FoldSequenceOps",
+    "InlineUntypedSequenceMapFunctions",
     "LoopToScan",
     "LowerReverseSequence",
     "LowerSequenceMap",
@@ -51,6 +53,7 @@ PASSES: dict[str, type[ir.passes.InPlacePass]] = {
     "scan-sequence-map": ScanSequenceMap,
     "stack-loop-sequences": StackLoopSequences,
     "require-sequence-free": RequireSequenceFree,
+    "inline-untyped-functions": InlineUntypedSequenceMapFunctions,
     "loop-to-scan": LoopToScan,
     "require-no-loop": RequireNoLoop,
     "explicit-constant-of-shape-value": ExplicitConstantOfShapeValue,
@@ -58,12 +61,17 @@ PASSES: dict[str, type[ir.passes.InPlacePass]] = {
 }
 
 #: The default pipeline, in order.
-DEFAULT_PASSES: tuple[str, ...] = ("lower-sequence-map", "lower-reverse-sequence")
+DEFAULT_PASSES: tuple[str, ...] = (
+    "inline-untyped-functions",
+    "lower-sequence-map",
+    "lower-reverse-sequence",
+)
 
 #: The sequence-free pipeline, in order: known lengths first (SplitToSequence, SequenceInsert
 #: chains), then the maps on them, then the plumbing the unrolled maps leave, then maps over
 #: run-time splits.
 SEQUENCE_FREE_PASSES: tuple[str, ...] = (
+    "inline-untyped-functions",
     "fold-sequence-ops",
     "unroll-sequence-map",
     "fold-sequence-ops",
