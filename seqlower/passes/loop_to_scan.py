@@ -356,8 +356,9 @@ def _graphs_in_loop_bodies(model: ir.Model) -> set[int]:
             for subgraph in subgraphs_of(node):
                 walk(subgraph, looping)
 
-    for graph in [model.graph, *model.functions.values()]:
-        walk(graph, False)
+    walk(model.graph, False)
+    for function in model.functions.values():
+        walk(function, False)
     return found
 
 
