@@ -277,3 +277,17 @@ def test_sequence_map_in_an_untyped_local_function_is_lowered(split: str) -> Non
         free = seqlower.lower(model, target=target)
         assert_valid(free)
         assert_same(expected, run(target, free, feeds))
+
+
+@pytest.mark.parametrize("name", ["map_fn", "dynamic_rnn"])
+def test_rows_form_scans_the_tensor_array_reads(name: str) -> None:
+    """``loop-to-scan-rows``: x read as Gather(x, i) becomes a scan input over its first N rows
+    (no copy of x per iteration on onnxruntime; benchmarks/loop_scan.py)."""
+    model, feeds = cases.CASES[name]()
+    lowered = seqlower.lower(model, passes=["loop-to-scan-rows"])
+    assert_valid(lowered)
+    (scan,) = [n for n in all_nodes(lowered) if n.op_type == "Scan"]
+    body = scan.attribute[0].g
+    assert "Gather" not in [n.op_type for n in body.node]
+    assert "Range" not in [n.op_type for n in lowered.graph.node]
+    assert_same(run("onnxruntime", model, feeds), run("onnxruntime", lowered, feeds))

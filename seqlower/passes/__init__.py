@@ -14,7 +14,7 @@ import onnx_ir as ir
 from seqlower.passes._base import NodeLoweringPass
 from seqlower.passes.fold_sequence_ops import FoldSequenceOps
 from seqlower.passes.inline_functions import InlineUntypedSequenceMapFunctions
-from seqlower.passes.loop_to_scan import LoopToScan
+from seqlower.passes.loop_to_scan import LoopToScan, LoopToScanRows
 from seqlower.passes.lower_reverse_sequence import LowerReverseSequence
 from seqlower.passes.lower_sequence_map import LowerSequenceMap
 from seqlower.passes.require_no_loop import RequireNoLoop
@@ -32,6 +32,7 @@ __all__ = [
     "FoldSequenceOps",
     "InlineUntypedSequenceMapFunctions",
     "LoopToScan",
+    "LoopToScanRows",
     "LowerReverseSequence",
     "LowerSequenceMap",
     "NodeLoweringPass",
@@ -55,6 +56,7 @@ PASSES: dict[str, type[ir.passes.InPlacePass]] = {
     "require-sequence-free": RequireSequenceFree,
     "inline-untyped-functions": InlineUntypedSequenceMapFunctions,
     "loop-to-scan": LoopToScan,
+    "loop-to-scan-rows": LoopToScanRows,
     "require-no-loop": RequireNoLoop,
     "explicit-constant-of-shape-value": ExplicitConstantOfShapeValue,
     "strip-symbolic-dims": StripSymbolicDims,

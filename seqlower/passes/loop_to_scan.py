@@ -47,7 +47,7 @@ from seqlower.passes._sequences import constant_int, is_onnx
 from seqlower.passes._types import TypeOracle, element_dtype
 from seqlower.passes.scan_sequence_map import _outer_reads
 
-__all__ = ["LOOP_BLOCKED_KEY", "LoopToScan", "strip_symbolic"]
+__all__ = ["LOOP_BLOCKED_KEY", "LoopToScan", "LoopToScanRows", "strip_symbolic"]
 
 #: ``node.meta`` key: why a Loop stays a Loop (read by ``RequireNoLoop``; never serialized).
 LOOP_BLOCKED_KEY = "seqlower.loop_to_scan.blocked"
@@ -103,6 +103,12 @@ class LoopToScan(NodeLoweringPass):
 
     op_type = "Loop"
     takes_all = False
+    #: Whether an outer value the body reads only as row ``i`` (a TensorArray read,
+    #: ``Gather(x, i)``) becomes a scan input over its first N rows instead of a carried state.
+    #: onnxruntime copies every carried state on every iteration, so this form is what makes the
+    #: Scan as fast as the Loop there; tract cannot analyse the computed ``Slice`` when N depends
+    #: on data, so the targets use the portable form.
+    rows_as_scan_inputs: ClassVar[bool] = False
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         self._model = model
@@ -230,8 +236,27 @@ class LoopToScan(NodeLoweringPass):
         # carried.
         nested = id(graph) in self._in_loops
         initials = {id(v) for v in node.inputs[2:] if v is not None}
+        scanned: list[ir.Value] = []
+        elements: list[ir.Value] = []
         for value in _outer_reads(body, [iteration, *states]):
             target = invariant.get(id(value))
+            reads = None
+            if self.rows_as_scan_inputs and target is None:
+                reads = _rows_read(value, body, iteration, inside)
+            if reads and id(value) not in initials:
+                # Read only as row i (a TensorArray read): a scan input over its first N rows, so
+                # nothing is copied per iteration (onnxruntime copies every carried state).
+                element = ir.Value(name=names.fresh(f"{base}_{value.name}_row"))
+                element.type = reads[0].outputs[0].type or value.type
+                element.shape = None if value.shape is None else ir.Shape(value.shape[1:])
+                for gather in reads:
+                    row = gather.outputs[0]
+                    row.replace_all_uses_with(element, replace_graph_outputs=True)
+                    body.remove(gather, safe=True)
+                count_1d = emit.unsqueeze(count, [0], hint="trips_1d")
+                scanned.append(emit.slice(value, 0, count_1d, 0, hint=f"{value.name}_rows"))
+                elements.append(element)
+                continue
             if target is None and nested and id(value) not in initials:
                 continue
             if target is None:
@@ -255,7 +280,10 @@ class LoopToScan(NodeLoweringPass):
                 body.outputs.extend([target if v is value else v for v in outputs_now])
         body.extend(passes.nodes)
         body.inputs.clear()
-        body.inputs.extend([*states, *extra_states, iteration])
+        if iteration.uses() or not scanned:
+            scanned.append(iterations)
+            elements.append(iteration)
+        body.inputs.extend([*states, *extra_states, *elements])
         outputs_now = list(body.outputs)
         body.outputs.clear()
         body.outputs.extend([*outputs_now[: len(kept)], *extra_outs, *outputs_now[len(kept) :]])
@@ -279,8 +307,8 @@ class LoopToScan(NodeLoweringPass):
         scan = ir.Node(
             "",
             "Scan",
-            [*(node.inputs[2 + k] for k in kept), *extra_inits, iterations],
-            [ir.AttrGraph("body", body), ir.AttrInt64("num_scan_inputs", 1)],
+            [*(node.inputs[2 + k] for k in kept), *extra_inits, *scanned],
+            [ir.AttrGraph("body", body), ir.AttrInt64("num_scan_inputs", len(scanned))],
             outputs=[
                 *(new_outputs[k] for k in kept),
                 *finals,
@@ -342,6 +370,35 @@ def _output_shape(result: ir.Value, *, stacked: bool) -> ir.Shape | None:
         return None
     dims = [d if isinstance(d, int) else None for d in shape]
     return ir.Shape([None, *dims] if stacked else dims)
+
+
+def _rows_read(
+    value: ir.Value, body: ir.Graph, iteration: ir.Value, inside: set[int]
+) -> list[ir.Node] | None:
+    """The body's ``Gather(value, i, axis=0)`` nodes when that is the only way the body reads
+    ``value`` (``i`` the iteration number, through ``Cast``/``Identity``), else None."""
+    gathers: list[ir.Node] = []
+    for use in value.uses():
+        node = use.node
+        if id(node) not in inside:
+            continue  # a read outside the loop
+        if node.graph is not body or not is_onnx(node, "Gather") or use.idx != 0:
+            return None
+        axis = node.attributes.get("axis")
+        if axis is not None and axis.as_int() != 0:
+            return None
+        index = node.inputs[1]
+        while index is not None and index is not iteration:
+            producer = index.producer()
+            if not is_onnx(producer, "Cast", "Identity") or producer is None:
+                return None
+            index = producer.inputs[0]
+        if index is None:
+            return None
+        gathers.append(node)
+    if any(v is value for v in body.outputs):
+        return None
+    return gathers or None
 
 
 def _graphs_in_loop_bodies(model: ir.Model) -> set[int]:
@@ -606,3 +663,9 @@ def _distinct_outputs(body: ir.Graph, emit: Emitter) -> None:
     body.extend(emit.nodes)
     body.outputs.clear()
     body.outputs.extend(outputs)
+
+
+class LoopToScanRows(LoopToScan):
+    """Loops as Scans (as ``LoopToScan``), TensorArray reads as scan inputs (onnxruntime)."""
+
+    rows_as_scan_inputs = True
