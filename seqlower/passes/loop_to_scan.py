@@ -278,6 +278,8 @@ class LoopToScan(NodeLoweringPass):
             if any(v is value for v in outputs_now):
                 body.outputs.clear()
                 body.outputs.extend([target if v is value else v for v in outputs_now])
+        if scanned:
+            _remove_dead(body)  # the index computations of the rows now scanned
         body.extend(passes.nodes)
         body.inputs.clear()
         if iteration.uses() or not scanned:
