@@ -77,7 +77,7 @@ TARGETS: dict[str, Target] = {
         ),
         Target(
             name="openvino",
-            passes=(*_SEQUENCE_FREE, "loop-to-scan"),
+            passes=(*_SEQUENCE_FREE, "loop-to-scan", "fold-static-ifs"),
             requires=("require-sequence-free",),
             loops="scan",
             reverse_sequence="native",
@@ -94,6 +94,7 @@ TARGETS: dict[str, Target] = {
                 *_SEQUENCE_FREE,
                 "lower-reverse-sequence",
                 "loop-to-scan",
+                "fold-static-ifs",
                 "explicit-constant-of-shape-value",
                 "strip-symbolic-dims",
             ),

@@ -13,7 +13,13 @@ from click.testing import CliRunner
 import seqlower
 from seqlower.cli.commands import cli
 from seqlower.errors import TargetError
-from seqlower.passes import PASSES, ExplicitConstantOfShapeValue, LoopToScan, StripSymbolicDims
+from seqlower.passes import (
+    PASSES,
+    ExplicitConstantOfShapeValue,
+    FoldStaticIfs,
+    LoopToScan,
+    StripSymbolicDims,
+)
 from seqlower.pipeline import build_pipeline, pass_name
 from seqlower.targets import TARGETS
 from tests import loop_cases as cases
@@ -291,3 +297,44 @@ def test_rows_form_scans_the_tensor_array_reads(name: str) -> None:
     assert "Gather" not in [n.op_type for n in body.node]
     assert "Range" not in [n.op_type for n in lowered.graph.node]
     assert_same(run("onnxruntime", model, feeds), run("onnxruntime", lowered, feeds))
+
+
+RANK_IF = """
+<ir_version: 8, opset_import: ["" : 17]>
+legacy_hstack (float[la] a, float[lb] b) => (float[ly] y) {
+    shape = Shape(a)
+    rank = Size(shape)
+    one = Constant<value = int64 {1}>()
+    is_1d = Equal(rank, one)
+    pieces = SequenceConstruct(a, b)
+    y = If(is_1d) <then_branch = then_g () => (float[lt] t) {
+        t = ConcatFromSequence<axis = 0>(pieces)
+    }, else_branch = else_g () => (float[le] e) {
+        e = ConcatFromSequence<axis = 1>(pieces)
+    }>
+}
+"""
+
+
+def test_an_if_on_a_declared_rank_becomes_its_branch() -> None:
+    """The TorchScript exporter's hstack: once the sequences are folded, the untaken branch
+    concatenates 1-D tensors on axis 1, which OpenVINO and tract refuse although it never runs."""
+    model = onnx.parser.parse_model(RANK_IF)
+    onnx.checker.check_model(model)  # strict inference rejects the untaken branch already
+    feeds = {"a": np.array([1.0, 2.0], dtype=np.float32), "b": np.array([3.0], dtype=np.float32)}
+    expected = run("onnxruntime", model, feeds)
+    for runtime in ("openvino", "tract"):
+        with pytest.raises(RuntimeFailure):
+            run(runtime, model, feeds)
+        lowered = seqlower.lower(model, target=runtime)
+        assert_valid(lowered)
+        assert "If" not in all_op_types(lowered)
+        assert [o.name for o in lowered.graph.output] == ["y"]
+        assert_same(expected, run(runtime, lowered, feeds))
+    # A rank that is not a graph input's declared one is not trusted: the If stays.
+    ir_model = ir.serde.deserialize_model(
+        onnx.parser.parse_model(
+            RANK_IF.replace("shape = Shape(a)", "n = Neg(a)\n shape = Shape(n)")
+        )
+    )
+    assert not FoldStaticIfs()(ir_model).modified

@@ -21,7 +21,11 @@ from seqlower.passes.require_no_loop import RequireNoLoop
 from seqlower.passes.require_sequence_free import RequireSequenceFree
 from seqlower.passes.scan_sequence_map import ScanSequenceMap
 from seqlower.passes.stack_loop_sequences import StackLoopSequences
-from seqlower.passes.target_repairs import ExplicitConstantOfShapeValue, StripSymbolicDims
+from seqlower.passes.target_repairs import (
+    ExplicitConstantOfShapeValue,
+    FoldStaticIfs,
+    StripSymbolicDims,
+)
 from seqlower.passes.unroll_sequence_map import UnrollSequenceMap
 
 __all__ = [
@@ -30,6 +34,7 @@ __all__ = [
     "SEQUENCE_FREE_PASSES",
     "ExplicitConstantOfShapeValue",
     "FoldSequenceOps",
+    "FoldStaticIfs",
     "InlineUntypedSequenceMapFunctions",
     "LoopToScan",
     "LoopToScanRows",
@@ -60,6 +65,7 @@ PASSES: dict[str, type[ir.passes.InPlacePass]] = {
     "require-no-loop": RequireNoLoop,
     "explicit-constant-of-shape-value": ExplicitConstantOfShapeValue,
     "strip-symbolic-dims": StripSymbolicDims,
+    "fold-static-ifs": FoldStaticIfs,
 }
 
 #: The default pipeline, in order.
