@@ -197,7 +197,50 @@ def nested() -> tuple[onnx.ModelProto, dict[str, Any]]:
     }
 
 
+def keras_rnn() -> tuple[onnx.ModelProto, dict[str, Any]]:
+    """Keras' RNN loop as tf2onnx writes it: an "output" state the body never reads (only
+    writes; its final value is the layer's last output), the written row also a scan output."""
+    model = _parse(
+        """
+        <ir_version: 8, opset_import: ["" : 13]>
+        keras_rnn (float[unk__1, 2, 3] x) => (float[unk__2, 2, 3] ys, float[2, 3] last) {
+            zero = Constant<value = int64[1] {0}>()
+            shape = Shape(x)
+            t64 = Gather<axis = 0>(shape, zero)
+            t32 = Cast<to = 6>(t64)
+            limit = Squeeze(t32, zero)
+            m = Cast<to = 7>(limit)
+            fzero = Constant<value = float {0.0}>()
+            flimit = Cast<to = 1>(limit)
+            cond0 = Less(fzero, flimit)
+            start = Constant<value = int32 {0}>()
+            h0 = Constant<value = float[2, 3] {0, 0, 0, 0, 0, 0}>()
+            count, last, h, lim_final, ys = Loop(m, cond0, start, h0, h0, limit) <body = rnn_body (
+                int64 i, bool cond_in, int32 counter, float[unk__5, 3] out_in,
+                float[unk__6, 3] state, int32 lim
+            ) => (bool cond_out, int32 next, float[unk__7, 3] out_state,
+                  float[unk__8, 3] new_state, int32 lim_out, float[unk__9, 3] y) {
+                one = Constant<value = int32 {1}>()
+                next = Add(counter, one)
+                step = Gather<axis = 0>(x, counter)
+                sum = Add(step, state)
+                new_state = Tanh(sum)
+                half = Constant<value = float {0.5}>()
+                y = Mul(new_state, half)
+                out_state = Identity(y)
+                f_next = Cast<to = 1>(next)
+                f_lim = Cast<to = 1>(lim)
+                cond_out = Less(f_next, f_lim)
+                lim_out = Identity(lim)
+            }>
+        }
+        """
+    )
+    return model, {"x": _RNG.standard_normal((4, 2, 3)).astype(np.float32)}
+
+
 CASES: dict[str, Case] = {
+    "keras_rnn": keras_rnn,
     "map_fn": map_fn,
     "dynamic_rnn": dynamic_rnn,
     "for_loop": for_loop,

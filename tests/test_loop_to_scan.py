@@ -338,3 +338,19 @@ def test_an_if_on_a_declared_rank_becomes_its_branch() -> None:
         )
     )
     assert not FoldStaticIfs()(ir_model).modified
+
+
+def test_a_state_the_body_never_reads_becomes_the_last_scanned_row() -> None:
+    """tract discards a state input no node reads and then fails its own check; the state's
+    final value is the last row of it as a scan output instead."""
+    model, feeds = cases.keras_rnn()
+    lowered = seqlower.lower(model, target="tract")
+    (scan,) = [n for n in all_nodes(lowered) if n.op_type == "Scan"]
+    body = scan.attribute[0].g
+    read = {i for n in body.node for i in n.input}
+    assert all(value.name in read for value in body.input)
+    producers = {o: n for n in lowered.graph.node for o in n.output}
+    assert producers["last"].op_type == "Gather"
+    expected = run("onnxruntime", model, feeds)
+    np.testing.assert_array_equal(expected[1], expected[0][-1])
+    assert_same(expected, run("tract", lowered, feeds))

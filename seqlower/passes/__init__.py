@@ -69,17 +69,12 @@ PASSES: dict[str, type[ir.passes.InPlacePass]] = {
 }
 
 #: The default pipeline, in order.
-DEFAULT_PASSES: tuple[str, ...] = (
-    "inline-untyped-functions",
-    "lower-sequence-map",
-    "lower-reverse-sequence",
-)
+DEFAULT_PASSES: tuple[str, ...] = ("lower-sequence-map", "lower-reverse-sequence")
 
 #: The sequence-free pipeline, in order: known lengths first (SplitToSequence, SequenceInsert
 #: chains), then the maps on them, then the plumbing the unrolled maps leave, then maps over
 #: run-time splits.
 SEQUENCE_FREE_PASSES: tuple[str, ...] = (
-    "inline-untyped-functions",
     "fold-sequence-ops",
     "unroll-sequence-map",
     "fold-sequence-ops",

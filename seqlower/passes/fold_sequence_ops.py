@@ -32,6 +32,7 @@ from seqlower.passes._base import NameGenerator, _Walk
 from seqlower.passes._emit import Emitter
 from seqlower.passes._sequences import block, constant_array, constant_int, is_onnx
 from seqlower.passes._types import TypeOracle
+from seqlower.passes.inline_functions import inline_untyped_sequence_map_functions
 
 __all__ = ["SPLIT_LIMIT", "FoldSequenceOps", "known_elements", "unit_split"]
 
@@ -48,6 +49,7 @@ class FoldSequenceOps(ir.passes.InPlacePass):
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         self.rewritten = 0
+        inlined = inline_untyped_sequence_map_functions(model)
         walk = _Walk(lambda _: False, names=True)
         walk.model(model)
         self._names = NameGenerator(walk.name_counts())
@@ -57,7 +59,7 @@ class FoldSequenceOps(ir.passes.InPlacePass):
         self._graph(model.graph, default)
         for function in model.functions.values():
             self._graph(function, function.opset_imports.get("", default))
-        return ir.passes.PassResult(model, modified=self.rewritten > 0)
+        return ir.passes.PassResult(model, modified=self.rewritten > 0 or inlined > 0)
 
     def _graph(self, graph: ir.Graph | ir.Function, opset: int) -> None:
         for node in list(graph):

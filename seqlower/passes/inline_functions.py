@@ -6,7 +6,7 @@ inside functions, so nothing types such a body and ``SequenceMap`` cannot be low
 element type of its outputs is unknown). Inlined into the calling graph, the same nodes get their
 types from the call site's values. Only functions that hold such a map (at any depth) are
 inlined, through onnx_ir's ``InlinePass``; other functions, and maps whose bodies are typed, are
-lowered where they are.
+lowered where they are. ``LowerSequenceMap`` and ``FoldSequenceOps`` run it first.
 """
 
 from __future__ import annotations
@@ -17,20 +17,25 @@ from onnx_ir.passes.common import InlinePass
 from seqlower._graphs import subgraphs_of
 from seqlower.passes._sequences import is_onnx
 
-__all__ = ["InlineUntypedSequenceMapFunctions"]
+__all__ = ["InlineUntypedSequenceMapFunctions", "inline_untyped_sequence_map_functions"]
 
 
 class InlineUntypedSequenceMapFunctions(ir.passes.InPlacePass):
     """Inline every call of a model-local function holding a SequenceMap with an untyped body."""
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
-        self.rewritten = 0
-        wanted = {key for key, function in model.functions.items() if _needs_types(function)}
-        if not wanted:
-            return ir.passes.PassResult(model, modified=False)
-        result = InlinePass(criteria=lambda f: f.identifier() in wanted)(model)
-        self.rewritten = len(wanted)
-        return ir.passes.PassResult(result.model, modified=True)
+        self.rewritten = inline_untyped_sequence_map_functions(model)
+        return ir.passes.PassResult(model, modified=self.rewritten > 0)
+
+
+def inline_untyped_sequence_map_functions(model: ir.Model) -> int:
+    """Inline (in place) the calls of the functions that need it; how many functions that was.
+    ``LowerSequenceMap`` and ``FoldSequenceOps`` (the first SequenceMap pass of each pipeline)
+    do this first, so the pipelines and their reports are unchanged."""
+    wanted = {key for key, function in model.functions.items() if _needs_types(function)}
+    if wanted:
+        InlinePass(criteria=lambda f: f.identifier() in wanted)(model)
+    return len(wanted)
 
 
 def _needs_types(function: ir.Function) -> bool:

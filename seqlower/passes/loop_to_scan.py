@@ -210,10 +210,25 @@ class LoopToScan(NodeLoweringPass):
                 body.insert_before(body[0], list(inner.nodes))
             else:
                 body.extend(list(inner.nodes))
-        states = [body.inputs[2 + k] for k in kept]
         results = list(body.outputs)
+        _remove_dead(body, keep=results)
+        # A state the body never reads (tf2onnx's RNN "output" state; tract's declutter drops
+        # such an input and then fails) is dropped when nothing reads its final value, else it
+        # becomes a scan output whose last row is the final value.
+        dropped: set[int] = set()
+        last_rows: list[int] = []
+        for k in list(kept):
+            if body.inputs[2 + k].uses():
+                continue
+            kept.remove(k)
+            old = node.outputs[k]
+            if old.uses() or old.is_graph_output():
+                last_rows.append(k)
+            else:
+                dropped.add(k)
+        states = [body.inputs[2 + k] for k in kept]
         state_outs = [results[1 + k] for k in kept]
-        scan_outs = results[carried + 1 :]
+        scan_outs = [*results[carried + 1 :], *(results[1 + k] for k in last_rows)]
         body.outputs.clear()
         body.outputs.extend([*state_outs, *scan_outs])
         _remove_dead(body)
@@ -289,7 +304,9 @@ class LoopToScan(NodeLoweringPass):
         outputs_now = list(body.outputs)
         body.outputs.clear()
         body.outputs.extend([*outputs_now[: len(kept)], *extra_outs, *outputs_now[len(kept) :]])
-        _distinct_outputs(body, Emitter(names, base, plan.opset))
+        _distinct_outputs(
+            body, Emitter(names, base, plan.opset), len(body.outputs) - len(scan_outs)
+        )
         for value in [*body.inputs, *body.outputs]:
             strip_symbolic(value)
 
@@ -303,8 +320,18 @@ class LoopToScan(NodeLoweringPass):
                 shape=_output_shape(results[1 + j], stacked=j >= carried),
             )
             for j, old in enumerate(node.outputs)
-            if j not in outer_finals
+            if j not in outer_finals and j not in dropped
         }
+        after = Emitter(names, base, plan.opset, self.constant_pool(graph))
+        for k in last_rows:
+            rows = new_outputs[k]
+            rows.name = names.fresh(f"{base}_{results[1 + k].name}_rows")
+            rows.shape = _output_shape(results[1 + k], stacked=True)
+            last = after.int64s(-1, hint="last")
+            outer_finals[k] = after.op("Gather", [rows, last], {"axis": 0}, hint="final")
+            outer_finals[k].shape = _output_shape(results[1 + k], stacked=False)
+            del new_outputs[k]
+            new_outputs[len(node.outputs) + k] = rows
         del node.attributes["body"]
         scan = ir.Node(
             "",
@@ -315,18 +342,21 @@ class LoopToScan(NodeLoweringPass):
                 *(new_outputs[k] for k in kept),
                 *finals,
                 *(new_outputs[j] for j in range(carried, len(node.outputs))),
+                *(new_outputs[len(node.outputs) + k] for k in last_rows),
             ],
             name=names.fresh(f"{base}_scan"),
             doc_string=node.doc_string,
         )
-        graph.insert_before(node, [*emit.nodes, scan])
+        graph.insert_before(node, [*emit.nodes, scan, *after.nodes])
         for j, old in enumerate(node.outputs):
+            if j in dropped:
+                continue
             new = new_outputs.get(j) or outer_finals[j]
             if new.type is None:
                 new.type = old.type
             if old.is_graph_output() and old.shape is not None:
                 new.shape = old.shape  # the graph's interface, as declared
-            elif j in outer_finals:
+            elif j in outer_finals and j not in last_rows:
                 new.shape = ir.Shape([])
             name = old.name
             old.replace_all_uses_with(new, replace_graph_outputs=True)
@@ -642,22 +672,26 @@ def _nodes_under(graph: ir.Graph) -> list[ir.Node]:
     return nodes
 
 
-def _remove_dead(body: ir.Graph) -> None:
-    """Remove the body's nodes whose outputs nothing reads (the condition, mostly)."""
-    outputs = {id(v) for v in body.outputs}
+def _remove_dead(body: ir.Graph, keep: list[ir.Value] | None = None) -> None:
+    """Remove the body's nodes whose outputs nothing reads (the condition, mostly); ``keep``:
+    values to keep besides the body's outputs."""
+    outputs = {id(v) for v in [*body.outputs, *(keep or [])]}
     for node in reversed(list(body)):
         if any(v.uses() or id(v) in outputs for v in node.outputs):
             continue
         body.remove(node, safe=True)
 
 
-def _distinct_outputs(body: ir.Graph, emit: Emitter) -> None:
+def _distinct_outputs(body: ir.Graph, emit: Emitter, first_scanned: int) -> None:
     """An ``Identity`` for each body output that is a body input or an earlier output (tract
-    asserts that a graph's outputs are distinct outlets)."""
+    asserts that a graph's outputs are distinct outlets), and for each scan output the body also
+    reads (tract's stacking of a scan output leaks into the body's other readers: ``Unifying
+    shapes ?,?,5 and 4,5``)."""
     seen = {id(v) for v in body.inputs}
     outputs = list(body.outputs)
     for j, value in enumerate(outputs):
-        if id(value) in seen or value.producer() is None:
+        read = j >= first_scanned and bool(value.uses())
+        if id(value) in seen or value.producer() is None or read:
             copy = emit.op("Identity", [value], hint=f"{value.name}_out")
             copy.type, copy.shape = value.type, value.shape
             outputs[j] = copy
