@@ -91,8 +91,8 @@ TARGETS: dict[str, Target] = {
             name="tract",
             passes=(
                 *_SEQUENCE_FREE,
-                "lower-reverse-sequence",
                 "loop-to-scan",
+                "lower-reverse-sequence",
                 "fold-static-ifs",
                 "explicit-constant-of-shape-value",
                 "strip-symbolic-dims",
@@ -105,8 +105,9 @@ TARGETS: dict[str, Target] = {
             versions="tract 0.23.9 (python tract, concrete input facts)",
             measured="CI",
             still_blocks="Loops whose trip count is known only inside; sequences whose length "
-            "is known only at run time; two Scans with data-dependent trip counts joined "
-            "later (tract gives each its own symbol); Scans of zero iterations",
+            "is known only at run time; Scans with data-dependent trip counts computed "
+            "differently and joined later (tract gives each its own symbol); Scans of zero "
+            "iterations",
         ),
         Target(
             name="onnx2tf",

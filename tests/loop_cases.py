@@ -239,7 +239,72 @@ def keras_rnn() -> tuple[onnx.ModelProto, dict[str, Any]]:
     return model, {"x": _RNG.standard_normal((4, 2, 3)).astype(np.float32)}
 
 
+def _rnn_direction(x: str, d: str) -> str:
+    """One direction of ``bidirectional_dynamic_rnn`` over ``x``, names suffixed with ``d``: its
+    own shape computations, as tf2onnx writes each direction."""
+    return f"""
+            shape{d} = Shape({x})
+            t64{d} = Gather<axis = 0>(shape{d}, zero)
+            t32{d} = Cast<to = 6>(t64{d})
+            t{d} = Squeeze(t32{d}, zero)
+            bound{d} = Min(t{d}, longest)
+            m{d} = Cast<to = 7>(t{d})
+            f_t{d} = Cast<to = 1>(t{d})
+            f_bound{d} = Cast<to = 1>(bound{d})
+            a{d} = Less(fzero, f_t{d})
+            b{d} = Less(fzero, f_bound{d})
+            cond0{d} = And(a{d}, b{d})
+            time_out{d}, h{d}, stop_final{d}, ys{d} = Loop(m{d}, cond0{d}, time, h0, bound{d})
+              <body = body{d} (int64 i{d}, bool c_in{d}, int32 now{d}, float[unk__7, 3] state{d},
+                                int32 stop{d})
+                => (bool c_out{d}, int32 later{d}, float[unk__8, 3] new{d}, int32 stop_out{d},
+                    float[unk__9, 3] out{d}) {{
+                later{d} = Add(now{d}, one)
+                step{d} = Gather<axis = 0>({x}, now{d})
+                sum{d} = Add(step{d}, state{d})
+                new{d} = Tanh(sum{d})
+                out{d} = Identity(new{d})
+                f_later{d} = Cast<to = 1>(later{d})
+                f_stop{d} = Cast<to = 1>(stop{d})
+                c1{d} = Less(f_later{d}, f_stop{d})
+                f_i{d} = Cast<to = 1>(i{d})
+                f_max{d} = Cast<to = 1>(t{d})
+                c2{d} = Less(f_i{d}, f_max{d})
+                c_out{d} = And(c2{d}, c1{d})
+                stop_out{d} = Identity(stop{d})
+            }}>
+    """
+
+
+def bidirectional_rnn() -> tuple[onnx.ModelProto, dict[str, Any]]:
+    """``bidirectional_dynamic_rnn``: a forward loop over x, a backward one over its per-row
+    reversal, trip counts known only from data (``min(T, max(lengths))``), outputs joined: the
+    two Scans must share one trip count for tract to join them."""
+    model = _parse(
+        f"""
+        <ir_version: 8, opset_import: ["" : 17]>
+        bidi (float[unk__1, 2, 3] x, int32[2] lengths) => (float[unk__2, 2, 6] y) {{
+            zero = Constant<value = int64[1] {{0}}>()
+            one = Constant<value = int32 {{1}}>()
+            fzero = Constant<value = float {{0.0}}>()
+            time = Constant<value = int32 {{0}}>()
+            h0 = Constant<value = float[2, 3] {{0, 0, 0, 0, 0, 0}}>()
+            longest = ReduceMax<keepdims = 0>(lengths)
+            lens = Cast<to = 7>(lengths)
+            {_rnn_direction("x", "_fw")}
+            xr = ReverseSequence<batch_axis = 1, time_axis = 0>(x, lens)
+            {_rnn_direction("xr", "_bw")}
+            back = ReverseSequence<batch_axis = 1, time_axis = 0>(ys_bw, lens)
+            y = Concat<axis = 2>(ys_fw, back)
+        }}
+        """
+    )
+    x = _RNG.standard_normal((5, 2, 3)).astype(np.float32)
+    return model, {"x": x, "lengths": np.array([5, 3], dtype=np.int32)}
+
+
 CASES: dict[str, Case] = {
+    "bidirectional_rnn": bidirectional_rnn,
     "keras_rnn": keras_rnn,
     "map_fn": map_fn,
     "dynamic_rnn": dynamic_rnn,

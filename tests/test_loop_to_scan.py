@@ -37,6 +37,19 @@ RUNS = [
 ]
 
 
+def assert_matches(expected: list[np.ndarray], actual: list[np.ndarray]) -> None:
+    """Integers bit-exact; floats within a few ulp (OpenVINO's Tanh differs from
+    onnxruntime's in the last bits, with or without the rewrite)."""
+    assert len(expected) == len(actual)
+    for want, got in zip(expected, actual, strict=True):
+        got = np.asarray(got)
+        assert want.shape == got.shape and want.dtype == got.dtype
+        if want.dtype.kind == "f":
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7)
+        else:
+            np.testing.assert_array_equal(got, want)
+
+
 def assert_valid(model: onnx.ModelProto) -> None:
     onnx.checker.check_model(model, full_check=True)
     onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
@@ -55,7 +68,7 @@ def test_exporter_loops_become_scans_that_run(name: str, target: str, runtime: s
         (o.domain, o.version) for o in model.opset_import
     ]
     assert lowered.ir_version == model.ir_version
-    assert_same(expected, run(runtime, lowered, feeds))
+    assert_matches(expected, run(runtime, lowered, feeds))
 
 
 def test_tract_refuses_the_loops_as_written() -> None:

@@ -34,7 +34,7 @@ what the body computes stays, with the reason recorded for the target's check
 from __future__ import annotations
 
 import dataclasses
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 import onnx
@@ -43,7 +43,7 @@ import onnx_ir as ir
 from seqlower._graphs import subgraphs_of
 from seqlower.passes._base import NameGenerator, NodeLoweringPass, Site
 from seqlower.passes._emit import Emitter
-from seqlower.passes._sequences import constant_int, is_onnx
+from seqlower.passes._sequences import constant_array, constant_int, is_onnx
 from seqlower.passes._types import TypeOracle, element_dtype
 from seqlower.passes.scan_sequence_map import _outer_reads
 
@@ -114,6 +114,7 @@ class LoopToScan(NodeLoweringPass):
         self._model = model
         self._shapes: dict[str, ir.Shape] | None = None
         self._in_loops = _graphs_in_loop_bodies(model)
+        self._trip_counts: dict[tuple[int, Any], tuple[ir.Value, ir.Value]] = {}
         return super().call(model)
 
     def _inferred_shape(self, value: ir.Value) -> ir.Shape | None:
@@ -171,9 +172,18 @@ class LoopToScan(NodeLoweringPass):
         assert graph is not None
         base = node.name or "Loop"
         emit = Emitter(names, base, plan.opset, self.constant_pool(graph))
-        count = _trip_count(emit, node, plan.terms)
-        iterations = emit.arange(count, hint="iterations")
-        iterations.shape = ir.Shape([None])
+        # Loops of one graph whose trip counts are computed alike (a bidirectional layer's two
+        # directions) share one Range: tract gives each Range of a data-dependent length its
+        # own symbol and then cannot join the two directions' outputs.
+        key = (id(graph), _trip_count_key(node, plan.terms))
+        shared = self._trip_counts.get(key)
+        if shared is not None:
+            count, iterations = shared
+        else:
+            count = _trip_count(emit, node, plan.terms)
+            iterations = emit.arange(count, hint="iterations")
+            iterations.shape = ir.Shape([None])
+            self._trip_counts[key] = (count, iterations)
 
         carried = len(node.inputs) - 2
         iteration, cond_in = body.inputs[0], body.inputs[1]
@@ -475,8 +485,6 @@ def _passes_through(cond_out: ir.Value, cond_in: ir.Value) -> bool:
 
 
 def _bool_constant(value: ir.Value) -> bool | None:
-    from seqlower.passes._sequences import constant_array
-
     array = constant_array(value)
     if array is None or array.size != 1:
         return None
@@ -610,6 +618,81 @@ class _Condition:
                 return None
             return self.invariant(source)
         return None
+
+
+#: Ops whose output has the shape of their first input: ``Shape`` of their output is ``Shape`` of
+#: that input, for telling trip counts computed alike.
+_SHAPE_OF_FIRST = frozenset(
+    {"ReverseSequence", "Identity", "Cast", "Neg", "Abs", "Relu", "Sigmoid", "Tanh", "Not"}
+)
+
+
+def _trip_count_key(node: ir.Node, terms: list[_Term] | None) -> Any:
+    """A value equal for two Loops whose trip counts are computed alike from the same values."""
+    memo: dict[int, Any] = {}
+
+    def key(value: ir.Value | None, depth: int = 0) -> Any:
+        if value is None:
+            return None
+        if id(value) in memo:
+            return memo[id(value)]
+        array = constant_array(value)
+        producer = value.producer()
+        result: Any
+        if array is not None:
+            result = ("const", array.dtype.str, array.shape, array.tobytes())
+        elif producer is None or depth > 32 or producer.graph is not node.graph:
+            result = ("value", id(value))
+        else:
+            attributes = tuple(
+                sorted((name, repr(attr.value)) for name, attr in producer.attributes.items())
+            )
+            if is_onnx(producer, "Shape"):
+                inputs = (shape_key(producer.inputs[0], depth + 1),)
+            else:
+                inputs = tuple(key(v, depth + 1) for v in producer.inputs)
+            result = (
+                producer.domain,
+                producer.op_type,
+                attributes,
+                list(producer.outputs).index(value),
+                inputs,
+            )
+        memo[id(value)] = result
+        return result
+
+    def shape_key(value: ir.Value | None, depth: int) -> Any:
+        """The key of what decides ``value``'s shape: through shape-keeping ops, and through
+        ``Transpose`` (keeping its permutation)."""
+        producer = None if value is None else value.producer()
+        if producer is not None and producer.graph is node.graph and depth <= 32:
+            if is_onnx(producer, *_SHAPE_OF_FIRST):
+                return shape_key(producer.inputs[0], depth + 1)
+            if is_onnx(producer, "Transpose"):
+                perm = producer.attributes.get("perm")
+                return (
+                    "Transpose",
+                    repr(perm.value if perm else None),
+                    shape_key(producer.inputs[0], depth + 1),
+                )
+        return key(value, depth)
+
+    m = node.inputs[0] if node.inputs else None
+    cond0 = node.inputs[1] if len(node.inputs) > 1 else None
+    term_keys = None
+    if terms is not None:
+        term_keys = tuple(
+            sorted(
+                (
+                    repr(key(t.limit)),
+                    repr(key(t.linear.base)),
+                    t.linear.offset,
+                    t.extra,
+                )
+                for t in terms
+            )
+        )
+    return (repr(key(m)), repr(key(cond0)), term_keys)
 
 
 def _trip_count(emit: Emitter, node: ir.Node, terms: list[_Term] | None) -> ir.Value:
