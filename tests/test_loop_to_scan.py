@@ -367,3 +367,38 @@ def test_a_state_the_body_never_reads_becomes_the_last_scanned_row() -> None:
     expected = run("onnxruntime", model, feeds)
     np.testing.assert_array_equal(expected[1], expected[0][-1])
     assert_same(expected, run("tract", lowered, feeds))
+
+
+SPLIT_FIRST = """
+<ir_version: 8, opset_import: ["" : 18]>
+split_first (float[N, 3] x) => (float[M, 3] y) {
+    shape = Shape(x)
+    zero = Constant<value = int64[1] {0}>()
+    n = Gather<axis = 0>(shape, zero)
+    one = Constant<value = int64[1] {1}>()
+    rest = Sub(n, one)
+    flat = Constant<value = int64[1] {-1}>()
+    rest_1d = Reshape(rest, flat)
+    sizes = Concat<axis = 0>(one, rest_1d)
+    pieces = SplitToSequence<axis = 0>(x, sizes)
+    zero_scalar = Constant<value = int64 {0}>()
+    first = SequenceAt(pieces, zero_scalar)
+    one_scalar = Constant<value = int64 {1}>()
+    others = SequenceAt(pieces, one_scalar)
+    y = Concat<axis = 0>(others, first)
+}
+"""
+
+
+def test_a_split_tensor_of_static_length_is_a_known_count() -> None:
+    """PyTorch's split([1, N-1]) with optimize=False: the sizes are computed, their count (2) is
+    static, so the sequence-free mode folds it into one Split."""
+    model = onnx.parser.parse_model(SPLIT_FIRST)
+    onnx.checker.check_model(model, full_check=True)
+    feeds = {"x": np.arange(12, dtype=np.float32).reshape(4, 3)}
+    expected = run("onnxruntime", model, feeds)
+    lowered = seqlower.lower(model, sequence_free=True)
+    assert_valid(lowered)
+    assert "SplitToSequence" not in all_op_types(lowered)
+    for runtime in ("onnxruntime", "openvino", "tract"):
+        assert_same(expected, run(runtime, lowered, feeds))
