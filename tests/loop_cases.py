@@ -303,7 +303,28 @@ def bidirectional_rnn() -> tuple[onnx.ModelProto, dict[str, Any]]:
     return model, {"x": x, "lengths": np.array([5, 3], dtype=np.int32)}
 
 
+def repeat() -> tuple[onnx.ModelProto, dict[str, Any]]:
+    """A for-loop whose body reads neither the iteration number nor a counter (doubling a state
+    n times): OpenVINO ran such a Scan once, tract dropped its scan input."""
+    model = _parse(
+        """
+        <ir_version: 8, opset_import: ["" : 13]>
+        repeat (float[2] x, int64 n) => (float[2] y) {
+            true = Constant<value = bool {1}>()
+            y = Loop(n, true, x) <body = repeat_body (int64 i, bool c, float[2] s)
+                => (bool c_out, float[2] doubled) {
+                two = Constant<value = float {2.0}>()
+                doubled = Mul(s, two)
+                c_out = Identity(c)
+            }>
+        }
+        """
+    )
+    return model, {"x": np.array([1, 3], dtype=np.float32), "n": np.array(3, dtype=np.int64)}
+
+
 CASES: dict[str, Case] = {
+    "repeat": repeat,
     "bidirectional_rnn": bidirectional_rnn,
     "keras_rnn": keras_rnn,
     "map_fn": map_fn,
