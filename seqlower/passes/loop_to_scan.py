@@ -312,15 +312,15 @@ class LoopToScan(NodeLoweringPass):
                 # Nothing reads the iteration number: OpenVINO then runs the Scan once and
                 # tract drops the scan input and fails, so a state reads it (Max(k, i), the
                 # last iteration's number at the end; nothing reads that).
-                step = Emitter(names, base, plan.opset)
+                reader = Emitter(names, base, plan.opset)
                 seen = ir.Value(
                     name=names.fresh(f"{base}_last_iteration"),
                     type=ir.TensorType(ir.DataType.INT64),
                     shape=ir.Shape([]),
                 )
-                latest = _extreme(step, "Max", seen, iteration, "last_iteration")
+                latest = _extreme(reader, "Max", seen, iteration, "last_iteration")
                 latest.type, latest.shape = seen.type, seen.shape
-                body.extend(step.nodes)
+                body.extend(reader.nodes)
                 extra_states.append(seen)
                 extra_outs.append(latest)
                 extra_inits.append(emit.int64s(0, hint="first_iteration"))
