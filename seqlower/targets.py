@@ -76,7 +76,7 @@ TARGETS: dict[str, Target] = {
         ),
         Target(
             name="openvino",
-            passes=(*_SEQUENCE_FREE, "loop-to-scan", "fold-static-ifs"),
+            passes=("inline-functions", *_SEQUENCE_FREE, "loop-to-scan", "fold-static-ifs"),
             requires=("require-sequence-free",),
             loops="scan",
             reverse_sequence="native",
@@ -90,6 +90,7 @@ TARGETS: dict[str, Target] = {
         Target(
             name="tract",
             passes=(
+                "inline-functions",
                 *_SEQUENCE_FREE,
                 "loop-to-scan",
                 "lower-reverse-sequence",

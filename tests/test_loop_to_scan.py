@@ -402,3 +402,48 @@ def test_a_split_tensor_of_static_length_is_a_known_count() -> None:
     assert "SplitToSequence" not in all_op_types(lowered)
     for runtime in ("onnxruntime", "openvino", "tract"):
         assert_same(expected, run(runtime, lowered, feeds))
+
+
+LOOP_IN_FUNCTION = """
+<ir_version: 10, opset_import: ["" : 18, "this" : 1]>
+outer (float[5, 2] x, int64 n) => (float[N, 2] ys) {
+    ys = this.body_fn(x, n)
+}
+<domain: "this", opset_import: ["" : 18]>
+body_fn (x, n) => (ys)
+{
+    true = Constant<value = bool {1}>()
+    zero = Constant<value = int64 {0}>()
+    last, ys = Loop(n, true, zero) <body = for_body (int64 i, bool c, int64 k)
+        => (bool c_out, int64 k_next, float[2] y) {
+        one = Constant<value = int64 {1}>()
+        k_next = Add(k, one)
+        row = Gather<axis = 0>(x, k)
+        at = Cast<to = 1>(i)
+        y = Mul(row, at)
+        c_out = Identity(c)
+    }>
+}
+"""
+
+
+def test_a_loop_in_a_model_local_function() -> None:
+    """The pass rewrites a Loop inside a function (the default pipeline keeps functions); the
+    targets inline functions first, which neither tract (``Unimplemented(body_fn)``) nor
+    OpenVINO runs."""
+    model = onnx.parser.parse_model(LOOP_IN_FUNCTION)
+    onnx.checker.check_model(model, full_check=True)
+    feeds = {"x": np.arange(10, dtype=np.float32).reshape(5, 2), "n": np.array(3, dtype=np.int64)}
+    expected = run("onnxruntime", model, feeds)
+    alone = seqlower.lower(model, passes=["loop-to-scan"])
+    assert_valid(alone)
+    assert [n.op_type for n in alone.functions[0].node][-1] == "Scan"
+    assert_same(expected, run("onnxruntime", alone, feeds))
+    for runtime in ("tract", "openvino"):
+        with pytest.raises(RuntimeFailure):
+            run(runtime, model, feeds)
+        lowered = seqlower.lower(model, target=runtime)
+        assert_valid(lowered)
+        assert not lowered.functions
+        assert [(o.domain, o.version) for o in lowered.opset_import] == [("", 18), ("this", 1)]
+        assert_same(expected, run(runtime, lowered, feeds))

@@ -13,7 +13,7 @@ import onnx_ir as ir
 
 from seqlower.passes._base import NodeLoweringPass
 from seqlower.passes.fold_sequence_ops import FoldSequenceOps
-from seqlower.passes.inline_functions import InlineUntypedSequenceMapFunctions
+from seqlower.passes.inline_functions import InlineFunctions, InlineUntypedSequenceMapFunctions
 from seqlower.passes.loop_to_scan import LoopToScan, LoopToScanRows
 from seqlower.passes.lower_reverse_sequence import LowerReverseSequence
 from seqlower.passes.lower_sequence_map import LowerSequenceMap
@@ -35,6 +35,7 @@ __all__ = [
     "ExplicitConstantOfShapeValue",
     "FoldSequenceOps",
     "FoldStaticIfs",
+    "InlineFunctions",
     "InlineUntypedSequenceMapFunctions",
     "LoopToScan",
     "LoopToScanRows",
@@ -60,6 +61,7 @@ PASSES: dict[str, type[ir.passes.InPlacePass]] = {
     "stack-loop-sequences": StackLoopSequences,
     "require-sequence-free": RequireSequenceFree,
     "inline-untyped-functions": InlineUntypedSequenceMapFunctions,
+    "inline-functions": InlineFunctions,
     "loop-to-scan": LoopToScan,
     "loop-to-scan-rows": LoopToScanRows,
     "require-no-loop": RequireNoLoop,

@@ -17,7 +17,23 @@ from onnx_ir.passes.common import InlinePass
 from seqlower._graphs import subgraphs_of
 from seqlower.passes._sequences import is_onnx
 
-__all__ = ["InlineUntypedSequenceMapFunctions", "inline_untyped_sequence_map_functions"]
+__all__ = [
+    "InlineFunctions",
+    "InlineUntypedSequenceMapFunctions",
+    "inline_untyped_sequence_map_functions",
+]
+
+
+class InlineFunctions(ir.passes.InPlacePass):
+    """Inline every call of a model-local function (tract and OpenVINO run none:
+    ``Unimplemented(body_fn)``), so the passes after it see one graph."""
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        self.rewritten = len(model.functions)
+        if not model.functions:
+            return ir.passes.PassResult(model, modified=False)
+        InlinePass()(model)
+        return ir.passes.PassResult(model, modified=True)
 
 
 class InlineUntypedSequenceMapFunctions(ir.passes.InPlacePass):
