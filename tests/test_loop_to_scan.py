@@ -9,6 +9,8 @@ import onnx.parser
 import onnx_ir as ir
 import pytest
 from click.testing import CliRunner
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
 import seqlower
 from seqlower.cli.commands import cli
@@ -447,3 +449,94 @@ def test_a_loop_in_a_model_local_function() -> None:
         assert not lowered.functions
         assert [(o.domain, o.version) for o in lowered.opset_import] == [("", 18), ("this", 1)]
         assert_same(expected, run(runtime, lowered, feeds))
+
+
+def _while_loop(
+    compare: str, swap: bool, offset: int, start: int, step_on: str, with_m: bool, and_max: bool
+) -> onnx.ModelProto:
+    """A while-loop ``counter (+1) + offset <compare> limit`` (maybe through float Casts, maybe
+    ANDed with ``i < max``), the counter starting at ``start``; it returns the counter and the
+    stacked iteration numbers."""
+    left = "moved" if step_on == "next" else ("counter" if step_on == "counter" else "i32")
+    sides = (f"f_{left}", "f_lim") if not swap else ("f_lim", f"f_{left}")
+    flipped = {"Less": "Greater", "LessOrEqual": "GreaterOrEqual"}[compare] if swap else compare
+    m_input = "m" if with_m else ""
+    cond = "cmp"
+    extra = ""
+    if and_max:
+        extra = """
+                f_i = Cast<to = 1>(i)
+                f_max = Cast<to = 1>(max)
+                below = Less(f_i, f_max)
+                both = And(below, cmp)"""
+        cond = "both"
+    text = f"""
+        <ir_version: 8, opset_import: ["" : 13]>
+        while_loop (int32 limit, int64 m, int32 max, bool go) => (int32 count, int64[K] seen) {{
+            start = Constant<value = int32 {{{start}}}>()
+            count, lim_out, seen = Loop({m_input}, go, start, limit) <body = while_body (
+                int64 i, bool c, int32 counter, int32 lim
+            ) => (bool c_out, int32 next, int32 lim_same, int64 at) {{
+                one = Constant<value = int32 {{1}}>()
+                next = Add(counter, one)
+                off = Constant<value = int32 {{{offset}}}>()
+                i32 = Cast<to = 6>(i)
+                moved_base = Identity({"next" if step_on == "next" else "counter"})
+                moved = Add(moved_base, off)
+                f_{left} = Cast<to = 1>({left})
+                f_lim = Cast<to = 1>(lim)
+                cmp = {flipped}({sides[0]}, {sides[1]}){extra}
+                c_out = Identity({cond})
+                lim_same = Identity(lim)
+                at = Identity(i)
+            }}>
+        }}
+    """
+    model = onnx.parser.parse_model(text)
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    compare=st.sampled_from(["Less", "LessOrEqual"]),
+    swap=st.booleans(),
+    offset=st.integers(-2, 2),
+    start=st.integers(-3, 3),
+    step_on=st.sampled_from(["next", "counter", "iteration"]),
+    with_m=st.booleans(),
+    and_max=st.booleans(),
+    limit=st.integers(-4, 8),
+    m=st.integers(0, 8),
+    max_=st.integers(0, 8),
+    go=st.booleans(),
+)
+def test_trip_count_property(
+    compare: str,
+    swap: bool,
+    offset: int,
+    start: int,
+    step_on: str,
+    with_m: bool,
+    and_max: bool,
+    limit: int,
+    m: int,
+    max_: int,
+    go: bool,
+) -> None:
+    """The Scan runs as many iterations as the Loop, for every form of the condition tf2onnx
+    writes and a few it could, whatever M, the limit, the start and the initial condition."""
+    if step_on == "iteration" and offset != 0:
+        offset = 0
+    model = _while_loop(compare, swap, offset, start, step_on, with_m, and_max)
+    feeds = {
+        "limit": np.array(limit, dtype=np.int32),
+        "m": np.array(m, dtype=np.int64),
+        "max": np.array(max_, dtype=np.int32),
+        "go": np.array(go),
+    }
+    expected = run("onnxruntime", model, feeds)
+    lowered = seqlower.lower(model, passes=["loop-to-scan"])
+    assert "Loop" not in all_op_types(lowered)
+    assume(len(expected[1]) > 0)  # no runtime runs a Scan of zero iterations (README)
+    assert_same(expected, run("onnxruntime", lowered, feeds))
