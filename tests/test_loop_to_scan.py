@@ -540,3 +540,26 @@ def test_trip_count_property(
     assert "Loop" not in all_op_types(lowered)
     assume(len(expected[1]) > 0)  # no runtime runs a Scan of zero iterations (README)
     assert_same(expected, run("onnxruntime", lowered, feeds))
+
+
+@pytest.mark.parametrize("target", sorted(TARGETS))
+def test_every_target_pipeline_lowers_an_exporter_model(target: str) -> None:
+    """Each row's pipeline runs: a tf2onnx map_fn with a ReverseSequence in its body, kept or
+    lowered as the row says, its Loop kept or made a Scan as the row says."""
+    model = onnx.parser.parse_model(
+        """
+        <ir_version: 8, opset_import: ["" : 13]>
+        rev (float[4, 3, 2] x, int64[3] lens) => (float[4, 3, 2] y) {
+            y = ReverseSequence<batch_axis = 1, time_axis = 0>(x, lens)
+        }
+        """
+    )
+    loop_model, feeds = cases.map_fn()
+    row = TARGETS[target]
+    lowered = seqlower.lower(model, target=target)
+    assert_valid(lowered)
+    assert ("ReverseSequence" in all_op_types(lowered)) == (row.reverse_sequence == "native")
+    lowered_loop = seqlower.lower(loop_model, target=target)
+    assert_valid(lowered_loop)
+    assert ("Loop" in all_op_types(lowered_loop)) == (row.loops == "kept")
+    assert_same(run("onnxruntime", loop_model, feeds), run("onnxruntime", lowered_loop, feeds))

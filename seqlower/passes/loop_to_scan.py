@@ -20,15 +20,29 @@ then ``N = min(M, max(bound + 1, 1))`` (without ``M``: the second term; a condit
 through unchanged: ``M``), zero when the initial condition is false. (Comparisons through a float
 ``Cast`` are taken as exact: they are for counts below 2**24.)
 
-The rewrite is the form both tract and OpenVINO accept: a ``Scan`` whose one scan input is
-``Range(0, N)`` (the iteration number, read where the Loop read ``i``), the Loop's states, then
-every outer-scope read of the body (and of graphs in it) as a state passed through unchanged
-(OpenVINO's Scan takes no outer-scope reads; tract panics when one value is both), the Loop's
-scan outputs as scan outputs. The condition's nodes are removed (tract drops a scan input no node
-reads, then fails), and the body's inputs and outputs are typed without symbolic dimension names
-(tract: ``Impossible to unify Sym(unk__1392) with Val(4)``). A loop whose trip count depends on
-what the body computes stays, with the reason recorded for the target's check
-(:class:`~seqlower.passes.require_target.RequireNoLoop`).
+The rewrite is the form both tract and OpenVINO accept: a ``Scan`` whose scan input is
+``Range(0, N)`` (the iteration number, read where the Loop read ``i``); a counter is computed
+from it (``start + i``) instead of carried, its final value ``start + N`` outside; the Loop's
+other states; then every outer-scope read of the body (and of graphs in it) as a state passed
+through unchanged (OpenVINO's Scan takes no outer-scope reads; tract panics when one value is
+both), the Loop's scan outputs as scan outputs. What tract needs besides: the condition's nodes
+removed and no input nobody reads (it drops it, then fails its own check): a state the body
+never reads becomes a scan output whose last row is its final value (or goes, when nothing
+reads it), and when nothing reads the iteration number a state ``Max(k, i)`` does (OpenVINO
+ran such a Scan once); distinct body outputs, a scan output the body also reads copied by an
+``Identity``; body inputs and outputs typed without symbolic dimension names (``Impossible to
+unify Sym(unk__1392) with Val(4)``); loops of one graph whose trip counts are computed alike (a
+bidirectional layer's two directions) sharing one ``Range``, so tract gives their outputs one
+length; a loop nested in another loop's body keeping its outer reads as reads (tract gives a
+nested pass-through state its first value on every outer iteration). A loop whose trip count
+depends on what the body computes stays, with the reason recorded for the target's check
+(:class:`~seqlower.passes.require_no_loop.RequireNoLoop`).
+
+No runtime runs a ``Scan`` of zero iterations correctly (onnxruntime and OpenVINO fail, tract
+returns a wrong state shape): the README lists it among the limits. ``LoopToScanRows`` also
+turns ``Gather(x, i)`` reads into scan inputs over ``x[:N]``, which onnxruntime runs as fast
+as the Loop (it copies every carried state per iteration), but tract cannot analyse that
+computed ``Slice``.
 """
 
 from __future__ import annotations
