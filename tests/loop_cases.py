@@ -323,7 +323,30 @@ def repeat() -> tuple[onnx.ModelProto, dict[str, Any]]:
     return model, {"x": np.array([1, 3], dtype=np.float32), "n": np.array(3, dtype=np.int64)}
 
 
+def counter_out() -> tuple[onnx.ModelProto, dict[str, Any]]:
+    """A counter from 5 that the body returns as it is, as a scan output (a body output that is
+    a body input)."""
+    model = onnx.parser.parse_model(
+        """
+        <ir_version: 8, opset_import: ["" : 13]>
+        counts (int64 n) => (int64 last, int64[K] seen) {
+            true = Constant<value = bool {1}>()
+            start = Constant<value = int64 {5}>()
+            last, seen = Loop(n, true, start) <body = count_body (int64 i, bool c, int64 k)
+                => (bool c_out, int64 k2, int64 k) {
+                one = Constant<value = int64 {1}>()
+                k2 = Add(k, one)
+                c_out = Identity(c)
+            }>
+        }
+        """
+    )
+    onnx.checker.check_model(model, full_check=True)
+    return model, {"n": np.array(3, dtype=np.int64)}
+
+
 CASES: dict[str, Case] = {
+    "counter_out": counter_out,
     "repeat": repeat,
     "bidirectional_rnn": bidirectional_rnn,
     "keras_rnn": keras_rnn,

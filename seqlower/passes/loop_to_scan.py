@@ -224,7 +224,7 @@ class LoopToScan(NodeLoweringPass):
             else:
                 counter = inner.op("Add", [start, step], hint=f"{state.name}_now")
             counter.type, counter.shape = state.type, ir.Shape([])
-            state.replace_all_uses_with(counter)
+            state.replace_all_uses_with(counter, replace_graph_outputs=True)
             trips = count
             if dtype != ir.DataType.INT64:
                 trips = emit.op("Cast", [count], {"to": dtype.value}, hint="counter_trips")
