@@ -563,3 +563,34 @@ def test_every_target_pipeline_lowers_an_exporter_model(target: str) -> None:
     assert_valid(lowered_loop)
     assert ("Loop" in all_op_types(lowered_loop)) == (row.loops == "kept")
     assert_same(run("onnxruntime", loop_model, feeds), run("onnxruntime", lowered_loop, feeds))
+
+
+GROW = """
+<ir_version: 8, opset_import: ["" : 13]>
+grow (float[3] x, int64 n) => (float[K] y) {
+    true = Constant<value = bool {1}>()
+    empty = SequenceEmpty<dtype = 1>()
+    s = Loop(n, true, empty) <body = grow_body (int64 i, bool c, seq(float) acc)
+        => (bool c_out, seq(float) acc2) {
+        acc2 = SequenceInsert(acc, x)
+        c_out = Identity(c)
+    }>
+    y = ConcatFromSequence<axis = 0>(s)
+}
+"""
+
+
+def test_a_loop_carrying_a_sequence_is_left_to_the_sequence_passes() -> None:
+    """Scan carries tensors only: alone, the pass leaves the Loop (with the reason); in the
+    targets' pipelines StackLoopSequences first makes its sequence a scan output."""
+    model = onnx.parser.parse_model(GROW)
+    onnx.checker.check_model(model, full_check=True)
+    ir_model = ir.serde.deserialize_model(model)
+    assert not LoopToScan()(ir_model).modified
+    feeds = {"x": np.array([1, 2, 3], dtype=np.float32), "n": np.array(2, dtype=np.int64)}
+    expected = run("onnxruntime", model, feeds)
+    for runtime in ("tract", "openvino"):
+        lowered = seqlower.lower(model, target=runtime)
+        assert_valid(lowered)
+        assert "Loop" not in all_op_types(lowered)
+        assert_same(expected, run(runtime, lowered, feeds))

@@ -150,6 +150,12 @@ class LoopToScan(NodeLoweringPass):
         carried = len(node.inputs) - 2
         if len(body.inputs) != carried + 2 or len(body.outputs) < carried + 1:
             return None
+        for value in body.inputs[2:]:
+            type_ = value.type or types.type_of(value)
+            if type_ is not None and not isinstance(type_, ir.TensorType):
+                # Scan's states are tensors (a sequence a Loop builds is StackLoopSequences').
+                block(node, f"it carries '{value.name}', a {type_}, and a Scan carries tensors")
+                return None
         m = node.inputs[0] if node.inputs else None
         analysis = _Condition(node, body, types)
         cond_out = body.outputs[0]
