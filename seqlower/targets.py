@@ -37,7 +37,8 @@ class Target:
     passes: tuple[str, ...]
     #: Checks after dead-node removal, each raising on what still blocks the runtime.
     requires: tuple[str, ...]
-    #: ``Loop``: "kept" (the runtime runs it) or "scan" (fixed trip counts become ``Scan``).
+    #: ``Loop``: "kept" (the runtime runs it) or "scan" (fixed trip counts become ``Scan``;
+    #: "scan-outermost": only those not nested in a loop body).
     loops: str
     #: ``ReverseSequence``: "native" (kept) or "lowered" (``Slice``/``GatherND``).
     reverse_sequence: str
@@ -76,16 +77,22 @@ TARGETS: dict[str, Target] = {
         ),
         Target(
             name="openvino",
-            passes=("inline-functions", *_SEQUENCE_FREE, "loop-to-scan", "fold-static-ifs"),
+            passes=(
+                "inline-functions",
+                *_SEQUENCE_FREE,
+                "loop-to-scan-outermost",
+                "fold-static-ifs",
+            ),
             requires=("require-sequence-free",),
-            loops="scan",
+            loops="scan-outermost",
             reverse_sequence="native",
             max_opset=None,
             strip_symbolic_dims=False,
             versions="OpenVINO 2026.4.1 (CPU, INFERENCE_PRECISION_HINT=f32)",
             measured="CI",
             still_blocks="sequences whose length is known only at run time; Loops it cannot "
-            "convert stay Loops (it runs some); nested Scans; Scans of zero iterations",
+            "convert stay Loops (it runs some, and Loops nested in a Scan); Scans of zero "
+            "iterations",
         ),
         Target(
             name="tract",

@@ -14,7 +14,7 @@ import onnx_ir as ir
 from seqlower.passes._base import NodeLoweringPass
 from seqlower.passes.fold_sequence_ops import FoldSequenceOps
 from seqlower.passes.inline_functions import InlineFunctions, InlineUntypedSequenceMapFunctions
-from seqlower.passes.loop_to_scan import LoopToScan, LoopToScanRows
+from seqlower.passes.loop_to_scan import LoopToScan, LoopToScanOutermost, LoopToScanRows
 from seqlower.passes.lower_reverse_sequence import LowerReverseSequence
 from seqlower.passes.lower_sequence_map import LowerSequenceMap
 from seqlower.passes.require_no_loop import RequireNoLoop
@@ -38,6 +38,7 @@ __all__ = [
     "InlineFunctions",
     "InlineUntypedSequenceMapFunctions",
     "LoopToScan",
+    "LoopToScanOutermost",
     "LoopToScanRows",
     "LowerReverseSequence",
     "LowerSequenceMap",
@@ -64,6 +65,7 @@ PASSES: dict[str, type[ir.passes.InPlacePass]] = {
     "inline-functions": InlineFunctions,
     "loop-to-scan": LoopToScan,
     "loop-to-scan-rows": LoopToScanRows,
+    "loop-to-scan-outermost": LoopToScanOutermost,
     "require-no-loop": RequireNoLoop,
     "explicit-constant-of-shape-value": ExplicitConstantOfShapeValue,
     "strip-symbolic-dims": StripSymbolicDims,

@@ -61,7 +61,13 @@ from seqlower.passes._sequences import constant_array, constant_int, is_onnx
 from seqlower.passes._types import TypeOracle, element_dtype
 from seqlower.passes.scan_sequence_map import _outer_reads
 
-__all__ = ["LOOP_BLOCKED_KEY", "LoopToScan", "LoopToScanRows", "strip_symbolic"]
+__all__ = [
+    "LOOP_BLOCKED_KEY",
+    "LoopToScan",
+    "LoopToScanOutermost",
+    "LoopToScanRows",
+    "strip_symbolic",
+]
 
 #: ``node.meta`` key: why a Loop stays a Loop (read by ``RequireNoLoop``; never serialized).
 LOOP_BLOCKED_KEY = "seqlower.loop_to_scan.blocked"
@@ -123,6 +129,9 @@ class LoopToScan(NodeLoweringPass):
     #: Scan as fast as the Loop there; tract cannot analyse the computed ``Slice`` when N depends
     #: on data, so the targets use the portable form.
     rows_as_scan_inputs: ClassVar[bool] = False
+    #: Whether Loops nested in another loop's body are rewritten too (OpenVINO runs no Scan in a
+    #: Scan, "No nested TensorIterator", but a Loop in a Scan).
+    nested: ClassVar[bool] = True
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         self._model = model
@@ -143,6 +152,9 @@ class LoopToScan(NodeLoweringPass):
         if site.opset < 11 or "body" not in node.attributes:
             # Scan's opset-9 form exists, but Range (the scan input) needs opset 11.
             block(node, f"Loop at opset {site.opset}: Range, the scan input, needs opset 11")
+            return None
+        if not self.nested and id(node.graph) in self._in_loops:
+            block(node, "it is nested in a loop body (a Scan in a Scan does not run there)")
             return None
         body = node.attributes["body"].as_graph()
         if body is None or len(body.inputs) < 2 or len(body.outputs) < 1:
@@ -824,3 +836,9 @@ class LoopToScanRows(LoopToScan):
     """Loops as Scans (as ``LoopToScan``), TensorArray reads as scan inputs (onnxruntime)."""
 
     rows_as_scan_inputs = True
+
+
+class LoopToScanOutermost(LoopToScan):
+    """Loops as Scans (as ``LoopToScan``), except those nested in a loop body (OpenVINO)."""
+
+    nested = False
