@@ -42,7 +42,7 @@ No runtime runs a ``Scan`` of zero iterations correctly (onnxruntime and OpenVIN
 returns a wrong state shape): the README lists it among the limits. ``LoopToScanRows`` also
 turns ``Gather(x, i)`` reads into scan inputs over ``x[:N]``, which onnxruntime runs as fast
 as the Loop (it copies every carried state per iteration), but tract cannot analyse that
-computed ``Slice``.
+computed ``Slice`` and OpenVINO returned wrong numbers for it on two test loops: onnxruntime only.
 """
 
 from __future__ import annotations
