@@ -23,6 +23,7 @@ __all__ = [
     "OutputError",
     "SeqlowerError",
     "SequenceFreeError",
+    "TargetError",
     "describe_node",
     "first_line",
 ]
@@ -74,6 +75,18 @@ class SequenceFreeError(InvalidModelError):
             f"cannot make the model sequence-free ({len(blockers)} blocker"
             f"{'s' if len(blockers) != 1 else ''}):"
             + "".join(f"\n  - {blocker}" for blocker in blockers)
+        )
+
+
+class TargetError(InvalidModelError):
+    """The model cannot be made to run on a target runtime; ``blockers`` names each node and why."""
+
+    def __init__(self, target: str, blockers: list[str]) -> None:
+        self.target = target
+        self.blockers = blockers
+        super().__init__(
+            f"cannot lower the model for {target} ({len(blockers)} blocker"
+            f"{'s' if len(blockers) != 1 else ''}): " + "; ".join(blockers)
         )
 
 

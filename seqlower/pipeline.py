@@ -25,6 +25,7 @@ from seqlower.passes import (
     create_pass,
 )
 from seqlower.passes.unroll_inputs import UnrollInputs
+from seqlower.targets import get_target
 
 __all__ = [
     "LowerReport",
@@ -125,6 +126,7 @@ def build_pipeline(
     timed: bool = False,
     sequence_free: bool = False,
     unroll_inputs: Mapping[str, int] | None = None,
+    target: str | None = None,
 ) -> ir.passes.PassManager:
     """A PassManager running ``passes`` (names or instances; default: ``DEFAULT_PASSES``) then
     the cleanup.
@@ -135,7 +137,21 @@ def build_pipeline(
     removal (even without ``cleanup``: dead sequence ops count) and ``RequireSequenceFree``.
     ``unroll_inputs`` (input name to K) first replaces those sequence inputs by K tensors each
     (:class:`~seqlower.passes.unroll_inputs.UnrollInputs`).
+    ``target`` (a name in :data:`seqlower.targets.TARGETS`) runs that runtime's passes, then
+    dead-node removal and the target's checks (which raise naming every node that blocks it);
+    it excludes ``passes`` and ``sequence_free``.
     """
+    if target is not None:
+        if passes is not None or sequence_free:
+            raise ValueError("a target chooses its own passes: give target or passes/sequence_free")
+        row = get_target(target)
+        steps: list[ir.passes.PassBase] = [create_pass(p) for p in row.passes]
+        if unroll_inputs:
+            steps.insert(0, UnrollInputs(unroll_inputs))
+        steps += [RemoveUnusedNodesPass(), *(create_pass(p) for p in row.requires)]
+        if cleanup:
+            steps.append(SortIfNeeded())
+        return ir.passes.PassManager([TimedPass(p) for p in steps] if timed else steps, steps=1)
     default = SEQUENCE_FREE_PASSES if sequence_free else DEFAULT_PASSES
     chosen = [create_pass(p) if isinstance(p, str) else p for p in (passes or list(default))]
     if unroll_inputs:
@@ -195,6 +211,7 @@ def lower(
     cleanup: bool = ...,
     sequence_free: bool = ...,
     unroll_inputs: Mapping[str, int] | None = ...,
+    target: str | None = ...,
 ) -> onnx.ModelProto: ...
 @overload
 def lower(
@@ -204,6 +221,7 @@ def lower(
     cleanup: bool = ...,
     sequence_free: bool = ...,
     unroll_inputs: Mapping[str, int] | None = ...,
+    target: str | None = ...,
 ) -> ir.Model: ...
 def lower(
     model: onnx.ModelProto | ir.Model | str | os.PathLike[str],
@@ -212,6 +230,7 @@ def lower(
     cleanup: bool = True,
     sequence_free: bool = False,
     unroll_inputs: Mapping[str, int] | None = None,
+    target: str | None = None,
 ) -> onnx.ModelProto | ir.Model:
     """Lower every SequenceMap (and the other registered ops) in ``model``.
 
@@ -225,11 +244,17 @@ def lower(
     raises :class:`seqlower.errors.SequenceFreeError` naming every blocker (README: "Which
     mode for which runtime"). ``unroll_inputs={"NAME": K}`` replaces the sequence
     input NAME by K tensor inputs ``NAME_0``..``NAME_{K-1}`` (a new interface, so only on request).
+    ``target="tract"`` (see :data:`seqlower.targets.TARGETS`) lowers for that runtime, or raises
+    :class:`seqlower.errors.TargetError` / ``SequenceFreeError`` naming every blocker.
     :func:`lower_with_report` does the same and also says what each pass did (README: "Python
     API").
     """
     pipeline = build_pipeline(
-        passes, cleanup=cleanup, sequence_free=sequence_free, unroll_inputs=unroll_inputs
+        passes,
+        cleanup=cleanup,
+        sequence_free=sequence_free,
+        unroll_inputs=unroll_inputs,
+        target=target,
     )
     with gc_paused():
         return _lower(model, pipeline)
@@ -355,6 +380,7 @@ def lower_with_report(
     cleanup: bool = ...,
     sequence_free: bool = ...,
     unroll_inputs: Mapping[str, int] | None = ...,
+    target: str | None = ...,
 ) -> LowerReport[onnx.ModelProto]: ...
 @overload
 def lower_with_report(
@@ -364,6 +390,7 @@ def lower_with_report(
     cleanup: bool = ...,
     sequence_free: bool = ...,
     unroll_inputs: Mapping[str, int] | None = ...,
+    target: str | None = ...,
 ) -> LowerReport[ir.Model]: ...
 def lower_with_report(
     model: onnx.ModelProto | ir.Model | str | os.PathLike[str],
@@ -372,6 +399,7 @@ def lower_with_report(
     cleanup: bool = True,
     sequence_free: bool = False,
     unroll_inputs: Mapping[str, int] | None = None,
+    target: str | None = None,
 ) -> LowerReport[Any]:
     """:func:`lower` (same arguments, same result in ``.model``), reporting what it did.
 
@@ -385,6 +413,7 @@ def lower_with_report(
         timed=True,
         sequence_free=sequence_free,
         unroll_inputs=unroll_inputs,
+        target=target,
     )
     counts: list[Counter[str]] = []
     with gc_paused():

@@ -79,6 +79,7 @@ Examples:
   seqlower model.onnx -o lowered.onnx --sequence-free --target tract --target openvino
   seqlower model.onnx -o lowered.onnx --expected test_data.npz   # the framework's outputs
   seqlower --list-passes
+  seqlower --list-targets
 
 """
     + EXIT_CODES
@@ -119,7 +120,7 @@ class _Group(click.Group):
     usage errors are one line, like every other error."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        group_flags = {"--help", "-h", "--version", "--list-passes"}
+        group_flags = {"--help", "-h", "--version", "--list-passes", "--list-targets"}
         if args and args[0] not in self.commands and args[0] not in group_flags:
             args = ["lower", *args]
         return super().parse_args(ctx, args)
@@ -180,6 +181,17 @@ def _pipelines_of(name: str) -> str:
     return ", ".join(runs) or "only with --passes"
 
 
+def _list_targets(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if not value or ctx.resilient_parsing:
+        return
+    from seqlower.targets import describe_targets
+
+    printer = Printer(quiet=False)
+    for line in describe_targets().splitlines():
+        printer.line(line)
+    ctx.exit(ExitCode.OK)
+
+
 def _plain_summary(doc: str | None) -> str:
     """A docstring's first sentence without reStructuredText markup or pointers elsewhere."""
     text = " ".join((doc or "").strip().split("\n\n")[0].split())
@@ -208,6 +220,14 @@ def _plain_summary(doc: str | None) -> str:
     is_eager=True,
     callback=_list_passes,
     help="List the lowering passes and exit.",
+)
+@click.option(
+    "--list-targets",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_list_targets,
+    help="List the deploy targets (what each runtime's pipeline does, versions measured) and exit.",
 )
 def cli() -> None:
     """Lower ONNX SequenceMap and ReverseSequence into ops every runtime has, and prove it.

@@ -3,6 +3,8 @@
 ``PASSES`` maps the names the CLI and :func:`seqlower.lower` accept to the pass classes.
 ``DEFAULT_PASSES`` is what the default pipeline runs, in order; ``SEQUENCE_FREE_PASSES`` what
 ``--sequence-free`` runs (then dead-node removal and the ``require-sequence-free`` check).
+The pipelines of deploy targets (``loop-to-scan``, the repairs, ``require-no-loop``) are in
+:mod:`seqlower.targets`.
 """
 
 from __future__ import annotations
@@ -11,24 +13,41 @@ import onnx_ir as ir
 
 from seqlower.passes._base import NodeLoweringPass
 from seqlower.passes.fold_sequence_ops import FoldSequenceOps
+from seqlower.passes.inline_functions import InlineFunctions, InlineUntypedSequenceMapFunctions
+from seqlower.passes.loop_to_scan import LoopToScan, LoopToScanOutermost, LoopToScanRows
 from seqlower.passes.lower_reverse_sequence import LowerReverseSequence
 from seqlower.passes.lower_sequence_map import LowerSequenceMap
+from seqlower.passes.require_no_loop import RequireNoLoop
 from seqlower.passes.require_sequence_free import RequireSequenceFree
 from seqlower.passes.scan_sequence_map import ScanSequenceMap
 from seqlower.passes.stack_loop_sequences import StackLoopSequences
+from seqlower.passes.target_repairs import (
+    ExplicitConstantOfShapeValue,
+    FoldStaticIfs,
+    StripSymbolicDims,
+)
 from seqlower.passes.unroll_sequence_map import UnrollSequenceMap
 
 __all__ = [
     "DEFAULT_PASSES",
     "PASSES",
     "SEQUENCE_FREE_PASSES",
+    "ExplicitConstantOfShapeValue",
     "FoldSequenceOps",
+    "FoldStaticIfs",
+    "InlineFunctions",
+    "InlineUntypedSequenceMapFunctions",
+    "LoopToScan",
+    "LoopToScanOutermost",
+    "LoopToScanRows",
     "LowerReverseSequence",
     "LowerSequenceMap",
     "NodeLoweringPass",
+    "RequireNoLoop",
     "RequireSequenceFree",
     "ScanSequenceMap",
     "StackLoopSequences",
+    "StripSymbolicDims",
     "UnrollSequenceMap",
     "create_pass",
 ]
@@ -42,6 +61,15 @@ PASSES: dict[str, type[ir.passes.InPlacePass]] = {
     "scan-sequence-map": ScanSequenceMap,
     "stack-loop-sequences": StackLoopSequences,
     "require-sequence-free": RequireSequenceFree,
+    "inline-untyped-functions": InlineUntypedSequenceMapFunctions,
+    "inline-functions": InlineFunctions,
+    "loop-to-scan": LoopToScan,
+    "loop-to-scan-rows": LoopToScanRows,
+    "loop-to-scan-outermost": LoopToScanOutermost,
+    "require-no-loop": RequireNoLoop,
+    "explicit-constant-of-shape-value": ExplicitConstantOfShapeValue,
+    "strip-symbolic-dims": StripSymbolicDims,
+    "fold-static-ifs": FoldStaticIfs,
 }
 
 #: The default pipeline, in order.

@@ -9,7 +9,8 @@ Once a sequence's elements are known values of the graph, every op on it is a te
 - ``SequenceAt(known, constant i)`` (negative ``i`` too): the element itself;
 - ``SequenceLength(known)``: a constant;
 - ``ConcatFromSequence(known)``: ``Concat`` (``new_axis=1``: each element ``Unsqueeze``\\ d first);
-- ``SplitToSequence`` with a count known when lowering (constant ``split``, or a static size on
+- ``SplitToSequence`` with a count known when lowering (constant ``split``, a ``split`` tensor of
+  static length whose sizes are computed, or a static size on
   ``axis``; at most :data:`SPLIT_LIMIT` pieces): ``Split`` (+ ``Squeeze`` for ``keepdims=0``) into
   a ``SequenceConstruct``;
 - ``SequenceAt``/``SequenceLength`` of a ``SplitToSequence`` without sizes, whatever the count:
@@ -40,6 +41,7 @@ from seqlower.passes._emit import Emitter
 from seqlower.passes._fold import REGION_KEY, fold_region, mark_region
 from seqlower.passes._sequences import block, constant_array, constant_int, is_onnx
 from seqlower.passes._types import TypeOracle
+from seqlower.passes.inline_functions import inline_untyped_sequence_map_functions
 
 __all__ = ["SPLIT_LIMIT", "FoldSequenceOps", "known_elements", "unit_split"]
 
@@ -56,6 +58,7 @@ class FoldSequenceOps(ir.passes.InPlacePass):
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         self.rewritten = 0
+        inlined = inline_untyped_sequence_map_functions(model)
         walk = _Walk(lambda _: False, names=True)
         walk.model(model)
         self._names = NameGenerator(walk.name_counts())
@@ -66,7 +69,7 @@ class FoldSequenceOps(ir.passes.InPlacePass):
         self._graph(model.graph, default)
         for function in model.functions.values():
             self._graph(function, function.opset_imports.get("", default))
-        return ir.passes.PassResult(model, modified=self.rewritten > 0)
+        return ir.passes.PassResult(model, modified=self.rewritten > 0 or inlined > 0)
 
     def _graph(self, graph: ir.Graph | ir.Function, opset: int) -> None:
         for node in list(graph):
@@ -265,20 +268,27 @@ class FoldSequenceOps(ir.passes.InPlacePass):
         axis = node.attributes["axis"].as_int() if "axis" in node.attributes else 0
         keepdims = node.attributes["keepdims"].as_int() if "keepdims" in node.attributes else 1
         sizes = self._split_sizes(x, split, axis)
-        if sizes is None:
+        count = len(sizes) if sizes is not None else self._static_count(split, opset)
+        if count is None:
             block(node, "the number of pieces is known only at run time")
             return False
-        if not sizes:
+        if not count:
             return False  # splitting an empty axis gives an empty sequence
-        if len(sizes) > SPLIT_LIMIT:
-            block(node, f"{len(sizes)} pieces are more than the {SPLIT_LIMIT} it unrolls")
+        if count > SPLIT_LIMIT:
+            block(node, f"{count} pieces are more than the {SPLIT_LIMIT} it unrolls")
             return False
         emit = self._emitter(graph, opset, node)
         base = node.name or node.op_type
-        pieces = [ir.Value(name=self._names.fresh(f"{base}_piece_{k}")) for k in range(len(sizes))]
-        if opset >= 13:
-            inputs = [x, emit.int64s(sizes, hint="sizes")]
+        pieces = [ir.Value(name=self._names.fresh(f"{base}_piece_{k}")) for k in range(count)]
+        if sizes is None:
+            # Sizes known only at run time, but as many as the split tensor's static length
+            # (PyTorch's split([1, N-1]): Concat([1], Reshape(N-1, [-1]))): Split takes them.
+            assert split is not None
+            inputs = [x, split]
             attributes: list[ir.Attr] = [ir.AttrInt64("axis", axis)]
+        elif opset >= 13:
+            inputs = [x, emit.int64s(sizes, hint="sizes")]
+            attributes = [ir.AttrInt64("axis", axis)]
         else:
             inputs, attributes = [x], [ir.AttrInt64("axis", axis), ir.AttrInt64s("split", sizes)]
         split_node = ir.Node(
@@ -303,6 +313,15 @@ class FoldSequenceOps(ir.passes.InPlacePass):
         result = construct.op("SequenceConstruct", pieces, hint="sequence")
         self._replace(node, graph, [*new_nodes, *construct.nodes], result, opset)
         return True
+
+    def _static_count(self, split: ir.Value | None, opset: int) -> int | None:
+        """The length of a 1-D split tensor when static (``Split`` takes a tensor from 13)."""
+        if split is None or opset < 13:
+            return None
+        shape = split.shape or self._types.shape_of(split)
+        if shape is None or len(shape) != 1 or not isinstance(shape[0], int):
+            return None
+        return shape[0]
 
     def _split_sizes(self, x: ir.Value, split: ir.Value | None, axis: int) -> list[int] | None:
         if split is not None:

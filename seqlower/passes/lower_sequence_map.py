@@ -35,6 +35,7 @@ from seqlower.errors import InvalidNodeError
 from seqlower.passes._base import NameGenerator, NodeLoweringPass, Site
 from seqlower.passes._emit import Emitter
 from seqlower.passes._types import TypeOracle, element_dtype
+from seqlower.passes.inline_functions import inline_untyped_sequence_map_functions
 
 __all__ = ["LowerSequenceMap"]
 
@@ -66,7 +67,10 @@ class LowerSequenceMap(NodeLoweringPass):
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         self.forms = {}
-        return super().call(model)
+        # onnxscript's functions leave their maps untyped: inlined, they get the call's types.
+        inlined = inline_untyped_sequence_map_functions(model)
+        result = super().call(model)
+        return ir.passes.PassResult(result.model, modified=result.modified or inlined > 0)
 
     def plan(self, site: Site, types: TypeOracle) -> _Plan:
         node = site.node

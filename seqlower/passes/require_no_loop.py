@@ -1,0 +1,39 @@
+"""Check that no ``Loop`` is left, naming each one and why it stays (tract has no Loop).
+
+The last step of the ``tract`` target, after :class:`~seqlower.passes.loop_to_scan.LoopToScan`:
+a runtime without ``Loop`` refuses the whole model for one, so the pass raises
+:class:`~seqlower.errors.TargetError` listing every ``Loop`` in any scope with the reason the
+rewrite recorded on it (its trip count is known only inside, and which value shows it), and
+changes nothing.
+"""
+
+from __future__ import annotations
+
+import onnx_ir as ir
+
+from seqlower._graphs import subgraphs_of
+from seqlower.errors import TargetError, describe_node
+from seqlower.passes._sequences import is_onnx
+from seqlower.passes.loop_to_scan import LOOP_BLOCKED_KEY
+
+__all__ = ["RequireNoLoop"]
+
+
+class RequireNoLoop(ir.passes.InPlacePass):
+    """Raise TargetError unless no ``Loop`` is left in any scope."""
+
+    target = "a runtime without Loop (tract)"
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        blockers: list[str] = []
+        graphs: list[ir.Graph | ir.Function] = [model.graph, *model.functions.values()]
+        while graphs:
+            graph = graphs.pop(0)
+            for node in graph:
+                graphs += subgraphs_of(node)
+                if is_onnx(node, "Loop"):
+                    why = node.meta.get(LOOP_BLOCKED_KEY) or "no Scan form is known for it"
+                    blockers.append(f"{describe_node(node)} remains: {why}")
+        if blockers:
+            raise TargetError(self.target, blockers)
+        return ir.passes.PassResult(model, modified=False)

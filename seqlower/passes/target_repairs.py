@@ -1,0 +1,156 @@
+"""Small repairs a target runtime needs on ops seqlower did not write (tract, mostly).
+
+- :class:`ExplicitConstantOfShapeValue`: a ``ConstantOfShape`` without ``value`` means float32
+  zeros in ONNX; tract reads F64 there (PyTorch's scan exports and tf2onnx's ``zeros_like`` write
+  it so), so the value is written out: ``[0.0]`` as float32.
+- :class:`FoldStaticIfs`: an ``If`` whose condition is known from declared ranks (the TorchScript
+  exporter's ``Equal(Size(Shape(x)), 1)`` around ``hstack``) becomes its taken branch. OpenVINO
+  and tract check both branches, and the untaken one may be invalid for these inputs (a
+  ``Concat(axis=1)`` of 1-D tensors).
+- :class:`StripSymbolicDims`: the exporter's symbolic dimension names (``unk__1392``, ``s27``,
+  ``la``) in subgraph inputs and outputs and in ``value_info`` are claims tract tries to unify
+  with what it infers, and fails (``Impossible to unify Sym(unk__1392) with Val(4)``); they are
+  forgotten (the dimension stays unknown, its rank kept). The main graph's inputs and outputs,
+  the model's interface, keep their names.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx_ir as ir
+
+from seqlower._graphs import subgraphs_of
+from seqlower.passes._sequences import constant_array, is_onnx
+
+__all__ = ["ExplicitConstantOfShapeValue", "FoldStaticIfs", "StripSymbolicDims"]
+
+
+class ExplicitConstantOfShapeValue(ir.passes.InPlacePass):
+    """Give every ``ConstantOfShape`` without ``value`` its default, float32 zero, explicitly."""
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        self.rewritten = 0
+        for node in _all_nodes(model):
+            if is_onnx(node, "ConstantOfShape") and "value" not in node.attributes:
+                zero = ir.Tensor(np.zeros((1,), dtype=np.float32), name="value")
+                node.attributes["value"] = ir.AttrTensor("value", zero)
+                self.rewritten += 1
+        return ir.passes.PassResult(model, modified=self.rewritten > 0)
+
+
+class FoldStaticIfs(ir.passes.InPlacePass):
+    """Replace each ``If`` whose condition is fixed by declared ranks or constants by the nodes
+    of its taken branch (innermost first)."""
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        self.rewritten = 0
+        for node in reversed(_all_nodes(model)):
+            if not is_onnx(node, "If") or node.graph is None:
+                continue
+            taken = _static_condition(node.inputs[0])
+            if taken is None:
+                continue
+            branch_name = "then_branch" if taken else "else_branch"
+            if branch_name not in node.attributes:
+                continue
+            branch = node.attributes[branch_name].as_graph()
+            if branch is None or len(branch.outputs) != len(node.outputs):
+                continue
+            _inline_branch(node, branch)
+            self.rewritten += 1
+        return ir.passes.PassResult(model, modified=self.rewritten > 0)
+
+
+def _static_condition(cond: ir.Value | None) -> bool | None:
+    """The condition's value when constant, or ``Equal`` of a rank (``Size(Shape(x))``, x of
+    declared rank) and a constant."""
+    array = constant_array(cond)
+    if array is not None:
+        return bool(array.reshape(-1)[0]) if array.size == 1 else None
+    producer = None if cond is None else cond.producer()
+    if not is_onnx(producer, "Equal") or producer is None or len(producer.inputs) != 2:
+        return None
+    values = [_rank_or_constant(v) for v in producer.inputs]
+    if any(v is None for v in values):
+        return None
+    return values[0] == values[1]
+
+
+def _rank_or_constant(value: ir.Value | None) -> int | None:
+    array = constant_array(value)
+    if array is not None:
+        return int(array.reshape(-1)[0]) if array.size == 1 and array.dtype.kind in "iu" else None
+    producer = None if value is None else value.producer()
+    if not is_onnx(producer, "Size") or producer is None:
+        return None
+    shape_node = producer.inputs[0].producer() if producer.inputs[0] is not None else None
+    if not is_onnx(shape_node, "Shape") or shape_node is None or shape_node.attributes:
+        return None
+    source = shape_node.inputs[0]
+    # Only a graph input's rank is a contract the runtime enforces (exporters' value_info can
+    # be wrong, as tf2onnx's Loop outputs).
+    if source is None or source.shape is None or not source.is_graph_input():
+        return None
+    return len(source.shape)
+
+
+def _inline_branch(node: ir.Node, branch: ir.Graph) -> None:
+    graph = node.graph
+    assert graph is not None
+    results = list(branch.outputs)
+    branch.outputs.clear()
+    moved = list(branch)
+    for inner in moved:
+        branch.remove(inner)
+    if moved:
+        graph.insert_before(node, moved)
+    for old, new in zip(list(node.outputs), results, strict=True):
+        if new.type is None:
+            new.type = old.type
+        if new.shape is None:
+            new.shape = old.shape
+        name = old.name
+        is_output = old.is_graph_output()
+        old.replace_all_uses_with(new, replace_graph_outputs=True)
+        if is_output and new.producer() is not None:
+            old.name = None
+            new.name = name
+    graph.remove(node, safe=True)
+
+
+class StripSymbolicDims(ir.passes.InPlacePass):
+    """Forget symbolic dimension names everywhere but on the main graph's inputs and outputs."""
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        self.rewritten = 0
+        interface = {id(v) for v in (*model.graph.inputs, *model.graph.outputs)}
+        graphs: list[ir.Graph | ir.Function] = [model.graph, *model.functions.values()]
+        while graphs:
+            graph = graphs.pop()
+            values = [*graph.inputs, *graph.outputs]
+            for node in graph:
+                values += node.outputs
+                graphs += subgraphs_of(node)
+            for value in values:
+                if id(value) not in interface and _strip(value):
+                    self.rewritten += 1
+        return ir.passes.PassResult(model, modified=self.rewritten > 0)
+
+
+def _strip(value: ir.Value) -> bool:
+    shape = value.shape
+    if shape is None or not any(isinstance(d, ir.SymbolicDim) for d in shape):
+        return False
+    value.shape = ir.Shape([d if isinstance(d, int) else None for d in shape])
+    return True
+
+
+def _all_nodes(model: ir.Model) -> list[ir.Node]:
+    nodes: list[ir.Node] = []
+    graphs: list[ir.Graph | ir.Function] = [model.graph, *model.functions.values()]
+    while graphs:
+        graph = graphs.pop()
+        for node in graph:
+            nodes.append(node)
+            graphs += subgraphs_of(node)
+    return nodes

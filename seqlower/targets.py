@@ -1,0 +1,197 @@
+"""Deploy targets: what lowering a model *for one runtime* means, in one table.
+
+Each row of :data:`TARGETS` says which passes run (in order), which checks end the pipeline
+(each raises naming every node that still blocks the runtime), what becomes of ``Loop`` and
+``ReverseSequence``, the opset a converter needs at most, whether the exporter's symbolic
+dimension names are dropped, and the versions it was measured with. ``build_pipeline(target=)``
+and ``seqlower.lower(model, target=)`` read it; ``seqlower --list-targets`` prints it.
+
+The rule every row keeps: **no runtime runs fewer models with its target than with the default
+pipeline** (a runtime with a native ``ReverseSequence`` kernel that handles cases the lowered
+forms do not, onnx2tf's, keeps it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+__all__ = ["TARGETS", "Target", "describe_targets", "get_target"]
+
+#: The sequence-free passes (``--sequence-free``) without ``lower-reverse-sequence``.
+_SEQUENCE_FREE = (
+    "fold-sequence-ops",
+    "unroll-sequence-map",
+    "fold-sequence-ops",
+    "scan-sequence-map",
+    "stack-loop-sequences",
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """One runtime or converter a model is lowered for."""
+
+    name: str
+    #: The lowering passes, in order (names in ``seqlower.passes.PASSES``); dead-node removal
+    #: follows them.
+    passes: tuple[str, ...]
+    #: Checks after dead-node removal, each raising on what still blocks the runtime.
+    requires: tuple[str, ...]
+    #: ``Loop``: "kept" (the runtime runs it) or "scan" (fixed trip counts become ``Scan``;
+    #: "scan-outermost": only those not nested in a loop body).
+    loops: str
+    #: ``ReverseSequence``: "native" (kept) or "lowered" (``Slice``/``GatherND``).
+    reverse_sequence: str
+    #: The newest default-domain opset the runtime's converters know (None: any); a newer model
+    #: is to be re-stamped down to it (``--opset``).
+    max_opset: int | None
+    #: Whether the exporter's symbolic dimension names are dropped inside the model.
+    strip_symbolic_dims: bool
+    #: The versions the row was measured with.
+    versions: str
+    #: "CI" (tests run the lowered models on it) or "by hand" (measured outside CI, or only
+    #: documented where it says so).
+    measured: str
+    #: What still blocks it after lowering, in a few words.
+    still_blocks: str
+
+    @property
+    def sequence_free(self) -> bool:
+        return "require-sequence-free" in self.requires
+
+
+TARGETS: dict[str, Target] = {
+    target.name: target
+    for target in (
+        Target(
+            name="onnxruntime",
+            passes=("lower-sequence-map", "lower-reverse-sequence"),
+            requires=(),
+            loops="kept",
+            reverse_sequence="lowered",
+            max_opset=None,
+            strip_symbolic_dims=False,
+            versions="onnxruntime 1.32.0",
+            measured="CI",
+            still_blocks="nothing known (the default pipeline)",
+        ),
+        Target(
+            name="openvino",
+            passes=(
+                "inline-functions",
+                *_SEQUENCE_FREE,
+                "loop-to-scan-outermost",
+                "fold-static-ifs",
+            ),
+            requires=("require-sequence-free",),
+            loops="scan-outermost",
+            reverse_sequence="native",
+            max_opset=None,
+            strip_symbolic_dims=False,
+            versions="OpenVINO 2026.4.1 (CPU, INFERENCE_PRECISION_HINT=f32)",
+            measured="CI",
+            still_blocks="sequences whose length is known only at run time; Loops it cannot "
+            "convert stay Loops (it runs some, and Loops nested in a Scan); Scans of zero "
+            "iterations",
+        ),
+        Target(
+            name="tract",
+            passes=(
+                "inline-functions",
+                *_SEQUENCE_FREE,
+                "loop-to-scan",
+                "lower-reverse-sequence",
+                "fold-static-ifs",
+                "explicit-constant-of-shape-value",
+                "strip-symbolic-dims",
+            ),
+            requires=("require-sequence-free", "require-no-loop"),
+            loops="scan",
+            reverse_sequence="lowered",
+            max_opset=None,
+            strip_symbolic_dims=True,
+            versions="tract 0.23.9 (python tract, concrete input facts)",
+            measured="CI",
+            still_blocks="Loops whose trip count is known only inside; sequences whose length "
+            "is known only at run time; Scans with data-dependent trip counts computed "
+            "differently and joined later (tract gives each its own symbol); Scans of zero "
+            "iterations",
+        ),
+        Target(
+            name="onnx2tf",
+            passes=(*_SEQUENCE_FREE,),
+            requires=(),
+            loops="kept",
+            reverse_sequence="native",
+            max_opset=None,
+            strip_symbolic_dims=False,
+            versions="onnx2tf 2.6.9 (TFLite backend, TensorFlow 2.21)",
+            measured="by hand",
+            still_blocks="while-loops without an explicit max trip count; TFLite's SELECT "
+            "rejects the lowered ReverseSequence's Where, so the native kernel is kept",
+        ),
+        Target(
+            name="onnx2torch",
+            passes=(*_SEQUENCE_FREE, "lower-reverse-sequence"),
+            requires=("require-sequence-free",),
+            loops="kept",
+            reverse_sequence="lowered",
+            max_opset=18,
+            strip_symbolic_dims=False,
+            versions="onnx2torch 1.5.15 (torch 2.14.1)",
+            measured="by hand",
+            still_blocks="Loop and Scan (no converter); models above opset 18 need --opset 18",
+        ),
+        Target(
+            name="tvm",
+            passes=(*_SEQUENCE_FREE, "lower-reverse-sequence"),
+            requires=("require-sequence-free",),
+            loops="kept",
+            reverse_sequence="lowered",
+            max_opset=None,
+            strip_symbolic_dims=False,
+            versions="Apache TVM 0.27 (Relax ONNX frontend)",
+            measured="by hand",
+            still_blocks="Loop, LSTM, GRU (no converter); the computed ReverseSequence index "
+            "(Sub cannot handle ShapeExpr inputs) where lengths are not full",
+        ),
+        Target(
+            name="tensorrt",
+            passes=(*_SEQUENCE_FREE,),
+            requires=("require-sequence-free",),
+            loops="kept",
+            reverse_sequence="native",
+            max_opset=None,
+            strip_symbolic_dims=False,
+            versions="not measured (documented: TensorRT's ONNX parser has Loop, Scan and "
+            "ReverseSequence, no sequence ops)",
+            measured="by hand (documented only)",
+            still_blocks="sequences whose length is known only at run time",
+        ),
+    )
+}
+
+
+def get_target(name: str) -> Target:
+    """The row named ``name``; ValueError listing the known targets otherwise."""
+    try:
+        return TARGETS[name]
+    except KeyError:
+        known = ", ".join(TARGETS)
+        raise ValueError(f"unknown target '{name}'; known targets: {known}") from None
+
+
+def describe_targets() -> str:
+    """The table as text, one block per target (what ``seqlower --list-targets`` prints)."""
+    lines = []
+    for target in TARGETS.values():
+        lines.append(f"{target.name}  [{target.measured}: {target.versions}]")
+        lines.append(f"  passes:           {', '.join(target.passes)}")
+        lines.append(f"  checks:           {', '.join(target.requires) or 'none'}")
+        lines.append(
+            f"  Loop: {target.loops}; ReverseSequence: {target.reverse_sequence}; "
+            f"opset: {target.max_opset or 'any'}; symbolic names dropped: "
+            f"{'yes' if target.strip_symbolic_dims else 'no'}"
+        )
+        lines.append(f"  still blocks:     {target.still_blocks}")
+    return "\n".join(lines)
