@@ -28,6 +28,7 @@ from seqlower.errors import (
     OutputError,
     SeqlowerError,
     SequenceFreeError,
+    TargetError,
 )
 
 if TYPE_CHECKING:
@@ -75,6 +76,7 @@ __all__ = [
     "PassRow",
     "SeqlowerError",
     "SequenceFreeError",
+    "TargetError",
     "Tolerances",
     "VerifyReport",
     "__version__",

@@ -86,7 +86,8 @@ class TargetError(InvalidModelError):
         self.blockers = blockers
         super().__init__(
             f"cannot lower the model for {target} ({len(blockers)} blocker"
-            f"{'s' if len(blockers) != 1 else ''}): " + "; ".join(blockers)
+            f"{'s' if len(blockers) != 1 else ''}):"
+            + "".join(f"\n  - {blocker}" for blocker in blockers)
         )
 
 

@@ -6,8 +6,9 @@ block it. Small models are lowered for real, in memory and without the check, so
 is the passes' own; above :data:`EXACT_LIMIT` nodes that would take seconds, so the answer
 comes from a scan of the protobuf (a 100k-node model in a fraction of a second) and says so.
 
-Pipelines are named (``default``, ``sequence-free``), so a deployment target that maps to a
-pipeline can add its own section by name: :func:`inspect_model` takes the list.
+Pipelines are named: ``default``, ``sequence-free``, or a deploy target of
+:data:`seqlower.targets.TARGETS` (``tract``, ``openvino``, ...); :func:`inspect_model` takes the
+list.
 """
 
 from __future__ import annotations
@@ -21,7 +22,13 @@ from pathlib import Path
 
 import onnx
 
-from seqlower.errors import ModelLoadError, SeqlowerError, SequenceFreeError, first_line
+from seqlower.errors import (
+    ModelLoadError,
+    SeqlowerError,
+    SequenceFreeError,
+    TargetError,
+    first_line,
+)
 from seqlower.passes._sequences import SEQUENCE_OPS
 
 #: What a runtime without sequence support refuses, in a stable order.
@@ -84,7 +91,13 @@ class Inspection:
             lines.append(f"  {op:24} {n:>6}  needs sequence support unless --sequence-free")
         for view in self.pipelines:
             how = "ran in memory, no check" if view.exact else "scanned, not run"
-            flag = "" if view.name == "default" else f" (--{view.name})"
+            flag = (
+                ""
+                if view.name == "default"
+                else f" (--{view.name})"
+                if view.name in PIPELINES
+                else f" (--target {view.name})"
+            )
             lines.append(f"{view.name}{flag}, {how}:")
             for op, n in sorted(view.rewritten.items()):
                 forms = view.forms.get(op)
@@ -118,9 +131,12 @@ def inspect_model(
     run when the model has at most :data:`EXACT_LIMIT` nodes.
     """
     start = time.perf_counter()
-    unknown = [name for name in pipelines if name not in PIPELINES]
+    from seqlower.targets import TARGETS
+
+    unknown = [name for name in pipelines if name not in PIPELINES and name not in TARGETS]
     if unknown:
-        raise ValueError(f"unknown pipeline {unknown[0]!r}; known: {', '.join(PIPELINES)}")
+        known = ", ".join([*PIPELINES, *TARGETS])
+        raise ValueError(f"unknown pipeline or target {unknown[0]!r}; known: {known}")
     if isinstance(model, onnx.ModelProto):
         proto, where = model, "the model"
     else:
@@ -177,8 +193,11 @@ def _run(proto: onnx.ModelProto, name: str) -> PipelineView:
 
     view = PipelineView(name, exact=True)
     try:
-        report = lower_with_report(proto, sequence_free=PIPELINES[name])
-    except SequenceFreeError as e:
+        if name in PIPELINES:
+            report = lower_with_report(proto, sequence_free=PIPELINES[name])
+        else:
+            report = lower_with_report(proto, target=name)
+    except (SequenceFreeError, TargetError) as e:
         view.blockers = list(e.blockers)
         return view
     except SeqlowerError as e:
@@ -198,9 +217,17 @@ def _scan(
 ) -> PipelineView:
     """What can be told without running the passes: the ops each pipeline takes, and for the
     sequence-free one the blockers no rewrite can remove (a sequence in the interface)."""
+    from seqlower.targets import TARGETS
+
     view = PipelineView(name, exact=False)
     view.rewritten = {op: counts[op] for op in _LOWERED if counts[op]}
-    if not PIPELINES[name]:
+    row = TARGETS.get(name) if name not in PIPELINES else None
+    if row is not None and row.loops != "kept" and counts["Loop"]:
+        view.notes.append(
+            f"{counts['Loop']} Loop: those whose trip count is fixed when they start become "
+            "Scans; which ones is known only by running the passes (--exact)"
+        )
+    if not (PIPELINES[name] if row is None else row.sequence_free):
         if map_forms:
             view.forms = {"SequenceMap": dict(map_forms)}
         view.remaining = {op: counts[op] for op in _SEQUENCE_OPS if counts[op]}

@@ -34,6 +34,7 @@ from seqlower.errors import (
 from seqlower.io import check_model, load_model, save_model
 from seqlower.pipeline import PassRow, build_pipeline, op_counts, pass_rows, run_pipeline
 from seqlower.summary import ModelFacts
+from seqlower.targets import Deployment, deployment
 
 if TYPE_CHECKING:
     from seqlower.verification import VerifyReport
@@ -191,7 +192,8 @@ def lower_file(
         raise OutputError("no output given (-o OUT), and not a dry run")
     target = None if options.dry_run else output
     check_paths(model, target, options.external_data, None, _inputs_path(options))
-    targets = _targets(options)
+    deploy = _deployment(options)
+    targets = deploy.proofs
     with progress(f"reading {model}"):
         ir_model = load_model(model)
     # The files this run reads: never overwritten, never removed as stale weights (unless OUT
@@ -212,7 +214,9 @@ def lower_file(
         timed=True,
         sequence_free=options.sequence_free,
         unroll_inputs=options.unroll_inputs,
+        target=None if deploy.target is None else deploy.target.name,
     )
+    opset, target_notes = _target_opset(ir_model, deploy, options.opset)
     with progress("lowering"):
         run_pipeline(ir_model, pipeline)
         rows = pass_rows(pipeline.passes)
@@ -224,16 +228,14 @@ def lower_file(
             # Nothing lowered: OUT is the model as read (the pipeline's tidying, dropped unused
             # optional outputs or inferred value_info, is not the user's request).
             ir_model = load_model(model, check=False)
-            if options.opset is None and not seqlower.io.has_external_data(ir_model):
+            if opset is None and not seqlower.io.has_external_data(ir_model):
                 as_read = onnx.load(model, load_external_data=False)
                 if seqlower.io.proto_has_external_data(as_read):  # a Constant's, read in
                     as_read = None
-        notes = load_notes + restamp(ir_model, ir_version=options.ir_version, opset=options.opset)
+        notes = load_notes + restamp(ir_model, ir_version=options.ir_version, opset=opset)
         if as_read is not None:
             as_read.ir_version = ir_model.ir_version  # re-stamped only when asked
-        if unchanged and (
-            options.opset is None and not targets and options.verify.get("expected") is None
-        ):
+        if unchanged and (opset is None and not targets and options.verify.get("expected") is None):
             if original is not None:
                 _validate_given_inputs(original, options)  # still wrong inputs: exit 2
                 notes_unchanged = [KEPT_AS_READ]
@@ -250,7 +252,7 @@ def lower_file(
         ops_before=before,
         ops_after=op_counts(ir_model) if options.count_ops else Counter(),
         verification=None,
-        notes=notes_unchanged + notes,
+        notes=notes_unchanged + target_notes + notes,
         unchanged=unchanged,
         before=facts_before,
         after=ModelFacts.of(ir_model),
@@ -389,18 +391,51 @@ def _validate_given_inputs(model: onnx.ModelProto, options: LowerOptions) -> Non
         validate_inputs(model, feeds, analyze(model), where=where)
 
 
-def _targets(options: LowerOptions) -> tuple[str, ...]:
-    """The target runtimes asked for, each known and installed (exit 2 before any work)."""
+def _deployment(options: LowerOptions) -> Deployment:
+    """What the ``--target`` names ask for (the pipeline of their row of the target table, the
+    runtimes that prove it), each proof runtime installed: exit 2 before any work otherwise."""
     names = tuple(dict.fromkeys((*options.targets, *options.verify.get("targets", ()))))
-    if names and not options.check:
-        raise BadOptionError(f"--target {names[0]}: proving on a target needs the check")
+    deploy = deployment(names)
+    if deploy.target is not None and (options.passes is not None or options.sequence_free):
+        flag = "--sequence-free" if options.sequence_free else "--passes/--skip"
+        raise BadOptionError(
+            f"--target {deploy.target.name} chooses its own passes; leave out {flag} "
+            "(seqlower --list-targets shows them)"
+        )
+    if deploy.proofs and not options.check:
+        raise BadOptionError(f"--target {deploy.proofs[0]}: proving on a target needs the check")
     if options.verify.get("expected") is not None and not options.check:
         raise BadOptionError("--expected: comparing with the framework's outputs needs the check")
     from seqlower.verification.oracles import load_target
 
-    for name in names:
+    for name in deploy.proofs:
         load_target(name)
-    return names
+    return deploy
+
+
+def _target_opset(
+    model: ir.Model, deploy: Deployment, opset: int | None
+) -> tuple[int | None, list[str]]:
+    """The opset to convert to: the user's, or the newest the target's converter knows when
+    the model is newer (onnx2torch stops at 18), and what to tell about targets not run here."""
+    notes = [
+        f"--target {name}: not run here (seqlower cannot run it; what it needs was measured by "
+        "hand, see seqlower --list-targets)"
+        for name in deploy.unproven
+    ]
+    row = deploy.target
+    newest = None if row is None else row.max_opset
+    if (
+        row is not None
+        and opset is None
+        and newest is not None
+        and model.opset_imports.get("", 1) > newest
+    ):
+        notes.append(
+            f"--target {row.name}: converting to opset {newest}, the newest its converters know"
+        )
+        return newest, notes
+    return opset, notes
 
 
 def restamp(model: ir.Model, *, ir_version: int | None, opset: int | None) -> list[str]:

@@ -84,7 +84,8 @@ def remaining_sequence_lines(ops_after: Counter[str]) -> list[str]:
         return []
     return [
         f"note: the output still has sequence ops ({', '.join(left)}); runtimes without "
-        "sequence support (OpenVINO, tract, TensorRT, ...) need --sequence-free"
+        "sequence support need --target openvino or --target tract (lowered for it and "
+        "proven there), or --sequence-free (TensorRT, ...)"
     ]
 
 

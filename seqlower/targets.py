@@ -14,8 +14,11 @@ forms do not, onnx2tf's, keeps it).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 
-__all__ = ["TARGETS", "Target", "describe_targets", "get_target"]
+from seqlower.errors import BadOptionError
+
+__all__ = ["TARGETS", "Deployment", "Target", "deployment", "describe_targets", "get_target"]
 
 #: The sequence-free passes (``--sequence-free``) without ``lower-reverse-sequence``.
 _SEQUENCE_FREE = (
@@ -54,6 +57,10 @@ class Target:
     measured: str
     #: What still blocks it after lowering, in a few words.
     still_blocks: str
+    #: The check's runtimes (names in ``seqlower.verification.TARGETS``) that run a model
+    #: lowered for this target, the first being what ``--target NAME`` runs; empty when
+    #: seqlower cannot run the target itself (measured by hand).
+    proofs: tuple[str, ...] = ()
 
     @property
     def sequence_free(self) -> bool:
@@ -74,6 +81,7 @@ TARGETS: dict[str, Target] = {
             versions="onnxruntime 1.32.0",
             measured="CI",
             still_blocks="nothing known (the default pipeline)",
+            proofs=("onnxruntime",),
         ),
         Target(
             name="openvino",
@@ -93,6 +101,7 @@ TARGETS: dict[str, Target] = {
             still_blocks="sequences whose length is known only at run time; Loops it cannot "
             "convert stay Loops (it runs some, and Loops nested in a Scan); Scans of zero "
             "iterations",
+            proofs=("openvino",),
         ),
         Target(
             name="tract",
@@ -116,6 +125,7 @@ TARGETS: dict[str, Target] = {
             "is known only at run time; Scans with data-dependent trip counts computed "
             "differently and joined later (tract gives each its own symbol); Scans of zero "
             "iterations",
+            proofs=("tract", "tract-symbolic"),
         ),
         Target(
             name="onnx2tf",
@@ -181,6 +191,49 @@ def get_target(name: str) -> Target:
         raise ValueError(f"unknown target '{name}'; known targets: {known}") from None
 
 
+@dataclasses.dataclass(frozen=True)
+class Deployment:
+    """What ``--target`` names ask for: the row whose pipeline lowers the model (None: the
+    default one), the check's runtimes that prove it, and the targets nothing here can run."""
+
+    target: Target | None
+    proofs: tuple[str, ...]
+    unproven: tuple[str, ...]
+
+
+def deployment(names: Sequence[str]) -> Deployment:
+    """Resolve ``--target`` names: rows of :data:`TARGETS` or the check's runtime names
+    (``tract-symbolic`` proves a ``tract`` lowering with tract's declared facts).
+
+    One model cannot be lowered two ways: names whose rows run different passes are a
+    BadOptionError, except ``onnxruntime``, which may prove any target's output too.
+    """
+    rows: dict[str, Target] = {}
+    proofs: list[str] = []
+    unproven: list[str] = []
+    for name in dict.fromkeys(names):
+        row = TARGETS.get(name) or next((t for t in TARGETS.values() if name in t.proofs), None)
+        if row is None:
+            known = sorted({*TARGETS, *(p for t in TARGETS.values() for p in t.proofs)})
+            raise BadOptionError(f"--target {name}: unknown target (known: {', '.join(known)})")
+        rows[row.name] = row
+        if name in row.proofs:
+            proofs.append(name)
+        elif row.proofs:
+            proofs.append(row.proofs[0])
+        else:
+            unproven.append(name)
+    lowering = [row for row in rows.values() if row.name != "onnxruntime"] or list(rows.values())
+    if len({row.passes for row in lowering}) > 1:
+        both = " and ".join(f"--target {row.name}" for row in lowering)
+        raise BadOptionError(
+            f"{both} need different lowerings; lower once per target (onnxruntime may join any)"
+        )
+    return Deployment(
+        lowering[0] if lowering else None, tuple(dict.fromkeys(proofs)), tuple(unproven)
+    )
+
+
 def describe_targets() -> str:
     """The table as text, one block per target (what ``seqlower --list-targets`` prints)."""
     lines = []
@@ -194,4 +247,6 @@ def describe_targets() -> str:
             f"{'yes' if target.strip_symbolic_dims else 'no'}"
         )
         lines.append(f"  still blocks:     {target.still_blocks}")
+        proofs = ", ".join(target.proofs) or "none here (measured by hand)"
+        lines.append(f"  proven on:        {proofs}")
     return "\n".join(lines)

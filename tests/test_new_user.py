@@ -136,7 +136,7 @@ def test_summary_says_which_sequence_ops_remain(tmp_path: Path) -> None:
     source = save(MAP_INPUT, tmp_path)
     result = run(source, "-o", tmp_path / "out.onnx")
     note = next(line for line in result.stdout.splitlines() if "still has sequence ops" in line)
-    assert "ConcatFromSequence" in note and "--sequence-free" in note
+    assert "ConcatFromSequence" in note and "--sequence-free" in note and "--target tract" in note
     assert "SequenceMap" not in note  # that one was lowered
     plain = run(save(NEG, tmp_path, "neg.onnx"), "-o", tmp_path / "neg_out.onnx")
     assert "sequence ops" not in plain.stdout

@@ -16,6 +16,7 @@ from click.testing import CliRunner
 import seqlower
 from seqlower.cli.commands import cli
 from seqlower.job import LowerOptions, lower_file
+from seqlower.targets import TARGETS as DEPLOY_TARGETS
 from seqlower.verification import CheckOptions, VerifyReport, verify
 from seqlower.verification.oracles import TARGETS
 from tests.runtimes import require
@@ -150,9 +151,70 @@ def test_target_not_installed_is_exit_2_with_pip_command(
 def test_unknown_target_is_exit_2(tmp_path: Path) -> None:
     source = tmp_path / "m.onnx"
     onnx.save(REVERSE, source)
-    result = CliRunner().invoke(cli, [str(source), "--dry-run", "--target", "tensorrt"])
+    result = CliRunner().invoke(cli, [str(source), "--dry-run", "--target", "qnn"])
     assert result.exit_code == 2
-    assert "unknown target (known: onnxruntime, openvino, tract, tract-symbolic)" in result.stderr
+    known = sorted({*DEPLOY_TARGETS, *TARGETS})
+    assert f"unknown target (known: {', '.join(known)})" in result.stderr
+
+
+def test_target_chooses_the_pipeline_and_proves_it(tmp_path: Path) -> None:
+    """--target tract lowers what tract lacks (here a Loop with a fixed trip count becomes a
+    Scan) and proves the result on tract."""
+    require("tract")
+    source, out = tmp_path / "m.onnx", tmp_path / "out.onnx"
+    onnx.save(LOOP, source)
+    result = CliRunner().invoke(cli, [str(source), "-o", str(out), "--target", "tract"])
+    assert result.exit_code == 0, result.output
+    ops = {node.op_type for node in onnx.load(out).graph.node}
+    assert "Loop" not in ops and "Scan" in ops
+    assert f"check: runs and matches on tract {_version('tract')}" in result.output
+    # The default pipeline keeps the Loop, which tract refuses.
+    default = CliRunner().invoke(cli, [str(source), "-o", str(out), "--target", "onnxruntime"])
+    assert default.exit_code == 0 and "Loop" in {n.op_type for n in onnx.load(out).graph.node}
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["--target", "openvino", "--target", "tract"], "need different lowerings"),
+        (["--target", "tract", "--sequence-free"], "leave out --sequence-free"),
+        (["--target", "tract", "--passes", "lower-sequence-map"], "leave out --passes/--skip"),
+    ],
+)
+def test_target_conflicts_are_exit_2(tmp_path: Path, args: list[str], words: str) -> None:
+    require("openvino")
+    require("tract")
+    source, out = tmp_path / "m.onnx", tmp_path / "out.onnx"
+    onnx.save(LOOP, source)
+    result = CliRunner().invoke(cli, [str(source), "-o", str(out), *args])
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and words in lines[0], lines
+    assert not out.exists()
+
+
+def test_target_seqlower_cannot_run_is_lowered_for_and_said(tmp_path: Path) -> None:
+    """onnx2torch: its pipeline runs and the model is converted down to the newest opset its
+    converters know; it is not run here, and the summary says so. verify cannot use it."""
+    model = onnx.parser.parse_model(
+        """
+        <ir_version: 10, opset_import: ["" : 21]>
+        g (float[T, 2, 3] x, int64[2] lens) => (float[T, 2, 3] y) {
+            y = ReverseSequence<batch_axis = 1, time_axis = 0>(x, lens)
+        }
+        """
+    )
+    source, out = tmp_path / "m.onnx", tmp_path / "out.onnx"
+    onnx.save(model, source)
+    result = CliRunner().invoke(cli, [str(source), "-o", str(out), "--target", "onnx2torch"])
+    assert result.exit_code == 0, result.output
+    written = onnx.load(out)
+    assert {o.version for o in written.opset_import if o.domain in ("", "ai.onnx")} == {18}
+    assert "ReverseSequence" not in {n.op_type for n in written.graph.node}
+    assert "--target onnx2torch: not run here" in result.output
+    assert "converting to opset 18" in result.output
+    verify_result = CliRunner().invoke(cli, ["verify", str(source), str(out), "--target", "tvm"])
+    assert verify_result.exit_code == 2 and "cannot verify on it" in verify_result.stderr
 
 
 def test_onnxruntime_target_proves_what_only_onnx_reference_ran(tmp_path: Path) -> None:
@@ -206,3 +268,31 @@ def test_proof_flags_need_the_check(tmp_path: Path, flag: str) -> None:
     )
     assert result.exit_code == 2
     assert "needs the check" in result.stderr and not out.exists()
+
+
+def test_inspect_says_what_a_target_would_do(tmp_path: Path) -> None:
+    """inspect --target: the target's own pipeline, run in memory, with what blocks it."""
+    source = tmp_path / "m.onnx"
+    onnx.save(LOOP, source)
+    result = CliRunner().invoke(cli, ["inspect", str(source), "--target", "tract"])
+    assert result.exit_code == 0, result.output
+    assert "tract (--target tract), ran in memory" in result.output
+    assert "lowers 1 Loop" in result.output and "sequence-free" not in result.output
+    data_stop = onnx.parser.parse_model(
+        """
+        <ir_version: 8, opset_import: ["" : 17]>
+        g (float[3] x) => (float[3] y) {
+            t = Constant<value = bool {1}>()
+            y = Loop(, t, x) <body = b (int64 i, bool ci, float[3] xi) => (bool co, float[3] xo) {
+                xo = Neg(xi)
+                s = ReduceSum<keepdims = 0>(xo)
+                z = Constant<value = float {0}>()
+                co = Greater(s, z)
+            }>
+        }
+        """
+    )
+    onnx.save(data_stop, source)
+    result = CliRunner().invoke(cli, ["inspect", str(source), "--target", "tract"])
+    assert result.exit_code == 0, result.output
+    assert "blocked by 1:" in result.output and "trip count is not fixed" in result.output

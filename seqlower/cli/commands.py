@@ -27,7 +27,7 @@ import seqlower
 from seqlower._fs import write_file_atomically
 from seqlower.cli.options import check_options, choose_passes, unroll_inputs, verify_options
 from seqlower.cli.output import Printer
-from seqlower.errors import ExitCode, InvalidModelError, SeqlowerError, first_line
+from seqlower.errors import BadOptionError, ExitCode, InvalidModelError, SeqlowerError, first_line
 from seqlower.io import load_model
 from seqlower.job import (
     LowerOptions,
@@ -37,6 +37,7 @@ from seqlower.job import (
     save_failing_inputs,
 )
 from seqlower.passes import DEFAULT_PASSES, PASSES, SEQUENCE_FREE_PASSES
+from seqlower.targets import deployment
 
 VERIFY_EXIT_CODES = """\b
 Exit codes:
@@ -359,7 +360,9 @@ def lower(
         if output == "":
             raise click.BadParameter("an empty path", param_hint="-o")
         options = LowerOptions(
-            passes=choose_passes(pass_names, skip_names, sequence_free=sequence_free),
+            passes=None
+            if pass_names is None and not skip_names
+            else choose_passes(pass_names, skip_names, sequence_free=sequence_free),
             cleanup=not no_cleanup,
             check=not no_check,
             verify=verify_options(**check),
@@ -418,6 +421,13 @@ def verify_command(
     show = Printer(quiet)
     with _user_errors(verbose, show):
         options = verify_options(**check)
+        proven = deployment(options["targets"])
+        if proven.unproven:
+            raise BadOptionError(
+                f"--target {proven.unproven[0]}: seqlower cannot run it, so cannot verify on it "
+                "(seqlower --list-targets)"
+            )
+        options["targets"] = proven.proofs
         report_path = check["report_path"]
         check_paths(reference, None, None, report_path)
         check_paths(candidate, None, None, None, check["inputs_path"])
@@ -464,8 +474,16 @@ def verify_command(
     is_flag=True,
     help="Run the passes in memory on a model of any size (seconds per 10k nodes).",
 )
-def inspect_command(model: Path, exact: bool) -> None:
-    """Say what each mode would lower in MODEL, leave, or be blocked by.
+@click.option(
+    "--target",
+    "targets",
+    multiple=True,
+    metavar="NAME",
+    help="Say what lowering for this target would do and what would still block it "
+    "(repeatable; default: the default and sequence-free modes, openvino and tract).",
+)
+def inspect_command(model: Path, exact: bool, targets: tuple[str, ...]) -> None:
+    """Say what each mode and target would lower in MODEL, leave, or be blocked by.
 
     Nothing is written and nothing is run on a runtime: up to 1000 nodes the passes run in
     memory (no check), larger models are scanned.
@@ -474,7 +492,15 @@ def inspect_command(model: Path, exact: bool) -> None:
     with _user_errors(0, show):
         from seqlower.inspect import inspect_model
 
-        show.line(str(inspect_model(model, exact=True if exact else None)))
+        rows = [] if not targets else [deployment([name]).target for name in targets]
+        names = [row.name for row in rows if row is not None] or [
+            "default",
+            "sequence-free",
+            "openvino",
+            "tract",
+        ]
+        inspection = inspect_model(model, list(dict.fromkeys(names)), exact=True if exact else None)
+        show.line(str(inspection))
     sys.exit(ExitCode.OK)
 
 

@@ -114,8 +114,9 @@ def check_options(command: Callable[..., Any]) -> Callable[..., Any]:
             multiple=True,
             metavar="NAME",
             callback=_check_targets,
-            help="Also run the lowered model on this runtime and compare (repeatable): "
-            "openvino, tract, tract-symbolic, onnxruntime.",
+            help="Lower for this runtime and prove the result on it (repeatable; see "
+            "--list-targets): openvino, tract (tract-symbolic: with its declared facts), "
+            "onnxruntime; onnx2tf, onnx2torch, tvm, tensorrt are lowered for, not run.",
         ),
         click.option(
             "--report",
@@ -170,13 +171,14 @@ def _check_targets(
 ) -> tuple[str, ...]:
     """Unknown or not installed targets fail before the model is read (with the pip command)."""
     from seqlower.errors import SeqlowerError
+    from seqlower.targets import deployment
     from seqlower.verification.oracles import load_target
 
-    for name in names:
-        try:
+    try:
+        for name in deployment(names).proofs:
             load_target(name)
-        except SeqlowerError as e:
-            raise click.UsageError(str(e)) from None
+    except SeqlowerError as e:
+        raise click.UsageError(str(e)) from None
     return tuple(dict.fromkeys(names))
 
 
