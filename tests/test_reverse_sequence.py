@@ -592,3 +592,39 @@ def test_output_declares_the_input_shape() -> None:
     model, _ = reverse_model(T.FLOAT, ["T", "B", 8], 0, "input", np.array([1, 2], np.int64))
     dims = lower_checked(model).graph.output[0].type.tensor_type.shape.dim
     assert [d.dim_param or d.dim_value for d in dims] == [0, 0, 8]
+
+
+def test_untraceable_data_type_starts_no_shape_inference(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only the opset-10 row form needs the data's element type; asking for it anyway ran shape
+    inference of the whole model (seconds on a large one) for an untyped, untraceable input."""
+    import onnx_ir as ir
+
+    from seqlower.passes import LowerReverseSequence
+
+    calls: list[int] = []
+
+    def counting(*args: Any, **kwargs: Any) -> onnx.ModelProto:
+        calls.append(1)
+        raise RuntimeError("not expected")
+
+    monkeypatch.setattr(onnx.shape_inference, "infer_shapes", counting)
+    nodes = [
+        h.make_node("Opaque", ["x"], ["hidden"], domain="custom"),  # nothing to trace through
+        h.make_node("ReverseSequence", ["hidden", "lens"], ["y"], time_axis=0, batch_axis=1),
+    ]
+    graph = h.make_graph(
+        nodes,
+        "g",
+        [tensor_info("x", T.FLOAT, [3, 2, 4]), tensor_info("lens", T.INT64, [2])],
+        [tensor_info("y", T.FLOAT, None)],
+    )
+    proto = h.make_model(
+        graph,
+        opset_imports=[h.make_opsetid("", 17), h.make_opsetid("custom", 1)],
+        ir_version=IR_VERSION,
+    )
+    model = ir.serde.deserialize_model(proto)
+    lowering = LowerReverseSequence()
+    lowering(model)
+    assert lowering.forms == {"computed": 1}
+    assert calls == []
