@@ -16,25 +16,37 @@ import shlex
 import sys
 import traceback
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
-import onnx
 
 import seqlower
 from seqlower._fs import write_file_atomically
 from seqlower.cli.options import check_options, choose_passes, unroll_inputs, verify_options
 from seqlower.cli.output import Printer
 from seqlower.errors import ExitCode, InvalidModelError, SeqlowerError, first_line
-from seqlower.io import load_model
-from seqlower.job import (
-    LowerOptions,
-    check_names,
-    check_paths,
-    lower_file,
-    save_failing_inputs,
-)
 from seqlower.passes import PASSES
+
+if TYPE_CHECKING:
+    import onnx
+
+    from seqlower.io import load_model
+    from seqlower.job import (
+        LowerOptions,
+        check_names,
+        check_paths,
+        lower_file,
+        save_failing_inputs,
+    )
+else:  # onnx and onnx_ir load when a command runs: --help and --version need neither
+    from seqlower._lazy import lazy
+
+    load_model = lazy("seqlower.io", "load_model")
+    LowerOptions = lazy("seqlower.job", "LowerOptions")
+    check_names = lazy("seqlower.job", "check_names")
+    check_paths = lazy("seqlower.job", "check_paths")
+    lower_file = lazy("seqlower.job", "lower_file")
+    save_failing_inputs = lazy("seqlower.job", "save_failing_inputs")
 
 EXIT_CODES = """\b
 Exit codes:
