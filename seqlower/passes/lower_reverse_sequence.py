@@ -50,7 +50,7 @@ from seqlower.passes._reverse_rows import (
 )
 from seqlower.passes._types import TypeOracle, element_dtype
 
-__all__ = ["LowerReverseSequence"]
+__all__ = ["FORMS", "LowerReverseSequence"]
 
 _INT64_MIN = -(2**63)  # a Slice end meaning "past the first element", stepping backwards
 
@@ -76,14 +76,29 @@ class _Plan:
     share_key: tuple[Any, ...] | None  # nodes with equal keys share a computed index
 
 
+#: The general forms :class:`LowerReverseSequence` can be asked for (``form=``).
+FORMS = ("gathernd", "gather")
+
+
 class LowerReverseSequence(NodeLoweringPass):
     """Replace every ``ReverseSequence`` with a ``Slice`` or a ``GatherND`` (see the module
-    docstring); the count of each form chosen is in :attr:`forms` after a run."""
+    docstring); the count of each form chosen is in :attr:`forms` after a run.
+
+    ``form`` picks what lengths known only at run time get (a proven full-length reversal is
+    one ``Slice`` either way): ``"gathernd"`` (the default) runs on every runtime seqlower
+    targets, tract with symbolic shapes included; ``"gather"``, a row ``Gather`` of the input
+    flattened to [T*B, ...] (the opset-10 form), runs at the native kernel's speed in
+    onnxruntime where ``GatherND`` of small slices takes up to twice as long, but its
+    ``Flatten``/``Reshape`` are beyond tract's symbolic shapes and onnx2torch.
+    """
 
     op_type = "ReverseSequence"
 
-    def __init__(self) -> None:
+    def __init__(self, form: str = "gathernd") -> None:
+        if form not in FORMS:
+            raise ValueError(f"unknown ReverseSequence form {form!r}; known: {', '.join(FORMS)}")
         super().__init__()
+        self.form = form
         self.forms: dict[str, int] = {}
         self._indices: dict[tuple[Any, ...], ir.Value] = {}
         self._dims = DimProver()
@@ -134,7 +149,7 @@ class LowerReverseSequence(NodeLoweringPass):
         else:
             batch_checked = batch_dim is not None and self._dims.dim(lens_value, 0) == batch_dim
         filled = filled_vector(lens_value, self._dims)
-        form = _choose_form(site.opset, filled, time_dim, batch_dim)
+        form = _choose_form(site.opset, filled, time_dim, batch_dim, rows=self.form == "gather")
         graph = node.graph
         share_key = None
         if form is _Form.COMPUTED and graph is not None:
@@ -226,11 +241,15 @@ def _reverse_axis(emit: Emitter, data: ir.Value, axis: int, result: ir.Value) ->
 
 
 def _choose_form(
-    opset: int, filled: tuple[Dim, Dim] | None, time_dim: Dim | None, batch_dim: Dim | None
+    opset: int,
+    filled: tuple[Dim, Dim] | None,
+    time_dim: Dim | None,
+    batch_dim: Dim | None,
+    rows: bool = False,
 ) -> _Form:
     if filled is not None and time_dim is not None and filled == (time_dim, batch_dim):
         return _Form.SLICE
-    if opset < 11:
+    if opset < 11 or rows:
         return _Form.ROWS
     return _Form.COMPUTED
 
