@@ -628,3 +628,41 @@ def test_untraceable_data_type_starts_no_shape_inference(monkeypatch: pytest.Mon
     lowering(model)
     assert lowering.forms == {"computed": 1}
     assert calls == []
+
+
+def test_types_traced_through_matmul_and_not_through_a_dropout_mask(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A value after a MatMul is typed from its input, without whole-model shape inference; a
+    second output whose type differs from the first (Dropout's mask) is not traced as if it
+    were the first."""
+    import onnx_ir as ir
+
+    from seqlower.passes._types import TypeOracle, element_dtype
+
+    calls: list[int] = []
+    real = onnx.shape_inference.infer_shapes
+
+    def counting(*args: Any, **kwargs: Any) -> onnx.ModelProto:
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(onnx.shape_inference, "infer_shapes", counting)
+    nodes = [
+        h.make_node("MatMul", ["x", "w"], ["m"]),
+        h.make_node("Add", ["m", "x"], ["a"]),
+        h.make_node("Dropout", ["a"], ["d", "mask"]),
+    ]
+    graph = h.make_graph(
+        nodes,
+        "g",
+        [tensor_info("x", T.DOUBLE, [2, 2]), tensor_info("w", T.DOUBLE, [2, 2])],
+        [tensor_info("d", T.DOUBLE, None), h.make_value_info("mask", onnx.TypeProto())],
+    )
+    proto = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)], ir_version=IR_VERSION)
+    model = ir.serde.deserialize_model(proto)
+    values = {v.name: v for node in model.graph for v in node.outputs}
+    types = TypeOracle(model)
+    assert element_dtype(types.type_of(values["a"])) == ir.DataType.DOUBLE
+    assert calls == []
+    assert element_dtype(types.type_of(values["mask"])) == ir.DataType.BOOL  # inferred

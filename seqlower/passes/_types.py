@@ -104,6 +104,10 @@ class TypeOracle:
             node = value.producer()
             if node is None or node.domain not in ("", "ai.onnx"):
                 return None
+            # The rules give the first output's type; other outputs (Dropout's mask, MaxPool's
+            # indices, LayerNormalization's statistics) may differ, except Split's.
+            if value is not node.outputs[0] and node.op_type != "Split":
+                return None
             rule = _rule(node)
             if rule is None:
                 return None
@@ -246,8 +250,53 @@ _SAME_AS_INPUT = {
         "ReduceSum",
         "ReduceMean",
         "ReduceProd",
+        # The ops of exported networks between two ReverseSequence/SequenceMap nodes: without
+        # them a value after a MatMul could only be typed by whole-model shape inference.
+        "MatMul",
+        "Gemm",
+        "Einsum",
+        "Conv",
+        "ConvTranspose",
+        "BatchNormalization",
+        "InstanceNormalization",
+        "LayerNormalization",
+        "GroupNormalization",
+        "MeanVarianceNormalization",
+        "LpNormalization",
+        "LRN",
+        "MaxPool",
+        "AveragePool",
+        "LpPool",
+        "GlobalAveragePool",
+        "GlobalMaxPool",
+        "GlobalLpPool",
+        "Resize",
+        "Split",
+        "Compress",
+        "ScatterND",
+        "ScatterElements",
+        "PRelu",
+        "Celu",
+        "Gelu",
+        "HardSwish",
+        "Mish",
+        "Shrink",
+        "ThresholdedRelu",
+        "Hardmax",
+        "Sinh",
+        "Cosh",
+        "Asinh",
+        "Acosh",
+        "Atanh",
+        "Sum",
+        "Mean",
+        "ReduceL1",
+        "ReduceL2",
+        "ReduceLogSum",
+        "ReduceLogSumExp",
+        "ReduceSumSquare",
     ]
-} | {"Where": 1}
+} | {"Where": 1, "CastLike": 1}
 _BOOLEAN = frozenset(
     [
         "And",
