@@ -666,3 +666,45 @@ def test_types_traced_through_matmul_and_not_through_a_dropout_mask(
     assert element_dtype(types.type_of(values["a"])) == ir.DataType.DOUBLE
     assert calls == []
     assert element_dtype(types.type_of(values["mask"])) == ir.DataType.BOOL  # inferred
+
+
+def test_shape_inference_runs_once_for_the_passes_of_a_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each pass asks its own TypeOracle; a later one reuses what an earlier one inferred for
+    values that still exist, and infers again only for a value made since."""
+    import onnx_ir as ir
+
+    from seqlower.passes._types import TypeOracle, element_dtype
+
+    calls: list[int] = []
+    real = onnx.shape_inference.infer_shapes
+
+    def counting(*args: Any, **kwargs: Any) -> onnx.ModelProto:
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(onnx.shape_inference, "infer_shapes", counting)
+    graph = h.make_graph(
+        [h.make_node("TopK", ["x", "k"], ["v", "i"])],  # i: int64, not traceable from x
+        "g",
+        [tensor_info("x", T.FLOAT, [4]), tensor_info("k", T.INT64, [1])],
+        [h.make_value_info("v", onnx.TypeProto()), h.make_value_info("i", onnx.TypeProto())],
+    )
+    model = ir.serde.deserialize_model(
+        h.make_model(graph, opset_imports=[h.make_opsetid("", 17)], ir_version=IR_VERSION)
+    )
+    (topk,) = list(model.graph)
+    for _ in range(3):  # three passes
+        types = TypeOracle(model)
+        assert element_dtype(types.type_of(topk.outputs[1])) == ir.DataType.INT64
+        assert element_dtype(types.type_of(topk.outputs[0])) == ir.DataType.FLOAT
+    assert calls == [1]
+    # A value made after the inference (here a new node's output) is inferred anew, once.
+    extra = ir.node("Neg", [topk.outputs[1]])
+    model.graph.append(extra)
+    for _ in range(2):
+        types = TypeOracle(model)
+        assert element_dtype(types.type_of(extra.outputs[0])) == ir.DataType.INT64
+        assert element_dtype(types.type_of(topk.outputs[1])) == ir.DataType.INT64
+    assert calls == [1, 1]
