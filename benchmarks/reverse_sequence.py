@@ -1,6 +1,9 @@
 """ReverseSequence: native onnxruntime kernel vs seqlower's lowered form vs a plain copy.
 
 Run by hand (not a test):  .venv/bin/python benchmarks/reverse_sequence.py [--repeat N]
+    --inner: the shapes of issue 20 instead, 1M+ elements with 1, 8 and 256 floats per (t, b)
+             slice, where GatherND of small slices is slowest
+    --form gathernd|gather: the general form to lower to (LowerReverseSequence(form=...))
 
 For each shape, layout, kind of lengths (a graph input with symbolic dimensions, so the index is
 computed at run time; a constant with static dimensions, so it is folded; or the full time
@@ -24,15 +27,18 @@ import onnxruntime as ort
 from onnx import TensorProto, helper
 
 import seqlower
+from seqlower.passes import LowerReverseSequence
 
 SHAPES = {
     3: [(128, 64, 128), (64, 128, 256), (256, 32, 512)],
     4: [(64, 32, 16, 32), (32, 64, 32, 32), (128, 32, 32, 32)],
 }
+# Inner sizes 1, 8 and 256 at 1M-2M elements (--inner).
+INNER_SHAPES = [(2048, 512, 1), (2048, 128, 8), (64, 64, 256)]
 
 
 def models(
-    shape: tuple[int, ...], time_axis: int, kind: str, lens: np.ndarray
+    shape: tuple[int, ...], time_axis: int, kind: str, lens: np.ndarray, form: str = "gathernd"
 ) -> dict[str, onnx.ModelProto]:
     """Native, lowered and copy models. ``kind``: ``input`` (lengths a graph input, every
     dimension symbolic: the index is computed at run time), ``constant`` (a constant with static
@@ -72,7 +78,8 @@ def models(
         opset_imports=[helper.make_opsetid("", 17)],
         ir_version=8,
     )
-    return {"native": native, "lowered": seqlower.lower(native), "copy": copy}
+    lowered = seqlower.lower(native, [LowerReverseSequence(form=form)])
+    return {"native": native, "lowered": lowered, "copy": copy}
 
 
 def session(model: onnx.ModelProto, threads: int) -> ort.InferenceSession:
@@ -85,7 +92,12 @@ def session(model: onnx.ModelProto, threads: int) -> ort.InferenceSession:
 
 
 def bench(
-    shape: tuple[int, ...], time_axis: int, threads: int, repeat: int, kind: str
+    shape: tuple[int, ...],
+    time_axis: int,
+    threads: int,
+    repeat: int,
+    kind: str,
+    form: str = "gathernd",
 ) -> dict[str, float]:
     rng = np.random.default_rng(0)
     x = rng.standard_normal(shape).astype(np.float32)
@@ -93,7 +105,7 @@ def bench(
     lens = rng.integers(0, steps + 1, size=batch).astype(np.int64)
     runners = {}
     expected = None
-    for name, model in models(shape, time_axis, kind, lens).items():
+    for name, model in models(shape, time_axis, kind, lens, form).items():
         sess = session(model, threads)
         binding = sess.io_binding()
         binding.bind_cpu_input("x", x)
@@ -130,30 +142,35 @@ def main() -> None:
         "--kinds", nargs="+", default=["input", "constant", "full"], help="kinds of lengths"
     )
     parser.add_argument("--ranks", nargs="+", type=int, default=[3, 4])
+    parser.add_argument("--inner", action="store_true", help="issue 20's inner sizes 1, 8, 256")
+    parser.add_argument("--form", default="gathernd", choices=["gathernd", "gather"])
     args = parser.parse_args()
-    print(f"onnxruntime {ort.__version__}, median of {args.repeat} interleaved runs, float32")
+    print(
+        f"onnxruntime {ort.__version__}, median of {args.repeat} interleaved runs, float32, "
+        f"form {args.form}"
+    )
     header = (
         f"{'shape':>14} {'layout':>11} {'lens':>8} {'thr':>3} {'native ms':>10} "
         f"{'lowered ms':>11} {'copy ms':>8} {'low/nat':>8} {'low/copy':>9}"
     )
     print(header)
     worst: dict[tuple[str, int], float] = {}
-    for rank in args.ranks:
-        for shape in SHAPES[rank]:
-            for time_axis in (0, 1):
-                for lens in args.kinds:
-                    for threads in (1, 2):
-                        t = bench(shape, time_axis, threads, args.repeat, lens)
-                        ratio = t["lowered/native"]
-                        key = (lens, threads)
-                        worst[key] = max(worst.get(key, 0.0), ratio)
-                        layout = "time-major" if time_axis == 0 else "batch-major"
-                        print(
-                            f"{'x'.join(map(str, shape)):>14} {layout:>11} {lens:>8} "
-                            f"{threads:>3} {t['native'] * 1e3:>10.3f} "
-                            f"{t['lowered'] * 1e3:>11.3f} {t['copy'] * 1e3:>8.3f} {ratio:>8.3f} "
-                            f"{t['lowered/copy']:>9.3f}"
-                        )
+    shapes = INNER_SHAPES if args.inner else [s for rank in args.ranks for s in SHAPES[rank]]
+    for shape in shapes:
+        for time_axis in (0, 1):
+            for lens in args.kinds:
+                for threads in (1, 2):
+                    t = bench(shape, time_axis, threads, args.repeat, lens, args.form)
+                    ratio = t["lowered/native"]
+                    key = (lens, threads)
+                    worst[key] = max(worst.get(key, 0.0), ratio)
+                    layout = "time-major" if time_axis == 0 else "batch-major"
+                    print(
+                        f"{'x'.join(map(str, shape)):>14} {layout:>11} {lens:>8} "
+                        f"{threads:>3} {t['native'] * 1e3:>10.3f} "
+                        f"{t['lowered'] * 1e3:>11.3f} {t['copy'] * 1e3:>8.3f} {ratio:>8.3f} "
+                        f"{t['lowered/copy']:>9.3f}"
+                    )
     for (lens, threads), ratio in sorted(worst.items()):
         print(f"worst lowered/native, lengths {lens}, {threads} thread(s): {ratio:.3f}")
 

@@ -14,28 +14,44 @@ from onnx import TensorProto, helper
 T, B, F = 8, 4, 16
 
 
-def synthetic_model(blocks: int, filler: int, weights_bytes: int = 0) -> onnx.ModelProto:
-    """About blocks * (filler + 8) nodes; ``weights_bytes`` of float32 initializers in total."""
+def synthetic_model(
+    blocks: int, filler: int, weights_bytes: int = 0, matmul: bool = False
+) -> onnx.ModelProto:
+    """About blocks * (filler + 8) nodes; ``weights_bytes`` of float32 initializers in total.
+
+    ``matmul``: the filler alternates ``MatMul`` (by one shared [F, F] weight) and ``Add``, as
+    in exported networks, and comes before the ``ReverseSequence``, whose input then has no
+    type a trivial rule can trace (the hard case for typing).
+    """
     nodes: list[onnx.NodeProto] = []
     inits: list[onnx.TensorProto] = [
         helper.make_tensor("one", TensorProto.FLOAT, [], [1.0]),
     ]
+    if matmul:
+        inits.append(onnx.numpy_helper.from_array(np.eye(F, dtype=np.float32), "w"))
+    cycle = ("MatMul", "Add") if matmul else ("Add", "Mul", "Sub", "Relu")
     per_block = weights_bytes // max(blocks, 1) // 4
     current = "x"
     elem = helper.make_tensor_type_proto(TensorProto.FLOAT, [B, F])
     for i in range(blocks):
         p = f"b{i}_"
-        nodes.append(
-            helper.make_node(
-                "ReverseSequence", [current, "lens"], [p + "rev"], time_axis=0, batch_axis=1
-            )
+        reverse = helper.make_node(
+            "ReverseSequence", [current, "lens"], [p + "rev"], time_axis=0, batch_axis=1
         )
-        last = p + "rev"
+        last = current
+        if not matmul:
+            nodes.append(reverse)
+            last = p + "rev"
         for k in range(filler):
-            op = ("Add", "Mul", "Sub", "Relu")[k % 4]
-            inputs = [last] if op == "Relu" else [last, "one"]
+            op = cycle[k % len(cycle)]
+            second = "w" if op == "MatMul" else "one"
+            inputs = [last] if op == "Relu" else [last, second]
             nodes.append(helper.make_node(op, inputs, [f"{p}f{k}"]))
             last = f"{p}f{k}"
+        if matmul:  # reverses the MatMul/Add output
+            reverse.input[0] = last
+            nodes.append(reverse)
+            last = p + "rev"
         if per_block:
             weight = f"{p}w"
             inits.append(onnx.numpy_helper.from_array(np.full(per_block, 0.5, np.float32), weight))

@@ -638,3 +638,20 @@ def test_failing_inputs_never_go_through_a_planted_link(
         saved = tmp_path / "out.onnx.failing-inputs" / "test_data_set_0"
         assert (saved / "input_0.pb").exists()
     assert sorted(listing(tmp_path)) == ["elsewhere", "m.onnx", "out.onnx.failing-inputs"]
+
+
+def test_signal_while_click_parses_keeps_its_exit_code(monkeypatch: pytest.MonkeyPatch) -> None:
+    """click turns a KeyboardInterrupt raised while it parses into Abort; SIGTERM's Interrupted
+    must still end the run with 143, not Ctrl-C's 130."""
+    import click
+
+    from seqlower._signals import Interrupted
+    from seqlower.cli.commands import cli
+
+    def interrupted(*_: Any, **__: Any) -> Any:
+        raise Interrupted(signal.SIGTERM)
+
+    monkeypatch.setattr(click.Group, "parse_args", interrupted)
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(args=["model.onnx", "-o", "out.onnx"], prog_name="seqlower")
+    assert exit_info.value.code == 143

@@ -592,3 +592,119 @@ def test_output_declares_the_input_shape() -> None:
     model, _ = reverse_model(T.FLOAT, ["T", "B", 8], 0, "input", np.array([1, 2], np.int64))
     dims = lower_checked(model).graph.output[0].type.tensor_type.shape.dim
     assert [d.dim_param or d.dim_value for d in dims] == [0, 0, 8]
+
+
+def test_untraceable_data_type_starts_no_shape_inference(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only the opset-10 row form needs the data's element type; asking for it anyway ran shape
+    inference of the whole model (seconds on a large one) for an untyped, untraceable input."""
+    import onnx_ir as ir
+
+    from seqlower.passes import LowerReverseSequence
+
+    calls: list[int] = []
+
+    def counting(*args: Any, **kwargs: Any) -> onnx.ModelProto:
+        calls.append(1)
+        raise RuntimeError("not expected")
+
+    monkeypatch.setattr(onnx.shape_inference, "infer_shapes", counting)
+    nodes = [
+        h.make_node("Opaque", ["x"], ["hidden"], domain="custom"),  # nothing to trace through
+        h.make_node("ReverseSequence", ["hidden", "lens"], ["y"], time_axis=0, batch_axis=1),
+    ]
+    graph = h.make_graph(
+        nodes,
+        "g",
+        [tensor_info("x", T.FLOAT, [3, 2, 4]), tensor_info("lens", T.INT64, [2])],
+        [tensor_info("y", T.FLOAT, None)],
+    )
+    proto = h.make_model(
+        graph,
+        opset_imports=[h.make_opsetid("", 17), h.make_opsetid("custom", 1)],
+        ir_version=IR_VERSION,
+    )
+    model = ir.serde.deserialize_model(proto)
+    lowering = LowerReverseSequence()
+    lowering(model)
+    assert lowering.forms == {"computed": 1}
+    assert calls == []
+
+
+def test_types_traced_through_matmul_and_not_through_a_dropout_mask(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A value after a MatMul is typed from its input, without whole-model shape inference; a
+    second output whose type differs from the first (Dropout's mask) is not traced as if it
+    were the first."""
+    import onnx_ir as ir
+
+    from seqlower.passes._types import TypeOracle, element_dtype
+
+    calls: list[int] = []
+    real = onnx.shape_inference.infer_shapes
+
+    def counting(*args: Any, **kwargs: Any) -> onnx.ModelProto:
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(onnx.shape_inference, "infer_shapes", counting)
+    nodes = [
+        h.make_node("MatMul", ["x", "w"], ["m"]),
+        h.make_node("Add", ["m", "x"], ["a"]),
+        h.make_node("Dropout", ["a"], ["d", "mask"]),
+    ]
+    graph = h.make_graph(
+        nodes,
+        "g",
+        [tensor_info("x", T.DOUBLE, [2, 2]), tensor_info("w", T.DOUBLE, [2, 2])],
+        [tensor_info("d", T.DOUBLE, None), h.make_value_info("mask", onnx.TypeProto())],
+    )
+    proto = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)], ir_version=IR_VERSION)
+    model = ir.serde.deserialize_model(proto)
+    values = {v.name: v for node in model.graph for v in node.outputs}
+    types = TypeOracle(model)
+    assert element_dtype(types.type_of(values["a"])) == ir.DataType.DOUBLE
+    assert calls == []
+    assert element_dtype(types.type_of(values["mask"])) == ir.DataType.BOOL  # inferred
+
+
+def test_shape_inference_runs_once_for_the_passes_of_a_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each pass asks its own TypeOracle; a later one reuses what an earlier one inferred for
+    values that still exist, and infers again only for a value made since."""
+    import onnx_ir as ir
+
+    from seqlower.passes._types import TypeOracle, element_dtype
+
+    calls: list[int] = []
+    real = onnx.shape_inference.infer_shapes
+
+    def counting(*args: Any, **kwargs: Any) -> onnx.ModelProto:
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(onnx.shape_inference, "infer_shapes", counting)
+    graph = h.make_graph(
+        [h.make_node("TopK", ["x", "k"], ["v", "i"])],  # i: int64, not traceable from x
+        "g",
+        [tensor_info("x", T.FLOAT, [4]), tensor_info("k", T.INT64, [1])],
+        [h.make_value_info("v", onnx.TypeProto()), h.make_value_info("i", onnx.TypeProto())],
+    )
+    model = ir.serde.deserialize_model(
+        h.make_model(graph, opset_imports=[h.make_opsetid("", 17)], ir_version=IR_VERSION)
+    )
+    (topk,) = list(model.graph)
+    for _ in range(3):  # three passes
+        types = TypeOracle(model)
+        assert element_dtype(types.type_of(topk.outputs[1])) == ir.DataType.INT64
+        assert element_dtype(types.type_of(topk.outputs[0])) == ir.DataType.FLOAT
+    assert calls == [1]
+    # A value made after the inference (here a new node's output) is inferred anew, once.
+    extra = ir.node("Neg", [topk.outputs[1]])
+    model.graph.append(extra)
+    for _ in range(2):
+        types = TypeOracle(model)
+        assert element_dtype(types.type_of(extra.outputs[0])) == ir.DataType.INT64
+        assert element_dtype(types.type_of(topk.outputs[1])) == ir.DataType.INT64
+    assert calls == [1, 1]

@@ -499,3 +499,54 @@ def test_reversals_around_a_scan_share_one_index() -> None:
         "lens": np.array([5, 0, 3], np.int64),
     }
     assert_runs_everywhere(model, feeds, ["onnxruntime", "openvino", "tract"])
+
+
+# ------------------------------------------------------------------ form="gather"
+
+# Where the row Gather (LowerReverseSequence(form="gather")) runs: tract cannot solve its
+# Flatten/Reshape of symbolic dimensions, so it is for the runtimes below only.
+GATHER_FORM_RUNTIMES = ["onnxruntime", "openvino"]
+
+
+@pytest.mark.parametrize("dtype", ["float", "int64", "uint8"])
+@pytest.mark.parametrize("time_axis", [0, 1])
+@pytest.mark.parametrize("lens_kind", ["input", "int32", "constant"])
+@pytest.mark.parametrize("static", [False, True])
+@pytest.mark.parametrize("rank4", [False, True])
+def test_gather_form_runs_on_its_runtimes(
+    dtype: str, time_axis: int, lens_kind: str, static: bool, rank4: bool
+) -> None:
+    import onnx_ir as ir
+
+    text = general_model(dtype, time_axis, lens_kind, static=static)
+    shape: tuple[int, ...] = (4, 3, 2) if time_axis == 0 else (3, 4, 2)
+    if rank4:  # one more inner axis: a Reshape rather than a Flatten
+        text = text.replace(", 2]", ", 2, 5]").replace(", C]", ", C, D]")
+        shape = (*shape, 5)
+    model = parse(text)
+    lowering = LowerReverseSequence(form="gather")
+    lowered_ir = ir.serde.deserialize_model(model)
+    lowering(lowered_ir)
+    assert lowering.forms == {"rows": 1}
+    lowered = seqlower.lower(model, [LowerReverseSequence(form="gather")])
+    onnx.checker.check_model(lowered, full_check=True)
+    onnx.shape_inference.infer_shapes(lowered, check_type=True, strict_mode=True)
+    assert "GatherND" not in all_op_types(lowered)
+    feeds = feeds_for(dtype, time_axis, lens_kind, [4, 0, 2], shape)  # type: ignore[arg-type]
+    want = native(model, feeds)
+    for runtime in GATHER_FORM_RUNTIMES:
+        assert_same(want, run(runtime, lowered, feeds))
+
+
+@pytest.mark.parametrize("lens", [[5, 0, 2], [-1, 0, 2], [1, 2]])
+def test_gather_form_fails_on_bad_lengths(lens: list[int]) -> None:
+    model = parse(general_model("float", 0, "input"))
+    lowered = seqlower.lower(model, [LowerReverseSequence(form="gather")])
+    feeds = feeds_for("float", 0, "input", lens, (4, 3, 2))
+    with pytest.raises(RuntimeFailure):
+        run("onnxruntime", lowered, feeds)
+
+
+def test_unknown_form_is_refused() -> None:
+    with pytest.raises(ValueError, match="gathernd"):
+        LowerReverseSequence(form="scatter")

@@ -18,26 +18,38 @@ import traceback
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal, NoReturn
+from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
 import click
-import onnx
 
 import seqlower
 from seqlower._fs import write_file_atomically
 from seqlower.cli.options import check_options, choose_passes, unroll_inputs, verify_options
 from seqlower.cli.output import Printer
 from seqlower.errors import BadOptionError, ExitCode, InvalidModelError, SeqlowerError, first_line
-from seqlower.io import load_model
-from seqlower.job import (
-    LowerOptions,
-    check_names,
-    check_paths,
-    lower_file,
-    save_failing_inputs,
-)
 from seqlower.passes import DEFAULT_PASSES, PASSES, SEQUENCE_FREE_PASSES
 from seqlower.targets import deployment
+
+if TYPE_CHECKING:
+    import onnx
+
+    from seqlower.io import load_model
+    from seqlower.job import (
+        LowerOptions,
+        check_names,
+        check_paths,
+        lower_file,
+        save_failing_inputs,
+    )
+else:  # onnx and onnx_ir load when a command runs: --help and --version need neither
+    from seqlower._lazy import lazy
+
+    load_model = lazy("seqlower.io", "load_model")
+    LowerOptions = lazy("seqlower.job", "LowerOptions")
+    check_names = lazy("seqlower.job", "check_names")
+    check_paths = lazy("seqlower.job", "check_paths")
+    lower_file = lazy("seqlower.job", "lower_file")
+    save_failing_inputs = lazy("seqlower.job", "save_failing_inputs")
 
 VERIFY_EXIT_CODES = """\b
 Exit codes:
@@ -51,7 +63,6 @@ Exit codes:
   70  internal error in seqlower (please report it; -v shows the traceback)
   130 interrupted (143 on SIGTERM, 129 on SIGHUP)
 """
-
 EXIT_CODES = """\b
 Exit codes:
   0   success (and, unless --no-check, outputs proven equal)
@@ -141,9 +152,11 @@ class _Group(click.Group):
             sys.exit(ExitCode.BAD_INPUT)
         except click.exceptions.Exit as e:
             sys.exit(e.exit_code)
-        except click.exceptions.Abort:
+        except click.exceptions.Abort as e:
+            # click turns a KeyboardInterrupt (SIGTERM and SIGHUP too, as Interrupted) raised
+            # while it parses into Abort; the signal's own exit code is on the cause.
             click.echo("seqlower: interrupted; nothing was written", err=True)
-            sys.exit(ExitCode.INTERRUPTED)
+            sys.exit(getattr(e.__cause__ or e.__context__, "exit_code", ExitCode.INTERRUPTED))
 
 
 def _list_passes(ctx: click.Context, _param: click.Parameter, value: bool) -> None:

@@ -170,6 +170,8 @@ def _check_targets(
     _ctx: click.Context, _param: click.Parameter, names: tuple[str, ...]
 ) -> tuple[str, ...]:
     """Unknown or not installed targets fail before the model is read (with the pip command)."""
+    if not names:  # nothing to import: click calls this for every run
+        return names
     from seqlower.errors import SeqlowerError
     from seqlower.targets import deployment
     from seqlower.verification.oracles import load_target

@@ -5,28 +5,39 @@
 ``--sequence-free`` runs (then dead-node removal and the ``require-sequence-free`` check).
 The pipelines of deploy targets (``loop-to-scan``, the repairs, ``require-no-loop``) are in
 :mod:`seqlower.targets`.
+
+The pass modules (and onnx_ir, with sympy: half a second) are imported on first use of a class,
+not with this package: ``seqlower --help`` lists pass names and must not pay for them.
 """
 
 from __future__ import annotations
 
-import onnx_ir as ir
+import importlib
+from collections.abc import Iterator, MutableMapping
+from typing import TYPE_CHECKING, Any
 
-from seqlower.passes._base import NodeLoweringPass
-from seqlower.passes.fold_sequence_ops import FoldSequenceOps
-from seqlower.passes.inline_functions import InlineFunctions, InlineUntypedSequenceMapFunctions
-from seqlower.passes.loop_to_scan import LoopToScan, LoopToScanOutermost, LoopToScanRows
-from seqlower.passes.lower_reverse_sequence import LowerReverseSequence
-from seqlower.passes.lower_sequence_map import LowerSequenceMap
-from seqlower.passes.require_no_loop import RequireNoLoop
-from seqlower.passes.require_sequence_free import RequireSequenceFree
-from seqlower.passes.scan_sequence_map import ScanSequenceMap
-from seqlower.passes.stack_loop_sequences import StackLoopSequences
-from seqlower.passes.target_repairs import (
-    ExplicitConstantOfShapeValue,
-    FoldStaticIfs,
-    StripSymbolicDims,
-)
-from seqlower.passes.unroll_sequence_map import UnrollSequenceMap
+if TYPE_CHECKING:
+    import onnx_ir as ir
+
+    from seqlower.passes._base import NodeLoweringPass
+    from seqlower.passes.fold_sequence_ops import FoldSequenceOps
+    from seqlower.passes.inline_functions import (
+        InlineFunctions,
+        InlineUntypedSequenceMapFunctions,
+    )
+    from seqlower.passes.loop_to_scan import LoopToScan, LoopToScanOutermost, LoopToScanRows
+    from seqlower.passes.lower_reverse_sequence import LowerReverseSequence
+    from seqlower.passes.lower_sequence_map import LowerSequenceMap
+    from seqlower.passes.require_no_loop import RequireNoLoop
+    from seqlower.passes.require_sequence_free import RequireSequenceFree
+    from seqlower.passes.scan_sequence_map import ScanSequenceMap
+    from seqlower.passes.stack_loop_sequences import StackLoopSequences
+    from seqlower.passes.target_repairs import (
+        ExplicitConstantOfShapeValue,
+        FoldStaticIfs,
+        StripSymbolicDims,
+    )
+    from seqlower.passes.unroll_sequence_map import UnrollSequenceMap
 
 __all__ = [
     "DEFAULT_PASSES",
@@ -52,25 +63,83 @@ __all__ = [
     "create_pass",
 ]
 
-#: Every pass by name.
-PASSES: dict[str, type[ir.passes.InPlacePass]] = {
-    "lower-sequence-map": LowerSequenceMap,
-    "lower-reverse-sequence": LowerReverseSequence,
-    "fold-sequence-ops": FoldSequenceOps,
-    "unroll-sequence-map": UnrollSequenceMap,
-    "scan-sequence-map": ScanSequenceMap,
-    "stack-loop-sequences": StackLoopSequences,
-    "require-sequence-free": RequireSequenceFree,
-    "inline-untyped-functions": InlineUntypedSequenceMapFunctions,
-    "inline-functions": InlineFunctions,
-    "loop-to-scan": LoopToScan,
-    "loop-to-scan-rows": LoopToScanRows,
-    "loop-to-scan-outermost": LoopToScanOutermost,
-    "require-no-loop": RequireNoLoop,
-    "explicit-constant-of-shape-value": ExplicitConstantOfShapeValue,
-    "strip-symbolic-dims": StripSymbolicDims,
-    "fold-static-ifs": FoldStaticIfs,
+# Where each exported class lives (imported by module __getattr__ on first use).
+_MODULES = {
+    "NodeLoweringPass": "_base",
+    "FoldSequenceOps": "fold_sequence_ops",
+    "LowerReverseSequence": "lower_reverse_sequence",
+    "LowerSequenceMap": "lower_sequence_map",
+    "RequireSequenceFree": "require_sequence_free",
+    "ScanSequenceMap": "scan_sequence_map",
+    "StackLoopSequences": "stack_loop_sequences",
+    "UnrollSequenceMap": "unroll_sequence_map",
+    "InlineFunctions": "inline_functions",
+    "InlineUntypedSequenceMapFunctions": "inline_functions",
+    "LoopToScan": "loop_to_scan",
+    "LoopToScanOutermost": "loop_to_scan",
+    "LoopToScanRows": "loop_to_scan",
+    "RequireNoLoop": "require_no_loop",
+    "ExplicitConstantOfShapeValue": "target_repairs",
+    "FoldStaticIfs": "target_repairs",
+    "StripSymbolicDims": "target_repairs",
 }
+
+
+def __getattr__(name: str) -> Any:
+    if name in _MODULES:
+        module = importlib.import_module(f"seqlower.passes.{_MODULES[name]}")
+        value = getattr(module, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'seqlower.passes' has no attribute {name!r}")
+
+
+class _Registry(MutableMapping[str, "type[ir.passes.InPlacePass]"]):
+    """A name -> pass class mapping whose entries may be class names, imported when read."""
+
+    def __init__(self, entries: dict[str, Any]) -> None:
+        self._entries = entries
+
+    def __getitem__(self, name: str) -> type[ir.passes.InPlacePass]:
+        entry = self._entries[name]
+        if isinstance(entry, str):
+            entry = self._entries[name] = __getattr__(entry)
+        return entry
+
+    def __setitem__(self, name: str, cls: type[ir.passes.InPlacePass]) -> None:
+        self._entries[name] = cls
+
+    def __delitem__(self, name: str) -> None:
+        del self._entries[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+#: Every pass by name.
+PASSES: MutableMapping[str, type[ir.passes.InPlacePass]] = _Registry(
+    {
+        "lower-sequence-map": "LowerSequenceMap",
+        "lower-reverse-sequence": "LowerReverseSequence",
+        "fold-sequence-ops": "FoldSequenceOps",
+        "unroll-sequence-map": "UnrollSequenceMap",
+        "scan-sequence-map": "ScanSequenceMap",
+        "stack-loop-sequences": "StackLoopSequences",
+        "require-sequence-free": "RequireSequenceFree",
+        "inline-untyped-functions": "InlineUntypedSequenceMapFunctions",
+        "inline-functions": "InlineFunctions",
+        "loop-to-scan": "LoopToScan",
+        "loop-to-scan-rows": "LoopToScanRows",
+        "loop-to-scan-outermost": "LoopToScanOutermost",
+        "require-no-loop": "RequireNoLoop",
+        "explicit-constant-of-shape-value": "ExplicitConstantOfShapeValue",
+        "strip-symbolic-dims": "StripSymbolicDims",
+        "fold-static-ifs": "FoldStaticIfs",
+    }
+)
 
 #: The default pipeline, in order.
 DEFAULT_PASSES: tuple[str, ...] = ("lower-sequence-map", "lower-reverse-sequence")

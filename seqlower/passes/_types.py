@@ -8,6 +8,9 @@ the type annotations it had.
 
 from __future__ import annotations
 
+import weakref
+from typing import NamedTuple
+
 import onnx
 import onnx_ir as ir
 
@@ -15,6 +18,19 @@ from seqlower._graphs import all_graphs
 from seqlower.errors import InvalidModelError, describe_node
 
 __all__ = ["TypeOracle", "element_dtype"]
+
+
+class _Inferred(NamedTuple):
+    """What inference said about one value (the value kept, so that its id stays its own)."""
+
+    value: ir.Value
+    type: ir.TypeProtocol | None
+    shape: ir.Shape | None
+
+
+# Inference results by model, for the later passes of a run: lowering never changes the type of
+# a value it keeps, so a later pass reuses them and infers again only for a value made since.
+_EARLIER: weakref.WeakKeyDictionary[ir.Model, dict[int, _Inferred]] = weakref.WeakKeyDictionary()
 
 
 def element_dtype(type_: ir.TypeProtocol | None) -> ir.DataType | None:
@@ -38,7 +54,8 @@ class TypeOracle:
 
     def __init__(self, model: ir.Model) -> None:
         self._model = model
-        self._inferred: dict[int, ir.Value] | None = None
+        self._inferred: dict[int, _Inferred] | None = _EARLIER.get(model)
+        self._fresh = False  # whether self._inferred describes the model as it is now
         self._parameters: dict[int, tuple[ir.Function, int]] | None = None
         self._asking: set[int] = set()  # parameters being resolved (recursive calls)
 
@@ -104,6 +121,10 @@ class TypeOracle:
             node = value.producer()
             if node is None or node.domain not in ("", "ai.onnx"):
                 return None
+            # The rules give the first output's type; other outputs (Dropout's mask, MaxPool's
+            # indices, LayerNormalization's statistics) may differ, except Split's.
+            if value is not node.outputs[0] and node.op_type != "Split":
+                return None
             rule = _rule(node)
             if rule is None:
                 return None
@@ -135,6 +156,8 @@ class TypeOracle:
         a shape alone never starts inference, which costs as much as a pass over a big model.
         """
         inferred = None if self._inferred is None else self._inferred.get(id(value))
+        if inferred is not None and inferred.value is not value:
+            inferred = None
         for shape in (value.shape, getattr(inferred, "shape", None)):
             if shape is not None and all(isinstance(d, int) for d in shape):
                 return tuple(int(d) for d in shape)  # type: ignore[arg-type]
@@ -147,12 +170,18 @@ class TypeOracle:
         inferred = self._lookup(value)
         return None if inferred is None else inferred.shape
 
-    def _lookup(self, value: ir.Value) -> ir.Value | None:
-        if self._inferred is None:
+    def _lookup(self, value: ir.Value) -> _Inferred | None:
+        """Inferred type and shape: from an earlier pass's inference while the value is one it
+        saw, else from inference run now (once per oracle)."""
+        found = None if self._inferred is None else self._inferred.get(id(value))
+        if (found is None or found.value is not value) and not self._fresh:
             self._inferred = self._infer()
-        return self._inferred.get(id(value))
+            self._fresh = True
+            _EARLIER[self._model] = self._inferred
+            found = self._inferred.get(id(value))
+        return found if found is not None and found.value is value else None
 
-    def _infer(self) -> dict[int, ir.Value]:
+    def _infer(self) -> dict[int, _Inferred]:
         # onnx_ir's ShapeInferencePass merges only dtype and shape back, which turns an inferred
         # sequence type into a tensor type; read the whole inferred type instead.
         clone = self._model.clone()
@@ -177,7 +206,9 @@ class TypeOracle:
             return {}
         pairs: list[tuple[ir.Value, ir.Value]] = []
         _pair_graph(self._model.graph, inferred.graph, pairs)
-        return {id(original): copy for original, copy in pairs}
+        return {
+            id(original): _Inferred(original, copy.type, copy.shape) for original, copy in pairs
+        }
 
 
 _TRACE_LIMIT = 256
@@ -248,8 +279,53 @@ _SAME_AS_INPUT = {
         "ReduceSum",
         "ReduceMean",
         "ReduceProd",
+        # The ops of exported networks between two ReverseSequence/SequenceMap nodes: without
+        # them a value after a MatMul could only be typed by whole-model shape inference.
+        "MatMul",
+        "Gemm",
+        "Einsum",
+        "Conv",
+        "ConvTranspose",
+        "BatchNormalization",
+        "InstanceNormalization",
+        "LayerNormalization",
+        "GroupNormalization",
+        "MeanVarianceNormalization",
+        "LpNormalization",
+        "LRN",
+        "MaxPool",
+        "AveragePool",
+        "LpPool",
+        "GlobalAveragePool",
+        "GlobalMaxPool",
+        "GlobalLpPool",
+        "Resize",
+        "Split",
+        "Compress",
+        "ScatterND",
+        "ScatterElements",
+        "PRelu",
+        "Celu",
+        "Gelu",
+        "HardSwish",
+        "Mish",
+        "Shrink",
+        "ThresholdedRelu",
+        "Hardmax",
+        "Sinh",
+        "Cosh",
+        "Asinh",
+        "Acosh",
+        "Atanh",
+        "Sum",
+        "Mean",
+        "ReduceL1",
+        "ReduceL2",
+        "ReduceLogSum",
+        "ReduceLogSumExp",
+        "ReduceSumSquare",
     ]
-} | {"Where": 1}
+} | {"Where": 1, "CastLike": 1}
 _BOOLEAN = frozenset(
     [
         "And",
