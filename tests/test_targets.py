@@ -296,3 +296,19 @@ def test_inspect_says_what_a_target_would_do(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["inspect", str(source), "--target", "tract"])
     assert result.exit_code == 0, result.output
     assert "blocked by 1:" in result.output and "trip count is not fixed" in result.output
+
+
+def test_each_target_gets_its_reverse_sequence_form(tmp_path: Path) -> None:
+    """Lengths known only at run time: the onnxruntime target gets the row Gather (faster
+    there), tract the portable GatherND, OpenVINO keeps its native kernel; each is proven."""
+    source, out = tmp_path / "m.onnx", tmp_path / "out.onnx"
+    onnx.save(REVERSE, source)
+    expected = {"onnxruntime": "Gather", "tract": "GatherND", "openvino": "ReverseSequence"}
+    for target, op in expected.items():
+        require(target)
+        result = CliRunner().invoke(cli, [str(source), "-o", str(out), "--target", target])
+        assert result.exit_code == 0, result.output
+        ops = {node.op_type for node in onnx.load(out).graph.node}
+        assert op in ops, (target, ops)
+        assert ("GatherND" in ops) == (target == "tract"), (target, ops)
+        assert ("ReverseSequence" in ops) == (target == "openvino"), (target, ops)

@@ -26,7 +26,10 @@ if TYPE_CHECKING:
         InlineUntypedSequenceMapFunctions,
     )
     from seqlower.passes.loop_to_scan import LoopToScan, LoopToScanOutermost, LoopToScanRows
-    from seqlower.passes.lower_reverse_sequence import LowerReverseSequence
+    from seqlower.passes.lower_reverse_sequence import (
+        LowerReverseSequence,
+        LowerReverseSequenceRows,
+    )
     from seqlower.passes.lower_sequence_map import LowerSequenceMap
     from seqlower.passes.require_no_loop import RequireNoLoop
     from seqlower.passes.require_sequence_free import RequireSequenceFree
@@ -52,6 +55,7 @@ __all__ = [
     "LoopToScanOutermost",
     "LoopToScanRows",
     "LowerReverseSequence",
+    "LowerReverseSequenceRows",
     "LowerSequenceMap",
     "NodeLoweringPass",
     "RequireNoLoop",
@@ -68,6 +72,7 @@ _MODULES = {
     "NodeLoweringPass": "_base",
     "FoldSequenceOps": "fold_sequence_ops",
     "LowerReverseSequence": "lower_reverse_sequence",
+    "LowerReverseSequenceRows": "lower_reverse_sequence",
     "LowerSequenceMap": "lower_sequence_map",
     "RequireSequenceFree": "require_sequence_free",
     "ScanSequenceMap": "scan_sequence_map",
@@ -124,6 +129,7 @@ PASSES: MutableMapping[str, type[ir.passes.InPlacePass]] = _Registry(
     {
         "lower-sequence-map": "LowerSequenceMap",
         "lower-reverse-sequence": "LowerReverseSequence",
+        "lower-reverse-sequence-rows": "LowerReverseSequenceRows",
         "fold-sequence-ops": "FoldSequenceOps",
         "unroll-sequence-map": "UnrollSequenceMap",
         "scan-sequence-map": "ScanSequenceMap",

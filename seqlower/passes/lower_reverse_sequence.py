@@ -379,3 +379,11 @@ def _static_dim(value: ir.Value, axis: int) -> int | None:
         return None
     dim = shape[axis]
     return dim if isinstance(dim, int) else None
+
+
+class LowerReverseSequenceRows(LowerReverseSequence):
+    """:class:`LowerReverseSequence` with ``form="gather"``: the onnxruntime target's form (the
+    faster one there), registered by name so a target's pipeline can list it."""
+
+    def __init__(self) -> None:
+        super().__init__(form="gather")
