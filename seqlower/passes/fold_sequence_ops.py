@@ -40,6 +40,7 @@ from seqlower.passes._base import NameGenerator, _Walk
 from seqlower.passes._emit import Emitter
 from seqlower.passes._fold import REGION_KEY, fold_region, mark_region
 from seqlower.passes._sequences import block, constant_array, constant_int, is_onnx
+from seqlower.passes._shared import known_elements, unit_split
 from seqlower.passes._types import TypeOracle
 from seqlower.passes.inline_functions import inline_untyped_sequence_map_functions
 
@@ -353,35 +354,6 @@ def _holds_failing_node(node: ir.Node) -> bool:
         for subgraph in subgraphs_of(node)
         for inner in subgraph
     )
-
-
-def unit_split(sequence: ir.Value | None) -> tuple[ir.Value, int, bool] | None:
-    """``(x, axis, keepdims)`` when ``sequence`` is ``SplitToSequence(x)`` without sizes: one
-    piece per index of ``axis``, however many there are at run time."""
-    producer = None if sequence is None else sequence.producer()
-    if not is_onnx(producer, "SplitToSequence") or producer is None:
-        return None
-    if len(producer.inputs) > 1 and producer.inputs[1] is not None:
-        return None
-    x = producer.inputs[0]
-    if x is None:
-        return None
-    axis = producer.attributes["axis"].as_int() if "axis" in producer.attributes else 0
-    keep = producer.attributes["keepdims"].as_int() if "keepdims" in producer.attributes else 1
-    return x, axis, bool(keep)
-
-
-def known_elements(sequence: ir.Value | None) -> list[ir.Value] | None:
-    """The elements of a sequence fixed when lowering: a ``SequenceConstruct``'s inputs, or none
-    for ``SequenceEmpty``; None when only a run can tell."""
-    producer = None if sequence is None else sequence.producer()
-    if is_onnx(producer, "SequenceEmpty"):
-        return []
-    if is_onnx(producer, "SequenceConstruct") and producer is not None:
-        if any(value is None for value in producer.inputs):
-            return None
-        return list(producer.inputs)  # type: ignore[arg-type]
-    return None
 
 
 _FOLDS = {

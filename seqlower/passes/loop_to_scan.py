@@ -58,8 +58,8 @@ from seqlower._graphs import subgraphs_of
 from seqlower.passes._base import NameGenerator, NodeLoweringPass, Site
 from seqlower.passes._emit import Emitter
 from seqlower.passes._sequences import constant_array, constant_int, is_onnx
+from seqlower.passes._shared import outer_reads
 from seqlower.passes._types import TypeOracle, element_dtype
-from seqlower.passes.scan_sequence_map import _outer_reads
 
 __all__ = [
     "LOOP_BLOCKED_KEY",
@@ -191,7 +191,7 @@ class LoopToScan(NodeLoweringPass):
                 )
                 return None
         counters = [k for k in range(carried) if analysis.is_counter(k)]
-        reads = _outer_reads(body, list(body.inputs))
+        reads = outer_reads(body, list(body.inputs))
         reads += [node.inputs[2 + k] for k in counters]  # type: ignore[misc]
         known = {
             id(v): (types.type_of(v), types.shape_of(v) or self._inferred_shape(v)) for v in reads
@@ -295,7 +295,7 @@ class LoopToScan(NodeLoweringPass):
         initials = {id(v) for v in node.inputs[2:] if v is not None}
         scanned: list[ir.Value] = []
         elements: list[ir.Value] = []
-        for value in _outer_reads(body, [iteration, *states]):
+        for value in outer_reads(body, [iteration, *states]):
             target = invariant.get(id(value))
             reads = None
             if self.rows_as_scan_inputs and target is None:

@@ -34,6 +34,7 @@ import onnx_ir as ir
 from seqlower.errors import InvalidNodeError
 from seqlower.passes._base import NameGenerator, NodeLoweringPass, Site
 from seqlower.passes._emit import Emitter
+from seqlower.passes._shared import body_of, is_sequence, scan_outputs
 from seqlower.passes._types import TypeOracle, element_dtype
 from seqlower.passes.inline_functions import inline_untyped_sequence_map_functions
 
@@ -74,7 +75,7 @@ class LowerSequenceMap(NodeLoweringPass):
 
     def plan(self, site: Site, types: TypeOracle) -> _Plan:
         node = site.node
-        body = _body_of(node)
+        body = body_of(node)
         if len(body.inputs) != len(node.inputs):
             raise InvalidNodeError(
                 node,
@@ -92,13 +93,13 @@ class LowerSequenceMap(NodeLoweringPass):
         if any(value is None for value in node.inputs):
             raise InvalidNodeError(node, "an input is empty; SequenceMap inputs cannot be omitted")
 
-        is_sequence = [_is_sequence(node, k, types) for k in range(len(node.inputs))]
+        sequence_inputs = [is_sequence(node, k, types) for k in range(len(node.inputs))]
         dtypes = [_output_dtype(node, body, j, types) for j in range(len(node.outputs))]
         shapes = [types.static_shape(result) for result in body.outputs]
         static = None
         if self.stack_static and all(shape is not None for shape in shapes):
             static = [shape for shape in shapes if shape is not None]
-        return _Plan(node, body, site.opset, is_sequence, dtypes, static)
+        return _Plan(node, body, site.opset, sequence_inputs, dtypes, static)
 
     def rewrite(self, plan: _Plan, names: NameGenerator) -> None:
         node, body = plan.node, plan.body
@@ -155,7 +156,7 @@ class LowerSequenceMap(NodeLoweringPass):
             # Each iteration's results are stacked as scan outputs (no sequence is copied per
             # iteration), then split back into the sequences SequenceMap returns.
             body.inputs.extend([iteration, cond_in])
-            scanned = _scan_outputs(tail, body, results)
+            scanned = scan_outputs(tail, body, results)
             stacked = [
                 ir.Value(
                     name=names.fresh(f"{base}_stacked_{j}"),
@@ -221,55 +222,6 @@ class LowerSequenceMap(NodeLoweringPass):
         for old, new in zip(node.outputs, loop_outputs, strict=True):
             old.replace_all_uses_with(new, replace_graph_outputs=True)
         graph.remove(node, safe=True)
-
-
-def _scan_outputs(tail: Emitter, body: ir.Graph, results: list[ir.Value]) -> list[ir.Value]:
-    """The results as Loop scan outputs: each produced in the body, each listed once.
-
-    onnxruntime refuses an outer-scope value returned directly from a subgraph, and a graph
-    cannot list one value twice, so those pass through an Identity.
-    """
-    scanned: list[ir.Value] = []
-    for j, result in enumerate(results):
-        producer = result.producer()
-        if producer is None or producer.graph is not body or result in scanned:
-            result = tail.op("Identity", [result], hint=f"scan_{j}")
-        scanned.append(result)
-    return scanned
-
-
-def _body_of(node: ir.Node) -> ir.Graph:
-    attr = node.attributes.get("body")
-    if attr is None:
-        raise InvalidNodeError(node, "it has no 'body' attribute")
-    if attr.is_ref():
-        raise InvalidNodeError(node, "its 'body' refers to a function attribute; inline it first")
-    if attr.type != ir.AttributeType.GRAPH:
-        raise InvalidNodeError(node, f"its 'body' attribute is a {attr.type.name}, not a GRAPH")
-    return attr.as_graph()
-
-
-def _is_sequence(node: ir.Node, k: int, types: TypeOracle) -> bool:
-    value = node.inputs[k]
-    assert value is not None
-    # The first input must be a sequence: only a declared type can say otherwise, so nothing
-    # is traced or inferred for it.
-    type_ = value.type if k == 0 else types.type_of(value)
-    if isinstance(type_, ir.SequenceType):
-        return True
-    if k == 0:
-        if type_ is not None:
-            raise InvalidNodeError(
-                node, f"its first input '{value.name}' must be a sequence but is {type_}"
-            )
-        return True  # The spec requires a sequence here; nothing says otherwise.
-    if isinstance(type_, ir.TensorType):
-        return False
-    raise InvalidNodeError(
-        node,
-        f"cannot tell whether input {k} '{value.name}' is a sequence or a tensor: "
-        "it has no type and shape inference found none; annotate its type (value_info)",
-    )
 
 
 def _output_dtype(node: ir.Node, body: ir.Graph, j: int, types: TypeOracle) -> ir.DataType:

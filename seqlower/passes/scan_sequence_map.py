@@ -27,18 +27,24 @@ the Scan returns an empty tensor there.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
 import onnx_ir as ir
 
-from seqlower._graphs import subgraphs_of
 from seqlower.errors import describe_node
 from seqlower.passes._base import NameGenerator, NodeLoweringPass, Site
 from seqlower.passes._emit import Emitter
 from seqlower.passes._sequences import block, is_onnx
+from seqlower.passes._shared import (
+    all_nodes,
+    body_of,
+    concat_problem,
+    concat_stacked,
+    is_sequence,
+    outer_reads,
+    scan_outputs,
+    unit_split,
+)
 from seqlower.passes._types import TypeOracle, element_dtype
-from seqlower.passes.fold_sequence_ops import unit_split
-from seqlower.passes.lower_sequence_map import _body_of, _is_sequence, _scan_outputs
 
 __all__ = ["ScanSequenceMap", "concat_problem", "concat_stacked"]
 
@@ -70,7 +76,7 @@ class ScanSequenceMap(NodeLoweringPass):
 
     def plan(self, site: Site, types: TypeOracle) -> _Plan | None:
         node = site.node
-        body = _body_of(node)
+        body = body_of(node)
         if len(body.inputs) != len(node.inputs) or len(body.outputs) != len(node.outputs):
             return None
         if any(value is None for value in node.inputs) or not node.outputs:
@@ -79,7 +85,7 @@ class ScanSequenceMap(NodeLoweringPass):
         dims: set[str] = set()
         for k, value in enumerate(node.inputs):
             assert value is not None
-            if not _is_sequence(node, k, types):
+            if not is_sequence(node, k, types):
                 reads.append(None)
                 continue
             split = unit_split(value)
@@ -165,7 +171,7 @@ class ScanSequenceMap(NodeLoweringPass):
         for param, replacement in replacements.items():
             param.replace_all_uses_with(replacement)
         results = [replacements.get(result, result) for result in results]
-        scanned = _scan_outputs(tail, body, results)
+        scanned = scan_outputs(tail, body, results)
         if reads.nodes:
             if len(body) > 0:
                 body.insert_before(body[0], reads.nodes)
@@ -174,10 +180,10 @@ class ScanSequenceMap(NodeLoweringPass):
         body.extend(tail.nodes)
         # Every outer-scope read becomes a state carried through unchanged: OpenVINO's Scan
         # takes no outer-scope reads ("Number of Scan node inputs is less than required").
-        outer = _outer_reads(body, body_inputs)
+        outer = outer_reads(body, body_inputs)
         passes = Emitter(names, base, plan.opset)
         states, state_outs = [], []
-        inside = {id(n) for n in _all_nodes(body)}
+        inside = {id(n) for n in all_nodes(body)}
         for value in outer:
             state = ir.Value(
                 name=names.fresh(f"{base}_{value.name}"), type=value.type, shape=value.shape
@@ -228,102 +234,3 @@ class ScanSequenceMap(NodeLoweringPass):
     ) -> None:
         assert concat.graph is not None
         concat_stacked(concat, stacked, rank, opset, names, self.constant_pool(concat.graph))
-
-
-def concat_stacked(
-    concat: ir.Node,
-    stacked: ir.Value,
-    rank: int,
-    opset: int,
-    names: NameGenerator,
-    pool: dict[tuple[Any, ...], ir.Value] | None = None,
-) -> None:
-    """Replace a ConcatFromSequence of results of rank ``rank`` by ops on ``stacked``, the same
-    results stacked along a new axis 0 (its axis already checked by ``concat_problem``)."""
-    graph = concat.graph
-    assert graph is not None
-    emit = Emitter(names, concat.name or "ConcatFromSequence", opset, pool)
-    axis = concat.attributes["axis"].as_int()
-    new_axis = "new_axis" in concat.attributes and concat.attributes["new_axis"].as_int() == 1
-    out_rank = rank + 1 if new_axis else rank
-    axis = axis + out_rank if axis < 0 else axis
-    old = concat.outputs[0]
-    moved = stacked
-    if axis != 0:
-        perm = [*range(1, axis + 1), 0, *range(axis + 1, rank + 1)]
-        moved = emit.op("Transpose", [stacked], {"perm": perm}, hint="moved")
-    if new_axis:
-        # Each use gets a value of its own to carry the ConcatFromSequence output's name.
-        result = moved if moved is not stacked else emit.op("Identity", [stacked], hint="y")
-    else:
-        pieces = []
-        if axis > 0:
-            pieces.append(emit.dims(moved, 0, axis, hint="before"))
-        merged = emit.op(
-            "Mul",
-            [
-                emit.dims(moved, axis, axis + 1, hint="count"),
-                emit.dims(moved, axis + 1, axis + 2, hint="size"),
-            ],
-            hint="merged",
-        )
-        pieces.append(merged)
-        if axis + 2 <= rank:
-            pieces.append(emit.dims(moved, axis + 2, hint="after"))
-        target = (
-            pieces[0] if len(pieces) == 1 else emit.op("Concat", pieces, {"axis": 0}, hint="target")
-        )
-        result = emit.reshape(moved, target, hint="concat")
-    graph.insert_before(concat, emit.nodes)
-    name = old.name
-    result.type = old.type or stacked.type
-    result.shape = old.shape
-    old.replace_all_uses_with(result, replace_graph_outputs=True)
-    graph.remove(concat, safe=True)
-    result.name = name
-
-
-def _all_nodes(graph: ir.Graph) -> list[ir.Node]:
-    nodes = []
-    for node in graph:
-        nodes.append(node)
-        for subgraph in subgraphs_of(node):
-            nodes += _all_nodes(subgraph)
-    return nodes
-
-
-def _outer_reads(body: ir.Graph, inputs: list[ir.Value]) -> list[ir.Value]:
-    """The values ``body`` (or a graph in it) reads from outside it, in first-read order;
-    ``inputs``: the body's inputs-to-be."""
-    defined: set[int] = {id(v) for v in inputs}
-
-    def define(graph: ir.Graph) -> None:
-        defined.update(id(v) for v in graph.inputs)
-        defined.update(id(v) for v in graph.initializers.values())
-        for node in graph:
-            defined.update(id(v) for v in node.outputs)
-            for subgraph in subgraphs_of(node):
-                define(subgraph)
-
-    define(body)
-    reads: dict[int, ir.Value] = {}
-    for node in _all_nodes(body):
-        for value in node.inputs:
-            if value is not None and id(value) not in defined:
-                reads.setdefault(id(value), value)
-    for value in body.outputs:
-        if id(value) not in defined:
-            reads.setdefault(id(value), value)
-    return list(reads.values())
-
-
-def concat_problem(concat: ir.Node, rank: int) -> str | None:
-    """Why a ConcatFromSequence of results of rank ``rank`` cannot be rewritten, if it cannot."""
-    if "axis" not in concat.attributes:
-        return "has no axis"
-    axis = concat.attributes["axis"].as_int()
-    new_axis = "new_axis" in concat.attributes and concat.attributes["new_axis"].as_int() == 1
-    out_rank = rank + 1 if new_axis else rank
-    if not -out_rank <= axis < out_rank:
-        return f"has axis {axis}, out of range for results of rank {rank}"
-    return None

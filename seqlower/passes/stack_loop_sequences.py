@@ -36,9 +36,8 @@ from seqlower.errors import describe_node
 from seqlower.passes._base import NameGenerator, NodeLoweringPass, Site
 from seqlower.passes._emit import Emitter
 from seqlower.passes._sequences import block, is_onnx
+from seqlower.passes._shared import concat_problem, concat_stacked, scan_outputs
 from seqlower.passes._types import TypeOracle
-from seqlower.passes.lower_sequence_map import _scan_outputs
-from seqlower.passes.scan_sequence_map import concat_problem, concat_stacked
 
 __all__ = ["StackLoopSequences"]
 
@@ -209,7 +208,7 @@ class StackLoopSequences(NodeLoweringPass):
         body.inputs.clear()
         body.outputs.clear()
         body.inputs.extend(body_inputs)
-        scanned = _scan_outputs(tail, body, [*scans, *appended])  # type: ignore[list-item]
+        scanned = scan_outputs(tail, body, [*scans, *appended])  # type: ignore[list-item]
         for carry in plan.carries:
             body.remove(carry.insert, safe=True)
         body.extend(tail.nodes)

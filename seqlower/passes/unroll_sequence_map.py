@@ -32,9 +32,8 @@ from seqlower._graphs import subgraphs_of
 from seqlower.passes._base import NameGenerator, NodeLoweringPass, Site
 from seqlower.passes._fold import detach, fold_region, mark_region
 from seqlower.passes._sequences import block, origin
+from seqlower.passes._shared import body_of, is_sequence, known_elements
 from seqlower.passes._types import TypeOracle, element_dtype
-from seqlower.passes.fold_sequence_ops import known_elements
-from seqlower.passes.lower_sequence_map import _body_of, _is_sequence
 
 __all__ = ["UnrollSequenceMap"]
 
@@ -65,7 +64,7 @@ class UnrollSequenceMap(NodeLoweringPass):
 
     def plan(self, site: Site, types: TypeOracle) -> _Plan | None:
         node = site.node
-        body = _body_of(node)
+        body = body_of(node)
         if len(body.inputs) != len(node.inputs) or len(body.outputs) != len(node.outputs):
             return None  # malformed: LowerSequenceMap's checks say how, if it runs
         if any(value is None for value in node.inputs) or not node.outputs:
@@ -74,7 +73,7 @@ class UnrollSequenceMap(NodeLoweringPass):
         for k in range(len(node.inputs)):
             value = node.inputs[k]
             assert value is not None
-            if not _is_sequence(node, k, types):
+            if not is_sequence(node, k, types):
                 elements.append(None)
                 continue
             known = known_elements(value)

@@ -1,0 +1,207 @@
+"""What the passes share: a control-flow node's body, its scan outputs and outer reads, what a
+sequence holds when lowering, and the ``ConcatFromSequence`` rewrite onto stacked results.
+
+Passes import these from here, never from one another.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import onnx_ir as ir
+
+from seqlower._graphs import subgraphs_of
+from seqlower.errors import InvalidNodeError
+from seqlower.passes._base import NameGenerator
+from seqlower.passes._emit import Emitter
+from seqlower.passes._sequences import is_onnx
+from seqlower.passes._types import TypeOracle
+
+__all__ = [
+    "all_nodes",
+    "body_of",
+    "concat_problem",
+    "concat_stacked",
+    "is_sequence",
+    "known_elements",
+    "outer_reads",
+    "scan_outputs",
+    "unit_split",
+]
+
+
+def unit_split(sequence: ir.Value | None) -> tuple[ir.Value, int, bool] | None:
+    """``(x, axis, keepdims)`` when ``sequence`` is ``SplitToSequence(x)`` without sizes: one
+    piece per index of ``axis``, however many there are at run time."""
+    producer = None if sequence is None else sequence.producer()
+    if not is_onnx(producer, "SplitToSequence") or producer is None:
+        return None
+    if len(producer.inputs) > 1 and producer.inputs[1] is not None:
+        return None
+    x = producer.inputs[0]
+    if x is None:
+        return None
+    axis = producer.attributes["axis"].as_int() if "axis" in producer.attributes else 0
+    keep = producer.attributes["keepdims"].as_int() if "keepdims" in producer.attributes else 1
+    return x, axis, bool(keep)
+
+
+def known_elements(sequence: ir.Value | None) -> list[ir.Value] | None:
+    """The elements of a sequence fixed when lowering: a ``SequenceConstruct``'s inputs, or none
+    for ``SequenceEmpty``; None when only a run can tell."""
+    producer = None if sequence is None else sequence.producer()
+    if is_onnx(producer, "SequenceEmpty"):
+        return []
+    if is_onnx(producer, "SequenceConstruct") and producer is not None:
+        if any(value is None for value in producer.inputs):
+            return None
+        return list(producer.inputs)  # type: ignore[arg-type]
+    return None
+
+
+def concat_stacked(
+    concat: ir.Node,
+    stacked: ir.Value,
+    rank: int,
+    opset: int,
+    names: NameGenerator,
+    pool: dict[tuple[Any, ...], ir.Value] | None = None,
+) -> None:
+    """Replace a ConcatFromSequence of results of rank ``rank`` by ops on ``stacked``, the same
+    results stacked along a new axis 0 (its axis already checked by ``concat_problem``)."""
+    graph = concat.graph
+    assert graph is not None
+    emit = Emitter(names, concat.name or "ConcatFromSequence", opset, pool)
+    axis = concat.attributes["axis"].as_int()
+    new_axis = "new_axis" in concat.attributes and concat.attributes["new_axis"].as_int() == 1
+    out_rank = rank + 1 if new_axis else rank
+    axis = axis + out_rank if axis < 0 else axis
+    old = concat.outputs[0]
+    moved = stacked
+    if axis != 0:
+        perm = [*range(1, axis + 1), 0, *range(axis + 1, rank + 1)]
+        moved = emit.op("Transpose", [stacked], {"perm": perm}, hint="moved")
+    if new_axis:
+        # Each use gets a value of its own to carry the ConcatFromSequence output's name.
+        result = moved if moved is not stacked else emit.op("Identity", [stacked], hint="y")
+    else:
+        pieces = []
+        if axis > 0:
+            pieces.append(emit.dims(moved, 0, axis, hint="before"))
+        merged = emit.op(
+            "Mul",
+            [
+                emit.dims(moved, axis, axis + 1, hint="count"),
+                emit.dims(moved, axis + 1, axis + 2, hint="size"),
+            ],
+            hint="merged",
+        )
+        pieces.append(merged)
+        if axis + 2 <= rank:
+            pieces.append(emit.dims(moved, axis + 2, hint="after"))
+        target = (
+            pieces[0] if len(pieces) == 1 else emit.op("Concat", pieces, {"axis": 0}, hint="target")
+        )
+        result = emit.reshape(moved, target, hint="concat")
+    graph.insert_before(concat, emit.nodes)
+    name = old.name
+    result.type = old.type or stacked.type
+    result.shape = old.shape
+    old.replace_all_uses_with(result, replace_graph_outputs=True)
+    graph.remove(concat, safe=True)
+    result.name = name
+
+
+def all_nodes(graph: ir.Graph) -> list[ir.Node]:
+    nodes = []
+    for node in graph:
+        nodes.append(node)
+        for subgraph in subgraphs_of(node):
+            nodes += all_nodes(subgraph)
+    return nodes
+
+
+def outer_reads(body: ir.Graph, inputs: list[ir.Value]) -> list[ir.Value]:
+    """The values ``body`` (or a graph in it) reads from outside it, in first-read order;
+    ``inputs``: the body's inputs-to-be."""
+    defined: set[int] = {id(v) for v in inputs}
+
+    def define(graph: ir.Graph) -> None:
+        defined.update(id(v) for v in graph.inputs)
+        defined.update(id(v) for v in graph.initializers.values())
+        for node in graph:
+            defined.update(id(v) for v in node.outputs)
+            for subgraph in subgraphs_of(node):
+                define(subgraph)
+
+    define(body)
+    reads: dict[int, ir.Value] = {}
+    for node in all_nodes(body):
+        for value in node.inputs:
+            if value is not None and id(value) not in defined:
+                reads.setdefault(id(value), value)
+    for value in body.outputs:
+        if id(value) not in defined:
+            reads.setdefault(id(value), value)
+    return list(reads.values())
+
+
+def concat_problem(concat: ir.Node, rank: int) -> str | None:
+    """Why a ConcatFromSequence of results of rank ``rank`` cannot be rewritten, if it cannot."""
+    if "axis" not in concat.attributes:
+        return "has no axis"
+    axis = concat.attributes["axis"].as_int()
+    new_axis = "new_axis" in concat.attributes and concat.attributes["new_axis"].as_int() == 1
+    out_rank = rank + 1 if new_axis else rank
+    if not -out_rank <= axis < out_rank:
+        return f"has axis {axis}, out of range for results of rank {rank}"
+    return None
+
+
+def scan_outputs(tail: Emitter, body: ir.Graph, results: list[ir.Value]) -> list[ir.Value]:
+    """The results as Loop scan outputs: each produced in the body, each listed once.
+
+    onnxruntime refuses an outer-scope value returned directly from a subgraph, and a graph
+    cannot list one value twice, so those pass through an Identity.
+    """
+    scanned: list[ir.Value] = []
+    for j, result in enumerate(results):
+        producer = result.producer()
+        if producer is None or producer.graph is not body or result in scanned:
+            result = tail.op("Identity", [result], hint=f"scan_{j}")
+        scanned.append(result)
+    return scanned
+
+
+def body_of(node: ir.Node) -> ir.Graph:
+    attr = node.attributes.get("body")
+    if attr is None:
+        raise InvalidNodeError(node, "it has no 'body' attribute")
+    if attr.is_ref():
+        raise InvalidNodeError(node, "its 'body' refers to a function attribute; inline it first")
+    if attr.type != ir.AttributeType.GRAPH:
+        raise InvalidNodeError(node, f"its 'body' attribute is a {attr.type.name}, not a GRAPH")
+    return attr.as_graph()
+
+
+def is_sequence(node: ir.Node, k: int, types: TypeOracle) -> bool:
+    value = node.inputs[k]
+    assert value is not None
+    # The first input must be a sequence: only a declared type can say otherwise, so nothing
+    # is traced or inferred for it.
+    type_ = value.type if k == 0 else types.type_of(value)
+    if isinstance(type_, ir.SequenceType):
+        return True
+    if k == 0:
+        if type_ is not None:
+            raise InvalidNodeError(
+                node, f"its first input '{value.name}' must be a sequence but is {type_}"
+            )
+        return True  # The spec requires a sequence here; nothing says otherwise.
+    if isinstance(type_, ir.TensorType):
+        return False
+    raise InvalidNodeError(
+        node,
+        f"cannot tell whether input {k} '{value.name}' is a sequence or a tensor: "
+        "it has no type and shape inference found none; annotate its type (value_info)",
+    )
