@@ -113,6 +113,7 @@ def concat_stacked(
 
 
 def all_nodes(graph: ir.Graph) -> list[ir.Node]:
+    """Every node of ``graph`` and of the graphs in it, each node before its subgraphs'."""
     nodes = []
     for node in graph:
         nodes.append(node)

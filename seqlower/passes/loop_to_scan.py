@@ -58,7 +58,7 @@ from seqlower._graphs import subgraphs_of
 from seqlower.passes._base import NameGenerator, NodeLoweringPass, Site
 from seqlower.passes._emit import Emitter
 from seqlower.passes._sequences import constant_array, constant_int, is_onnx
-from seqlower.passes._shared import outer_reads
+from seqlower.passes._shared import all_nodes, outer_reads
 from seqlower.passes._types import TypeOracle, element_dtype
 
 __all__ = [
@@ -282,7 +282,7 @@ class LoopToScan(NodeLoweringPass):
             if _through_identity(results[1 + k], body) is body.inputs[2 + k]
             and node.inputs[2 + k] is not None
         }
-        inside = {id(n) for n in _nodes_under(body)}
+        inside = {id(n) for n in all_nodes(body)}
         passes = Emitter(names, base, plan.opset)
         extra_states: list[ir.Value] = []
         extra_outs: list[ir.Value] = []
@@ -792,15 +792,6 @@ def _int64(emit: Emitter, value: ir.Value, hint: str) -> ir.Value:
     if value.dtype == ir.DataType.INT64:
         return flat
     return emit.op("Cast", [flat], {"to": ir.DataType.INT64.value}, hint=f"{hint}_int64")
-
-
-def _nodes_under(graph: ir.Graph) -> list[ir.Node]:
-    nodes = []
-    for node in graph:
-        nodes.append(node)
-        for subgraph in subgraphs_of(node):
-            nodes += _nodes_under(subgraph)
-    return nodes
 
 
 def _remove_dead(body: ir.Graph, keep: list[ir.Value] | None = None) -> None:
