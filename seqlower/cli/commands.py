@@ -87,8 +87,9 @@ Examples:
   seqlower model.onnx -o lowered.onnx --dim batch=4 --seq-len 5 --report check.json
   seqlower model.onnx -o lowered.onnx --skip lower-reverse-sequence
   seqlower model.onnx -o lowered.onnx --ir-version 10 --opset 18
-  seqlower model.onnx -o lowered.onnx --sequence-free   # OpenVINO, tract, ...
-  seqlower model.onnx -o lowered.onnx --sequence-free --target tract --target openvino
+  seqlower model.onnx -o lowered.onnx --target tract   # lowered for tract, proven on it
+  seqlower model.onnx -o lowered.onnx --target openvino --inputs data.npz --expected data.npz
+  seqlower model.onnx -o lowered.onnx --sequence-free   # no sequence op left (TensorRT, ...)
   seqlower model.onnx -o lowered.onnx --expected test_data.npz   # the framework's outputs
   seqlower --list-passes
   seqlower --list-targets
@@ -251,8 +252,10 @@ def cli() -> None:
     against MODEL and written only if it matches.
 
     The default output may still hold sequence ops (SequenceAt, SequenceInsert, ...), which
-    onnxruntime runs; for runtimes without them (OpenVINO, tract, TensorRT, ...) add
-    --sequence-free. `seqlower inspect MODEL` says what each mode would do, running nothing.
+    onnxruntime runs. For another runtime, name it: `--target tract` or `--target openvino`
+    runs what that runtime needs (sequence-free, Loops as Scans, ...) and proves the result on
+    it (`seqlower --list-targets`); `--sequence-free` alone removes every sequence op.
+    `seqlower inspect MODEL` says what each mode and target would do, running nothing.
     """
 
 
