@@ -380,8 +380,8 @@ def _validate_given_inputs(model: onnx.ModelProto, options: LowerOptions) -> Non
     given = options.verify.get("inputs")
     if not isinstance(given, (str, os.PathLike)):
         return
-    from seqlower.constraints import analyze
-    from seqlower.inputs import load_inputs, validate_inputs
+    from seqlower.verification.constraints import analyze
+    from seqlower.verification.inputs import load_inputs, validate_inputs
 
     sets = load_inputs(given, model)
     for k, feeds in enumerate(sets, start=1):
@@ -504,7 +504,7 @@ def save_failing_inputs(
 ) -> Path | None:
     """Save the inputs of the first failing run beside OUT (``OUT.failing-inputs``), staged
     and renamed into place like every other write; None when there are none or no room."""
-    from seqlower.inputs import save_inputs
+    from seqlower.verification.inputs import save_inputs
 
     if report.failing_inputs is None:
         return None

@@ -12,7 +12,6 @@ from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 
 import seqlower
-from seqlower.verification import with_explicit_loop_conditions
 
 #: Element types onnxruntime's CPU kernels take for sequences and ReverseSequence.
 ORT_DTYPES = [
@@ -193,3 +192,40 @@ def lower_and_compare(
     assert_lowered_ok(model, lowered, full_check=full_check)
     assert_equivalent(model, lowered, feeds)
     return lowered
+
+
+def with_explicit_loop_conditions(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy where each Loop with an omitted condition gets a constant true one.
+
+    The two mean the same in ONNX, but onnx's own ReferenceEvaluator runs a Loop whose
+    condition is omitted zero times (op_loop.py: ``while cond and ...`` with cond None). seqlower's
+    ``Reference`` oracle's corrected Loop needs no such copy; the tests use it for onnx's.
+    """
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    counter = 0
+
+    def patch(nodes: Any) -> None:
+        nonlocal counter
+        for node in list(nodes):
+            for attr in node.attribute:
+                if attr.HasField("g"):
+                    patch(attr.g.node)
+                for graph in attr.graphs:
+                    patch(graph.node)
+            if node.op_type == "Loop" and len(node.input) > 1 and not node.input[1]:
+                counter += 1
+                name = f"__seqlower_verify_true_{counter}"
+                true = onnx.helper.make_node(
+                    "Constant",
+                    [],
+                    [name],
+                    value=onnx.helper.make_tensor(name, onnx.TensorProto.BOOL, [], [True]),
+                )
+                nodes.insert(list(nodes).index(node), true)
+                node.input[1] = name
+
+    patch(copy.graph.node)
+    for function in copy.functions:
+        patch(function.node)
+    return copy

@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 
 import seqlower
 from seqlower.cli.commands import cli
-from seqlower.constraints import analyze
-from seqlower.inputs import InputError, validate_inputs
 from seqlower.verification import CheckOptions, Tolerances, verify
+from seqlower.verification.constraints import analyze
+from seqlower.verification.inputs import InputError, validate_inputs
 from seqlower.verification.oracles import OnnxRuntime, Reference
 
 HEAD = '<ir_version: 8, opset_import: ["" : 17, "local" : 1]>'

@@ -7,7 +7,7 @@ failed check. With ``targets`` the candidate also runs on each target runtime an
 with the same reference outputs; with ``expected`` its outputs are compared with the framework's
 own. Inputs are the
 user's (validated against the model) or drawn from the model's declared types and the
-constraints its graph puts on them (:mod:`seqlower.inputs`, :mod:`seqlower.constraints`). When
+constraints its graph puts on them (:mod:`.inputs`, :mod:`.constraints`). When
 nothing can run the reference, the report says it cannot verify, and why: it is never ``ok``.
 """
 
@@ -25,9 +25,11 @@ import onnx
 import onnx_ir as ir
 
 from seqlower._version import __version__, dependency_versions
-from seqlower.constraints import Analysis, analyze
 from seqlower.errors import CheckLimitError, first_line
-from seqlower.inputs import (
+from seqlower.io import load_model, self_contained_proto
+from seqlower.verification.compare import Tolerances, compare_values
+from seqlower.verification.constraints import Analysis, analyze
+from seqlower.verification.inputs import (
     InputError,
     estimate_input_bytes,
     generate_inputs,
@@ -36,8 +38,6 @@ from seqlower.inputs import (
     load_outputs,
     validate_inputs,
 )
-from seqlower.io import load_model, self_contained_proto
-from seqlower.verification.compare import Tolerances, compare_values
 from seqlower.verification.oracles import (
     ORACLES,
     CandidateRefused,
@@ -134,7 +134,7 @@ def verify(
     anything is allocated, and the runs stop after the timeout; both raise
     :class:`CheckLimitError`, as does running out of memory. Ctrl-C stops a run within a
     fraction of a second. Inputs given by the user that do not fit the model raise
-    :class:`seqlower.inputs.InputError`.
+    :class:`seqlower.verification.inputs.InputError`.
     """
     if options is None:
         options = CheckOptions.from_kwargs(**kwargs)

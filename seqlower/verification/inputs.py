@@ -20,8 +20,8 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from seqlower.constraints import Analysis, Constraint, SeqLen, Slot, analyze
 from seqlower.errors import SeqlowerError, first_line
+from seqlower.verification.constraints import Analysis, Constraint, SeqLen, Slot, analyze
 
 __all__ = [
     "InputError",
@@ -95,9 +95,9 @@ def generate_inputs(
 
     ``dims`` sizes symbolic dimensions by name, ``input_shapes`` fixes whole shapes per input,
     ``seq_len`` sets the length of every sequence input (0 makes them empty). Shapes are drawn
-    first, dimensions of one name (or tied by the graph, :mod:`seqlower.constraints`) alike;
+    first, dimensions of one name (or tied by the graph, :mod:`.constraints`) alike;
     then values, integers that index something inside the range of what they index.
-    ``analysis`` is :func:`seqlower.constraints.analyze`'s result, when the caller has it.
+    ``analysis`` is :func:`.constraints.analyze`'s result, when the caller has it.
     """
     dims = dict(dims or {})
     input_shapes = dict(input_shapes or {})
@@ -637,7 +637,7 @@ def validate_inputs(
     """Raise InputError, naming the input and the problem, when user inputs cannot be the
     model's: a missing or unknown name, a tensor for a sequence (or the reverse), a dtype, rank
     or static dimension other than declared, or an index-like value out of range for the node
-    that reads it unchanged (:mod:`seqlower.constraints`)."""
+    that reads it unchanged (:mod:`seqlower.verification.constraints`)."""
     specs = input_specs(model)
     by_name = {spec.name: spec for spec in specs}
     prefix = f"--inputs {where}"

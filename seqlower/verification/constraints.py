@@ -9,7 +9,7 @@ value-preserving ops (Cast, Identity, Reshape, Squeeze, Unsqueeze, Expand, Conca
 vector, Min, Max, Abs, ...) to the graph input its values come from, and the tensor it indexes
 back to the graph input (and axis) its dimension comes from. It also records which dimensions
 must agree (a length count and a batch size, the two sides of a broadcast), so that
-:mod:`seqlower.inputs` can draw shapes first and then values inside their ranges.
+:mod:`seqlower.verification.inputs` can draw shapes first and then values inside their ranges.
 
 It reads ``onnx`` protos only and knows nothing of seqlower's passes.
 """
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import onnx
@@ -622,9 +622,3 @@ def _static_dims(model: onnx.ModelProto) -> dict[Slot, int]:
                 if d.HasField("dim_value"):
                     found[Slot(value.name, axis)] = d.dim_value
     return found
-
-
-def describe_failure(analysis: Analysis, node_label: str | None, inputs: Sequence[str]) -> str:
-    """Which graph inputs reach the node that rejected a draw (for the message)."""
-    reached = sorted(analysis.reaches.get(node_label or "", set()) & set(inputs))
-    return ", ".join(f"'{n}'" for n in reached)
