@@ -8,6 +8,7 @@ everything a front end may want to show. The command line only parses flags and 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import shutil
 import tempfile
@@ -34,6 +35,7 @@ from seqlower.errors import (
 from seqlower.io import check_model, load_model, save_model
 from seqlower.pipeline import PassRow, build_pipeline, op_counts, pass_rows, run_pipeline
 from seqlower.summary import ModelFacts
+from seqlower.verification.check import CheckOptions, check_names
 
 if TYPE_CHECKING:
     from seqlower.verification import VerifyReport
@@ -42,11 +44,13 @@ __all__ = [
     "LowerOptions",
     "LowerResult",
     "PassRow",  # defined in seqlower.pipeline; kept importable from here
-    "check_names",
+    "VerifyResult",
+    "check_names",  # defined in seqlower.verification.check; kept importable from here
     "check_paths",
     "lower_file",
     "restamp",
     "save_failing_inputs",
+    "verify_files",
 ]
 
 #: The note of a run with nothing to lower, which writes the model as read and checks nothing.
@@ -58,11 +62,16 @@ Progress = Callable[[str], contextlib.AbstractContextManager[None]]
 
 @dataclass
 class LowerOptions:
-    """How :func:`lower_file` runs. ``verify`` holds :func:`seqlower.verify`'s keyword options."""
+    """How :func:`lower_file` runs; ``check_options`` is how the check runs (when ``check``).
+
+    ``verify`` (:func:`seqlower.verify`'s keyword options), ``targets`` and
+    ``force_input_shape`` are older spellings of parts of ``check_options``, merged into it.
+    """
 
     passes: Sequence[str] | None = None
     cleanup: bool = True
     check: bool = True
+    check_options: CheckOptions = field(default_factory=CheckOptions)
     verify: Mapping[str, Any] = field(default_factory=dict)
     external_data: str | None = None
     keep_on_failure: bool = False
@@ -74,8 +83,20 @@ class LowerOptions:
     sequence_free: bool = False
     unroll_inputs: Mapping[str, int] = field(default_factory=dict)
     #: Runtimes (names in ``seqlower.verification.oracles.TARGETS``) the lowered model is also
-    #: run and compared on; the same as ``verify["targets"]``, which it extends.
+    #: run and compared on; added to ``check_options.targets``.
     targets: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        options = self.check_options
+        if self.verify:
+            if options != CheckOptions():
+                raise TypeError("give LowerOptions either check_options or verify, not both")
+            options = CheckOptions.from_kwargs(**self.verify)
+        self.check_options = dataclasses.replace(
+            options,
+            targets=tuple(dict.fromkeys((*self.targets, *options.targets))),
+            force_input_shape=self.force_input_shape or options.force_input_shape,
+        )
 
 
 @dataclass
@@ -205,7 +226,7 @@ def lower_file(
     before = op_counts(ir_model) if options.count_ops else Counter()
     original = _reference(ir_model, options) if options.check else None
     if original is not None:
-        check_names(original, options.verify, force_input_shape=options.force_input_shape)
+        check_names(original, options.check_options)
     pipeline = build_pipeline(
         options.passes,
         cleanup=options.cleanup,
@@ -232,7 +253,7 @@ def lower_file(
         if as_read is not None:
             as_read.ir_version = ir_model.ir_version  # re-stamped only when asked
         if unchanged and (
-            options.opset is None and not targets and options.verify.get("expected") is None
+            options.opset is None and not targets and options.check_options.expected is None
         ):
             if original is not None:
                 _validate_given_inputs(original, options)  # still wrong inputs: exit 2
@@ -259,11 +280,7 @@ def lower_file(
         with progress("checking"):
             from seqlower.verification import verify  # imports onnxruntime: only when checking
 
-            extra: dict[str, Any] = {"targets": targets}
-            if on_run is not None:
-                extra["on_run"] = on_run  # run k of n, for progress
-            given = {k: v for k, v in options.verify.items() if k != "targets"}
-            report = verify(original, lowered, **given, **extra)
+            report = verify(original, lowered, _with_progress(options.check_options, on_run))
         result.verification = report
         result.exit_code = _exit_code(report)
         if result.exit_code == ExitCode.MISMATCH and output is not None and not options.dry_run:
@@ -301,6 +318,92 @@ def lower_file(
     return result
 
 
+@dataclass
+class VerifyResult:
+    """What :func:`verify_files` did; ``exit_code`` is the command line's."""
+
+    reference: Path
+    candidate: Path
+    verification: VerifyReport
+    exit_code: int
+    failing_inputs: Path | None = None  # the first failing run's inputs, beside CANDIDATE
+    warnings: list[str] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        return str(self.verification)
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "reference": str(self.reference.resolve()),
+            "candidate": str(self.candidate.resolve()),
+            "exit_code": int(self.exit_code),
+        }
+        if self.failing_inputs is not None:
+            data["failing_inputs"] = str(self.failing_inputs)
+        return {**data, "verification": self.verification.to_dict()}
+
+
+def verify_files(
+    reference: str | os.PathLike[str],
+    candidate: str | os.PathLike[str],
+    options: CheckOptions,
+    *,
+    progress: Progress = _no_progress,
+    on_run: Callable[[int, int], None] | None = None,
+) -> VerifyResult:
+    """Compare the models at ``reference`` and ``candidate``: what ``seqlower verify`` does.
+
+    Raises :class:`seqlower.SeqlowerError` for anything the user can fix (paths, models of
+    different interfaces, options naming what the reference lacks); a mismatch (its inputs
+    saved beside CANDIDATE) or an impossible check is a result, with ``exit_code`` 1 or 3.
+    """
+    reference, candidate = Path(reference), Path(candidate)
+    check_paths(reference, None, None, None)
+    check_paths(candidate, None, None, None, _as_path(options.inputs))
+    expected = _as_path(options.expected)
+    if expected is not None:
+        check_paths(None, None, None, None, expected)
+    protos = []
+    for path in (reference, candidate):
+        with progress(f"reading {path}"):
+            protos.append(seqlower.io.self_contained_proto(load_model(path)))
+    _same_interface(protos[0], protos[1], reference, candidate)
+    check_names(protos[0], options)
+    with progress("checking"):
+        from seqlower.verification import verify
+
+        report = verify(protos[0], protos[1], _with_progress(options, on_run))
+    result = VerifyResult(reference, candidate, report, _exit_code(report))
+    if result.exit_code == ExitCode.MISMATCH:
+        result.failing_inputs = save_failing_inputs(report, protos[0], candidate)
+        if result.failing_inputs is None and report.failing_inputs is not None:
+            result.warnings.append(
+                f"failing inputs not saved: {candidate}.failing-inputs is not a folder"
+            )
+    return result
+
+
+def _as_path(value: object) -> Path | None:
+    return Path(value) if isinstance(value, (str, os.PathLike)) else None
+
+
+def _same_interface(
+    reference: onnx.ModelProto, candidate: onnx.ModelProto, a: Path, b: Path
+) -> None:
+    """Models with different input or output names cannot be compared: a usage error."""
+
+    def names(model: onnx.ModelProto) -> tuple[list[str], list[str]]:
+        initializers = {t.name for t in model.graph.initializer}
+        inputs = [i.name for i in model.graph.input if i.name not in initializers]
+        return sorted(inputs), [o.name for o in model.graph.output]
+
+    (ins_a, outs_a), (ins_b, outs_b) = names(reference), names(candidate)
+    if ins_a != ins_b:
+        raise InvalidModelError(f"{a} and {b} take different inputs: {ins_a} vs {ins_b}")
+    if outs_a != outs_b:
+        raise InvalidModelError(f"{a} and {b} have different outputs: {outs_a} vs {outs_b}")
+
+
 def _files_size(paths: Sequence[Path]) -> int | None:
     """The bytes a model takes on disk, its weights files included (None if one is gone)."""
     try:
@@ -309,67 +412,16 @@ def _files_size(paths: Sequence[Path]) -> int | None:
         return None
 
 
-def check_names(
-    model: onnx.ModelProto, verify: Mapping[str, Any], *, force_input_shape: bool = False
-) -> None:
-    """Raise BadOptionError when a check option names what the model does not have, or
-    (unless forced) an input shape contradicts a dimension the model declares."""
-    initializers = {t.name for t in model.graph.initializer}
-    inputs = {i.name: i.type for i in model.graph.input if i.name not in initializers}
-    outputs = [o.name for o in model.graph.output]
-    symbols: set[str] = set()
-    for type_proto in inputs.values():
-        symbols.update(d.dim_param for d in _dims(type_proto) if d.HasField("dim_param"))
-    for name in verify.get("dims") or {}:
-        if name not in symbols:
-            known = ", ".join(sorted(symbols)) or "none"
-            raise BadOptionError(
-                f"--dim {name}: the model's inputs have no dimension of that name "
-                f"(symbolic dimensions: {known})"
-            )
-    for name, shape in (verify.get("input_shapes") or {}).items():
-        if name not in inputs:
-            raise BadOptionError(
-                f"--input-shape {name}: the model has no input of that name "
-                f"(inputs: {', '.join(inputs)})"
-            )
-        declared = _dims(inputs[name])
-        if not declared:
-            continue
-        if len(declared) != len(shape):
-            raise BadOptionError(
-                f"--input-shape {name}: {len(shape)} dimensions given, the input has "
-                f"{len(declared)}"
-            )
-        for axis, (dim, size) in enumerate(zip(declared, shape, strict=True)):
-            if dim.HasField("dim_value") and dim.dim_value != size and not force_input_shape:
-                raise BadOptionError(
-                    f"--input-shape {name}: axis {axis} is declared {dim.dim_value}, not "
-                    f"{size} (--force-input-shape to override)"
-                )
-    for flag in ("rtol", "atol"):
-        tolerance = verify.get(flag)
-        if isinstance(tolerance, Mapping):
-            for name in tolerance:
-                if name != "*" and name not in outputs:
-                    raise BadOptionError(
-                        f"--{flag} {name}: the model has no output of that name "
-                        f"(outputs: {', '.join(outputs)})"
-                    )
-
-
-def _dims(type_proto: onnx.TypeProto) -> list[Any]:
-    """The declared dimensions of a tensor type or of a sequence's elements ([] if none)."""
-    while type_proto.HasField("sequence_type"):
-        type_proto = type_proto.sequence_type.elem_type
-    if type_proto.HasField("tensor_type") and type_proto.tensor_type.HasField("shape"):
-        return list(type_proto.tensor_type.shape.dim)
-    return []
+def _with_progress(
+    options: CheckOptions, on_run: Callable[[int, int], None] | None
+) -> CheckOptions:
+    """``options`` reporting run k of n to ``on_run`` (when given), for progress."""
+    return options if on_run is None else dataclasses.replace(options, on_run=on_run)
 
 
 def _inputs_path(options: LowerOptions) -> Path | None:
-    inputs = options.verify.get("inputs")
-    expected = options.verify.get("expected")
+    inputs = options.check_options.inputs
+    expected = options.check_options.expected
     if isinstance(expected, (str, os.PathLike)) and not Path(expected).exists():
         raise ModelLoadError(f"--expected {expected}: no such file or folder")
     return Path(inputs) if isinstance(inputs, (str, os.PathLike)) else None
@@ -377,7 +429,7 @@ def _inputs_path(options: LowerOptions) -> Path | None:
 
 def _validate_given_inputs(model: onnx.ModelProto, options: LowerOptions) -> None:
     """``--inputs`` that do not fit the model are an error even when no check runs."""
-    given = options.verify.get("inputs")
+    given = options.check_options.inputs
     if not isinstance(given, (str, os.PathLike)):
         return
     from seqlower.verification.constraints import analyze
@@ -391,10 +443,10 @@ def _validate_given_inputs(model: onnx.ModelProto, options: LowerOptions) -> Non
 
 def _targets(options: LowerOptions) -> tuple[str, ...]:
     """The target runtimes asked for, each known and installed (exit 2 before any work)."""
-    names = tuple(dict.fromkeys((*options.targets, *options.verify.get("targets", ()))))
+    names = options.check_options.targets
     if names and not options.check:
         raise BadOptionError(f"--target {names[0]}: proving on a target needs the check")
-    if options.verify.get("expected") is not None and not options.check:
+    if options.check_options.expected is not None and not options.check:
         raise BadOptionError("--expected: comparing with the framework's outputs needs the check")
     from seqlower.verification.oracles import load_target
 

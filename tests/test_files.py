@@ -380,7 +380,7 @@ def test_paths_are_checked_before_the_work(
     def no_loading(*_: Any, **__: Any) -> None:
         raise AssertionError("the model was read before the paths were checked")
 
-    monkeypatch.setattr("seqlower.cli.commands.load_model", no_loading)
+    monkeypatch.setattr("seqlower.job.load_model", no_loading)
     result = run(source, *(a.format(tmp=tmp_path) for a in args))
     assert result.exit_code == 2, result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
