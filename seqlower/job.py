@@ -227,37 +227,19 @@ def lower_file(
     original = _reference(ir_model, options) if options.check else None
     if original is not None:
         check_names(original, options.check_options)
-    pipeline = build_pipeline(
-        options.passes,
-        cleanup=options.cleanup,
-        timed=True,
-        sequence_free=options.sequence_free,
-        unroll_inputs=options.unroll_inputs,
-    )
     with progress("lowering"):
-        run_pipeline(ir_model, pipeline)
-        rows = pass_rows(pipeline.passes)
+        rows = _lower(ir_model, options)
         load_notes = seqlower.io.load_notes(ir_model)
         unchanged = not options.unroll_inputs and not any(row.rewritten for row in rows)
         as_read: onnx.ModelProto | None = None
         notes_unchanged: list[str] = []
         if unchanged:
-            # Nothing lowered: OUT is the model as read (the pipeline's tidying, dropped unused
-            # optional outputs or inferred value_info, is not the user's request).
-            ir_model = load_model(model, check=False)
-            if options.opset is None and not seqlower.io.has_external_data(ir_model):
-                as_read = onnx.load(model, load_external_data=False)
-                if seqlower.io.proto_has_external_data(as_read):  # a Constant's, read in
-                    as_read = None
+            ir_model, as_read = _as_read(model, options)
         notes = load_notes + restamp(ir_model, ir_version=options.ir_version, opset=options.opset)
         if as_read is not None:
             as_read.ir_version = ir_model.ir_version  # re-stamped only when asked
-        if unchanged and (
-            options.opset is None and not targets and options.check_options.expected is None
-        ):
-            if original is not None:
-                _validate_given_inputs(original, options)  # still wrong inputs: exit 2
-                notes_unchanged = [KEPT_AS_READ]
+        if unchanged and _kept_unchecked(original, options, targets):
+            notes_unchanged = [] if original is None else [KEPT_AS_READ]
             original = None  # the check would compare the model with itself
         # Without the check the written file is checked before it replaces anything
         # (cheaper); with it, the proto made for the runtimes is checked.
@@ -281,27 +263,85 @@ def lower_file(
             from seqlower.verification import verify  # imports onnxruntime: only when checking
 
             report = verify(original, lowered, _with_progress(options.check_options, on_run))
-        result.verification = report
-        result.exit_code = _exit_code(report)
-        if result.exit_code == ExitCode.MISMATCH and output is not None and not options.dry_run:
-            result.failing_inputs = save_failing_inputs(report, original, output)
-            if result.failing_inputs is None and report.failing_inputs is not None:
-                result.warnings.append(
-                    f"failing inputs not saved: {output}.failing-inputs is not a folder"
-                )
-    if options.dry_run or not (result.exit_code == ExitCode.OK or options.keep_on_failure):
-        result.seconds = time.perf_counter() - start
-        return result
-    assert output is not None
-    with progress(f"writing {output}"):
-        result.external_data = save_model(
-            ir_model,
-            output,
-            external_data=options.external_data,
-            check=original is None,
-            keep=keep,
-            exact=as_read,
-        )
+        _record_check(result, report, original, None if options.dry_run else output)
+    if not options.dry_run and (result.exit_code == ExitCode.OK or options.keep_on_failure):
+        assert output is not None
+        with progress(f"writing {output}"):
+            _write(result, ir_model, output, options, keep=keep, exact=as_read)
+    result.seconds = time.perf_counter() - start
+    return result
+
+
+def _lower(ir_model: ir.Model, options: LowerOptions) -> list[PassRow]:
+    """Run the passes ``options`` ask for on ``ir_model``; a row per pass."""
+    pipeline = build_pipeline(
+        options.passes,
+        cleanup=options.cleanup,
+        timed=True,
+        sequence_free=options.sequence_free,
+        unroll_inputs=options.unroll_inputs,
+    )
+    run_pipeline(ir_model, pipeline)
+    return pass_rows(pipeline.passes)
+
+
+def _kept_unchecked(
+    original: onnx.ModelProto | None, options: LowerOptions, targets: tuple[str, ...]
+) -> bool:
+    """Whether a model with nothing lowered goes unchecked: unless a target, the framework's
+    outputs or an opset conversion call for the check. ``--inputs`` must fit all the same."""
+    if options.opset is not None or targets or options.check_options.expected is not None:
+        return False
+    if original is not None:
+        _validate_given_inputs(original, options)  # still wrong inputs: exit 2
+    return True
+
+
+def _as_read(model: Path, options: LowerOptions) -> tuple[ir.Model, onnx.ModelProto | None]:
+    """Nothing lowered: OUT is the model as read (the pipeline's tidying, dropped unused
+    optional outputs or inferred value_info, is not the user's request), and its proto as read
+    when it can be written byte for byte."""
+    ir_model = load_model(model, check=False)
+    if options.opset is not None or seqlower.io.has_external_data(ir_model):
+        return ir_model, None
+    as_read = onnx.load(model, load_external_data=False)
+    if seqlower.io.proto_has_external_data(as_read):  # a Constant's, read in
+        return ir_model, None
+    return ir_model, as_read
+
+
+def _record_check(
+    result: LowerResult, report: VerifyReport, original: onnx.ModelProto, output: Path | None
+) -> None:
+    """The check's report and exit code in ``result``; a mismatch's inputs beside OUT."""
+    result.verification = report
+    result.exit_code = _exit_code(report)
+    if result.exit_code == ExitCode.MISMATCH and output is not None:
+        result.failing_inputs = save_failing_inputs(report, original, output)
+        if result.failing_inputs is None and report.failing_inputs is not None:
+            result.warnings.append(
+                f"failing inputs not saved: {output}.failing-inputs is not a folder"
+            )
+
+
+def _write(
+    result: LowerResult,
+    ir_model: ir.Model,
+    output: Path,
+    options: LowerOptions,
+    *,
+    keep: list[Path],
+    exact: onnx.ModelProto | None,
+) -> None:
+    """Write OUT (and its weights) and record what was written in ``result``."""
+    result.external_data = save_model(
+        ir_model,
+        output,
+        external_data=options.external_data,
+        check=result.verification is None,
+        keep=keep,
+        exact=exact,
+    )
     result.written = True
     try:
         result.warnings += _runtime_notes(ir_model)
@@ -314,8 +354,6 @@ def lower_file(
             [output]
             + ([] if result.external_data is None else [output.parent / result.external_data])
         )
-    result.seconds = time.perf_counter() - start
-    return result
 
 
 @dataclass
