@@ -13,23 +13,15 @@ from typing import Any
 import numpy as np
 import onnx
 import pytest
-from click.testing import CliRunner
 
 import seqlower.verification.check
-from seqlower.cli.commands import cli
 from seqlower.errors import CheckLimitError
-
-
-def run(*args: Any) -> Any:
-    return CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
+from tests.conftest import assert_one_line_error
+from tests.conftest import run_cli as run
 
 
 def one_line(result: Any, code: int, *words: str) -> None:
-    assert result.exit_code == code, result.stdout + result.stderr
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("seqlower: error: "), result.stderr
-    for word in words:
-        assert word in lines[0], (word, lines[0])
+    assert_one_line_error(result, *words, code=code)
 
 
 def save(text: str, path: Path) -> Path:

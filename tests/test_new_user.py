@@ -8,11 +8,11 @@ from typing import Any
 
 import onnx
 import pytest
-from click.testing import CliRunner
 
 import seqlower
-from seqlower.cli.commands import cli
 from seqlower.job import LowerOptions, lower_file
+from tests.conftest import assert_one_line_error
+from tests.conftest import run_cli as run
 
 NEG = onnx.parser.parse_model(
     """
@@ -62,23 +62,13 @@ REVERSALS = onnx.parser.parse_model(
 )
 
 
-def run(*args: Any) -> Any:
-    return CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
-
-
 def save(model: onnx.ModelProto, folder: Path, name: str = "in.onnx") -> Path:
     path = folder / name
     onnx.save(model, path)
     return path
 
 
-def one_line_error(result: Any, *words: str, code: int = 2) -> str:
-    assert result.exit_code == code, result.stdout + result.stderr
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("seqlower: error: "), result.stderr
-    for word in words:
-        assert word in lines[0], (word, lines[0])
-    return lines[0]
+one_line_error = assert_one_line_error
 
 
 # ------------------------------------------------------------------ 6. the Python API

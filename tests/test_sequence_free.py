@@ -28,6 +28,7 @@ from seqlower.passes import (
 )
 from seqlower.passes._sequences import SEQUENCE_OPS
 from tests import sequence_free_cases as cases
+from tests.conftest import assert_one_line_error, run_cli
 from tests.helpers import all_op_types, ort_run
 from tests.runtimes import RUNTIMES, RuntimeFailure, assert_same, run
 
@@ -423,9 +424,7 @@ def test_unroll_input_errors(spec: str, words: str, tmp_path: Path) -> None:
     source, target = tmp_path / "in.onnx", tmp_path / "out.onnx"
     onnx.save(onnx.parser.parse_model(SEQUENCE_INPUT), source)
     args = [str(source), "-o", str(target), "--sequence-free", "--unroll-input", spec]
-    result = CliRunner().invoke(cli, args)
-    assert result.exit_code == 2 and words in result.stderr, result.stderr
-    assert len(result.stderr.strip().splitlines()) == 1
+    assert_one_line_error(run_cli(*args), words)
     assert not target.exists()
 
 
