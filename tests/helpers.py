@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -91,22 +91,24 @@ def all_op_types(model: onnx.ModelProto) -> list[str]:
     return [node.op_type for node in all_nodes(model)]
 
 
+def every_graph(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
+    """``graph`` and every graph nested in its nodes' attributes, depth first."""
+    yield graph
+    for node in graph.node:
+        for attr in node.attribute:
+            if attr.HasField("g"):
+                yield from every_graph(attr.g)
+            for sub in attr.graphs:
+                yield from every_graph(sub)
+
+
 def defined_names(model: onnx.ModelProto) -> list[str]:
     """Every name a graph defines (inputs, initializers, node outputs), in every scope."""
     names: list[str] = []
-
-    def walk(graph: onnx.GraphProto) -> None:
+    for graph in every_graph(model.graph):
         names.extend(i.name for i in graph.input)
         names.extend(i.name for i in graph.initializer)
-        for node in graph.node:
-            names.extend(o for o in node.output if o)
-            for attr in node.attribute:
-                if attr.HasField("g"):
-                    walk(attr.g)
-                for sub in attr.graphs:
-                    walk(sub)
-
-    walk(model.graph)
+        names.extend(o for node in graph.node for o in node.output if o)
     return names
 
 

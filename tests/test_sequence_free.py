@@ -29,7 +29,7 @@ from seqlower.passes import (
 from seqlower.passes._sequences import SEQUENCE_OPS
 from tests import sequence_free_cases as cases
 from tests.conftest import assert_one_line_error, run_cli
-from tests.helpers import all_op_types, ort_run
+from tests.helpers import all_op_types, every_graph, ort_run
 from tests.runtimes import RUNTIMES, RuntimeFailure, assert_same, run
 
 CASES = cases.CASES
@@ -43,21 +43,12 @@ def lowered_case(name: str) -> tuple[onnx.ModelProto, onnx.ModelProto, dict[str,
 
 def sequence_typed_values(model: onnx.ModelProto) -> list[str]:
     """Names of every value declared with a sequence type, in every graph."""
-    found: list[str] = []
-
-    def walk(graph: onnx.GraphProto) -> None:
-        for info in [*graph.input, *graph.output, *graph.value_info]:
-            if info.type.HasField("sequence_type"):
-                found.append(info.name)
-        for node in graph.node:
-            for attr in node.attribute:
-                if attr.HasField("g"):
-                    walk(attr.g)
-                for sub in attr.graphs:
-                    walk(sub)
-
-    walk(model.graph)
-    return found
+    return [
+        info.name
+        for graph in every_graph(model.graph)
+        for info in [*graph.input, *graph.output, *graph.value_info]
+        if info.type.HasField("sequence_type")
+    ]
 
 
 @pytest.mark.parametrize("name", list(CASES))
