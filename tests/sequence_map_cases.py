@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 import onnx
+import onnx.parser
 from onnx import TensorProto as T
 from onnx import helper as h
 
@@ -17,6 +18,17 @@ from tests.helpers import make_model, seq_info, seq_type, tensor_info
 
 F = T.FLOAT
 Case = tuple[onnx.ModelProto, dict[str, Any]]
+
+
+#: Test models are ONNX text at IR 8 (what onnxruntime and the runtimes read) and opset 17.
+HEAD = '<ir_version: 8, opset_import: ["" : 17]>'
+
+
+def parse(text: str) -> onnx.ModelProto:
+    """A model from ONNX's text format under :data:`HEAD`. Mind the types: ``float[] x`` is a
+    tensor of unknown rank, ``float x`` a scalar (rank 0), ``seq(float[])`` a sequence of
+    tensors of unknown rank."""
+    return onnx.parser.parse_model(HEAD + text)
 
 
 def floats(*shapes: tuple[int, ...], seed: int = 0) -> list[np.ndarray]:
@@ -66,36 +78,32 @@ def multi_io() -> Case:
 
 
 def sequence_additional_input_of_other_type() -> Case:
-    b = h.make_graph(
-        [h.make_node("Cast", ["i"], ["i_f"], to=F), h.make_node("Add", ["x", "i_f"], ["y"])],
-        "body",
-        [tensor_info("x"), tensor_info("i", T.INT64)],
-        [tensor_info("y")],
-    )
-    model = make_model(
-        [h.make_node("SequenceMap", ["s", "ints"], ["out"], body=b)],
-        [seq_info("s"), seq_info("ints", T.INT64)],
-        [seq_info("out")],
+    model = parse(
+        """
+        test (seq(float[]) s, seq(int64[]) ints) => (seq(float[]) out) {
+            out = SequenceMap (s, ints) <body: graph = body (float[] x, int64[] i) => (float[] y) {
+                i_f = Cast <to: int = 1> (i)
+                y = Add (x, i_f)
+            }>
+        }
+        """
     )
     ints = [np.array([1, 2, 3], np.int64), np.array([7], np.int64)]
     return model, {"s": floats((3,), (1,)), "ints": ints}
 
 
 def same_value_twice() -> Case:
-    b = h.make_graph(
-        [
-            h.make_node("Add", ["a", "b"], ["ab"]),
-            h.make_node("Sub", ["c", "d"], ["cd"]),
-            h.make_node("Mul", ["ab", "cd"], ["y"]),
-        ],
-        "body",
-        [tensor_info(n) for n in "abcd"],
-        [tensor_info("y")],
-    )
-    model = make_model(
-        [h.make_node("SequenceMap", ["s", "s", "t", "t"], ["out"], body=b)],
-        [seq_info("s"), tensor_info("t", F, [])],
-        [seq_info("out")],
+    model = parse(
+        """
+        test (seq(float[]) s, float t) => (seq(float[]) out) {
+            out = SequenceMap (s, s, t, t) <
+                body: graph = body (float[] a, float[] b, float[] c, float[] d) => (float[] y) {
+                    ab = Add (a, b)
+                    cd = Sub (c, d)
+                    y = Mul (ab, cd)
+                }>
+        }
+        """
     )
     return model, {"s": floats((2,), (3, 1)), "t": np.array(1.5, np.float32)}
 
@@ -116,68 +124,66 @@ def output_is_body_input() -> Case:
 
 
 def output_is_body_initializer() -> Case:
-    b = body(
-        [h.make_node("Identity", ["x"], ["y"])],
-        ["x"],
-        ["y", "c"],
-        initializers=[h.make_tensor("c", F, [2], [4.0, 5.0])],
-    )
-    model = make_model(
-        [h.make_node("SequenceMap", ["s"], ["ys", "cs"], body=b)],
-        [seq_info("s")],
-        [seq_info("ys"), seq_info("cs")],
+    model = parse(
+        """
+        test (seq(float[]) s) => (seq(float[]) ys, seq(float[]) cs) {
+            ys, cs = SequenceMap (s) <body: graph = body (float[] x) => (float[] y, float[] c)
+                <float[2] c = {4, 5}>
+            {
+                y = Identity (x)
+            }>
+        }
+        """
     )
     return model, {"s": floats((1,), (2,), (3,))}
 
 
 def output_is_constant() -> Case:
-    const = h.make_node("Constant", [], ["k"], value=h.make_tensor("kv", T.INT32, [3], [1, 2, 3]))
-    b = h.make_graph(
-        [const],
-        "body",
-        [tensor_info("x")],
-        [tensor_info("k", T.INT32)],
-    )
-    model = make_model(
-        [h.make_node("SequenceMap", ["s"], ["ks"], body=b)],
-        [seq_info("s")],
-        [seq_info("ks", T.INT32)],
+    model = parse(
+        """
+        test (seq(float[]) s) => (seq(int32[]) ks) {
+            ks = SequenceMap (s) <body: graph = body (float[] x) => (int32[] k) {
+                k = Constant <value: tensor = int32[3] kv {1,2,3}> ()
+            }>
+        }
+        """
     )
     return model, {"s": floats((1,), (2,))}
 
 
 def outer_scope_read() -> Case:
     # The body reads 'w' (a graph input) and 'bias' (an initializer) without listing them.
-    b = body(
-        [h.make_node("Mul", ["x", "w"], ["xw"]), h.make_node("Add", ["xw", "bias"], ["y"])],
-        ["x"],
-        ["y"],
-    )
-    model = make_model(
-        [h.make_node("SequenceMap", ["s"], ["out"], body=b)],
-        [seq_info("s"), tensor_info("w", F, [1])],
-        [seq_info("out")],
-        initializers=[h.make_tensor("bias", F, [1], [0.25])],
+    model = parse(
+        """
+        test (seq(float[]) s, float[1] w) => (seq(float[]) out)
+            <float[1] bias = {0.25}>
+        {
+            out = SequenceMap (s) <body: graph = body (float[] x) => (float[] y) {
+                xw = Mul (x, w)
+                y = Add (xw, bias)
+            }>
+        }
+        """
     )
     return model, {"s": floats((3,), (2, 2)), "w": np.array([3.0], np.float32)}
 
 
 def body_with_if() -> Case:
-    then_g = h.make_graph([h.make_node("Neg", ["x"], ["r1"])], "then", [], [tensor_info("r1")])
-    else_g = h.make_graph([h.make_node("Abs", ["x"], ["r2"])], "else", [], [tensor_info("r2")])
-    b = h.make_graph(
-        [
-            h.make_node("ReduceSum", ["x"], ["total"], keepdims=0),
-            h.make_node("Constant", [], ["zero"], value=h.make_tensor("z", F, [], [0.0])),
-            h.make_node("Greater", ["total", "zero"], ["positive"]),
-            h.make_node("If", ["positive"], ["y"], then_branch=then_g, else_branch=else_g),
-        ],
-        "body",
-        [tensor_info("x")],
-        [tensor_info("y")],
-    )
-    model = make_model(
-        [h.make_node("SequenceMap", ["s"], ["out"], body=b)], [seq_info("s")], [seq_info("out")]
+    model = parse(
+        """
+        test (seq(float[]) s) => (seq(float[]) out) {
+            out = SequenceMap (s) <body: graph = body (float[] x) => (float[] y) {
+                total = ReduceSum <keepdims: int = 0> (x)
+                zero = Constant <value: tensor = float z {0}> ()
+                positive = Greater (total, zero)
+                y = If (positive) <else_branch: graph = else () => (float[] r2) {
+                    r2 = Abs (x)
+                }, then_branch: graph = then () => (float[] r1) {
+                    r1 = Neg (x)
+                }>
+            }>
+        }
+        """
     )
     return model, {"s": [np.array([1, 2], np.float32), np.array([-3, 1], np.float32)]}
 
@@ -244,20 +250,19 @@ def _row_sums_map(source: str, output: str, name: str = "inner") -> onnx.NodePro
 
 def nested_sequence_map() -> Case:
     # The outer body splits each element into rows and maps a row sum over them.
-    outer_body = h.make_graph(
-        [
-            h.make_node("SplitToSequence", ["x"], ["rows"], axis=0, keepdims=0),
-            _row_sums_map("rows", "sums"),
-            h.make_node("ConcatFromSequence", ["sums"], ["y"], axis=0),
-        ],
-        "outer_body",
-        [tensor_info("x", F, [None, None])],
-        [tensor_info("y")],
-    )
-    model = make_model(
-        [h.make_node("SequenceMap", ["s"], ["out"], body=outer_body, name="outer")],
-        [seq_info("s", F, [None, None])],
-        [seq_info("out")],
+    model = parse(
+        """
+        test (seq(float[?,?]) s) => (seq(float[]) out) {
+            [outer] out = SequenceMap (s) <body: graph = outer_body (float[?,?] x) => (float[] y) {
+                rows = SplitToSequence <axis: int = 0, keepdims: int = 0> (x)
+                [inner] sums = SequenceMap (rows) <
+                    body: graph = inner_body (float[] row) => (float[] row_sum) {
+                        row_sum = ReduceSum <keepdims: int = 1> (row)
+                    }>
+                y = ConcatFromSequence <axis: int = 0> (sums)
+            }>
+        }
+        """
     )
     return model, {"s": floats((3, 2), (2, 5))}
 
@@ -280,16 +285,19 @@ def function_op_in_body() -> Case:
 
 
 def in_if_branch() -> Case:
-    then_g = h.make_graph(
-        [_row_sums_map("s", "mapped", "in_then")], "then", [], [seq_info("mapped")]
-    )
-    else_g = h.make_graph(
-        [h.make_node("Identity", ["s"], ["same"])], "else", [], [seq_info("same")]
-    )
-    model = make_model(
-        [h.make_node("If", ["flag"], ["out"], then_branch=then_g, else_branch=else_g)],
-        [seq_info("s"), tensor_info("flag", T.BOOL, [])],
-        [seq_info("out")],
+    model = parse(
+        """
+        test (seq(float[]) s, bool flag) => (seq(float[]) out) {
+            out = If (flag) <else_branch: graph = else () => (seq(float[]) same) {
+                same = Identity (s)
+            }, then_branch: graph = then () => (seq(float[]) mapped) {
+                [in_then] mapped = SequenceMap (s) <
+                    body: graph = in_then_body (float[] row) => (float[] row_sum) {
+                        row_sum = ReduceSum <keepdims: int = 1> (row)
+                    }>
+            }>
+        }
+        """
     )
     return model, {"s": floats((3,), (2,)), "flag": np.array(True)}
 
@@ -319,20 +327,19 @@ def in_loop_body() -> Case:
 
 
 def in_scan_body() -> Case:
-    scan_body = h.make_graph(
-        [
-            h.make_node("SplitToSequence", ["row"], ["parts"], axis=0, keepdims=1),
-            _row_sums_map("parts", "sums", "in_scan"),
-            h.make_node("ConcatFromSequence", ["sums"], ["row_out"], axis=0),
-        ],
-        "scan_body",
-        [tensor_info("row", F, [3])],
-        [tensor_info("row_out", F, [3])],
-    )
-    model = make_model(
-        [h.make_node("Scan", ["x"], ["y"], body=scan_body, num_scan_inputs=1)],
-        [tensor_info("x", F, [2, 3])],
-        [tensor_info("y", F, [2, 3])],
+    model = parse(
+        """
+        test (float[2,3] x) => (float[2,3] y) {
+            y = Scan (x) <body: graph = scan_body (float[3] row) => (float[3] row_out) {
+                parts = SplitToSequence <axis: int = 0, keepdims: int = 1> (row)
+                [in_scan] sums = SequenceMap (parts) <
+                    body: graph = in_scan_body (float[] row) => (float[] row_sum) {
+                        row_sum = ReduceSum <keepdims: int = 1> (row)
+                    }>
+                row_out = ConcatFromSequence <axis: int = 0> (sums)
+            }, num_scan_inputs: int = 1>
+        }
+        """
     )
     return model, {"x": floats((2, 3))[0]}
 
@@ -393,21 +400,16 @@ def in_function() -> Case:
 
 
 def empty_input_sequence() -> Case:
-    b = h.make_graph(
-        [h.make_node("Shape", ["x"], ["shape"])],
-        "body",
-        [tensor_info("x")],
-        [tensor_info("shape", T.INT64)],
-    )
-    model = make_model(
-        [
-            h.make_node("SequenceMap", ["s"], ["shapes"], body=b),
-            # Inserting an int64 tensor fails at run time unless the empty output is int64.
-            h.make_node("SequenceInsert", ["shapes", "marker"], ["out"]),
-            h.make_node("SequenceLength", ["shapes"], ["count"]),
-        ],
-        [seq_info("s"), tensor_info("marker", T.INT64, [1])],
-        [seq_info("out", T.INT64), tensor_info("count", T.INT64, [])],
+    model = parse(
+        """
+        test (seq(float[]) s, int64[1] marker) => (seq(int64[]) out, int64 count) {
+            shapes = SequenceMap (s) <body: graph = body (float[] x) => (int64[] shape) {
+                shape = Shape (x)
+            }>
+            out = SequenceInsert (shapes, marker)
+            count = SequenceLength (shapes)
+        }
+        """
     )
     return model, {"s": [], "marker": np.array([42], np.int64)}
 
