@@ -231,3 +231,36 @@ def with_explicit_loop_conditions(model: onnx.ModelProto) -> onnx.ModelProto:
     for function in copy.functions:
         patch(function.node)
     return copy
+
+
+def neg_loop(trips: int, size: int) -> str:
+    """A model (text) whose Loop negates ``x`` (``float[size]``) ``trips`` times."""
+    return f"""
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[{size}] x) => (float[{size}] y) {{
+        n = Constant<value = int64 {{{trips}}}>()
+        c = Constant<value = bool {{1}}>()
+        y = Loop(n, c, x) <
+            body = b (int64 i, bool ci, float[{size}] xi) => (bool co, float[{size}] xo) {{
+                co = Identity(ci)
+                xo = Neg(xi)
+            }}>
+    }}
+    """
+
+
+def nested_row_maps(reduce: str) -> str:
+    """A model (text) mapping over a sequence of [R, C] matrices and, inside, over each one's
+    rows with ``reduce`` (``ReduceSum``, ``ReduceMean``): onnxruntime refuses the nesting."""
+    return f"""
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (seq(float[R, C]) s) => (seq(float[R]) out) {{
+        out = SequenceMap(s) <body = outer (float[R, C] x) => (float[R] y) {{
+            rows = SplitToSequence<axis = 0, keepdims = 0>(x)
+            reduced = SequenceMap(rows) <body = inner (float[C] row) => (float r) {{
+                r = {reduce}<keepdims = 0>(row)
+            }}>
+            y = ConcatFromSequence<axis = 0, new_axis = 1>(reduced)
+        }}>
+    }}
+    """

@@ -18,6 +18,7 @@ import seqlower.verification.check
 from seqlower.errors import CheckLimitError
 from tests.conftest import assert_one_line_error
 from tests.conftest import run_cli as run
+from tests.helpers import neg_loop
 
 
 def one_line(result: Any, code: int, *words: str) -> None:
@@ -34,17 +35,7 @@ HUGE = """
 g (float[200000, 200000] x) => (float[200000, 200000] y) { y = Neg(x) }
 """
 
-ENDLESS = """
-<ir_version: 8, opset_import: ["" : 17]>
-g (float[1] x) => (float[1] y) {
-    n = Constant<value = int64 {1000000000000}>()
-    t = Constant<value = bool {1}>()
-    y = Loop(n, t, x) <body = b (int64 i, bool c, float[1] v) => (bool co, float[1] w) {
-        co = Identity(c)
-        w = Neg(v)
-    }>
-}
-"""
+ENDLESS = neg_loop(10**12, 1)
 
 NEG = """
 <ir_version: 8, opset_import: ["" : 17]>
