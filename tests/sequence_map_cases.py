@@ -55,20 +55,19 @@ def body(
 
 
 def multi_io() -> Case:
-    b = h.make_graph(
-        [
-            h.make_node("Add", ["a", "b"], ["sum"]),
-            h.make_node("Mul", ["a", "t"], ["scaled"]),
-            h.make_node("Shape", ["b"], ["shape"]),
-        ],
-        "body",
-        [tensor_info("a"), tensor_info("b"), tensor_info("t")],
-        [tensor_info("sum"), tensor_info("scaled"), tensor_info("shape", T.INT64)],
-    )
-    model = make_model(
-        [h.make_node("SequenceMap", ["s1", "s2", "t"], ["o1", "o2", "o3"], body=b)],
-        [seq_info("s1"), seq_info("s2"), tensor_info("t", F, [1])],
-        [seq_info("o1"), seq_info("o2"), seq_info("o3", T.INT64)],
+    model = parse(
+        """
+        test (seq(float[]) s1, seq(float[]) s2, float[1] t)
+            => (seq(float[]) o1, seq(float[]) o2, seq(int64[]) o3) {
+            o1, o2, o3 = SequenceMap (s1, s2, t) <
+                body: graph = body (float[] a, float[] b, float[] t)
+                    => (float[] sum, float[] scaled, int64[] shape) {
+                    sum = Add (a, b)
+                    scaled = Mul (a, t)
+                    shape = Shape (b)
+                }>
+        }
+        """
     )
     return model, {
         "s1": floats((2, 3), (4,)),
@@ -109,16 +108,16 @@ def same_value_twice() -> Case:
 
 
 def output_is_body_input() -> Case:
-    b = h.make_graph(
-        [h.make_node("Neg", ["x"], ["neg"])],
-        "body",
-        [tensor_info("x"), tensor_info("t")],
-        [tensor_info("x"), tensor_info("t"), tensor_info("neg")],
-    )
-    model = make_model(
-        [h.make_node("SequenceMap", ["s", "t"], ["same", "tensors", "negs"], body=b)],
-        [seq_info("s"), tensor_info("t", F, [2])],
-        [seq_info("same"), seq_info("tensors"), seq_info("negs")],
+    model = parse(
+        """
+        test (seq(float[]) s, float[2] t)
+            => (seq(float[]) same, seq(float[]) tensors, seq(float[]) negs) {
+            same, tensors, negs = SequenceMap (s, t) <
+                body: graph = body (float[] x, float[] t) => (float[] x, float[] t, float[] neg) {
+                    neg = Neg (x)
+                }>
+        }
+        """
     )
     return model, {"s": floats((2,), (5,)), "t": np.array([1, 2], np.float32)}
 
@@ -210,42 +209,23 @@ def body_with_loop() -> Case:
 
 def body_with_scan() -> Case:
     # Running sum over the rows of each element.
-    scan_body = h.make_graph(
-        [
-            h.make_node("Add", ["state", "row"], ["state_out"]),
-            h.make_node("Identity", ["state_out"], ["row_out"]),
-        ],
-        "cumsum",
-        [tensor_info("state", F, [2]), tensor_info("row", F, [2])],
-        [tensor_info("state_out", F, [2]), tensor_info("row_out", F, [2])],
-    )
-    b = h.make_graph(
-        [
-            h.make_node("Constant", [], ["init"], value=h.make_tensor("iv", F, [2], [0.0, 0.0])),
-            h.make_node(
-                "Scan", ["init", "x"], ["final", "rows"], body=scan_body, num_scan_inputs=1
-            ),
-        ],
-        "body",
-        [tensor_info("x", F, [None, 2])],
-        [tensor_info("final"), tensor_info("rows")],
-    )
-    model = make_model(
-        [h.make_node("SequenceMap", ["s"], ["finals", "cumsums"], body=b)],
-        [seq_info("s", F, [None, 2])],
-        [seq_info("finals"), seq_info("cumsums")],
+    model = parse(
+        """
+        test (seq(float[?,2]) s) => (seq(float[]) finals, seq(float[]) cumsums) {
+            finals, cumsums = SequenceMap (s) <
+                body: graph = body (float[?,2] x) => (float[] final, float[] rows) {
+                    init = Constant <value: tensor = float[2] iv {0,0}> ()
+                    final, rows = Scan (init, x) <
+                        body: graph = cumsum (float[2] state, float[2] row)
+                            => (float[2] state_out, float[2] row_out) {
+                        state_out = Add (state, row)
+                        row_out = Identity (state_out)
+                    }, num_scan_inputs: int = 1>
+                }>
+        }
+        """
     )
     return model, {"s": floats((3, 2), (1, 2), (4, 2))}
-
-
-def _row_sums_map(source: str, output: str, name: str = "inner") -> onnx.NodeProto:
-    inner = body(
-        [h.make_node("ReduceSum", ["row"], ["row_sum"], keepdims=1)],
-        ["row"],
-        ["row_sum"],
-        name=f"{name}_body",
-    )
-    return h.make_node("SequenceMap", [source], [output], body=inner, name=name)
 
 
 def nested_sequence_map() -> Case:
@@ -304,24 +284,23 @@ def in_if_branch() -> Case:
 
 def in_loop_body() -> Case:
     # Each iteration maps a row sum over the sequence and inserts the concatenated sums.
-    loop_body = h.make_graph(
-        [
-            _row_sums_map("s", "sums", "in_loop"),
-            h.make_node("ConcatFromSequence", ["sums"], ["flat"], axis=0),
-            h.make_node("SequenceInsert", ["acc", "flat"], ["acc_out"]),
-            h.make_node("Identity", ["c"], ["c_out"]),
-        ],
-        "loop_body",
-        [tensor_info("i", T.INT64, []), tensor_info("c", T.BOOL, []), seq_info("acc")],
-        [tensor_info("c_out", T.BOOL, []), seq_info("acc_out")],
-    )
-    model = make_model(
-        [
-            h.make_node("SequenceEmpty", [], ["empty"], dtype=F),
-            h.make_node("Loop", ["n", "", "empty"], ["out"], body=loop_body),
-        ],
-        [seq_info("s"), tensor_info("n", T.INT64, [])],
-        [seq_info("out")],
+    model = parse(
+        """
+        test (seq(float[]) s, int64 n) => (seq(float[]) out) {
+            empty = SequenceEmpty <dtype: int = 1> ()
+            out = Loop (n, "", empty) <
+                body: graph = loop_body (int64 i, bool c, seq(float[]) acc)
+                    => (bool c_out, seq(float[]) acc_out) {
+                    [in_loop] sums = SequenceMap (s) <
+                        body: graph = in_loop_body (float[] row) => (float[] row_sum) {
+                            row_sum = ReduceSum <keepdims: int = 1> (row)
+                        }>
+                    flat = ConcatFromSequence <axis: int = 0> (sums)
+                    acc_out = SequenceInsert (acc, flat)
+                    c_out = Identity (c)
+                }>
+        }
+        """
     )
     return model, {"s": floats((3,), (2,)), "n": np.array(2, np.int64)}
 
@@ -346,35 +325,33 @@ def in_scan_body() -> Case:
 
 def deeply_nested() -> Case:
     # main -> If -> Loop -> If -> SequenceMap
-    inner_then = h.make_graph([_row_sums_map("s", "m", "deep")], "inner_then", [], [seq_info("m")])
-    inner_else = h.make_graph(
-        [h.make_node("Identity", ["s"], ["m2"])], "inner_else", [], [seq_info("m2")]
-    )
-    loop_body = h.make_graph(
-        [
-            h.make_node("If", ["flag"], ["picked"], then_branch=inner_then, else_branch=inner_else),
-            h.make_node("ConcatFromSequence", ["picked"], ["flat"], axis=0),
-            h.make_node("Add", ["acc", "flat"], ["acc_out"]),
-            h.make_node("Identity", ["c"], ["c_out"]),
-        ],
-        "loop_body",
-        [tensor_info("i", T.INT64, []), tensor_info("c", T.BOOL, []), tensor_info("acc", F, [2])],
-        [tensor_info("c_out", T.BOOL, []), tensor_info("acc_out", F, [2])],
-    )
-    outer_then = h.make_graph(
-        [h.make_node("Loop", ["n", "", "zeros"], ["total"], body=loop_body)],
-        "outer_then",
-        [],
-        [tensor_info("total", F, [2])],
-    )
-    outer_else = h.make_graph(
-        [h.make_node("Identity", ["zeros"], ["z"])], "outer_else", [], [tensor_info("z", F, [2])]
-    )
-    model = make_model(
-        [h.make_node("If", ["flag"], ["out"], then_branch=outer_then, else_branch=outer_else)],
-        [seq_info("s"), tensor_info("flag", T.BOOL, []), tensor_info("n", T.INT64, [])],
-        [tensor_info("out", F, [2])],
-        initializers=[h.make_tensor("zeros", F, [2], [0.0, 0.0])],
+    model = parse(
+        """
+        test (seq(float[]) s, bool flag, int64 n) => (float[2] out)
+            <float[2] zeros = {0, 0}>
+        {
+            out = If (flag) <else_branch: graph = outer_else () => (float[2] z) {
+                z = Identity (zeros)
+            }, then_branch: graph = outer_then () => (float[2] total) {
+                total = Loop (n, "", zeros) <
+                    body: graph = loop_body (int64 i, bool c, float[2] acc)
+                        => (bool c_out, float[2] acc_out) {
+                        picked = If (flag) <
+                            else_branch: graph = inner_else () => (seq(float[]) m2) {
+                            m2 = Identity (s)
+                        }, then_branch: graph = inner_then () => (seq(float[]) m) {
+                            [deep] m = SequenceMap (s) <
+                                body: graph = deep_body (float[] row) => (float[] row_sum) {
+                                    row_sum = ReduceSum <keepdims: int = 1> (row)
+                                }>
+                        }>
+                        flat = ConcatFromSequence <axis: int = 0> (picked)
+                        acc_out = Add (acc, flat)
+                        c_out = Identity (c)
+                    }>
+            }>
+        }
+        """
     )
     return model, {"s": floats((3,), (2,)), "flag": np.array(True), "n": np.array(3, np.int64)}
 
@@ -416,26 +393,18 @@ def empty_input_sequence() -> Case:
 
 def clashing_names() -> Case:
     # Body and outer graph already use the names an expansion would pick, and shadow each other.
-    b = h.make_graph(
-        [
-            h.make_node("Identity", ["x"], ["SequenceMap_loop_body_cond_out"]),
-            h.make_node(
-                "Add",
-                ["SequenceMap_loop_body_cond_out", "SequenceMap_length"],
-                ["SequenceMap_acc_out_0"],
-            ),
-        ],
-        "body",
-        [tensor_info("x"), tensor_info("SequenceMap_length")],
-        [tensor_info("SequenceMap_acc_out_0")],
-    )
-    model = make_model(
-        [
-            h.make_node("Identity", ["t"], ["x"]),  # the outer graph defines the body's 'x'
-            h.make_node("SequenceMap", ["s", "x"], ["SequenceMap_empty_0"], body=b),
-        ],
-        [seq_info("s"), tensor_info("t", F, [1])],
-        [seq_info("SequenceMap_empty_0")],
+    model = parse(
+        """
+        test (seq(float[]) s, float[1] t) => (seq(float[]) SequenceMap_empty_0) {
+            x = Identity (t)
+            SequenceMap_empty_0 = SequenceMap (s, x) <
+                body: graph = body (float[] x, float[] SequenceMap_length)
+                    => (float[] SequenceMap_acc_out_0) {
+                    SequenceMap_loop_body_cond_out = Identity (x)
+                    SequenceMap_acc_out_0 = Add (SequenceMap_loop_body_cond_out, SequenceMap_length)
+                }>
+        }
+        """
     )
     return model, {"s": floats((2,), (1,)), "t": np.array([10.0], np.float32)}
 
