@@ -338,13 +338,13 @@ def deeply_nested() -> Case:
                         => (bool c_out, float[2] acc_out) {
                         picked = If (flag) <
                             else_branch: graph = inner_else () => (seq(float[]) m2) {
-                            m2 = Identity (s)
-                        }, then_branch: graph = inner_then () => (seq(float[]) m) {
-                            [deep] m = SequenceMap (s) <
-                                body: graph = deep_body (float[] row) => (float[] row_sum) {
-                                    row_sum = ReduceSum <keepdims: int = 1> (row)
-                                }>
-                        }>
+                                m2 = Identity (s)
+                            }, then_branch: graph = inner_then () => (seq(float[]) m) {
+                                [deep] m = SequenceMap (s) <
+                                    body: graph = deep_body (float[] row) => (float[] row_sum) {
+                                        row_sum = ReduceSum <keepdims: int = 1> (row)
+                                    }>
+                            }>
                         flat = ConcatFromSequence <axis: int = 0> (picked)
                         acc_out = Add (acc, flat)
                         c_out = Identity (c)

@@ -132,7 +132,16 @@ UNROLL_INPUT = NamedValue("=", _size, "NAME=K")
 
 _UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 
-_INPUT_OPTIONS = [
+
+_Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
+
+
+def _repeated(flag: str, dest: str, type_: click.ParamType, help_: str) -> _Decorator:
+    """A repeatable flag read by ``type_``."""
+    return click.option(flag, dest, type=type_, multiple=True, help=help_)
+
+
+_INPUT_OPTIONS: list[_Decorator] = [
     click.option(
         "--check-n",
         type=click.IntRange(1),
@@ -147,34 +156,30 @@ _INPUT_OPTIONS = [
         show_default=True,
         help="Seed for generated inputs (runs are reproducible).",
     ),
-    click.option(
+    _repeated(
         "--rtol",
         "rtols",
-        type=ToleranceType(),
-        multiple=True,
-        help="Relative tolerance, for all outputs or one (repeatable; per-output values "
+        ToleranceType(),
+        "Relative tolerance, for all outputs or one (repeatable; per-output values "
         "override the global one).",
     ),
-    click.option(
+    _repeated(
         "--atol",
         "atols",
-        type=ToleranceType(),
-        multiple=True,
-        help="Absolute tolerance, for all outputs or one (repeatable).",
+        ToleranceType(),
+        "Absolute tolerance, for all outputs or one (repeatable).",
     ),
-    click.option(
+    _repeated(
         "--dim",
         "dims",
-        type=NamedValue("=", _size, "NAME=SIZE"),
-        multiple=True,
-        help="Size of a symbolic dimension, e.g. --dim batch=4 (repeatable).",
+        NamedValue("=", _size, "NAME=SIZE"),
+        "Size of a symbolic dimension, e.g. --dim batch=4 (repeatable).",
     ),
-    click.option(
+    _repeated(
         "--input-shape",
         "input_shapes",
-        type=NamedValue(":", _shape, "INPUT:D0,D1,..."),
-        multiple=True,
-        help="Shape of one input, e.g. --input-shape x:1,3,224,224 (repeatable); it may "
+        NamedValue(":", _shape, "INPUT:D0,D1,..."),
+        "Shape of one input, e.g. --input-shape x:1,3,224,224 (repeatable); it may "
         "not change a dimension the model declares unless --force-input-shape.",
     ),
     click.option(
@@ -190,7 +195,7 @@ _INPUT_OPTIONS = [
     ),
 ]
 
-_LIMIT_AND_FILE_OPTIONS = [
+_LIMIT_AND_FILE_OPTIONS: list[_Decorator] = [
     click.option(
         "--check-memory",
         "memory_budget",
