@@ -35,17 +35,17 @@ from seqlower.errors import (
 from seqlower.io import check_model, load_model, save_model
 from seqlower.pipeline import PassRow, build_pipeline, op_counts, pass_rows, run_pipeline
 from seqlower.summary import ModelFacts
-from seqlower.verification.check import CheckOptions, check_names
 
 if TYPE_CHECKING:
     from seqlower.verification import VerifyReport
+    from seqlower.verification.check import CheckOptions
 
 __all__ = [
     "LowerOptions",
     "LowerResult",
     "PassRow",  # defined in seqlower.pipeline; kept importable from here
     "VerifyResult",
-    "check_names",  # defined in seqlower.verification.check; kept importable from here
+    "check_names",
     "check_paths",
     "lower_file",
     "restamp",
@@ -71,7 +71,7 @@ class LowerOptions:
     passes: Sequence[str] | None = None
     cleanup: bool = True
     check: bool = True
-    check_options: CheckOptions = field(default_factory=CheckOptions)
+    check_options: CheckOptions = field(default_factory=lambda: _check_options())
     verify: Mapping[str, Any] = field(default_factory=dict)
     external_data: str | None = None
     keep_on_failure: bool = False
@@ -87,6 +87,8 @@ class LowerOptions:
     targets: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        from seqlower.verification.check import CheckOptions
+
         options = self.check_options
         if self.verify:
             if options != CheckOptions():
@@ -97,6 +99,20 @@ class LowerOptions:
             targets=tuple(dict.fromkeys((*self.targets, *options.targets))),
             force_input_shape=self.force_input_shape or options.force_input_shape,
         )
+
+
+def _check_options() -> CheckOptions:
+    # The check's modules load when a run needs them, not with the command line.
+    from seqlower.verification.check import CheckOptions
+
+    return CheckOptions()
+
+
+def check_names(model: onnx.ModelProto, options: CheckOptions) -> None:
+    """:func:`seqlower.verification.check.check_names`, kept importable from here."""
+    from seqlower.verification.check import check_names as check
+
+    check(model, options)
 
 
 @dataclass
