@@ -8,6 +8,7 @@ everything a front end may want to show. The command line only parses flags and 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import shutil
 import tempfile
@@ -38,16 +39,19 @@ from seqlower.targets import Deployment, deployment
 
 if TYPE_CHECKING:
     from seqlower.verification import VerifyReport
+    from seqlower.verification.check import CheckOptions
 
 __all__ = [
     "LowerOptions",
     "LowerResult",
     "PassRow",  # defined in seqlower.pipeline; kept importable from here
+    "VerifyResult",
     "check_names",
     "check_paths",
     "lower_file",
     "restamp",
     "save_failing_inputs",
+    "verify_files",
 ]
 
 #: The note of a run with nothing to lower, which writes the model as read and checks nothing.
@@ -59,11 +63,16 @@ Progress = Callable[[str], contextlib.AbstractContextManager[None]]
 
 @dataclass
 class LowerOptions:
-    """How :func:`lower_file` runs. ``verify`` holds :func:`seqlower.verify`'s keyword options."""
+    """How :func:`lower_file` runs; ``check_options`` is how the check runs (when ``check``).
+
+    ``verify`` (:func:`seqlower.verify`'s keyword options), ``targets`` and
+    ``force_input_shape`` are older spellings of parts of ``check_options``, merged into it.
+    """
 
     passes: Sequence[str] | None = None
     cleanup: bool = True
     check: bool = True
+    check_options: CheckOptions = field(default_factory=lambda: _check_options())
     verify: Mapping[str, Any] = field(default_factory=dict)
     external_data: str | None = None
     keep_on_failure: bool = False
@@ -75,8 +84,36 @@ class LowerOptions:
     sequence_free: bool = False
     unroll_inputs: Mapping[str, int] = field(default_factory=dict)
     #: Runtimes (names in ``seqlower.verification.oracles.TARGETS``) the lowered model is also
-    #: run and compared on; the same as ``verify["targets"]``, which it extends.
+    #: run and compared on; added to ``check_options.targets``.
     targets: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        from seqlower.verification.check import CheckOptions
+
+        options = self.check_options
+        if self.verify:
+            if options != CheckOptions():
+                raise TypeError("give LowerOptions either check_options or verify, not both")
+            options = CheckOptions.from_kwargs(**self.verify)
+        self.check_options = dataclasses.replace(
+            options,
+            targets=tuple(dict.fromkeys((*self.targets, *options.targets))),
+            force_input_shape=self.force_input_shape or options.force_input_shape,
+        )
+
+
+def _check_options() -> CheckOptions:
+    # The check's modules load when a run needs them, not with the command line.
+    from seqlower.verification.check import CheckOptions
+
+    return CheckOptions()
+
+
+def check_names(model: onnx.ModelProto, options: CheckOptions) -> None:
+    """:func:`seqlower.verification.check.check_names`, kept importable from here."""
+    from seqlower.verification.check import check_names as check
+
+    check(model, options)
 
 
 @dataclass
@@ -207,38 +244,21 @@ def lower_file(
     before = op_counts(ir_model) if options.count_ops else Counter()
     original = _reference(ir_model, options) if options.check else None
     if original is not None:
-        check_names(original, options.verify, force_input_shape=options.force_input_shape)
-    pipeline = build_pipeline(
-        options.passes,
-        cleanup=options.cleanup,
-        timed=True,
-        sequence_free=options.sequence_free,
-        unroll_inputs=options.unroll_inputs,
-        target=None if deploy.target is None else deploy.target.name,
-    )
+        check_names(original, options.check_options)
     opset, target_notes = _target_opset(ir_model, deploy, options.opset)
     with progress("lowering"):
-        run_pipeline(ir_model, pipeline)
-        rows = pass_rows(pipeline.passes)
+        rows = _lower(ir_model, options, None if deploy.target is None else deploy.target.name)
         load_notes = seqlower.io.load_notes(ir_model)
         unchanged = not options.unroll_inputs and not any(row.rewritten for row in rows)
         as_read: onnx.ModelProto | None = None
         notes_unchanged: list[str] = []
         if unchanged:
-            # Nothing lowered: OUT is the model as read (the pipeline's tidying, dropped unused
-            # optional outputs or inferred value_info, is not the user's request).
-            ir_model = load_model(model, check=False)
-            if opset is None and not seqlower.io.has_external_data(ir_model):
-                as_read = onnx.load(model, load_external_data=False)
-                if seqlower.io.proto_has_external_data(as_read):  # a Constant's, read in
-                    as_read = None
+            ir_model, as_read = _as_read(model, opset)
         notes = load_notes + restamp(ir_model, ir_version=options.ir_version, opset=opset)
         if as_read is not None:
             as_read.ir_version = ir_model.ir_version  # re-stamped only when asked
-        if unchanged and (opset is None and not targets and options.verify.get("expected") is None):
-            if original is not None:
-                _validate_given_inputs(original, options)  # still wrong inputs: exit 2
-                notes_unchanged = [KEPT_AS_READ]
+        if unchanged and _kept_unchecked(original, options, targets, opset):
+            notes_unchanged = [] if original is None else [KEPT_AS_READ]
             original = None  # the check would compare the model with itself
         # Without the check the written file is checked before it replaces anything
         # (cheaper); with it, the proto made for the runtimes is checked.
@@ -261,32 +281,92 @@ def lower_file(
         with progress("checking"):
             from seqlower.verification import verify  # imports onnxruntime: only when checking
 
-            extra: dict[str, Any] = {"targets": targets}
-            if on_run is not None:
-                extra["on_run"] = on_run  # run k of n, for progress
-            given = {k: v for k, v in options.verify.items() if k != "targets"}
-            report = verify(original, lowered, **given, **extra)
-        result.verification = report
-        result.exit_code = _exit_code(report)
-        if result.exit_code == ExitCode.MISMATCH and output is not None and not options.dry_run:
-            result.failing_inputs = save_failing_inputs(report, original, output)
-            if result.failing_inputs is None and report.failing_inputs is not None:
-                result.warnings.append(
-                    f"failing inputs not saved: {output}.failing-inputs is not a folder"
-                )
-    if options.dry_run or not (result.exit_code == ExitCode.OK or options.keep_on_failure):
-        result.seconds = time.perf_counter() - start
-        return result
-    assert output is not None
-    with progress(f"writing {output}"):
-        result.external_data = save_model(
-            ir_model,
-            output,
-            external_data=options.external_data,
-            check=original is None,
-            keep=keep,
-            exact=as_read,
-        )
+            proven = dataclasses.replace(options.check_options, targets=targets)
+            report = verify(original, lowered, _with_progress(proven, on_run))
+        _record_check(result, report, original, None if options.dry_run else output)
+    if not options.dry_run and (result.exit_code == ExitCode.OK or options.keep_on_failure):
+        assert output is not None
+        with progress(f"writing {output}"):
+            _write(result, ir_model, output, options, keep=keep, exact=as_read)
+    result.seconds = time.perf_counter() - start
+    return result
+
+
+def _lower(ir_model: ir.Model, options: LowerOptions, target: str | None) -> list[PassRow]:
+    """Run the passes ``options`` (or the ``target``'s row) ask for on ``ir_model``; a row per
+    pass."""
+    pipeline = build_pipeline(
+        options.passes,
+        cleanup=options.cleanup,
+        timed=True,
+        sequence_free=options.sequence_free,
+        unroll_inputs=options.unroll_inputs,
+        target=target,
+    )
+    run_pipeline(ir_model, pipeline)
+    return pass_rows(pipeline.passes)
+
+
+def _kept_unchecked(
+    original: onnx.ModelProto | None,
+    options: LowerOptions,
+    targets: tuple[str, ...],
+    opset: int | None,
+) -> bool:
+    """Whether a model with nothing lowered goes unchecked: unless a target, the framework's
+    outputs or an opset conversion call for the check. ``--inputs`` must fit all the same."""
+    if opset is not None or targets or options.check_options.expected is not None:
+        return False
+    if original is not None:
+        _validate_given_inputs(original, options)  # still wrong inputs: exit 2
+    return True
+
+
+def _as_read(model: Path, opset: int | None) -> tuple[ir.Model, onnx.ModelProto | None]:
+    """Nothing lowered: OUT is the model as read (the pipeline's tidying, dropped unused
+    optional outputs or inferred value_info, is not the user's request), and its proto as read
+    when it can be written byte for byte."""
+    ir_model = load_model(model, check=False)
+    if opset is not None or seqlower.io.has_external_data(ir_model):
+        return ir_model, None
+    as_read = onnx.load(model, load_external_data=False)
+    if seqlower.io.proto_has_external_data(as_read):  # a Constant's, read in
+        return ir_model, None
+    return ir_model, as_read
+
+
+def _record_check(
+    result: LowerResult, report: VerifyReport, original: onnx.ModelProto, output: Path | None
+) -> None:
+    """The check's report and exit code in ``result``; a mismatch's inputs beside OUT."""
+    result.verification = report
+    result.exit_code = _exit_code(report)
+    if result.exit_code == ExitCode.MISMATCH and output is not None:
+        result.failing_inputs = save_failing_inputs(report, original, output)
+        if result.failing_inputs is None and report.failing_inputs is not None:
+            result.warnings.append(
+                f"failing inputs not saved: {output}.failing-inputs is not a folder"
+            )
+
+
+def _write(
+    result: LowerResult,
+    ir_model: ir.Model,
+    output: Path,
+    options: LowerOptions,
+    *,
+    keep: list[Path],
+    exact: onnx.ModelProto | None,
+) -> None:
+    """Write OUT (and its weights) and record what was written in ``result``."""
+    result.external_data = save_model(
+        ir_model,
+        output,
+        external_data=options.external_data,
+        check=result.verification is None,
+        keep=keep,
+        exact=exact,
+    )
     result.written = True
     try:
         result.warnings += _runtime_notes(ir_model)
@@ -299,8 +379,99 @@ def lower_file(
             [output]
             + ([] if result.external_data is None else [output.parent / result.external_data])
         )
-    result.seconds = time.perf_counter() - start
+
+
+@dataclass
+class VerifyResult:
+    """What :func:`verify_files` did; ``exit_code`` is the command line's."""
+
+    reference: Path
+    candidate: Path
+    verification: VerifyReport
+    exit_code: int
+    failing_inputs: Path | None = None  # the first failing run's inputs, beside CANDIDATE
+    warnings: list[str] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        return str(self.verification)
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "reference": str(self.reference.resolve()),
+            "candidate": str(self.candidate.resolve()),
+            "exit_code": int(self.exit_code),
+        }
+        if self.failing_inputs is not None:
+            data["failing_inputs"] = str(self.failing_inputs)
+        return {**data, "verification": self.verification.to_dict()}
+
+
+def verify_files(
+    reference: str | os.PathLike[str],
+    candidate: str | os.PathLike[str],
+    options: CheckOptions,
+    *,
+    progress: Progress = _no_progress,
+    on_run: Callable[[int, int], None] | None = None,
+) -> VerifyResult:
+    """Compare the models at ``reference`` and ``candidate``: what ``seqlower verify`` does.
+
+    Raises :class:`seqlower.SeqlowerError` for anything the user can fix (paths, models of
+    different interfaces, options naming what the reference lacks); a mismatch (its inputs
+    saved beside CANDIDATE) or an impossible check is a result, with ``exit_code`` 1 or 3.
+    """
+    reference, candidate = Path(reference), Path(candidate)
+    proven = deployment(options.targets)  # a deploy target's name means the runtime proving it
+    if proven.unproven:
+        raise BadOptionError(
+            f"--target {proven.unproven[0]}: seqlower cannot run it, so cannot verify on it "
+            "(seqlower --list-targets)"
+        )
+    options = dataclasses.replace(options, targets=proven.proofs)
+    check_paths(reference, None, None, None)
+    check_paths(candidate, None, None, None, _as_path(options.inputs))
+    expected = _as_path(options.expected)
+    if expected is not None:
+        check_paths(None, None, None, None, expected)
+    protos = []
+    for path in (reference, candidate):
+        with progress(f"reading {path}"):
+            protos.append(seqlower.io.self_contained_proto(load_model(path)))
+    _same_interface(protos[0], protos[1], reference, candidate)
+    check_names(protos[0], options)
+    with progress("checking"):
+        from seqlower.verification import verify
+
+        report = verify(protos[0], protos[1], _with_progress(options, on_run))
+    result = VerifyResult(reference, candidate, report, _exit_code(report))
+    if result.exit_code == ExitCode.MISMATCH:
+        result.failing_inputs = save_failing_inputs(report, protos[0], candidate)
+        if result.failing_inputs is None and report.failing_inputs is not None:
+            result.warnings.append(
+                f"failing inputs not saved: {candidate}.failing-inputs is not a folder"
+            )
     return result
+
+
+def _as_path(value: object) -> Path | None:
+    return Path(value) if isinstance(value, (str, os.PathLike)) else None
+
+
+def _same_interface(
+    reference: onnx.ModelProto, candidate: onnx.ModelProto, a: Path, b: Path
+) -> None:
+    """Models with different input or output names cannot be compared: a usage error."""
+
+    def names(model: onnx.ModelProto) -> tuple[list[str], list[str]]:
+        initializers = {t.name for t in model.graph.initializer}
+        inputs = [i.name for i in model.graph.input if i.name not in initializers]
+        return sorted(inputs), [o.name for o in model.graph.output]
+
+    (ins_a, outs_a), (ins_b, outs_b) = names(reference), names(candidate)
+    if ins_a != ins_b:
+        raise InvalidModelError(f"{a} and {b} take different inputs: {ins_a} vs {ins_b}")
+    if outs_a != outs_b:
+        raise InvalidModelError(f"{a} and {b} have different outputs: {outs_a} vs {outs_b}")
 
 
 def _files_size(paths: Sequence[Path]) -> int | None:
@@ -311,67 +482,16 @@ def _files_size(paths: Sequence[Path]) -> int | None:
         return None
 
 
-def check_names(
-    model: onnx.ModelProto, verify: Mapping[str, Any], *, force_input_shape: bool = False
-) -> None:
-    """Raise BadOptionError when a check option names what the model does not have, or
-    (unless forced) an input shape contradicts a dimension the model declares."""
-    initializers = {t.name for t in model.graph.initializer}
-    inputs = {i.name: i.type for i in model.graph.input if i.name not in initializers}
-    outputs = [o.name for o in model.graph.output]
-    symbols: set[str] = set()
-    for type_proto in inputs.values():
-        symbols.update(d.dim_param for d in _dims(type_proto) if d.HasField("dim_param"))
-    for name in verify.get("dims") or {}:
-        if name not in symbols:
-            known = ", ".join(sorted(symbols)) or "none"
-            raise BadOptionError(
-                f"--dim {name}: the model's inputs have no dimension of that name "
-                f"(symbolic dimensions: {known})"
-            )
-    for name, shape in (verify.get("input_shapes") or {}).items():
-        if name not in inputs:
-            raise BadOptionError(
-                f"--input-shape {name}: the model has no input of that name "
-                f"(inputs: {', '.join(inputs)})"
-            )
-        declared = _dims(inputs[name])
-        if not declared:
-            continue
-        if len(declared) != len(shape):
-            raise BadOptionError(
-                f"--input-shape {name}: {len(shape)} dimensions given, the input has "
-                f"{len(declared)}"
-            )
-        for axis, (dim, size) in enumerate(zip(declared, shape, strict=True)):
-            if dim.HasField("dim_value") and dim.dim_value != size and not force_input_shape:
-                raise BadOptionError(
-                    f"--input-shape {name}: axis {axis} is declared {dim.dim_value}, not "
-                    f"{size} (--force-input-shape to override)"
-                )
-    for flag in ("rtol", "atol"):
-        tolerance = verify.get(flag)
-        if isinstance(tolerance, Mapping):
-            for name in tolerance:
-                if name != "*" and name not in outputs:
-                    raise BadOptionError(
-                        f"--{flag} {name}: the model has no output of that name "
-                        f"(outputs: {', '.join(outputs)})"
-                    )
-
-
-def _dims(type_proto: onnx.TypeProto) -> list[Any]:
-    """The declared dimensions of a tensor type or of a sequence's elements ([] if none)."""
-    while type_proto.HasField("sequence_type"):
-        type_proto = type_proto.sequence_type.elem_type
-    if type_proto.HasField("tensor_type") and type_proto.tensor_type.HasField("shape"):
-        return list(type_proto.tensor_type.shape.dim)
-    return []
+def _with_progress(
+    options: CheckOptions, on_run: Callable[[int, int], None] | None
+) -> CheckOptions:
+    """``options`` reporting run k of n to ``on_run`` (when given), for progress."""
+    return options if on_run is None else dataclasses.replace(options, on_run=on_run)
 
 
 def _inputs_path(options: LowerOptions) -> Path | None:
-    inputs = options.verify.get("inputs")
-    expected = options.verify.get("expected")
+    inputs = options.check_options.inputs
+    expected = options.check_options.expected
     if isinstance(expected, (str, os.PathLike)) and not Path(expected).exists():
         raise ModelLoadError(f"--expected {expected}: no such file or folder")
     return Path(inputs) if isinstance(inputs, (str, os.PathLike)) else None
@@ -379,11 +499,11 @@ def _inputs_path(options: LowerOptions) -> Path | None:
 
 def _validate_given_inputs(model: onnx.ModelProto, options: LowerOptions) -> None:
     """``--inputs`` that do not fit the model are an error even when no check runs."""
-    given = options.verify.get("inputs")
+    given = options.check_options.inputs
     if not isinstance(given, (str, os.PathLike)):
         return
-    from seqlower.constraints import analyze
-    from seqlower.inputs import load_inputs, validate_inputs
+    from seqlower.verification.constraints import analyze
+    from seqlower.verification.inputs import load_inputs, validate_inputs
 
     sets = load_inputs(given, model)
     for k, feeds in enumerate(sets, start=1):
@@ -394,8 +514,7 @@ def _validate_given_inputs(model: onnx.ModelProto, options: LowerOptions) -> Non
 def _deployment(options: LowerOptions) -> Deployment:
     """What the ``--target`` names ask for (the pipeline of their row of the target table, the
     runtimes that prove it), each proof runtime installed: exit 2 before any work otherwise."""
-    names = tuple(dict.fromkeys((*options.targets, *options.verify.get("targets", ()))))
-    deploy = deployment(names)
+    deploy = deployment(options.check_options.targets)
     if deploy.target is not None and (options.passes is not None or options.sequence_free):
         flag = "--sequence-free" if options.sequence_free else "--passes/--skip"
         raise BadOptionError(
@@ -404,7 +523,7 @@ def _deployment(options: LowerOptions) -> Deployment:
         )
     if deploy.proofs and not options.check:
         raise BadOptionError(f"--target {deploy.proofs[0]}: proving on a target needs the check")
-    if options.verify.get("expected") is not None and not options.check:
+    if options.check_options.expected is not None and not options.check:
         raise BadOptionError("--expected: comparing with the framework's outputs needs the check")
     from seqlower.verification.oracles import load_target
 
@@ -539,7 +658,7 @@ def save_failing_inputs(
 ) -> Path | None:
     """Save the inputs of the first failing run beside OUT (``OUT.failing-inputs``), staged
     and renamed into place like every other write; None when there are none or no room."""
-    from seqlower.inputs import save_inputs
+    from seqlower.verification.inputs import save_inputs
 
     if report.failing_inputs is None:
         return None

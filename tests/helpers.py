@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -12,7 +12,6 @@ from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 
 import seqlower
-from seqlower.verification import with_explicit_loop_conditions
 
 #: Element types onnxruntime's CPU kernels take for sequences and ReverseSequence.
 ORT_DTYPES = [
@@ -92,22 +91,24 @@ def all_op_types(model: onnx.ModelProto) -> list[str]:
     return [node.op_type for node in all_nodes(model)]
 
 
+def every_graph(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
+    """``graph`` and every graph nested in its nodes' attributes, depth first."""
+    yield graph
+    for node in graph.node:
+        for attr in node.attribute:
+            if attr.HasField("g"):
+                yield from every_graph(attr.g)
+            for sub in attr.graphs:
+                yield from every_graph(sub)
+
+
 def defined_names(model: onnx.ModelProto) -> list[str]:
     """Every name a graph defines (inputs, initializers, node outputs), in every scope."""
     names: list[str] = []
-
-    def walk(graph: onnx.GraphProto) -> None:
+    for graph in every_graph(model.graph):
         names.extend(i.name for i in graph.input)
         names.extend(i.name for i in graph.initializer)
-        for node in graph.node:
-            names.extend(o for o in node.output if o)
-            for attr in node.attribute:
-                if attr.HasField("g"):
-                    walk(attr.g)
-                for sub in attr.graphs:
-                    walk(sub)
-
-    walk(model.graph)
+        names.extend(o for node in graph.node for o in node.output if o)
     return names
 
 
@@ -193,3 +194,73 @@ def lower_and_compare(
     assert_lowered_ok(model, lowered, full_check=full_check)
     assert_equivalent(model, lowered, feeds)
     return lowered
+
+
+def with_explicit_loop_conditions(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy where each Loop with an omitted condition gets a constant true one.
+
+    The two mean the same in ONNX, but onnx's own ReferenceEvaluator runs a Loop whose
+    condition is omitted zero times (op_loop.py: ``while cond and ...`` with cond None). seqlower's
+    ``Reference`` oracle's corrected Loop needs no such copy; the tests use it for onnx's.
+    """
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    counter = 0
+
+    def patch(nodes: Any) -> None:
+        nonlocal counter
+        for node in list(nodes):
+            for attr in node.attribute:
+                if attr.HasField("g"):
+                    patch(attr.g.node)
+                for graph in attr.graphs:
+                    patch(graph.node)
+            if node.op_type == "Loop" and len(node.input) > 1 and not node.input[1]:
+                counter += 1
+                name = f"__seqlower_verify_true_{counter}"
+                true = onnx.helper.make_node(
+                    "Constant",
+                    [],
+                    [name],
+                    value=onnx.helper.make_tensor(name, onnx.TensorProto.BOOL, [], [True]),
+                )
+                nodes.insert(list(nodes).index(node), true)
+                node.input[1] = name
+
+    patch(copy.graph.node)
+    for function in copy.functions:
+        patch(function.node)
+    return copy
+
+
+def neg_loop(trips: int, size: int) -> str:
+    """A model (text) whose Loop negates ``x`` (``float[size]``) ``trips`` times."""
+    return f"""
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[{size}] x) => (float[{size}] y) {{
+        n = Constant<value = int64 {{{trips}}}>()
+        c = Constant<value = bool {{1}}>()
+        y = Loop(n, c, x) <
+            body = b (int64 i, bool ci, float[{size}] xi) => (bool co, float[{size}] xo) {{
+                co = Identity(ci)
+                xo = Neg(xi)
+            }}>
+    }}
+    """
+
+
+def nested_row_maps(reduce: str) -> str:
+    """A model (text) mapping over a sequence of [R, C] matrices and, inside, over each one's
+    rows with ``reduce`` (``ReduceSum``, ``ReduceMean``): onnxruntime refuses the nesting."""
+    return f"""
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (seq(float[R, C]) s) => (seq(float[R]) out) {{
+        out = SequenceMap(s) <body = outer (float[R, C] x) => (float[R] y) {{
+            rows = SplitToSequence<axis = 0, keepdims = 0>(x)
+            reduced = SequenceMap(rows) <body = inner (float[C] row) => (float r) {{
+                r = {reduce}<keepdims = 0>(row)
+            }}>
+            y = ConcatFromSequence<axis = 0, new_axis = 1>(reduced)
+        }}>
+    }}
+    """

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 import onnx
+import onnx.parser
 from onnx import TensorProto as T
 from onnx import helper as h
 
@@ -17,6 +18,17 @@ from tests.helpers import make_model, seq_info, seq_type, tensor_info
 
 F = T.FLOAT
 Case = tuple[onnx.ModelProto, dict[str, Any]]
+
+
+#: Test models are ONNX text at IR 8 (what onnxruntime and the runtimes read) and opset 17.
+HEAD = '<ir_version: 8, opset_import: ["" : 17]>'
+
+
+def parse(text: str) -> onnx.ModelProto:
+    """A model from ONNX's text format under :data:`HEAD`. Mind the types: ``float[] x`` is a
+    tensor of unknown rank, ``float x`` a scalar (rank 0), ``seq(float[])`` a sequence of
+    tensors of unknown rank."""
+    return onnx.parser.parse_model(HEAD + text)
 
 
 def floats(*shapes: tuple[int, ...], seed: int = 0) -> list[np.ndarray]:
@@ -43,20 +55,19 @@ def body(
 
 
 def multi_io() -> Case:
-    b = h.make_graph(
-        [
-            h.make_node("Add", ["a", "b"], ["sum"]),
-            h.make_node("Mul", ["a", "t"], ["scaled"]),
-            h.make_node("Shape", ["b"], ["shape"]),
-        ],
-        "body",
-        [tensor_info("a"), tensor_info("b"), tensor_info("t")],
-        [tensor_info("sum"), tensor_info("scaled"), tensor_info("shape", T.INT64)],
-    )
-    model = make_model(
-        [h.make_node("SequenceMap", ["s1", "s2", "t"], ["o1", "o2", "o3"], body=b)],
-        [seq_info("s1"), seq_info("s2"), tensor_info("t", F, [1])],
-        [seq_info("o1"), seq_info("o2"), seq_info("o3", T.INT64)],
+    model = parse(
+        """
+        test (seq(float[]) s1, seq(float[]) s2, float[1] t)
+            => (seq(float[]) o1, seq(float[]) o2, seq(int64[]) o3) {
+            o1, o2, o3 = SequenceMap (s1, s2, t) <
+                body: graph = body (float[] a, float[] b, float[] t)
+                    => (float[] sum, float[] scaled, int64[] shape) {
+                    sum = Add (a, b)
+                    scaled = Mul (a, t)
+                    shape = Shape (b)
+                }>
+        }
+        """
     )
     return model, {
         "s1": floats((2, 3), (4,)),
@@ -66,118 +77,112 @@ def multi_io() -> Case:
 
 
 def sequence_additional_input_of_other_type() -> Case:
-    b = h.make_graph(
-        [h.make_node("Cast", ["i"], ["i_f"], to=F), h.make_node("Add", ["x", "i_f"], ["y"])],
-        "body",
-        [tensor_info("x"), tensor_info("i", T.INT64)],
-        [tensor_info("y")],
-    )
-    model = make_model(
-        [h.make_node("SequenceMap", ["s", "ints"], ["out"], body=b)],
-        [seq_info("s"), seq_info("ints", T.INT64)],
-        [seq_info("out")],
+    model = parse(
+        """
+        test (seq(float[]) s, seq(int64[]) ints) => (seq(float[]) out) {
+            out = SequenceMap (s, ints) <body: graph = body (float[] x, int64[] i) => (float[] y) {
+                i_f = Cast <to: int = 1> (i)
+                y = Add (x, i_f)
+            }>
+        }
+        """
     )
     ints = [np.array([1, 2, 3], np.int64), np.array([7], np.int64)]
     return model, {"s": floats((3,), (1,)), "ints": ints}
 
 
 def same_value_twice() -> Case:
-    b = h.make_graph(
-        [
-            h.make_node("Add", ["a", "b"], ["ab"]),
-            h.make_node("Sub", ["c", "d"], ["cd"]),
-            h.make_node("Mul", ["ab", "cd"], ["y"]),
-        ],
-        "body",
-        [tensor_info(n) for n in "abcd"],
-        [tensor_info("y")],
-    )
-    model = make_model(
-        [h.make_node("SequenceMap", ["s", "s", "t", "t"], ["out"], body=b)],
-        [seq_info("s"), tensor_info("t", F, [])],
-        [seq_info("out")],
+    model = parse(
+        """
+        test (seq(float[]) s, float t) => (seq(float[]) out) {
+            out = SequenceMap (s, s, t, t) <
+                body: graph = body (float[] a, float[] b, float[] c, float[] d) => (float[] y) {
+                    ab = Add (a, b)
+                    cd = Sub (c, d)
+                    y = Mul (ab, cd)
+                }>
+        }
+        """
     )
     return model, {"s": floats((2,), (3, 1)), "t": np.array(1.5, np.float32)}
 
 
 def output_is_body_input() -> Case:
-    b = h.make_graph(
-        [h.make_node("Neg", ["x"], ["neg"])],
-        "body",
-        [tensor_info("x"), tensor_info("t")],
-        [tensor_info("x"), tensor_info("t"), tensor_info("neg")],
-    )
-    model = make_model(
-        [h.make_node("SequenceMap", ["s", "t"], ["same", "tensors", "negs"], body=b)],
-        [seq_info("s"), tensor_info("t", F, [2])],
-        [seq_info("same"), seq_info("tensors"), seq_info("negs")],
+    model = parse(
+        """
+        test (seq(float[]) s, float[2] t)
+            => (seq(float[]) same, seq(float[]) tensors, seq(float[]) negs) {
+            same, tensors, negs = SequenceMap (s, t) <
+                body: graph = body (float[] x, float[] t) => (float[] x, float[] t, float[] neg) {
+                    neg = Neg (x)
+                }>
+        }
+        """
     )
     return model, {"s": floats((2,), (5,)), "t": np.array([1, 2], np.float32)}
 
 
 def output_is_body_initializer() -> Case:
-    b = body(
-        [h.make_node("Identity", ["x"], ["y"])],
-        ["x"],
-        ["y", "c"],
-        initializers=[h.make_tensor("c", F, [2], [4.0, 5.0])],
-    )
-    model = make_model(
-        [h.make_node("SequenceMap", ["s"], ["ys", "cs"], body=b)],
-        [seq_info("s")],
-        [seq_info("ys"), seq_info("cs")],
+    model = parse(
+        """
+        test (seq(float[]) s) => (seq(float[]) ys, seq(float[]) cs) {
+            ys, cs = SequenceMap (s) <body: graph = body (float[] x) => (float[] y, float[] c)
+                <float[2] c = {4, 5}>
+            {
+                y = Identity (x)
+            }>
+        }
+        """
     )
     return model, {"s": floats((1,), (2,), (3,))}
 
 
 def output_is_constant() -> Case:
-    const = h.make_node("Constant", [], ["k"], value=h.make_tensor("kv", T.INT32, [3], [1, 2, 3]))
-    b = h.make_graph(
-        [const],
-        "body",
-        [tensor_info("x")],
-        [tensor_info("k", T.INT32)],
-    )
-    model = make_model(
-        [h.make_node("SequenceMap", ["s"], ["ks"], body=b)],
-        [seq_info("s")],
-        [seq_info("ks", T.INT32)],
+    model = parse(
+        """
+        test (seq(float[]) s) => (seq(int32[]) ks) {
+            ks = SequenceMap (s) <body: graph = body (float[] x) => (int32[] k) {
+                k = Constant <value: tensor = int32[3] kv {1,2,3}> ()
+            }>
+        }
+        """
     )
     return model, {"s": floats((1,), (2,))}
 
 
 def outer_scope_read() -> Case:
     # The body reads 'w' (a graph input) and 'bias' (an initializer) without listing them.
-    b = body(
-        [h.make_node("Mul", ["x", "w"], ["xw"]), h.make_node("Add", ["xw", "bias"], ["y"])],
-        ["x"],
-        ["y"],
-    )
-    model = make_model(
-        [h.make_node("SequenceMap", ["s"], ["out"], body=b)],
-        [seq_info("s"), tensor_info("w", F, [1])],
-        [seq_info("out")],
-        initializers=[h.make_tensor("bias", F, [1], [0.25])],
+    model = parse(
+        """
+        test (seq(float[]) s, float[1] w) => (seq(float[]) out)
+            <float[1] bias = {0.25}>
+        {
+            out = SequenceMap (s) <body: graph = body (float[] x) => (float[] y) {
+                xw = Mul (x, w)
+                y = Add (xw, bias)
+            }>
+        }
+        """
     )
     return model, {"s": floats((3,), (2, 2)), "w": np.array([3.0], np.float32)}
 
 
 def body_with_if() -> Case:
-    then_g = h.make_graph([h.make_node("Neg", ["x"], ["r1"])], "then", [], [tensor_info("r1")])
-    else_g = h.make_graph([h.make_node("Abs", ["x"], ["r2"])], "else", [], [tensor_info("r2")])
-    b = h.make_graph(
-        [
-            h.make_node("ReduceSum", ["x"], ["total"], keepdims=0),
-            h.make_node("Constant", [], ["zero"], value=h.make_tensor("z", F, [], [0.0])),
-            h.make_node("Greater", ["total", "zero"], ["positive"]),
-            h.make_node("If", ["positive"], ["y"], then_branch=then_g, else_branch=else_g),
-        ],
-        "body",
-        [tensor_info("x")],
-        [tensor_info("y")],
-    )
-    model = make_model(
-        [h.make_node("SequenceMap", ["s"], ["out"], body=b)], [seq_info("s")], [seq_info("out")]
+    model = parse(
+        """
+        test (seq(float[]) s) => (seq(float[]) out) {
+            out = SequenceMap (s) <body: graph = body (float[] x) => (float[] y) {
+                total = ReduceSum <keepdims: int = 0> (x)
+                zero = Constant <value: tensor = float z {0}> ()
+                positive = Greater (total, zero)
+                y = If (positive) <else_branch: graph = else () => (float[] r2) {
+                    r2 = Abs (x)
+                }, then_branch: graph = then () => (float[] r1) {
+                    r1 = Neg (x)
+                }>
+            }>
+        }
+        """
     )
     return model, {"s": [np.array([1, 2], np.float32), np.array([-3, 1], np.float32)]}
 
@@ -204,60 +209,40 @@ def body_with_loop() -> Case:
 
 def body_with_scan() -> Case:
     # Running sum over the rows of each element.
-    scan_body = h.make_graph(
-        [
-            h.make_node("Add", ["state", "row"], ["state_out"]),
-            h.make_node("Identity", ["state_out"], ["row_out"]),
-        ],
-        "cumsum",
-        [tensor_info("state", F, [2]), tensor_info("row", F, [2])],
-        [tensor_info("state_out", F, [2]), tensor_info("row_out", F, [2])],
-    )
-    b = h.make_graph(
-        [
-            h.make_node("Constant", [], ["init"], value=h.make_tensor("iv", F, [2], [0.0, 0.0])),
-            h.make_node(
-                "Scan", ["init", "x"], ["final", "rows"], body=scan_body, num_scan_inputs=1
-            ),
-        ],
-        "body",
-        [tensor_info("x", F, [None, 2])],
-        [tensor_info("final"), tensor_info("rows")],
-    )
-    model = make_model(
-        [h.make_node("SequenceMap", ["s"], ["finals", "cumsums"], body=b)],
-        [seq_info("s", F, [None, 2])],
-        [seq_info("finals"), seq_info("cumsums")],
+    model = parse(
+        """
+        test (seq(float[?,2]) s) => (seq(float[]) finals, seq(float[]) cumsums) {
+            finals, cumsums = SequenceMap (s) <
+                body: graph = body (float[?,2] x) => (float[] final, float[] rows) {
+                    init = Constant <value: tensor = float[2] iv {0,0}> ()
+                    final, rows = Scan (init, x) <
+                        body: graph = cumsum (float[2] state, float[2] row)
+                            => (float[2] state_out, float[2] row_out) {
+                        state_out = Add (state, row)
+                        row_out = Identity (state_out)
+                    }, num_scan_inputs: int = 1>
+                }>
+        }
+        """
     )
     return model, {"s": floats((3, 2), (1, 2), (4, 2))}
 
 
-def _row_sums_map(source: str, output: str, name: str = "inner") -> onnx.NodeProto:
-    inner = body(
-        [h.make_node("ReduceSum", ["row"], ["row_sum"], keepdims=1)],
-        ["row"],
-        ["row_sum"],
-        name=f"{name}_body",
-    )
-    return h.make_node("SequenceMap", [source], [output], body=inner, name=name)
-
-
 def nested_sequence_map() -> Case:
     # The outer body splits each element into rows and maps a row sum over them.
-    outer_body = h.make_graph(
-        [
-            h.make_node("SplitToSequence", ["x"], ["rows"], axis=0, keepdims=0),
-            _row_sums_map("rows", "sums"),
-            h.make_node("ConcatFromSequence", ["sums"], ["y"], axis=0),
-        ],
-        "outer_body",
-        [tensor_info("x", F, [None, None])],
-        [tensor_info("y")],
-    )
-    model = make_model(
-        [h.make_node("SequenceMap", ["s"], ["out"], body=outer_body, name="outer")],
-        [seq_info("s", F, [None, None])],
-        [seq_info("out")],
+    model = parse(
+        """
+        test (seq(float[?,?]) s) => (seq(float[]) out) {
+            [outer] out = SequenceMap (s) <body: graph = outer_body (float[?,?] x) => (float[] y) {
+                rows = SplitToSequence <axis: int = 0, keepdims: int = 0> (x)
+                [inner] sums = SequenceMap (rows) <
+                    body: graph = inner_body (float[] row) => (float[] row_sum) {
+                        row_sum = ReduceSum <keepdims: int = 1> (row)
+                    }>
+                y = ConcatFromSequence <axis: int = 0> (sums)
+            }>
+        }
+        """
     )
     return model, {"s": floats((3, 2), (2, 5))}
 
@@ -280,94 +265,93 @@ def function_op_in_body() -> Case:
 
 
 def in_if_branch() -> Case:
-    then_g = h.make_graph(
-        [_row_sums_map("s", "mapped", "in_then")], "then", [], [seq_info("mapped")]
-    )
-    else_g = h.make_graph(
-        [h.make_node("Identity", ["s"], ["same"])], "else", [], [seq_info("same")]
-    )
-    model = make_model(
-        [h.make_node("If", ["flag"], ["out"], then_branch=then_g, else_branch=else_g)],
-        [seq_info("s"), tensor_info("flag", T.BOOL, [])],
-        [seq_info("out")],
+    model = parse(
+        """
+        test (seq(float[]) s, bool flag) => (seq(float[]) out) {
+            out = If (flag) <else_branch: graph = else () => (seq(float[]) same) {
+                same = Identity (s)
+            }, then_branch: graph = then () => (seq(float[]) mapped) {
+                [in_then] mapped = SequenceMap (s) <
+                    body: graph = in_then_body (float[] row) => (float[] row_sum) {
+                        row_sum = ReduceSum <keepdims: int = 1> (row)
+                    }>
+            }>
+        }
+        """
     )
     return model, {"s": floats((3,), (2,)), "flag": np.array(True)}
 
 
 def in_loop_body() -> Case:
     # Each iteration maps a row sum over the sequence and inserts the concatenated sums.
-    loop_body = h.make_graph(
-        [
-            _row_sums_map("s", "sums", "in_loop"),
-            h.make_node("ConcatFromSequence", ["sums"], ["flat"], axis=0),
-            h.make_node("SequenceInsert", ["acc", "flat"], ["acc_out"]),
-            h.make_node("Identity", ["c"], ["c_out"]),
-        ],
-        "loop_body",
-        [tensor_info("i", T.INT64, []), tensor_info("c", T.BOOL, []), seq_info("acc")],
-        [tensor_info("c_out", T.BOOL, []), seq_info("acc_out")],
-    )
-    model = make_model(
-        [
-            h.make_node("SequenceEmpty", [], ["empty"], dtype=F),
-            h.make_node("Loop", ["n", "", "empty"], ["out"], body=loop_body),
-        ],
-        [seq_info("s"), tensor_info("n", T.INT64, [])],
-        [seq_info("out")],
+    model = parse(
+        """
+        test (seq(float[]) s, int64 n) => (seq(float[]) out) {
+            empty = SequenceEmpty <dtype: int = 1> ()
+            out = Loop (n, "", empty) <
+                body: graph = loop_body (int64 i, bool c, seq(float[]) acc)
+                    => (bool c_out, seq(float[]) acc_out) {
+                    [in_loop] sums = SequenceMap (s) <
+                        body: graph = in_loop_body (float[] row) => (float[] row_sum) {
+                            row_sum = ReduceSum <keepdims: int = 1> (row)
+                        }>
+                    flat = ConcatFromSequence <axis: int = 0> (sums)
+                    acc_out = SequenceInsert (acc, flat)
+                    c_out = Identity (c)
+                }>
+        }
+        """
     )
     return model, {"s": floats((3,), (2,)), "n": np.array(2, np.int64)}
 
 
 def in_scan_body() -> Case:
-    scan_body = h.make_graph(
-        [
-            h.make_node("SplitToSequence", ["row"], ["parts"], axis=0, keepdims=1),
-            _row_sums_map("parts", "sums", "in_scan"),
-            h.make_node("ConcatFromSequence", ["sums"], ["row_out"], axis=0),
-        ],
-        "scan_body",
-        [tensor_info("row", F, [3])],
-        [tensor_info("row_out", F, [3])],
-    )
-    model = make_model(
-        [h.make_node("Scan", ["x"], ["y"], body=scan_body, num_scan_inputs=1)],
-        [tensor_info("x", F, [2, 3])],
-        [tensor_info("y", F, [2, 3])],
+    model = parse(
+        """
+        test (float[2,3] x) => (float[2,3] y) {
+            y = Scan (x) <body: graph = scan_body (float[3] row) => (float[3] row_out) {
+                parts = SplitToSequence <axis: int = 0, keepdims: int = 1> (row)
+                [in_scan] sums = SequenceMap (parts) <
+                    body: graph = in_scan_body (float[] row) => (float[] row_sum) {
+                        row_sum = ReduceSum <keepdims: int = 1> (row)
+                    }>
+                row_out = ConcatFromSequence <axis: int = 0> (sums)
+            }, num_scan_inputs: int = 1>
+        }
+        """
     )
     return model, {"x": floats((2, 3))[0]}
 
 
 def deeply_nested() -> Case:
     # main -> If -> Loop -> If -> SequenceMap
-    inner_then = h.make_graph([_row_sums_map("s", "m", "deep")], "inner_then", [], [seq_info("m")])
-    inner_else = h.make_graph(
-        [h.make_node("Identity", ["s"], ["m2"])], "inner_else", [], [seq_info("m2")]
-    )
-    loop_body = h.make_graph(
-        [
-            h.make_node("If", ["flag"], ["picked"], then_branch=inner_then, else_branch=inner_else),
-            h.make_node("ConcatFromSequence", ["picked"], ["flat"], axis=0),
-            h.make_node("Add", ["acc", "flat"], ["acc_out"]),
-            h.make_node("Identity", ["c"], ["c_out"]),
-        ],
-        "loop_body",
-        [tensor_info("i", T.INT64, []), tensor_info("c", T.BOOL, []), tensor_info("acc", F, [2])],
-        [tensor_info("c_out", T.BOOL, []), tensor_info("acc_out", F, [2])],
-    )
-    outer_then = h.make_graph(
-        [h.make_node("Loop", ["n", "", "zeros"], ["total"], body=loop_body)],
-        "outer_then",
-        [],
-        [tensor_info("total", F, [2])],
-    )
-    outer_else = h.make_graph(
-        [h.make_node("Identity", ["zeros"], ["z"])], "outer_else", [], [tensor_info("z", F, [2])]
-    )
-    model = make_model(
-        [h.make_node("If", ["flag"], ["out"], then_branch=outer_then, else_branch=outer_else)],
-        [seq_info("s"), tensor_info("flag", T.BOOL, []), tensor_info("n", T.INT64, [])],
-        [tensor_info("out", F, [2])],
-        initializers=[h.make_tensor("zeros", F, [2], [0.0, 0.0])],
+    model = parse(
+        """
+        test (seq(float[]) s, bool flag, int64 n) => (float[2] out)
+            <float[2] zeros = {0, 0}>
+        {
+            out = If (flag) <else_branch: graph = outer_else () => (float[2] z) {
+                z = Identity (zeros)
+            }, then_branch: graph = outer_then () => (float[2] total) {
+                total = Loop (n, "", zeros) <
+                    body: graph = loop_body (int64 i, bool c, float[2] acc)
+                        => (bool c_out, float[2] acc_out) {
+                        picked = If (flag) <
+                            else_branch: graph = inner_else () => (seq(float[]) m2) {
+                                m2 = Identity (s)
+                            }, then_branch: graph = inner_then () => (seq(float[]) m) {
+                                [deep] m = SequenceMap (s) <
+                                    body: graph = deep_body (float[] row) => (float[] row_sum) {
+                                        row_sum = ReduceSum <keepdims: int = 1> (row)
+                                    }>
+                            }>
+                        flat = ConcatFromSequence <axis: int = 0> (picked)
+                        acc_out = Add (acc, flat)
+                        c_out = Identity (c)
+                    }>
+            }>
+        }
+        """
     )
     return model, {"s": floats((3,), (2,)), "flag": np.array(True), "n": np.array(3, np.int64)}
 
@@ -393,47 +377,34 @@ def in_function() -> Case:
 
 
 def empty_input_sequence() -> Case:
-    b = h.make_graph(
-        [h.make_node("Shape", ["x"], ["shape"])],
-        "body",
-        [tensor_info("x")],
-        [tensor_info("shape", T.INT64)],
-    )
-    model = make_model(
-        [
-            h.make_node("SequenceMap", ["s"], ["shapes"], body=b),
-            # Inserting an int64 tensor fails at run time unless the empty output is int64.
-            h.make_node("SequenceInsert", ["shapes", "marker"], ["out"]),
-            h.make_node("SequenceLength", ["shapes"], ["count"]),
-        ],
-        [seq_info("s"), tensor_info("marker", T.INT64, [1])],
-        [seq_info("out", T.INT64), tensor_info("count", T.INT64, [])],
+    model = parse(
+        """
+        test (seq(float[]) s, int64[1] marker) => (seq(int64[]) out, int64 count) {
+            shapes = SequenceMap (s) <body: graph = body (float[] x) => (int64[] shape) {
+                shape = Shape (x)
+            }>
+            out = SequenceInsert (shapes, marker)
+            count = SequenceLength (shapes)
+        }
+        """
     )
     return model, {"s": [], "marker": np.array([42], np.int64)}
 
 
 def clashing_names() -> Case:
     # Body and outer graph already use the names an expansion would pick, and shadow each other.
-    b = h.make_graph(
-        [
-            h.make_node("Identity", ["x"], ["SequenceMap_loop_body_cond_out"]),
-            h.make_node(
-                "Add",
-                ["SequenceMap_loop_body_cond_out", "SequenceMap_length"],
-                ["SequenceMap_acc_out_0"],
-            ),
-        ],
-        "body",
-        [tensor_info("x"), tensor_info("SequenceMap_length")],
-        [tensor_info("SequenceMap_acc_out_0")],
-    )
-    model = make_model(
-        [
-            h.make_node("Identity", ["t"], ["x"]),  # the outer graph defines the body's 'x'
-            h.make_node("SequenceMap", ["s", "x"], ["SequenceMap_empty_0"], body=b),
-        ],
-        [seq_info("s"), tensor_info("t", F, [1])],
-        [seq_info("SequenceMap_empty_0")],
+    model = parse(
+        """
+        test (seq(float[]) s, float[1] t) => (seq(float[]) SequenceMap_empty_0) {
+            x = Identity (t)
+            SequenceMap_empty_0 = SequenceMap (s, x) <
+                body: graph = body (float[] x, float[] SequenceMap_length)
+                    => (float[] SequenceMap_acc_out_0) {
+                    SequenceMap_loop_body_cond_out = Identity (x)
+                    SequenceMap_acc_out_0 = Add (SequenceMap_loop_body_cond_out, SequenceMap_length)
+                }>
+        }
+        """
     )
     return model, {"s": floats((2,), (1,)), "t": np.array([10.0], np.float32)}
 

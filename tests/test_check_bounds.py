@@ -13,23 +13,16 @@ from typing import Any
 import numpy as np
 import onnx
 import pytest
-from click.testing import CliRunner
 
 import seqlower.verification.check
-from seqlower.cli.commands import cli
 from seqlower.errors import CheckLimitError
-
-
-def run(*args: Any) -> Any:
-    return CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
+from tests.conftest import assert_one_line_error
+from tests.conftest import run_cli as run
+from tests.helpers import neg_loop
 
 
 def one_line(result: Any, code: int, *words: str) -> None:
-    assert result.exit_code == code, result.stdout + result.stderr
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("seqlower: error: "), result.stderr
-    for word in words:
-        assert word in lines[0], (word, lines[0])
+    assert_one_line_error(result, *words, code=code)
 
 
 def save(text: str, path: Path) -> Path:
@@ -42,17 +35,7 @@ HUGE = """
 g (float[200000, 200000] x) => (float[200000, 200000] y) { y = Neg(x) }
 """
 
-ENDLESS = """
-<ir_version: 8, opset_import: ["" : 17]>
-g (float[1] x) => (float[1] y) {
-    n = Constant<value = int64 {1000000000000}>()
-    t = Constant<value = bool {1}>()
-    y = Loop(n, t, x) <body = b (int64 i, bool c, float[1] v) => (bool co, float[1] w) {
-        co = Identity(c)
-        w = Neg(v)
-    }>
-}
-"""
+ENDLESS = neg_loop(10**12, 1)
 
 NEG = """
 <ir_version: 8, opset_import: ["" : 17]>

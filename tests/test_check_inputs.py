@@ -9,16 +9,15 @@ from typing import Any
 import numpy as np
 import onnx
 import pytest
-from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import seqlower
-from seqlower.cli.commands import cli
-from seqlower.constraints import analyze
-from seqlower.inputs import InputError, validate_inputs
 from seqlower.verification import CheckOptions, Tolerances, verify
+from seqlower.verification.constraints import analyze
+from seqlower.verification.inputs import InputError, validate_inputs
 from seqlower.verification.oracles import OnnxRuntime, Reference
+from tests.conftest import assert_one_line_error, run_cli
 
 HEAD = '<ir_version: 8, opset_import: ["" : 17, "local" : 1]>'
 
@@ -27,11 +26,6 @@ def parse(text: str) -> onnx.ModelProto:
     model = onnx.parser.parse_model(f"{HEAD}\n{text}")
     onnx.checker.check_model(model, full_check=True)
     return model
-
-
-def run_cli(*args: Any) -> tuple[int, str, str]:
-    result = CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
-    return result.exit_code, result.stdout, result.stderr
 
 
 # Real exporter shapes: tf2onnx casts int32 lengths to int64 and names every dim unk__N.
@@ -562,8 +556,7 @@ g (seq(float[N, C]) s, float[C] w, seq(float[C]) ws) => (seq(float[N, C]) a, seq
     assert "'with_tensor'" in message and "'with_sequence'" in message
     source = tmp_path / "m.onnx"
     onnx.save(model, source)
-    code, _, err = run_cli(source, "-o", tmp_path / "out.onnx")
-    assert code == 2 and "with_sequence" in err and len(err.strip().splitlines()) == 1
+    assert_one_line_error(run_cli(source, "-o", tmp_path / "out.onnx"), "with_sequence")
 
 
 # ---------------------------------------------------------------- progress
@@ -638,5 +631,5 @@ def test_verify_command_validates_inputs_too(tmp_path: Path) -> None:
     source = tmp_path / "m.onnx"
     onnx.save(parse(RS), source)
     np.savez(tmp_path / "in.npz", x=X, lens32=np.array([1, 9], np.int32))
-    code, _, err = run_cli("verify", source, source, "--inputs", tmp_path / "in.npz")
-    assert code == 2 and "'lens32' holds 9" in err and len(err.strip().splitlines()) == 1
+    result = run_cli("verify", source, source, "--inputs", tmp_path / "in.npz")
+    assert_one_line_error(result, "'lens32' holds 9")

@@ -10,29 +10,14 @@ from pathlib import Path
 
 import onnx
 import pytest
-from click.testing import CliRunner
 from onnx import helper as h
 
 import seqlower
-from seqlower.cli.commands import cli
+from tests.conftest import assert_one_line_error
+from tests.conftest import run_cli as run
 from tests.helpers import assert_equivalent, assert_lowered_ok, make_model, tensor_info
 from tests.malformed_cases import MALFORMED
 from tests.sequence_map_cases import CASES
-
-
-def run(*args: str | Path) -> tuple[int, str, str]:
-    result = CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
-    return result.exit_code, result.stdout, result.stderr
-
-
-def assert_one_line_error(code: int, stderr: str, *words: str) -> None:
-    assert code == 2, stderr
-    lines = stderr.strip().splitlines()
-    assert len(lines) == 1, stderr
-    assert lines[0].startswith("seqlower: error: ")
-    assert "Traceback" not in stderr
-    for word in words:
-        assert word in lines[0], (word, lines[0])
 
 
 @pytest.mark.parametrize("name", list(CASES))
@@ -54,8 +39,7 @@ def test_malformed_node_through_cli(name: str, tmp_path: Path) -> None:
     build, words = MALFORMED[name]
     source, target = tmp_path / "in.onnx", tmp_path / "out.onnx"
     onnx.save(build(), source)
-    code, _, err = run(source, "-o", target)
-    assert_one_line_error(code, err, *words)
+    assert_one_line_error(run(source, "-o", target), *words)
     assert not target.exists()
     assert [p.name for p in tmp_path.iterdir()] == ["in.onnx"]
 
@@ -83,24 +67,24 @@ def _valid_model_bytes() -> bytes:
 def test_bad_input_files(label: str, content: bytes, words: list[str], tmp_path: Path) -> None:
     source, target = tmp_path / f"{label}.onnx", tmp_path / "out.onnx"
     source.write_bytes(content)
-    code, _, err = run(source, "-o", target)
-    assert_one_line_error(code, err, str(source), *words)
+    assert_one_line_error(run(source, "-o", target), str(source), *words)
     assert not target.exists()
 
 
 def test_missing_file_and_directory(tmp_path: Path) -> None:
-    code, _, err = run(tmp_path / "absent.onnx", "-o", tmp_path / "out.onnx")
-    assert_one_line_error(code, err, "no such file")
-    code, _, err = run(tmp_path, "-o", tmp_path / "out.onnx")
-    assert_one_line_error(code, err, "directory")
+    assert_one_line_error(
+        run(tmp_path / "absent.onnx", "-o", tmp_path / "out.onnx"), "no such file"
+    )
+    assert_one_line_error(run(tmp_path, "-o", tmp_path / "out.onnx"), "directory")
     assert not (tmp_path / "out.onnx").exists()
 
 
 def test_unwritable_output(tmp_path: Path) -> None:
     model, _ = CASES["multi_io"]()
     onnx.save(model, tmp_path / "in.onnx")
-    code, _, err = run(tmp_path / "in.onnx", "-o", tmp_path / "no" / "such" / "dir.onnx")
-    assert_one_line_error(code, err, "does not exist")
+    assert_one_line_error(
+        run(tmp_path / "in.onnx", "-o", tmp_path / "no" / "such" / "dir.onnx"), "does not exist"
+    )
 
 
 def test_output_may_overwrite_input(tmp_path: Path) -> None:

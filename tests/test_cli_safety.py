@@ -16,15 +16,13 @@ from onnx import helper as h
 import seqlower.io
 from seqlower import passes as seqlower_passes
 from seqlower.cli.commands import cli
+from tests.conftest import assert_one_line_error
+from tests.conftest import run_cli as run
 from tests.helpers import assert_equivalent, make_model, seq_info
 from tests.sequence_map_cases import CASES, body
 from tests.test_reverse_sequence import reverse_model
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def run(*args: Any, **kwargs: Any) -> Any:
-    return CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False, **kwargs)
 
 
 def _seed_models() -> dict[str, bytes]:
@@ -263,7 +261,7 @@ def test_models_too_big_to_check_say_so(tmp_path: Path, monkeypatch: pytest.Monk
     onnx.save(model, source)  # inline
     monkeypatch.setattr(seqlower.io, "INLINE_LIMIT", 1)  # every model counts as over 2 GB
     result = run(source, "-o", target)
-    assert result.exit_code == 3 and "--no-check" in result.stderr
-    assert len(result.stderr.strip().splitlines()) == 1 and not target.exists()
+    assert_one_line_error(result, "--no-check", code=3)
+    assert not target.exists()
     result = run(source, "-o", target, "--no-check")
     assert result.exit_code == 0 and (tmp_path / "out.onnx.data").exists()

@@ -10,11 +10,11 @@ from typing import Any
 
 import onnx
 import pytest
-from click.testing import CliRunner
 
 import seqlower.job
-from seqlower.cli.commands import cli
 from seqlower.cli.output import seconds
+from tests.conftest import assert_one_line_error
+from tests.conftest import run_cli as run
 from tests.sequence_map_cases import CASES
 
 NEG = onnx.parser.parse_model(
@@ -25,16 +25,7 @@ NEG = onnx.parser.parse_model(
 )
 
 
-def run(*args: Any) -> Any:
-    return CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
-
-
-def one_line_error(result: Any, *words: str, code: int = 2) -> None:
-    assert result.exit_code == code, result.stdout + result.stderr
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("seqlower: error: "), result.stderr
-    for word in words:
-        assert word in lines[0], (word, lines[0])
+one_line_error = assert_one_line_error
 
 
 @pytest.fixture

@@ -15,18 +15,14 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 import pytest
-from click.testing import CliRunner
 
 import seqlower
 import seqlower.io
-from seqlower.cli.commands import cli
 from seqlower.errors import InvalidModelError, OutputError
+from tests.conftest import assert_one_line_error
+from tests.conftest import run_cli as run
 
 WEIGHTS = 1000  # floats: 4 kB, above onnx_ir's 256-byte threshold for external data
-
-
-def run(*args: Any) -> Any:
-    return CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
 
 
 def weighted_model(scale: float = 1.0) -> onnx.ModelProto:
@@ -135,8 +131,7 @@ def test_bad_external_data_names(tmp_path: Path, name: str) -> None:
     out.write_bytes(b"previous")
     before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
     result = run(source, "-o", out, "--external-data", name)
-    assert result.exit_code == 2, result.stdout + result.stderr
-    assert len(result.stderr.strip().splitlines()) == 1
+    assert_one_line_error(result)
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before  # nothing new
 
 
@@ -229,8 +224,7 @@ def test_external_fields_are_checked(tmp_path: Path, field: str, value: str, mes
     onnx.save(proto, source)
     for extra in ([], ["--no-check"]):
         result = run(source, "-o", tmp_path / "out.onnx", *extra)
-        assert result.exit_code == 2 and message in result.stderr, result.stderr
-        assert len(result.stderr.strip().splitlines()) == 1
+        assert_one_line_error(result, message)
         assert listing(tmp_path) == ["in.bin", "in.onnx"]
 
 
@@ -380,10 +374,9 @@ def test_paths_are_checked_before_the_work(
     def no_loading(*_: Any, **__: Any) -> None:
         raise AssertionError("the model was read before the paths were checked")
 
-    monkeypatch.setattr("seqlower.cli.commands.load_model", no_loading)
+    monkeypatch.setattr("seqlower.job.load_model", no_loading)
     result = run(source, *(a.format(tmp=tmp_path) for a in args))
-    assert result.exit_code == 2, result.stderr
-    assert len(result.stderr.strip().splitlines()) == 1
+    assert_one_line_error(result)
     assert listing(tmp_path) == before
 
 
@@ -440,8 +433,7 @@ def test_names_that_are_not_utf8(tmp_path: Path, where: str) -> None:
     source = tmp_path / "in.onnx"
     source.write_bytes(_named(b"\xff\xfe\xfd\xfcZZZZ", where))
     result = run(source, "-o", tmp_path / "out.onnx")
-    assert result.exit_code == 2 and "not valid UTF-8" in result.stderr, result.stderr
-    assert len(result.stderr.strip().splitlines()) == 1
+    assert_one_line_error(result, "not valid UTF-8")
     with pytest.raises(InvalidModelError, match="UTF-8"):
         seqlower.lower(onnx.load(source))
 
@@ -483,8 +475,7 @@ def test_data_behind_a_linked_folder_with_a_bare_model_name(
     onnx.save(proto, folder / "m.onnx")
     monkeypatch.chdir(folder)
     result = run("m.onnx", "-o", "out.onnx")
-    assert result.exit_code == 2 and "outside" in result.stderr, result.stderr
-    assert len(result.stderr.strip().splitlines()) == 1
+    assert_one_line_error(result, "outside")
 
 
 # ------------------------------------------------------------ 13. deeply nested models
@@ -517,8 +508,7 @@ def test_models_nested_deeper_than_protobuf_reads(tmp_path: Path) -> None:
     source = tmp_path / "deep.onnx"
     source.write_bytes(_nested_ifs(32).SerializeToString())
     result = run(source, "-o", tmp_path / "out.onnx")
-    assert result.exit_code == 2 and "nested deeper than protobuf" in result.stderr
-    assert len(result.stderr.strip().splitlines()) == 1
+    assert_one_line_error(result, "nested deeper than protobuf")
     source.write_bytes(_nested_ifs(25).SerializeToString())  # within the limit: lowered
     assert run(source, "-o", tmp_path / "out.onnx").exit_code == 0
 

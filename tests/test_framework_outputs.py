@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from onnx import numpy_helper
 
 from seqlower.cli.commands import cli
-from seqlower.inputs import save_inputs
+from seqlower.verification.inputs import save_inputs
 
 SAMPLES = Path(__file__).parent / "data" / "realworld"
 NAMES = [

@@ -6,13 +6,16 @@ import json
 from pathlib import Path
 from typing import Any
 
+import click
+import click.testing
 import onnx
 import pytest
-from click.testing import CliRunner
 
 import seqlower
-from seqlower.cli.commands import cli
-from seqlower.job import LowerOptions, lower_file
+from seqlower.job import LowerOptions, lower_file, verify_files
+from seqlower.verification import CheckOptions, Tolerances
+from tests.conftest import assert_one_line_error
+from tests.conftest import run_cli as run
 
 NEG = onnx.parser.parse_model(
     """
@@ -62,23 +65,13 @@ REVERSALS = onnx.parser.parse_model(
 )
 
 
-def run(*args: Any) -> Any:
-    return CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
-
-
 def save(model: onnx.ModelProto, folder: Path, name: str = "in.onnx") -> Path:
     path = folder / name
     onnx.save(model, path)
     return path
 
 
-def one_line_error(result: Any, *words: str, code: int = 2) -> str:
-    assert result.exit_code == code, result.stdout + result.stderr
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("seqlower: error: "), result.stderr
-    for word in words:
-        assert word in lines[0], (word, lines[0])
-    return lines[0]
+one_line_error = assert_one_line_error
 
 
 # ------------------------------------------------------------------ 6. the Python API
@@ -90,6 +83,59 @@ def test_lower_file_takes_str_paths(tmp_path: Path) -> None:
     result = lower_file(str(source), str(out), LowerOptions())
     assert result.exit_code == 0 and result.written and out.exists()
     assert result.input == source and result.output == out
+
+
+def test_verify_files_is_what_the_verify_command_does(tmp_path: Path) -> None:
+    source = save(MAP_INPUT, tmp_path)
+    lowered = tmp_path / "out.onnx"
+    onnx.save(seqlower.lower(MAP_INPUT), lowered)
+    options = CheckOptions(n=2, seed=3, tolerances=Tolerances(rtol=1e-4))
+    result = verify_files(str(source), str(lowered), options)
+    assert result.exit_code == 0 and result.verification.ok and result.failing_inputs is None
+    data = result.to_dict()
+    assert data["reference"] == str(source.resolve()) and data["exit_code"] == 0
+    cli_run = run(
+        "verify", source, lowered, "--check-n", "2", "--seed", "3", "--rtol", "1e-4", "-v"
+    )
+    assert cli_run.exit_code == 0
+    for line in str(result).splitlines():
+        assert line in cli_run.stdout, line
+
+
+def test_lower_options_hold_check_options_and_take_the_older_keywords() -> None:
+    typed = LowerOptions(
+        check_options=CheckOptions(n=5, dims={"N": 2}, targets=("tract",)),
+        targets=("openvino",),
+        force_input_shape=True,
+    )
+    assert typed.check_options.n == 5 and typed.check_options.dims == {"N": 2}
+    assert typed.check_options.targets == ("openvino", "tract")
+    assert typed.check_options.force_input_shape
+    older = LowerOptions(verify={"n": 4, "rtol": {"*": 1e-3, "y": 1e-2}, "targets": ("tract",)})
+    assert older.check_options.n == 4 and older.check_options.targets == ("tract",)
+    assert older.check_options.tolerances.to_options() == ({"*": 1e-3, "y": 1e-2}, None)
+    with pytest.raises(TypeError):
+        LowerOptions(check_options=CheckOptions(n=5), verify={"n": 4})
+
+
+def test_check_flags_become_one_typed_check_options() -> None:
+    from seqlower.cli.options import check_options, checking
+
+    seen: dict[str, Any] = {}
+
+    @click.command()
+    @check_options
+    def command(report_path: Path | None, **flags: Any) -> None:
+        seen["options"] = checking(**flags)
+
+    flags = ["--rtol", "1e-3", "--rtol", "y:1e-2", "--atol", "y:0", "--dim", "N=4"]
+    flags += ["--input-shape", "x:2,3", "--check-memory", "1.5K", "--seq-len", "0"]
+    result = click.testing.CliRunner().invoke(command, flags, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    options = seen["options"]
+    assert options.tolerances == Tolerances(1e-3, None, {"y": (1e-2, 0.0)})
+    assert options.dims == {"N": 4} and options.input_shapes == {"x": (2, 3)}
+    assert options.memory_budget == 1536 and options.seq_len == 0
 
 
 def test_str_of_reports_is_what_the_cli_prints(tmp_path: Path) -> None:

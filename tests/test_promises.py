@@ -14,10 +14,11 @@ import onnx.parser
 import pytest
 from click.testing import CliRunner
 
-import seqlower.inputs
 import seqlower.io
 import seqlower.job
+import seqlower.verification.inputs
 from seqlower.cli.commands import cli
+from tests.conftest import assert_one_line_error
 
 # 20000 x 20000 float32: 1.6 GB, under the --check-memory given, but no room to draw it here.
 HUGE = onnx.parser.parse_model(
@@ -44,10 +45,7 @@ def _out_of_memory(*_: Any, **__: Any) -> Any:
 
 
 def _one_line(result: Any, code: int) -> str:
-    assert result.exit_code == code, (result.exit_code, result.output)
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in result.output, lines
-    return str(lines[0])
+    return assert_one_line_error(result, code=code, prefix="seqlower: ")
 
 
 def test_out_of_memory_drawing_inputs_is_exit_3(
@@ -55,7 +53,7 @@ def test_out_of_memory_drawing_inputs_is_exit_3(
 ) -> None:
     source, out = tmp_path / "huge.onnx", tmp_path / "out.onnx"
     onnx.save(HUGE, source)
-    monkeypatch.setattr(seqlower.inputs, "random_tensor", _out_of_memory)
+    monkeypatch.setattr(seqlower.verification.inputs, "random_tensor", _out_of_memory)
     result = CliRunner().invoke(cli, [str(source), "-o", str(out), "--check-memory", "8G", "-q"])
     line = _one_line(result, 3)
     assert "ran out of memory drawing the inputs of run 1" in line

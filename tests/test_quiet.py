@@ -11,20 +11,11 @@ from pathlib import Path
 import onnx
 import onnx.parser
 
+from tests.helpers import nested_row_maps
+
 # Nested maps (onnxruntime refuses them, onnx.reference runs them) whose inner ReduceMean sees
 # empty rows with --dim C=0: numpy warns "Mean of empty slice".
-NESTED_MEAN = """
-<ir_version: 8, opset_import: ["" : 17]>
-g (seq(float[R, C]) s) => (seq(float[R]) out) {
-    out = SequenceMap(s) <body = outer (float[R, C] x) => (float[R] y) {
-        rows = SplitToSequence<axis = 0, keepdims = 0>(x)
-        means = SequenceMap(rows) <body = inner (float[C] row) => (float r) {
-            r = ReduceMean<keepdims = 0>(row)
-        }>
-        y = ConcatFromSequence<axis = 0, new_axis = 1>(means)
-    }>
-}
-"""
+NESTED_MEAN = nested_row_maps("ReduceMean")
 
 
 def _run(tmp_path: Path, *flags: str) -> subprocess.CompletedProcess[str]:

@@ -28,7 +28,8 @@ from seqlower.passes import (
 )
 from seqlower.passes._sequences import SEQUENCE_OPS
 from tests import sequence_free_cases as cases
-from tests.helpers import all_op_types, ort_run
+from tests.conftest import assert_one_line_error, run_cli
+from tests.helpers import all_op_types, every_graph, ort_run
 from tests.runtimes import RUNTIMES, RuntimeFailure, assert_same, run
 
 CASES = cases.CASES
@@ -42,21 +43,12 @@ def lowered_case(name: str) -> tuple[onnx.ModelProto, onnx.ModelProto, dict[str,
 
 def sequence_typed_values(model: onnx.ModelProto) -> list[str]:
     """Names of every value declared with a sequence type, in every graph."""
-    found: list[str] = []
-
-    def walk(graph: onnx.GraphProto) -> None:
-        for info in [*graph.input, *graph.output, *graph.value_info]:
-            if info.type.HasField("sequence_type"):
-                found.append(info.name)
-        for node in graph.node:
-            for attr in node.attribute:
-                if attr.HasField("g"):
-                    walk(attr.g)
-                for sub in attr.graphs:
-                    walk(sub)
-
-    walk(model.graph)
-    return found
+    return [
+        info.name
+        for graph in every_graph(model.graph)
+        for info in [*graph.input, *graph.output, *graph.value_info]
+        if info.type.HasField("sequence_type")
+    ]
 
 
 @pytest.mark.parametrize("name", list(CASES))
@@ -423,9 +415,7 @@ def test_unroll_input_errors(spec: str, words: str, tmp_path: Path) -> None:
     source, target = tmp_path / "in.onnx", tmp_path / "out.onnx"
     onnx.save(onnx.parser.parse_model(SEQUENCE_INPUT), source)
     args = [str(source), "-o", str(target), "--sequence-free", "--unroll-input", spec]
-    result = CliRunner().invoke(cli, args)
-    assert result.exit_code == 2 and words in result.stderr, result.stderr
-    assert len(result.stderr.strip().splitlines()) == 1
+    assert_one_line_error(run_cli(*args), words)
     assert not target.exists()
 
 

@@ -19,6 +19,7 @@ from seqlower.job import LowerOptions, lower_file
 from seqlower.targets import TARGETS as DEPLOY_TARGETS
 from seqlower.verification import CheckOptions, VerifyReport, verify
 from seqlower.verification.oracles import TARGETS
+from tests.helpers import neg_loop, nested_row_maps
 from tests.runtimes import require
 
 # A tf2onnx-style ReverseSequence: lowered to ops both OpenVINO and tract run.
@@ -33,19 +34,7 @@ REVERSE = onnx.parser.parse_model(
 )
 
 # A Loop: tract 0.23.9 has none.
-LOOP = onnx.parser.parse_model(
-    """
-    <ir_version: 8, opset_import: ["" : 17]>
-    g (float[3] x) => (float[3] y) {
-        n = Constant<value = int64 {2}>()
-        c = Constant<value = bool {1}>()
-        y = Loop(n, c, x) <body = b (int64 i, bool ci, float[3] xi) => (bool co, float[3] xo) {
-            co = Identity(ci)
-            xo = Neg(xi)
-        }>
-    }
-    """
-)
+LOOP = onnx.parser.parse_model(neg_loop(2, 3))
 
 
 def _version(package: str) -> str:
@@ -220,20 +209,7 @@ def test_target_seqlower_cannot_run_is_lowered_for_and_said(tmp_path: Path) -> N
 def test_onnxruntime_target_proves_what_only_onnx_reference_ran(tmp_path: Path) -> None:
     """The original only onnx.reference runs (nested maps): both models run there, and
     --target onnxruntime proves the lowered one on onnxruntime too."""
-    model = onnx.parser.parse_model(
-        """
-        <ir_version: 8, opset_import: ["" : 17]>
-        g (seq(float[R, C]) s) => (seq(float[R]) out) {
-            out = SequenceMap(s) <body = outer (float[R, C] x) => (float[R] y) {
-                rows = SplitToSequence<axis = 0, keepdims = 0>(x)
-                sums = SequenceMap(rows) <body = inner (float[C] row) => (float r) {
-                    r = ReduceSum<keepdims = 0>(row)
-                }>
-                y = ConcatFromSequence<axis = 0, new_axis = 1>(sums)
-            }>
-        }
-        """
-    )
+    model = onnx.parser.parse_model(nested_row_maps("ReduceSum"))
     report = verify(model, seqlower.lower(model), CheckOptions(targets=("onnxruntime",)))
     assert report.ok, report.reason
     assert report.oracles["reference"] == report.oracles["candidate"] == "onnx.reference"

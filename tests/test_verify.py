@@ -18,8 +18,8 @@ import seqlower
 import seqlower.io
 from seqlower import passes as seqlower_passes
 from seqlower.cli.commands import cli
-from seqlower.inputs import generate_inputs, load_inputs, save_inputs
 from seqlower.verification import VerifyReport, compare_values, verify
+from seqlower.verification.inputs import generate_inputs, load_inputs, save_inputs
 from tests.helpers import make_model, seq_info, tensor_info
 from tests.sequence_map_cases import CASES, body
 

@@ -16,7 +16,6 @@ import shlex
 import sys
 import traceback
 import warnings
-from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
@@ -24,32 +23,31 @@ import click
 
 import seqlower
 from seqlower._fs import write_file_atomically
-from seqlower.cli.options import check_options, choose_passes, unroll_inputs, verify_options
+from seqlower.cli.options import (
+    UNROLL_INPUT,
+    check_options,
+    checking,
+    choose_passes,
+    repro_flags,
+    unroll_inputs,
+)
 from seqlower.cli.output import Printer
-from seqlower.errors import BadOptionError, ExitCode, InvalidModelError, SeqlowerError, first_line
+from seqlower.errors import ExitCode, SeqlowerError, first_line
 from seqlower.passes import DEFAULT_PASSES, PASSES, SEQUENCE_FREE_PASSES
 from seqlower.targets import deployment
 
 if TYPE_CHECKING:
-    import onnx
-
-    from seqlower.io import load_model
-    from seqlower.job import (
-        LowerOptions,
-        check_names,
-        check_paths,
-        lower_file,
-        save_failing_inputs,
-    )
+    from seqlower.job import LowerOptions, check_paths, lower_file, verify_files
 else:  # onnx and onnx_ir load when a command runs: --help and --version need neither
     from seqlower._lazy import lazy
 
-    load_model = lazy("seqlower.io", "load_model")
     LowerOptions = lazy("seqlower.job", "LowerOptions")
-    check_names = lazy("seqlower.job", "check_names")
     check_paths = lazy("seqlower.job", "check_paths")
     lower_file = lazy("seqlower.job", "lower_file")
-    save_failing_inputs = lazy("seqlower.job", "save_failing_inputs")
+    verify_files = lazy("seqlower.job", "verify_files")
+
+if TYPE_CHECKING:
+    from seqlower.verification import CheckOptions, Tolerances
 
 VERIFY_EXIT_CODES = """\b
 Exit codes:
@@ -324,8 +322,8 @@ def help_command(ctx: click.Context, command: str | None) -> None:
 @click.option(
     "--unroll-input",
     "unroll_specs",
+    type=UNROLL_INPUT,
     multiple=True,
-    metavar="NAME=K",
     help="Replace the sequence input NAME by K tensor inputs NAME_0..NAME_{K-1} (a new "
     "interface; with --sequence-free, for a model that takes a sequence). Repeatable.",
 )
@@ -353,7 +351,7 @@ def lower(
     ir_version: int | None,
     opset: int | None,
     sequence_free: bool,
-    unroll_specs: tuple[str, ...],
+    unroll_specs: tuple[tuple[str, int], ...],
     dry_run: bool,
     no_cleanup: bool,
     no_check: bool,
@@ -375,25 +373,24 @@ def lower(
         out = None if output is None else Path(output)
         if output == "":
             raise click.BadParameter("an empty path", param_hint="-o")
+        report_path = check.pop("report_path")
         options = LowerOptions(
             passes=None
             if pass_names is None and not skip_names
             else choose_passes(pass_names, skip_names, sequence_free=sequence_free),
             cleanup=not no_cleanup,
             check=not no_check,
-            verify=verify_options(**check),
+            check_options=checking(**check),
             external_data=external_data,
             keep_on_failure=keep_on_failure,
             dry_run=dry_run,
             # Op counts are for the summary and the report only (a walk of the model each).
-            count_ops=not quiet or check["report_path"] is not None,
+            count_ops=not quiet or report_path is not None,
             ir_version=ir_version,
             opset=opset,
-            force_input_shape=check["force_input_shape"],
             sequence_free=sequence_free,
             unroll_inputs=unroll_inputs(unroll_specs),
         )
-        report_path = check["report_path"]
         check_paths(model, None if dry_run else out, external_data, report_path)
         result = lower_file(model, out, options, progress=show.step, on_run=show.run_progress)
         if result.written and out is not None:
@@ -404,7 +401,7 @@ def lower(
             show.verdict(result.verification, verbose)
         if result.failing_inputs is not None:
             repro = ["seqlower", str(model), "-o", str(out)]
-            _tell_repro(show, result.failing_inputs, repro, check)
+            _tell_repro(show, result.failing_inputs, repro, options.check_options)
         if dry_run:
             show.line("dry run: nothing written")
         elif result.written:
@@ -417,7 +414,7 @@ def lower(
         for warning in result.warnings:
             show.error(f"warning: {warning}")
         show.total(result)
-        _write_report(report_path, result.to_dict(), options.verify)
+        _write_report(report_path, result.to_dict(), options.check_options.tolerances)
     sys.exit(result.exit_code)
 
 
@@ -436,51 +433,20 @@ def verify_command(
     _configure_logging(verbose)
     show = Printer(quiet)
     with _user_errors(verbose, show):
-        options = verify_options(**check)
-        proven = deployment(options["targets"])
-        if proven.unproven:
-            raise BadOptionError(
-                f"--target {proven.unproven[0]}: seqlower cannot run it, so cannot verify on it "
-                "(seqlower --list-targets)"
-            )
-        options["targets"] = proven.proofs
-        report_path = check["report_path"]
+        report_path = check.pop("report_path")
+        options = checking(**check)
         check_paths(reference, None, None, report_path)
-        check_paths(candidate, None, None, None, check["inputs_path"])
-        if check["expected_path"] is not None:
-            check_paths(None, None, None, None, check["expected_path"])
-        protos = []
-        for path in (reference, candidate):
-            with show.step(f"reading {path}"):
-                ir_model = load_model(path)
-                protos.append(seqlower.io.self_contained_proto(ir_model))
-        _same_interface(protos[0], protos[1], reference, candidate)
-        check_names(protos[0], options, force_input_shape=check["force_input_shape"])
-        with show.step("checking"):
-            from seqlower.verification import verify
-
-            report = verify(protos[0], protos[1], **options, on_run=show.run_progress)
-        show.verdict(report, verbose)
-        code = {"equivalent": ExitCode.OK, "mismatch": ExitCode.MISMATCH}.get(
-            report.status, ExitCode.CANNOT_VERIFY
+        result = verify_files(
+            reference, candidate, options, progress=show.step, on_run=show.run_progress
         )
-        data: dict[str, Any] = {
-            "reference": str(reference.resolve()),
-            "candidate": str(candidate.resolve()),
-            "exit_code": int(code),
-        }
-        if code == ExitCode.MISMATCH:
-            folder = save_failing_inputs(report, protos[0], candidate)
-            if folder is None and report.failing_inputs is not None:
-                show.error(
-                    f"warning: failing inputs not saved: {candidate}.failing-inputs is not a folder"
-                )
-            if folder is not None:
-                data["failing_inputs"] = str(folder)
-                repro = ["seqlower", "verify", str(reference), str(candidate)]
-                _tell_repro(show, folder, repro, check)
-        _write_report(report_path, {**data, "verification": report.to_dict()}, options)
-    sys.exit(code)
+        show.verdict(result.verification, verbose)
+        for warning in result.warnings:
+            show.error(f"warning: {warning}")
+        if result.failing_inputs is not None:
+            repro = ["seqlower", "verify", str(reference), str(candidate)]
+            _tell_repro(show, result.failing_inputs, repro, options)
+        _write_report(report_path, result.to_dict(), options.tolerances)
+    sys.exit(result.exit_code)
 
 
 @cli.command("inspect", context_settings={"help_option_names": ["-h", "--help"]})
@@ -520,32 +486,13 @@ def inspect_command(model: Path, exact: bool, targets: tuple[str, ...]) -> None:
     sys.exit(ExitCode.OK)
 
 
-def _same_interface(
-    reference: onnx.ModelProto, candidate: onnx.ModelProto, a: Path, b: Path
-) -> None:
-    """Models with different input or output names cannot be compared: a usage error."""
-
-    def names(model: onnx.ModelProto) -> tuple[list[str], list[str]]:
-        initializers = {t.name for t in model.graph.initializer}
-        inputs = [i.name for i in model.graph.input if i.name not in initializers]
-        return sorted(inputs), [o.name for o in model.graph.output]
-
-    (ins_a, outs_a), (ins_b, outs_b) = names(reference), names(candidate)
-    if ins_a != ins_b:
-        raise InvalidModelError(f"{a} and {b} take different inputs: {ins_a} vs {ins_b}")
-    if outs_a != outs_b:
-        raise InvalidModelError(f"{a} and {b} have different outputs: {outs_a} vs {outs_b}")
-
-
-def _tell_repro(show: Printer, folder: Path, command: list[str], check: dict[str, Any]) -> None:
-    command = [*command, "--inputs", str(folder)]
-    command += [f"--rtol={t}" for t in check["rtols"]] + [f"--atol={t}" for t in check["atols"]]
-    command += [f"--target={t}" for t in check["targets"]]
+def _tell_repro(show: Printer, folder: Path, command: list[str], options: CheckOptions) -> None:
+    command = [*command, "--inputs", str(folder), *repro_flags(options)]
     show.error(f"failing inputs saved in {folder}; reproduce with:")
     show.line(f"  {shlex.join(command)}", err=True, always=True)
 
 
-def _write_report(path: Path | None, data: dict[str, Any], verify: Mapping[str, Any]) -> None:
+def _write_report(path: Path | None, data: dict[str, Any], tolerances: Tolerances) -> None:
     """The JSON report: what ran (arguments, tolerances) and what came of it; paths absolute."""
     if path is None:
         return
@@ -556,7 +503,7 @@ def _write_report(path: Path | None, data: dict[str, Any], verify: Mapping[str, 
         "seqlower": seqlower.__version__,
         "arguments": sys.argv[1:] if _is_console() else None,
         "cwd": os.getcwd(),
-        "tolerances": {"rtol": verify.get("rtol"), "atol": verify.get("atol")},
+        "tolerances": dict(zip(("rtol", "atol"), tolerances.to_options(), strict=True)),
         **data,
     }
     text = json.dumps(data, indent=2, default=str) + "\n"

@@ -10,160 +10,106 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from seqlower.passes import DEFAULT_PASSES, PASSES, SEQUENCE_FREE_PASSES
 
-__all__ = ["check_options", "choose_passes", "unroll_inputs", "verify_options"]
+if TYPE_CHECKING:
+    from seqlower.verification.check import CheckOptions
+    from seqlower.verification.compare import Tolerances
+
+__all__ = [
+    "UNROLL_INPUT",
+    "NamedValue",
+    "SizeType",
+    "ToleranceType",
+    "check_options",
+    "checking",
+    "choose_passes",
+    "repro_flags",
+    "unroll_inputs",
+]
 
 SEED_MAX = 2**32 - 1  # numpy's seeds
 
 
-def check_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """The numerical-check flags shared by `lower` and `verify`."""
-    options = [
-        click.option(
-            "--check-n",
-            type=click.IntRange(1),
-            default=3,
-            show_default=True,
-            help="Runs of generated inputs.",
-        ),
-        click.option(
-            "--seed",
-            type=click.IntRange(0, SEED_MAX),
-            default=0,
-            show_default=True,
-            help="Seed for generated inputs (runs are reproducible).",
-        ),
-        click.option(
-            "--rtol",
-            "rtols",
-            multiple=True,
-            metavar="[OUTPUT:]TOL",
-            help="Relative tolerance, for all outputs or one (repeatable; per-output values "
-            "override the global one).",
-        ),
-        click.option(
-            "--atol",
-            "atols",
-            multiple=True,
-            metavar="[OUTPUT:]TOL",
-            help="Absolute tolerance, for all outputs or one (repeatable).",
-        ),
-        click.option(
-            "--dim",
-            "dim_specs",
-            multiple=True,
-            metavar="NAME=SIZE",
-            help="Size of a symbolic dimension, e.g. --dim batch=4 (repeatable).",
-        ),
-        click.option(
-            "--input-shape",
-            "shape_specs",
-            multiple=True,
-            metavar="INPUT:D0,D1,...",
-            help="Shape of one input, e.g. --input-shape x:1,3,224,224 (repeatable); it may "
-            "not change a dimension the model declares unless --force-input-shape.",
-        ),
-        click.option(
-            "--force-input-shape",
-            is_flag=True,
-            help="Let --input-shape override dimensions the model declares.",
-        ),
-        click.option(
-            "--seq-len",
-            type=click.IntRange(0),
-            default=None,
-            help="Length of every sequence input (default 3, plus one empty run).",
-        ),
-        click.option(
-            "--check-memory",
-            "memory_budget",
-            metavar="SIZE",
-            callback=_parse_size,
-            help="Largest total size of generated inputs, e.g. 512M or 4G (default: a quarter "
-            "of physical memory); larger checks are refused with exit 3.",
-        ),
-        click.option(
-            "--check-timeout",
-            "timeout",
-            type=click.FloatRange(0, min_open=True),
-            metavar="SECONDS",
-            help="Stop the check after this long in all (default 600); exit 3.",
-        ),
-        click.option(
-            "--inputs",
-            "inputs_path",
-            type=click.Path(path_type=Path),
-            help="Inputs to use instead: an .npz file or ONNX test-data directory.",
-        ),
-        click.option(
-            "--expected",
-            "expected_path",
-            type=click.Path(path_type=Path),
-            help="The framework's outputs to compare the lowered model with: an .npz "
-            "(output.NAME keys, __outputs__, or output names) or test-data folder (output_K.pb); "
-            "may be the --inputs file, which it also supplies when --inputs is not given.",
-        ),
-        click.option(
-            "--target",
-            "targets",
-            multiple=True,
-            metavar="NAME",
-            callback=_check_targets,
-            help="Lower for this runtime and prove the result on it (repeatable; see "
-            "--list-targets): openvino, tract (tract-symbolic: with its declared facts), "
-            "onnxruntime; onnx2tf, onnx2torch, tvm, tensorrt are lowered for, not run.",
-        ),
-        click.option(
-            "--report",
-            "report_path",
-            type=click.Path(path_type=Path),
-            help="Write the full report as JSON to this file.",
-        ),
-    ]
-    for option in reversed(options):
-        command = option(command)
-    return command
+class SizeType(click.ParamType):
+    """``512M``, ``4G``, ``1.5G`` or a number of bytes, as an int."""
+
+    name = "SIZE"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        if isinstance(value, int):
+            return value
+        text = str(value)
+        number, unit = text.strip().upper().rstrip("B"), ""
+        if number and number[-1] in _UNITS:
+            number, unit = number[:-1], number[-1]
+        try:
+            size = float(number) * _UNITS[unit]
+        except ValueError:
+            self.fail(f"{text}: expected a size such as 512M or 4G", param, ctx)
+        if not math.isfinite(size) or size <= 0:
+            self.fail(f"{text}: must be a positive size", param, ctx)
+        return int(size)
 
 
-def verify_options(
-    check_n: int,
-    seed: int,
-    rtols: tuple[str, ...],
-    atols: tuple[str, ...],
-    dim_specs: tuple[str, ...],
-    shape_specs: tuple[str, ...],
-    force_input_shape: bool,
-    seq_len: int | None,
-    inputs_path: Path | None,
-    report_path: Path | None,
-    memory_budget: int | None,
-    timeout: float | None,
-    expected_path: Path | None = None,
-    targets: tuple[str, ...] = (),
-) -> dict[str, Any]:
-    """The keyword options of :func:`seqlower.verify` the flags ask for."""
-    del report_path, force_input_shape  # used by the caller, not by verify()
-    return {
-        "targets": tuple(targets),
-        "expected": expected_path,
-        "memory_budget": memory_budget,
-        "timeout": timeout,
-        "n": check_n,
-        "seed": seed,
-        "seq_len": seq_len,
-        "inputs": inputs_path,
-        "rtol": _parse_tolerances(rtols, "--rtol"),
-        "atol": _parse_tolerances(atols, "--atol"),
-        "dims": dict(_parse_pair(spec, "=", "--dim", _size) for spec in dim_specs),
-        "input_shapes": dict(
-            _parse_pair(spec, ":", "--input-shape", _parse_shape) for spec in shape_specs
-        ),
-    }
+class NamedValue(click.ParamType):
+    """``NAME<separator>VALUE``, as a ``(name, value)`` pair (``value`` read by ``read``)."""
+
+    def __init__(self, separator: str, read: Callable[[str], Any], metavar: str) -> None:
+        self.separator, self.read, self.name = separator, read, metavar
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> tuple[str, Any]:
+        if isinstance(value, tuple):
+            return value
+        name, sep, text = str(value).rpartition(self.separator)
+        if not sep or not name:
+            self.fail(f"{value}: expected NAME{self.separator}VALUE", param, ctx)
+        try:
+            return name, self.read(text)
+        except ValueError:
+            self.fail(f"{value}: cannot read '{text}'", param, ctx)
+
+
+class ToleranceType(click.ParamType):
+    """``TOL`` or ``OUTPUT:TOL``, as ``(None, tol)`` or ``(output, tol)``."""
+
+    name = "[OUTPUT:]TOL"
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> tuple[str | None, float]:
+        if isinstance(value, tuple):
+            return value
+        if ":" in str(value):
+            return NamedValue(":", _tolerance, self.name).convert(value, param, ctx)
+        try:
+            return None, _tolerance(str(value))
+        except ValueError:
+            self.fail(f"{value}: not a non-negative number", param, ctx)
+
+
+def _size(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise ValueError(text)
+    return value
+
+
+def _shape(text: str) -> tuple[int, ...]:
+    return tuple(_size(d) for d in text.split(",") if d.strip())
+
+
+def _tolerance(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(text)
+    return value
 
 
 def _check_targets(
@@ -184,83 +130,200 @@ def _check_targets(
     return tuple(dict.fromkeys(names))
 
 
+#: ``--unroll-input NAME=K``.
+UNROLL_INPUT = NamedValue("=", _size, "NAME=K")
+
 _UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 
 
-def _parse_size(_ctx: click.Context, _param: click.Parameter, text: str | None) -> int | None:
-    """``512M``, ``4G``, ``1.5G`` or a number of bytes."""
-    if text is None:
-        return None
-    number, unit = text.strip().upper().rstrip("B"), ""
-    if number and number[-1] in _UNITS:
-        number, unit = number[:-1], number[-1]
-    try:
-        value = float(number) * _UNITS[unit]
-    except ValueError:
-        raise click.BadParameter(f"{text}: expected a size such as 512M or 4G") from None
-    if not math.isfinite(value) or value <= 0:
-        raise click.BadParameter(f"{text}: must be a positive size")
-    return int(value)
+_Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
 
 
-def _size(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise ValueError(text)
-    return value
+def _repeated(flag: str, dest: str, type_: click.ParamType, help_: str) -> _Decorator:
+    """A repeatable flag read by ``type_``."""
+    return click.option(flag, dest, type=type_, multiple=True, help=help_)
 
 
-def _parse_pair(
-    spec: str, separator: str, flag: str, convert: Callable[[str], Any]
-) -> tuple[str, Any]:
-    name, sep, value = spec.rpartition(separator)
-    if not sep or not name:
-        raise click.BadParameter(f"{spec}: expected NAME{separator}VALUE", param_hint=flag)
-    try:
-        return name, convert(value)
-    except ValueError:
-        raise click.BadParameter(f"{spec}: cannot read '{value}'", param_hint=flag) from None
+_INPUT_OPTIONS: list[_Decorator] = [
+    click.option(
+        "--check-n",
+        type=click.IntRange(1),
+        default=3,
+        show_default=True,
+        help="Runs of generated inputs.",
+    ),
+    click.option(
+        "--seed",
+        type=click.IntRange(0, SEED_MAX),
+        default=0,
+        show_default=True,
+        help="Seed for generated inputs (runs are reproducible).",
+    ),
+    _repeated(
+        "--rtol",
+        "rtols",
+        ToleranceType(),
+        "Relative tolerance, for all outputs or one (repeatable; per-output values "
+        "override the global one).",
+    ),
+    _repeated(
+        "--atol",
+        "atols",
+        ToleranceType(),
+        "Absolute tolerance, for all outputs or one (repeatable).",
+    ),
+    _repeated(
+        "--dim",
+        "dims",
+        NamedValue("=", _size, "NAME=SIZE"),
+        "Size of a symbolic dimension, e.g. --dim batch=4 (repeatable).",
+    ),
+    _repeated(
+        "--input-shape",
+        "input_shapes",
+        NamedValue(":", _shape, "INPUT:D0,D1,..."),
+        "Shape of one input, e.g. --input-shape x:1,3,224,224 (repeatable); it may "
+        "not change a dimension the model declares unless --force-input-shape.",
+    ),
+    click.option(
+        "--force-input-shape",
+        is_flag=True,
+        help="Let --input-shape override dimensions the model declares.",
+    ),
+    click.option(
+        "--seq-len",
+        type=click.IntRange(0),
+        default=None,
+        help="Length of every sequence input (default 3, plus one empty run).",
+    ),
+]
+
+_LIMIT_AND_FILE_OPTIONS: list[_Decorator] = [
+    click.option(
+        "--check-memory",
+        "memory_budget",
+        type=SizeType(),
+        help="Largest total size of generated inputs, e.g. 512M or 4G (default: a quarter "
+        "of physical memory); larger checks are refused with exit 3.",
+    ),
+    click.option(
+        "--check-timeout",
+        "timeout",
+        type=click.FloatRange(0, min_open=True),
+        metavar="SECONDS",
+        help="Stop the check after this long in all (default 600); exit 3.",
+    ),
+    click.option(
+        "--inputs",
+        "inputs",
+        type=click.Path(path_type=Path),
+        help="Inputs to use instead: an .npz file or ONNX test-data directory.",
+    ),
+    click.option(
+        "--expected",
+        "expected",
+        type=click.Path(path_type=Path),
+        help="The framework's outputs to compare the lowered model with: an .npz "
+        "(output.NAME keys, __outputs__, or output names) or test-data folder (output_K.pb); "
+        "may be the --inputs file, which it also supplies when --inputs is not given.",
+    ),
+    click.option(
+        "--target",
+        "targets",
+        multiple=True,
+        metavar="NAME",
+        callback=_check_targets,
+        help="Lower for this runtime and prove the result on it (repeatable; see "
+        "--list-targets): openvino, tract (tract-symbolic: with its declared facts), "
+        "onnxruntime; onnx2tf, onnx2torch, tvm, tensorrt are lowered for, not run.",
+    ),
+    click.option(
+        "--report",
+        "report_path",
+        type=click.Path(path_type=Path),
+        help="Write the full report as JSON to this file.",
+    ),
+]
 
 
-def _parse_shape(text: str) -> tuple[int, ...]:
-    return tuple(_size(d) for d in text.split(",") if d.strip())
+def check_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """The numerical-check flags shared by `lower` and `verify`."""
+    for option in reversed([*_INPUT_OPTIONS, *_LIMIT_AND_FILE_OPTIONS]):
+        command = option(command)
+    return command
 
 
-def _tolerance(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value) or value < 0:
-        raise ValueError(text)
-    return value
+def checking(
+    *,
+    check_n: int,
+    seed: int,
+    rtols: tuple[tuple[str | None, float], ...],
+    atols: tuple[tuple[str | None, float], ...],
+    dims: tuple[tuple[str, int], ...],
+    input_shapes: tuple[tuple[str, tuple[int, ...]], ...],
+    force_input_shape: bool,
+    seq_len: int | None,
+    memory_budget: int | None,
+    timeout: float | None,
+    inputs: Path | None,
+    expected: Path | None,
+    targets: tuple[str, ...],
+) -> CheckOptions:
+    """The :class:`CheckOptions` the check flags ask for (``--report`` is the caller's)."""
+    from seqlower.verification.check import CheckOptions
+
+    return CheckOptions(
+        inputs=inputs,
+        n=check_n,
+        seed=seed,
+        tolerances=_tolerances(rtols, atols),
+        dims=dict(dims),
+        input_shapes=dict(input_shapes),
+        seq_len=seq_len,
+        memory_budget=memory_budget,
+        timeout=timeout,
+        targets=tuple(targets),
+        expected=expected,
+        force_input_shape=force_input_shape,
+    )
 
 
-def _parse_tolerances(specs: tuple[str, ...], flag: str) -> float | dict[str, float] | None:
-    """One global value and per-output values; per-output ones win for their output. Returned
-    as verify() takes them: a number, or a dict where the key ``"*"`` holds the global one."""
-    if not specs:
-        return None
-    overall: float | None = None
-    per_output: dict[str, float] = {}
-    for spec in specs:
-        if ":" in spec:
-            name, value = _parse_pair(spec, ":", flag, _tolerance)
-            per_output[name] = value
-        else:
-            try:
-                overall = _tolerance(spec)
-            except ValueError:
-                raise click.BadParameter(
-                    f"{spec}: not a non-negative number", param_hint=flag
-                ) from None
-    if not per_output:
-        return overall
-    if overall is not None:
-        per_output = {"*": overall, **per_output}
-    return per_output
+def _tolerances(
+    rtols: tuple[tuple[str | None, float], ...], atols: tuple[tuple[str | None, float], ...]
+) -> Tolerances:
+    """One global value and per-output values; per-output ones win for their output."""
+    from seqlower.verification.compare import Tolerances
+
+    overall: dict[str, float | None] = {"r": None, "a": None}  # the last global value of each
+    per_output: dict[str, list[float | None]] = {}
+    for which, specs in (("r", rtols), ("a", atols)):
+        for name, value in specs:
+            if name is None:
+                overall[which] = value
+            else:
+                per_output.setdefault(name, [None, None])[which == "a"] = value
+    named = {name: (r, a) for name, (r, a) in per_output.items()}
+    return Tolerances(overall["r"], overall["a"], named)
 
 
-def unroll_inputs(specs: tuple[str, ...]) -> dict[str, int]:
+def repro_flags(options: CheckOptions) -> list[str]:
+    """The tolerance and target flags that reproduce a check with saved failing inputs."""
+    flags = []
+    tolerances = options.tolerances
+    for flag, index, overall in (("--rtol", 0, tolerances.rtol), ("--atol", 1, tolerances.atol)):
+        if overall is not None:
+            flags.append(f"{flag}={overall!r}")
+        flags += [
+            f"{flag}={name}:{pair[index]!r}"
+            for name, pair in tolerances.per_output.items()
+            if pair[index] is not None
+        ]
+    return flags + [f"--target={t}" for t in options.targets]
+
+
+def unroll_inputs(pairs: tuple[tuple[str, int], ...]) -> dict[str, int]:
     """``--unroll-input NAME=K`` flags as a dict; K at least 1."""
-    counts = dict(_parse_pair(spec, "=", "--unroll-input", _size) for spec in specs)
+    counts = dict(pairs)
     for name, count in counts.items():
         if count < 1:
             raise click.BadParameter(

@@ -8,8 +8,8 @@ It knows nothing of seqlower's passes: it compares any reference model with any 
   reference); :data:`~.oracles.TARGETS`, the runtimes ``--target`` also proves the candidate on.
 - :mod:`.compare`: output comparison and :class:`Tolerances`.
 - :mod:`.report`: :class:`VerifyReport` and its parts, with a JSON round-trip.
-- Inputs: :mod:`seqlower.inputs` (generated, or read from files and validated) and
-  :mod:`seqlower.constraints` (what the graph requires of them).
+- :mod:`.inputs`: inputs for the check, generated or read from files and validated;
+- :mod:`.constraints`: what the graph requires of them (index ranges, tied dimensions).
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ from seqlower.verification.oracles import (
     ORACLES,
     TARGETS,
     Oracle,
-    with_explicit_loop_conditions,
 )
 from seqlower.verification.report import OutputReport, RunReport, SkippedRun, VerifyReport
 
@@ -44,5 +43,4 @@ __all__ = [
     "default_memory_budget",
     "default_tolerance",
     "verify",
-    "with_explicit_loop_conditions",
 ]

@@ -7,7 +7,7 @@ failed check. With ``targets`` the candidate also runs on each target runtime an
 with the same reference outputs; with ``expected`` its outputs are compared with the framework's
 own. Inputs are the
 user's (validated against the model) or drawn from the model's declared types and the
-constraints its graph puts on them (:mod:`seqlower.inputs`, :mod:`seqlower.constraints`). When
+constraints its graph puts on them (:mod:`.inputs`, :mod:`.constraints`). When
 nothing can run the reference, the report says it cannot verify, and why: it is never ``ok``.
 """
 
@@ -25,9 +25,11 @@ import onnx
 import onnx_ir as ir
 
 from seqlower._version import __version__, dependency_versions
-from seqlower.constraints import Analysis, analyze
-from seqlower.errors import CheckLimitError, first_line
-from seqlower.inputs import (
+from seqlower.errors import BadOptionError, CheckLimitError, first_line
+from seqlower.io import load_model, self_contained_proto
+from seqlower.verification.compare import Tolerances, compare_values
+from seqlower.verification.constraints import Analysis, analyze
+from seqlower.verification.inputs import (
     InputError,
     estimate_input_bytes,
     generate_inputs,
@@ -36,8 +38,6 @@ from seqlower.inputs import (
     load_outputs,
     validate_inputs,
 )
-from seqlower.io import load_model, self_contained_proto
-from seqlower.verification.compare import Tolerances, compare_values
 from seqlower.verification.oracles import (
     ORACLES,
     CandidateRefused,
@@ -59,6 +59,7 @@ from seqlower.verification.report import (
 __all__ = [
     "DEFAULT_TIMEOUT",
     "CheckOptions",
+    "check_names",
     "default_memory_budget",
     "verify",
 ]
@@ -99,6 +100,8 @@ class CheckOptions:
     oracles: tuple[Oracle, ...] = ORACLES
     targets: tuple[str, ...] = ()
     expected: InputsLike | None = None
+    #: Let ``input_shapes`` change dimensions the model declares (see :func:`check_names`).
+    force_input_shape: bool = False
 
     @classmethod
     def from_kwargs(
@@ -119,6 +122,64 @@ class CheckOptions:
         )
 
 
+def check_names(model: onnx.ModelProto, options: CheckOptions) -> None:
+    """Raise BadOptionError when a check option names what the model does not have, or
+    (unless ``force_input_shape``) an input shape contradicts a dimension the model declares."""
+    initializers = {t.name for t in model.graph.initializer}
+    inputs = {i.name: i.type for i in model.graph.input if i.name not in initializers}
+    outputs = [o.name for o in model.graph.output]
+    symbols: set[str] = set()
+    for type_proto in inputs.values():
+        symbols.update(d.dim_param for d in _dims(type_proto) if d.HasField("dim_param"))
+    for name in options.dims:
+        if name not in symbols:
+            known = ", ".join(sorted(symbols)) or "none"
+            raise BadOptionError(
+                f"--dim {name}: the model's inputs have no dimension of that name "
+                f"(symbolic dimensions: {known})"
+            )
+    for name, shape in options.input_shapes.items():
+        if name not in inputs:
+            raise BadOptionError(
+                f"--input-shape {name}: the model has no input of that name "
+                f"(inputs: {', '.join(inputs)})"
+            )
+        declared = _dims(inputs[name])
+        if not declared:
+            continue
+        if len(declared) != len(shape):
+            raise BadOptionError(
+                f"--input-shape {name}: {len(shape)} dimensions given, the input has "
+                f"{len(declared)}"
+            )
+        for axis, (dim, size) in enumerate(zip(declared, shape, strict=True)):
+            if (
+                dim.HasField("dim_value")
+                and dim.dim_value != size
+                and not options.force_input_shape
+            ):
+                raise BadOptionError(
+                    f"--input-shape {name}: axis {axis} is declared {dim.dim_value}, not "
+                    f"{size} (--force-input-shape to override)"
+                )
+    for index, flag in enumerate(("--rtol", "--atol")):
+        for name, pair in options.tolerances.per_output.items():
+            if pair[index] is not None and name not in outputs:
+                raise BadOptionError(
+                    f"{flag} {name}: the model has no output of that name "
+                    f"(outputs: {', '.join(outputs)})"
+                )
+
+
+def _dims(type_proto: onnx.TypeProto) -> list[Any]:
+    """The declared dimensions of a tensor type or of a sequence's elements ([] if none)."""
+    while type_proto.HasField("sequence_type"):
+        type_proto = type_proto.sequence_type.elem_type
+    if type_proto.HasField("tensor_type") and type_proto.tensor_type.HasField("shape"):
+        return list(type_proto.tensor_type.shape.dim)
+    return []
+
+
 def verify(
     reference: ModelLike,
     candidate: ModelLike,
@@ -134,7 +195,7 @@ def verify(
     anything is allocated, and the runs stop after the timeout; both raise
     :class:`CheckLimitError`, as does running out of memory. Ctrl-C stops a run within a
     fraction of a second. Inputs given by the user that do not fit the model raise
-    :class:`seqlower.inputs.InputError`.
+    :class:`seqlower.verification.inputs.InputError`.
     """
     if options is None:
         options = CheckOptions.from_kwargs(**kwargs)
@@ -145,149 +206,203 @@ def verify(
     targets = [load_target(name) for name in options.targets]  # not installed: exit 2 at once
     reference_proto = _as_proto(reference)
     candidate_proto = _as_proto(candidate)
-    versions = _versions()
     budget = default_memory_budget() if options.memory_budget is None else options.memory_budget
     limit = DEFAULT_TIMEOUT if options.timeout is None else options.timeout
     if options.inputs is None:
         _check_input_budget(reference_proto, budget, options)
-    deadline = time.monotonic() + limit
+    check = _Check(options, _versions(), time.monotonic() + limit, limit)
+    signature_problem = _compare_signatures(reference_proto, candidate_proto)
+    if signature_problem:
+        return check.report("mismatch", signature_problem)
+    try:
+        analysis = analyze(reference_proto)
+    except Exception as e:  # a model the analysis does not understand still gets checked
+        analysis = Analysis()
+        check.problems.append(f"inputs drawn from declared types only: {first_line(e)[:300]}")
+    plans = _run_plans(reference_proto, options, analysis)
+    expected_outputs = _expected_outputs(options, reference_proto, len(plans))
+    refused = check.load(reference_proto, candidate_proto, targets)
+    if refused is not None:
+        return refused
+    stopped = check.run(reference_proto, plans, analysis, expected_outputs)
+    if stopped is not None:
+        return stopped
+    return check.conclude(expected_outputs is not None)
 
-    def report(status: Status, reason: str, **extra: Any) -> VerifyReport:
+
+@dataclasses.dataclass
+class _Check:
+    """One check under way: the runners, then each run's outputs and how they compared."""
+
+    options: CheckOptions
+    versions: dict[str, str]
+    deadline: float
+    limit: float
+    problems: list[str] = dataclasses.field(default_factory=list)
+    oracles: dict[str, str] = dataclasses.field(default_factory=dict)
+    reference: Runner | None = None
+    candidate: Runner | None = None
+    on_targets: list[Runner] = dataclasses.field(default_factory=list)
+    runs: list[RunReport] = dataclasses.field(default_factory=list)
+    target_runs: dict[str, list[RunReport]] = dataclasses.field(default_factory=dict)
+    expected_runs: list[RunReport] = dataclasses.field(default_factory=list)
+    skipped: list[SkippedRun] = dataclasses.field(default_factory=list)
+    failing: dict[str, Any] | None = None
+
+    def report(self, status: Status, reason: str, **extra: Any) -> VerifyReport:
         return VerifyReport(
             status,
             reason,
             extra.pop("runs", []),
             extra.pop("oracles", {}),
-            options.seed,
-            versions,
+            self.options.seed,
+            self.versions,
             **extra,
         )
 
-    signature_problem = _compare_signatures(reference_proto, candidate_proto)
-    if signature_problem:
-        return report("mismatch", signature_problem)
-    problems: list[str] = []
-    try:
-        analysis = analyze(reference_proto)
-    except Exception as e:  # a model the analysis does not understand still gets checked
-        analysis = Analysis()
-        problems.append(f"inputs drawn from declared types only: {first_line(e)[:300]}")
-    plans = _run_plans(reference_proto, options, analysis)
-    expected_outputs = _expected_outputs(options, reference_proto, len(plans))
-    try:
-        pair = load_pair(reference_proto, candidate_proto, options.oracles)
-    except CandidateRefused as e:
-        return report("mismatch", str(e), input_problems=problems)
-    if isinstance(pair, list):
-        return report("cannot_verify", "no runtime can run the reference: " + "; ".join(pair))
-    strict = _strict_inference_problem(candidate_proto)
-    if strict:
-        if not _strict_inference_problem(reference_proto):
-            return report(
-                "mismatch", f"the lowered model fails ONNX's strict shape inference: {strict}"
-            )
-        problems.append(f"strict shape inference fails on both models: {strict}")
-    reference_runner, candidate_runner = (bounded(r, deadline, limit) for r in pair)
-    oracles = {"reference": reference_runner.name, "candidate": candidate_runner.name}
-    on_targets: list[Runner] = []
-    for name, target in zip(options.targets, targets, strict=True):
+    def load(
+        self, reference: onnx.ModelProto, candidate: onnx.ModelProto, targets: list[Oracle]
+    ) -> VerifyReport | None:
+        """Load both models in the first oracle that takes the reference, and the candidate on
+        each target; a report when that already decides the check."""
+        problems = self.problems
         try:
-            loaded = dataclasses.replace(target.load(candidate_proto), name=oracle_label(target))
-            on_targets.append(bounded(loaded, deadline, limit))
-            oracles[f"target {name}"] = on_targets[-1].name
-        except Exception as e:
-            refused = f"the lowered model does not load in {oracle_label(target)}: {first_line(e)}"
-            return report(
-                "mismatch",
-                refused,
-                oracles=oracles,
-                input_problems=problems,
-                targets={oracle_label(target): refused},
+            pair = load_pair(reference, candidate, self.options.oracles)
+        except CandidateRefused as e:
+            return self.report("mismatch", str(e), input_problems=problems)
+        if isinstance(pair, list):
+            return self.report(
+                "cannot_verify", "no runtime can run the reference: " + "; ".join(pair)
             )
-
-    output_names = [o.name for o in reference_proto.graph.output]
-    names = [s.name for s in input_specs(reference_proto)]
-    runs: list[RunReport] = []
-    target_runs: dict[str, list[RunReport]] = {r.name: [] for r in on_targets}
-    expected_runs: list[RunReport] = []
-    skipped: list[SkippedRun] = []
-    failing: dict[str, Any] | None = None
-    for index, plan in enumerate(plans, start=1):
-        if options.on_run is not None:
-            options.on_run(index, len(plans))
-        # A reference that loads but fails on an input says the input is wrong for it: new
-        # inputs are drawn, but no other oracle is asked (it might accept what the model rejects).
-        outcome = _reference_outputs(reference_runner, plan, index, problems, analysis, names)
-        if isinstance(outcome, str):
-            if plan.optional:
-                skipped.append(
-                    SkippedRun(
-                        index,
-                        plan.what,
-                        f"the reference ({reference_runner.name}) fails on them ({outcome})",
-                    )
+        strict = _strict_inference_problem(candidate)
+        if strict:
+            if not _strict_inference_problem(reference):
+                return self.report(
+                    "mismatch", f"the lowered model fails ONNX's strict shape inference: {strict}"
                 )
-                continue
-            return report(
-                "cannot_verify",
-                f"the reference ({reference_runner.name}) failed on "
-                + ("the given inputs" if not plan.retry else "every input drawn")
-                + f" in run {index}: {outcome}"
-                + _hint(reference_proto, options),
-                runs=runs,
-                oracles=oracles,
-                input_problems=problems,
-                skipped=skipped,
+            problems.append(f"strict shape inference fails on both models: {strict}")
+        self.reference, self.candidate = (bounded(r, self.deadline, self.limit) for r in pair)
+        self.oracles = {"reference": self.reference.name, "candidate": self.candidate.name}
+        for name, target in zip(self.options.targets, targets, strict=True):
+            try:
+                loaded = dataclasses.replace(target.load(candidate), name=oracle_label(target))
+                self.on_targets.append(bounded(loaded, self.deadline, self.limit))
+                self.oracles[f"target {name}"] = self.on_targets[-1].name
+            except Exception as e:
+                label = oracle_label(target)
+                refused = f"the lowered model does not load in {label}: {first_line(e)}"
+                return self.report(
+                    "mismatch",
+                    refused,
+                    oracles=self.oracles,
+                    input_problems=problems,
+                    targets={label: refused},
+                )
+        self.target_runs = {r.name: [] for r in self.on_targets}
+        return None
+
+    def run(
+        self,
+        model: onnx.ModelProto,
+        plans: list[_Plan],
+        analysis: Analysis,
+        expected_outputs: list[dict[str, Any]] | None,
+    ) -> VerifyReport | None:
+        """Produce the reference's outputs run by run and compare the candidate's (and each
+        target's, and the framework's) with them; a report when a run stops the check."""
+        assert self.reference is not None
+        names = [s.name for s in input_specs(model)]
+        for index, plan in enumerate(plans, start=1):
+            if self.options.on_run is not None:
+                self.options.on_run(index, len(plans))
+            # A reference that loads but fails on an input says the input is wrong for it: new
+            # inputs are drawn, but no other oracle is asked (it might accept what the model
+            # rejects).
+            outcome = _reference_outputs(
+                self.reference, plan, index, self.problems, analysis, names
             )
+            if isinstance(outcome, str):
+                why = f"the reference ({self.reference.name}) fails on them ({outcome})"
+                if plan.optional:
+                    self.skipped.append(SkippedRun(index, plan.what, why))
+                    continue
+                return self.report(
+                    "cannot_verify",
+                    f"the reference ({self.reference.name}) failed on "
+                    + ("the given inputs" if not plan.retry else "every input drawn")
+                    + f" in run {index}: {outcome}"
+                    + _hint(model, self.options),
+                    runs=self.runs,
+                    oracles=self.oracles,
+                    input_problems=self.problems,
+                    skipped=self.skipped,
+                )
+            expected = None if expected_outputs is None else expected_outputs[index - 1]
+            self.compare(model, index, outcome, expected)
+        return None
+
+    def compare(
+        self,
+        model: onnx.ModelProto,
+        index: int,
+        outcome: tuple[dict[str, Any], list[Any], int],
+        framework_outputs: dict[str, Any] | None,
+    ) -> None:
+        """Compare run ``index``'s candidate and target outputs with the reference's."""
+        assert self.candidate is not None
+        output_names = [o.name for o in model.graph.output]
+        tolerances = self.options.tolerances
         feeds, expected, attempts = outcome
-        run, actual = _compare_run(
-            index, feeds, expected, candidate_runner, output_names, options.tolerances
-        )
+        run, actual = _compare_run(index, feeds, expected, self.candidate, output_names, tolerances)
         run.attempts = attempts
-        runs.append(run)
+        self.runs.append(run)
         failed = False  # on a target or against the framework's outputs
-        for runner in on_targets:
-            on_target, _ = _compare_run(
-                index, feeds, expected, runner, output_names, options.tolerances
-            )
-            target_runs[runner.name].append(on_target)
+        for runner in self.on_targets:
+            on_target, _ = _compare_run(index, feeds, expected, runner, output_names, tolerances)
+            self.target_runs[runner.name].append(on_target)
             failed = failed or not on_target.ok
-        if expected_outputs is not None and actual is not None:
+        if framework_outputs is not None and actual is not None:
             framework = _compare_expected(
                 index,
                 run,
                 dict(zip(output_names, actual, strict=True)),
-                expected_outputs[index - 1],
-                options,
+                framework_outputs,
+                self.options,
             )
-            expected_runs.append(framework)
+            self.expected_runs.append(framework)
             failed = failed or not framework.ok
-        if (failed or not run.ok) and failing is None:
-            failing = feeds
-    target_lines = {name: _target_summary(name, r) for name, r in target_runs.items()}
-    expected_line = _expected_summary(expected_runs) if expected_outputs is not None else ""
-    extra: dict[str, Any] = {
-        "runs": runs,
-        "oracles": oracles,
-        "input_problems": problems,
-        "skipped": skipped,
-        "targets": target_lines,
-        "target_runs": target_runs,
-        "expected": expected_line,
-        "expected_runs": expected_runs,
-    }
-    if not runs:
-        return report("cannot_verify", "no run could be compared" + _skips(skipped), **extra)
-    bad = [run.index for run in runs if not run.ok]
-    reasons = [f"outputs differ in run{'s' if len(bad) > 1 else ''} {', '.join(map(str, bad))}"]
-    reasons = reasons if bad else []
-    reasons += [line for line in target_lines.values() if not line.startswith("runs and")]
-    if expected_runs and not all(r.ok for r in expected_runs):
-        reasons.append(f"the lowered model {expected_line}")
-    if reasons:
-        return report("mismatch", "; ".join(reasons), failing_inputs=failing, **extra)
-    count = f"{len(runs)} run{'s' if len(runs) > 1 else ''}"
-    return report("equivalent", f"all outputs match in {count}" + _skips(skipped), **extra)
+        if (failed or not run.ok) and self.failing is None:
+            self.failing = feeds
+
+    def conclude(self, with_expected: bool) -> VerifyReport:
+        """The verdict once every run was compared."""
+        runs, skipped = self.runs, self.skipped
+        target_lines = {name: _target_summary(name, r) for name, r in self.target_runs.items()}
+        expected_line = _expected_summary(self.expected_runs) if with_expected else ""
+        extra: dict[str, Any] = {
+            "runs": runs,
+            "oracles": self.oracles,
+            "input_problems": self.problems,
+            "skipped": skipped,
+            "targets": target_lines,
+            "target_runs": self.target_runs,
+            "expected": expected_line,
+            "expected_runs": self.expected_runs,
+        }
+        if not runs:
+            return self.report(
+                "cannot_verify", "no run could be compared" + _skips(skipped), **extra
+            )
+        bad = [run.index for run in runs if not run.ok]
+        reasons = [f"outputs differ in run{'s' if len(bad) > 1 else ''} {', '.join(map(str, bad))}"]
+        reasons = reasons if bad else []
+        reasons += [line for line in target_lines.values() if not line.startswith("runs and")]
+        if self.expected_runs and not all(r.ok for r in self.expected_runs):
+            reasons.append(f"the lowered model {expected_line}")
+        if reasons:
+            return self.report("mismatch", "; ".join(reasons), failing_inputs=self.failing, **extra)
+        count = f"{len(runs)} run{'s' if len(runs) > 1 else ''}"
+        return self.report("equivalent", f"all outputs match in {count}" + _skips(skipped), **extra)
 
 
 def _strict_inference_problem(model: onnx.ModelProto) -> str:

@@ -64,6 +64,17 @@ class Tolerances:
         per_output = {name: (r_named.get(name), a_named.get(name)) for name in {*r_named, *a_named}}
         return cls(r, a, per_output)
 
+    def to_options(self) -> tuple[float | dict[str, float] | None, ...]:
+        """``(rtol, atol)`` in :meth:`from_options`' form, which reads them back."""
+
+        def join(overall: float | None, index: int) -> float | dict[str, float] | None:
+            named = {k: v[index] for k, v in self.per_output.items() if v[index] is not None}
+            if not named:
+                return overall
+            return {**({} if overall is None else {"*": overall}), **named}  # type: ignore[dict-item]
+
+        return join(self.rtol, 0), join(self.atol, 1)
+
     def for_output(self, name: str) -> tuple[float | None, float | None]:
         r, a = self.per_output.get(name, (None, None))
         return (self.rtol if r is None else r, self.atol if a is None else a)

@@ -56,7 +56,6 @@ __all__ = [
     "load_runner",
     "load_target",
     "oracle_label",
-    "with_explicit_loop_conditions",
 ]
 
 
@@ -232,43 +231,6 @@ def _ort_runner(model: onnx.ModelProto, name: str) -> Runner:
             options.terminate = True
 
     return Runner(name, run, stop)
-
-
-def with_explicit_loop_conditions(model: onnx.ModelProto) -> onnx.ModelProto:
-    """A copy where each Loop with an omitted condition gets a constant true one.
-
-    The two mean the same in ONNX, but onnx's own ReferenceEvaluator runs a Loop whose
-    condition is omitted zero times (op_loop.py: ``while cond and ...`` with cond None). The
-    :class:`Reference` oracle's corrected Loop needs no such copy; the tests use it for onnx's.
-    """
-    copy = onnx.ModelProto()
-    copy.CopyFrom(model)
-    counter = 0
-
-    def patch(nodes: Any) -> None:
-        nonlocal counter
-        for node in list(nodes):
-            for attr in node.attribute:
-                if attr.HasField("g"):
-                    patch(attr.g.node)
-                for graph in attr.graphs:
-                    patch(graph.node)
-            if node.op_type == "Loop" and len(node.input) > 1 and not node.input[1]:
-                counter += 1
-                name = f"__seqlower_verify_true_{counter}"
-                true = onnx.helper.make_node(
-                    "Constant",
-                    [],
-                    [name],
-                    value=onnx.helper.make_tensor(name, onnx.TensorProto.BOOL, [], [True]),
-                )
-                nodes.insert(list(nodes).index(node), true)
-                node.input[1] = name
-
-    patch(copy.graph.node)
-    for function in copy.functions:
-        patch(function.node)
-    return copy
 
 
 # ---------------------------------------------------------------- targets

@@ -9,7 +9,7 @@ value-preserving ops (Cast, Identity, Reshape, Squeeze, Unsqueeze, Expand, Conca
 vector, Min, Max, Abs, ...) to the graph input its values come from, and the tensor it indexes
 back to the graph input (and axis) its dimension comes from. It also records which dimensions
 must agree (a length count and a batch size, the two sides of a broadcast), so that
-:mod:`seqlower.inputs` can draw shapes first and then values inside their ranges.
+:mod:`seqlower.verification.inputs` can draw shapes first and then values inside their ranges.
 
 It reads ``onnx`` protos only and knows nothing of seqlower's passes.
 """
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import onnx
@@ -442,11 +442,6 @@ class _Walker:
                 exact = self.certain and source in info.exact
                 self.analysis.add(Constraint(kind, source, limit, label, exact))
 
-        def dim(info: _Info, axis: int) -> Slot | None:
-            if info.dims is None or not -len(info.dims) <= axis < len(info.dims):
-                return None
-            return info.dims[axis]
-
         def attr_int(name: str, default: int) -> int:
             return int(attrs[name].i) if name in attrs else default
 
@@ -455,17 +450,8 @@ class _Walker:
 
         data, second = arg(0), arg(1)
         if op == "ReverseSequence" and data is not None and second is not None:
-            time_axis, batch_axis = attr_int("time_axis", 0), attr_int("batch_axis", 1)
-            need("lengths", second, dim(data, time_axis))
-            if second.dims is not None and len(second.dims) == 1:
-                self.tie(second.dims[0], dim(data, batch_axis))
-            batch, time = dim(data, batch_axis), dim(data, time_axis)
-            if second.const is not None:  # constant lengths fix the batch, bound the time
-                if batch is not None:
-                    self.analysis.exact_sizes[batch] = len(second.const)
-                if time is not None and second.const:
-                    low = max(max(second.const), self.analysis.min_sizes.get(time, 0))
-                    self.analysis.min_sizes[time] = low
+            axes = attr_int("time_axis", 0), attr_int("batch_axis", 1)
+            self.reverse_sequence(need, data, second, *axes)
         elif op in ("SequenceAt", "SequenceErase") and data is not None and second is not None:
             if data.length is not None:
                 need("position", second, SeqLen(data.length))
@@ -473,7 +459,7 @@ class _Walker:
             if data.length is not None:
                 need("insert", infos[2], SeqLen(data.length))
         elif op in ("Gather", "GatherElements", "ScatterElements") and data and second:
-            limit = dim(data, attr_int("axis", 0))
+            limit = _dim(data, attr_int("axis", 0))
             if limit is not None:
                 need("index", second, limit)
         elif op == "ScatterND" and data is not None and second is not None:
@@ -486,21 +472,15 @@ class _Walker:
                     if arg(i) is not None:
                         need("span", infos[i], tuple(data.dims))
         elif op == "TopK" and data is not None and second is not None:
-            limit = dim(data, attr_int("axis", -1))
+            limit = _dim(data, attr_int("axis", -1))
             if limit is not None:
                 need("count", second, limit)
         elif op == "ConcatFromSequence" and data is not None and data.element is not None:
-            dims = data.element.dims
-            if dims is not None:  # stacked: equal shapes; concatenated: equal but on the axis
-                new_axis = attr_int("new_axis", 0)
-                axis = attr_int("axis", 0) % max(len(dims) + new_axis, 1)
-                for a, slot in enumerate(dims):
-                    if slot is not None and (new_axis or a != axis):
-                        self.analysis.uniform.add(slot)
+            self.concat_from_sequence(data.element, attr_int("new_axis", 0), attr_int("axis", 0))
         elif op == "Split" and data is not None and second is not None:
-            need("split", second, dim(data, attr_int("axis", 0)))
+            need("split", second, _dim(data, attr_int("axis", 0)))
         elif op == "SplitToSequence" and data is not None and second is not None:
-            limit = dim(data, attr_int("axis", 0))
+            limit = _dim(data, attr_int("axis", 0))
             need("chunk" if second.dims == () else "split", second, limit)
         elif op == "OneHot" and second is not None:
             need("positive", second, None)
@@ -511,19 +491,48 @@ class _Walker:
         elif op in ("RNN", "GRU", "LSTM") and data is not None and arg(4) is not None:
             # sequence_lens: one length per batch row, at most the time axis (layout 1: [B, T]).
             time_axis, batch_axis = (1, 0) if attr_int("layout", 0) else (0, 1)
-            need("seqlens", infos[4], dim(data, time_axis))
+            need("seqlens", infos[4], _dim(data, time_axis))
             lens = infos[4]
             if lens.dims is not None and len(lens.dims) == 1:
-                self.tie(lens.dims[0], dim(data, batch_axis))
+                self.tie(lens.dims[0], _dim(data, batch_axis))
         elif op in ("Tile", "ConstantOfShape"):
             target = second if op == "Tile" else data
             if target is not None:
                 need("count", target, None)
 
+    def reverse_sequence(
+        self, need: Any, data: _Info, lengths: _Info, time_axis: int, batch_axis: int
+    ) -> None:
+        need("lengths", lengths, _dim(data, time_axis))
+        if lengths.dims is not None and len(lengths.dims) == 1:
+            self.tie(lengths.dims[0], _dim(data, batch_axis))
+        batch, time = _dim(data, batch_axis), _dim(data, time_axis)
+        if lengths.const is not None:  # constant lengths fix the batch, bound the time
+            if batch is not None:
+                self.analysis.exact_sizes[batch] = len(lengths.const)
+            if time is not None and lengths.const:
+                low = max(max(lengths.const), self.analysis.min_sizes.get(time, 0))
+                self.analysis.min_sizes[time] = low
+
+    def concat_from_sequence(self, element: _Info, new_axis: int, axis: int) -> None:
+        dims = element.dims
+        if dims is not None:  # stacked: equal shapes; concatenated: equal but on the axis
+            axis %= max(len(dims) + new_axis, 1)
+            for a, slot in enumerate(dims):
+                if slot is not None and (new_axis or a != axis):
+                    self.analysis.uniform.add(slot)
+
     def nd(self, need: Any, data: _Info, indices: _Info, batch_dims: int) -> None:
         if data.dims is None:
             return
         need("index", indices, tuple(data.dims[batch_dims:]))
+
+
+def _dim(info: _Info, axis: int) -> Slot | None:
+    """The slot of ``info``'s axis ``axis`` (negative counts from the end), if known."""
+    if info.dims is None or not -len(info.dims) <= axis < len(info.dims):
+        return None
+    return info.dims[axis]
 
 
 class _Scope:
@@ -622,9 +631,3 @@ def _static_dims(model: onnx.ModelProto) -> dict[Slot, int]:
                 if d.HasField("dim_value"):
                     found[Slot(value.name, axis)] = d.dim_value
     return found
-
-
-def describe_failure(analysis: Analysis, node_label: str | None, inputs: Sequence[str]) -> str:
-    """Which graph inputs reach the node that rejected a draw (for the message)."""
-    reached = sorted(analysis.reaches.get(node_label or "", set()) & set(inputs))
-    return ", ".join(f"'{n}'" for n in reached)

@@ -20,8 +20,8 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from seqlower.constraints import Analysis, Constraint, SeqLen, Slot, analyze
 from seqlower.errors import SeqlowerError, first_line
+from seqlower.verification.constraints import Analysis, Constraint, SeqLen, Slot, analyze
 
 __all__ = [
     "InputError",
@@ -95,9 +95,9 @@ def generate_inputs(
 
     ``dims`` sizes symbolic dimensions by name, ``input_shapes`` fixes whole shapes per input,
     ``seq_len`` sets the length of every sequence input (0 makes them empty). Shapes are drawn
-    first, dimensions of one name (or tied by the graph, :mod:`seqlower.constraints`) alike;
+    first, dimensions of one name (or tied by the graph, :mod:`.constraints`) alike;
     then values, integers that index something inside the range of what they index.
-    ``analysis`` is :func:`seqlower.constraints.analyze`'s result, when the caller has it.
+    ``analysis`` is :func:`.constraints.analyze`'s result, when the caller has it.
     """
     dims = dict(dims or {})
     input_shapes = dict(input_shapes or {})
@@ -453,6 +453,35 @@ def _load(
     return [_load_test_data_set(folder, specs, outputs, flag) for folder in sets]
 
 
+def _npz_roles(
+    keys: list[str],
+    listed: Mapping[str, list[str]],
+    specs: list[InputSpec],
+    outputs: list[str],
+    where: str,
+) -> tuple[dict[str, str], dict[str, str]]:
+    """Where each input's and output's arrays are stored: key -> the name it stands for."""
+    prefixed = any(k.startswith(("input.", "output.")) for k in keys)
+    as_input: dict[str, str] = {}
+    as_output: dict[str, str] = {}
+    for key in keys:
+        if prefixed:
+            kind, _, name = key.partition(".")
+            if kind == "input" and name:
+                as_input[key] = name
+            elif kind == "output" and name:
+                as_output[key] = name
+            else:
+                raise InputError(f"{where}: '{key}' is neither input.NAME nor output.NAME")
+        elif key in listed.get("__outputs__", []) or (
+            key in outputs and key not in {spec.name for spec in specs}
+        ):
+            as_output[key] = key
+        else:
+            as_input[key] = key
+    return as_input, as_output
+
+
 def _load_npz(
     path: Path, specs: list[InputSpec], outputs: list[str], flag: str
 ) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -471,32 +500,12 @@ def _load_npz(
 
     with archive:
         keys = [k for k in archive.files if k not in ("__inputs__", "__outputs__")]
-        prefixed = any(k.startswith(("input.", "output.")) for k in keys)
-        listed = {
+        listed: dict[str, list[str]] = {
             key: [str(n) for n in read(key).reshape(-1)]
             for key in ("__inputs__", "__outputs__")
             if key in archive.files
         }
-        # Where each input's and output's arrays are stored: key -> the name it stands for.
-        as_input: dict[str, str] = {}
-        as_output: dict[str, str] = {}
-        for key in keys:
-            if prefixed:
-                kind, _, name = key.partition(".")
-                if kind == "input" and name:
-                    as_input[key] = name
-                elif kind == "output" and name:
-                    as_output[key] = name
-                else:
-                    raise InputError(
-                        f"{flag} {path}: '{key}' is neither input.NAME nor output.NAME"
-                    )
-            elif key in listed.get("__outputs__", []) or (
-                key in outputs and key not in {spec.name for spec in specs}
-            ):
-                as_output[key] = key
-            else:
-                as_input[key] = key
+        as_input, as_output = _npz_roles(keys, listed, specs, outputs, f"{flag} {path}")
         names = {spec.name for spec in specs}
         sequences = {spec.name for spec in specs if spec.is_sequence}
         for key, name in as_input.items():
@@ -637,7 +646,7 @@ def validate_inputs(
     """Raise InputError, naming the input and the problem, when user inputs cannot be the
     model's: a missing or unknown name, a tensor for a sequence (or the reverse), a dtype, rank
     or static dimension other than declared, or an index-like value out of range for the node
-    that reads it unchanged (:mod:`seqlower.constraints`)."""
+    that reads it unchanged (:mod:`seqlower.verification.constraints`)."""
     specs = input_specs(model)
     by_name = {spec.name: spec for spec in specs}
     prefix = f"--inputs {where}"
