@@ -230,14 +230,9 @@ def lower_file(
     target = None if options.dry_run else output
     check_paths(model, target, options.external_data, None, _inputs_path(options))
     deploy = _deployment(options)
-    targets = deploy.proofs
     with progress(f"reading {model}"):
         ir_model = load_model(model)
-    # The files this run reads: never overwritten, never removed as stale weights (unless OUT
-    # replaces the input itself: then its weights are OUT's old ones).
-    reads = [model, *(Path(p) for p in seqlower.io.external_locations(ir_model))]
-    in_place = output is not None and os.path.realpath(output) == os.path.realpath(model)
-    keep = [model] if in_place else reads
+    reads, keep = _files_read(model, ir_model, output)
     facts_before = ModelFacts.of(ir_model, _files_size(reads))
     if options.external_data is not None and target is not None:
         seqlower.io.check_external_data_name(options.external_data, target, inputs=reads)
@@ -257,7 +252,7 @@ def lower_file(
         notes = load_notes + restamp(ir_model, ir_version=options.ir_version, opset=opset)
         if as_read is not None:
             as_read.ir_version = ir_model.ir_version  # re-stamped only when asked
-        if unchanged and _kept_unchecked(original, options, targets, opset):
+        if unchanged and _kept_unchecked(original, options, deploy.proofs, opset):
             notes_unchanged = [] if original is None else [KEPT_AS_READ]
             original = None  # the check would compare the model with itself
         # Without the check the written file is checked before it replaces anything
@@ -281,7 +276,7 @@ def lower_file(
         with progress("checking"):
             from seqlower.verification import verify  # imports onnxruntime: only when checking
 
-            proven = dataclasses.replace(options.check_options, targets=targets)
+            proven = dataclasses.replace(options.check_options, targets=deploy.proofs)
             report = verify(original, lowered, _with_progress(proven, on_run))
         _record_check(result, report, original, None if options.dry_run else output)
     if not options.dry_run and (result.exit_code == ExitCode.OK or options.keep_on_failure):
@@ -290,6 +285,17 @@ def lower_file(
             _write(result, ir_model, output, options, keep=keep, exact=as_read)
     result.seconds = time.perf_counter() - start
     return result
+
+
+def _files_read(
+    model: Path, ir_model: ir.Model, output: Path | None
+) -> tuple[list[Path], list[Path]]:
+    """The files this run reads, and those the write must keep: never overwritten, never
+    removed as stale weights (unless OUT replaces the input itself: then its weights are OUT's
+    old ones)."""
+    reads = [model, *(Path(p) for p in seqlower.io.external_locations(ir_model))]
+    in_place = output is not None and os.path.realpath(output) == os.path.realpath(model)
+    return reads, [model] if in_place else reads
 
 
 def _lower(ir_model: ir.Model, options: LowerOptions, target: str | None) -> list[PassRow]:
