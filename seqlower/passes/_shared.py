@@ -22,6 +22,7 @@ __all__ = [
     "body_of",
     "concat_problem",
     "concat_stacked",
+    "cut_interface",
     "is_sequence",
     "known_elements",
     "outer_reads",
@@ -206,3 +207,15 @@ def is_sequence(node: ir.Node, k: int, types: TypeOracle) -> bool:
         f"cannot tell whether input {k} '{value.name}' is a sequence or a tensor: "
         "it has no type and shape inference found none; annotate its type (value_info)",
     )
+
+
+def cut_interface(
+    body: ir.Graph, replacements: dict[ir.Value, ir.Value], results: list[ir.Value]
+) -> list[ir.Value]:
+    """Detach ``body``'s inputs and outputs for a new interface: each old input's readers read
+    its replacement instead; returns ``results`` with replaced inputs swapped the same way."""
+    body.inputs.clear()
+    body.outputs.clear()
+    for param, replacement in replacements.items():
+        param.replace_all_uses_with(replacement)
+    return [replacements.get(result, result) for result in results]

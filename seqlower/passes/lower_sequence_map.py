@@ -34,7 +34,7 @@ import onnx_ir as ir
 from seqlower.errors import InvalidNodeError
 from seqlower.passes._base import NameGenerator, NodeLoweringPass, Site
 from seqlower.passes._emit import Emitter
-from seqlower.passes._shared import body_of, is_sequence, scan_outputs
+from seqlower.passes._shared import body_of, cut_interface, is_sequence, scan_outputs
 from seqlower.passes._types import TypeOracle, element_dtype
 from seqlower.passes.inline_functions import inline_untyped_sequence_map_functions
 
@@ -134,11 +134,7 @@ class LowerSequenceMap(NodeLoweringPass):
             )
             reads.op("SequenceAt", [outer, iteration], hint=f"element_{k}", output=element)
             replacements[param] = element
-        body.inputs.clear()
-        body.outputs.clear()
-        for param, replacement in replacements.items():
-            param.replace_all_uses_with(replacement)
-        results = [replacements.get(result, result) for result in results]
+        results = cut_interface(body, replacements, results)
         cond_out = ir.Value(name=names.fresh(f"{base}_cond_out"), type=_tensor(ir.DataType.BOOL))
         cond_out.shape = _SCALAR
         tail.op("Identity", [cond_in], hint="cond_out", output=cond_out)

@@ -39,6 +39,7 @@ from seqlower.passes._shared import (
     body_of,
     concat_problem,
     concat_stacked,
+    cut_interface,
     is_sequence,
     outer_reads,
     scan_outputs,
@@ -166,11 +167,7 @@ class ScanSequenceMap(NodeLoweringPass):
             element.type, element.shape = param.type, param.shape
             body_inputs.append(piece)
             replacements[param] = element
-        body.inputs.clear()
-        body.outputs.clear()
-        for param, replacement in replacements.items():
-            param.replace_all_uses_with(replacement)
-        results = [replacements.get(result, result) for result in results]
+        results = cut_interface(body, replacements, results)
         scanned = scan_outputs(tail, body, results)
         if reads.nodes:
             if len(body) > 0:
