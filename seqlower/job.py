@@ -687,7 +687,7 @@ def _reference(model: ir.Model, options: LowerOptions) -> onnx.ModelProto:
     gets the K tensors as its sequence), since the check compares models of one interface."""
     if not options.unroll_inputs:
         return _in_memory_proto(model)
-    from seqlower.passes.unroll_inputs import UnrollInputs
+    from seqlower.passes.sequence_free.unroll_inputs import UnrollInputs
 
     copy = model.clone()
     run_pipeline(copy, ir.passes.PassManager([UnrollInputs(options.unroll_inputs)]))

@@ -24,7 +24,7 @@ from seqlower.passes import (
     RequireSequenceFree,
     create_pass,
 )
-from seqlower.passes.unroll_inputs import UnrollInputs
+from seqlower.passes.sequence_free.unroll_inputs import UnrollInputs
 from seqlower.targets import get_target
 
 __all__ = [
@@ -136,7 +136,7 @@ def build_pipeline(
     ``sequence_free`` defaults the passes to ``SEQUENCE_FREE_PASSES`` and ends with dead-node
     removal (even without ``cleanup``: dead sequence ops count) and ``RequireSequenceFree``.
     ``unroll_inputs`` (input name to K) first replaces those sequence inputs by K tensors each
-    (:class:`~seqlower.passes.unroll_inputs.UnrollInputs`).
+    (:class:`~seqlower.passes.sequence_free.unroll_inputs.UnrollInputs`).
     ``target`` (a name in :data:`seqlower.targets.TARGETS`) runs that runtime's passes, then
     dead-node removal and the target's checks (which raise naming every node that blocks it);
     it excludes ``passes`` and ``sequence_free``.

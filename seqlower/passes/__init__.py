@@ -20,27 +20,27 @@ if TYPE_CHECKING:
     import onnx_ir as ir
 
     from seqlower.passes._base import NodeLoweringPass
-    from seqlower.passes.fold_sequence_ops import FoldSequenceOps
-    from seqlower.passes.inline_functions import (
-        InlineFunctions,
-        InlineUntypedSequenceMapFunctions,
-    )
-    from seqlower.passes.loop_to_scan import LoopToScan, LoopToScanOutermost, LoopToScanRows
-    from seqlower.passes.lower_reverse_sequence import (
+    from seqlower.passes.default.lower_reverse_sequence import (
         LowerReverseSequence,
         LowerReverseSequenceRows,
     )
-    from seqlower.passes.lower_sequence_map import LowerSequenceMap
-    from seqlower.passes.require_no_loop import RequireNoLoop
-    from seqlower.passes.require_sequence_free import RequireSequenceFree
-    from seqlower.passes.scan_sequence_map import ScanSequenceMap
-    from seqlower.passes.stack_loop_sequences import StackLoopSequences
-    from seqlower.passes.target_repairs import (
+    from seqlower.passes.default.lower_sequence_map import LowerSequenceMap
+    from seqlower.passes.sequence_free.fold_sequence_ops import FoldSequenceOps
+    from seqlower.passes.sequence_free.require_sequence_free import RequireSequenceFree
+    from seqlower.passes.sequence_free.scan_sequence_map import ScanSequenceMap
+    from seqlower.passes.sequence_free.stack_loop_sequences import StackLoopSequences
+    from seqlower.passes.sequence_free.unroll_sequence_map import UnrollSequenceMap
+    from seqlower.passes.targets.inline_functions import (
+        InlineFunctions,
+        InlineUntypedSequenceMapFunctions,
+    )
+    from seqlower.passes.targets.loop_to_scan import LoopToScan, LoopToScanOutermost, LoopToScanRows
+    from seqlower.passes.targets.require_no_loop import RequireNoLoop
+    from seqlower.passes.targets.target_repairs import (
         ExplicitConstantOfShapeValue,
         FoldStaticIfs,
         StripSymbolicDims,
     )
-    from seqlower.passes.unroll_sequence_map import UnrollSequenceMap
 
 __all__ = [
     "DEFAULT_PASSES",
@@ -70,23 +70,23 @@ __all__ = [
 # Where each exported class lives (imported by module __getattr__ on first use).
 _MODULES = {
     "NodeLoweringPass": "_base",
-    "FoldSequenceOps": "fold_sequence_ops",
-    "LowerReverseSequence": "lower_reverse_sequence",
-    "LowerReverseSequenceRows": "lower_reverse_sequence",
-    "LowerSequenceMap": "lower_sequence_map",
-    "RequireSequenceFree": "require_sequence_free",
-    "ScanSequenceMap": "scan_sequence_map",
-    "StackLoopSequences": "stack_loop_sequences",
-    "UnrollSequenceMap": "unroll_sequence_map",
-    "InlineFunctions": "inline_functions",
-    "InlineUntypedSequenceMapFunctions": "inline_functions",
-    "LoopToScan": "loop_to_scan",
-    "LoopToScanOutermost": "loop_to_scan",
-    "LoopToScanRows": "loop_to_scan",
-    "RequireNoLoop": "require_no_loop",
-    "ExplicitConstantOfShapeValue": "target_repairs",
-    "FoldStaticIfs": "target_repairs",
-    "StripSymbolicDims": "target_repairs",
+    "FoldSequenceOps": "sequence_free.fold_sequence_ops",
+    "LowerReverseSequence": "default.lower_reverse_sequence",
+    "LowerReverseSequenceRows": "default.lower_reverse_sequence",
+    "LowerSequenceMap": "default.lower_sequence_map",
+    "RequireSequenceFree": "sequence_free.require_sequence_free",
+    "ScanSequenceMap": "sequence_free.scan_sequence_map",
+    "StackLoopSequences": "sequence_free.stack_loop_sequences",
+    "UnrollSequenceMap": "sequence_free.unroll_sequence_map",
+    "InlineFunctions": "targets.inline_functions",
+    "InlineUntypedSequenceMapFunctions": "targets.inline_functions",
+    "LoopToScan": "targets.loop_to_scan",
+    "LoopToScanOutermost": "targets.loop_to_scan",
+    "LoopToScanRows": "targets.loop_to_scan",
+    "RequireNoLoop": "targets.require_no_loop",
+    "ExplicitConstantOfShapeValue": "targets.target_repairs",
+    "FoldStaticIfs": "targets.target_repairs",
+    "StripSymbolicDims": "targets.target_repairs",
 }
 
 

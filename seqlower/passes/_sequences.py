@@ -1,8 +1,8 @@
 """What the sequence-free passes share: constants, sequence ops, and why a node stays.
 
 A pass that leaves a sequence op in place records why on the node (:func:`block`), so the final
-check (:class:`seqlower.passes.require_sequence_free.RequireSequenceFree`) can name the reason
-rather than only the node.
+check (:class:`~seqlower.passes.sequence_free.require_sequence_free.RequireSequenceFree`)
+can name the reason rather than only the node.
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import onnx_ir as ir
+from onnx_ir.passes.common import InlinePass
 
 from seqlower._graphs import subgraphs_of
 from seqlower.errors import InvalidNodeError
@@ -23,6 +24,7 @@ __all__ = [
     "concat_problem",
     "concat_stacked",
     "cut_interface",
+    "inline_untyped_sequence_map_functions",
     "is_sequence",
     "known_elements",
     "outer_reads",
@@ -219,3 +221,27 @@ def cut_interface(
     for param, replacement in replacements.items():
         param.replace_all_uses_with(replacement)
     return [replacements.get(result, result) for result in results]
+
+
+def inline_untyped_sequence_map_functions(model: ir.Model) -> int:
+    """Inline (in place) the calls of the functions that need it; how many functions that was.
+    ``LowerSequenceMap`` and ``FoldSequenceOps`` (the first SequenceMap pass of each pipeline)
+    do this first, so the pipelines and their reports are unchanged."""
+    wanted = {key for key, function in model.functions.items() if _needs_types(function)}
+    if wanted:
+        InlinePass(criteria=lambda f: f.identifier() in wanted)(model)
+    return len(wanted)
+
+
+def _needs_types(function: ir.Function) -> bool:
+    graphs: list[ir.Graph | ir.Function] = [function]
+    while graphs:
+        graph = graphs.pop()
+        for node in graph:
+            subgraphs = subgraphs_of(node)
+            if is_onnx(node, "SequenceMap"):
+                body = subgraphs[0] if subgraphs else None
+                if body is not None and any(v.type is None for v in (*body.inputs, *body.outputs)):
+                    return True
+            graphs += subgraphs
+    return False

@@ -34,9 +34,14 @@ import onnx_ir as ir
 from seqlower.errors import InvalidNodeError
 from seqlower.passes._base import NameGenerator, NodeLoweringPass, Site
 from seqlower.passes._emit import Emitter
-from seqlower.passes._shared import body_of, cut_interface, is_sequence, scan_outputs
+from seqlower.passes._shared import (
+    body_of,
+    cut_interface,
+    inline_untyped_sequence_map_functions,
+    is_sequence,
+    scan_outputs,
+)
 from seqlower.passes._types import TypeOracle, element_dtype
-from seqlower.passes.inline_functions import inline_untyped_sequence_map_functions
 
 __all__ = ["LowerSequenceMap"]
 

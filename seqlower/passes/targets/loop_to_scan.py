@@ -36,7 +36,7 @@ bidirectional layer's two directions) sharing one ``Range``, so tract gives thei
 length; a loop nested in another loop's body keeping its outer reads as reads (tract gives a
 nested pass-through state its first value on every outer iteration). A loop whose trip count
 depends on what the body computes stays, with the reason recorded for the target's check
-(:class:`~seqlower.passes.require_no_loop.RequireNoLoop`).
+(:class:`~seqlower.passes.targets.require_no_loop.RequireNoLoop`).
 
 No runtime runs a ``Scan`` of zero iterations correctly (onnxruntime and OpenVINO fail, tract
 returns a wrong state shape): the README lists it among the limits. ``LoopToScanRows`` also

@@ -44,11 +44,11 @@ from seqlower.errors import InvalidNodeError
 from seqlower.passes._base import NameGenerator, NodeLoweringPass, Site
 from seqlower.passes._dims import Dim, DimProver, constant_of, filled_vector
 from seqlower.passes._emit import Emitter
-from seqlower.passes._reverse_rows import (
+from seqlower.passes._types import TypeOracle, element_dtype
+from seqlower.passes.default._reverse_rows import (
     invalid_lengths,
     reverse_rows,
 )
-from seqlower.passes._types import TypeOracle, element_dtype
 
 __all__ = ["FORMS", "LowerReverseSequence"]
 

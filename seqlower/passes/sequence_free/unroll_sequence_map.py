@@ -5,8 +5,9 @@ PyTorch's dynamo exporter writes ``torch.hstack``/``vstack``/``dstack``/``column
 ``Concat``; the body is untyped and branches on the element's rank with nested ``If``\\ s. Runtimes
 without sequences (OpenVINO, tract, TensorRT, ...) cannot run that, however it is lowered to a
 ``Loop``. When every sequence input is a ``SequenceConstruct`` (directly, or after
-:class:`~seqlower.passes.fold_sequence_ops.FoldSequenceOps` turned ``SplitToSequence`` with a
-known count or ``SequenceInsert`` chains into one), the map is a fixed list of calls::
+:class:`~seqlower.passes.sequence_free.fold_sequence_ops.FoldSequenceOps` turned
+``SplitToSequence`` with a known count or ``SequenceInsert`` chains into one), the map is a
+fixed list of calls::
 
     y_1..y_m = SequenceMap(SequenceConstruct(a_1..a_k), t)   # t: a tensor input
     ==>

@@ -40,9 +40,12 @@ from seqlower.passes._base import NameGenerator, _Walk
 from seqlower.passes._emit import Emitter
 from seqlower.passes._fold import REGION_KEY, fold_region, mark_region
 from seqlower.passes._sequences import block, constant_array, constant_int, is_onnx
-from seqlower.passes._shared import known_elements, unit_split
+from seqlower.passes._shared import (
+    inline_untyped_sequence_map_functions,
+    known_elements,
+    unit_split,
+)
 from seqlower.passes._types import TypeOracle
-from seqlower.passes.inline_functions import inline_untyped_sequence_map_functions
 
 __all__ = ["SPLIT_LIMIT", "FoldSequenceOps", "known_elements", "unit_split"]
 

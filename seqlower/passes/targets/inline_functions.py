@@ -14,14 +14,9 @@ from __future__ import annotations
 import onnx_ir as ir
 from onnx_ir.passes.common import InlinePass
 
-from seqlower._graphs import subgraphs_of
-from seqlower.passes._sequences import is_onnx
+from seqlower.passes._shared import inline_untyped_sequence_map_functions
 
-__all__ = [
-    "InlineFunctions",
-    "InlineUntypedSequenceMapFunctions",
-    "inline_untyped_sequence_map_functions",
-]
+__all__ = ["InlineFunctions", "InlineUntypedSequenceMapFunctions"]
 
 
 class InlineFunctions(ir.passes.InPlacePass):
@@ -42,27 +37,3 @@ class InlineUntypedSequenceMapFunctions(ir.passes.InPlacePass):
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         self.rewritten = inline_untyped_sequence_map_functions(model)
         return ir.passes.PassResult(model, modified=self.rewritten > 0)
-
-
-def inline_untyped_sequence_map_functions(model: ir.Model) -> int:
-    """Inline (in place) the calls of the functions that need it; how many functions that was.
-    ``LowerSequenceMap`` and ``FoldSequenceOps`` (the first SequenceMap pass of each pipeline)
-    do this first, so the pipelines and their reports are unchanged."""
-    wanted = {key for key, function in model.functions.items() if _needs_types(function)}
-    if wanted:
-        InlinePass(criteria=lambda f: f.identifier() in wanted)(model)
-    return len(wanted)
-
-
-def _needs_types(function: ir.Function) -> bool:
-    graphs: list[ir.Graph | ir.Function] = [function]
-    while graphs:
-        graph = graphs.pop()
-        for node in graph:
-            subgraphs = subgraphs_of(node)
-            if is_onnx(node, "SequenceMap"):
-                body = subgraphs[0] if subgraphs else None
-                if body is not None and any(v.type is None for v in (*body.inputs, *body.outputs)):
-                    return True
-            graphs += subgraphs
-    return False

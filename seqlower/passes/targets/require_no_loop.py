@@ -1,6 +1,7 @@
 """Check that no ``Loop`` is left, naming each one and why it stays (tract has no Loop).
 
-The last step of the ``tract`` target, after :class:`~seqlower.passes.loop_to_scan.LoopToScan`:
+The last step of the ``tract`` target, after
+:class:`~seqlower.passes.targets.loop_to_scan.LoopToScan`:
 a runtime without ``Loop`` refuses the whole model for one, so the pass raises
 :class:`~seqlower.errors.TargetError` listing every ``Loop`` in any scope with the reason the
 rewrite recorded on it (its trip count is known only inside, and which value shows it), and
@@ -14,7 +15,7 @@ import onnx_ir as ir
 from seqlower._graphs import subgraphs_of
 from seqlower.errors import TargetError, describe_node
 from seqlower.passes._sequences import is_onnx
-from seqlower.passes.loop_to_scan import LOOP_BLOCKED_KEY
+from seqlower.passes.targets.loop_to_scan import LOOP_BLOCKED_KEY
 
 __all__ = ["RequireNoLoop"]
 
