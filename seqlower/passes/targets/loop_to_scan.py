@@ -204,78 +204,75 @@ class LoopToScan(NodeLoweringPass):
         assert graph is not None
         base = node.name or "Loop"
         emit = Emitter(names, base, plan.opset, self.constant_pool(graph))
-        # Loops of one graph whose trip counts are computed alike (a bidirectional layer's two
-        # directions) share one Range: tract gives each Range of a data-dependent length its
-        # own symbol and then cannot join the two directions' outputs.
-        key = (id(graph), _trip_count_key(node, plan.terms))
-        shared = self._trip_counts.get(key)
-        if shared is not None:
-            count, iterations = shared
-        else:
-            count = _trip_count(emit, node, plan.terms)
-            iterations = emit.arange(count, hint="iterations")
-            iterations.shape = ir.Shape([None])
-            self._trip_counts[key] = (count, iterations)
-
+        count, iterations = self._iterations(emit, graph, plan)
         carried = len(node.inputs) - 2
-        iteration, cond_in = body.inputs[0], body.inputs[1]
-        iteration.type = ir.TensorType(ir.DataType.INT64)
-        iteration.shape = ir.Shape([])
-        inner = Emitter(names, base, plan.opset)
-        # The body runs only while the condition holds: a read of cond_in is a read of true.
-        if cond_in.uses():
-            cond_in.replace_all_uses_with(inner.constant(np.array(True), hint="cond_true"))
-        # A counter is its start plus the iteration number: read from the scan input, it needs
-        # no state (tract discards a state input no node reads, then fails), and its final
-        # value is its start plus the trip count.
-        kept = [k for k in range(carried) if k not in plan.counters]
-        outer_finals: dict[int, ir.Value] = {}
-        for k in plan.counters:
-            state, start = body.inputs[2 + k], node.inputs[2 + k]
-            assert start is not None
-            dtype = state.dtype or ir.DataType.INT64
-            step = iteration
-            if dtype != ir.DataType.INT64:
-                step = inner.op("Cast", [iteration], {"to": dtype.value}, hint="counter_step")
-            if constant_int(start) == 0:  # no state to carry the start (tf2onnx's counters)
-                counter = inner.op("Identity", [step], hint=f"{state.name}_now")
-            else:
-                counter = inner.op("Add", [start, step], hint=f"{state.name}_now")
-            counter.type, counter.shape = state.type, ir.Shape([])
-            state.replace_all_uses_with(counter, replace_graph_outputs=True)
-            trips = count
-            if dtype != ir.DataType.INT64:
-                trips = emit.op("Cast", [count], {"to": dtype.value}, hint="counter_trips")
-            outer_finals[k] = emit.op("Add", [start, trips], hint=f"{state.name}_final")
-        if inner.nodes:
-            if len(body):
-                body.insert_before(body[0], list(inner.nodes))
-            else:
-                body.extend(list(inner.nodes))
+        iteration = body.inputs[0]
+        outer_finals = _counters_from_iterations(plan, names, base, emit, count)
         results = list(body.outputs)
         _remove_dead(body, keep=results)
-        # A state the body never reads (tf2onnx's RNN "output" state; tract's declutter drops
-        # such an input and then fails) is dropped when nothing reads its final value, else it
-        # becomes a scan output whose last row is the final value.
-        dropped: set[int] = set()
-        last_rows: list[int] = []
-        for k in list(kept):
-            if body.inputs[2 + k].uses():
-                continue
-            kept.remove(k)
-            old = node.outputs[k]
-            if old.uses() or old.is_graph_output():
-                last_rows.append(k)
-            else:
-                dropped.add(k)
+        kept = [k for k in range(carried) if k not in plan.counters]
+        dropped, last_rows = _unread_states(node, body, kept)
         states = [body.inputs[2 + k] for k in kept]
-        state_outs = [results[1 + k] for k in kept]
         scan_outs = [*results[carried + 1 :], *(results[1 + k] for k in last_rows)]
         body.outputs.clear()
-        body.outputs.extend([*state_outs, *scan_outs])
+        body.outputs.extend([*(results[1 + k] for k in kept), *scan_outs])
         _remove_dead(body)
+        extra = self._carry_outer_reads(plan, names, base, emit, count, kept, results)
+        body.inputs.clear()
+        if iteration.uses() or not extra.scanned:
+            if not iteration.uses():
+                _read_iteration(plan, names, base, emit, extra, iteration)
+            extra.scanned.append(iterations)
+            extra.elements.append(iteration)
+        body.inputs.extend([*states, *extra.states, *extra.elements])
+        outputs_now = list(body.outputs)
+        body.outputs.clear()
+        body.outputs.extend([*outputs_now[: len(kept)], *extra.outs, *outputs_now[len(kept) :]])
+        _distinct_outputs(
+            body, Emitter(names, base, plan.opset), len(body.outputs) - len(scan_outs)
+        )
+        for value in [*body.inputs, *body.outputs]:
+            strip_symbolic(value)
+        _replace_by_scan(
+            _Replacement(node, graph, body, results, kept, dropped, last_rows, outer_finals),
+            names,
+            base,
+            emit,
+            Emitter(names, base, plan.opset, self.constant_pool(graph)),
+            extra,
+        )
 
-        # Outer reads: a state of an outer value the Loop passes through already is reused.
+    def _iterations(self, emit: Emitter, graph: ir.Graph, plan: _Plan) -> tuple[ir.Value, ir.Value]:
+        """The trip count and ``Range(0, count)``. Loops of one graph whose trip counts are
+        computed alike (a bidirectional layer's two directions) share one Range: tract gives
+        each Range of a data-dependent length its own symbol and then cannot join the two
+        directions' outputs."""
+        key = (id(graph), _trip_count_key(plan.node, plan.terms))
+        shared = self._trip_counts.get(key)
+        if shared is not None:
+            return shared
+        count = _trip_count(emit, plan.node, plan.terms)
+        iterations = emit.arange(count, hint="iterations")
+        iterations.shape = ir.Shape([None])
+        self._trip_counts[key] = (count, iterations)
+        return count, iterations
+
+    def _carry_outer_reads(
+        self,
+        plan: _Plan,
+        names: NameGenerator,
+        base: str,
+        emit: Emitter,
+        count: ir.Value,
+        kept: list[int],
+        results: list[ir.Value],
+    ) -> _Extra:
+        """Every value the body reads from outside becomes a state passed through (OpenVINO's
+        Scan takes no outer reads), or a scan input when read only as row i (``rows``)."""
+        node, body = plan.node, plan.body
+        iteration = body.inputs[0]
+        states = [body.inputs[2 + k] for k in kept]
+        # A state of an outer value the Loop passes through already is reused.
         invariant = {
             id(node.inputs[2 + k]): body.inputs[2 + k]
             for k in kept
@@ -284,17 +281,13 @@ class LoopToScan(NodeLoweringPass):
         }
         inside = {id(n) for n in all_nodes(body)}
         passes = Emitter(names, base, plan.opset)
-        extra_states: list[ir.Value] = []
-        extra_outs: list[ir.Value] = []
-        extra_inits: list[ir.Value] = []
+        extra = _Extra()
         # Nested in another loop's body (which OpenVINO cannot run as a Scan anyway), outer reads
         # stay reads: tract gives a nested Scan's pass-through state its first value on every
         # outer iteration. Only values that also start a state (tract panics on those) are
         # carried.
-        nested = id(graph) in self._in_loops
+        nested = id(node.graph) in self._in_loops
         initials = {id(v) for v in node.inputs[2:] if v is not None}
-        scanned: list[ir.Value] = []
-        elements: list[ir.Value] = []
         for value in outer_reads(body, [iteration, *states]):
             target = invariant.get(id(value))
             reads = None
@@ -311,8 +304,8 @@ class LoopToScan(NodeLoweringPass):
                     row.replace_all_uses_with(element, replace_graph_outputs=True)
                     body.remove(gather, safe=True)
                 count_1d = emit.unsqueeze(count, [0], hint="trips_1d")
-                scanned.append(emit.slice(value, 0, count_1d, 0, hint=f"{value.name}_rows"))
-                elements.append(element)
+                extra.scanned.append(emit.slice(value, 0, count_1d, 0, hint=f"{value.name}_rows"))
+                extra.elements.append(element)
                 continue
             if target is None and nested and id(value) not in initials:
                 continue
@@ -325,9 +318,9 @@ class LoopToScan(NodeLoweringPass):
                 )
                 out = passes.op("Identity", [target], hint=f"{value.name}_out")
                 out.type, out.shape = target.type, target.shape
-                extra_states.append(target)
-                extra_outs.append(out)
-                extra_inits.append(value)
+                extra.states.append(target)
+                extra.outs.append(out)
+                extra.inits.append(value)
             for use in list(value.uses()):
                 if id(use.node) in inside:
                     use.node.replace_input_with(use.idx, target)
@@ -335,92 +328,187 @@ class LoopToScan(NodeLoweringPass):
             if any(v is value for v in outputs_now):
                 body.outputs.clear()
                 body.outputs.extend([target if v is value else v for v in outputs_now])
-        if scanned:
+        if extra.scanned:
             _remove_dead(body)  # the index computations of the rows now scanned
         body.extend(passes.nodes)
-        body.inputs.clear()
-        if iteration.uses() or not scanned:
-            if not iteration.uses():
-                # Nothing reads the iteration number: OpenVINO then runs the Scan once and
-                # tract drops the scan input and fails, so a state reads it (Max(k, i), the
-                # last iteration's number at the end; nothing reads that).
-                reader = Emitter(names, base, plan.opset)
-                seen = ir.Value(
-                    name=names.fresh(f"{base}_last_iteration"),
-                    type=ir.TensorType(ir.DataType.INT64),
-                    shape=ir.Shape([]),
-                )
-                latest = _extreme(reader, "Max", seen, iteration, "last_iteration")
-                latest.type, latest.shape = seen.type, seen.shape
-                body.extend(reader.nodes)
-                extra_states.append(seen)
-                extra_outs.append(latest)
-                extra_inits.append(emit.int64s(0, hint="first_iteration"))
-            scanned.append(iterations)
-            elements.append(iteration)
-        body.inputs.extend([*states, *extra_states, *elements])
-        outputs_now = list(body.outputs)
-        body.outputs.clear()
-        body.outputs.extend([*outputs_now[: len(kept)], *extra_outs, *outputs_now[len(kept) :]])
-        _distinct_outputs(
-            body, Emitter(names, base, plan.opset), len(body.outputs) - len(scan_outs)
-        )
-        for value in [*body.inputs, *body.outputs]:
-            strip_symbolic(value)
+        return extra
 
-        finals = [ir.Value(name=names.fresh(f"{base}_{v.name}_final")) for v in extra_inits]
-        # Shapes from the body (the exporter's declarations of the Loop's outputs may be wrong:
-        # tf2onnx declares a scan output with the rank of one iteration's piece).
-        new_outputs = {
-            j: ir.Value(
-                name=names.fresh(f"{old.name or base}_scan"),
-                type=old.type or results[1 + j].type,
-                shape=_output_shape(results[1 + j], stacked=j >= carried),
-            )
-            for j, old in enumerate(node.outputs)
-            if j not in outer_finals and j not in dropped
-        }
-        after = Emitter(names, base, plan.opset, self.constant_pool(graph))
-        for k in last_rows:
-            rows = new_outputs[k]
-            rows.name = names.fresh(f"{base}_{results[1 + k].name}_rows")
-            rows.shape = _output_shape(results[1 + k], stacked=True)
-            last = after.int64s(-1, hint="last")
-            outer_finals[k] = after.op("Gather", [rows, last], {"axis": 0}, hint="final")
-            outer_finals[k].shape = _output_shape(results[1 + k], stacked=False)
-            del new_outputs[k]
-            new_outputs[len(node.outputs) + k] = rows
-        del node.attributes["body"]
-        scan = ir.Node(
-            "",
-            "Scan",
-            [*(node.inputs[2 + k] for k in kept), *extra_inits, *scanned],
-            [ir.AttrGraph("body", body), ir.AttrInt64("num_scan_inputs", len(scanned))],
-            outputs=[
-                *(new_outputs[k] for k in kept),
-                *finals,
-                *(new_outputs[j] for j in range(carried, len(node.outputs))),
-                *(new_outputs[len(node.outputs) + k] for k in last_rows),
-            ],
-            name=names.fresh(f"{base}_scan"),
-            doc_string=node.doc_string,
+
+@dataclasses.dataclass
+class _Extra:
+    """What a rewrite adds to the Scan: pass-through states (their body outputs and outer
+    initial values) and scan inputs (their per-iteration elements in the body)."""
+
+    states: list[ir.Value] = dataclasses.field(default_factory=list)
+    outs: list[ir.Value] = dataclasses.field(default_factory=list)
+    inits: list[ir.Value] = dataclasses.field(default_factory=list)
+    scanned: list[ir.Value] = dataclasses.field(default_factory=list)
+    elements: list[ir.Value] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class _Replacement:
+    """The Loop being replaced and what the rewrite decided about its carried values."""
+
+    node: ir.Node
+    graph: ir.Graph
+    body: ir.Graph
+    results: list[ir.Value]  # the body's outputs as they were
+    kept: list[int]  # carried values that stay states
+    dropped: set[int]  # carried values nothing reads, gone
+    last_rows: list[int]  # carried values the body never reads: their final value is a last row
+    outer_finals: dict[int, ir.Value]  # carried values computed outside (counters, last rows)
+
+
+def _counters_from_iterations(
+    plan: _Plan, names: NameGenerator, base: str, emit: Emitter, count: ir.Value
+) -> dict[int, ir.Value]:
+    """Type the iteration number, read the condition as true, and read each counter from the
+    iteration number; returns the counters' final values, computed outside the loop."""
+    node, body = plan.node, plan.body
+    iteration, cond_in = body.inputs[0], body.inputs[1]
+    iteration.type = ir.TensorType(ir.DataType.INT64)
+    iteration.shape = ir.Shape([])
+    inner = Emitter(names, base, plan.opset)
+    # The body runs only while the condition holds: a read of cond_in is a read of true.
+    if cond_in.uses():
+        cond_in.replace_all_uses_with(inner.constant(np.array(True), hint="cond_true"))
+    # A counter is its start plus the iteration number: read from the scan input, it needs
+    # no state (tract discards a state input no node reads, then fails), and its final
+    # value is its start plus the trip count.
+    outer_finals: dict[int, ir.Value] = {}
+    for k in plan.counters:
+        state, start = body.inputs[2 + k], node.inputs[2 + k]
+        assert start is not None
+        dtype = state.dtype or ir.DataType.INT64
+        step = iteration
+        if dtype != ir.DataType.INT64:
+            step = inner.op("Cast", [iteration], {"to": dtype.value}, hint="counter_step")
+        if constant_int(start) == 0:  # no state to carry the start (tf2onnx's counters)
+            counter = inner.op("Identity", [step], hint=f"{state.name}_now")
+        else:
+            counter = inner.op("Add", [start, step], hint=f"{state.name}_now")
+        counter.type, counter.shape = state.type, ir.Shape([])
+        state.replace_all_uses_with(counter, replace_graph_outputs=True)
+        trips = count
+        if dtype != ir.DataType.INT64:
+            trips = emit.op("Cast", [count], {"to": dtype.value}, hint="counter_trips")
+        outer_finals[k] = emit.op("Add", [start, trips], hint=f"{state.name}_final")
+    if inner.nodes:
+        if len(body):
+            body.insert_before(body[0], list(inner.nodes))
+        else:
+            body.extend(list(inner.nodes))
+    return outer_finals
+
+
+def _unread_states(node: ir.Node, body: ir.Graph, kept: list[int]) -> tuple[set[int], list[int]]:
+    """A state the body never reads (tf2onnx's RNN "output" state; tract's declutter drops
+    such an input and then fails) leaves ``kept``: dropped when nothing reads its final value,
+    else it becomes a scan output whose last row is the final value."""
+    dropped: set[int] = set()
+    last_rows: list[int] = []
+    for k in list(kept):
+        if body.inputs[2 + k].uses():
+            continue
+        kept.remove(k)
+        old = node.outputs[k]
+        if old.uses() or old.is_graph_output():
+            last_rows.append(k)
+        else:
+            dropped.add(k)
+    return dropped, last_rows
+
+
+def _read_iteration(
+    plan: _Plan,
+    names: NameGenerator,
+    base: str,
+    emit: Emitter,
+    extra: _Extra,
+    iteration: ir.Value,
+) -> None:
+    """Nothing reads the iteration number: OpenVINO then runs the Scan once and tract drops
+    the scan input and fails, so a state reads it (Max(k, i), the last iteration's number at
+    the end; nothing reads that)."""
+    body = plan.body
+    reader = Emitter(names, base, plan.opset)
+    seen = ir.Value(
+        name=names.fresh(f"{base}_last_iteration"),
+        type=ir.TensorType(ir.DataType.INT64),
+        shape=ir.Shape([]),
+    )
+    latest = _extreme(reader, "Max", seen, iteration, "last_iteration")
+    latest.type, latest.shape = seen.type, seen.shape
+    body.extend(reader.nodes)
+    extra.states.append(seen)
+    extra.outs.append(latest)
+    extra.inits.append(emit.int64s(0, hint="first_iteration"))
+
+
+def _replace_by_scan(
+    loop: _Replacement,
+    names: NameGenerator,
+    base: str,
+    emit: Emitter,
+    after: Emitter,
+    extra: _Extra,
+) -> None:
+    """Put the Scan in the Loop's place: its outputs take the Loop outputs' names and uses."""
+    node, results, kept, last_rows = loop.node, loop.results, loop.kept, loop.last_rows
+    carried = len(node.inputs) - 2
+    finals = [ir.Value(name=names.fresh(f"{base}_{v.name}_final")) for v in extra.inits]
+    # Shapes from the body (the exporter's declarations of the Loop's outputs may be wrong:
+    # tf2onnx declares a scan output with the rank of one iteration's piece).
+    new_outputs = {
+        j: ir.Value(
+            name=names.fresh(f"{old.name or base}_scan"),
+            type=old.type or results[1 + j].type,
+            shape=_output_shape(results[1 + j], stacked=j >= carried),
         )
-        graph.insert_before(node, [*emit.nodes, scan, *after.nodes])
-        for j, old in enumerate(node.outputs):
-            if j in dropped:
-                continue
-            new = new_outputs.get(j) or outer_finals[j]
-            if new.type is None:
-                new.type = old.type
-            if old.is_graph_output() and old.shape is not None:
-                new.shape = old.shape  # the graph's interface, as declared
-            elif j in outer_finals and j not in last_rows:
-                new.shape = ir.Shape([])
-            name = old.name
-            old.replace_all_uses_with(new, replace_graph_outputs=True)
-            old.name = None
-            new.name = name
-        graph.remove(node, safe=True)
+        for j, old in enumerate(node.outputs)
+        if j not in loop.outer_finals and j not in loop.dropped
+    }
+    for k in last_rows:
+        rows = new_outputs[k]
+        rows.name = names.fresh(f"{base}_{results[1 + k].name}_rows")
+        rows.shape = _output_shape(results[1 + k], stacked=True)
+        last = after.int64s(-1, hint="last")
+        loop.outer_finals[k] = after.op("Gather", [rows, last], {"axis": 0}, hint="final")
+        loop.outer_finals[k].shape = _output_shape(results[1 + k], stacked=False)
+        del new_outputs[k]
+        new_outputs[len(node.outputs) + k] = rows
+    del node.attributes["body"]
+    scan = ir.Node(
+        "",
+        "Scan",
+        [*(node.inputs[2 + k] for k in kept), *extra.inits, *extra.scanned],
+        [ir.AttrGraph("body", loop.body), ir.AttrInt64("num_scan_inputs", len(extra.scanned))],
+        outputs=[
+            *(new_outputs[k] for k in kept),
+            *finals,
+            *(new_outputs[j] for j in range(carried, len(node.outputs))),
+            *(new_outputs[len(node.outputs) + k] for k in last_rows),
+        ],
+        name=names.fresh(f"{base}_scan"),
+        doc_string=node.doc_string,
+    )
+    loop.graph.insert_before(node, [*emit.nodes, scan, *after.nodes])
+    for j, old in enumerate(node.outputs):
+        if j in loop.dropped:
+            continue
+        new = new_outputs.get(j) or loop.outer_finals[j]
+        if new.type is None:
+            new.type = old.type
+        if old.is_graph_output() and old.shape is not None:
+            new.shape = old.shape  # the graph's interface, as declared
+        elif j in loop.outer_finals and j not in last_rows:
+            new.shape = ir.Shape([])
+        name = old.name
+        old.replace_all_uses_with(new, replace_graph_outputs=True)
+        old.name = None
+        new.name = name
+    loop.graph.remove(node, safe=True)
 
 
 def strip_symbolic(value: ir.Value) -> None:
