@@ -154,51 +154,16 @@ class LowerSequenceMap(NodeLoweringPass):
             for j, old in enumerate(node.outputs)
         ]
         if plan.static_shapes is not None:
-            # Each iteration's results are stacked as scan outputs (no sequence is copied per
-            # iteration), then split back into the sequences SequenceMap returns.
             body.inputs.extend([iteration, cond_in])
-            scanned = scan_outputs(tail, body, results)
-            stacked = [
-                ir.Value(
-                    name=names.fresh(f"{base}_stacked_{j}"),
-                    type=_tensor(dtype),
-                    shape=ir.Shape([None, *plan.static_shapes[j]]),
-                )
-                for j, dtype in enumerate(plan.output_dtypes)
-            ]
-            for j, (tensor, sequence) in enumerate(zip(stacked, loop_outputs, strict=True)):
-                after.op(
-                    "SplitToSequence",
-                    [tensor],
-                    {"axis": 0, "keepdims": 0},
-                    hint=f"split_{j}",
-                    output=sequence,
-                )
-            # An explicit true condition: a trailing empty input would be dropped by onnx_ir's
-            # RemoveUnusedNodesPass, leaving a Loop with one input, which is invalid.
-            keep_going = before.constant(np.array(True), hint="true")
-            body_outputs, node_outputs = scanned, stacked
-            loop_inputs: list[ir.Value | None] = [count, keep_going]
+            body_outputs, node_outputs, loop_inputs = _stacked(
+                plan, names, base, (before, after, tail), count, results, loop_outputs
+            )
         else:
-            # Each result is inserted into a sequence carried from iteration to iteration.
-            carried_in = [
-                ir.Value(name=names.fresh(f"{base}_acc_in_{j}"), type=_sequence(dtype))
-                for j, dtype in enumerate(plan.output_dtypes)
-            ]
-            empties = [
-                before.op("SequenceEmpty", [], {"dtype": dtype.value}, hint=f"empty_{j}")
-                for j, dtype in enumerate(plan.output_dtypes)
-            ]
-            for empty, dtype in zip(empties, plan.output_dtypes, strict=True):
-                empty.type = _sequence(dtype)
-            carried_out = []
-            for j, (acc, result) in enumerate(zip(carried_in, results, strict=True)):
-                acc_out = tail.op("SequenceInsert", [acc, result], hint=f"acc_out_{j}")
-                acc_out.type = acc.type
-                carried_out.append(acc_out)
+            carried_in, body_outputs, loop_inputs = _carried(
+                plan, names, base, (before, tail), count, results
+            )
             body.inputs.extend([iteration, cond_in, *carried_in])
-            body_outputs, node_outputs = carried_out, loop_outputs
-            loop_inputs = [count, None, *empties]
+            node_outputs = loop_outputs
 
         if reads.nodes:
             if len(body) > 0:
@@ -223,6 +188,73 @@ class LowerSequenceMap(NodeLoweringPass):
         for old, new in zip(node.outputs, loop_outputs, strict=True):
             old.replace_all_uses_with(new, replace_graph_outputs=True)
         graph.remove(node, safe=True)
+
+
+def _stacked(
+    plan: _Plan,
+    names: NameGenerator,
+    base: str,
+    emitters: tuple[Emitter, Emitter, Emitter],
+    count: ir.Value,
+    results: list[ir.Value],
+    sequences: list[ir.Value],
+) -> tuple[list[ir.Value], list[ir.Value], list[ir.Value | None]]:
+    """Static result shapes: each iteration's results are stacked as scan outputs (no sequence
+    is copied per iteration), then split back into the ``sequences`` SequenceMap returns.
+    Returns the body's outputs after the condition, the Loop's outputs and its inputs."""
+    before, after, tail = emitters
+    assert plan.static_shapes is not None
+    scanned = scan_outputs(tail, plan.body, results)
+    stacked = [
+        ir.Value(
+            name=names.fresh(f"{base}_stacked_{j}"),
+            type=_tensor(dtype),
+            shape=ir.Shape([None, *plan.static_shapes[j]]),
+        )
+        for j, dtype in enumerate(plan.output_dtypes)
+    ]
+    for j, (tensor, sequence) in enumerate(zip(stacked, sequences, strict=True)):
+        after.op(
+            "SplitToSequence",
+            [tensor],
+            {"axis": 0, "keepdims": 0},
+            hint=f"split_{j}",
+            output=sequence,
+        )
+    # An explicit true condition: a trailing empty input would be dropped by onnx_ir's
+    # RemoveUnusedNodesPass, leaving a Loop with one input, which is invalid.
+    keep_going = before.constant(np.array(True), hint="true")
+    return scanned, stacked, [count, keep_going]
+
+
+def _carried(
+    plan: _Plan,
+    names: NameGenerator,
+    base: str,
+    emitters: tuple[Emitter, Emitter],
+    count: ir.Value,
+    results: list[ir.Value],
+) -> tuple[list[ir.Value], list[ir.Value], list[ir.Value | None]]:
+    """Each result is inserted into a sequence carried from iteration to iteration, starting
+    from SequenceEmpty. Returns the carried sequences (the body's inputs after the
+    condition), the body's outputs after the condition and the Loop's inputs."""
+    before, tail = emitters
+    carried_in = [
+        ir.Value(name=names.fresh(f"{base}_acc_in_{j}"), type=_sequence(dtype))
+        for j, dtype in enumerate(plan.output_dtypes)
+    ]
+    empties = [
+        before.op("SequenceEmpty", [], {"dtype": dtype.value}, hint=f"empty_{j}")
+        for j, dtype in enumerate(plan.output_dtypes)
+    ]
+    for empty, dtype in zip(empties, plan.output_dtypes, strict=True):
+        empty.type = _sequence(dtype)
+    carried_out = []
+    for j, (acc, result) in enumerate(zip(carried_in, results, strict=True)):
+        acc_out = tail.op("SequenceInsert", [acc, result], hint=f"acc_out_{j}")
+        acc_out.type = acc.type
+        carried_out.append(acc_out)
+    return carried_in, carried_out, [count, None, *empties]
 
 
 def _output_dtype(node: ir.Node, body: ir.Graph, j: int, types: TypeOracle) -> ir.DataType:
