@@ -6,6 +6,7 @@ Passes import these from here, never from one another.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import onnx_ir as ir
@@ -28,6 +29,7 @@ __all__ = [
     "is_sequence",
     "known_elements",
     "outer_reads",
+    "prepend",
     "scan_outputs",
     "unit_split",
 ]
@@ -245,3 +247,13 @@ def _needs_types(function: ir.Function) -> bool:
                     return True
             graphs += subgraphs
     return False
+
+
+def prepend(body: ir.Graph, nodes: Sequence[ir.Node]) -> None:
+    """Put ``nodes`` first in ``body`` (reads a rewrite adds ahead of the original nodes)."""
+    if not nodes:
+        return
+    if len(body) > 0:
+        body.insert_before(body[0], nodes)
+    else:
+        body.extend(nodes)

@@ -39,6 +39,7 @@ from seqlower.passes._shared import (
     cut_interface,
     inline_untyped_sequence_map_functions,
     is_sequence,
+    prepend,
     scan_outputs,
 )
 from seqlower.passes._types import TypeOracle, element_dtype
@@ -165,11 +166,7 @@ class LowerSequenceMap(NodeLoweringPass):
             body.inputs.extend([iteration, cond_in, *carried_in])
             node_outputs = loop_outputs
 
-        if reads.nodes:
-            if len(body) > 0:
-                body.insert_before(body[0], reads.nodes)
-            else:
-                body.extend(reads.nodes)
+        prepend(body, reads.nodes)
         body.extend(tail.nodes)
         body.outputs.extend([cond_out, *body_outputs])
 

@@ -42,6 +42,7 @@ from seqlower.passes._shared import (
     cut_interface,
     is_sequence,
     outer_reads,
+    prepend,
     scan_outputs,
     unit_split,
 )
@@ -169,30 +170,9 @@ class ScanSequenceMap(NodeLoweringPass):
             replacements[param] = element
         results = cut_interface(body, replacements, results)
         scanned = scan_outputs(tail, body, results)
-        if reads.nodes:
-            if len(body) > 0:
-                body.insert_before(body[0], reads.nodes)
-            else:
-                body.extend(reads.nodes)
+        prepend(body, reads.nodes)
         body.extend(tail.nodes)
-        # Every outer-scope read becomes a state carried through unchanged: OpenVINO's Scan
-        # takes no outer-scope reads ("Number of Scan node inputs is less than required").
-        outer = outer_reads(body, body_inputs)
-        passes = Emitter(names, base, plan.opset)
-        states, state_outs = [], []
-        inside = {id(n) for n in all_nodes(body)}
-        for value in outer:
-            state = ir.Value(
-                name=names.fresh(f"{base}_{value.name}"), type=value.type, shape=value.shape
-            )
-            for use in list(value.uses()):
-                if id(use.node) in inside:
-                    use.node.replace_input_with(use.idx, state)
-            state_out = passes.op("Identity", [state], hint=f"{value.name}_out")
-            state_out.type, state_out.shape = value.type, value.shape
-            states.append(state)
-            state_outs.append(state_out)
-        body.extend(passes.nodes)
+        outer, states, state_outs = _outer_reads_as_states(body, body_inputs, names, base, plan)
         body.inputs.extend([*states, *body_inputs])
         body.outputs.extend([*state_outs, *scanned])
 
@@ -231,3 +211,28 @@ class ScanSequenceMap(NodeLoweringPass):
     ) -> None:
         assert concat.graph is not None
         concat_stacked(concat, stacked, rank, opset, names, self.constant_pool(concat.graph))
+
+
+def _outer_reads_as_states(
+    body: ir.Graph, body_inputs: list[ir.Value], names: NameGenerator, base: str, plan: _Plan
+) -> tuple[list[ir.Value], list[ir.Value], list[ir.Value]]:
+    """Every outer-scope read becomes a state carried through unchanged: OpenVINO's Scan
+    takes no outer-scope reads ("Number of Scan node inputs is less than required"). Returns
+    the outer values (the Scan's initial states), the body's states and their outputs."""
+    outer = outer_reads(body, body_inputs)
+    passes = Emitter(names, base, plan.opset)
+    states, state_outs = [], []
+    inside = {id(n) for n in all_nodes(body)}
+    for value in outer:
+        state = ir.Value(
+            name=names.fresh(f"{base}_{value.name}"), type=value.type, shape=value.shape
+        )
+        for use in list(value.uses()):
+            if id(use.node) in inside:
+                use.node.replace_input_with(use.idx, state)
+        state_out = passes.op("Identity", [state], hint=f"{value.name}_out")
+        state_out.type, state_out.shape = value.type, value.shape
+        states.append(state)
+        state_outs.append(state_out)
+    body.extend(passes.nodes)
+    return outer, states, state_outs

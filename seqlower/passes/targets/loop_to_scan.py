@@ -58,7 +58,7 @@ from seqlower._graphs import subgraphs_of
 from seqlower.passes._base import NameGenerator, NodeLoweringPass, Site
 from seqlower.passes._emit import Emitter
 from seqlower.passes._sequences import constant_array, constant_int, is_onnx
-from seqlower.passes._shared import all_nodes, outer_reads
+from seqlower.passes._shared import all_nodes, outer_reads, prepend
 from seqlower.passes._types import TypeOracle, element_dtype
 
 __all__ = [
@@ -394,11 +394,7 @@ def _counters_from_iterations(
         if dtype != ir.DataType.INT64:
             trips = emit.op("Cast", [count], {"to": dtype.value}, hint="counter_trips")
         outer_finals[k] = emit.op("Add", [start, trips], hint=f"{state.name}_final")
-    if inner.nodes:
-        if len(body):
-            body.insert_before(body[0], list(inner.nodes))
-        else:
-            body.extend(list(inner.nodes))
+    prepend(body, list(inner.nodes))
     return outer_finals
 
 
