@@ -172,37 +172,13 @@ class StackLoopSequences(NodeLoweringPass):
         assert graph is not None
         base = node.name or "Loop"
         carried = len(node.inputs) - 2
-        by_index = {carry.index: carry for carry in plan.carries}
         before = Emitter(names, base, plan.opset, self.constant_pool(graph))
         tail = Emitter(names, base, plan.opset, self.constant_pool(body))
 
-        inputs: list[ir.Value | None] = list(node.inputs[:2])
-        body_inputs = list(body.inputs[:2])
-        body_outputs = [body.outputs[0]]
-        kept_finals: list[ir.Value] = []  # the old Loop outputs the new one keeps, in order
-        accumulated: list[tuple[_Carry, ir.Value]] = []
-        stacked_carries: list[_Carry] = []
-        for c in range(carried):
-            carry = by_index.get(c)
-            state, result = body.inputs[2 + c], body.outputs[1 + c]
-            if carry is None:
-                inputs.append(node.inputs[2 + c])
-                body_inputs.append(state)
-                body_outputs.append(result)
-                kept_finals.append(node.outputs[c])
-            elif carry.accumulate_shape is not None:
-                inputs.append(_seed(before, carry, node.inputs[0]))
-                state.type, state.shape = ir.TensorType(carry.dtype), _grown_shape(carry)
-                grown = tail.op(
-                    "Concat", [state, carry.insert.inputs[1]], {"axis": carry.axis}, hint="grown"
-                )
-                grown.type, grown.shape = ir.TensorType(carry.dtype), _grown_shape(carry)
-                body_inputs.append(state)
-                body_outputs.append(grown)
-                kept_finals.append(node.outputs[c])
-                accumulated.append((carry, node.outputs[c]))
-            else:
-                stacked_carries.append(carry)
+        split = _split_carries(plan, before, tail)
+        inputs, body_inputs, body_outputs = split.inputs, split.body_inputs, split.body_outputs
+        kept_finals, accumulated = split.kept_finals, split.accumulated
+        stacked_carries = split.stacked
         scans = list(body.outputs[1 + carried :])
         appended = [carry.insert.inputs[1] for carry in stacked_carries]
         body.inputs.clear()
@@ -251,6 +227,47 @@ class StackLoopSequences(NodeLoweringPass):
         for old, new in zip(old_outputs, new_outputs, strict=True):
             if old.name:
                 new.name = old.name
+
+
+@dataclasses.dataclass
+class _Split:
+    """The Loop's carried values sorted: kept as they are, accumulated in a growing tensor, or
+    stacked as scan outputs; with the new Loop's inputs and body inputs/outputs so far."""
+
+    inputs: list[ir.Value | None]
+    body_inputs: list[ir.Value]
+    body_outputs: list[ir.Value]
+    kept_finals: list[ir.Value]  # the old Loop outputs the new one keeps, in order
+    accumulated: list[tuple[_Carry, ir.Value]]
+    stacked: list[_Carry]
+
+
+def _split_carries(plan: _Plan, before: Emitter, tail: Emitter) -> _Split:
+    node, body = plan.node, plan.body
+    by_index = {carry.index: carry for carry in plan.carries}
+    split = _Split(list(node.inputs[:2]), list(body.inputs[:2]), [body.outputs[0]], [], [], [])
+    for c in range(len(node.inputs) - 2):
+        carry = by_index.get(c)
+        state, result = body.inputs[2 + c], body.outputs[1 + c]
+        if carry is None:
+            split.inputs.append(node.inputs[2 + c])
+            split.body_inputs.append(state)
+            split.body_outputs.append(result)
+            split.kept_finals.append(node.outputs[c])
+        elif carry.accumulate_shape is not None:
+            split.inputs.append(_seed(before, carry, node.inputs[0]))
+            state.type, state.shape = ir.TensorType(carry.dtype), _grown_shape(carry)
+            grown = tail.op(
+                "Concat", [state, carry.insert.inputs[1]], {"axis": carry.axis}, hint="grown"
+            )
+            grown.type, grown.shape = ir.TensorType(carry.dtype), _grown_shape(carry)
+            split.body_inputs.append(state)
+            split.body_outputs.append(grown)
+            split.kept_finals.append(node.outputs[c])
+            split.accumulated.append((carry, node.outputs[c]))
+        else:
+            split.stacked.append(carry)
+    return split
 
 
 def _forward(concat: ir.Node, tensor: ir.Value, opset: int, names: NameGenerator) -> None:
