@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
+import shlex
 from pathlib import Path
 
 import numpy as np
@@ -288,3 +289,21 @@ def test_each_target_gets_its_reverse_sequence_form(tmp_path: Path) -> None:
         assert op in ops, (target, ops)
         assert ("GatherND" in ops) == (target == "tract"), (target, ops)
         assert ("ReverseSequence" in ops) == (target == "openvino"), (target, ops)
+
+
+def test_reproduce_command_remakes_the_same_lowering(tmp_path: Path) -> None:
+    """A failed check's reproduce line carries the lowering flags too: with --unroll-input the
+    saved inputs fit only the unrolled interface, so without it the line would be exit 2."""
+    require("tract")
+    example = Path(__file__).parent.parent / "examples" / "preprocess.onnx"
+    out = tmp_path / "out.onnx"
+    args = [str(example), "-o", str(out), "--target", "tract", "--unroll-input", "images=2"]
+    first = CliRunner().invoke(cli, args)
+    assert first.exit_code == 1, first.output  # tract has no CenterCropPad
+    lines = first.stderr.splitlines()
+    line = lines[next(i for i, x in enumerate(lines) if "reproduce with:" in x) + 1]
+    repro = shlex.split(line)
+    assert "--unroll-input=images=2" in repro and "--target=tract" in repro
+    again = CliRunner().invoke(cli, repro[1:])
+    assert again.exit_code == 1, again.output
+    assert "fails on tract" in again.stderr

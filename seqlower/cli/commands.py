@@ -400,7 +400,7 @@ def lower(
         if result.verification is not None:
             show.verdict(result.verification, verbose)
         if result.failing_inputs is not None:
-            repro = ["seqlower", str(model), "-o", str(out)]
+            repro = ["seqlower", str(model), "-o", str(out), *_lowering_flags(options)]
             _tell_repro(show, result.failing_inputs, repro, options.check_options)
         if dry_run:
             show.line("dry run: nothing written")
@@ -484,6 +484,16 @@ def inspect_command(model: Path, exact: bool, targets: tuple[str, ...]) -> None:
         inspection = inspect_model(model, list(dict.fromkeys(names)), exact=True if exact else None)
         show.line(str(inspection))
     sys.exit(ExitCode.OK)
+
+
+def _lowering_flags(options: LowerOptions) -> list[str]:
+    """The flags that make the same lowered model again (the check's are added after)."""
+    flags = [] if options.passes is None else [f"--passes={','.join(options.passes)}"]
+    flags += ["--sequence-free"] if options.sequence_free else []
+    flags += [f"--unroll-input={n}={k}" for n, k in options.unroll_inputs.items()]
+    flags += [] if options.cleanup else ["--no-cleanup"]
+    flags += [] if options.opset is None else [f"--opset={options.opset}"]
+    return flags + ([] if options.ir_version is None else [f"--ir-version={options.ir_version}"])
 
 
 def _tell_repro(show: Printer, folder: Path, command: list[str], options: CheckOptions) -> None:
