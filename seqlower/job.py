@@ -437,8 +437,8 @@ def verify_files(
     check_paths(reference, None, None, None)
     check_paths(candidate, None, None, None, _as_path(options.inputs))
     expected = _as_path(options.expected)
-    if expected is not None:
-        check_paths(None, None, None, None, expected)
+    if expected is not None and not expected.exists():
+        raise ModelLoadError(f"--expected {expected}: no such file or folder")
     protos = []
     for path in (reference, candidate):
         with progress(f"reading {path}"):

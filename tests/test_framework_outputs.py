@@ -149,3 +149,28 @@ def test_prefixed_keys_missing_an_input_is_exit_2(tmp_path: Path) -> None:
     result = _run(source, tmp_path / "out.onnx", "--inputs", str(tmp_path / "other.npz"))
     assert result.exit_code == 2
     assert "'input.a' names no input or output of the model" in result.stderr
+
+
+@pytest.mark.parametrize("command", ["lower", "verify"])
+def test_missing_expected_file_names_the_flag(tmp_path: Path, command: str) -> None:
+    """A missing --expected file is exit 2 naming --expected (not --inputs), in both commands."""
+    source = tmp_path / "m.onnx"
+    onnx.save(
+        onnx.parser.parse_model(
+            """
+            <ir_version: 8, opset_import: ["" : 17]>
+            g (float[2] x) => (float[2] y) { y = Neg(x) }
+            """
+        ),
+        source,
+    )
+    missing = tmp_path / "missing.npz"
+    args = (
+        [str(source), "-o", str(tmp_path / "o.onnx")]
+        if command == "lower"
+        else ["verify", str(source), str(source)]
+    )
+    result = CliRunner().invoke(cli, [*args, "--expected", str(missing)])
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"--expected {missing}: no such file" in lines[0], lines
