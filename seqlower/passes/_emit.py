@@ -16,12 +16,20 @@ _POOLED_SIZE = 16  # constants up to this many elements are shared within a grap
 _INT64_MAX = np.iinfo(np.int64).max  # a Slice end meaning "to the last element"
 
 
-class Emitter:
+class Emitter(ir.tape.Tape):
     """Records the new nodes of one rewrite, for the caller to insert where they belong.
+
+    A rewrite reads like the ONNX it builds, as onnxscript's rules do:
+    ``op.Where(op.Less(lens, zero, _hint="short"), rev, steps, _hint="index")``; attributes are
+    keywords (``axis=-1``, ``body=graph``). Keywords with a leading underscore are about naming:
+    ``_hint`` names the new output, ``_node`` the node (default: the op type), ``_dtype`` types
+    the output; ``_output`` is an existing value to produce instead, ``_outputs`` all of a
+    multi-output or control-flow node's values (the call returns the first), with ``_name``,
+    ``_doc_string`` and ``_metadata`` carried over from the node it replaces.
 
     Every value and node gets a name unique in the whole model, derived from ``prefix``, and the
     helpers pick the form of an op that exists at ``opset`` (attribute or input ``axes``; ``Range``
-    or a ``NonZero`` stand-in before opset 11).
+    or a ``NonZero`` stand-in before opset 11). The nodes are recorded on onnx_ir's tape.
     """
 
     def __init__(
@@ -33,42 +41,58 @@ class Emitter:
     ) -> None:
         """``constants``: small constants already emitted earlier in the same graph, to reuse
         (a pool per graph, shared by all rewrites in it, keeps lowered models small)."""
+        super().__init__()
         self._names = names
         self._prefix = prefix
         self.opset = opset
         self._constants = constants
-        self._nodes: list[ir.Node] = []
 
-    @property
-    def nodes(self) -> Sequence[ir.Node]:
-        return self._nodes
+    def __getattr__(self, op_type: str) -> _Op:
+        if not op_type[:1].isupper():
+            raise AttributeError(op_type)
+        # Installed on the class, so the next lookup is a plain attribute read (a failed
+        # lookup costs a microsecond, and rewrites make hundreds of thousands of them).
+        setattr(Emitter, op_type, _OpType(op_type))
+        return _Op(self, op_type)
 
-    def op(
+    def build(
         self,
         op_type: str,
         inputs: Sequence[ir.Value | None],
-        attributes: Mapping[str, Any] | None = None,
+        attributes: Mapping[str, Any],
         *,
-        hint: str,
+        hint: str | None = None,
+        node: str | None = None,
         dtype: ir.DataType | None = None,
-        output: ir.Value | None = None,
-        node_name: str | None = None,
+        outputs: Sequence[ir.Value] | None = None,
+        name: str | None = None,
+        doc_string: str | None = None,
+        metadata: Mapping[str, str] | None = None,
     ) -> ir.Value:
-        """Add one node; ``node_name`` (default: the op type) is what runtimes name in errors."""
-        if output is None:
+        """One node on the tape (what ``op.X(...)`` calls); see the class docstring."""
+        if outputs is None:
+            if hint is None:
+                raise TypeError(f"{op_type}: name its output (_hint) or pass its _outputs")
             output = ir.Value(name=self._names.fresh(f"{self._prefix}_{hint}"))
             if dtype is not None:
                 output.dtype = dtype
-        node = ir.Node(
+            outputs = [output]
+        if name is None:
+            name = self._names.fresh(f"{self._prefix}_{node or op_type}")
+        # ir.Node directly rather than Tape.op_multi_out: its general attribute conversion
+        # costs a few microseconds a node, which adds up over 100k-node models.
+        built = ir.Node(
             "",
             op_type,
             inputs,
-            [_attribute(name, value) for name, value in (attributes or {}).items()],
-            outputs=[output],
-            name=self._names.fresh(f"{self._prefix}_{node_name or op_type}"),
+            [_attribute(key, value) for key, value in attributes.items()],
+            outputs=outputs,
+            name=name,
+            doc_string=doc_string,
+            metadata_props=dict(metadata) if metadata else None,
         )
-        self._nodes.append(node)
-        return output
+        self._nodes.append(built)
+        return built.outputs[0]
 
     def constant(self, array: np.ndarray, *, hint: str) -> ir.Value:
         array = np.asarray(array)
@@ -77,7 +101,7 @@ class Emitter:
             key = (array.dtype.str, array.shape, array.tobytes())
             if key in self._constants:
                 return self._constants[key]
-        value = self.op("Constant", [], {"value": ir.Tensor(array)}, hint=hint)
+        value = self.Constant(value=ir.Tensor(array), _hint=hint)
         value.dtype = ir.DataType.from_numpy(array.dtype)
         value.shape = ir.Shape(array.shape)
         if key is not None:
@@ -89,15 +113,13 @@ class Emitter:
 
     def unsqueeze(self, x: ir.Value, axes: Sequence[int], *, hint: str) -> ir.Value:
         if self.opset >= 13:
-            return self.op(
-                "Unsqueeze", [x, self.int64s(list(axes), hint=f"{hint}_axes")], hint=hint
-            )
-        return self.op("Unsqueeze", [x], {"axes": list(axes)}, hint=hint)
+            return self.Unsqueeze(x, self.int64s(list(axes), hint=f"{hint}_axes"), _hint=hint)
+        return self.Unsqueeze(x, axes=list(axes), _hint=hint)
 
     def squeeze(self, x: ir.Value, axes: Sequence[int], *, hint: str) -> ir.Value:
         if self.opset >= 13:
-            return self.op("Squeeze", [x, self.int64s(list(axes), hint=f"{hint}_axes")], hint=hint)
-        return self.op("Squeeze", [x], {"axes": list(axes)}, hint=hint)
+            return self.Squeeze(x, self.int64s(list(axes), hint=f"{hint}_axes"), _hint=hint)
+        return self.Squeeze(x, axes=list(axes), _hint=hint)
 
     def slice(
         self,
@@ -117,7 +139,7 @@ class Emitter:
             end = _INT64_MAX
         ends = end if isinstance(end, ir.Value) else self.int64s([end], hint=f"{hint}_end")
         axes = self.int64s([axis], hint=f"{hint}_axis")
-        return self.op("Slice", [x, starts, ends, axes], hint=hint)
+        return self.Slice(x, starts, ends, axes, _hint=hint)
 
     def dims(
         self,
@@ -131,10 +153,12 @@ class Emitter:
         """Dimensions ``start`` to ``end`` of ``x`` as a 1-D tensor: ``Shape(start, end)`` from
         opset 15, a ``Slice`` of ``Shape(x)`` before (of ``shape``, when the caller has it)."""
         if self.opset >= 15:
-            attributes = {"start": start} if end is None else {"start": start, "end": end}
-            return self.op("Shape", [x], attributes, hint=hint)
+            attributes: dict[str, Any] = {"start": start}
+            if end is not None:
+                attributes["end"] = end
+            return self.Shape(x, **attributes, _hint=hint)
         if shape is None:
-            shape = self.op("Shape", [x], hint=f"{hint}_shape")
+            shape = self.Shape(x, _hint=f"{hint}_shape")
         return self.slice(shape, start, end, 0, hint=hint)
 
     def reshape(
@@ -151,35 +175,78 @@ class Emitter:
         Before opset 14 a 0 in the target copies the input's dimension, so a computed shape
         holding a real 0 is misread there; see the callers for what that leaves.
         """
-        attributes = {"allowzero": 1} if self.opset >= 14 else None
-        return self.op(
-            "Reshape", [x, shape], attributes, hint=hint, output=output, node_name=node_name
-        )
+        attributes: dict[str, Any] = {"allowzero": 1} if self.opset >= 14 else {}
+        return self.Reshape(x, shape, **attributes, _hint=hint, _output=output, _node=node_name)
 
     def arange(self, n: ir.Value, *, hint: str) -> ir.Value:
         """``[0, 1, ..., n-1]`` as int64 for a scalar int64 ``n``."""
         if self.opset >= 11:
             zero = self.int64s(0, hint=f"{hint}_start")
             one = self.int64s(1, hint=f"{hint}_step")
-            return self.op("Range", [zero, n, one], hint=hint, dtype=ir.DataType.INT64)
+            return self.Range(zero, n, one, _hint=hint, _dtype=ir.DataType.INT64)
         # Opset 10 has no Range: the positions of n ones are 0..n-1.
-        ones = self.op(
-            "ConstantOfShape",
-            [self.unsqueeze(n, [0], hint=f"{hint}_n")],
-            {"value": ir.Tensor(np.array([1], dtype=np.int64))},
-            hint=f"{hint}_ones",
+        ones = self.ConstantOfShape(
+            self.unsqueeze(n, [0], hint=f"{hint}_n"),
+            value=ir.Tensor(np.array([1], dtype=np.int64)),
+            _hint=f"{hint}_ones",
         )
-        positions = self.op("NonZero", [ones], hint=f"{hint}_positions")
-        return self.op("Reshape", [positions, self.int64s([-1], hint=f"{hint}_flat")], hint=hint)
+        positions = self.NonZero(ones, _hint=f"{hint}_positions")
+        return self.Reshape(positions, self.int64s([-1], hint=f"{hint}_flat"), _hint=hint)
 
-    def reduce_prod(self, x: ir.Value, *, hint: str) -> ir.Value:
-        """The product of all elements of ``x``, as a 1-element tensor (1 for an empty ``x``)."""
-        return self.op("ReduceProd", [x], {"keepdims": 1}, hint=hint)
+
+class _OpType:
+    """``Emitter.Concat`` once used: gives each emitter its ``_Op``."""
+
+    __slots__ = ("_op_type",)
+
+    def __init__(self, op_type: str) -> None:
+        self._op_type = op_type
+
+    def __get__(self, emit: Emitter, owner: type | None = None) -> _Op:
+        return _Op(emit, self._op_type)
+
+
+class _Op:
+    """``emit.Concat``: calling it builds a ``Concat`` node on the emitter's tape."""
+
+    __slots__ = ("_emit", "_op_type")
+
+    def __init__(self, emit: Emitter, op_type: str) -> None:
+        self._emit = emit
+        self._op_type = op_type
+
+    def __call__(
+        self,
+        *inputs: ir.Value | None,
+        _hint: str | None = None,
+        _node: str | None = None,
+        _dtype: ir.DataType | None = None,
+        _output: ir.Value | None = None,
+        _outputs: Sequence[ir.Value] | None = None,
+        _name: str | None = None,
+        _doc_string: str | None = None,
+        _metadata: Mapping[str, str] | None = None,
+        **attributes: Any,
+    ) -> ir.Value:
+        return self._emit.build(
+            self._op_type,
+            inputs,
+            attributes,
+            hint=_hint,
+            node=_node,
+            dtype=_dtype,
+            outputs=[_output] if _output is not None else _outputs,
+            name=_name,
+            doc_string=_doc_string,
+            metadata=_metadata,
+        )
 
 
 def _attribute(name: str, value: Any) -> ir.Attr:
     """The few attribute kinds rewrites use, built directly (onnx_ir's general conversion checks
     protocols with isinstance, which is slow over tens of thousands of nodes)."""
+    if isinstance(value, ir.Attr):
+        return value
     if isinstance(value, bool | int):
         return ir.AttrInt64(name, int(value))
     if isinstance(value, float):
@@ -188,6 +255,10 @@ def _attribute(name: str, value: Any) -> ir.Attr:
         return ir.AttrString(name, value)
     if isinstance(value, ir.Tensor):
         return ir.AttrTensor(name, value)
-    if isinstance(value, list | tuple) and all(isinstance(v, int) for v in value):
+    if isinstance(value, ir.Graph):
+        return ir.AttrGraph(name, value)
+    if isinstance(value, list | tuple) and all(isinstance(v, int | np.integer) for v in value):
         return ir.AttrInt64s(name, [int(v) for v in value])
+    if isinstance(value, ir.TensorProtocol):  # external or proto-backed tensors (slow check)
+        return ir.AttrTensor(name, value)
     raise TypeError(f"attribute {name}: unsupported value {value!r}")

@@ -85,28 +85,23 @@ def concat_stacked(
     moved = stacked
     if axis != 0:
         perm = [*range(1, axis + 1), 0, *range(axis + 1, rank + 1)]
-        moved = emit.op("Transpose", [stacked], {"perm": perm}, hint="moved")
+        moved = emit.Transpose(stacked, perm=perm, _hint="moved")
     if new_axis:
         # Each use gets a value of its own to carry the ConcatFromSequence output's name.
-        result = moved if moved is not stacked else emit.op("Identity", [stacked], hint="y")
+        result = moved if moved is not stacked else emit.Identity(stacked, _hint="y")
     else:
         pieces = []
         if axis > 0:
             pieces.append(emit.dims(moved, 0, axis, hint="before"))
-        merged = emit.op(
-            "Mul",
-            [
-                emit.dims(moved, axis, axis + 1, hint="count"),
-                emit.dims(moved, axis + 1, axis + 2, hint="size"),
-            ],
-            hint="merged",
+        merged = emit.Mul(
+            emit.dims(moved, axis, axis + 1, hint="count"),
+            emit.dims(moved, axis + 1, axis + 2, hint="size"),
+            _hint="merged",
         )
         pieces.append(merged)
         if axis + 2 <= rank:
             pieces.append(emit.dims(moved, axis + 2, hint="after"))
-        target = (
-            pieces[0] if len(pieces) == 1 else emit.op("Concat", pieces, {"axis": 0}, hint="target")
-        )
+        target = pieces[0] if len(pieces) == 1 else emit.Concat(*pieces, axis=0, _hint="target")
         result = emit.reshape(moved, target, hint="concat")
     graph.insert_before(concat, emit.nodes)
     name = old.name
@@ -174,7 +169,7 @@ def scan_outputs(tail: Emitter, body: ir.Graph, results: list[ir.Value]) -> list
     for j, result in enumerate(results):
         producer = result.producer()
         if producer is None or producer.graph is not body or result in scanned:
-            result = tail.op("Identity", [result], hint=f"scan_{j}")
+            result = tail.Identity(result, _hint=f"scan_{j}")
         scanned.append(result)
     return scanned
 

@@ -94,7 +94,7 @@ class _Rows:
         # Before opset 15 every read slices one shared Shape of the input.
         shape = None
         if emit.opset < 15:
-            shape = self._once("shape", lambda: emit.op("Shape", [self.data], hint="shape"))
+            shape = self._once("shape", lambda: emit.Shape(self.data, _hint="shape"))
         return emit.dims(self.data, start, end, hint=hint, shape=shape)
 
     @property
@@ -143,13 +143,13 @@ class _Rows:
         def make() -> ir.Value:
             emit = self.emit
             if not self.keeps_rest:
-                return emit.op("Flatten", [self.data], {"axis": 2}, hint="rows")
+                return emit.Flatten(self.data, axis=2, _hint="rows")
             static = self.plan.data_shape
             if static is not None:
                 shape = emit.int64s([static[0] * static[1], *static[2:]], hint="rows_shape")
             else:
-                count = emit.op("ReduceProd", [self.lead], {"keepdims": 1}, hint="row_count")
-                shape = emit.op("Concat", [count, self.rest], {"axis": 0}, hint="rows_shape")
+                count = emit.ReduceProd(self.lead, keepdims=1, _hint="row_count")
+                shape = emit.Concat(count, self.rest, axis=0, _hint="rows_shape")
             return emit.reshape(self.data, shape, hint="rows")
 
         return self._once("flat", make)
@@ -170,31 +170,26 @@ class _Rows:
         rows = self.flat() if source is None else source
         keeps_rest = self.keeps_rest and source is None
         if keeps_rest or (not self.elementwise and _rank(self.data) == 3):
-            return emit.op("Gather", [rows, index], {"axis": 0}, hint="gathered", output=output)
+            return emit.Gather(rows, index, axis=0, _hint="gathered", _output=output)
         if self.elementwise:
             # onnxruntime's Gather keeps only the first string of each multi-element slice;
             # gathering along the last axis of the transposed [P, rows] matrix moves single
             # elements, and transposing back gives [*index.shape, P].
-            columns = emit.op("Transpose", [rows], {"perm": [1, 0]}, hint="columns")
-            picked = emit.op("Gather", [columns, index], {"axis": 1}, hint="picked")
+            columns = emit.Transpose(rows, perm=[1, 0], _hint="columns")
+            picked = emit.Gather(columns, index, axis=1, _hint="picked")
             flat_output = output if _rank(self.data) == 3 else None
-            gathered = emit.op(
-                "Transpose", [picked], {"perm": [1, 2, 0]}, hint="gathered", output=flat_output
-            )
+            gathered = emit.Transpose(picked, perm=[1, 2, 0], _hint="gathered", _output=flat_output)
             if flat_output is not None:
                 return gathered
         else:
-            gathered = emit.op("Gather", [rows, index], {"axis": 0}, hint="picked")
+            gathered = emit.Gather(rows, index, axis=0, _hint="picked")
         # [*index.shape, P] back to [*index.shape, *rest]. Before opset 14 a 0 in the shape
         # copies the same axis of [*index.shape, P], which is right for the first three axes.
         if lead is None:
             shape = self.shape
         else:
-            shape = emit.op(
-                "Concat",
-                [emit.int64s(lead, hint="head_lead"), self.rest],
-                {"axis": 0},
-                hint="head_shape",
+            shape = emit.Concat(
+                emit.int64s(lead, hint="head_lead"), self.rest, axis=0, _hint="head_shape"
             )
         return emit.reshape(gathered, shape, hint="gathered", output=output)
 
@@ -255,7 +250,7 @@ def _head_and_tail(
     batch = lens.shape[0]
     steps = _head_steps(lens)
     if steps == 0:  # every length is 0: nothing moves
-        emit.op("Identity", [rows.data], hint="out", output=result)
+        emit.Identity(rows.data, _hint="out", _output=result)
         return
     lead = [steps, batch] if time_axis == 0 else [batch, steps]
     if time_axis == 0:
@@ -271,15 +266,13 @@ def _head_and_tail(
         head_time = emit.dims(head_data, 1, 2, hint="head_steps")
         starts = emit.constant(np.arange(batch, dtype=np.int64)[:, None], hint="head_batches")
         offsets = emit.constant(_row_index(lens, steps, time_axis, None, 0), hint="head_offsets")
-        index = emit.op(
-            "Add",
-            [emit.op("Mul", [starts, head_time], hint="head_starts"), offsets],
-            hint="head_index",
+        index = emit.Add(
+            emit.Mul(starts, head_time, _hint="head_starts"), offsets, _hint="head_index"
         )
-        head_rows = emit.op("Flatten", [head_data], {"axis": 2}, hint="head_rows")
+        head_rows = emit.Flatten(head_data, axis=2, _hint="head_rows")
         head = rows.gather(index, lead, source=head_rows)
     tail = emit.slice(rows.data, steps, None, time_axis, hint="tail")
-    emit.op("Concat", [head, tail], {"axis": time_axis}, hint="out", output=result)
+    emit.Concat(head, tail, axis=time_axis, _hint="out", _output=result)
 
 
 def _computed_index(emit: Emitter, rows: _Rows, lens: ir.Value, time_axis: int) -> ir.Value:
@@ -304,23 +297,20 @@ def _computed_index(emit: Emitter, rows: _Rows, lens: ir.Value, time_axis: int) 
     if time_first:  # [B], broadcast along the last axis of [T, B]
         lengths = emit.reshape(lens, batch_1d, hint="lengths")
     else:  # [B, 1]
-        column = emit.op(
-            "Concat", [batch_1d, emit.int64s([1], hint="one")], {"axis": 0}, hint="col"
-        )
+        column = emit.Concat(batch_1d, emit.int64s([1], hint="one"), axis=0, _hint="col")
         lengths = emit.reshape(lens, column, hint="lengths")
-    negative = emit.op("Less", [lengths, emit.int64s(0, hint="zero")], hint="negative")
-    too_long = emit.op("Greater", [lengths, rows.time_1d], hint="too_long")
-    invalid = emit.op("Or", [negative, too_long], hint="invalid")
-    invalid_count = emit.op(
-        "ReduceSum",
-        [emit.op("Cast", [invalid], {"to": int(ir.DataType.INT64)}, hint="invalid_int")],
-        {"keepdims": 0},
-        hint="invalid_count",
+    negative = emit.Less(lengths, emit.int64s(0, hint="zero"), _hint="negative")
+    too_long = emit.Greater(lengths, rows.time_1d, _hint="too_long")
+    invalid = emit.Or(negative, too_long, _hint="invalid")
+    invalid_count = emit.ReduceSum(
+        emit.Cast(invalid, to=int(ir.DataType.INT64), _hint="invalid_int"),
+        keepdims=0,
+        _hint="invalid_count",
     )
-    count = emit.op(
-        "Add",
-        [emit.op("ReduceProd", [rows.lead], {"keepdims": 0}, hint="row_count"), invalid_count],
-        hint="checked_row_count",
+    count = emit.Add(
+        emit.ReduceProd(rows.lead, keepdims=0, _hint="row_count"),
+        invalid_count,
+        _hint="checked_row_count",
     )
     k = emit.reshape(
         emit.arange(count, hint="row_numbers"),
@@ -330,20 +320,16 @@ def _computed_index(emit: Emitter, rows: _Rows, lens: ir.Value, time_axis: int) 
     )
     first = emit.slice(k, 0, 1, time_axis, hint="first_rows")  # b: [1, B]; b*T: [B, 1]
     if time_first:
-        e = emit.op(
-            "Add", [emit.op("Mul", [lengths, batch_1d], hint="len_rows"), first], hint="end"
-        )
-        c = emit.op("Sub", [emit.op("Add", [e, first], hint="end_b"), batch_1d], hint="mirror")
+        e = emit.Add(emit.Mul(lengths, batch_1d, _hint="len_rows"), first, _hint="end")
+        c = emit.Sub(emit.Add(e, first, _hint="end_b"), batch_1d, _hint="mirror")
     else:
-        e = emit.op("Add", [first, lengths], hint="end")
-        c = emit.op(
-            "Sub",
-            [emit.op("Add", [e, first], hint="end_b"), emit.int64s(1, hint="one_scalar")],
-            hint="mirror",
+        e = emit.Add(first, lengths, _hint="end")
+        c = emit.Sub(
+            emit.Add(e, first, _hint="end_b"), emit.int64s(1, hint="one_scalar"), _hint="mirror"
         )
-    inside = emit.op("Less", [k, e], hint="inside")
-    reversed_row = emit.op("Sub", [c, k], hint="reversed_row")
-    return emit.op("Where", [inside, reversed_row, k], hint="index")
+    inside = emit.Less(k, e, _hint="inside")
+    reversed_row = emit.Sub(c, k, _hint="reversed_row")
+    return emit.Where(inside, reversed_row, k, _hint="index")
 
 
 def _rank(value: ir.Value) -> int | None:

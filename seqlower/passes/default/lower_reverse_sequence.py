@@ -203,7 +203,7 @@ class LowerReverseSequence(NodeLoweringPass):
                 index = _computed_index(emit, data, lens, plan)
                 if plan.share_key is not None:
                     self._indices[plan.share_key] = index
-            emit.op("GatherND", [data, index], hint="reversed", output=result)
+            emit.GatherND(data, index, _hint="reversed", _output=result)
         self.forms[form.value] = self.forms.get(form.value, 0) + 1
 
         graph.insert_before(node, emit.nodes)
@@ -235,10 +235,10 @@ def _reverse_axis(emit: Emitter, data: ir.Value, axis: int, result: ir.Value) ->
     end = emit.int64s([_INT64_MIN], hint="before_first")
     axes = emit.int64s([axis], hint="time_axis")
     if source is data or source is None:
-        emit.op("Slice", [data, back, end, axes, back], hint="reversed", output=result)
+        emit.Slice(data, back, end, axes, back, _hint="reversed", _output=result)
         return
-    reversed_source = emit.op("Slice", [source, back, end, axes, back], hint="reversed")
-    emit.op("Transpose", [reversed_source], {"perm": perm}, hint="transposed", output=result)
+    reversed_source = emit.Slice(source, back, end, axes, back, _hint="reversed")
+    emit.Transpose(reversed_source, perm=perm, _hint="transposed", _output=result)
 
 
 def _choose_form(
@@ -278,62 +278,55 @@ def _computed_index(emit: Emitter, data: ir.Value, lens: ir.Value, plan: _Plan) 
     time_first = plan.time_axis == 0
     shape = None
     if emit.opset < 15:  # every read slices one shared Shape of the input
-        shape = emit.op("Shape", [data], hint="shape")
+        shape = emit.Shape(data, _hint="shape")
     time_1d = emit.dims(data, plan.time_axis, plan.time_axis + 1, hint="time", shape=shape)
     batch_1d = emit.dims(data, plan.batch_axis, plan.batch_axis + 1, hint="batch", shape=shape)
     zero = emit.int64s(0, hint="zero")
     one = emit.int64s(1, hint="one")
     if not plan.batch_checked:
-        gap = emit.op(
-            "Abs",
-            [emit.op("Sub", [emit.op("Shape", [lens], hint="lens_count"), batch_1d], hint="gap")],
-            hint="gap",
+        gap = emit.Abs(
+            emit.Sub(emit.Shape(lens, _hint="lens_count"), batch_1d, _hint="gap"), _hint="gap"
         )
-        checked = emit.op(
-            "Gather",
-            [emit.int64s([0], hint="zero_vec"), gap],
-            {"axis": 0},
-            hint="batch_checked",
-            node_name="fails_unless_one_length_per_batch_entry",
+        checked = emit.Gather(
+            emit.int64s([0], hint="zero_vec"),
+            gap,
+            axis=0,
+            _hint="batch_checked",
+            _node="fails_unless_one_length_per_batch_entry",
         )
-        time_1d = emit.op("Add", [time_1d, checked], hint="time")
+        time_1d = emit.Add(time_1d, checked, _hint="time")
     time = emit.squeeze(time_1d, [0], hint="time_scalar")
     batch = emit.squeeze(batch_1d, [0], hint="batch_scalar")
-    time_plus_one = emit.op("Add", [time, one], hint="time_plus_one")
-    moved = emit.op(
-        "Where",
-        [emit.op("Less", [lens, zero], hint="negative"), time_plus_one, lens],
-        hint="lens_or_past",
+    time_plus_one = emit.Add(time, one, _hint="time_plus_one")
+    moved = emit.Where(
+        emit.Less(lens, zero, _hint="negative"), time_plus_one, lens, _hint="lens_or_past"
     )
-    lengths = emit.op(
-        "Gather",
-        [emit.op("Range", [zero, time_plus_one, one], hint="valid_lengths"), moved],
-        {"axis": 0},
-        hint="lengths",
-        node_name="fails_if_sequence_lens_out_of_range",
+    lengths = emit.Gather(
+        emit.Range(zero, time_plus_one, one, _hint="valid_lengths"),
+        moved,
+        axis=0,
+        _hint="lengths",
+        _node="fails_if_sequence_lens_out_of_range",
     )
-    steps = emit.op("Range", [zero, time, one], hint="steps")
-    batches = emit.op("Range", [zero, batch, one], hint="batches")
+    steps = emit.Range(zero, time, one, _hint="steps")
+    batches = emit.Range(zero, batch, one, _hint="batches")
     # [T, 1, 1] steps against [B, 1] lengths and batches (time-major), [T, 1] against
     # [B, 1, 1] (batch-major): the pieces come out [T, B, 1] or [B, T, 1].
     steps = emit.unsqueeze(steps, [1, 2] if time_first else [1], hint="steps_column")
     batches = emit.unsqueeze(batches, [1] if time_first else [1, 2], hint="batches_column")
     # One length per batch entry, shaped by the input's batch axis rather than by the lengths'
     # own (tract must see the same dimension on both sides of every broadcast).
-    lengths = emit.op("Gather", [lengths, batches], {"axis": 0}, hint="lengths_by_batch")
-    last = emit.op("Sub", [lengths, one], hint="last")
-    src = emit.op(
-        "Where",
-        [
-            emit.op("Less", [steps, lengths], hint="inside"),
-            emit.op("Sub", [last, steps], hint="mirrored"),
-            steps,
-        ],
-        hint="source_step",
+    lengths = emit.Gather(lengths, batches, axis=0, _hint="lengths_by_batch")
+    last = emit.Sub(lengths, one, _hint="last")
+    src = emit.Where(
+        emit.Less(steps, lengths, _hint="inside"),
+        emit.Sub(last, steps, _hint="mirrored"),
+        steps,
+        _hint="source_step",
     )  # [T, B, 1] or [B, T, 1]
-    batch_coord = emit.op("Expand", [batches, emit.op("Shape", [src], hint="lead")], hint="b")
+    batch_coord = emit.Expand(batches, emit.Shape(src, _hint="lead"), _hint="b")
     pair = [src, batch_coord] if time_first else [batch_coord, src]
-    return emit.op("Concat", pair, {"axis": -1}, hint="index")
+    return emit.Concat(*pair, axis=-1, _hint="index")
 
 
 def _int_attribute(node: ir.Node, name: str, default: int) -> int:

@@ -122,7 +122,7 @@ class LowerSequenceMap(NodeLoweringPass):
         reads = Emitter(names, base, plan.opset, body_pool)  # body, ahead of the original nodes
         tail = Emitter(names, base, plan.opset, body_pool)  # body, after them
 
-        count = before.op("SequenceLength", [outer_inputs[0]], hint="length", dtype=_INT64)
+        count = before.SequenceLength(outer_inputs[0], _hint="length", _dtype=_INT64)
         count.shape = _SCALAR
 
         # The body becomes the Loop body: element reads first, then the original nodes.
@@ -138,12 +138,12 @@ class LowerSequenceMap(NodeLoweringPass):
                 type=param.type or _element_type_of(outer),
                 shape=param.shape,
             )
-            reads.op("SequenceAt", [outer, iteration], hint=f"element_{k}", output=element)
+            reads.SequenceAt(outer, iteration, _hint=f"element_{k}", _output=element)
             replacements[param] = element
         results = cut_interface(body, replacements, results)
         cond_out = ir.Value(name=names.fresh(f"{base}_cond_out"), type=_tensor(ir.DataType.BOOL))
         cond_out.shape = _SCALAR
-        tail.op("Identity", [cond_in], hint="cond_out", output=cond_out)
+        tail.Identity(cond_in, _hint="cond_out", _output=cond_out)
 
         loop_outputs = [
             ir.Value(
@@ -171,17 +171,15 @@ class LowerSequenceMap(NodeLoweringPass):
         body.outputs.extend([cond_out, *body_outputs])
 
         del node.attributes["body"]
-        loop = ir.Node(
-            "",
-            "Loop",
-            loop_inputs,
-            [ir.AttrGraph("body", body)],
-            outputs=node_outputs,
-            name=node.name or names.fresh("SequenceMap_Loop"),
-            doc_string=node.doc_string,
-            metadata_props=dict(node.metadata_props) or None,
+        before.Loop(
+            *loop_inputs,
+            body=body,
+            _outputs=node_outputs,
+            _name=node.name or names.fresh("SequenceMap_Loop"),
+            _doc_string=node.doc_string,
+            _metadata=node.metadata_props,
         )
-        graph.insert_before(node, [*before.nodes, loop, *after.nodes])
+        graph.insert_before(node, [*before.nodes, *after.nodes])
         for old, new in zip(node.outputs, loop_outputs, strict=True):
             old.replace_all_uses_with(new, replace_graph_outputs=True)
         graph.remove(node, safe=True)
@@ -211,13 +209,7 @@ def _stacked(
         for j, dtype in enumerate(plan.output_dtypes)
     ]
     for j, (tensor, sequence) in enumerate(zip(stacked, sequences, strict=True)):
-        after.op(
-            "SplitToSequence",
-            [tensor],
-            {"axis": 0, "keepdims": 0},
-            hint=f"split_{j}",
-            output=sequence,
-        )
+        after.SplitToSequence(tensor, axis=0, keepdims=0, _hint=f"split_{j}", _output=sequence)
     # An explicit true condition: a trailing empty input would be dropped by onnx_ir's
     # RemoveUnusedNodesPass, leaving a Loop with one input, which is invalid.
     keep_going = before.constant(np.array(True), hint="true")
@@ -241,14 +233,14 @@ def _carried(
         for j, dtype in enumerate(plan.output_dtypes)
     ]
     empties = [
-        before.op("SequenceEmpty", [], {"dtype": dtype.value}, hint=f"empty_{j}")
+        before.SequenceEmpty(dtype=dtype.value, _hint=f"empty_{j}")
         for j, dtype in enumerate(plan.output_dtypes)
     ]
     for empty, dtype in zip(empties, plan.output_dtypes, strict=True):
         empty.type = _sequence(dtype)
     carried_out = []
     for j, (acc, result) in enumerate(zip(carried_in, results, strict=True)):
-        acc_out = tail.op("SequenceInsert", [acc, result], hint=f"acc_out_{j}")
+        acc_out = tail.SequenceInsert(acc, result, _hint=f"acc_out_{j}")
         acc_out.type = acc.type
         carried_out.append(acc_out)
     return carried_in, carried_out, [count, None, *empties]

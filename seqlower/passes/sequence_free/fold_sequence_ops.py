@@ -126,7 +126,7 @@ class FoldSequenceOps(ir.passes.InPlacePass):
             # A graph output keeps its name (and a subgraph cannot return an outer-scope value
             # directly: onnxruntime refuses it), so it gets an Identity of its own.
             forward = Emitter(self._names, node.name or node.op_type, opset)
-            identity = forward.op("Identity", [result], hint="value")
+            identity = forward.Identity(result, _hint="value")
             identity.type, identity.shape = result.type, result.shape
             new_nodes += forward.nodes
             result, fresh = identity, True
@@ -180,7 +180,7 @@ class FoldSequenceOps(ir.passes.InPlacePass):
         self, node: ir.Node, graph: ir.Graph | ir.Function, opset: int, elements: list[ir.Value]
     ) -> bool:
         emit = self._emitter(graph, opset, node)
-        result = emit.op("SequenceConstruct", elements, hint="sequence")
+        result = emit.SequenceConstruct(*elements, _hint="sequence")
         self._replace(node, graph, list(emit.nodes), result, opset)
         return True
 
@@ -214,7 +214,7 @@ class FoldSequenceOps(ir.passes.InPlacePass):
         x, axis, keepdims = split
         emit = self._emitter(graph, opset, node)
         index = emit.unsqueeze(position, [0], hint="position") if keepdims else position
-        result = emit.op("Gather", [x, index], {"axis": axis}, hint="element")
+        result = emit.Gather(x, index, axis=axis, _hint="element")
         self._replace(node, graph, list(emit.nodes), result, opset)
         return True
 
@@ -226,9 +226,9 @@ class FoldSequenceOps(ir.passes.InPlacePass):
                 return False
             x, axis, _ = split
             emit = self._emitter(graph, opset, node)
-            shape = emit.op("Shape", [x], hint="shape", dtype=ir.DataType.INT64)
+            shape = emit.Shape(x, _hint="shape", _dtype=ir.DataType.INT64)
             index = emit.constant(np.array(axis, dtype=np.int64), hint="axis")
-            count = emit.op("Gather", [shape, index], hint="length", dtype=ir.DataType.INT64)
+            count = emit.Gather(shape, index, _hint="length", _dtype=ir.DataType.INT64)
             self._replace(node, graph, list(emit.nodes), count, opset)
             return True
         emit = self._emitter(graph, opset, node)
@@ -260,7 +260,7 @@ class FoldSequenceOps(ir.passes.InPlacePass):
                 emit.unsqueeze(element, [axis], hint=f"element_{k}")
                 for k, element in enumerate(elements)
             ]
-        result = emit.op("Concat", elements, {"axis": axis}, hint="concat")
+        result = emit.Concat(*elements, axis=axis, _hint="concat")
         self._replace(node, graph, list(emit.nodes), result, opset)
         return True
 
@@ -288,33 +288,27 @@ class FoldSequenceOps(ir.passes.InPlacePass):
             # Sizes known only at run time, but as many as the split tensor's static length
             # (PyTorch's split([1, N-1]): Concat([1], Reshape(N-1, [-1]))): Split takes them.
             assert split is not None
-            inputs = [x, split]
-            attributes: list[ir.Attr] = [ir.AttrInt64("axis", axis)]
+            emit.Split(x, split, axis=axis, _outputs=pieces)
         elif opset >= 13:
-            inputs = [x, emit.int64s(sizes, hint="sizes")]
-            attributes = [ir.AttrInt64("axis", axis)]
+            emit.Split(x, emit.int64s(sizes, hint="sizes"), axis=axis, _outputs=pieces)
         else:
-            inputs, attributes = [x], [ir.AttrInt64("axis", axis), ir.AttrInt64s("split", sizes)]
-        split_node = ir.Node(
-            "", "Split", inputs, attributes, outputs=pieces, name=self._names.fresh(f"{base}_Split")
-        )
-        new_nodes = [*emit.nodes, split_node]
+            emit.Split(x, axis=axis, split=sizes, _outputs=pieces)
+        new_nodes = list(emit.nodes)
         if split is None and keepdims == 0:
             squeeze = self._emitter(graph, opset, node)
             if opset >= 13:
                 axes = squeeze.int64s([axis], hint="axis")
                 pieces = [
-                    squeeze.op("Squeeze", [p, axes], hint=f"element_{k}")
-                    for k, p in enumerate(pieces)
+                    squeeze.Squeeze(p, axes, _hint=f"element_{k}") for k, p in enumerate(pieces)
                 ]
             else:
                 pieces = [
-                    squeeze.op("Squeeze", [p], {"axes": [axis]}, hint=f"element_{k}")
+                    squeeze.Squeeze(p, axes=[axis], _hint=f"element_{k}")
                     for k, p in enumerate(pieces)
                 ]
             new_nodes += squeeze.nodes
         construct = self._emitter(graph, opset, node)
-        result = construct.op("SequenceConstruct", pieces, hint="sequence")
+        result = construct.SequenceConstruct(*pieces, _hint="sequence")
         self._replace(node, graph, [*new_nodes, *construct.nodes], result, opset)
         return True
 

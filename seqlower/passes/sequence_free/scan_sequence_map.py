@@ -27,6 +27,7 @@ the Scan returns an empty tensor there.
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import onnx_ir as ir
 
@@ -184,23 +185,20 @@ class ScanSequenceMap(NodeLoweringPass):
             for j, dtype in enumerate(plan.dtypes)
         ]
         del node.attributes["body"]
-        attributes: list[ir.Attr] = [
-            ir.AttrGraph("body", body),
-            ir.AttrInt64("num_scan_inputs", len(scanned_inputs)),
-        ]
-        if any(axes):
-            attributes.append(ir.AttrInt64s("scan_input_axes", axes))
+        input_axes: dict[str, Any] = {"scan_input_axes": axes} if any(axes) else {}
         finals = [ir.Value(name=names.fresh(f"{base}_{v.name}_final")) for v in outer]
-        scan = ir.Node(
-            "",
-            "Scan",
-            [*outer, *scanned_inputs],
-            attributes,
-            outputs=[*finals, *stacked],
-            name=node.name or names.fresh("SequenceMap_Scan"),
-            doc_string=node.doc_string,
+        around = Emitter(names, base, plan.opset)
+        around.Scan(
+            *outer,
+            *scanned_inputs,
+            body=body,
+            num_scan_inputs=len(scanned_inputs),
+            **input_axes,
+            _outputs=[*finals, *stacked],
+            _name=node.name or names.fresh("SequenceMap_Scan"),
+            _doc_string=node.doc_string,
         )
-        graph.insert_before(node, scan)
+        graph.insert_before(node, around.nodes)
         for j, old in enumerate(node.outputs):
             for use in list(old.uses()):
                 self._concat(use.node, stacked[j], plan.ranks[j], plan.opset, names)
@@ -230,7 +228,7 @@ def _outer_reads_as_states(
         for use in list(value.uses()):
             if id(use.node) in inside:
                 use.node.replace_input_with(use.idx, state)
-        state_out = passes.op("Identity", [state], hint=f"{value.name}_out")
+        state_out = passes.Identity(state, _hint=f"{value.name}_out")
         state_out.type, state_out.shape = value.type, value.shape
         states.append(state)
         state_outs.append(state_out)

@@ -200,16 +200,14 @@ class StackLoopSequences(NodeLoweringPass):
             for carry in stacked_carries
         ]
         del node.attributes["body"]
-        loop = ir.Node(
-            "",
-            "Loop",
-            inputs,
-            [ir.AttrGraph("body", body)],
-            outputs=[*new_outputs, *stacked],
-            name=node.name or names.fresh("Loop"),
-            doc_string=node.doc_string,
+        before.Loop(
+            *inputs,
+            body=body,
+            _outputs=[*new_outputs, *stacked],
+            _name=node.name or names.fresh("Loop"),
+            _doc_string=node.doc_string,
         )
-        graph.insert_before(node, [*before.nodes, loop])
+        graph.insert_before(node, before.nodes)
         dropped = [node.outputs[carry.index] for carry in stacked_carries]
         for old, new in zip(old_outputs, new_outputs, strict=True):
             old.replace_all_uses_with(new, replace_graph_outputs=True)
@@ -257,9 +255,7 @@ def _split_carries(plan: _Plan, before: Emitter, tail: Emitter) -> _Split:
         elif carry.accumulate_shape is not None:
             split.inputs.append(_seed(before, carry, node.inputs[0]))
             state.type, state.shape = ir.TensorType(carry.dtype), _grown_shape(carry)
-            grown = tail.op(
-                "Concat", [state, carry.insert.inputs[1]], {"axis": carry.axis}, hint="grown"
-            )
+            grown = tail.Concat(state, carry.insert.inputs[1], axis=carry.axis, _hint="grown")
             grown.type, grown.shape = ir.TensorType(carry.dtype), _grown_shape(carry)
             split.body_inputs.append(state)
             split.body_outputs.append(grown)
@@ -276,7 +272,7 @@ def _forward(concat: ir.Node, tensor: ir.Value, opset: int, names: NameGenerator
     graph = concat.graph
     assert graph is not None
     emit = Emitter(names, concat.name or "ConcatFromSequence", opset)
-    result = emit.op("Identity", [tensor], hint="y")
+    result = emit.Identity(tensor, _hint="y")
     old = concat.outputs[0]
     graph.insert_before(concat, emit.nodes)
     result.type, result.shape = old.type or tensor.type, old.shape
@@ -296,15 +292,15 @@ def _seed(emit: Emitter, carry: _Carry, trip_count: ir.Value | None) -> ir.Value
     zeros = np.zeros(carry.accumulate_shape, dtype=carry.dtype.numpy())
     if trip_count is None or carry.dtype == ir.DataType.STRING:
         return emit.constant(zeros, hint="seed")
-    count = emit.op("Reshape", [trip_count, emit.int64s([1], hint="one")], hint="count")
-    none = emit.op("Mul", [count, emit.int64s([0], hint="zero")], hint="none")
+    count = emit.Reshape(trip_count, emit.int64s([1], hint="one"), _hint="count")
+    none = emit.Mul(count, emit.int64s([0], hint="zero"), _hint="none")
     dims = [
         none if k == carry.axis else emit.int64s([d], hint=f"dim_{k}")
         for k, d in enumerate(carry.accumulate_shape)
     ]
-    shape = dims[0] if len(dims) == 1 else emit.op("Concat", dims, {"axis": 0}, hint="shape")
+    shape = dims[0] if len(dims) == 1 else emit.Concat(*dims, axis=0, _hint="shape")
     value = ir.Tensor(np.zeros([1], dtype=carry.dtype.numpy()))
-    return emit.op("ConstantOfShape", [shape], {"value": value}, hint="seed")
+    return emit.ConstantOfShape(shape, value=value, _hint="seed")
 
 
 def _grown_shape(carry: _Carry) -> ir.Shape:

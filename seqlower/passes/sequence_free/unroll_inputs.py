@@ -18,6 +18,7 @@ import onnx_ir as ir
 
 from seqlower.errors import BadOptionError
 from seqlower.passes._base import NameGenerator, _Walk
+from seqlower.passes._emit import Emitter
 
 __all__ = ["UnrollInputs"]
 
@@ -68,15 +69,9 @@ class UnrollInputs(ir.passes.InPlacePass):
                     )
                 tensors.append(ir.Value(name=tensor_name, type=element, shape=value.shape))
             sequence = ir.Value(name=names.fresh(f"{value.name}_sequence"), type=value.type)
-            constructs.append(
-                ir.Node(
-                    "",
-                    "SequenceConstruct",
-                    tensors,
-                    outputs=[sequence],
-                    name=names.fresh(f"{value.name}_SequenceConstruct"),
-                )
-            )
+            emit = Emitter(names, value.name or "", model.opset_imports.get("", 1))
+            emit.SequenceConstruct(*tensors, _outputs=[sequence])
+            constructs.extend(emit.nodes)
             value.replace_all_uses_with(sequence, replace_graph_outputs=True)
             new_inputs.extend(tensors)
         graph.inputs.clear()

@@ -26,11 +26,13 @@ recorded for the sequence-free check.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 
 import onnx_ir as ir
 
 from seqlower._graphs import subgraphs_of
 from seqlower.passes._base import NameGenerator, NodeLoweringPass, Site
+from seqlower.passes._emit import Emitter
 from seqlower.passes._fold import detach, fold_region, mark_region
 from seqlower.passes._sequences import block, origin
 from seqlower.passes._shared import body_of, is_sequence, known_elements
@@ -49,6 +51,7 @@ class _Plan:
     length: int
     # Types/shapes found for untyped elements, set on them when rewriting.
     annotations: list[tuple[ir.Value, ir.TypeProtocol | None, ir.Shape | None]]
+    opset: int
 
 
 class UnrollSequenceMap(NodeLoweringPass):
@@ -102,7 +105,7 @@ class UnrollSequenceMap(NodeLoweringPass):
                 if value.type is None or value.shape is None:
                     type_ = value.type or types.type_of(value)
                     annotations.append((value, type_, value.shape or types.shape_of(value)))
-        return _Plan(node, body, elements, length, annotations)
+        return _Plan(node, body, elements, length, annotations, site.opset)
 
     def rewrite(self, plan: _Plan, names: NameGenerator) -> None:
         node = plan.node
@@ -129,7 +132,7 @@ class UnrollSequenceMap(NodeLoweringPass):
                 param.replace_all_uses_with(argument)
             mapping = dict(zip(copy.inputs, arguments, strict=True))
             copy.inputs.clear()
-            constants = _initializers_as_constants(copy, names, f"{base}_{i}")
+            constants = _initializers_as_constants(copy, names, f"{base}_{i}", plan.opset)
             nodes = [*constants, *copy]
             copy.remove(list(copy))
             for inner in nodes:
@@ -139,7 +142,8 @@ class UnrollSequenceMap(NodeLoweringPass):
             for j, result in enumerate(outputs):
                 results[j].append(mapping.get(result, result))  # type: ignore[arg-type]
 
-        constructs = []
+        emit = Emitter(names, base, plan.opset)
+        sequences = []
         for j, old in enumerate(node.outputs):
             dtype = element_dtype(old.type) or _common_dtype(results[j])
             new = ir.Value(
@@ -147,18 +151,10 @@ class UnrollSequenceMap(NodeLoweringPass):
                 type=ir.SequenceType(ir.TensorType(dtype)) if dtype is not None else old.type,
                 doc_string=old.doc_string,
             )
-            constructs.append(
-                ir.Node(
-                    "",
-                    "SequenceConstruct",
-                    results[j],
-                    outputs=[new],
-                    name=names.fresh(f"{base}_SequenceConstruct"),
-                )
-            )
-        graph.insert_before(node, constructs)
-        for old, construct in zip(node.outputs, constructs, strict=True):
-            old.replace_all_uses_with(construct.outputs[0], replace_graph_outputs=True)
+            sequences.append(emit.SequenceConstruct(*results[j], _outputs=[new]))
+        graph.insert_before(node, emit.nodes)
+        for old, new in zip(node.outputs, sequences, strict=True):
+            old.replace_all_uses_with(new, replace_graph_outputs=True)
         graph.remove(node, safe=True)
         detach(plan.body)
         self._copies += copies
@@ -170,27 +166,21 @@ class UnrollSequenceMap(NodeLoweringPass):
             fold_region(model, names)
 
 
-def _initializers_as_constants(body: ir.Graph, names: NameGenerator, base: str) -> list[ir.Node]:
+def _initializers_as_constants(
+    body: ir.Graph, names: NameGenerator, base: str, opset: int
+) -> Sequence[ir.Node]:
     """The body's own initializers as Constant nodes (the copy may land in a function)."""
-    nodes = []
+    emit = Emitter(names, base, opset)
     for name in list(body.initializers):
         value = body.initializers.pop(name)
         tensor = value.const_value
         if tensor is None:
             continue
-        constant = ir.Node(
-            "",
-            "Constant",
-            [],
-            [ir.AttrTensor("value", tensor)],
-            name=names.fresh(f"{base}_Constant"),
-        )
-        result = constant.outputs[0]
-        result.name = names.fresh(f"{base}_{name}")
-        result.type, result.shape = value.type, value.shape
+        node_name = names.fresh(f"{base}_Constant")
+        result = ir.Value(name=names.fresh(f"{base}_{name}"), type=value.type, shape=value.shape)
+        emit.Constant(value=tensor, _outputs=[result], _name=node_name)
         value.replace_all_uses_with(result)
-        nodes.append(constant)
-    return nodes
+    return emit.nodes
 
 
 def _rename(node: ir.Node, names: NameGenerator, base: str) -> None:

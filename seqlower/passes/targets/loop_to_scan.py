@@ -316,7 +316,7 @@ class LoopToScan(NodeLoweringPass):
                     type=value.type or type_,
                     shape=value.shape or shape,
                 )
-                out = passes.op("Identity", [target], hint=f"{value.name}_out")
+                out = passes.Identity(target, _hint=f"{value.name}_out")
                 out.type, out.shape = target.type, target.shape
                 extra.states.append(target)
                 extra.outs.append(out)
@@ -383,17 +383,17 @@ def _counters_from_iterations(
         dtype = state.dtype or ir.DataType.INT64
         step = iteration
         if dtype != ir.DataType.INT64:
-            step = inner.op("Cast", [iteration], {"to": dtype.value}, hint="counter_step")
+            step = inner.Cast(iteration, to=dtype.value, _hint="counter_step")
         if constant_int(start) == 0:  # no state to carry the start (tf2onnx's counters)
-            counter = inner.op("Identity", [step], hint=f"{state.name}_now")
+            counter = inner.Identity(step, _hint=f"{state.name}_now")
         else:
-            counter = inner.op("Add", [start, step], hint=f"{state.name}_now")
+            counter = inner.Add(start, step, _hint=f"{state.name}_now")
         counter.type, counter.shape = state.type, ir.Shape([])
         state.replace_all_uses_with(counter, replace_graph_outputs=True)
         trips = count
         if dtype != ir.DataType.INT64:
-            trips = emit.op("Cast", [count], {"to": dtype.value}, hint="counter_trips")
-        outer_finals[k] = emit.op("Add", [start, trips], hint=f"{state.name}_final")
+            trips = emit.Cast(count, to=dtype.value, _hint="counter_trips")
+        outer_finals[k] = emit.Add(start, trips, _hint=f"{state.name}_final")
     prepend(body, list(inner.nodes))
     return outer_finals
 
@@ -470,26 +470,27 @@ def _replace_by_scan(
         rows.name = names.fresh(f"{base}_{results[1 + k].name}_rows")
         rows.shape = _output_shape(results[1 + k], stacked=True)
         last = after.int64s(-1, hint="last")
-        loop.outer_finals[k] = after.op("Gather", [rows, last], {"axis": 0}, hint="final")
+        loop.outer_finals[k] = after.Gather(rows, last, axis=0, _hint="final")
         loop.outer_finals[k].shape = _output_shape(results[1 + k], stacked=False)
         del new_outputs[k]
         new_outputs[len(node.outputs) + k] = rows
     del node.attributes["body"]
-    scan = ir.Node(
-        "",
-        "Scan",
-        [*(node.inputs[2 + k] for k in kept), *extra.inits, *extra.scanned],
-        [ir.AttrGraph("body", loop.body), ir.AttrInt64("num_scan_inputs", len(extra.scanned))],
-        outputs=[
+    emit.Scan(
+        *(node.inputs[2 + k] for k in kept),
+        *extra.inits,
+        *extra.scanned,
+        body=loop.body,
+        num_scan_inputs=len(extra.scanned),
+        _outputs=[
             *(new_outputs[k] for k in kept),
             *finals,
             *(new_outputs[j] for j in range(carried, len(node.outputs))),
             *(new_outputs[len(node.outputs) + k] for k in last_rows),
         ],
-        name=names.fresh(f"{base}_scan"),
-        doc_string=node.doc_string,
+        _name=names.fresh(f"{base}_scan"),
+        _doc_string=node.doc_string,
     )
-    loop.graph.insert_before(node, [*emit.nodes, scan, *after.nodes])
+    loop.graph.insert_before(node, [*emit.nodes, *after.nodes])
     for j, old in enumerate(node.outputs):
         if j in loop.dropped:
             continue
@@ -840,11 +841,11 @@ def _trip_count(emit: Emitter, node: ir.Node, terms: list[_Term] | None) -> ir.V
             limit = _int64(emit, term.limit, f"limit_{j}")
             shift = term.extra - term.linear.offset
             if term.linear.base is not None:
-                limit = emit.op(
-                    "Sub", [limit, _int64(emit, term.linear.base, f"start_{j}")], hint=f"span_{j}"
+                limit = emit.Sub(
+                    limit, _int64(emit, term.linear.base, f"start_{j}"), _hint=f"span_{j}"
                 )
             # iteration i + 1 runs while i < limit + shift, so i + 1 iterations while i < that.
-            value = emit.op("Add", [limit, emit.int64s(shift + 1, hint="shift")], hint=f"runs_{j}")
+            value = emit.Add(limit, emit.int64s(shift + 1, hint="shift"), _hint=f"runs_{j}")
             bound = value if bound is None else _extreme(emit, "Min", bound, value, "runs")
         assert bound is not None
         bound = _extreme(emit, "Max", bound, emit.int64s(1, hint="one"), "at_least_one")
@@ -854,7 +855,7 @@ def _trip_count(emit: Emitter, node: ir.Node, terms: list[_Term] | None) -> ir.V
     cond0 = node.inputs[1] if len(node.inputs) > 1 else None
     if cond0 is not None:
         cond0 = emit.reshape(cond0, scalar, hint="runs_at_all")
-        count = emit.op("Where", [cond0, count, emit.int64s(0, hint="zero")], hint="trips")
+        count = emit.Where(cond0, count, emit.int64s(0, hint="zero"), _hint="trips")
     count = _extreme(emit, "Max", count, emit.int64s(0, hint="zero"), "trip_count")
     count.dtype = ir.DataType.INT64
     count.shape = ir.Shape([])
@@ -865,17 +866,17 @@ def _extreme(emit: Emitter, op: str, a: ir.Value, b: ir.Value, hint: str) -> ir.
     """``Min``/``Max`` of two int64 values (int64 ``Min``/``Max`` exist from opset 12; before,
     a ``Where`` on ``Less``)."""
     if emit.opset >= 12:
-        return emit.op(op, [a, b], hint=hint)
-    less = emit.op("Less", [a, b], hint=f"{hint}_less")
+        return getattr(emit, op)(a, b, _hint=hint)
+    less = emit.Less(a, b, _hint=f"{hint}_less")
     first, second = (a, b) if op == "Min" else (b, a)
-    return emit.op("Where", [less, first, second], hint=hint)
+    return emit.Where(less, first, second, _hint=hint)
 
 
 def _int64(emit: Emitter, value: ir.Value, hint: str) -> ir.Value:
     flat = emit.reshape(value, emit.int64s([], hint="scalar"), hint=hint)
     if value.dtype == ir.DataType.INT64:
         return flat
-    return emit.op("Cast", [flat], {"to": ir.DataType.INT64.value}, hint=f"{hint}_int64")
+    return emit.Cast(flat, to=ir.DataType.INT64.value, _hint=f"{hint}_int64")
 
 
 def _remove_dead(body: ir.Graph, keep: list[ir.Value] | None = None) -> None:
@@ -898,7 +899,7 @@ def _distinct_outputs(body: ir.Graph, emit: Emitter, first_scanned: int) -> None
     for j, value in enumerate(outputs):
         read = j >= first_scanned and bool(value.uses())
         if id(value) in seen or value.producer() is None or read:
-            copy = emit.op("Identity", [value], hint=f"{value.name}_out")
+            copy = emit.Identity(value, _hint=f"{value.name}_out")
             copy.type, copy.shape = value.type, value.shape
             outputs[j] = copy
         seen.add(id(outputs[j]))
