@@ -71,11 +71,7 @@ class SequenceFreeError(InvalidModelError):
 
     def __init__(self, blockers: list[str]) -> None:
         self.blockers = blockers
-        super().__init__(
-            f"cannot make the model sequence-free ({len(blockers)} blocker"
-            f"{'s' if len(blockers) != 1 else ''}):"
-            + "".join(f"\n  - {blocker}" for blocker in blockers)
-        )
+        super().__init__(_listed("cannot make the model sequence-free", blockers))
 
 
 class TargetError(InvalidModelError):
@@ -84,11 +80,14 @@ class TargetError(InvalidModelError):
     def __init__(self, target: str, blockers: list[str]) -> None:
         self.target = target
         self.blockers = blockers
-        super().__init__(
-            f"cannot lower the model for {target} ({len(blockers)} blocker"
-            f"{'s' if len(blockers) != 1 else ''}):"
-            + "".join(f"\n  - {blocker}" for blocker in blockers)
-        )
+        super().__init__(_listed(f"cannot lower the model for {target}", blockers))
+
+
+def _listed(what: str, blockers: list[str]) -> str:
+    plural = "s" if len(blockers) != 1 else ""
+    return f"{what} ({len(blockers)} blocker{plural}):" + "".join(
+        f"\n  - {blocker}" for blocker in blockers
+    )
 
 
 class BadOptionError(SeqlowerError):
