@@ -9,59 +9,75 @@ from onnx import TensorProto as T
 from onnx import helper as h
 
 from tests.helpers import make_model, seq_info, tensor_info
-from tests.sequence_map_cases import body
+from tests.sequence_map_cases import parse
 
 
 def body_input_count() -> onnx.ModelProto:
-    b = body([h.make_node("Add", ["x", "y"], ["z"])], ["x", "y"], ["z"])
-    return make_model(
-        [h.make_node("SequenceMap", ["s"], ["out"], body=b, name="bad_inputs")],
-        [seq_info("s")],
-        [seq_info("out")],
+    return parse(
+        """
+        test (seq(float[]) s) => (seq(float[]) out) {
+            [bad_inputs] out = SequenceMap (s) <
+                body: graph = body (float[] x, float[] y) => (float[] z) {
+                    z = Add (x, y)
+                }>
+        }
+        """
     )
 
 
 def body_output_count() -> onnx.ModelProto:
-    b = body([h.make_node("Neg", ["x"], ["z"])], ["x"], ["z", "x"])
-    return make_model(
-        [h.make_node("SequenceMap", ["s"], ["out"], body=b, name="bad_outputs")],
-        [seq_info("s")],
-        [seq_info("out")],
+    return parse(
+        """
+        test (seq(float[]) s) => (seq(float[]) out) {
+            [bad_outputs] out = SequenceMap (s) <
+                body: graph = body (float[] x) => (float[] z, float[] x) {
+                    z = Neg (x)
+                }>
+        }
+        """
     )
 
 
 def first_input_is_tensor() -> onnx.ModelProto:
-    b = body([h.make_node("Neg", ["x"], ["z"])], ["x"], ["z"])
-    return make_model(
-        [h.make_node("SequenceMap", ["t"], ["out"], body=b, name="tensor_first")],
-        [tensor_info("t", T.FLOAT, [2])],
-        [seq_info("out")],
+    return parse(
+        """
+        test (float[2] t) => (seq(float[]) out) {
+            [tensor_first] out = SequenceMap (t) <body: graph = body (float[] x) => (float[] z) {
+                z = Neg (x)
+            }>
+        }
+        """
     )
 
 
 def no_body() -> onnx.ModelProto:
-    return make_model(
-        [h.make_node("SequenceMap", ["s"], ["out"], name="bodyless")],
-        [seq_info("s")],
-        [seq_info("out")],
+    return parse(
+        """
+        test (seq(float[]) s) => (seq(float[]) out) {
+            [bodyless] out = SequenceMap (s)
+        }
+        """
     )
 
 
 def unknown_input_kind() -> onnx.ModelProto:
     # 'mystery' comes from a custom op nothing can infer: sequence or tensor?
-    b = body([h.make_node("Add", ["x", "m"], ["z"])], ["x", "m"], ["z"])
-    return make_model(
-        [
-            h.make_node("Opaque", ["s"], ["mystery"], domain="vendor"),
-            h.make_node("SequenceMap", ["s", "mystery"], ["out"], body=b, name="unknown_kind"),
-        ],
-        [seq_info("s")],
-        [seq_info("out")],
-        extra_opsets=[h.make_opsetid("vendor", 1)],
+    return onnx.parser.parse_model(
+        """
+        <ir_version: 8, opset_import: ["" : 17, "vendor" : 1]>
+        test (seq(float[]) s) => (seq(float[]) out) {
+            mystery = vendor.Opaque (s)
+            [unknown_kind] out = SequenceMap (s, mystery) <
+                body: graph = body (float[] x, float[] m) => (float[] z) {
+                    z = Add (x, m)
+                }>
+        }
+        """
     )
 
 
 def unknown_output_type() -> onnx.ModelProto:
+    # onnx.helper, not text: ONNX's text format cannot write a value with no type at all.
     untyped = onnx.TypeProto()
     b = h.make_graph(
         [h.make_node("Opaque", ["x"], ["z"], domain="vendor")],

@@ -189,20 +189,19 @@ def body_with_if() -> Case:
 
 def body_with_loop() -> Case:
     # Doubles x, n times, inside the SequenceMap body.
-    loop_body = h.make_graph(
-        [
-            h.make_node("Identity", ["c"], ["c_out"]),
-            h.make_node("Add", ["acc", "acc"], ["acc_out"]),
-        ],
-        "double",
-        [tensor_info("i", T.INT64, []), tensor_info("c", T.BOOL, []), tensor_info("acc")],
-        [tensor_info("c_out", T.BOOL, []), tensor_info("acc_out")],
-    )
-    b = body([h.make_node("Loop", ["n", "", "x"], ["y"], body=loop_body)], ["x"], ["y"])
-    model = make_model(
-        [h.make_node("SequenceMap", ["s"], ["out"], body=b)],
-        [seq_info("s"), tensor_info("n", T.INT64, [])],
-        [seq_info("out")],
+    model = parse(
+        """
+        test (seq(float[]) s, int64 n) => (seq(float[]) out) {
+            out = SequenceMap (s) <body: graph = body (float[] x) => (float[] y) {
+                y = Loop (n, "", x) <
+                    body: graph = doubling (int64 i, bool c, float[] acc)
+                        => (bool c_out, float[] acc_out) {
+                        c_out = Identity (c)
+                        acc_out = Add (acc, acc)
+                    }>
+            }>
+        }
+        """
     )
     return model, {"s": floats((2,), (3,)), "n": np.array(3, np.int64)}
 
@@ -248,18 +247,16 @@ def nested_sequence_map() -> Case:
 
 
 def function_op_in_body() -> Case:
-    b = h.make_graph(
-        [h.make_node("CenterCropPad", ["x", "size"], ["y"], axes=[0, 1])],
-        "body",
-        [tensor_info("x", F, [None, None, 3])],
-        [tensor_info("y", F, [4, 4, 3])],
-        [h.make_tensor("size", T.INT64, [2], [4, 4])],
-    )
-    model = make_model(
-        [h.make_node("SequenceMap", ["images"], ["out"], body=b)],
-        [seq_info("images", F, [None, None, 3])],
-        [seq_info("out")],
-        opset=18,
+    model = onnx.parser.parse_model(
+        """
+        <ir_version: 8, opset_import: ["" : 18]>
+        test (seq(float[?,?,3]) images) => (seq(float[]) out) {
+            out = SequenceMap (images) <
+                body: graph = body (float[?,?,3] x) => (float[4,4,3] y) <int64[2] size = {4, 4}> {
+                    y = CenterCropPad <axes: ints = [0, 1]> (x, size)
+                }>
+        }
+        """
     )
     return model, {"images": floats((6, 2, 3), (4, 4, 3), (3, 7, 3))}
 
@@ -357,21 +354,19 @@ def deeply_nested() -> Case:
 
 
 def in_function() -> Case:
-    inner = body([h.make_node("Mul", ["x", "x"], ["y"])], ["x"], ["y"])
-    function = h.make_function(
-        "custom",
-        "SquareAll",
-        ["seq"],
-        ["squared"],
-        [h.make_node("SequenceMap", ["seq"], ["squared"], body=inner)],
-        [h.make_opsetid("", 17)],
-    )
-    model = make_model(
-        [h.make_node("SquareAll", ["s"], ["out"], domain="custom")],
-        [seq_info("s")],
-        [seq_info("out")],
-        functions=[function],
-        extra_opsets=[h.make_opsetid("custom", 1)],
+    model = onnx.parser.parse_model(
+        """
+        <ir_version: 8, opset_import: ["" : 17, "custom" : 1]>
+        test (seq(float[]) s) => (seq(float[]) out) {
+            out = custom.SquareAll (s)
+        }
+        <domain: "custom", opset_import: ["" : 17]>
+        SquareAll (xs) => (squared) {
+            squared = SequenceMap (xs) <body: graph = body (float[] x) => (float[] y) {
+                y = Mul (x, x)
+            }>
+        }
+        """
     )
     return model, {"s": floats((2,), (3, 3))}
 
