@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 import onnx
+import onnx.parser
 import onnx_ir as ir
 import pytest
 from click.testing import CliRunner
@@ -20,8 +21,17 @@ from seqlower import passes as seqlower_passes
 from seqlower.cli.commands import cli
 from seqlower.verification import VerifyReport, compare_values, verify
 from seqlower.verification.inputs import generate_inputs, load_inputs, save_inputs
-from tests.helpers import make_model, seq_info, tensor_info
-from tests.sequence_map_cases import CASES, body
+from tests.sequence_map_cases import CASES, parse
+
+
+def opaque_model() -> onnx.ModelProto:
+    """y = vendor.Opaque(x): no runtime here can run it."""
+    return onnx.parser.parse_model(
+        """
+        <ir_version: 8, opset_import: ["" : 17, "vendor" : 1]>
+        test (float[3] x) => (float[3] y) { y = vendor.Opaque (x) }
+        """
+    )
 
 
 def copy(model: onnx.ModelProto) -> onnx.ModelProto:
@@ -71,20 +81,24 @@ def test_wrong_order_of_sequence_elements_is_caught() -> None:
 
 
 def test_wrong_dtype_is_caught() -> None:
-    b = body([h.make_node("Neg", ["x"], ["y"])], ["x"], ["y"])
-    model = make_model(
-        [h.make_node("SequenceMap", ["s"], ["out"], body=b)], [seq_info("s")], [seq_info("out")]
+    model = parse(
+        """
+        test (seq(float[]) s) => (seq(float[]) out) {
+            out = SequenceMap (s) <body: graph = body (float[] x) => (float[] y) {
+                y = Neg (x)
+            }>
+        }
+        """
     )
-    b64 = h.make_graph(
-        [h.make_node("Neg", ["x"], ["n"]), h.make_node("Cast", ["n"], ["y"], to=T.DOUBLE)],
-        "body",
-        [tensor_info("x")],
-        [tensor_info("y", T.DOUBLE)],
-    )
-    bad = make_model(
-        [h.make_node("SequenceMap", ["s"], ["out"], body=b64)],
-        [seq_info("s")],
-        [seq_info("out", T.DOUBLE)],
+    bad = parse(
+        """
+        test (seq(float[]) s) => (seq(double[]) out) {
+            out = SequenceMap (s) <body: graph = body (float[] x) => (double[] y) {
+                n = Neg (x)
+                y = Cast <to = 11> (n)
+            }>
+        }
+        """
     )
     report = verify(model, bad)
     assert report.status == "mismatch"
@@ -93,12 +107,14 @@ def test_wrong_dtype_is_caught() -> None:
 
 def test_one_element_off_is_caught() -> None:
     weights = np.arange(12, dtype=np.int32).reshape(3, 4)
-    model = make_model(
-        [h.make_node("Add", ["x", "w"], ["y"])],
-        [tensor_info("x", T.INT32, [3, 4])],
-        [tensor_info("y", T.INT32, [3, 4])],
-        initializers=[onnx.numpy_helper.from_array(weights, "w")],
+    model = parse(
+        """
+        test (int32[3,4] x) => (int32[3,4] y) <int32[3,4] w = {0,1,2,3,4,5,6,7,8,9,10,11}> {
+            y = Add (x, w)
+        }
+        """
     )
+    assert (onnx.numpy_helper.to_array(model.graph.initializer[0]) == weights).all()
     bad = copy(model)
     off = weights.copy()
     off[2, 1] += 1
@@ -110,12 +126,7 @@ def test_one_element_off_is_caught() -> None:
 
 
 def test_float_tolerances_default_and_per_output() -> None:
-    model = make_model(
-        [h.make_node("Mul", ["x", "k"], ["y"])],
-        [tensor_info("x", T.FLOAT, [4])],
-        [tensor_info("y", T.FLOAT, [4])],
-        initializers=[onnx.numpy_helper.from_array(np.float32(1.0), "k")],
-    )
+    model = parse("test (float[4] x) => (float[4] y) <float k = {1.0}> { y = Mul (x, k) }")
     nudged = copy(model)
     nudged.graph.initializer[0].CopyFrom(onnx.numpy_helper.from_array(np.float32(1.0 + 1e-3), "k"))
     assert verify(model, nudged).status == "mismatch"
@@ -154,14 +165,15 @@ def test_sequence_models_verify(name: str) -> None:
 
 
 def test_string_inputs_and_symbolic_dims() -> None:
-    b = body([h.make_node("Identity", ["x"], ["y"])], ["x"], ["y"], dtype=T.STRING)
-    model = make_model(
-        [
-            h.make_node("SequenceMap", ["s"], ["out"], body=b),
-            h.make_node("Identity", ["t"], ["t_out"]),
-        ],
-        [seq_info("s", T.STRING, ["h", "w"]), tensor_info("t", T.STRING, ["batch", 2])],
-        [seq_info("out", T.STRING), tensor_info("t_out", T.STRING, ["batch", 2])],
+    model = parse(
+        """
+        test (seq(string[h,w]) s, string[batch,2] t) => (seq(string[]) out, string[batch,2] t_out) {
+            out = SequenceMap (s) <body: graph = body (string[] x) => (string[] y) {
+                y = Identity (x)
+            }>
+            t_out = Identity (t)
+        }
+        """
     )
     report = verify(model, seqlower.lower(model), dims={"batch": 5}, seq_len=4)
     assert report.ok
@@ -171,27 +183,19 @@ def test_string_inputs_and_symbolic_dims() -> None:
 
 
 def test_input_shape_override() -> None:
-    model = make_model(
-        [h.make_node("Neg", ["x"], ["y"])],
-        [tensor_info("x", T.FLOAT, ["a", "b"])],
-        [tensor_info("y", T.FLOAT, ["a", "b"])],
-    )
+    model = parse("test (float[a,b] x) => (float[a,b] y) { y = Neg (x) }")
     report = verify(model, model, input_shapes={"x": (2, 7)}, n=1)
     assert report.ok and report.runs[0].inputs["x"] == [2, 7]
 
 
 def test_index_inputs_are_drawn_in_range() -> None:
-    model = make_model(
-        [
-            h.make_node("ReverseSequence", ["x", "lens"], ["y"]),
-            h.make_node("Gather", ["x", "idx"], ["g"], axis=0),
-        ],
-        [
-            tensor_info("x", T.FLOAT, ["t", "b", 2]),
-            tensor_info("lens", T.INT64, ["b"]),
-            tensor_info("idx", T.INT64, [4]),
-        ],
-        [tensor_info("y", T.FLOAT, ["t", "b", 2]), tensor_info("g", T.FLOAT, [4, "b", 2])],
+    model = parse(
+        """
+        test (float[t,b,2] x, int64[b] lens, int64[4] idx) => (float[t,b,2] y, float[4,b,2] g) {
+            y = ReverseSequence (x, lens)
+            g = Gather <axis = 0> (x, idx)
+        }
+        """
     )
     report = verify(model, seqlower.lower(model), n=10, dims={"t": 6, "b": 5})
     assert report.ok and report.input_problems == []
@@ -206,11 +210,7 @@ def test_reference_fallback_when_onnxruntime_cannot_run_it() -> None:
 
 
 def test_restamped_ir_version() -> None:
-    model = make_model(
-        [h.make_node("Neg", ["x"], ["y"])],
-        [tensor_info("x", T.FLOAT, [3])],
-        [tensor_info("y", T.FLOAT, [3])],
-    )
+    model = parse("test (float[3] x) => (float[3] y) { y = Neg (x) }")
     model.ir_version = onnx.IR_VERSION  # onnx's newest; onnxruntime may read an older one only
     report = verify(model, model)
     assert report.ok
@@ -225,12 +225,7 @@ def test_restamped_ir_version() -> None:
 
 
 def test_cannot_verify_is_never_ok() -> None:
-    model = make_model(
-        [h.make_node("Opaque", ["x"], ["y"], domain="vendor")],
-        [tensor_info("x", T.FLOAT, [3])],
-        [tensor_info("y", T.FLOAT, [3])],
-        extra_opsets=[h.make_opsetid("vendor", 1)],
-    )
+    model = opaque_model()
     report = verify(model, model)
     assert report.status == "cannot_verify" and not report.ok
     assert "no runtime can run the reference" in report.reason
@@ -355,12 +350,7 @@ def test_cli_verify_command(tmp_path: Path) -> None:
     assert run_cli("verify", paths["ref"], paths["good"]).exit_code == 0
     result = run_cli("verify", paths["ref"], paths["bad"], "--rtol", "o1:1e-9")
     assert result.exit_code == 1 and "MISMATCH" in result.stderr
-    opaque = make_model(
-        [h.make_node("Opaque", ["x"], ["y"], domain="vendor")],
-        [tensor_info("x", T.FLOAT, [3])],
-        [tensor_info("y", T.FLOAT, [3])],
-        extra_opsets=[h.make_opsetid("vendor", 1)],
-    )
+    opaque = opaque_model()
     onnx.save(opaque, tmp_path / "opaque.onnx")
     result = run_cli("verify", tmp_path / "opaque.onnx", tmp_path / "opaque.onnx")
     assert result.exit_code == 3 and "cannot verify" in result.stderr
@@ -374,12 +364,15 @@ def test_public_api() -> None:
 
 
 def test_cli_cannot_verify_writes_nothing(tmp_path: Path) -> None:
-    b = body([h.make_node("Opaque", ["x"], ["y"], domain="vendor")], ["x"], ["y"])
-    model = make_model(
-        [h.make_node("SequenceMap", ["s"], ["out"], body=b)],
-        [seq_info("s")],
-        [seq_info("out")],
-        extra_opsets=[h.make_opsetid("vendor", 1)],
+    model = onnx.parser.parse_model(
+        """
+        <ir_version: 8, opset_import: ["" : 17, "vendor" : 1]>
+        test (seq(float[]) s) => (seq(float[]) out) {
+            out = SequenceMap (s) <body: graph = body (float[] x) => (float[] y) {
+                y = vendor.Opaque (x)
+            }>
+        }
+        """
     )
     source, target = tmp_path / "m.onnx", tmp_path / "out.onnx"
     onnx.save(model, source)
@@ -390,10 +383,8 @@ def test_cli_cannot_verify_writes_nothing(tmp_path: Path) -> None:
 
 
 def test_batch_dims_follow_static_length_counts() -> None:
-    model = make_model(
-        [h.make_node("ReverseSequence", ["x", "lens"], ["y"])],
-        [tensor_info("x", T.FLOAT, ["t", "b", 2]), tensor_info("lens", T.INT64, [4])],
-        [tensor_info("y", T.FLOAT, ["t", "b", 2])],
+    model = parse(
+        "test (float[t,b,2] x, int64[4] lens) => (float[t,b,2] y) { y = ReverseSequence (x, lens) }"
     )
     report = verify(model, seqlower.lower(model))
     assert report.ok and report.input_problems == []
@@ -402,10 +393,8 @@ def test_batch_dims_follow_static_length_counts() -> None:
 
 def test_reference_failing_at_run_time_is_an_input_problem_not_a_mismatch() -> None:
     # The declared lengths count (2) contradicts a forced batch of 3: every run fails natively.
-    model = make_model(
-        [h.make_node("ReverseSequence", ["x", "lens"], ["y"])],
-        [tensor_info("x", T.FLOAT, ["t", "b", 2]), tensor_info("lens", T.INT64, [2])],
-        [tensor_info("y", T.FLOAT, ["t", "b", 2])],
+    model = parse(
+        "test (float[t,b,2] x, int64[2] lens) => (float[t,b,2] y) { y = ReverseSequence (x, lens) }"
     )
     report = verify(model, seqlower.lower(model), input_shapes={"x": (3, 3, 2)})
     assert report.status == "cannot_verify" and report.input_problems
