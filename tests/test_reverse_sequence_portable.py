@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import onnx.parser
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -469,27 +470,17 @@ def test_reversals_around_an_lstm_share_one_index() -> None:
 
 def test_reversals_around_a_scan_share_one_index() -> None:
     """A custom recurrent cell as a Scan over time: its scan output is as long as its input."""
-    body = onnx.helper.make_graph(
-        [onnx.helper.make_node("Neg", ["e"], ["o"])],
-        "cell",
-        [onnx.helper.make_tensor_value_info("e", onnx.TensorProto.FLOAT, None)],
-        [onnx.helper.make_tensor_value_info("o", onnx.TensorProto.FLOAT, None)],
-    )
-    graph = onnx.helper.make_graph(
-        [
-            onnx.helper.make_node("ReverseSequence", ["x", "lens"], ["xr"], batch_axis=1),
-            onnx.helper.make_node("Scan", ["xr"], ["ys"], body=body, num_scan_inputs=1),
-            onnx.helper.make_node("ReverseSequence", ["ys", "lens"], ["out"], batch_axis=1),
-        ],
-        "scan_rnn",
-        [
-            onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["T", "N", 2]),
-            onnx.helper.make_tensor_value_info("lens", onnx.TensorProto.INT64, ["N"]),
-        ],
-        [onnx.helper.make_tensor_value_info("out", onnx.TensorProto.FLOAT, ["T", "N", 2])],
-    )
-    model = onnx.helper.make_model(
-        graph, opset_imports=[onnx.helper.make_opsetid("", 17)], ir_version=IR_VERSION
+    model = onnx.parser.parse_model(
+        f"""
+        <ir_version: {IR_VERSION}, opset_import: ["" : 17]>
+        scan_rnn (float[T,N,2] x, int64[N] lens) => (float[T,N,2] out) {{
+            xr = ReverseSequence <batch_axis = 1> (x, lens)
+            ys = Scan <num_scan_inputs = 1, body = cell (float[] e) => (float[] o) {{
+                o = Neg (e)
+            }}> (xr)
+            out = ReverseSequence <batch_axis = 1> (ys, lens)
+        }}
+        """
     )
     lowered, forms = lowered_forms(model)
     assert forms == {"computed": 2}

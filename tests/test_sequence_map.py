@@ -25,7 +25,7 @@ from tests.helpers import (
     seq_info,
     tensor_info,
 )
-from tests.sequence_map_cases import CASES, body, floats
+from tests.sequence_map_cases import CASES, body, floats, parse
 
 
 @pytest.mark.parametrize("name", list(CASES))
@@ -97,18 +97,16 @@ def test_generated_names_are_unique_across_all_scopes() -> None:
 
 
 def test_names_unique_even_when_body_already_uses_generated_names() -> None:
-    b = body(
-        [
-            h.make_node("Identity", ["x"], ["SequenceMap_length"]),
-            h.make_node("Identity", ["SequenceMap_length"], ["SequenceMap_iteration"]),
-        ],
-        ["x"],
-        ["SequenceMap_iteration"],
-    )
-    model = make_model(
-        [h.make_node("SequenceMap", ["s"], ["SequenceMap_cond_in"], body=b)],
-        [seq_info("s")],
-        [seq_info("SequenceMap_cond_in")],
+    model = parse(
+        """
+        test (seq(float[]) s) => (seq(float[]) SequenceMap_cond_in) {
+            SequenceMap_cond_in = SequenceMap (s) <
+                body: graph = body (float[] x) => (float[] SequenceMap_iteration) {
+                    SequenceMap_length = Identity (x)
+                    SequenceMap_iteration = Identity (SequenceMap_length)
+                }>
+        }
+        """
     )
     lowered = lower_and_compare(model, {"s": floats((2,))})
     assert not repeated(defined_names(lowered))
@@ -189,6 +187,7 @@ def test_everything_else_is_preserved() -> None:
 
 def test_external_data_is_kept(tmp_path) -> None:
     big = np.arange(4096, dtype=np.float32)
+    # onnx.helper, not text: a 4096-element initializer written out would drown the test.
     b = body([h.make_node("Add", ["x", "w"], ["y"])], ["x"], ["y"])
     model = make_model(
         [h.make_node("SequenceMap", ["s"], ["out"], body=b)],
@@ -216,11 +215,7 @@ def test_cleanup_can_be_skipped() -> None:
 
 
 def test_model_without_sequence_map_is_unchanged_by_lowering() -> None:
-    model = make_model(
-        [h.make_node("Neg", ["x"], ["y"])],
-        [tensor_info("x", T.FLOAT, [2])],
-        [tensor_info("y", T.FLOAT, [2])],
-    )
+    model = parse("test (float[2] x) => (float[2] y) { y = Neg (x) }")
     pass_ = LowerSequenceMap()
     result = pass_(ir.serde.deserialize_model(model))
     assert not result.modified and pass_.rewritten == 0
@@ -228,11 +223,14 @@ def test_model_without_sequence_map_is_unchanged_by_lowering() -> None:
 
 def test_body_output_that_is_an_outer_scope_value() -> None:
     """Neither onnxruntime nor onnx.reference runs this original; the lowered model runs."""
-    b = body([h.make_node("Neg", ["x"], ["y"])], ["x"], ["y", "w"])
-    model = make_model(
-        [h.make_node("SequenceMap", ["s"], ["ys", "ws"], body=b)],
-        [seq_info("s"), tensor_info("w", T.FLOAT, [2])],
-        [seq_info("ys"), seq_info("ws")],
+    model = parse(
+        """
+        test (seq(float[]) s, float[2] w) => (seq(float[]) ys, seq(float[]) ws) {
+            ys, ws = SequenceMap (s) <body: graph = body (float[] x) => (float[] y, float[] w) {
+                y = Neg (x)
+            }>
+        }
+        """
     )
     lowered = seqlower.lower(model)
     assert_lowered_ok(model, lowered)
@@ -244,27 +242,19 @@ def test_body_output_that_is_an_outer_scope_value() -> None:
 
 @pytest.mark.parametrize("length", [0, 1, 5])
 def test_static_shapes_take_the_scan_output_form(length: int) -> None:
-    b = h.make_graph(
-        [h.make_node("Neg", ["x"], ["y"])],
-        "body",
-        [tensor_info("x", T.FLOAT, [4]), tensor_info("t", T.FLOAT, [2])],
-        # y twice, an outer-scope value and a body input: each needs care as a scan output.
-        # (Returning 'w' directly is why no runtime runs this original: expected by hand.)
-        [
-            tensor_info("y", T.FLOAT, [4]),
-            tensor_info("y", T.FLOAT, [4]),
-            tensor_info("w", T.FLOAT, [3]),
-            tensor_info("t", T.FLOAT, [2]),
-        ],
-    )
-    model = make_model(
-        [h.make_node("SequenceMap", ["s", "t"], ["a", "b", "c", "d"], body=b)],
-        [
-            seq_info("s", T.FLOAT, [4]),
-            tensor_info("t", T.FLOAT, [2]),
-            tensor_info("w", T.FLOAT, [3]),
-        ],
-        [seq_info(n) for n in "abcd"],
+    # The body returns y twice, an outer-scope value and a body input: each needs care as a
+    # scan output. (Returning 'w' directly is why no runtime runs this original: expected by hand.)
+    model = parse(
+        """
+        test (seq(float[4]) s, float[2] t, float[3] w)
+            => (seq(float[]) a, seq(float[]) b, seq(float[]) c, seq(float[]) d) {
+            a, b, c, d = SequenceMap (s, t) <
+                body: graph = body (float[4] x, float[2] t)
+                    => (float[4] y, float[4] y, float[3] w, float[2] t) {
+                    y = Neg (x)
+                }>
+        }
+        """
     )
     lowered = seqlower.lower(model)
     assert_lowered_ok(model, lowered)
@@ -285,11 +275,7 @@ def test_static_shapes_take_the_scan_output_form(length: int) -> None:
 def test_cleanup_sorts_only_out_of_order_graphs() -> None:
     from seqlower.pipeline import SortIfNeeded
 
-    model = make_model(
-        [h.make_node("Neg", ["a"], ["b"]), h.make_node("Abs", ["x"], ["a"])],
-        [tensor_info("x", T.FLOAT, [2])],
-        [tensor_info("b", T.FLOAT, [2])],
-    )
+    model = parse("test (float[2] x) => (float[2] b) { b = Neg (a)  a = Abs (x) }")
     unsorted = ir.serde.deserialize_model(model)
     assert SortIfNeeded()(unsorted).modified
     assert [n.op_type for n in unsorted.graph] == ["Abs", "Neg"]
