@@ -21,6 +21,7 @@ from seqlower.passes import (
     DEFAULT_PASSES,
     PASSES,
     SEQUENCE_FREE_PASSES,
+    ExpandFunctionOps,
     RequireSequenceFree,
     create_pass,
 )
@@ -146,6 +147,8 @@ def build_pipeline(
             raise ValueError("a target chooses its own passes: give target or passes/sequence_free")
         row = get_target(target)
         steps: list[ir.passes.PassBase] = [create_pass(p) for p in row.passes]
+        if row.expand_ops:
+            steps.append(ExpandFunctionOps(row.expand_ops))
         if unroll_inputs:
             steps.insert(0, UnrollInputs(unroll_inputs))
         steps += [RemoveUnusedNodesPass(), *(create_pass(p) for p in row.requires)]

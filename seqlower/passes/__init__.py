@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from seqlower.passes.sequence_free.scan_sequence_map import ScanSequenceMap
     from seqlower.passes.sequence_free.stack_loop_sequences import StackLoopSequences
     from seqlower.passes.sequence_free.unroll_sequence_map import UnrollSequenceMap
+    from seqlower.passes.targets.expand_function_ops import ExpandFunctionOps
     from seqlower.passes.targets.inline_functions import (
         InlineFunctions,
         InlineUntypedSequenceMapFunctions,
@@ -46,6 +47,7 @@ __all__ = [
     "DEFAULT_PASSES",
     "PASSES",
     "SEQUENCE_FREE_PASSES",
+    "ExpandFunctionOps",
     "ExplicitConstantOfShapeValue",
     "FoldSequenceOps",
     "FoldStaticIfs",
@@ -78,6 +80,7 @@ _MODULES = {
     "ScanSequenceMap": "sequence_free.scan_sequence_map",
     "StackLoopSequences": "sequence_free.stack_loop_sequences",
     "UnrollSequenceMap": "sequence_free.unroll_sequence_map",
+    "ExpandFunctionOps": "targets.expand_function_ops",
     "InlineFunctions": "targets.inline_functions",
     "InlineUntypedSequenceMapFunctions": "targets.inline_functions",
     "LoopToScan": "targets.loop_to_scan",
@@ -144,6 +147,7 @@ PASSES: MutableMapping[str, type[ir.passes.InPlacePass]] = _Registry(
         "explicit-constant-of-shape-value": "ExplicitConstantOfShapeValue",
         "strip-symbolic-dims": "StripSymbolicDims",
         "fold-static-ifs": "FoldStaticIfs",
+        "expand-function-ops": "ExpandFunctionOps",
     }
 )
 

@@ -1,0 +1,121 @@
+"""Expand ONNX function ops a runtime lacks into the ONNX ops their definition is made of.
+
+Many newer ONNX ops (``CenterCropPad``, ``Gelu``, ``Mish``, ``GroupNormalization``, ...) are
+*functions*: ONNX defines each as a small graph of older ops, so a runtime that lacks the op
+can still run its body. tract 0.23.9 has no ``CenterCropPad`` (``Unimplemented(CenterCropPad)``),
+which PyTorch-exported preprocessing and this project's own example use. Each listed node is
+replaced by the body ONNX gives for the opset in force (for context-dependent functions, built
+from the node's attributes and input types), inlined by onnx_ir's ``InlinePass``: the node
+becomes a call of a model-local function holding that body, and only those calls are inlined.
+Nodes whose op has no function at that opset are left for the target's check to name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import Any
+
+import onnx
+import onnx_ir as ir
+from onnx_ir.passes.common import InlinePass
+
+from seqlower._graphs import all_graphs
+
+__all__ = ["ExpandFunctionOps"]
+
+_DOMAIN = "seqlower.expanded"  # the calls' private domain, gone once they are inlined
+
+
+class ExpandFunctionOps(ir.passes.InPlacePass):
+    """Replace nodes of the ``ops`` (default: every ONNX op defined as a function) by their
+    ONNX function bodies; :attr:`rewritten` counts them."""
+
+    def __init__(self, ops: Collection[str] | None = None) -> None:
+        super().__init__()
+        self.ops = None if ops is None else frozenset(ops)
+        self.rewritten = 0
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        self.rewritten = 0
+        default_opset = model.opset_imports.get("", model.opset_imports.get("ai.onnx", 1))
+        planned: list[tuple[ir.Node, ir.Function, list[ir.Attr]]] = []
+        for graph in all_graphs(model):
+            opset = default_opset
+            if isinstance(graph, ir.Function):
+                opset = graph.opset_imports.get("", default_opset)
+            for node in graph:
+                if node.domain not in ("", "ai.onnx"):
+                    continue
+                if self.ops is not None and node.op_type not in self.ops:
+                    continue
+                found = _function_of(node, opset, f"{node.op_type}_{len(planned)}")
+                if found is not None:
+                    planned.append((node, *found))
+        if not planned:
+            return ir.passes.PassResult(model, modified=False)
+        for node, function, defaults in planned:
+            for attribute in defaults:
+                node.attributes[attribute.name] = attribute
+            model.functions[function.identifier()] = function
+            node.domain, node.op_type, node.overload = _DOMAIN, function.name, ""
+        model.opset_imports[_DOMAIN] = 1
+        InlinePass(criteria=lambda f: f.domain == _DOMAIN)(model)
+        model.opset_imports.pop(_DOMAIN, None)
+        self.rewritten = len(planned)
+        return ir.passes.PassResult(model, modified=True)
+
+
+def _function_of(
+    node: ir.Node, opset: int, name: str
+) -> tuple[ir.Function, list[ir.Attr]] | None:
+    """The op's ONNX function for ``opset`` as a model-local function named ``name``, and the
+    schema's defaults of the attributes the node leaves out (the body refers to them by name;
+    inlined, an unset reference would drop the attribute instead of taking the default)."""
+    try:
+        # Any: onnx's stubs lack the per-version function accessors the module has.
+        schema: Any = onnx.defs.get_schema(node.op_type, opset)
+    except onnx.defs.SchemaError:
+        return None
+    versions = [v for v in schema.all_function_opset_versions if v <= opset]
+    if not versions:
+        return None
+    version = max(versions)
+    if version in schema.context_dependent_function_opset_versions:
+        types = [_type_proto(value).SerializeToString() for value in node.inputs]
+        node_bytes = ir.serde.serialize_node(node).SerializeToString()
+        raw = schema.get_context_dependent_function_with_opset_version(version, node_bytes, types)
+        proto = onnx.FunctionProto.FromString(raw)
+    else:
+        proto = schema.get_function_with_opset_version(version)
+        if isinstance(proto, bytes):
+            proto = onnx.FunctionProto.FromString(proto)
+    if not proto.node:
+        return None
+    proto.domain, proto.name = _DOMAIN, name
+    prefix = node.name or node.op_type  # runtimes name nodes in errors: say where they came from
+    for inner in proto.node:
+        inner.name = f"{prefix}/{inner.name or inner.op_type}"
+    # The body is written for the function's version and runs in the graph's opset (ONNX's
+    # own inliner does the same); the check compares the outputs.
+    del proto.opset_import[:]
+    proto.opset_import.add(domain="", version=opset)
+    try:
+        function = ir.serde.deserialize_function(proto)
+    except ir.serde.SerdeError:  # a body naming outputs it does not make (LayerNormalization's
+        return None  # optional Mean for a one-output node): leave the node
+    defaults = [
+        ir.serde.deserialize_attribute(attribute.default_value)
+        for attribute in schema.attributes.values()
+        if attribute.name not in node.attributes and attribute.default_value.name
+    ]
+    return function, defaults
+
+
+def _type_proto(value: ir.Value | None) -> onnx.TypeProto:
+    """What ONNX's function builders read of an input: its type, empty when unknown."""
+    proto = onnx.TypeProto()
+    if value is not None and value.type is not None:
+        ir.serde.serialize_type_into(proto, value.type)
+        if value.shape is not None and isinstance(value.type, ir.TensorType):
+            ir.serde.serialize_shape_into(proto, value.shape)
+    return proto
