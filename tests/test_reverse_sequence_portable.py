@@ -541,3 +541,40 @@ def test_gather_form_fails_on_bad_lengths(lens: list[int]) -> None:
 def test_unknown_form_is_refused() -> None:
     with pytest.raises(ValueError, match="gathernd"):
         LowerReverseSequence(form="scatter")
+
+
+SHAPE_PROOFS = {
+    # name: (nodes between the reversals, whether the index is shared)
+    "matmul": ("m = MatMul (xr, w)", True),  # [T, N, 4] @ [4, 4]: T and N are xr's
+    "concat": ("m = Concat <axis = 2> (xr, xr)", True),  # other axes agree or it fails
+    "reshape_like": ("m = Reshape (xr, shape)", True),  # Reshape(_, Shape(x)): x's shape
+    "reshape_fixed": ("m = Reshape (xr, fixed)", False),  # a constant target proves nothing
+}
+
+
+@pytest.mark.parametrize("case", list(SHAPE_PROOFS))
+def test_reversals_share_an_index_through_shape_proofs(case: str) -> None:
+    """Reversals of values whose time and batch dimensions are proven equal share one computed
+    index; a wrong proof would give wrong numbers, so each case also runs against the kernel."""
+    between, shared = SHAPE_PROOFS[case]
+    weights = ", ".join(str(i / 8) for i in range(16))
+    model = onnx.parser.parse_model(
+        f"""
+        <ir_version: {IR_VERSION}, opset_import: ["" : 17]>
+        g (float[T,N,4] x, int64[N] lens) => (float[?,?,?] out)
+            <float[4,4] w = {{{weights}}}, int64[3] fixed = {{5, 3, -1}}> {{
+            shape = Shape (x)
+            xr = ReverseSequence <batch_axis = 1> (x, lens)
+            {between}
+            out = ReverseSequence <batch_axis = 1> (m, lens)
+        }}
+        """
+    )
+    lowered, forms = lowered_forms(model)
+    assert forms == {"computed": 2}
+    assert all_op_types(lowered).count("Range") == (3 if shared else 6)
+    feeds = {
+        "x": np.random.default_rng(3).standard_normal((5, 3, 4)).astype(np.float32),
+        "lens": np.array([5, 0, 3], np.int64),
+    }
+    assert_same(native(model, feeds), run("onnxruntime", lowered, feeds))

@@ -123,6 +123,14 @@ class DimProver:
             elif node.op_type in _BROADCASTING and inputs:
                 ranks = [self.rank(v, depth + 1) for v in inputs]
                 found = None if None in ranks else max(r for r in ranks if r is not None)
+            elif node.op_type == "MatMul" and len(inputs) == 2:
+                ranks = [self.rank(v, depth + 1) for v in inputs]
+                if all(r is not None and r >= 2 for r in ranks):
+                    found = max(r for r in ranks if r is not None)
+            elif node.op_type == "Concat" and inputs:
+                found = self.rank(inputs[0], depth + 1)
+            elif node.op_type == "Reshape" and (like := _shape_source(node)) is not None:
+                found = self.rank(like, depth + 1)
         self._ranks[key] = found
         self._keep.append(value)
         return found
@@ -171,7 +179,44 @@ class DimProver:
             return self.dim(source, perm[axis], depth + 1)
         if op in _BROADCASTING:
             return self._broadcast(node, value, axis, depth) or (value, axis)
+        if op == "MatMul":
+            return self._matmul(node, axis, depth) or (value, axis)
+        if op == "Concat":  # the inputs agree on every other axis, or it fails at run time
+            concat_axis = _int_attr(node, "axis")
+            rank = self.rank(node.inputs[0], depth + 1)
+            if concat_axis is None or not rank or axis == concat_axis % rank:
+                return value, axis
+            return self.dim(node.inputs[0], axis, depth + 1)
+        if op == "Reshape" and (like := _shape_source(node)) is not None:
+            return self.dim(like, axis, depth + 1)  # Reshape(x, Shape(v)) has v's shape
         return value, axis
+
+    def _matmul(self, node: ir.Node, axis: int, depth: int) -> Dim | None:
+        """MatMul of inputs of rank >= 2: [..., M, K] @ [..., K, N] -> [..., M, N], the leading
+        (batch) axes broadcast."""
+        a, b = node.inputs[0], node.inputs[1] if len(node.inputs) > 1 else None
+        if a is None or b is None:
+            return None
+        rank_a, rank_b = self.rank(a, depth + 1), self.rank(b, depth + 1)
+        if rank_a is None or rank_b is None or min(rank_a, rank_b) < 2:
+            return None
+        out_rank = max(rank_a, rank_b)
+        if axis == out_rank - 1:
+            return self.dim(b, rank_b - 1, depth + 1)
+        if axis == out_rank - 2:
+            return self.dim(a, rank_a - 2, depth + 1)
+        proven: Dim | None = None
+        for source, rank in ((a, rank_a), (b, rank_b)):
+            aligned = axis - (out_rank - rank)
+            if aligned < 0:
+                continue  # no such batch axis: it broadcasts
+            dim = self.dim(source, aligned, depth + 1)
+            if dim == 1:
+                continue
+            if dim is None or (proven is not None and dim != proven):
+                return None
+            proven = dim
+        return proven
 
     def _squeeze(self, node: ir.Node, axis: int, depth: int) -> Dim | None:
         """Squeeze/Unsqueeze with constant axes: an output axis is an input axis, or a 1."""
@@ -271,6 +316,18 @@ class DimProver:
                 return None
             proven = dim
         return proven
+
+
+def _shape_source(node: ir.Node) -> ir.Value | None:
+    """``v`` when a Reshape's target shape is the whole ``Shape(v)``."""
+    if len(node.inputs) < 2 or node.inputs[1] is None:
+        return None
+    shape = _producer(node.inputs[1])
+    if shape is None or shape.op_type != "Shape" or shape.attributes.get("start") is not None:
+        return None
+    if shape.attributes.get("end") is not None:
+        return None
+    return shape.inputs[0]
 
 
 def scalar_dim(value: ir.Value | None, prover: DimProver | None = None) -> Dim | None:

@@ -65,9 +65,7 @@ class ExpandFunctionOps(ir.passes.InPlacePass):
         return ir.passes.PassResult(model, modified=True)
 
 
-def _function_of(
-    node: ir.Node, opset: int, name: str
-) -> tuple[ir.Function, list[ir.Attr]] | None:
+def _function_of(node: ir.Node, opset: int, name: str) -> tuple[ir.Function, list[ir.Attr]] | None:
     """The op's ONNX function for ``opset`` as a model-local function named ``name``, and the
     schema's defaults of the attributes the node leaves out (the body refers to them by name;
     inlined, an unset reference would drop the attribute instead of taking the default)."""
