@@ -345,7 +345,43 @@ def counter_out() -> tuple[onnx.ModelProto, dict[str, Any]]:
     return model, {"n": np.array(3, dtype=np.int64)}
 
 
+def torch_while_loop() -> tuple[onnx.ModelProto, dict[str, Any]]:
+    """``torch.while_loop`` over the rows of ``xs`` (an SSM recurrence), as the dynamo exporter
+    writes it: no M, and the body recomputes its limit ``Squeeze(Shape(xs, 0, 1))`` and reads
+    row i through ``Reshape(i, [1])`` with an outer constant and ``Gather`` + ``Squeeze``."""
+    model = _parse(
+        """
+        <ir_version: 8, opset_import: ["" : 18]>
+        main_graph (float[t,3,4] xs) => (float[3,4] h) <
+            float[4,4] a = {0.1, -0.2, 0.3, 0.05, 0.2, 0.1, -0.1, 0.3, -0.3, 0.2, 0.1, 0.0,
+                            0.05, 0.1, 0.2, -0.1},
+            int64 clone = {0}, float[3,4] zeros = {0,0,0,0,0,0,0,0,0,0,0,0},
+            int64[1] one_1d = {1}, int64 one = {1}, int64[1] zero_1d = {0}> {
+            size = Shape <end = 1, start = 0> (xs)
+            length = Squeeze (size)
+            go = Less (clone, length)
+            counter, h = Loop ("", go, clone, zeros) <body = loop_body (
+                int64 iter_num, bool cond_in, int64 i, float[3,4] state
+            ) => (bool cond_out, int64 next, float[3,4] new_state) {
+                next = Add (i, one)
+                mixed = MatMul (state, a)
+                index = Reshape (i, one_1d)
+                row = Gather <axis = 0> (xs, index)
+                row_2d = Squeeze (row, zero_1d)
+                total = Add (mixed, row_2d)
+                new_state = Tanh (total)
+                size_again = Shape <end = 1, start = 0> (xs)
+                length_again = Squeeze (size_again)
+                cond_out = Less (next, length_again)
+            }>
+        }
+        """
+    )
+    return model, {"xs": _RNG.standard_normal((5, 3, 4)).astype(np.float32)}
+
+
 CASES: dict[str, Case] = {
+    "torch_while_loop": torch_while_loop,
     "counter_out": counter_out,
     "repeat": repeat,
     "bidirectional_rnn": bidirectional_rnn,

@@ -104,7 +104,7 @@ class _Term:
     """Iteration ``i`` continues while ``i < limit - linear.base - linear.offset + extra``."""
 
     linear: _Linear
-    limit: ir.Value  # an outer integer value
+    limit: ir.Value  # an outer integer value, or one the body computes from such (hoisted)
     extra: int  # 1 for LessOrEqual
 
 
@@ -281,6 +281,7 @@ class LoopToScan(NodeLoweringPass):
         }
         inside = {id(n) for n in all_nodes(body)}
         passes = Emitter(names, base, plan.opset)
+        constants = Emitter(names, base, plan.opset, {})
         extra = _Extra()
         # Nested in another loop's body (which OpenVINO cannot run as a Scan anyway), outer reads
         # stay reads: tract gives a nested Scan's pass-through state its first value on every
@@ -309,6 +310,11 @@ class LoopToScan(NodeLoweringPass):
                 continue
             if target is None and nested and id(value) not in initials:
                 continue
+            array = constant_array(value) if target is None else None
+            if array is not None and array.size <= _INLINED_CONSTANT_SIZE:
+                # A small constant (a Reshape target, axes) is copied in, not carried: tract
+                # needs such inputs constant ("Scan ... shape input is variable").
+                target = constants.constant(array, hint=f"{value.name}_inside")
             if target is None:
                 type_, shape = plan.types.get(id(value), (None, None))
                 target = ir.Value(
@@ -330,6 +336,7 @@ class LoopToScan(NodeLoweringPass):
                 body.outputs.extend([target if v is value else v for v in outputs_now])
         if extra.scanned:
             _remove_dead(body)  # the index computations of the rows now scanned
+        prepend(body, list(constants.nodes))
         body.extend(passes.nodes)
         return extra
 
@@ -739,19 +746,52 @@ class _Condition:
         if not self._inside(value):
             return value if self._dtype(value) in _INTS else None
         if id(value) in self._body_ids:
-            k = self.inputs.index(value) - 2
-            if k >= 0 and _through_identity(self.body.outputs[1 + k], self.body) is value:
-                outer = self.node.inputs[2 + k]
-                return outer if outer is not None and self._dtype(outer) in _INTS else None
-            return None
+            outer = self._pass_through(value)
+            return outer if outer is not None and self._dtype(outer) in _INTS else None
         producer = value.producer()
         if is_onnx(producer, "Cast", "Identity") and producer is not None:
             source = producer.inputs[0]
             if source is None or self._dtype(source) not in _INTS:
                 return None
             return self.invariant(source)
+        if self._dtype(value) in _INTS and self._hoistable(value):
+            return value  # the body recomputes it from outer values: computed once, before
         return None
 
+    def _hoistable(self, value: ir.Value, depth: int = 0) -> bool:
+        """Whether the body computes ``value`` from outer values, pass-through states and
+        constants only, through ops without side effects (PyTorch's ``while_loop`` recomputes
+        its limit, ``Squeeze(Shape(xs, 0, 1))``, inside the body on every iteration)."""
+        if depth > _HOIST_DEPTH:
+            return False
+        if not self._inside(value) or constant_array(value) is not None:
+            return True
+        if id(value) in self._body_ids:
+            return self._pass_through(value) is not None
+        producer = value.producer()
+        if producer is None or producer.graph is not self.body:
+            return False
+        if not is_onnx(producer, *_HOISTABLE) or producer.outputs[0] is not value:
+            return False
+        return all(v is None or self._hoistable(v, depth + 1) for v in producer.inputs)
+
+    def _pass_through(self, value: ir.Value) -> ir.Value | None:
+        """The Loop input a body input equals at every iteration (a state passed through)."""
+        k = self.inputs.index(value) - 2
+        if k >= 0 and _through_identity(self.body.outputs[1 + k], self.body) is value:
+            return self.node.inputs[2 + k]
+        return None
+
+
+#: Ops a loop-invariant limit is recomputed with inside a body (no side effects, no subgraphs).
+_HOISTABLE = frozenset(
+    {
+        "Identity", "Cast", "Shape", "Size", "Squeeze", "Unsqueeze", "Reshape", "Gather",
+        "Slice", "Concat", "Add", "Sub", "Mul", "Div", "Min", "Max", "Neg", "Abs", "Constant",
+    }
+)  # fmt: skip
+_HOIST_DEPTH = 32
+_INLINED_CONSTANT_SIZE = 64  # outer constants up to this many elements are copied into a body
 
 #: Ops whose output has the shape of their first input: ``Shape`` of their output is ``Shape`` of
 #: that input, for telling trip counts computed alike.
@@ -837,8 +877,9 @@ def _trip_count(emit: Emitter, node: ir.Node, terms: list[_Term] | None) -> ir.V
         count = emit.reshape(m, scalar, hint="max_trip_count")
     if terms is not None:
         bound: ir.Value | None = None
+        hoisted: dict[int, ir.Value] = {}
         for j, term in enumerate(terms):
-            limit = _int64(emit, term.limit, f"limit_{j}")
+            limit = _int64(emit, _hoist(emit, node, term.limit, hoisted), f"limit_{j}")
             shift = term.extra - term.linear.offset
             if term.linear.base is not None:
                 limit = emit.Sub(
@@ -860,6 +901,33 @@ def _trip_count(emit: Emitter, node: ir.Node, terms: list[_Term] | None) -> ir.V
     count.dtype = ir.DataType.INT64
     count.shape = ir.Shape([])
     return count
+
+
+def _hoist(emit: Emitter, node: ir.Node, value: ir.Value, done: dict[int, ir.Value]) -> ir.Value:
+    """``value`` computed before the Loop: a body value ``_Condition._hoistable`` accepted is
+    rebuilt from the Loop's inputs with the same ops; an outer value is itself."""
+    if id(value) in done:
+        return done[id(value)]
+    body = node.attributes["body"].as_graph()
+    producer = value.producer()
+    result = value
+    array = constant_array(value)
+    if body is not None and value in body.inputs:
+        k = list(body.inputs).index(value) - 2
+        outer = node.inputs[2 + k]
+        assert outer is not None  # a pass-through state, checked when planning
+        result = outer
+    elif array is not None and (producer is None or producer.graph is body):
+        result = emit.constant(array, hint=f"{value.name}_outside")
+    elif producer is not None and body is not None and producer.graph is body:
+        inputs = [None if v is None else _hoist(emit, node, v, done) for v in producer.inputs]
+        result = getattr(emit, producer.op_type)(
+            *inputs, **dict(producer.attributes), _hint=f"{value.name}_outside"
+        )
+        if value.dtype is not None:
+            result.dtype = value.dtype
+    done[id(value)] = result
+    return result
 
 
 def _extreme(emit: Emitter, op: str, a: ir.Value, b: ir.Value, hint: str) -> ir.Value:

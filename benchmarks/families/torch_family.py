@@ -1,0 +1,233 @@
+"""Export the PyTorch family of models seqlower is measured on (run by hand, never in CI).
+
+PyTorch's dynamo exporter writes sequence ops and control flow for these patterns: tuple
+stacking (``hstack``, ``vstack``, ``dstack``, ``column_stack``, ``atleast_*d``) as
+``SequenceConstruct -> SequenceMap -> SequenceAt``; ``split``/``chunk`` unoptimized as
+``SplitToSequence``; ``torch.cond`` as ``If``; ``while_loop`` as ``Loop``; ``scan`` as ``Scan``;
+``embedding_bag`` with offsets as a sequence-carrying ``Loop``.
+
+Set up once (torch 2.13.0's CPU build is what this machine's pip takes without downloading
+CUDA builds), then export into a folder of ``NAME.onnx`` + ``NAME.npz`` (``input.<name>`` /
+``output.<name>`` in graph order, as ``../shared/realworld-samples/torch``):
+
+    python3.11 -m venv /work/venvs/torch
+    /work/venvs/torch/bin/pip install torch==2.13.0 onnxscript onnx numpy
+    /work/venvs/torch/bin/python benchmarks/families/torch_family.py /work/exports/torch
+
+and measure with the project's venv:
+``.venv/bin/python benchmarks/target_samples.py /work/exports/torch``. Models that do not
+export are reported and skipped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+Export = tuple[nn.Module, tuple[Any, ...], dict[str, Any] | tuple[Any, ...] | None, bool]
+
+_RNG = torch.Generator().manual_seed(0)
+
+
+def _randn(*shape: int) -> torch.Tensor:
+    return torch.randn(*shape, generator=_RNG)
+
+
+class _Fn(nn.Module):
+    """One input ``x`` (named, so that ``dynamic_shapes`` can be a tuple per input)."""
+
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, x: torch.Tensor) -> Any:
+        return self.fn(x)
+
+
+class _Fn2(_Fn):
+    """Two inputs ``a``, ``b``."""
+
+    def forward(self, a: torch.Tensor, b: torch.Tensor) -> Any:  # type: ignore[override]
+        return self.fn(a, b)
+
+
+def _row(xs: torch.Tensor, i: torch.Tensor) -> torch.Tensor:
+    """``xs[i]`` for a loop counter (plain indexing is data-dependent to torch.export)."""
+    return xs.index_select(0, i.reshape(1)).squeeze(0)
+
+
+def stacking() -> dict[str, Export]:
+    a1, b1 = _randn(3), _randn(5)
+    a2, b2 = _randn(2, 3), _randn(4, 3)
+    return {
+        "hstack_1d_dyn": (_Fn2(lambda a, b: torch.hstack((a, b))), (a1, b1),
+                          ({0: torch.export.Dim("la", min=2)}, {0: torch.export.Dim("lb", min=2)}),
+                          True),
+        "vstack_2d_dyn": (_Fn2(lambda a, b: torch.vstack((a, b))), (a2, b2),
+                          ({0: torch.export.Dim("ra", min=2)}, {0: torch.export.Dim("rb", min=2)}),
+                          True),
+        "dstack_2d": (_Fn2(lambda a, b: torch.dstack((a, b))), (a2, a2 + 1), None, True),
+        "column_stack_1d": (_Fn2(lambda a, b: torch.column_stack((a, b))), (a1, a1 * 2), None,
+                            True),
+        "atleast_1d_tuple": (_Fn2(lambda a, b: torch.cat(torch.atleast_1d((a, b)))),
+                             (torch.tensor(2.0), a1), None, True),
+        "atleast_2d_tuple_dyn": (_Fn2(lambda a, b: torch.cat(torch.atleast_2d((a, b)), 1)),
+                                 (a1, b1), ({0: torch.export.Dim("la", min=2)},
+                                            {0: torch.export.Dim("lb", min=2)}), True),
+        "atleast_3d_tuple": (_Fn2(lambda a, b: torch.cat(torch.atleast_3d((a, b)), 2)),
+                             (a2, a2 * 3), None, True),
+        "hstack_mixed_rank": (_Fn2(lambda a, b: torch.hstack((a, b))), (a2, _randn(2, 1)), None,
+                              True),
+    }
+
+
+def splits() -> dict[str, Export]:
+    x = _randn(6, 4)
+    return {
+        "split_equal": (_Fn(lambda x: torch.stack([t.sum(0) for t in torch.split(x, 2)])),
+                        (x,), None, False),
+        "chunk_3": (_Fn(lambda x: torch.cat([t * (i + 1) for i, t in enumerate(x.chunk(3))])),
+                    (x,), None, False),
+        "split_1_rest_dyn": (_Fn(lambda x: torch.split(x, [1, x.shape[0] - 1])[1] * 2),
+                             (x,), ({0: torch.export.Dim("n", min=3, max=64)},), False),
+        "unbind_rows": (_Fn(lambda x: sum(x.unbind(0))), (x,), None, False),
+    }
+
+
+def control_flow() -> dict[str, Export]:
+    from torch._higher_order_ops.while_loop import while_loop
+
+    class Ssm(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a = nn.Parameter(_randn(4, 4) * 0.3)
+
+        def forward(self, xs: torch.Tensor) -> torch.Tensor:
+            def cond(i: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+                return i < xs.shape[0]
+
+            def body(i: torch.Tensor, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+                return i + 1, torch.tanh(h @ self.a + _row(xs, i))
+
+            _, h = while_loop(cond, body, (torch.tensor(0), torch.zeros(xs.shape[1:])))
+            return h
+
+    class GruSteps(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.cell = nn.GRUCell(4, 4)
+
+        def forward(self, xs: torch.Tensor) -> torch.Tensor:
+            def cond(i: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+                return i < xs.shape[0]
+
+            def body(i: torch.Tensor, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+                return i + 1, self.cell(_row(xs, i), h)
+
+            _, h = while_loop(cond, body, (torch.tensor(0), torch.zeros(xs.shape[1], 4)))
+            return h
+
+    class Sinkhorn(nn.Module):
+        def forward(self, c: torch.Tensor) -> torch.Tensor:
+            def cond(i: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+                return (i < 50) & ((k.sum(1) - 1).abs().max() > 1e-4)
+
+            def body(i: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+                k = k / k.sum(1, keepdim=True)
+                return i + 1, k / k.sum(0, keepdim=True)
+
+            _, k = while_loop(cond, body, (torch.tensor(0), torch.exp(-c)))
+            return k
+
+    class Cond(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.cond(x.sum() > 0, lambda x: x * 2, lambda x: x - 1, (x,))
+
+    class ScanCumsum(nn.Module):
+        def forward(self, xs: torch.Tensor) -> torch.Tensor:
+            from torch._higher_order_ops.scan import scan
+
+            def step(h: torch.Tensor, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+                h = h + x
+                return h, h.clone()
+
+            _, ys = scan(step, torch.zeros(xs.shape[1:]), xs)
+            return ys
+
+    xs = _randn(5, 3, 4)
+    return {
+        "while_ssm": (Ssm(), (xs,), ({0: torch.export.Dim("t", min=2, max=64)},), True),
+        "while_gru_cell": (GruSteps(), (xs,), ({0: torch.export.Dim("t", min=2, max=64)},), True),
+        "while_sinkhorn": (Sinkhorn(), (_randn(4, 4).abs(),), None, True),
+        "cond_sign": (Cond(), (xs,), None, True),
+        "scan_cumsum": (ScanCumsum(), (xs,), None, True),
+    }
+
+
+def embedding_bags() -> dict[str, Export]:
+    out: dict[str, Export] = {}
+    for mode in ("sum", "mean", "max"):
+        bag = nn.EmbeddingBag(10, 3, mode=mode)
+        indices = torch.tensor([1, 2, 4, 5, 4, 3, 2, 9])
+        offsets = torch.tensor([0, 3, 5])
+        out[f"embedding_bag_{mode}"] = (bag, (indices, offsets), None, True)
+    return out
+
+
+def export(name: str, item: Export, folder: Path) -> str:
+    module, args, dynamic, optimize = item
+    module.eval()
+    path = folder / f"{name}.onnx"
+    program = torch.onnx.export(
+        module, args, dynamo=True, dynamic_shapes=dynamic, optimize=optimize, verbose=False
+    )
+    program.save(str(path))
+    with torch.no_grad():
+        outputs = module(*args)
+    if isinstance(outputs, torch.Tensor):
+        outputs = (outputs,)
+    import onnx
+
+    model = onnx.load(str(path))
+    arrays: dict[str, np.ndarray] = {}
+    for value, array in zip(model.graph.input, args, strict=True):
+        arrays[f"input.{value.name}"] = array.numpy()
+    for value, array in zip(model.graph.output, outputs, strict=True):
+        arrays[f"output.{value.name}"] = array.numpy()
+    np.savez(folder / f"{name}.npz", **arrays)
+    return "ok"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("folder", type=Path)
+    parser.add_argument("--only", default="", help="comma-separated names")
+    args = parser.parse_args()
+    args.folder.mkdir(parents=True, exist_ok=True)
+    family = {**stacking(), **splits(), **control_flow(), **embedding_bags()}
+    only = {n for n in args.only.split(",") if n}
+    failed = 0
+    for name, item in family.items():
+        if only and name not in only:
+            continue
+        try:
+            print(f"{name:28} {export(name, item, args.folder)}", flush=True)
+        except Exception as e:  # noqa: BLE001 - report and go on
+            failed += 1
+            line = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            print(f"{name:28} not exported: {line[:150]}", flush=True)
+            if "-v" in sys.argv:
+                traceback.print_exc()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
