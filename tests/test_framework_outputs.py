@@ -174,3 +174,27 @@ def test_missing_expected_file_names_the_flag(tmp_path: Path, command: str) -> N
     assert result.exit_code == 2, result.output
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and f"--expected {missing}: no such file" in lines[0], lines
+
+
+@pytest.mark.parametrize(
+    ("name", "target"),
+    [
+        # torch.while_loop (dynamo exporter): the limit recomputed inside the body.
+        ("while_ssm", "tract"),
+        ("while_ssm", "openvino"),
+        # embedding_bag with offsets: a Loop appending rows that come out of untyped nested Ifs.
+        ("embedding_bag_mean", "openvino"),
+    ],
+)
+def test_pytorch_exports_run_on_their_target(tmp_path: Path, name: str, target: str) -> None:
+    from tests.runtimes import require
+
+    require(target)
+    model, data, out = SAMPLES / f"{name}.onnx", SAMPLES / f"{name}.npz", tmp_path / "out.onnx"
+    args = [str(model), "-o", str(out), "--target", target]
+    result = CliRunner().invoke(cli, [*args, "--inputs", str(data), "--expected", str(data)])
+    assert result.exit_code == 0, result.output
+    assert "check: runs and matches on " in result.output
+    assert "check: matches the framework's outputs" in result.output
+    ops = {node.op_type for node in onnx.load(out).graph.node}
+    assert not ops & {"Loop", "SequenceEmpty", "SequenceInsert", "ConcatFromSequence"}, ops

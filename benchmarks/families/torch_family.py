@@ -68,36 +68,73 @@ def stacking() -> dict[str, Export]:
     a1, b1 = _randn(3), _randn(5)
     a2, b2 = _randn(2, 3), _randn(4, 3)
     return {
-        "hstack_1d_dyn": (_Fn2(lambda a, b: torch.hstack((a, b))), (a1, b1),
-                          ({0: torch.export.Dim("la", min=2)}, {0: torch.export.Dim("lb", min=2)}),
-                          True),
-        "vstack_2d_dyn": (_Fn2(lambda a, b: torch.vstack((a, b))), (a2, b2),
-                          ({0: torch.export.Dim("ra", min=2)}, {0: torch.export.Dim("rb", min=2)}),
-                          True),
+        "hstack_1d_dyn": (
+            _Fn2(lambda a, b: torch.hstack((a, b))),
+            (a1, b1),
+            ({0: torch.export.Dim("la", min=2)}, {0: torch.export.Dim("lb", min=2)}),
+            True,
+        ),
+        "vstack_2d_dyn": (
+            _Fn2(lambda a, b: torch.vstack((a, b))),
+            (a2, b2),
+            ({0: torch.export.Dim("ra", min=2)}, {0: torch.export.Dim("rb", min=2)}),
+            True,
+        ),
         "dstack_2d": (_Fn2(lambda a, b: torch.dstack((a, b))), (a2, a2 + 1), None, True),
-        "column_stack_1d": (_Fn2(lambda a, b: torch.column_stack((a, b))), (a1, a1 * 2), None,
-                            True),
-        "atleast_1d_tuple": (_Fn2(lambda a, b: torch.cat(torch.atleast_1d((a, b)))),
-                             (torch.tensor(2.0), a1), None, True),
-        "atleast_2d_tuple_dyn": (_Fn2(lambda a, b: torch.cat(torch.atleast_2d((a, b)), 1)),
-                                 (a1, b1), ({0: torch.export.Dim("la", min=2)},
-                                            {0: torch.export.Dim("lb", min=2)}), True),
-        "atleast_3d_tuple": (_Fn2(lambda a, b: torch.cat(torch.atleast_3d((a, b)), 2)),
-                             (a2, a2 * 3), None, True),
-        "hstack_mixed_rank": (_Fn2(lambda a, b: torch.hstack((a, b))), (a2, _randn(2, 1)), None,
-                              True),
+        "column_stack_1d": (
+            _Fn2(lambda a, b: torch.column_stack((a, b))),
+            (a1, a1 * 2),
+            None,
+            True,
+        ),
+        "atleast_1d_tuple": (
+            _Fn2(lambda a, b: torch.cat(torch.atleast_1d((a, b)))),
+            (torch.tensor(2.0), a1),
+            None,
+            True,
+        ),
+        "atleast_2d_tuple_dyn": (
+            _Fn2(lambda a, b: torch.cat(torch.atleast_2d((a, b)), 1)),
+            (a1, b1),
+            ({0: torch.export.Dim("la", min=2)}, {0: torch.export.Dim("lb", min=2)}),
+            True,
+        ),
+        "atleast_3d_tuple": (
+            _Fn2(lambda a, b: torch.cat(torch.atleast_3d((a, b)), 2)),
+            (a2, a2 * 3),
+            None,
+            True,
+        ),
+        "hstack_mixed_rank": (
+            _Fn2(lambda a, b: torch.hstack((a, b))),
+            (a2, _randn(2, 1)),
+            None,
+            True,
+        ),
     }
 
 
 def splits() -> dict[str, Export]:
     x = _randn(6, 4)
     return {
-        "split_equal": (_Fn(lambda x: torch.stack([t.sum(0) for t in torch.split(x, 2)])),
-                        (x,), None, False),
-        "chunk_3": (_Fn(lambda x: torch.cat([t * (i + 1) for i, t in enumerate(x.chunk(3))])),
-                    (x,), None, False),
-        "split_1_rest_dyn": (_Fn(lambda x: torch.split(x, [1, x.shape[0] - 1])[1] * 2),
-                             (x,), ({0: torch.export.Dim("n", min=3, max=64)},), False),
+        "split_equal": (
+            _Fn(lambda x: torch.stack([t.sum(0) for t in torch.split(x, 2)])),
+            (x,),
+            None,
+            False,
+        ),
+        "chunk_3": (
+            _Fn(lambda x: torch.cat([t * (i + 1) for i, t in enumerate(x.chunk(3))])),
+            (x,),
+            None,
+            False,
+        ),
+        "split_1_rest_dyn": (
+            _Fn(lambda x: torch.split(x, [1, x.shape[0] - 1])[1] * 2),
+            (x,),
+            ({0: torch.export.Dim("n", min=3, max=64)},),
+            False,
+        ),
         "unbind_rows": (_Fn(lambda x: sum(x.unbind(0))), (x,), None, False),
     }
 
@@ -220,7 +257,7 @@ def main() -> int:
             continue
         try:
             print(f"{name:28} {export(name, item, args.folder)}", flush=True)
-        except Exception as e:  # noqa: BLE001 - report and go on
+        except Exception as e:  # report and go on
             failed += 1
             line = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             print(f"{name:28} not exported: {line[:150]}", flush=True)

@@ -28,6 +28,7 @@ with the reason recorded for the sequence-free check.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 
 import numpy as np
 import onnx_ir as ir
@@ -35,7 +36,7 @@ import onnx_ir as ir
 from seqlower.errors import describe_node
 from seqlower.passes._base import NameGenerator, NodeLoweringPass, Site
 from seqlower.passes._emit import Emitter
-from seqlower.passes._sequences import block, is_onnx
+from seqlower.passes._sequences import block, constant_array, is_onnx
 from seqlower.passes._shared import concat_problem, concat_stacked, scan_outputs
 from seqlower.passes._types import TypeOracle
 
@@ -131,7 +132,7 @@ class StackLoopSequences(NodeLoweringPass):
         tensor = insert.inputs[1]
         dtype_attr = empty.attributes.get("dtype")
         dtype = ir.DataType(dtype_attr.as_int()) if dtype_attr else ir.DataType.FLOAT
-        shape = None if tensor is None else (tensor.shape or types.shape_of(tensor))
+        shape = None if tensor is None else (tensor.shape or _traced_shape(tensor, types))
         if shape is None:
             block(node, f"the rank of what it appends to '{state.name}' is unknown")
             return None
@@ -312,3 +313,101 @@ def _grown_shape(carry: _Carry) -> ir.Shape:
 def _new_axis(concat: ir.Node) -> bool:
     attr = concat.attributes.get("new_axis")
     return attr is not None and attr.as_int() == 1
+
+
+_REDUCE = frozenset(
+    {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2"}
+)
+_KEEP_SHAPE = frozenset({"Identity", "Cast", "CastLike", "Neg", "Abs", "Relu", "Sqrt", "Exp"})
+_BROADCAST = frozenset({"Add", "Sub", "Mul", "Div", "Max", "Min", "Where"})
+_TRACE_DEPTH = 32
+
+
+def _traced_shape(value: ir.Value, types: TypeOracle, depth: int = 0) -> ir.Shape | None:
+    """The shape of an appended tensor, traced through the ops PyTorch's ``embedding_bag``
+    writes around it (nested ``If``s with untyped branches, ``Slice``, ``Reduce*`` keeping
+    dims, broadcasting arithmetic); shape inference gives nothing there because the exporter
+    leaves the Loop body's inputs untyped. A dimension one branch or operand leaves unknown takes
+    another's known size: a real mismatch fails at run time (stacking or concatenating unequal
+    tensors), never gives other numbers."""
+    if value.shape is not None:
+        return value.shape
+    inferred = types.shape_of(value)  # ONNX's inference first (it may run once per model)
+    if inferred is not None:
+        return inferred
+    producer = value.producer()
+    if producer is None or depth > _TRACE_DEPTH or not is_onnx(producer, producer.op_type):
+        return None
+    index = list(producer.outputs).index(value)
+    op, inputs = producer.op_type, list(producer.inputs)
+
+    def traced(v: ir.Value | None) -> ir.Shape | None:
+        return None if v is None else _traced_shape(v, types, depth + 1)
+
+    if op == "If":
+        branches = [
+            attr.as_graph()
+            for name, attr in producer.attributes.items()
+            if name in ("then_branch", "else_branch") and attr.type == ir.AttributeType.GRAPH
+        ]
+        shapes = [traced(g.outputs[index]) for g in branches if g is not None]
+        return _unify(shapes) if len(shapes) == 2 else None
+    if index != 0 or not inputs:
+        return None
+    if op in _KEEP_SHAPE:
+        return traced(inputs[0])
+    if op in _BROADCAST:
+        shapes = [traced(v) for v in inputs]
+        if any(shape is None for shape in shapes):
+            return None
+        rank = max(len(shape) for shape in shapes if shape is not None)
+        aligned = [
+            ir.Shape([None] * (rank - len(shape)) + list(shape))
+            for shape in shapes
+            if shape is not None
+        ]
+        return _unify(aligned, ones_broadcast=True)
+    source = traced(inputs[0])
+    if source is None:
+        return None
+    if op == "Slice":  # the sliced axes change length; which they are, only constant axes say
+        axes = constant_array(inputs[3]) if len(inputs) > 3 and inputs[3] is not None else None
+        if axes is None:
+            return ir.Shape([None] * len(source)) if len(inputs) > 3 else _sliced(source, None)
+        return _sliced(source, [int(a) % len(source) for a in axes.reshape(-1)])
+    if op in _REDUCE:
+        keep = producer.attributes.get("keepdims")
+        if keep is not None and keep.as_int() == 0:
+            return None
+        axes = constant_array(inputs[1]) if len(inputs) > 1 and inputs[1] is not None else None
+        if axes is None or not len(source):
+            return None
+        reduced = {int(a) % len(source) for a in axes.reshape(-1)}
+        return ir.Shape([1 if k in reduced else d for k, d in enumerate(source)])
+    return None
+
+
+def _sliced(source: ir.Shape, axes: list[int] | None) -> ir.Shape:
+    """``source`` with the sliced axes unknown (all of them when ``axes`` is not known)."""
+    return ir.Shape([None if axes is None or k in axes else d for k, d in enumerate(source)])
+
+
+def _unify(shapes: Sequence[ir.Shape | None], ones_broadcast: bool = False) -> ir.Shape | None:
+    """One shape for values that must agree: known sizes win over unknown ones; sizes that
+    disagree become unknown (with ``ones_broadcast``, a 1 gives way to the other size)."""
+    if not shapes or any(shape is None for shape in shapes):
+        return None
+    ranks = {len(shape) for shape in shapes if shape is not None}
+    if len(ranks) != 1:
+        return None
+    dims: list[int | ir.SymbolicDim | None] = []
+    for k in range(ranks.pop()):
+        sizes = [shape[k] if isinstance(shape[k], int) else None for shape in shapes if shape]
+        if ones_broadcast:  # a 1 says nothing of the result; an unknown size may be anything
+            sizes = [d for d in sizes if d != 1] or [1]
+            known = set(sizes)
+            dims.append(known.pop() if len(known) == 1 else None)
+            continue
+        known = {d for d in sizes if d is not None}
+        dims.append(known.pop() if len(known) == 1 else None)
+    return ir.Shape(dims)

@@ -231,6 +231,11 @@ class LoopToScan(NodeLoweringPass):
         _distinct_outputs(
             body, Emitter(names, base, plan.opset), len(body.outputs) - len(scan_outs)
         )
+        if iteration.type is None:  # PyTorch leaves the body's inputs untyped; tract needs types
+            iteration.type, iteration.shape = ir.TensorType(ir.DataType.INT64), ir.Shape([])
+        for k, state in zip(kept, states, strict=True):
+            if state.type is None:
+                state.type = node.inputs[2 + k].type  # type: ignore[union-attr]
         for value in [*body.inputs, *body.outputs]:
             strip_symbolic(value)
         _replace_by_scan(
@@ -716,12 +721,12 @@ class _Condition:
             return self.linear(source)
         if is_onnx(producer, "Add", "Sub") and len(producer.inputs) == 2:
             a, b = producer.inputs
-            step = constant_int(b)
+            step = _step(b)
             if step is not None and a is not None:
                 inner = self.linear(a)
                 sign = 1 if producer.op_type == "Add" else -1
                 return None if inner is None else _Linear(inner.base, inner.offset + sign * step)
-            step = constant_int(a)
+            step = _step(a)
             if step is not None and b is not None and producer.op_type == "Add":
                 inner = self.linear(b)
                 return None if inner is None else _Linear(inner.base, inner.offset + step)
@@ -739,7 +744,7 @@ class _Condition:
         if not is_onnx(producer, "Add") or producer is None or producer.graph is not self.body:
             return False
         a, b = producer.inputs
-        return (a is state and constant_int(b) == 1) or (b is state and constant_int(a) == 1)
+        return (a is state and _step(b) == 1) or (b is state and _step(a) == 1)
 
     def invariant(self, value: ir.Value) -> ir.Value | None:
         """The outer integer value ``value`` equals at every iteration, if there is one."""
@@ -901,6 +906,17 @@ def _trip_count(emit: Emitter, node: ir.Node, terms: list[_Term] | None) -> ir.V
     count.dtype = ir.DataType.INT64
     count.shape = ir.Shape([])
     return count
+
+
+def _step(value: ir.Value | None) -> int | None:
+    """A constant integer step, also as PyTorch writes it: ``CastLike(1, counter)`` (the
+    counter is an integer, or the comparison it feeds is refused as not stepping by one)."""
+    if value is None:
+        return None
+    producer = value.producer()
+    if is_onnx(producer, "CastLike") and producer is not None and producer.inputs[0] is not None:
+        return constant_int(producer.inputs[0])
+    return constant_int(value)
 
 
 def _hoist(emit: Emitter, node: ir.Node, value: ir.Value, done: dict[int, ir.Value]) -> ir.Value:
