@@ -16,8 +16,9 @@ import shlex
 import sys
 import traceback
 import warnings
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, NoReturn
+from typing import TYPE_CHECKING, Any, Literal, NoReturn, TypeVar
 
 import click
 
@@ -213,34 +214,31 @@ def _plain_summary(doc: str | None) -> str:
     return text.split(";")[0].rstrip(".") + "."
 
 
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _action_flag(name: str, action: Callable[..., None], help: str) -> Callable[[_F], _F]:
+    """A flag that does its job while the command line is parsed and exits (``--version``)."""
+    return click.option(
+        name, is_flag=True, expose_value=False, is_eager=True, callback=action, help=help
+    )
+
+
 @click.group(
     cls=_Group,
     epilog=LOWER_EPILOG,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
-@click.option(
+@_action_flag(
     "--version",
-    is_flag=True,
-    expose_value=False,
-    is_eager=True,
-    callback=_show_version,
-    help="Show seqlower's version and those of the libraries and runtimes it uses, and exit.",
+    _show_version,
+    "Show seqlower's version and those of the libraries and runtimes it uses, and exit.",
 )
-@click.option(
-    "--list-passes",
-    is_flag=True,
-    expose_value=False,
-    is_eager=True,
-    callback=_list_passes,
-    help="List the lowering passes and exit.",
-)
-@click.option(
+@_action_flag("--list-passes", _list_passes, "List the lowering passes and exit.")
+@_action_flag(
     "--list-targets",
-    is_flag=True,
-    expose_value=False,
-    is_eager=True,
-    callback=_list_targets,
-    help="List the deploy targets (what each runtime's pipeline does, versions measured) and exit.",
+    _list_targets,
+    "List the deploy targets (what each runtime's pipeline does, versions measured) and exit.",
 )
 def cli() -> None:
     """Lower ONNX SequenceMap and ReverseSequence into ops every runtime has, and prove it.
