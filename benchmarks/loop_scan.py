@@ -7,8 +7,9 @@ Run by hand:
 A ``dynamic_rnn``-shaped loop (counter + 1 < limit through float Casts, ANDed with
 iteration < max; a TensorArray read as ``Gather(x, counter)``, a tanh RNN cell with a MatMul, the
 output written as a scan output) over T steps of a [B, H] state, as tf2onnx writes it, then the
-same model after ``seqlower.lower(model, passes=[FORM])`` for both forms: ``loop-to-scan`` (every
-outer read carried as a state, what tract and OpenVINO take) and ``loop-to-scan-rows`` (the
+same model after ``seqlower.lower(model, passes=[FORM])`` for each form: ``loop-to-scan`` (every
+outer read carried as a state, what OpenVINO takes), ``loop-to-scan-reads`` (outer reads left as
+reads, what tract takes) and ``loop-to-scan-rows`` (the
 TensorArray read as a scan input). All run interleaved in one process with the CPU provider; the
 ratio is Scan/Loop, medians of per-round ratios.
 """
@@ -87,13 +88,12 @@ def main() -> None:
     import seqlower
 
     print(f"onnxruntime {ort.__version__}, {args.threads} thread(s), medians of {args.repeat}")
-    print("| T x B x H | Loop | Scan (loop-to-scan) | ratio | Scan (loop-to-scan-rows) | ratio |")
-    print("|---|---|---|---|---|---|")
+    names = ("loop-to-scan", "loop-to-scan-reads", "loop-to-scan-rows")
+    print("| T x B x H | Loop | " + " | ".join(f"Scan ({n}) | ratio" for n in names) + " |")
+    print("|---|---|" + "---|---|" * len(names))
     for steps, batch, hidden in [(64, 8, 32), (256, 16, 64), (1024, 4, 16), (128, 64, 256)]:
         original = model(hidden)
-        forms = [
-            seqlower.lower(original, passes=[p]) for p in ("loop-to-scan", "loop-to-scan-rows")
-        ]
+        forms = [seqlower.lower(original, passes=[p]) for p in names]
         options = ort.SessionOptions()
         options.intra_op_num_threads = args.threads
         options.log_severity_level = 3

@@ -114,7 +114,7 @@ TARGETS: dict[str, Target] = {
             passes=(
                 "inline-functions",
                 *_SEQUENCE_FREE,
-                "loop-to-scan",
+                "loop-to-scan-reads",
                 "lower-reverse-sequence",
                 "fold-static-ifs",
                 "explicit-constant-of-shape-value",

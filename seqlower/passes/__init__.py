@@ -35,7 +35,12 @@ if TYPE_CHECKING:
         InlineFunctions,
         InlineUntypedSequenceMapFunctions,
     )
-    from seqlower.passes.targets.loop_to_scan import LoopToScan, LoopToScanOutermost, LoopToScanRows
+    from seqlower.passes.targets.loop_to_scan import (
+        LoopToScan,
+        LoopToScanOutermost,
+        LoopToScanReads,
+        LoopToScanRows,
+    )
     from seqlower.passes.targets.require_no_loop import RequireNoLoop
     from seqlower.passes.targets.target_repairs import (
         ExplicitConstantOfShapeValue,
@@ -55,6 +60,7 @@ __all__ = [
     "InlineUntypedSequenceMapFunctions",
     "LoopToScan",
     "LoopToScanOutermost",
+    "LoopToScanReads",
     "LoopToScanRows",
     "LowerReverseSequence",
     "LowerReverseSequenceRows",
@@ -86,6 +92,7 @@ _MODULES = {
     "LoopToScan": "targets.loop_to_scan",
     "LoopToScanOutermost": "targets.loop_to_scan",
     "LoopToScanRows": "targets.loop_to_scan",
+    "LoopToScanReads": "targets.loop_to_scan",
     "RequireNoLoop": "targets.require_no_loop",
     "ExplicitConstantOfShapeValue": "targets.target_repairs",
     "FoldStaticIfs": "targets.target_repairs",
@@ -143,6 +150,7 @@ PASSES: MutableMapping[str, type[ir.passes.InPlacePass]] = _Registry(
         "loop-to-scan": "LoopToScan",
         "loop-to-scan-rows": "LoopToScanRows",
         "loop-to-scan-outermost": "LoopToScanOutermost",
+        "loop-to-scan-reads": "LoopToScanReads",
         "require-no-loop": "RequireNoLoop",
         "explicit-constant-of-shape-value": "ExplicitConstantOfShapeValue",
         "strip-symbolic-dims": "StripSymbolicDims",

@@ -132,6 +132,11 @@ class LoopToScan(NodeLoweringPass):
     #: Whether Loops nested in another loop's body are rewritten too (OpenVINO runs no Scan in a
     #: Scan, "No nested TensorIterator", but a Loop in a Scan).
     nested: ClassVar[bool] = True
+    #: Whether every value the body reads from outside is carried as a pass-through state
+    #: (OpenVINO's Scan takes no outer-scope reads); otherwise only those that also start a
+    #: state are (tract panics on those), and the rest stay reads, which onnxruntime does not
+    #: copy on every iteration.
+    outer_reads_as_states: ClassVar[bool] = True
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         self._model = model
@@ -292,7 +297,7 @@ class LoopToScan(NodeLoweringPass):
         # stay reads: tract gives a nested Scan's pass-through state its first value on every
         # outer iteration. Only values that also start a state (tract panics on those) are
         # carried.
-        nested = id(node.graph) in self._in_loops
+        nested = id(node.graph) in self._in_loops or not self.outer_reads_as_states
         initials = {id(v) for v in node.inputs[2:] if v is not None}
         for value in outer_reads(body, [iteration, *states]):
             target = invariant.get(id(value))
@@ -996,6 +1001,13 @@ class LoopToScanRows(LoopToScan):
     """Loops as Scans (as ``LoopToScan``), TensorArray reads as scan inputs (onnxruntime)."""
 
     rows_as_scan_inputs = True
+
+
+class LoopToScanReads(LoopToScan):
+    """Loops as Scans (as ``LoopToScan``), outer reads left as reads where a runtime takes
+    them (tract), so onnxruntime copies nothing extra per iteration."""
+
+    outer_reads_as_states = False
 
 
 class LoopToScanOutermost(LoopToScan):
