@@ -135,7 +135,8 @@ TARGETS: dict[str, Target] = {
             still_blocks="Loops whose trip count is known only inside; sequences whose length "
             "is known only at run time; Scans with data-dependent trip counts computed "
             "differently and joined later (tract gives each its own symbol); Scans of zero "
-            "iterations",
+            "iterations; If branches reading values of run-time length inside a Scan "
+            "(PyTorch's embedding_bag: 'Source node without a determined fact')",
             proofs=("tract", "tract-symbolic"),
         ),
         Target(
