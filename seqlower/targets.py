@@ -160,9 +160,12 @@ TARGETS: dict[str, Target] = {
             reverse_sequence="gathernd",
             max_opset=18,
             strip_symbolic_dims=False,
-            versions="onnx2torch 1.5.15 (torch 2.14.1)",
+            versions="onnx2torch 1.5.15 (torch 2.14.1; families: torch 2.13.0)",
             measured="by hand",
-            still_blocks="Loop and Scan (no converter); models above opset 18 need --opset 18",
+            still_blocks="Loop, Scan, If, LSTM, GRU (no converter); the Split with a sizes "
+            "input (opset 18) and the Reshape with allowzero that sequence-free lowering writes "
+            "(benchmarks/families/converters.py: PyTorch family 0/20 -> 8/20, tf2onnx family "
+            "2/48 -> 6/48); newer models are converted to opset 18",
         ),
         Target(
             name="tvm",

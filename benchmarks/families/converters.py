@@ -1,0 +1,133 @@
+"""Real exports through a converter seqlower cannot run in CI (onnx2torch), before and after
+``--target`` (run by hand: the converter needs torch, gigabytes, in a venv of its own).
+
+Two steps, two venvs. First the project's venv lowers every model of a family folder for the
+target (a refusal is recorded with its first line)::
+
+    .venv/bin/python benchmarks/families/converters.py lower /work/exports/torch /tmp/lowered \\
+        --target onnx2torch
+
+then the converter's venv (``/work/venvs/torch`` of ``torch_family.py`` plus
+``pip install onnx2torch``) converts each original and each lowered model, runs it on the
+framework's inputs and compares with the framework's outputs (``.npz`` beside each model)::
+
+    /work/venvs/torch/bin/python benchmarks/families/converters.py run /work/exports/torch \\
+        /tmp/lowered
+
+A cell is ``ok`` (ran and matched to 1e-4), ``DIFF``, ``refused`` (seqlower said why) or the
+first words of the converter's error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+def lower(folder: Path, out: Path, target: str) -> None:
+    """What ``seqlower MODEL -o OUT --target T --inputs MODEL.npz`` does (the opset the target
+    needs included), the check run with the framework's inputs."""
+    from seqlower.errors import SeqlowerError
+    from seqlower.job import LowerOptions, lower_file
+    from seqlower.verification import CheckOptions
+
+    out.mkdir(parents=True, exist_ok=True)
+    for path in sorted(folder.glob("*.onnx")):
+        options = LowerOptions(
+            targets=(target,), check_options=CheckOptions(inputs=str(path.with_suffix(".npz")))
+        )
+        try:
+            result = lower_file(path, out / path.name, options)
+            if not (out / path.name).exists():
+                (out / f"{path.stem}.refused.txt").write_text(f"exit {int(result.exit_code)}")
+        except SeqlowerError as e:  # recorded, shown by `run`
+            (out / f"{path.stem}.refused.txt").write_text(str(e).splitlines()[0])
+
+
+def _io(path: Path, model: Any) -> tuple[dict[str, np.ndarray], list[np.ndarray]]:
+    """Inputs by graph input name and outputs in graph order, from either .npz layout."""
+    with np.load(path.with_suffix(".npz")) as data:
+        arrays = {key: data[key] for key in data.files}
+    if "__inputs__" in arrays:
+        inputs = {str(name): arrays[str(name)] for name in arrays["__inputs__"]}
+        outputs = [arrays[str(name)] for name in arrays["__outputs__"]]
+    else:
+        inputs = {k[len("input.") :]: v for k, v in arrays.items() if k.startswith("input.")}
+        outputs = [v for k, v in arrays.items() if k.startswith("output.")]
+    names = [value.name for value in model.graph.input]
+    return {name: inputs[name] for name in names if name in inputs}, outputs
+
+
+def _onnx2torch(model: Any, inputs: dict[str, np.ndarray]) -> list[np.ndarray]:
+    import torch
+    from onnx2torch import convert
+
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        module = convert(model)
+        with torch.no_grad():
+            result = module(*(torch.from_numpy(np.asarray(v)) for v in inputs.values()))
+    results = result if isinstance(result, list | tuple) else [result]
+    return [r.numpy() for r in results]
+
+
+def _cell(model: Any, inputs: dict[str, np.ndarray], want: list[np.ndarray]) -> str:
+    try:
+        got = _onnx2torch(model, inputs)
+    except Exception as e:
+        text = str(e).strip()
+        op = re.search(r"operation_type='(\w+)', version=(\d+)", text)
+        if op:  # onnx2torch names the op it lacks in a long repr
+            return f"no converter: {op.group(1)}-{op.group(2)}"
+        return (text.splitlines()[0] if text else type(e).__name__)[:60]
+    if len(got) != len(want):
+        return "DIFF"
+    for g, w in zip(got, want, strict=True):
+        if g.shape != w.shape or not np.allclose(g, w, rtol=1e-4, atol=1e-4):
+            return "DIFF"
+    return "ok"
+
+
+def run(folder: Path, lowered: Path) -> None:
+    import onnx
+
+    ran = {"original": 0, "lowered": 0}
+    paths = sorted(folder.glob("*.onnx"))
+    print("| model | as exported | after --target |\n|---|---|---|")
+    for path in paths:
+        model = onnx.load(str(path))
+        inputs, want = _io(path, model)
+        before = _cell(model, inputs, want)
+        refused = lowered / f"{path.stem}.refused.txt"
+        if refused.exists():
+            after = f"refused: {refused.read_text()[:60]}"
+        else:
+            after = _cell(onnx.load(str(lowered / path.name)), inputs, want)
+        ran["original"] += before == "ok"
+        ran["lowered"] += after == "ok"
+        print(f"| {path.stem} | {before} | {after} |", flush=True)
+    print(f"run and match: {ran['original']}/{len(paths)} -> {ran['lowered']}/{len(paths)}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("step", choices=["lower", "run"])
+    parser.add_argument("folder", type=Path)
+    parser.add_argument("lowered", type=Path)
+    parser.add_argument("--target", default="onnx2torch")
+    args = parser.parse_args()
+    if args.step == "lower":
+        lower(args.folder, args.lowered, args.target)
+    else:
+        run(args.folder, args.lowered)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
