@@ -154,7 +154,7 @@ TARGETS: dict[str, Target] = {
         ),
         Target(
             name="onnx2torch",
-            passes=(*_SEQUENCE_FREE, "lower-reverse-sequence"),
+            passes=(*_SEQUENCE_FREE, "lower-reverse-sequence", "split-as-slices"),
             requires=("require-sequence-free",),
             loops="kept",
             reverse_sequence="gathernd",
@@ -162,10 +162,10 @@ TARGETS: dict[str, Target] = {
             strip_symbolic_dims=False,
             versions="onnx2torch 1.5.15 (torch 2.14.1; families: torch 2.13.0)",
             measured="by hand",
-            still_blocks="Loop, Scan, If, LSTM, GRU (no converter); the Split with a sizes "
-            "input (opset 18) and the Reshape with allowzero that sequence-free lowering writes "
-            "(benchmarks/families/converters.py: PyTorch family 0/20 -> 8/20, tf2onnx family "
-            "2/48 -> 6/48); newer models are converted to opset 18",
+            still_blocks="Loop, Scan, If, LSTM, GRU (no converter); the Reshape with allowzero "
+            "that sequence-free lowering writes (benchmarks/families/converters.py: PyTorch "
+            "family 0/20 -> 9/20, tf2onnx family 2/48 -> 6/48); newer models are converted "
+            "to opset 18",
         ),
         Target(
             name="tvm",

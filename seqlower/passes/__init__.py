@@ -42,6 +42,7 @@ if TYPE_CHECKING:
         LoopToScanRows,
     )
     from seqlower.passes.targets.require_no_loop import RequireNoLoop
+    from seqlower.passes.targets.split_as_slices import SplitAsSlices
     from seqlower.passes.targets.target_repairs import (
         ExplicitConstantOfShapeValue,
         FoldStaticIfs,
@@ -69,6 +70,7 @@ __all__ = [
     "RequireNoLoop",
     "RequireSequenceFree",
     "ScanSequenceMap",
+    "SplitAsSlices",
     "StackLoopSequences",
     "StripSymbolicDims",
     "UnrollSequenceMap",
@@ -94,6 +96,7 @@ _MODULES = {
     "LoopToScanRows": "targets.loop_to_scan",
     "LoopToScanReads": "targets.loop_to_scan",
     "RequireNoLoop": "targets.require_no_loop",
+    "SplitAsSlices": "targets.split_as_slices",
     "ExplicitConstantOfShapeValue": "targets.target_repairs",
     "FoldStaticIfs": "targets.target_repairs",
     "StripSymbolicDims": "targets.target_repairs",
@@ -156,6 +159,7 @@ PASSES: MutableMapping[str, type[ir.passes.InPlacePass]] = _Registry(
         "strip-symbolic-dims": "StripSymbolicDims",
         "fold-static-ifs": "FoldStaticIfs",
         "expand-function-ops": "ExpandFunctionOps",
+        "split-as-slices": "SplitAsSlices",
     }
 )
 

@@ -1,0 +1,94 @@
+"""Write ``Split`` with a sizes input as one ``Slice`` per piece (target ``onnx2torch``).
+
+onnx2torch 1.5.15 converts ``Split`` only up to opset 13 (``no converter: Split-18``), and
+models converted to its opset 18 — PyTorch's ``split``/``chunk`` exports, and the pieces the
+sequence-free lowering of ``SplitToSequence`` writes — hold opset-18 ``Split``s. With the sizes
+given as an input, piece k is ``Slice(x, start_k, start_k + size_k, [axis])``: constant bounds
+for constant sizes, else the ``CumSum`` of the sizes (ends) minus the sizes (starts). A ``Split`` without
+sizes (equal pieces, ``num_outputs``) is left.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import onnx_ir as ir
+
+from seqlower.passes._base import NameGenerator, NodeLoweringPass, Site
+from seqlower.passes._emit import Emitter
+from seqlower.passes._sequences import constant_array
+from seqlower.passes._types import TypeOracle
+
+__all__ = ["SplitAsSlices"]
+
+
+@dataclasses.dataclass
+class _Plan:
+    node: ir.Node
+    opset: int
+    axis: int
+    sizes: np.ndarray | None  # constant sizes, else computed at run time
+
+
+class SplitAsSlices(NodeLoweringPass):
+    """Every ``Split`` with a sizes input (opset 13 on) as ``Slice``s, one per output."""
+
+    op_type = "Split"
+    takes_all = False
+
+    def plan(self, site: Site, types: TypeOracle) -> _Plan | None:
+        node = site.node
+        if site.opset < 13 or len(node.inputs) < 2 or node.inputs[1] is None:
+            return None
+        if node.inputs[0] is None:
+            return None
+        attr = node.attributes.get("axis")
+        if attr is not None and (attr.is_ref() or attr.type != ir.AttributeType.INT):
+            return None
+        axis = 0 if attr is None else attr.as_int()
+        sizes = constant_array(node.inputs[1])
+        if sizes is not None and sizes.size != len(node.outputs):
+            return None  # invalid as written: leave it to fail where it did
+        return _Plan(node, site.opset, axis, None if sizes is None else sizes.astype(np.int64))
+
+    def rewrite(self, plan: _Plan, names: NameGenerator) -> None:
+        node = plan.node
+        graph = node.graph
+        assert graph is not None
+        x, sizes = node.inputs[0], node.inputs[1]
+        assert x is not None and sizes is not None
+        op = Emitter(names, node.name or "Split", plan.opset, self.constant_pool(graph))
+        axes = op.int64s([plan.axis], hint="axis")
+        outputs = list(node.outputs)
+        starts = ends = None
+        if plan.sizes is None:
+            zero = op.int64s(0, hint="zero")
+            sizes_64 = op.Cast(sizes, to=ir.DataType.INT64.value, _hint="sizes")
+            ends = op.CumSum(sizes_64, zero, _hint="ends")
+            # ends - sizes, not CumSum's exclusive=1 (onnx2torch 1.5.15 ignores it: DIFF).
+            starts = op.Sub(ends, sizes_64, _hint="starts")
+        new_outputs = []
+        offset = 0
+        for k, old in enumerate(outputs):
+            if plan.sizes is not None:
+                size = int(plan.sizes[k])
+                begin = op.int64s([offset], hint=f"start_{k}")
+                end = op.int64s([offset + size], hint=f"end_{k}")
+                offset += size
+            else:
+                assert starts is not None and ends is not None
+                index = op.int64s([k], hint=f"piece_{k}")
+                begin = op.Gather(starts, index, axis=0, _hint=f"start_{k}")
+                end = op.Gather(ends, index, axis=0, _hint=f"end_{k}")
+            # The piece keeps the output's name, type and shape (it may be a graph output).
+            piece = ir.Value(
+                name=old.name or names.fresh(f"{node.name or 'Split'}_piece_{k}"),
+                type=old.type,
+                shape=old.shape,
+            )
+            new_outputs.append(op.Slice(x, begin, end, axes, _output=piece))
+        graph.insert_before(node, op.nodes)
+        for old, new in zip(outputs, new_outputs, strict=True):
+            old.replace_all_uses_with(new, replace_graph_outputs=True)
+        graph.remove(node, safe=True)

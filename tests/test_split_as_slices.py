@@ -1,0 +1,65 @@
+"""Split with a sizes input as Slices (onnx2torch has no opset-18 Split converter)."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnx.parser
+import onnx_ir as ir
+import pytest
+
+from seqlower.passes import SplitAsSlices
+from seqlower.targets import TARGETS
+from tests.helpers import all_op_types
+from tests.runtimes import assert_same, run
+
+MODEL = """
+<ir_version: 8, opset_import: ["" : 18]>
+g (float[n,4] x) => (float[1,4] a, float[?,4] b, float[?,2] c, float[?,2] d) {
+    one = Constant <value = int64[1] {1}> ()
+    n = Shape <start = 0, end = 1> (x)
+    rest = Sub (n, one)
+    sizes = Concat <axis = 0> (one, rest)
+    a, b = Split <axis = 0> (x, sizes)
+    halves = Constant <value = int64[2] {2, 2}> ()
+    c, d = Split <axis = -1> (b, halves)
+}
+"""
+
+
+def _lowered(model: onnx.ModelProto) -> onnx.ModelProto:
+    ir_model = ir.serde.deserialize_model(model)
+    SplitAsSlices()(ir_model)
+    lowered = ir.serde.serialize_model(ir_model)
+    onnx.checker.check_model(lowered, full_check=True)
+    onnx.shape_inference.infer_shapes(lowered, check_type=True, strict_mode=True)
+    return lowered
+
+
+@pytest.mark.parametrize("rows", [1, 2, 5])
+def test_computed_and_constant_sizes_become_slices(rows: int) -> None:
+    """PyTorch's split([1, N-1]) (sizes computed) and an even split (constant sizes); the
+    pieces keep the outputs' names."""
+    model = onnx.parser.parse_model(MODEL)
+    lowered = _lowered(model)
+    ops = all_op_types(lowered)
+    assert "Split" not in ops and ops.count("Slice") == 4
+    assert [o.name for o in lowered.graph.output] == ["a", "b", "c", "d"]
+    feeds = {"x": np.arange(rows * 4, dtype=np.float32).reshape(rows, 4)}
+    assert_same(run("onnxruntime", model, feeds), run("onnxruntime", lowered, feeds))
+
+
+def test_equal_split_without_sizes_is_left() -> None:
+    model = onnx.parser.parse_model(
+        """
+        <ir_version: 8, opset_import: ["" : 18]>
+        g (float[4,4] x) => (float[2,4] a, float[2,4] b) {
+            a, b = Split <axis = 0, num_outputs = 2> (x)
+        }
+        """
+    )
+    assert "Split" in all_op_types(_lowered(model))
+
+
+def test_onnx2torch_target_runs_it() -> None:
+    assert "split-as-slices" in TARGETS["onnx2torch"].passes
