@@ -4,8 +4,8 @@ onnx2torch 1.5.15 converts ``Split`` only up to opset 13 (``no converter: Split-
 models converted to its opset 18 — PyTorch's ``split``/``chunk`` exports, and the pieces the
 sequence-free lowering of ``SplitToSequence`` writes — hold opset-18 ``Split``s. With the sizes
 given as an input, piece k is ``Slice(x, start_k, start_k + size_k, [axis])``: constant bounds
-for constant sizes, else the ``CumSum`` of the sizes (ends) minus the sizes (starts). A ``Split`` without
-sizes (equal pieces, ``num_outputs``) is left.
+for constant sizes, else the ``CumSum`` of the sizes (ends) minus the sizes (starts). A
+``Split`` without sizes (equal pieces, ``num_outputs``) is left.
 """
 
 from __future__ import annotations
