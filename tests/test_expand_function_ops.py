@@ -10,6 +10,8 @@ import onnx
 import onnx.parser
 import onnx_ir as ir
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import seqlower
 from seqlower.passes import ExpandFunctionOps
@@ -109,3 +111,28 @@ def test_tract_target_expands_center_crop_pad(cli: Any, tmp_path: Path) -> None:
     assert "CenterCropPad" not in all_op_types(onnx.load(out))
     # The default pipeline keeps the op (onnxruntime has it).
     assert "CenterCropPad" in all_op_types(seqlower.lower(onnx.load(EXAMPLE)))
+
+
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    shape=st.lists(st.integers(1, 6), min_size=2, max_size=3),
+    data=st.data(),
+)
+def test_center_crop_pad_property(shape: list[int], data: st.DataObject) -> None:
+    """Any input shape, any non-empty set of axes, any target sizes (crop, pad or keep, odd
+    amounts included): the expanded body gives exactly what onnxruntime's kernel does."""
+    axes = sorted(data.draw(st.sets(st.integers(0, len(shape) - 1), min_size=1)))
+    sizes = data.draw(st.lists(st.integers(1, 7), min_size=len(axes), max_size=len(axes)))
+    dims = ",".join("?" for _ in shape)
+    model = onnx.parser.parse_model(
+        f"""
+        <ir_version: 8, opset_import: ["" : 18]>
+        g (float[{",".join(map(str, shape))}] x) => (float[{dims}] y)
+            <int64[{len(sizes)}] size = {{{", ".join(map(str, sizes))}}}> {{
+            y = CenterCropPad <axes = [{", ".join(map(str, axes))}]> (x, size)
+        }}
+        """
+    )
+    lowered = expanded(model)
+    feeds = {"x": np.arange(int(np.prod(shape)), dtype=np.float32).reshape(shape)}
+    assert_same(run("onnxruntime", model, feeds), run("onnxruntime", lowered, feeds))

@@ -7,6 +7,8 @@ import onnx
 import onnx.parser
 import onnx_ir as ir
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from seqlower.passes import SplitAsSlices
 from seqlower.targets import TARGETS
@@ -63,3 +65,43 @@ def test_equal_split_without_sizes_is_left() -> None:
 
 def test_onnx2torch_target_runs_it() -> None:
     assert "split-as-slices" in TARGETS["onnx2torch"].passes
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    sizes=st.lists(st.integers(0, 3), min_size=1, max_size=4),
+    axis=st.sampled_from([0, 1, -1]),
+    computed=st.booleans(),
+    other=st.integers(1, 3),
+)
+def test_slices_equal_split_property(
+    sizes: list[int], axis: int, computed: bool, other: int
+) -> None:
+    """Any sizes (zeros included), on any axis, constant or computed: the Slices give exactly
+    the Split's pieces."""
+    total, count = sum(sizes), len(sizes)
+    shape = [total, other] if axis == 0 else [other, total]
+    outputs = ", ".join(f"float[?,?] p{k}" for k in range(count))
+    pieces = ", ".join(f"p{k}" for k in range(count))
+    literal = ", ".join(str(s) for s in sizes)
+    sizes_line = (
+        "sizes = Identity (given)"
+        if computed
+        else f"sizes = Constant <value = int64[{count}] {{{literal}}}> ()"
+    )
+    inputs = f"float[{shape[0]},{shape[1]}] x" + (f", int64[{count}] given" if computed else "")
+    model = onnx.parser.parse_model(
+        f"""
+        <ir_version: 8, opset_import: ["" : 18]>
+        g ({inputs}) => ({outputs}) {{
+            {sizes_line}
+            {pieces} = Split <axis = {axis}> (x, sizes)
+        }}
+        """
+    )
+    lowered = _lowered(model)
+    assert "Split" not in all_op_types(lowered)
+    feeds = {"x": np.arange(shape[0] * shape[1], dtype=np.float32).reshape(shape)}
+    if computed:
+        feeds["given"] = np.array(sizes, np.int64)
+    assert_same(run("onnxruntime", model, feeds), run("onnxruntime", lowered, feeds))
