@@ -236,10 +236,8 @@ class LoopToScan(NodeLoweringPass):
         _distinct_outputs(
             body, Emitter(names, base, plan.opset), len(body.outputs) - len(scan_outs)
         )
-        if iteration.type is None:  # PyTorch leaves the body's inputs untyped; tract needs types
-            iteration.type, iteration.shape = ir.TensorType(ir.DataType.INT64), ir.Shape([])
         for k, state in zip(kept, states, strict=True):
-            if state.type is None:
+            if state.type is None:  # PyTorch leaves the body's inputs untyped; tract needs types
                 state.type = node.inputs[2 + k].type  # type: ignore[union-attr]
         for value in [*body.inputs, *body.outputs]:
             strip_symbolic(value)
@@ -397,7 +395,7 @@ def _counters_from_iterations(
     for k in plan.counters:
         state, start = body.inputs[2 + k], node.inputs[2 + k]
         assert start is not None
-        dtype = state.dtype or ir.DataType.INT64
+        dtype = state.dtype or start.dtype or ir.DataType.INT64  # PyTorch leaves states untyped
         step = iteration
         if dtype != ir.DataType.INT64:
             step = inner.Cast(iteration, to=dtype.value, _hint="counter_step")
@@ -405,7 +403,7 @@ def _counters_from_iterations(
             counter = inner.Identity(step, _hint=f"{state.name}_now")
         else:
             counter = inner.Add(start, step, _hint=f"{state.name}_now")
-        counter.type, counter.shape = state.type, ir.Shape([])
+        counter.type, counter.shape = state.type or ir.TensorType(dtype), ir.Shape([])
         state.replace_all_uses_with(counter, replace_graph_outputs=True)
         trips = count
         if dtype != ir.DataType.INT64:
