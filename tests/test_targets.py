@@ -276,11 +276,15 @@ def test_inspect_says_what_a_target_would_do(tmp_path: Path) -> None:
 
 
 def test_each_target_gets_its_reverse_sequence_form(tmp_path: Path) -> None:
-    """Lengths known only at run time: the onnxruntime target gets the row Gather (faster
-    there), tract the portable GatherND, OpenVINO keeps its native kernel; each is proven."""
+    """Lengths known only at run time: onnxruntime and OpenVINO keep their native kernels (for
+    types onnxruntime has one for), tract gets the portable GatherND; each is proven."""
     source, out = tmp_path / "m.onnx", tmp_path / "out.onnx"
     onnx.save(REVERSE, source)
-    expected = {"onnxruntime": "Gather", "tract": "GatherND", "openvino": "ReverseSequence"}
+    expected = {
+        "onnxruntime": "ReverseSequence",
+        "tract": "GatherND",
+        "openvino": "ReverseSequence",
+    }
     for target, op in expected.items():
         require(target)
         result = CliRunner().invoke(cli, [str(source), "-o", str(out), "--target", target])
@@ -288,7 +292,28 @@ def test_each_target_gets_its_reverse_sequence_form(tmp_path: Path) -> None:
         ops = {node.op_type for node in onnx.load(out).graph.node}
         assert op in ops, (target, ops)
         assert ("GatherND" in ops) == (target == "tract"), (target, ops)
-        assert ("ReverseSequence" in ops) == (target == "openvino"), (target, ops)
+        assert ("ReverseSequence" in ops) == (target != "tract"), (target, ops)
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "complex64", "complex128"])
+def test_onnxruntime_target_lowers_only_the_types_it_lacks(dtype: str) -> None:
+    """onnxruntime has no ReverseSequence kernel for these: its target lowers them (row form)
+    and keeps the kernel for the float node beside them."""
+    opset = 28 if dtype == "bfloat16" else 17  # ReverseSequence takes bfloat16 from opset 28
+    model = onnx.parser.parse_model(
+        f"""
+        <ir_version: 8, opset_import: ["" : {opset}]>
+        g ({dtype}[4, 2, 3] x, int64[2] lens) => ({dtype}[4, 2, 3] y, float[4, 2] z) {{
+            y = ReverseSequence <batch_axis = 1, time_axis = 0> (x, lens)
+            f = Constant <value = float[4, 2] {{1, 2, 3, 4, 5, 6, 7, 8}}> ()
+            z = ReverseSequence <batch_axis = 1, time_axis = 0> (f, lens)
+        }}
+        """
+    )
+    lowered = seqlower.lower(model, target="onnxruntime")
+    ops = [node.op_type for node in lowered.graph.node]
+    assert ops.count("ReverseSequence") == 1  # the float one: onnxruntime's kernel
+    assert "Gather" in ops
 
 
 def test_reproduce_command_remakes_the_same_lowering(tmp_path: Path) -> None:

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
         LoopToScanRows,
     )
     from seqlower.passes.targets.require_no_loop import RequireNoLoop
+    from seqlower.passes.targets.reverse_sequence_gaps import LowerReverseSequenceGaps
     from seqlower.passes.targets.split_as_slices import SplitAsSlices
     from seqlower.passes.targets.target_repairs import (
         ExplicitConstantOfShapeValue,
@@ -64,6 +65,7 @@ __all__ = [
     "LoopToScanReads",
     "LoopToScanRows",
     "LowerReverseSequence",
+    "LowerReverseSequenceGaps",
     "LowerReverseSequenceRows",
     "LowerSequenceMap",
     "NodeLoweringPass",
@@ -96,6 +98,7 @@ _MODULES = {
     "LoopToScanRows": "targets.loop_to_scan",
     "LoopToScanReads": "targets.loop_to_scan",
     "RequireNoLoop": "targets.require_no_loop",
+    "LowerReverseSequenceGaps": "targets.reverse_sequence_gaps",
     "SplitAsSlices": "targets.split_as_slices",
     "ExplicitConstantOfShapeValue": "targets.target_repairs",
     "FoldStaticIfs": "targets.target_repairs",
@@ -143,6 +146,7 @@ PASSES: MutableMapping[str, type[ir.passes.InPlacePass]] = _Registry(
         "lower-sequence-map": "LowerSequenceMap",
         "lower-reverse-sequence": "LowerReverseSequence",
         "lower-reverse-sequence-rows": "LowerReverseSequenceRows",
+        "lower-reverse-sequence-gaps": "LowerReverseSequenceGaps",
         "fold-sequence-ops": "FoldSequenceOps",
         "unroll-sequence-map": "UnrollSequenceMap",
         "scan-sequence-map": "ScanSequenceMap",

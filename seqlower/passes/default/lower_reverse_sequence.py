@@ -375,8 +375,8 @@ def _static_dim(value: ir.Value, axis: int) -> int | None:
 
 
 class LowerReverseSequenceRows(LowerReverseSequence):
-    """:class:`LowerReverseSequence` with ``form="gather"``: the onnxruntime target's form (the
-    faster one there), registered by name so a target's pipeline can list it."""
+    """:class:`LowerReverseSequence` with ``form="gather"`` (the faster form on onnxruntime),
+    registered by name so a pipeline can list it."""
 
     def __init__(self) -> None:
         super().__init__(form="gather")
