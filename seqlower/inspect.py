@@ -208,6 +208,11 @@ def _run(proto: onnx.ModelProto, name: str) -> PipelineView:
             view.rewritten[row.op_type] = view.rewritten.get(row.op_type, 0) + row.rewritten
             if row.forms:
                 view.forms[row.op_type] = dict(row.forms)
+    # Two passes may rewrite the same node (a sequence-carrying Loop is stacked, then made a
+    # Scan): count nodes, not rewrites, where the model held that many.
+    for op, n in view.rewritten.items():
+        if report.ops_before[op]:
+            view.rewritten[op] = min(n, report.ops_before[op])
     view.remaining = {op: n for op in _SEQUENCE_OPS if (n := report.ops_after[op])}
     return view
 
