@@ -397,6 +397,10 @@ def test_list_passes_says_which_pipelines_run_each() -> None:
     assert rows["lower-sequence-map"].split()[1:3] == ["default", "Replace"]
     assert "sequence-free (twice)" in rows["fold-sequence-ops"]
     assert "sequence-free" in rows["require-sequence-free"]
+    # Passes only a target runs name it (they ran "only with --passes" before).
+    assert "--target tract" in rows["loop-to-scan-reads"]
+    assert "--target onnx2torch" in rows["split-as-slices"]
+    assert "only with --passes" in rows["loop-to-scan-rows"]
     assert not any("docstring" in line for line in lines)
     assert any("remove-unused-nodes" in line for line in lines)
 

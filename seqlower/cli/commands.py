@@ -185,13 +185,25 @@ def _show_version(ctx: click.Context, _param: click.Parameter, value: bool) -> N
 
 
 def _pipelines_of(name: str) -> str:
-    """Which pipelines run a pass: ``default``, ``sequence-free`` (twice, last), or neither."""
+    """Which pipelines run a pass: ``default``, ``sequence-free`` (twice, last), the targets
+    whose pipeline lists it, or none (``--passes`` only)."""
+    from seqlower.targets import TARGETS
+
     runs = []
     if name in DEFAULT_PASSES:
         runs.append("default")
     count = SEQUENCE_FREE_PASSES.count(name)
     if count or name == "require-sequence-free":
         runs.append("sequence-free" + (" (twice)" if count > 1 else ""))
+    if not runs:  # the sequence-free passes are in most targets' pipelines: said once above
+        targets = [
+            row.name
+            for row in TARGETS.values()
+            if name in (*row.passes, *row.requires)
+            or (name == "expand-function-ops" and row.expand_ops)
+        ]
+        if targets:
+            runs.append("--target " + ", ".join(targets))
     return ", ".join(runs) or "only with --passes"
 
 
