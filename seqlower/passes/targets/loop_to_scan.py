@@ -886,8 +886,9 @@ def _trip_count(emit: Emitter, node: ir.Node, terms: list[_Term] | None) -> ir.V
     if terms is not None:
         bound: ir.Value | None = None
         hoisted: dict[int, ir.Value] = {}
+        body = node.attributes["body"].as_graph()
         for j, term in enumerate(terms):
-            limit = _int64(emit, _hoist(emit, node, term.limit, hoisted), f"limit_{j}")
+            limit = _int64(emit, _hoist(emit, node, body, term.limit, hoisted), f"limit_{j}")
             shift = term.extra - term.linear.offset
             if term.linear.base is not None:
                 limit = emit.Sub(
@@ -922,24 +923,24 @@ def _step(value: ir.Value | None) -> int | None:
     return constant_int(value)
 
 
-def _hoist(emit: Emitter, node: ir.Node, value: ir.Value, done: dict[int, ir.Value]) -> ir.Value:
+def _hoist(
+    emit: Emitter, node: ir.Node, body: ir.Graph, value: ir.Value, done: dict[int, ir.Value]
+) -> ir.Value:
     """``value`` computed before the Loop: a body value ``_Condition._hoistable`` accepted is
     rebuilt from the Loop's inputs with the same ops; an outer value is itself."""
     if id(value) in done:
         return done[id(value)]
-    body = node.attributes["body"].as_graph()
     producer = value.producer()
+    inside = (producer.graph is body) if producer is not None else value.graph is body
     result = value
-    array = constant_array(value)
-    if body is not None and value in body.inputs:
-        k = list(body.inputs).index(value) - 2
-        outer = node.inputs[2 + k]
+    if value in body.inputs:
+        outer = node.inputs[list(body.inputs).index(value)]
         assert outer is not None  # a pass-through state, checked when planning
         result = outer
-    elif array is not None and (producer is None or producer.graph is body):
+    elif inside and (array := constant_array(value)) is not None:
         result = emit.constant(array, hint=f"{value.name}_outside")
-    elif producer is not None and body is not None and producer.graph is body:
-        inputs = [None if v is None else _hoist(emit, node, v, done) for v in producer.inputs]
+    elif inside and producer is not None:
+        inputs = [None if v is None else _hoist(emit, node, body, v, done) for v in producer.inputs]
         result = getattr(emit, producer.op_type)(
             *inputs, **dict(producer.attributes), _hint=f"{value.name}_outside"
         )
