@@ -19,7 +19,7 @@ import onnx
 import onnx_ir as ir
 from onnx_ir.passes.common import InlinePass
 
-from seqlower._graphs import all_graphs
+from seqlower.passes._base import ONNX_DOMAINS, _Walk
 
 __all__ = ["ExpandFunctionOps"]
 
@@ -35,22 +35,18 @@ class ExpandFunctionOps(ir.passes.InPlacePass):
         self.ops = None if ops is None else frozenset(ops)
         self.rewritten = 0
 
+    def matches(self, node: ir.Node) -> bool:
+        return node.domain in ONNX_DOMAINS and (self.ops is None or node.op_type in self.ops)
+
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         self.rewritten = 0
-        default_opset = model.opset_imports.get("", model.opset_imports.get("ai.onnx", 1))
+        walk = _Walk(self.matches, names=False)  # every scope, with the opset in force there
+        walk.model(model)
         planned: list[tuple[ir.Node, ir.Function, list[ir.Attr]]] = []
-        for graph in all_graphs(model):
-            opset = default_opset
-            if isinstance(graph, ir.Function):
-                opset = graph.opset_imports.get("", default_opset)
-            for node in graph:
-                if node.domain not in ("", "ai.onnx"):
-                    continue
-                if self.ops is not None and node.op_type not in self.ops:
-                    continue
-                found = _function_of(node, opset, f"{node.op_type}_{len(planned)}")
-                if found is not None:
-                    planned.append((node, *found))
+        for site in walk.sites:
+            found = _function_of(site.node, site.opset, f"{site.node.op_type}_{len(planned)}")
+            if found is not None:
+                planned.append((site.node, *found))
         if not planned:
             return ir.passes.PassResult(model, modified=False)
         for node, function, defaults in planned:
