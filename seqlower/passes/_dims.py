@@ -17,14 +17,22 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-__all__ = ["Dim", "DimProver", "constant_of", "filled_vector", "scalar_dim"]
+__all__ = [
+    "BROADCASTING",
+    "SAME_SHAPE",
+    "Dim",
+    "DimProver",
+    "constant_of",
+    "filled_vector",
+    "scalar_dim",
+]
 
 #: A dimension: its static size, or the (value, axis) it is the size of.
 Dim = int | tuple[ir.Value, int]
 
 _ONNX = frozenset({"", "ai.onnx"})
 # Ops whose first output has the first input's shape.
-_SAME_SHAPE = frozenset(
+SAME_SHAPE = frozenset(
     {
         "Identity", "Cast", "CastLike", "Abs", "Neg", "Relu", "Sigmoid", "Tanh", "Exp", "Log",
         "Sqrt", "Reciprocal", "Floor", "Ceil", "Round", "Sign", "Not", "Erf", "Softplus",
@@ -82,7 +90,7 @@ def _rank(value: ir.Value) -> int | None:
 
 # Elementwise ops with multidirectional broadcasting: an output dimension is proven when every
 # input's aligned dimension is the same proven one, or a static 1 that broadcasts.
-_BROADCASTING = frozenset(
+BROADCASTING = frozenset(
     {
         "Add", "Sub", "Mul", "Div", "Pow", "Mod", "Max", "Min", "Sum", "Mean", "And", "Or",
         "Xor", "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "Where", "PRelu",
@@ -118,9 +126,9 @@ class DimProver:
             found = 4 if value is node.outputs[0] else 3  # Y; Y_h and Y_c
         elif node is not None and depth < _DEPTH_LIMIT and value is node.outputs[0]:
             inputs = [v for v in node.inputs if v is not None]
-            if node.op_type in _SAME_SHAPE or node.op_type == "Transpose":
+            if node.op_type in SAME_SHAPE or node.op_type == "Transpose":
                 found = self.rank(inputs[0], depth + 1) if inputs else None
-            elif node.op_type in _BROADCASTING and inputs:
+            elif node.op_type in BROADCASTING and inputs:
                 ranks = [self.rank(v, depth + 1) for v in inputs]
                 found = None if None in ranks else max(r for r in ranks if r is not None)
             elif node.op_type == "MatMul" and len(inputs) == 2:
@@ -166,7 +174,7 @@ class DimProver:
             return value, axis
         if op in ("Squeeze", "Unsqueeze"):
             return self._squeeze(node, axis, depth) or (value, axis)
-        if op in _SAME_SHAPE:
+        if op in SAME_SHAPE:
             return self.dim(node.inputs[0], axis, depth + 1)
         if op == "Transpose":
             source = node.inputs[0]
@@ -177,7 +185,7 @@ class DimProver:
             if perm is None or axis >= len(perm):
                 return value, axis
             return self.dim(source, perm[axis], depth + 1)
-        if op in _BROADCASTING:
+        if op in BROADCASTING:
             return self._broadcast(node, value, axis, depth) or (value, axis)
         if op == "MatMul":
             return self._matmul(node, axis, depth) or (value, axis)

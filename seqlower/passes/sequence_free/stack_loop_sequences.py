@@ -35,6 +35,7 @@ import onnx_ir as ir
 
 from seqlower.errors import describe_node
 from seqlower.passes._base import NameGenerator, NodeLoweringPass, Site
+from seqlower.passes._dims import BROADCASTING, SAME_SHAPE
 from seqlower.passes._emit import Emitter
 from seqlower.passes._sequences import block, constant_array, is_onnx
 from seqlower.passes._shared import concat_problem, concat_stacked, scan_outputs
@@ -318,8 +319,6 @@ def _new_axis(concat: ir.Node) -> bool:
 _REDUCE = frozenset(
     {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2"}
 )
-_KEEP_SHAPE = frozenset({"Identity", "Cast", "CastLike", "Neg", "Abs", "Relu", "Sqrt", "Exp"})
-_BROADCAST = frozenset({"Add", "Sub", "Mul", "Div", "Max", "Min", "Where"})
 _TRACE_DEPTH = 32
 
 
@@ -354,9 +353,9 @@ def _traced_shape(value: ir.Value, types: TypeOracle, depth: int = 0) -> ir.Shap
         return _unify(shapes) if len(shapes) == 2 else None
     if index != 0 or not inputs:
         return None
-    if op in _KEEP_SHAPE:
+    if op in SAME_SHAPE:
         return traced(inputs[0])
-    if op in _BROADCAST:
+    if op in BROADCASTING:
         shapes = [traced(v) for v in inputs]
         if any(shape is None for shape in shapes):
             return None
