@@ -35,7 +35,7 @@ from seqlower.cli.options import (
 from seqlower.cli.output import Printer
 from seqlower.errors import ExitCode, SeqlowerError, first_line
 from seqlower.passes import DEFAULT_PASSES, PASSES, SEQUENCE_FREE_PASSES
-from seqlower.targets import deployment
+from seqlower.targets import TARGETS, deployment
 
 if TYPE_CHECKING:
     from seqlower.job import LowerOptions, check_paths, lower_file, verify_files
@@ -187,8 +187,6 @@ def _show_version(ctx: click.Context, _param: click.Parameter, value: bool) -> N
 def _pipelines_of(name: str) -> str:
     """Which pipelines run a pass: ``default``, ``sequence-free`` (twice, last), the targets
     whose pipeline lists it, or none (``--passes`` only)."""
-    from seqlower.targets import TARGETS
-
     runs = []
     if name in DEFAULT_PASSES:
         runs.append("default")
