@@ -34,7 +34,7 @@ import numpy as np
 import onnx_ir as ir
 
 from seqlower.errors import describe_node
-from seqlower.passes._base import NameGenerator, NodeLoweringPass, Site
+from seqlower.passes._base import ONNX_DOMAINS, NameGenerator, NodeLoweringPass, Site
 from seqlower.passes._dims import BROADCASTING, SAME_SHAPE
 from seqlower.passes._emit import Emitter
 from seqlower.passes._sequences import block, constant_array, is_onnx
@@ -335,7 +335,7 @@ def _traced_shape(value: ir.Value, types: TypeOracle, depth: int = 0) -> ir.Shap
     if inferred is not None:
         return inferred
     producer = value.producer()
-    if producer is None or depth > _TRACE_DEPTH or not is_onnx(producer, producer.op_type):
+    if producer is None or depth > _TRACE_DEPTH or producer.domain not in ONNX_DOMAINS:
         return None
     index = list(producer.outputs).index(value)
     op, inputs = producer.op_type, list(producer.inputs)
@@ -371,9 +371,8 @@ def _traced_shape(value: ir.Value, types: TypeOracle, depth: int = 0) -> ir.Shap
         return None
     if op == "Slice":  # the sliced axes change length; which they are, only constant axes say
         axes = constant_array(inputs[3]) if len(inputs) > 3 and inputs[3] is not None else None
-        if axes is None:
-            return ir.Shape([None] * len(source)) if len(inputs) > 3 else _sliced(source, None)
-        return _sliced(source, [int(a) % len(source) for a in axes.reshape(-1)])
+        known = None if axes is None else [int(a) % len(source) for a in axes.reshape(-1)]
+        return _sliced(source, known)
     if op in _REDUCE:
         keep = producer.attributes.get("keepdims")
         if keep is not None and keep.as_int() == 0:
