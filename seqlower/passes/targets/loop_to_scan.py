@@ -291,11 +291,11 @@ class LoopToScan(NodeLoweringPass):
         passes = Emitter(names, base, plan.opset)
         constants = Emitter(names, base, plan.opset, {})
         extra = _Extra()
-        # Nested in another loop's body (which OpenVINO cannot run as a Scan anyway), outer reads
-        # stay reads: tract gives a nested Scan's pass-through state its first value on every
-        # outer iteration. Only values that also start a state (tract panics on those) are
-        # carried.
-        nested = id(node.graph) in self._in_loops or not self.outer_reads_as_states
+        # Outer reads stay reads where the form allows it (tract's), and always in a loop nested
+        # in another loop's body (which OpenVINO cannot run as a Scan anyway): tract gives a
+        # nested Scan's pass-through state its first value on every outer iteration. Only
+        # values that also start a state (tract panics on those) are carried then.
+        keep_reads = id(node.graph) in self._in_loops or not self.outer_reads_as_states
         initials = {id(v) for v in node.inputs[2:] if v is not None}
         for value in outer_reads(body, [iteration, *states]):
             target = invariant.get(id(value))
@@ -316,7 +316,7 @@ class LoopToScan(NodeLoweringPass):
                 extra.scanned.append(emit.slice(value, 0, count_1d, 0, hint=f"{value.name}_rows"))
                 extra.elements.append(element)
                 continue
-            if target is None and nested and id(value) not in initials:
+            if target is None and keep_reads and id(value) not in initials:
                 continue
             array = constant_array(value) if target is None else None
             if array is not None and array.size <= _INLINED_CONSTANT_SIZE:
