@@ -40,8 +40,7 @@ class Target:
     passes: tuple[str, ...]
     #: Checks after dead-node removal, each raising on what still blocks the runtime.
     requires: tuple[str, ...]
-    #: ``Loop``: "kept" (the runtime runs it) or "scan" (fixed trip counts become ``Scan``;
-    #: "scan-outermost": only those not nested in a loop body).
+    #: ``Loop``: "kept" (the runtime runs it) or "scan" (fixed trip counts become ``Scan``).
     loops: str
     #: ``ReverseSequence``: "native" (kept; onnxruntime's row: except the types it lacks), or
     #: lowered to one ``Slice`` where lengths are
@@ -96,19 +95,17 @@ TARGETS: dict[str, Target] = {
             passes=(
                 "inline-functions",
                 *_SEQUENCE_FREE,
-                "loop-to-scan-outermost",
                 "fold-static-ifs",
+                "strict-loop-bodies",
             ),
             requires=("require-sequence-free",),
-            loops="scan-outermost",
+            loops="kept",
             reverse_sequence="native",
             max_opset=None,
             strip_symbolic_dims=False,
             versions="OpenVINO 2026.4.1 (CPU, INFERENCE_PRECISION_HINT=f32)",
             measured="CI",
-            still_blocks="sequences whose length is known only at run time; Loops it cannot "
-            "convert stay Loops (it runs some, and Loops nested in a Scan); Scans of zero "
-            "iterations",
+            still_blocks="sequences whose length is known only at run time",
             proofs=("openvino",),
         ),
         Target(

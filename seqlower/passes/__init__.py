@@ -37,13 +37,13 @@ if TYPE_CHECKING:
     )
     from seqlower.passes.targets.loop_to_scan import (
         LoopToScan,
-        LoopToScanOutermost,
         LoopToScanReads,
         LoopToScanRows,
     )
     from seqlower.passes.targets.require_no_loop import RequireNoLoop
     from seqlower.passes.targets.reverse_sequence_gaps import LowerReverseSequenceGaps
     from seqlower.passes.targets.split_as_slices import SplitAsSlices
+    from seqlower.passes.targets.strict_loop_bodies import StrictLoopBodies
     from seqlower.passes.targets.target_repairs import (
         ExplicitConstantOfShapeValue,
         FoldStaticIfs,
@@ -61,7 +61,6 @@ __all__ = [
     "InlineFunctions",
     "InlineUntypedSequenceMapFunctions",
     "LoopToScan",
-    "LoopToScanOutermost",
     "LoopToScanReads",
     "LoopToScanRows",
     "LowerReverseSequence",
@@ -74,6 +73,7 @@ __all__ = [
     "ScanSequenceMap",
     "SplitAsSlices",
     "StackLoopSequences",
+    "StrictLoopBodies",
     "StripSymbolicDims",
     "UnrollSequenceMap",
     "create_pass",
@@ -94,12 +94,12 @@ _MODULES = {
     "InlineFunctions": "targets.inline_functions",
     "InlineUntypedSequenceMapFunctions": "targets.inline_functions",
     "LoopToScan": "targets.loop_to_scan",
-    "LoopToScanOutermost": "targets.loop_to_scan",
     "LoopToScanRows": "targets.loop_to_scan",
     "LoopToScanReads": "targets.loop_to_scan",
     "RequireNoLoop": "targets.require_no_loop",
     "LowerReverseSequenceGaps": "targets.reverse_sequence_gaps",
     "SplitAsSlices": "targets.split_as_slices",
+    "StrictLoopBodies": "targets.strict_loop_bodies",
     "ExplicitConstantOfShapeValue": "targets.target_repairs",
     "FoldStaticIfs": "targets.target_repairs",
     "StripSymbolicDims": "targets.target_repairs",
@@ -156,7 +156,6 @@ PASSES: MutableMapping[str, type[ir.passes.InPlacePass]] = _Registry(
         "inline-functions": "InlineFunctions",
         "loop-to-scan": "LoopToScan",
         "loop-to-scan-rows": "LoopToScanRows",
-        "loop-to-scan-outermost": "LoopToScanOutermost",
         "loop-to-scan-reads": "LoopToScanReads",
         "require-no-loop": "RequireNoLoop",
         "explicit-constant-of-shape-value": "ExplicitConstantOfShapeValue",
@@ -164,6 +163,7 @@ PASSES: MutableMapping[str, type[ir.passes.InPlacePass]] = _Registry(
         "fold-static-ifs": "FoldStaticIfs",
         "expand-function-ops": "ExpandFunctionOps",
         "split-as-slices": "SplitAsSlices",
+        "strict-loop-bodies": "StrictLoopBodies",
     }
 )
 

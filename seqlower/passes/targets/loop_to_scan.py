@@ -1,8 +1,9 @@
 """A ``Loop`` whose trip count is fixed when it starts, as a ``Scan`` (for runtimes without Loop).
 
-tract has no ``Loop`` at all, and OpenVINO's conversion fails on the loops tf2onnx writes for
-``tf.while_loop`` (Keras ``Bidirectional``/``TimeDistributed``, ``tf.map_fn``,
-``bidirectional_dynamic_rnn``). Both run ``Scan``. Those while-loops stop on a condition that is
+tract has no ``Loop`` at all, but runs ``Scan``; OpenVINO runs both (its target keeps Loops,
+made strict by :class:`~seqlower.passes.targets.strict_loop_bodies.StrictLoopBodies`). The loops
+tf2onnx writes for ``tf.while_loop`` (Keras ``Bidirectional``/``TimeDistributed``,
+``tf.map_fn``, ``bidirectional_dynamic_rnn``) stop on a condition that is
 known when the loop starts::
 
     ..., ys = Loop(M, cond0, c0, limit, ...) with body (i, cond_in, c, limit_in, ...) ->
@@ -64,7 +65,6 @@ from seqlower.passes._types import TypeOracle, element_dtype
 __all__ = [
     "LOOP_BLOCKED_KEY",
     "LoopToScan",
-    "LoopToScanOutermost",
     "LoopToScanRows",
     "strip_symbolic",
 ]
@@ -129,9 +129,6 @@ class LoopToScan(NodeLoweringPass):
     #: Scan as fast as the Loop there; tract cannot analyse the computed ``Slice`` when N depends
     #: on data, so the targets use the portable form.
     rows_as_scan_inputs: ClassVar[bool] = False
-    #: Whether Loops nested in another loop's body are rewritten too (OpenVINO runs no Scan in a
-    #: Scan, "No nested TensorIterator", but a Loop in a Scan).
-    nested: ClassVar[bool] = True
     #: Whether every value the body reads from outside is carried as a pass-through state
     #: (OpenVINO's Scan takes no outer-scope reads); otherwise only those that also start a
     #: state are (tract panics on those), and the rest stay reads, which onnxruntime does not
@@ -157,9 +154,6 @@ class LoopToScan(NodeLoweringPass):
         if site.opset < 11 or "body" not in node.attributes:
             # Scan's opset-9 form exists, but Range (the scan input) needs opset 11.
             block(node, f"Loop at opset {site.opset}: Range, the scan input, needs opset 11")
-            return None
-        if not self.nested and id(node.graph) in self._in_loops:
-            block(node, "it is nested in a loop body (a Scan in a Scan does not run there)")
             return None
         body = node.attributes["body"].as_graph()
         if body is None or len(body.inputs) < 2 or len(body.outputs) < 1:
@@ -1007,9 +1001,3 @@ class LoopToScanReads(LoopToScan):
     them (tract), so onnxruntime copies nothing extra per iteration."""
 
     outer_reads_as_states = False
-
-
-class LoopToScanOutermost(LoopToScan):
-    """Loops as Scans (as ``LoopToScan``), except those nested in a loop body (OpenVINO)."""
-
-    nested = False

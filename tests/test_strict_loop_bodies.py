@@ -1,0 +1,255 @@
+"""StrictLoopBodies (``strict-loop-bodies``, the OpenVINO target's Loop repairs): each repair on
+a model written as tf2onnx and PyTorch write their loops, checked valid, and run on onnxruntime
+and OpenVINO against the original on onnxruntime."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnx.parser
+import onnx_ir as ir
+import pytest
+
+import seqlower
+from seqlower.passes import StrictLoopBodies
+from tests import loop_cases as cases
+from tests.helpers import all_nodes, every_graph
+from tests.runtimes import assert_same, run
+
+# tf2onnx passes every loop-invariant state through unchanged: here the limit `lim` is a body
+# output that is the body input itself (no Identity).
+PASSED_THROUGH = """
+<ir_version: 8, opset_import: ["" : 17]>
+cumulative (float[T, 3] x) => (float[T, 3] ys, int32 lim_final) {
+    zero = Constant<value = int64[1] {0}>()
+    shape = Shape(x)
+    t64 = Gather<axis = 0>(shape, zero)
+    t32 = Cast<to = 6>(t64)
+    limit = Squeeze(t32, zero)
+    m = Cast<to = 7>(limit)
+    go = Constant<value = bool {1}>()
+    start = Constant<value = int32 {0}>()
+    acc0 = Constant<value = float[3] {0, 0, 0}>()
+    count, acc, lim_final, ys = Loop(m, go, start, acc0, limit) <body = body (
+        int64 i, bool cond_in, int32 counter, float[3] acc_in, int32 lim
+    ) => (bool cond_out, int32 next, float[3] acc_out, int32 lim, float[3] y) {
+        one = Constant<value = int32 {1}>()
+        next = Add(counter, one)
+        row = Gather<axis = 0>(x, counter)
+        acc_out = Add(acc_in, row)
+        y = Identity(acc_out)
+        f_next = Cast<to = 1>(next)
+        f_lim = Cast<to = 1>(lim)
+        cond_out = Less(f_next, f_lim)
+    }>
+}
+"""
+
+# A for-loop whose condition passes through and whose body also reads the condition input (an
+# inner Loop starts from it).
+CONDITION_READ = """
+<ir_version: 8, opset_import: ["" : 17]>
+grid (float[3, 2] x) => (float[3, 2, 2] y) {
+    three = Constant<value = int64 {3}>()
+    go = Constant<value = bool {1}>()
+    y = Loop(three, go) <body = outer (int64 i, bool c) => (bool c_out, float[2, 2] rows) {
+        c_out = Identity(c)
+        row = Gather<axis = 0>(x, i)
+        two = Constant<value = int64 {2}>()
+        rows = Loop(two, c) <body = inner (int64 j, bool d) => (bool d_out, float[2] r) {
+            d_out = Identity(d)
+            fj = Cast<to = 1>(j)
+            r = Mul(row, fj)
+        }>
+    }>
+}
+"""
+
+# A counter state that the exporter leaves untyped, as PyTorch's dynamo exporter leaves the
+# inputs of `torch.while_loop` bodies (the text format cannot write a value without a type: the
+# type is removed after parsing).
+UNTYPED = """
+<ir_version: 8, opset_import: ["" : 17]>
+bags (float[N, 2] w, int64[K] offsets) => (float[B, 2] sums) {
+    zero = Constant<value = int64 {0}>()
+    nbags = Constant<value = int64 {2}>()
+    go = Constant<value = bool {1}>()
+    last, sums = Loop("", go, zero) <body = body (int64 i, bool c, int64 k) => (
+        bool c_out, int64 k_next, float[2] s
+    ) {
+        one = Constant<value = int64 {1}>()
+        minus_one = Constant<value = int64[1] {-1}>()
+        index = Reshape(k, minus_one)
+        after = Add(index, one)
+        start = Slice(offsets, index, after)
+        after2 = Add(after, one)
+        end = Slice(offsets, after, after2)
+        rows = Slice(w, start, end)
+        axes = Constant<value = int64[1] {0}>()
+        s = ReduceSum<keepdims = 0>(rows, axes)
+        k_next = Add(k, one)
+        c_out = Less(k_next, nbags)
+    }>
+}
+"""
+
+
+def _parse(text: str) -> onnx.ModelProto:
+    model = onnx.parser.parse_model(text)
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+def _untyped() -> onnx.ModelProto:
+    model = onnx.parser.parse_model(UNTYPED)
+    (loop,) = [n for n in model.graph.node if n.op_type == "Loop"]
+    loop.attribute[0].g.input[2].ClearField("type")
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+def _valid(model: onnx.ModelProto) -> None:
+    onnx.checker.check_model(model, full_check=True)
+    onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
+
+
+def _repaired(model: onnx.ModelProto) -> onnx.ModelProto:
+    ir_model = ir.serde.deserialize_model(model)
+    assert StrictLoopBodies()(ir_model).modified
+    # Strict already: a second run changes nothing.
+    assert not StrictLoopBodies()(ir_model).modified
+    repaired = ir.serde.serialize_model(ir_model)
+    _valid(repaired)
+    return repaired
+
+
+def _loop_bodies(model: onnx.ModelProto) -> list[onnx.GraphProto]:
+    return [n.attribute[0].g for n in all_nodes(model) if n.op_type == "Loop"]
+
+
+def _assert_strict(model: onnx.ModelProto) -> None:
+    for body in _loop_bodies(model):
+        inputs = {value.name for value in body.input}
+        assert not inputs & {value.name for value in body.output}, body.name
+        assert all(value.type.HasField("tensor_type") for value in body.input), body.name
+        cond_in, cond_out = body.input[1].name, body.output[0].name
+        readers = [
+            node for graph in every_graph(body) for node in graph.node if cond_in in node.input
+        ]
+        assert all(r.op_type == "Identity" and r.output[0] == cond_out for r in readers), body.name
+
+
+@pytest.mark.parametrize("runtime", ["onnxruntime", "openvino"])
+def test_a_passed_through_state_becomes_a_copy(runtime: str) -> None:
+    model = _parse(PASSED_THROUGH)
+    repaired = _repaired(model)
+    _assert_strict(repaired)
+    (body,) = _loop_bodies(repaired)
+    (copy,) = [n for n in body.node if n.output[0] == body.output[3].name]
+    assert copy.op_type == "Identity" and list(copy.input) == ["lim"]
+    feeds = {"x": np.arange(12, dtype=np.float32).reshape(4, 3)}
+    assert_same(run("onnxruntime", model, feeds), run(runtime, repaired, feeds))
+
+
+@pytest.mark.parametrize("runtime", ["onnxruntime", "openvino"])
+def test_reads_of_the_condition_take_true(runtime: str) -> None:
+    model = _parse(CONDITION_READ)
+    repaired = _repaired(model)
+    _assert_strict(repaired)
+    (outer, _inner) = _loop_bodies(repaired)
+    inner_loop = next(n for n in outer.node if n.op_type == "Loop")
+    (true,) = [n for n in outer.node if n.output[0] == inner_loop.input[1]]
+    assert true.op_type == "Constant"
+    assert onnx.numpy_helper.to_array(true.attribute[0].t).item() is True
+    feeds = {"x": np.arange(6, dtype=np.float32).reshape(3, 2)}
+    assert_same(run("onnxruntime", model, feeds), run(runtime, repaired, feeds))
+
+
+def test_reads_of_the_condition_are_exact_when_it_stops_the_loop() -> None:
+    """The body runs only while its condition input is true, also when the condition is
+    computed: the reads take true and the loop still stops where it did."""
+    text = CONDITION_READ.replace(
+        "c_out = Identity(c)", "lim = Constant<value = int64 {1}>()\n        c_out = Less(i, lim)"
+    )
+    model = _parse(text)
+    repaired = _repaired(model)
+    feeds = {"x": np.arange(6, dtype=np.float32).reshape(3, 2)}
+    expected = run("onnxruntime", model, feeds)
+    assert expected[0].shape == (2, 2, 2)
+    assert_same(expected, run("onnxruntime", repaired, feeds))
+    assert_same(expected, run("openvino", repaired, feeds))
+
+
+@pytest.mark.parametrize("runtime", ["onnxruntime", "openvino"])
+def test_untyped_inputs_get_their_types_and_ranks(runtime: str) -> None:
+    model = _untyped()
+    repaired = _repaired(model)
+    _assert_strict(repaired)
+    (body,) = _loop_bodies(repaired)
+    k = body.input[2].type.tensor_type
+    assert k.elem_type == onnx.TensorProto.INT64
+    assert len(k.shape.dim) == 0  # a scalar, as the value that starts it
+    feeds = {
+        "w": np.arange(10, dtype=np.float32).reshape(5, 2),
+        "offsets": np.array([0, 2, 5], dtype=np.int64),
+    }
+    assert_same(run("onnxruntime", model, feeds), run(runtime, repaired, feeds))
+
+
+def test_a_state_is_given_no_rank_its_output_contradicts() -> None:
+    """A state that grows a dimension each iteration keeps no shape (only its type)."""
+    model = _parse(
+        """
+        <ir_version: 8, opset_import: ["" : 17]>
+        grow (float[2] x) => (float[M] y) {
+            n = Constant<value = int64 {3}>()
+            go = Constant<value = bool {1}>()
+            y = Loop(n, go, x) <body = body (int64 i, bool c, float[K] acc) => (
+                bool c_out, float[1, L] acc_out) {
+                c_out = Identity(c)
+                axes = Constant<value = int64[1] {0}>()
+                acc_out = Unsqueeze(acc, axes)
+            }>
+        }
+        """
+    )
+    (loop,) = [n for n in model.graph.node if n.op_type == "Loop"]
+    loop.attribute[0].g.input[2].ClearField("type")
+    ir_model = ir.serde.deserialize_model(model)
+    StrictLoopBodies()(ir_model)
+    (body_input,) = (
+        next(n for n in ir_model.graph if n.op_type == "Loop")
+        .attributes["body"]
+        .as_graph()
+        .inputs[2:]
+    )
+    assert body_input.dtype == ir.DataType.FLOAT
+    assert body_input.shape is None
+
+
+def test_strict_loops_are_left_as_they_are() -> None:
+    model, _ = cases.dynamic_rnn()
+    ir_model = ir.serde.deserialize_model(model)
+    before = ir.serde.serialize_model(ir_model).SerializeToString()
+    assert not StrictLoopBodies()(ir_model).modified
+    assert ir.serde.serialize_model(ir_model).SerializeToString() == before
+
+
+@pytest.mark.parametrize("name", list(cases.CASES))
+@pytest.mark.parametrize("runtime", ["onnxruntime", "openvino"])
+def test_the_openvino_target_keeps_loops_and_they_run(name: str, runtime: str) -> None:
+    """OpenVINO runs Loops faster than the same loops as Scans (1.2-4.7x, README): its target
+    keeps them, strict, where the tract target writes Scans."""
+    model, feeds = cases.CASES[name]()
+    lowered = seqlower.lower(model, target="openvino")
+    _valid(lowered)
+    assert "Scan" not in {n.op_type for n in all_nodes(lowered)}
+    _assert_strict(lowered)
+    assert [(o.domain, o.version) for o in lowered.opset_import] == [
+        (o.domain, o.version) for o in model.opset_import
+    ]
+    expected = run("onnxruntime", model, feeds)
+    actual = run(runtime, lowered, feeds)
+    for want, got in zip(expected, actual, strict=True):
+        assert want.shape == got.shape and want.dtype == got.dtype
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
