@@ -253,3 +253,21 @@ def test_the_openvino_target_keeps_loops_and_they_run(name: str, runtime: str) -
     for want, got in zip(expected, actual, strict=True):
         assert want.shape == got.shape and want.dtype == got.dtype
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("name", "feeds"),
+    [
+        ("map_fn", {"x": np.zeros((0, 3), dtype=np.float32)}),
+        ("for_loop", {"n": np.array(0, dtype=np.int64)}),
+        ("dynamic_rnn", {"lengths": np.array([0, 0], dtype=np.int32)}),
+    ],
+)
+def test_loops_of_zero_iterations_run_on_openvino(name: str, feeds: dict[str, np.ndarray]) -> None:
+    """What a Scan cannot do (no runtime runs one of zero iterations): the kept Loop can."""
+    model, base = cases.CASES[name]()
+    feeds = {**base, **feeds}
+    lowered = seqlower.lower(model, target="openvino")
+    expected = run("onnxruntime", model, feeds)
+    assert 0 in expected[0].shape
+    assert_same(expected, run("openvino", lowered, feeds))
