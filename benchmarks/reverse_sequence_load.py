@@ -30,9 +30,10 @@ IR_VERSION = 8
 
 def stack(nodes: int, full_length: bool, shared: bool = True) -> onnx.ModelProto:
     """``nodes`` ReverseSequence nodes, time-major, each followed by an Add (a stand-in for the
-    recurrent cell between the reversals). ``shared`` False puts a Reshape to x's shape after
-    each Add, which seqlower's dimension proofs do not follow: every node then computes its own
-    index (the worst case, as after a Loop whose output sizes cannot be proven)."""
+    recurrent cell between the reversals). ``shared`` False puts a ``Slice`` to an end given as
+    an input after each Add, which seqlower's dimension proofs cannot follow: every node then
+    computes its own index (the worst case, as after a Loop whose output sizes cannot be
+    proven). (A ``Reshape`` to ``Shape(x)`` did so until the proofs learned to follow it.)"""
     lines = []
     previous = "x"
     for i in range(nodes):
@@ -47,10 +48,12 @@ def stack(nodes: int, full_length: bool, shared: bool = True) -> onnx.ModelProto
         lines += [
             f"r{i} = ReverseSequence<batch_axis = 1, time_axis = 0>({previous}, {lens})",
             f"a{i} = Add(r{i}, x)",
-            f"h{i} = Reshape(a{i}, xshape)" if not shared else f"h{i} = Identity(a{i})",
+            f"h{i} = Slice(a{i}, zero, ends, zero)" if not shared else f"h{i} = Identity(a{i})",
         ]
         previous = f"h{i}"
     lens_input = "" if full_length else ", int64[N] lens"
+    if not shared:
+        lens_input += ", int64[1] ends"
     body = "\n    ".join(lines)
     text = f"""<ir_version: {IR_VERSION}, opset_import: ["" : 17]>
 g (float[T, N, 64] x{lens_input}) => (float[T, N, 64] y) {{

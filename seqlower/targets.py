@@ -79,7 +79,7 @@ TARGETS: dict[str, Target] = {
             name="onnxruntime",
             # Its own ReverseSequence kernel is faster than any lowering (1.25-4.3x for small
             # slices); only the types it lacks are lowered, in the row form (faster there).
-            passes=("lower-sequence-map", "lower-reverse-sequence-gaps"),
+            passes=("lower-reverse-sequence-gaps", "lower-sequence-map"),
             requires=(),
             loops="kept",
             reverse_sequence="native",

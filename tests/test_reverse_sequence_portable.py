@@ -578,3 +578,74 @@ def test_reversals_share_an_index_through_shape_proofs(case: str) -> None:
         "lens": np.array([5, 0, 3], np.int64),
     }
     assert_same(native(model, feeds), run("onnxruntime", lowered, feeds))
+
+
+MAPPED_SPLITS = {
+    # name: (SplitToSequence, ConcatFromSequence, whether the index is shared): onnxscript's
+    # map over a tensor's slices keeps its shape when the body keeps the element's.
+    "stacked": ("<axis = 0, keepdims = 0> (xr)", "<axis = 0, new_axis = 1>", True),
+    "joined": ("<axis = 0> (xr)", "<axis = 0>", True),  # slices [1, N, 4] kept 3-D
+    "batch_slices": ("<axis = 1, keepdims = 0> (xr)", "<axis = 1, new_axis = 1>", True),
+    "negative_axes": ("<axis = -3, keepdims = 0> (xr)", "<axis = -3, new_axis = 1>", True),
+    # Pieces of given sizes: their count is not the split axis' length.
+    "sizes": ("<axis = 0> (xr, sizes)", "<axis = 0>", False),
+}
+#: The element each case's body takes (2-D slices, or 3-D where the split keeps its axis).
+_ELEMENT = {"joined": "float[a, b, 4]", "sizes": "float[a, b, 4]"}
+
+
+@pytest.mark.parametrize("case", list(MAPPED_SPLITS))
+def test_reversals_share_an_index_through_a_mapped_split(case: str) -> None:
+    split, concat, shared = MAPPED_SPLITS[case]
+    element = _ELEMENT.get(case, "float[a, 4]")
+    model = onnx.parser.parse_model(
+        f"""
+        <ir_version: {IR_VERSION}, opset_import: ["" : 17]>
+        g (float[T,N,4] x, int64[N] lens) => (float[?,?,?] out) <int64[2] sizes = {{2, 3}}> {{
+            xr = ReverseSequence <batch_axis = 1> (x, lens)
+            pieces = SplitToSequence {split}
+            mapped = SequenceMap (pieces) <body = square ({element} e) => ({element} r) {{
+                sq = Mul (e, e)
+                r = Neg (sq)
+            }}>
+            m = ConcatFromSequence {concat} (mapped)
+            out = ReverseSequence <batch_axis = 1> (m, lens)
+        }}
+        """
+    )
+    lowered, forms = lowered_forms(model)
+    assert forms == {"computed": 2}
+    assert all_op_types(lowered).count("Range") == (3 if shared else 6)
+    feeds = {
+        "x": np.random.default_rng(5).standard_normal((5, 3, 4)).astype(np.float32),
+        "lens": np.array([5, 0, 3], np.int64),
+    }
+    assert_same(native(model, feeds), run("onnxruntime", lowered, feeds))
+
+
+def test_a_mapped_split_whose_body_changes_the_element_proves_only_what_it_keeps() -> None:
+    """A body that transposes each [N, 4] slice: the stacked result is [T, 4, N], whose axis 1
+    is x's last axis, not its batch axis; the two reversals (valid when N is 4) must not share
+    an index built for x's dimensions."""
+    model = onnx.parser.parse_model(
+        f"""
+        <ir_version: {IR_VERSION}, opset_import: ["" : 17]>
+        g (float[T,N,4] x, int64[N] lens) => (float[?,?,?] out) {{
+            xr = ReverseSequence <batch_axis = 1> (x, lens)
+            pieces = SplitToSequence <axis = 0, keepdims = 0> (xr)
+            mapped = SequenceMap (pieces) <body = flip (float[a, 4] e) => (float[4, a] r) {{
+                r = Transpose <perm = [1, 0]> (e)
+            }}>
+            m = ConcatFromSequence <axis = 0, new_axis = 1> (mapped)
+            out = ReverseSequence <batch_axis = 1> (m, lens)
+        }}
+        """
+    )
+    lowered, forms = lowered_forms(model)
+    assert forms == {"computed": 2}
+    assert all_op_types(lowered).count("Range") == 6
+    feeds = {
+        "x": np.random.default_rng(6).standard_normal((5, 4, 4)).astype(np.float32),
+        "lens": np.array([1, 5, 0, 2], np.int64),
+    }
+    assert_same(native(model, feeds), run("onnxruntime", lowered, feeds))

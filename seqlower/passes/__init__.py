@@ -167,8 +167,10 @@ PASSES: MutableMapping[str, type[ir.passes.InPlacePass]] = _Registry(
     }
 )
 
-#: The default pipeline, in order.
-DEFAULT_PASSES: tuple[str, ...] = ("lower-sequence-map", "lower-reverse-sequence")
+#: The default pipeline, in order. ReverseSequence first: its dimension proofs follow
+#: ``SplitToSequence -> SequenceMap -> ConcatFromSequence`` (onnxscript's map over a tensor's
+#: slices), which the SequenceMap lowering would turn into a Loop they cannot see through.
+DEFAULT_PASSES: tuple[str, ...] = ("lower-reverse-sequence", "lower-sequence-map")
 
 #: The sequence-free pipeline, in order: known lengths first (SplitToSequence, SequenceInsert
 #: chains), then the maps on them, then the plumbing the unrolled maps leave, then maps over

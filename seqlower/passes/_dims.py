@@ -139,6 +139,10 @@ class DimProver:
                 found = self.rank(inputs[0], depth + 1)
             elif node.op_type == "Reshape" and (like := _shape_source(node)) is not None:
                 found = self.rank(like, depth + 1)
+            elif node.op_type == "ConcatFromSequence" and (out := _mapped_output(node)) is not None:
+                element = self.rank(out, depth + 1)  # the map's body output, for each element
+                stacked = _int_attr(node, "new_axis", 0)
+                found = None if element is None or stacked is None else element + bool(stacked)
         self._ranks[key] = found
         self._keep.append(value)
         return found
@@ -197,7 +201,80 @@ class DimProver:
             return self.dim(node.inputs[0], axis, depth + 1)
         if op == "Reshape" and (like := _shape_source(node)) is not None:
             return self.dim(like, axis, depth + 1)  # Reshape(x, Shape(v)) has v's shape
+        if op == "ConcatFromSequence":
+            return self._mapped_split(node, axis, depth) or (value, axis)
         return value, axis
+
+    def _mapped_split(self, node: ir.Node, axis: int, depth: int) -> Dim | None:
+        """``ConcatFromSequence(SequenceMap(SplitToSequence(v)))``, onnxscript's map over the
+        slices of a tensor: the joined axis is as long as the split one (one element per index,
+        no ``split`` input), the others are the body output's, followed inside the body back to
+        the element (v's other axes), a tensor it reads, or a static size."""
+        body_output = _mapped_output(node)
+        seq = node.inputs[0]
+        mapped = None if seq is None else _producer(seq)
+        if body_output is None or mapped is None or mapped.inputs[0] is None:
+            return None
+        split = _producer(mapped.inputs[0])
+        if split is None or split.op_type != "SplitToSequence" or split.inputs[0] is None:
+            return None
+        if len(split.inputs) > 1 and split.inputs[1] is not None:
+            return None  # pieces of given sizes: their count is the sizes' length
+        source = split.inputs[0]
+        body = body_output.graph
+        if not isinstance(body, ir.Graph):
+            return None
+        split_axis, keepdims = _int_attr(split, "axis", 0), _int_attr(split, "keepdims", 1)
+        join_axis, new_axis = _int_attr(node, "axis"), _int_attr(node, "new_axis", 0)
+        source_rank = self.rank(source, depth + 1)
+        out_rank = self.rank(node.outputs[0], depth + 1)
+        if None in (split_axis, keepdims, join_axis, new_axis, source_rank, out_rank):
+            return None
+        assert split_axis is not None and join_axis is not None
+        assert source_rank is not None and out_rank is not None
+        if not source_rank or not -out_rank <= join_axis < out_rank or not 0 <= axis < out_rank:
+            return None
+        split_axis, join_axis = split_axis % source_rank, join_axis % out_rank
+        count = self.dim(source, split_axis, depth + 1)
+        if new_axis and axis == join_axis:
+            return count
+        element_axis = axis if new_axis == 0 or axis < join_axis else axis - 1
+        found = self.dim(body_output, element_axis, depth + 1)
+        if isinstance(found, tuple):
+            found = self._outside(mapped, body, found, split_axis, bool(keepdims), depth)
+        if not new_axis and axis == join_axis:
+            # Joined without a new axis: as long as the split axis when every element is 1 long.
+            return count if found == 1 else None
+        return found
+
+    def _outside(
+        self,
+        mapped: ir.Node,
+        body: ir.Graph,
+        found: tuple[ir.Value, int],
+        split_axis: int,
+        keepdims: bool,
+        depth: int,
+    ) -> Dim | None:
+        """A body input's dimension as the dimension outside the map it stands for."""
+        inner, inner_axis = found
+        body_inputs = list(body.inputs)
+        source = mapped.inputs[0]
+        split = None if source is None else _producer(source)
+        if body_inputs and inner is body_inputs[0] and split is not None:
+            # The element: the split value without the split axis (or with it, 1 long).
+            whole = split.inputs[0]
+            assert whole is not None
+            if keepdims:
+                if inner_axis == split_axis:
+                    return 1
+                return self.dim(whole, inner_axis, depth + 1)
+            return self.dim(whole, inner_axis + (inner_axis >= split_axis), depth + 1)
+        for k, body_input in enumerate(body_inputs[1:], start=1):
+            outer = mapped.inputs[k] if k < len(mapped.inputs) else None
+            if body_input is inner and outer is not None and isinstance(outer.type, ir.TensorType):
+                return self.dim(outer, inner_axis, depth + 1)  # a tensor passed as it is
+        return None
 
     def _matmul(self, node: ir.Node, axis: int, depth: int) -> Dim | None:
         """MatMul of inputs of rank >= 2: [..., M, K] @ [..., K, N] -> [..., M, N], the leading
@@ -324,6 +401,19 @@ class DimProver:
                 return None
             proven = dim
         return proven
+
+
+def _mapped_output(node: ir.Node) -> ir.Value | None:
+    """The body output a ``ConcatFromSequence`` of a ``SequenceMap``'s output joins."""
+    seq = node.inputs[0] if node.inputs else None
+    mapped = None if seq is None else _producer(seq)
+    if seq is None or mapped is None or mapped.op_type != "SequenceMap":
+        return None
+    body_attr = mapped.attributes.get("body")
+    if body_attr is None or body_attr.is_ref() or body_attr.type != ir.AttributeType.GRAPH:
+        return None
+    body, index = body_attr.as_graph(), list(mapped.outputs).index(seq)
+    return body.outputs[index] if index < len(body.outputs) else None
 
 
 def _shape_source(node: ir.Node) -> ir.Value | None:
