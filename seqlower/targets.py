@@ -116,6 +116,7 @@ TARGETS: dict[str, Target] = {
                 "loop-to-scan-reads",
                 "lower-reverse-sequence",
                 "fold-static-ifs",
+                "variable-then-branches",
                 "explicit-constant-of-shape-value",
                 "strip-symbolic-dims",
             ),
@@ -134,8 +135,10 @@ TARGETS: dict[str, Target] = {
             still_blocks="Loops whose trip count is known only inside; sequences whose length "
             "is known only at run time; Scans with data-dependent trip counts computed "
             "differently and joined later (tract gives each its own symbol); Scans of zero "
-            "iterations; If branches reading values of run-time length inside a Scan "
-            "(PyTorch's embedding_bag: 'Source node without a determined fact')",
+            "iterations; Slices with run-time starts or ends anywhere (tract 0.23.9's typed "
+            "StridedSlice: 'Symbol points to an invalid (dead ?) SymbolScope'; inside an If "
+            "branch first 'Source node without a determined fact'), as PyTorch's "
+            "embedding_bag writes",
             proofs=("tract", "tract-symbolic"),
         ),
         Target(

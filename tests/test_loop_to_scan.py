@@ -600,3 +600,36 @@ def test_a_loop_carrying_a_sequence_is_left_to_the_sequence_passes() -> None:
         # OpenVINO runs the Loop once it carries a tensor; tract gets a Scan.
         assert ("Loop" in ops) == (runtime == "openvino")
         assert_same(expected, run(runtime, lowered, feeds))
+
+
+CONSTANT_THEN_IF = """
+<ir_version: 10, opset_import: ["" : 20]>
+g (float[2] x) => (float[2] y) {
+  s = ReduceSum (x)
+  zero = Constant <value = float {0.}> ()
+  c = Greater (s, zero)
+  r = If (c) <then_branch = tg () => (float[2] a) {
+    a = Constant <value = float[2] {0., 0.}> ()
+  }, else_branch = eg () => (float[2] b) {
+    b = Neg (x)
+  }>
+  y = Add (r, x)
+}
+"""
+
+
+def test_an_if_whose_then_branch_is_constant_gets_it_as_else() -> None:
+    """tract gives the If the then branch's constant whatever the condition: the original
+    returns a wrong answer there when the else branch is taken; swapped, it matches."""
+    model = onnx.parser.parse_model(CONSTANT_THEN_IF)
+    taken_else = {"x": np.array([-1.0, -2.0], dtype=np.float32)}
+    taken_then = {"x": np.array([1.0, 2.0], dtype=np.float32)}
+    expected = run("onnxruntime", model, taken_else)
+    assert not np.array_equal(expected[0], run("tract", model, taken_else)[0])
+    lowered = seqlower.lower(model, target="tract")
+    assert_valid(lowered)
+    (if_node,) = [n for n in lowered.graph.node if n.op_type == "If"]
+    assert if_node.attribute[0].g.node[0].op_type == "Neg"
+    for feeds in (taken_else, taken_then):
+        assert_same(run("onnxruntime", model, feeds), run("tract", lowered, feeds))
+        assert_same(run("onnxruntime", model, feeds), run("onnxruntime", lowered, feeds))

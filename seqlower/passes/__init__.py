@@ -48,6 +48,7 @@ if TYPE_CHECKING:
         ExplicitConstantOfShapeValue,
         FoldStaticIfs,
         StripSymbolicDims,
+        VariableThenBranches,
     )
 
 __all__ = [
@@ -76,6 +77,7 @@ __all__ = [
     "StrictLoopBodies",
     "StripSymbolicDims",
     "UnrollSequenceMap",
+    "VariableThenBranches",
     "create_pass",
 ]
 
@@ -103,6 +105,7 @@ _MODULES = {
     "ExplicitConstantOfShapeValue": "targets.target_repairs",
     "FoldStaticIfs": "targets.target_repairs",
     "StripSymbolicDims": "targets.target_repairs",
+    "VariableThenBranches": "targets.target_repairs",
 }
 
 
@@ -161,6 +164,7 @@ PASSES: MutableMapping[str, type[ir.passes.InPlacePass]] = _Registry(
         "explicit-constant-of-shape-value": "ExplicitConstantOfShapeValue",
         "strip-symbolic-dims": "StripSymbolicDims",
         "fold-static-ifs": "FoldStaticIfs",
+        "variable-then-branches": "VariableThenBranches",
         "expand-function-ops": "ExpandFunctionOps",
         "split-as-slices": "SplitAsSlices",
         "strict-loop-bodies": "StrictLoopBodies",

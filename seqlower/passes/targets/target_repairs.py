@@ -12,6 +12,11 @@
   with what it infers, and fails (``Impossible to unify Sym(unk__1392) with Val(4)``); they are
   forgotten (the dimension stays unknown, its rank kept). The main graph's inputs and outputs,
   the model's interface, keep their names.
+- :class:`VariableThenBranches`: tract 0.23.9 gives an ``If``'s output the *then* branch's fact,
+  constant value included, so an ``If`` whose then branch returns a constant is folded to it
+  (``Add(If(c, zeros, x), ...)`` reads zeros whatever ``c``; in a ``Scan`` body it then drops
+  the scanned input: 'No scan input'). Such an ``If`` becomes ``If(Not(c))`` with its branches
+  swapped, when the else branch returns no constant.
 """
 
 from __future__ import annotations
@@ -20,9 +25,17 @@ import numpy as np
 import onnx_ir as ir
 
 from seqlower._graphs import subgraphs_of
+from seqlower.passes._base import NameGenerator, NodeLoweringPass, Site
+from seqlower.passes._emit import Emitter
 from seqlower.passes._sequences import constant_array, is_onnx
+from seqlower.passes._types import TypeOracle
 
-__all__ = ["ExplicitConstantOfShapeValue", "FoldStaticIfs", "StripSymbolicDims"]
+__all__ = [
+    "ExplicitConstantOfShapeValue",
+    "FoldStaticIfs",
+    "StripSymbolicDims",
+    "VariableThenBranches",
+]
 
 
 class ExplicitConstantOfShapeValue(ir.passes.InPlacePass):
@@ -143,6 +156,43 @@ def _strip(value: ir.Value) -> bool:
         return False
     value.shape = ir.Shape([d if isinstance(d, int) else None for d in shape])
     return True
+
+
+class VariableThenBranches(NodeLoweringPass):
+    """Swap the branches of each ``If`` whose then branch returns a constant and whose else
+    branch returns none, negating the condition (tract folds the If to the then constant)."""
+
+    op_type = "If"
+    takes_all = False
+
+    def plan(self, site: Site, types: TypeOracle) -> Site | None:
+        node = site.node
+        then_attr = node.attributes.get("then_branch")
+        else_attr = node.attributes.get("else_branch")
+        if then_attr is None or else_attr is None or then_attr.is_ref() or else_attr.is_ref():
+            return None
+        then_branch, else_branch = then_attr.as_graph(), else_attr.as_graph()
+        if then_branch is None or else_branch is None or node.inputs[0] is None:
+            return None
+        if not any(constant_array(v) is not None for v in then_branch.outputs):
+            return None
+        if any(constant_array(v) is not None for v in else_branch.outputs):
+            return None  # swapped, tract would fold to the other constant
+        return site
+
+    def rewrite(self, plan: Site, names: NameGenerator) -> None:
+        node = plan.node
+        graph = node.graph
+        cond = node.inputs[0]
+        assert graph is not None and cond is not None
+        op = Emitter(names, node.name or "If", plan.opset, self.constant_pool(graph))
+        negated = op.Not(cond, _hint="not_cond")
+        graph.insert_before(node, op.nodes)
+        node.replace_input_with(0, negated)
+        then_branch = node.attributes["then_branch"].as_graph()
+        else_branch = node.attributes["else_branch"].as_graph()
+        node.attributes["then_branch"] = ir.AttrGraph("then_branch", else_branch)
+        node.attributes["else_branch"] = ir.AttrGraph("else_branch", then_branch)
 
 
 def _all_nodes(model: ir.Model) -> list[ir.Node]:
