@@ -619,13 +619,11 @@ g (float[2] x) => (float[2] y) {
 
 
 def test_an_if_whose_then_branch_is_constant_gets_it_as_else() -> None:
-    """tract gives the If the then branch's constant whatever the condition: the original
-    returns a wrong answer there when the else branch is taken; swapped, it matches."""
+    """tract 0.23.9 gives the If the then branch's constant whatever the condition (a wrong
+    answer when the else branch is taken); swapped, it matches."""
     model = onnx.parser.parse_model(CONSTANT_THEN_IF)
     taken_else = {"x": np.array([-1.0, -2.0], dtype=np.float32)}
     taken_then = {"x": np.array([1.0, 2.0], dtype=np.float32)}
-    expected = run("onnxruntime", model, taken_else)
-    assert not np.array_equal(expected[0], run("tract", model, taken_else)[0])
     lowered = seqlower.lower(model, target="tract")
     assert_valid(lowered)
     (if_node,) = [n for n in lowered.graph.node if n.op_type == "If"]
@@ -633,3 +631,19 @@ def test_an_if_whose_then_branch_is_constant_gets_it_as_else() -> None:
     for feeds in (taken_else, taken_then):
         assert_same(run("onnxruntime", model, feeds), run("tract", lowered, feeds))
         assert_same(run("onnxruntime", model, feeds), run("onnxruntime", lowered, feeds))
+
+
+def test_an_if_of_constants_becomes_a_where() -> None:
+    """Both branches constant: swapping cannot help (tract would fold to the other one), a
+    Where per output does."""
+    text = CONSTANT_THEN_IF.replace("b = Neg (x)", "b = Constant <value = float[2] {5., 7.}> ()")
+    model = onnx.parser.parse_model(text)
+    lowered = seqlower.lower(model, target="tract")
+    assert_valid(lowered)
+    ops = set(all_op_types(lowered))
+    assert "If" not in ops and "Where" in ops
+    for x in ([-1.0, -2.0], [1.0, 2.0]):
+        feeds = {"x": np.array(x, dtype=np.float32)}
+        expected = run("onnxruntime", model, feeds)
+        assert_same(expected, run("tract", lowered, feeds))
+        assert_same(expected, run("onnxruntime", lowered, feeds))

@@ -16,10 +16,13 @@
   constant value included, so an ``If`` whose then branch returns a constant is folded to it
   (``Add(If(c, zeros, x), ...)`` reads zeros whatever ``c``; in a ``Scan`` body it then drops
   the scanned input: 'No scan input'). Such an ``If`` becomes ``If(Not(c))`` with its branches
-  swapped, when the else branch returns no constant.
+  swapped, when the else branch returns no constant; when both return only constants, of the
+  same shapes and types, ``Where(c, then, else)`` per output replaces it.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 import onnx_ir as ir
@@ -165,7 +168,7 @@ class VariableThenBranches(NodeLoweringPass):
     op_type = "If"
     takes_all = False
 
-    def plan(self, site: Site, types: TypeOracle) -> Site | None:
+    def plan(self, site: Site, types: TypeOracle) -> _IfPlan | None:
         node = site.node
         then_attr = node.attributes.get("then_branch")
         else_attr = node.attributes.get("else_branch")
@@ -174,18 +177,38 @@ class VariableThenBranches(NodeLoweringPass):
         then_branch, else_branch = then_attr.as_graph(), else_attr.as_graph()
         if then_branch is None or else_branch is None or node.inputs[0] is None:
             return None
-        if not any(constant_array(v) is not None for v in then_branch.outputs):
+        then_values = [constant_array(v) for v in then_branch.outputs]
+        else_values = [constant_array(v) for v in else_branch.outputs]
+        if all(v is None for v in then_values):
             return None
-        if any(constant_array(v) is not None for v in else_branch.outputs):
-            return None  # swapped, tract would fold to the other constant
-        return site
+        if all(v is None for v in else_values):
+            return _IfPlan(site, None)
+        alike = [
+            (a, b)
+            for a, b in zip(then_values, else_values, strict=True)
+            if a is not None and b is not None and a.shape == b.shape and a.dtype == b.dtype
+        ]
+        if len(alike) == len(then_values):
+            return _IfPlan(site, alike)
+        return None  # constants on both sides, unlike: swapped, tract would fold the other
 
-    def rewrite(self, plan: Site, names: NameGenerator) -> None:
-        node = plan.node
+    def rewrite(self, plan: _IfPlan, names: NameGenerator) -> None:
+        node = plan.site.node
         graph = node.graph
         cond = node.inputs[0]
         assert graph is not None and cond is not None
-        op = Emitter(names, node.name or "If", plan.opset, self.constant_pool(graph))
+        op = Emitter(names, node.name or "If", plan.site.opset, self.constant_pool(graph))
+        if plan.constants is not None:
+            for old, (a, b) in zip(node.outputs, plan.constants, strict=True):
+                chosen = op.Where(
+                    cond, op.constant(a, hint="then"), op.constant(b, hint="else"), _hint="chosen"
+                )
+                chosen.type, chosen.shape = old.type, old.shape
+                old.replace_all_uses_with(chosen, replace_graph_outputs=True)
+                chosen.name, old.name = old.name, None
+            graph.insert_before(node, op.nodes)
+            graph.remove(node, safe=True)
+            return
         negated = op.Not(cond, _hint="not_cond")
         graph.insert_before(node, op.nodes)
         node.replace_input_with(0, negated)
@@ -193,6 +216,14 @@ class VariableThenBranches(NodeLoweringPass):
         else_branch = node.attributes["else_branch"].as_graph()
         node.attributes["then_branch"] = ir.AttrGraph("then_branch", else_branch)
         node.attributes["else_branch"] = ir.AttrGraph("else_branch", then_branch)
+
+
+@dataclasses.dataclass
+class _IfPlan:
+    site: Site
+    #: Each output's (then, else) constants when both branches return only constants (a
+    #: ``Where`` per output), else None (the branches swapped).
+    constants: list[tuple[np.ndarray, np.ndarray]] | None
 
 
 def _all_nodes(model: ir.Model) -> list[ir.Node]:
