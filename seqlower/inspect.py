@@ -58,6 +58,7 @@ class PipelineView:
     rewritten: dict[str, int] = field(default_factory=dict)  # op -> nodes
     forms: dict[str, dict[str, int]] = field(default_factory=dict)  # op -> form -> nodes
     remaining: dict[str, int] = field(default_factory=dict)  # sequence ops left
+    repaired: dict[str, tuple[int, str]] = field(default_factory=dict)  # op -> (nodes, passes)
     blockers: list[str] = field(default_factory=list)  # why this pipeline would fail
     error: str = ""  # the error the run stopped on (one line), if any
     notes: list[str] = field(default_factory=list)
@@ -74,6 +75,7 @@ class Inspection:
     ir_version: int
     pipelines: list[PipelineView]
     seconds: float = 0.0
+    loops: int = 0  # Loop nodes, in every scope
 
     def __str__(self) -> str:
         from seqlower.summary import describe_forms, seconds
@@ -83,7 +85,13 @@ class Inspection:
         ]
         lowered = {op: n for op, n in self.ops.items() if op in _LOWERED}
         others = {op: n for op, n in self.ops.items() if op not in _LOWERED}
-        if not self.ops:
+        if not self.ops and self.loops:
+            lines.append(
+                f"no sequence op and no ReverseSequence: nothing to lower by default; {self.loops} "
+                "Loop, which tract lacks and OpenVINO's importer refuses in some forms "
+                "(--target tract, --target openvino)"
+            )
+        elif not self.ops:
             lines.append("no sequence op and no ReverseSequence: nothing to lower, runs anywhere")
         for op, n in sorted(lowered.items()):
             lines.append(f"  {op:24} {n:>6}  lowered by seqlower")
@@ -102,6 +110,8 @@ class Inspection:
             for op, n in sorted(view.rewritten.items()):
                 forms = view.forms.get(op)
                 lines.append(f"  lowers {n} {op}" + (f": {describe_forms(forms)}" if forms else ""))
+            for op, (n, names) in sorted(view.repaired.items()):
+                lines.append(f"  repairs {n} {op} for the runtime, keeping it ({names})")
             if view.remaining:
                 left = ", ".join(f"{n} {op}" for op, n in sorted(view.remaining.items()))
                 lines.append(f"  leaves {left}: runtimes without sequence support refuse these")
@@ -156,6 +166,7 @@ def inspect_model(
         ir_version=proto.ir_version,
         pipelines=views,
         seconds=time.perf_counter() - start,
+        loops=counts["Loop"],
     )
 
 
@@ -204,7 +215,13 @@ def _run(proto: onnx.ModelProto, name: str) -> PipelineView:
         view.error = first_line(e)
         return view
     for row in report.passes:
-        if row.op_type and row.rewritten:
+        if row.op_type and row.rewritten and row.repairs:
+            n, names = view.repaired.get(row.op_type, (0, ""))
+            view.repaired[row.op_type] = (
+                n + row.rewritten,
+                ", ".join(filter(None, [names, row.name])),
+            )
+        elif row.op_type and row.rewritten:
             view.rewritten[row.op_type] = view.rewritten.get(row.op_type, 0) + row.rewritten
             if row.forms:
                 view.forms[row.op_type] = dict(row.forms)

@@ -318,6 +318,7 @@ class PassRow:
     rewritten: int | None
     seconds: float
     forms: dict[str, int] | None = None  # how the nodes were lowered, for passes that choose
+    repairs: bool = False  # the pass repairs nodes for a runtime (keeps their op)
 
 
 def pass_rows(passes: Sequence[ir.passes.PassBase]) -> list[PassRow]:
@@ -332,6 +333,7 @@ def pass_rows(passes: Sequence[ir.passes.PassBase]) -> list[PassRow]:
                 rewritten=getattr(inner, "rewritten", None),
                 seconds=getattr(timed, "seconds", 0.0),
                 forms=dict(getattr(inner, "forms", None) or {}) or None,
+                repairs=bool(getattr(inner, "repairs", False)),
             )
         )
     return rows

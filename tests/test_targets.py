@@ -275,9 +275,24 @@ def test_inspect_says_what_a_target_would_do(tmp_path: Path) -> None:
     assert "blocked by 1:" in result.output and "trip count is not fixed" in result.output
     # A sequence-carrying Loop is rewritten twice (stacked, then made a Scan): one Loop.
     bag = Path(__file__).parent / "data" / "realworld" / "embedding_bag_mean.onnx"
+    result = CliRunner().invoke(cli, ["inspect", str(bag), "--target", "tract"])
+    assert result.exit_code == 0, result.output
+    assert "lowers 1 Loop" in result.output, result.output
+    # OpenVINO keeps the (stacked) Loop: repaired, not lowered, and said so.
     result = CliRunner().invoke(cli, ["inspect", str(bag), "--target", "openvino"])
     assert result.exit_code == 0, result.output
     assert "lowers 1 Loop" in result.output, result.output
+    assert "repairs 1 Loop for the runtime, keeping it (strict-loop-bodies)" in result.output
+
+
+def test_inspect_names_loops_when_nothing_is_lowered(tmp_path: Path) -> None:
+    """A model whose only trouble is a Loop is not "runs anywhere": tract has no Loop."""
+    source = tmp_path / "m.onnx"
+    onnx.save(LOOP, source)
+    result = CliRunner().invoke(cli, ["inspect", str(source)])
+    assert result.exit_code == 0, result.output
+    assert "runs anywhere" not in result.output
+    assert "1 Loop, which tract lacks" in result.output
 
 
 def test_each_target_gets_its_reverse_sequence_form(tmp_path: Path) -> None:

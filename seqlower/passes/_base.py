@@ -132,6 +132,9 @@ class NodeLoweringPass(ir.passes.InPlacePass):
     #: Whether every matching node is rewritten; passes that take only some (``plan`` returns
     #: None for the others) set this False, and their postcondition is not checked.
     takes_all: ClassVar[bool] = True
+    #: Whether the pass repairs nodes for a runtime, keeping their op (``strict-loop-bodies``),
+    #: rather than lowering them away; reports say "repairs", not "lowers".
+    repairs: ClassVar[bool] = False
 
     def __init__(self) -> None:
         super().__init__()

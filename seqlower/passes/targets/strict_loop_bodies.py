@@ -55,6 +55,7 @@ class StrictLoopBodies(NodeLoweringPass):
 
     op_type = "Loop"
     takes_all = False
+    repairs = True
 
     def plan(self, site: Site, types: TypeOracle) -> _Plan | None:
         node = site.node

@@ -167,6 +167,7 @@ class VariableThenBranches(NodeLoweringPass):
 
     op_type = "If"
     takes_all = False
+    repairs = True
 
     def plan(self, site: Site, types: TypeOracle) -> _IfPlan | None:
         node = site.node
