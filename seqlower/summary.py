@@ -34,6 +34,7 @@ FORM_WORDS = {
     "rows": "as a row Gather (opset 10)",
     "scan": "as a Loop stacking scan outputs",
     "carried": "as a Loop carrying a sequence",
+    "vector": "as its elementwise body run once on the stacked elements (no Loop)",
 }
 
 

@@ -195,7 +195,21 @@ def test_pass_table_says_forms_in_words(tmp_path: Path) -> None:
     line = next(x for x in result.stdout.splitlines() if x.startswith("lower-reverse-sequence"))
     assert "1 as a GatherND with its index computed at run time" in line, line
     mapped = run(save(MAP_INPUT, tmp_path, "map.onnx"), "-o", tmp_path / "m.onnx", "--no-check")
-    assert "(1 as a Loop stacking scan outputs)" in mapped.stdout
+    assert "(1 as its elementwise body run once on the stacked elements (no Loop))" in mapped.stdout
+    # A body that is not elementwise (a Flatten) keeps the loop.
+    flat = onnx.parser.parse_model(
+        """
+        <ir_version: 8, opset_import: ["" : 17]>
+        g (seq(float[3]) s) => (float[N, 3] y) {
+            m = SequenceMap<body = f (float[3] x) => (float[1, 3] r) {
+                r = Flatten<axis = 0>(x)
+            }>(s)
+            y = ConcatFromSequence<axis = 0>(m)
+        }
+        """
+    )
+    mapped = run(save(flat, tmp_path, "m2.onnx"), "-o", tmp_path / "m2_out.onnx", "--no-check")
+    assert "(1 as a Loop stacking scan outputs)" in mapped.stdout, mapped.stdout
 
 
 # -------------------------------------------------------------------- 3. the messages
@@ -300,9 +314,9 @@ def test_inspect_says_what_each_mode_would_do(tmp_path: Path) -> None:
     result = run("inspect", source)
     assert result.exit_code == 0, result.stderr
     text = result.stdout
-    assert "SequenceMap" in text and "1 as a Loop stacking scan outputs" in text
+    assert "SequenceMap" in text and "1 as its elementwise body run once" in text
     default, free = text.split("sequence-free (--sequence-free)")
-    assert "leaves 1 ConcatFromSequence" in default and "runtimes without sequence" in default
+    assert "leaves 2 ConcatFromSequence" in default and "runtimes without sequence" in default
     assert "- graph input 's' is a sequence" in free
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.onnx"]  # nothing written
     mixed = run("inspect", save(MIXED_DTYPES, tmp_path, "mixed.onnx")).stdout

@@ -19,6 +19,16 @@ carrying a sequence through ``SequenceInsert`` copies it on every iteration in o
 (quadratic), stacking does not. Both forms return empty sequences of the right type for an
 empty input.
 
+When, besides, the map takes one sequence of elements of one declared static shape and its
+body is elementwise (unary elementwise ops, and broadcasting ops whose other operands are
+constants or outer values of rank at most the element's, so the stacked axis never meets
+theirs), no loop is needed: the body runs once on the stacked elements::
+
+    out_1..out_m = If(Greater(SequenceLength(seq), 0))
+        then: s = ConcatFromSequence(seq, axis=0, new_axis=1); ... the body on s ...;
+              out_j = SplitToSequence(r_j, axis=0, keepdims=0)
+        else: out_j = SequenceEmpty(dtype=T_j)   # ConcatFromSequence refuses an empty one
+
 The original body graph object becomes the Loop body, so its nodes, initializers, value infos
 and any lowered inner ``SequenceMap`` stay exactly as they were.
 """
@@ -34,6 +44,7 @@ import onnx_ir as ir
 from seqlower.errors import InvalidNodeError
 from seqlower.passes._base import NameGenerator, NodeLoweringPass, Site
 from seqlower.passes._emit import Emitter
+from seqlower.passes._sequences import constant_array
 from seqlower.passes._shared import (
     body_of,
     cut_interface,
@@ -58,6 +69,7 @@ class _Plan:
     input_is_sequence: list[bool]
     output_dtypes: list[ir.DataType]
     static_shapes: list[tuple[int, ...]] | None  # every body output's, when all are static
+    vector: bool = False  # an elementwise body over one static sequence: run once, stacked
 
 
 class LowerSequenceMap(NodeLoweringPass):
@@ -105,12 +117,17 @@ class LowerSequenceMap(NodeLoweringPass):
         static = None
         if self.stack_static and all(shape is not None for shape in shapes):
             static = [shape for shape in shapes if shape is not None]
-        return _Plan(node, body, site.opset, sequence_inputs, dtypes, static)
+        vector = static is not None and sequence_inputs == [True] and _elementwise(body)
+        return _Plan(node, body, site.opset, sequence_inputs, dtypes, static, vector)
 
     def rewrite(self, plan: _Plan, names: NameGenerator) -> None:
         node, body = plan.node, plan.body
         graph = node.graph
         assert graph is not None
+        if plan.vector:
+            self.forms["vector"] = self.forms.get("vector", 0) + 1
+            _vectorized(plan, names, self.constant_pool(graph), self.constant_pool(body))
+            return
         form = "carried" if plan.static_shapes is None else "scan"
         self.forms[form] = self.forms.get(form, 0) + 1
         base = node.name or "SequenceMap"
@@ -214,6 +231,135 @@ def _stacked(
     # RemoveUnusedNodesPass, leaving a Loop with one input, which is invalid.
     keep_going = before.constant(np.array(True), hint="true")
     return scanned, stacked, [count, keep_going]
+
+
+def _vectorized(
+    plan: _Plan,
+    names: NameGenerator,
+    outer_pool: dict[tuple[object, ...], ir.Value],
+    body_pool: dict[tuple[object, ...], ir.Value],
+) -> None:
+    """The map as one run of its elementwise body on the stacked elements (module docstring),
+    the body graph becoming the ``If``'s then branch."""
+    node, body = plan.node, plan.body
+    graph = node.graph
+    sequence = node.inputs[0]
+    assert graph is not None and sequence is not None
+    base = node.name or "SequenceMap"
+    before = Emitter(names, base, plan.opset, outer_pool)
+    reads = Emitter(names, base, plan.opset, body_pool)
+    tail = Emitter(names, base, plan.opset, body_pool)
+    count = before.SequenceLength(sequence, _hint="length", _dtype=_INT64)
+    nonempty = before.Greater(count, before.int64s(0, hint="zero"), _hint="nonempty")
+    param = body.inputs[0]
+    stacked = reads.ConcatFromSequence(sequence, axis=0, new_axis=1, _hint="stacked")
+    stacked.type = param.type or _element_type_of(sequence)
+    stacked.shape = None if param.shape is None else ir.Shape([None, *param.shape])
+    # Every value the body computes now has the stacked axis in front (its Constants aside).
+    for inner in body:
+        if inner.op_type != "Constant":
+            for value in inner.outputs:
+                if value.shape is not None:
+                    value.shape = ir.Shape([None, *value.shape])
+    results = cut_interface(body, {param: stacked}, list(body.outputs))
+    pieces = []
+    for j, (result, dtype) in enumerate(zip(results, plan.output_dtypes, strict=True)):
+        piece = tail.SplitToSequence(result, axis=0, keepdims=0, _hint=f"split_{j}")
+        piece.type = _sequence(dtype)
+        pieces.append(piece)
+    prepend(body, reads.nodes)
+    body.extend(tail.nodes)
+    body.outputs.extend(pieces)
+    empty = Emitter(names, base, plan.opset)
+    empties = []
+    for j, dtype in enumerate(plan.output_dtypes):
+        value = empty.SequenceEmpty(dtype=dtype.value, _hint=f"empty_{j}")
+        value.type = _sequence(dtype)
+        empties.append(value)
+    nothing = ir.Graph(
+        [], empties, nodes=empty.nodes, name=names.fresh(f"{base}_empty"), opset_imports={}
+    )
+    outputs = [
+        ir.Value(
+            name=old.name or names.fresh(f"{base}_out_{j}"),
+            type=_sequence(plan.output_dtypes[j]),
+            doc_string=old.doc_string,
+            metadata_props=dict(old.metadata_props) or None,
+        )
+        for j, old in enumerate(node.outputs)
+    ]
+    del node.attributes["body"]
+    before.If(
+        nonempty,
+        then_branch=body,
+        else_branch=nothing,
+        _outputs=outputs,
+        _name=node.name or names.fresh("SequenceMap_If"),
+        _doc_string=node.doc_string,
+        _metadata=node.metadata_props,
+    )
+    graph.insert_before(node, before.nodes)
+    for old, new in zip(node.outputs, outputs, strict=True):
+        old.replace_all_uses_with(new, replace_graph_outputs=True)
+    graph.remove(node, safe=True)
+
+
+#: Ops that act on each element alone, whatever axes are prepended to their inputs.
+_UNARY = frozenset(
+    {
+        "Identity", "Cast", "Abs", "Neg", "Relu", "Sigmoid", "Tanh", "Exp", "Log", "Sqrt",
+        "Reciprocal", "Floor", "Ceil", "Round", "Sign", "Not", "Erf", "Softplus", "Softsign",
+        "LeakyRelu", "Elu", "Selu", "Celu", "HardSigmoid", "HardSwish", "Gelu", "Mish", "IsNaN",
+        "IsInf", "Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh",
+        "Atanh", "BitwiseNot", "ThresholdedRelu", "Shrink",
+    }
+)  # fmt: skip
+#: Elementwise ops whose operands broadcast (numpy-style, aligned on the trailing axes).
+_BROADCASTING = frozenset(
+    {
+        "Add", "Sub", "Mul", "Div", "Pow", "Mod", "Max", "Min", "Sum", "Mean", "And", "Or",
+        "Xor", "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "Where", "PRelu",
+        "BitShift", "BitwiseAnd", "BitwiseOr", "BitwiseXor", "Clip", "CastLike",
+    }
+)  # fmt: skip
+
+
+def _elementwise(body: ir.Graph) -> bool:
+    """Whether ``body`` (one input, of a declared static shape) computes every output from its
+    input element by element, so that it gives the same on the stacked elements: each node
+    elementwise, each operand not computed from the input a constant or an outer value of
+    rank at most the input's, each output computed from the input."""
+    if len(body.inputs) != 1 or body.inputs[0].shape is None:
+        return False
+    if not all(isinstance(d, int) for d in body.inputs[0].shape):
+        return False
+    rank = len(body.inputs[0].shape)
+    derived = {id(body.inputs[0])}
+    for node in body:
+        if node.domain not in ("", "ai.onnx"):
+            return False
+        if node.op_type == "Constant" and not node.inputs:
+            continue
+        if node.op_type not in _UNARY and node.op_type not in _BROADCASTING:
+            return False
+        if len(node.outputs) != 1:
+            return False
+        for value in node.inputs:
+            if value is None or id(value) in derived:
+                continue
+            other_rank = None if value.shape is None else len(value.shape)
+            producer = value.producer()
+            if producer is not None and producer.graph is body and producer.op_type != "Constant":
+                return False  # computed in the body but not from the element
+            if other_rank is None:
+                constant = constant_array(value)
+                other_rank = None if constant is None else constant.ndim
+            if other_rank is None or other_rank > rank:
+                return False
+        if not any(value is not None and id(value) in derived for value in node.inputs):
+            return False
+        derived.add(id(node.outputs[0]))
+    return all(id(result) in derived for result in body.outputs)
 
 
 def _carried(
