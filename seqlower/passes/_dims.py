@@ -19,6 +19,7 @@ import onnx_ir as ir
 
 __all__ = [
     "BROADCASTING",
+    "ELEMENTWISE",
     "SAME_SHAPE",
     "Dim",
     "DimProver",
@@ -31,17 +32,20 @@ __all__ = [
 Dim = int | tuple[ir.Value, int]
 
 _ONNX = frozenset({"", "ai.onnx"})
-# Ops whose first output has the first input's shape.
-SAME_SHAPE = frozenset(
+#: Unary ops that act on each element alone, whatever the axes of their input.
+ELEMENTWISE = frozenset(
     {
-        "Identity", "Cast", "CastLike", "Abs", "Neg", "Relu", "Sigmoid", "Tanh", "Exp", "Log",
-        "Sqrt", "Reciprocal", "Floor", "Ceil", "Round", "Sign", "Not", "Erf", "Softplus",
-        "Softsign", "LeakyRelu", "Elu", "Selu", "Celu", "HardSigmoid", "HardSwish", "Gelu",
-        "Mish", "Clip", "Dropout", "Softmax", "LogSoftmax", "ReverseSequence", "IsNaN", "IsInf",
-        "Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh",
-        "BitwiseNot", "ThresholdedRelu", "Shrink", "Hardmax",
+        "Identity", "Cast", "Abs", "Neg", "Relu", "Sigmoid", "Tanh", "Exp", "Log", "Sqrt",
+        "Reciprocal", "Floor", "Ceil", "Round", "Sign", "Not", "Erf", "Softplus", "Softsign",
+        "LeakyRelu", "Elu", "Selu", "Celu", "HardSigmoid", "HardSwish", "Gelu", "Mish", "IsNaN",
+        "IsInf", "Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh",
+        "Atanh", "BitwiseNot", "ThresholdedRelu", "Shrink",
     }
 )  # fmt: skip
+# Ops whose first output has the first input's shape (some act along an axis).
+SAME_SHAPE = ELEMENTWISE | {
+    "CastLike", "Clip", "Dropout", "Softmax", "LogSoftmax", "ReverseSequence", "Hardmax",
+}  # fmt: skip
 # Casts that keep any dimension's value (dimensions are below 2**31 in every runtime).
 _DIM_PRESERVING_CASTS = frozenset(
     {ir.DataType.INT32, ir.DataType.INT64, ir.DataType.UINT32, ir.DataType.UINT64}

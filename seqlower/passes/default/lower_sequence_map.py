@@ -43,6 +43,7 @@ import onnx_ir as ir
 
 from seqlower.errors import InvalidNodeError
 from seqlower.passes._base import NameGenerator, NodeLoweringPass, Site
+from seqlower.passes._dims import BROADCASTING, ELEMENTWISE
 from seqlower.passes._emit import Emitter
 from seqlower.passes._sequences import constant_array
 from seqlower.passes._shared import (
@@ -304,24 +305,9 @@ def _vectorized(
     graph.remove(node, safe=True)
 
 
-#: Ops that act on each element alone, whatever axes are prepended to their inputs.
-_UNARY = frozenset(
-    {
-        "Identity", "Cast", "Abs", "Neg", "Relu", "Sigmoid", "Tanh", "Exp", "Log", "Sqrt",
-        "Reciprocal", "Floor", "Ceil", "Round", "Sign", "Not", "Erf", "Softplus", "Softsign",
-        "LeakyRelu", "Elu", "Selu", "Celu", "HardSigmoid", "HardSwish", "Gelu", "Mish", "IsNaN",
-        "IsInf", "Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh",
-        "Atanh", "BitwiseNot", "ThresholdedRelu", "Shrink",
-    }
-)  # fmt: skip
-#: Elementwise ops whose operands broadcast (numpy-style, aligned on the trailing axes).
-_BROADCASTING = frozenset(
-    {
-        "Add", "Sub", "Mul", "Div", "Pow", "Mod", "Max", "Min", "Sum", "Mean", "And", "Or",
-        "Xor", "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "Where", "PRelu",
-        "BitShift", "BitwiseAnd", "BitwiseOr", "BitwiseXor", "Clip", "CastLike",
-    }
-)  # fmt: skip
+#: Elementwise ops whose operands broadcast (numpy-style, aligned on the trailing axes), and
+#: Clip and CastLike, whose other operands are scalars or only give a type.
+_BROADCASTING = BROADCASTING | {"Clip", "CastLike"}
 
 
 def _elementwise(body: ir.Graph) -> bool:
@@ -340,7 +326,7 @@ def _elementwise(body: ir.Graph) -> bool:
             return False
         if node.op_type == "Constant" and not node.inputs:
             continue
-        if node.op_type not in _UNARY and node.op_type not in _BROADCASTING:
+        if node.op_type not in ELEMENTWISE and node.op_type not in _BROADCASTING:
             return False
         if len(node.outputs) != 1:
             return False
