@@ -163,15 +163,7 @@ class LowerSequenceMap(NodeLoweringPass):
         cond_out.shape = _SCALAR
         tail.Identity(cond_in, _hint="cond_out", _output=cond_out)
 
-        loop_outputs = [
-            ir.Value(
-                name=old.name or names.fresh(f"{base}_out_{j}"),
-                type=_sequence(plan.output_dtypes[j]),
-                doc_string=old.doc_string,
-                metadata_props=dict(old.metadata_props) or None,
-            )
-            for j, old in enumerate(node.outputs)
-        ]
+        loop_outputs = _new_outputs(plan, names, base)
         if plan.static_shapes is not None:
             body.inputs.extend([iteration, cond_in])
             body_outputs, node_outputs, loop_inputs = _stacked(
@@ -201,6 +193,19 @@ class LowerSequenceMap(NodeLoweringPass):
         for old, new in zip(node.outputs, loop_outputs, strict=True):
             old.replace_all_uses_with(new, replace_graph_outputs=True)
         graph.remove(node, safe=True)
+
+
+def _new_outputs(plan: _Plan, names: NameGenerator, base: str) -> list[ir.Value]:
+    """The sequences that replace the map's outputs: their names, docs and metadata kept."""
+    return [
+        ir.Value(
+            name=old.name or names.fresh(f"{base}_out_{j}"),
+            type=_sequence(plan.output_dtypes[j]),
+            doc_string=old.doc_string,
+            metadata_props=dict(old.metadata_props) or None,
+        )
+        for j, old in enumerate(plan.node.outputs)
+    ]
 
 
 def _stacked(
@@ -280,15 +285,7 @@ def _vectorized(
     nothing = ir.Graph(
         [], empties, nodes=empty.nodes, name=names.fresh(f"{base}_empty"), opset_imports={}
     )
-    outputs = [
-        ir.Value(
-            name=old.name or names.fresh(f"{base}_out_{j}"),
-            type=_sequence(plan.output_dtypes[j]),
-            doc_string=old.doc_string,
-            metadata_props=dict(old.metadata_props) or None,
-        )
-        for j, old in enumerate(node.outputs)
-    ]
+    outputs = _new_outputs(plan, names, base)
     del node.attributes["body"]
     before.If(
         nonempty,
