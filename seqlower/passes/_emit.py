@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+import onnx
 import onnx_ir as ir
 
 from seqlower.passes._base import NameGenerator
@@ -48,8 +49,9 @@ class Emitter(ir.tape.Tape):
         self._constants = constants
 
     def __getattr__(self, op_type: str) -> _Op:
-        if not op_type[:1].isupper():
-            raise AttributeError(op_type)
+        # Only ONNX ops: a typo (``op.Slcie``) fails here, not later in the checker.
+        if not op_type[:1].isupper() or not onnx.defs.has(op_type):
+            raise AttributeError(f"{type(self).__name__} has no attribute or ONNX op {op_type!r}")
         # Installed on the class, so the next lookup is a plain attribute read (a failed
         # lookup costs a microsecond, and rewrites make hundreds of thousands of them).
         setattr(Emitter, op_type, _OpType(op_type))
