@@ -1,8 +1,9 @@
 """``Loop`` bodies in the strict form OpenVINO's importer takes (target ``openvino``).
 
-OpenVINO 2026.4.1 runs ``Loop`` — tf2onnx's ``while_loop``s included, 1.2-4.7x faster there than
-the same loop as a ``Scan`` — but its ONNX importer refuses or mistranslates three things that
-are valid ONNX and common in exports:
+OpenVINO 2026.4.1 runs ``Loop`` — tf2onnx's ``while_loop``s included, as fast there as the
+same loop as a ``Scan`` on small exports and 1.2-5.1x faster on larger RNNs
+(``benchmarks/loop_scan.py``, ``benchmarks/openvino_loops.py``) — but its ONNX importer refuses
+or mistranslates three things that are valid ONNX and common in exports:
 
 - **a body input returned as a body output** (tf2onnx passes every loop-invariant state through
   so): each such output counts as one more body parameter, and the Loop fails with ``loop body
