@@ -162,8 +162,9 @@ def _strip(value: ir.Value) -> bool:
 
 
 class VariableThenBranches(NodeLoweringPass):
-    """Swap the branches of each ``If`` whose then branch returns a constant and whose else
-    branch returns none, negating the condition (tract folds the If to the then constant)."""
+    """Swap the branches of each ``If`` whose then branch returns a constant, negating the
+    condition, or make it a ``Where`` when both return constants (tract folds the If to the
+    then constant)."""
 
     op_type = "If"
     takes_all = False
