@@ -257,7 +257,10 @@ def _scan(
         if counts["SequenceMap"]:
             view.notes.append(
                 "each SequenceMap becomes a Loop that reads its sequence with SequenceAt and "
-                "SequenceLength (and builds one with SequenceInsert or SplitToSequence)"
+                "SequenceLength (and builds one with SequenceInsert or SplitToSequence), or, "
+                "with an elementwise body over one sequence of a static shape, its body run "
+                "once on the stacked elements (which one is known by running the passes: "
+                "--exact)"
             )
         return view
     for kind, values in (("input", proto.graph.input), ("output", proto.graph.output)):
