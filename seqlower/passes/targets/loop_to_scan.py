@@ -210,7 +210,13 @@ class LoopToScan(NodeLoweringPass):
         results = list(body.outputs)
         _remove_dead(body, keep=results)
         kept = [k for k in range(carried) if k not in plan.counters]
-        dropped, last_rows = _unread_states(node, body, kept)
+        dropped, last_rows, unchanged = _unread_states(node, body, kept)
+        for k in unchanged:  # its final value is where it started
+            start = node.inputs[2 + k]
+            assert start is not None
+            final = emit.Identity(start, _hint="unchanged")
+            final.type, final.shape = start.type, start.shape
+            outer_finals[k] = final
         states = [body.inputs[2 + k] for k in kept]
         scan_outs = [*results[carried + 1 :], *(results[1 + k] for k in last_rows)]
         body.outputs.clear()
@@ -407,22 +413,29 @@ def _counters_from_iterations(
     return outer_finals
 
 
-def _unread_states(node: ir.Node, body: ir.Graph, kept: list[int]) -> tuple[set[int], list[int]]:
+def _unread_states(
+    node: ir.Node, body: ir.Graph, kept: list[int]
+) -> tuple[set[int], list[int], list[int]]:
     """A state the body never reads (tf2onnx's RNN "output" state; tract's declutter drops
     such an input and then fails) leaves ``kept``: dropped when nothing reads its final value,
-    else it becomes a scan output whose last row is the final value."""
+    else its final value is the initial one when the body returns the input itself (a
+    loop-invariant state once its condition is gone: third list), and otherwise a scan output
+    whose last row is the final value (second list)."""
     dropped: set[int] = set()
     last_rows: list[int] = []
+    unchanged: list[int] = []
     for k in list(kept):
         if body.inputs[2 + k].uses():
             continue
         kept.remove(k)
         old = node.outputs[k]
-        if old.uses() or old.is_graph_output():
-            last_rows.append(k)
-        else:
+        if not (old.uses() or old.is_graph_output()):
             dropped.add(k)
-    return dropped, last_rows
+        elif body.outputs[1 + k] is body.inputs[2 + k]:
+            unchanged.append(k)
+        else:
+            last_rows.append(k)
+    return dropped, last_rows, unchanged
 
 
 def _read_iteration(
@@ -508,8 +521,8 @@ def _replace_by_scan(
             new.type = old.type
         if old.is_graph_output() and old.shape is not None:
             new.shape = old.shape  # the graph's interface, as declared
-        elif j in loop.outer_finals and j not in last_rows:
-            new.shape = ir.Shape([])
+        elif j in loop.outer_finals and j not in last_rows and new.shape is None:
+            new.shape = ir.Shape([])  # a counter
         name = old.name
         old.replace_all_uses_with(new, replace_graph_outputs=True)
         old.name = None
