@@ -40,7 +40,8 @@ class Target:
     passes: tuple[str, ...]
     #: Checks after dead-node removal, each raising on what still blocks the runtime.
     requires: tuple[str, ...]
-    #: ``Loop``: "kept" (the runtime runs it) or "scan" (fixed trip counts become ``Scan``).
+    #: ``Loop``: "kept" (the runtime runs it), "scan" (fixed trip counts become ``Scan``) or
+    #: "unrolled" (as "scan", then the Scans of a constant trip count unrolled).
     loops: str
     #: ``ReverseSequence``: "native" (kept; onnxruntime's row: except the types it lacks), or
     #: lowered to one ``Slice`` where lengths are
@@ -156,15 +157,22 @@ TARGETS: dict[str, Target] = {
         ),
         Target(
             name="onnx2torch",
-            passes=(*_SEQUENCE_FREE, "lower-reverse-sequence", "split-as-slices"),
+            passes=(
+                *_SEQUENCE_FREE,
+                "loop-to-scan-reads",
+                "unroll-constant-scans",
+                "lower-reverse-sequence",
+                "split-as-slices",
+            ),
             requires=("require-sequence-free",),
-            loops="kept",
+            loops="unrolled",
             reverse_sequence="gathernd",
             max_opset=18,
             strip_symbolic_dims=False,
             versions="onnx2torch 1.5.15 (torch 2.14.1; families: torch 2.13.0)",
             measured="by hand",
-            still_blocks="Loop, Scan, If, LSTM, GRU (no converter); the Reshape with allowzero "
+            still_blocks="Loops and Scans whose trip count is not a constant (at most 256), "
+            "If, LSTM, GRU (no converter); the Reshape with allowzero "
             "that sequence-free lowering writes (benchmarks/families/converters.py: PyTorch "
             "family 0/20 -> 9/20, tf2onnx family 2/48 -> 6/48); newer models are converted "
             "to opset 18",

@@ -194,10 +194,11 @@ def test_every_target_names_registered_passes() -> None:
     for target in TARGETS.values():
         for name in [*target.passes, *target.requires]:
             assert name in PASSES, (target.name, name)
-        assert target.loops in ("kept", "scan")
+        assert target.loops in ("kept", "scan", "unrolled")
         assert target.reverse_sequence in ("native", "gathernd", "gather")
         scans = {"loop-to-scan", "loop-to-scan-reads"} & set(target.passes)
-        assert bool(scans) == (target.loops == "scan")
+        assert bool(scans) == (target.loops in ("scan", "unrolled"))
+        assert ("unroll-constant-scans" in target.passes) == (target.loops == "unrolled")
         form = {"lower-reverse-sequence": "gathernd", "lower-reverse-sequence-rows": "gather"}
         chosen = [form[name] for name in target.passes if name in form] or ["native"]
         assert chosen == [target.reverse_sequence], target.name
@@ -647,3 +648,31 @@ def test_an_if_of_constants_becomes_a_where() -> None:
         expected = run("onnxruntime", model, feeds)
         assert_same(expected, run("tract", lowered, feeds))
         assert_same(expected, run("onnxruntime", lowered, feeds))
+
+
+@pytest.mark.parametrize("runtime", ["onnxruntime", "tract"])
+def test_a_state_the_body_returns_unchanged_keeps_its_start(runtime: str) -> None:
+    """A state read by nothing in the body and returned as it is (a loop-invariant limit once
+    the condition is gone): its final value is its initial one (it referred to the removed body
+    input, an invalid model, until 2026-11-24)."""
+    model = onnx.parser.parse_model(
+        """
+        <ir_version: 8, opset_import: ["" : 17]>
+        g (float[3] x, int64 n, float[3] keep) => (float[3] y, float[3] kept) {
+            t = Constant<value = bool {1}>()
+            y, kept = Loop(n, t, x, keep) <body = b (int64 i, bool c, float[3] xi, float[3] k)
+                => (bool c, float[3] xo, float[3] k) {
+                xo = Neg(xi)
+            }>
+        }
+        """
+    )
+    lowered = seqlower.lower(model, target="tract")
+    assert_valid(lowered)
+    for trips in (1, 3):
+        feeds = {
+            "x": np.array([1, 2, 3], np.float32),
+            "n": np.array(trips),
+            "keep": np.array([5, 6, 7], np.float32),
+        }
+        assert_same(run("onnxruntime", model, feeds), run(runtime, lowered, feeds))

@@ -50,6 +50,7 @@ if TYPE_CHECKING:
         StripSymbolicDims,
         VariableThenBranches,
     )
+    from seqlower.passes.targets.unroll_constant_scans import UnrollConstantScans
 
 __all__ = [
     "DEFAULT_PASSES",
@@ -76,6 +77,7 @@ __all__ = [
     "StackLoopSequences",
     "StrictLoopBodies",
     "StripSymbolicDims",
+    "UnrollConstantScans",
     "UnrollSequenceMap",
     "VariableThenBranches",
     "create_pass",
@@ -102,6 +104,7 @@ _MODULES = {
     "LowerReverseSequenceGaps": "targets.reverse_sequence_gaps",
     "SplitAsSlices": "targets.split_as_slices",
     "StrictLoopBodies": "targets.strict_loop_bodies",
+    "UnrollConstantScans": "targets.unroll_constant_scans",
     "ExplicitConstantOfShapeValue": "targets.target_repairs",
     "FoldStaticIfs": "targets.target_repairs",
     "StripSymbolicDims": "targets.target_repairs",
@@ -168,6 +171,7 @@ PASSES: MutableMapping[str, type[ir.passes.InPlacePass]] = _Registry(
         "expand-function-ops": "ExpandFunctionOps",
         "split-as-slices": "SplitAsSlices",
         "strict-loop-bodies": "StrictLoopBodies",
+        "unroll-constant-scans": "UnrollConstantScans",
     }
 )
 

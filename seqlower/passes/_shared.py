@@ -252,3 +252,64 @@ def prepend(body: ir.Graph, nodes: Sequence[ir.Node]) -> None:
         body.insert_before(body[0], nodes)
     else:
         body.extend(nodes)
+
+
+def inline_copy(
+    body: ir.Graph,
+    arguments: Sequence[ir.Value],
+    names: NameGenerator,
+    base: str,
+    opset: int,
+) -> tuple[list[ir.Node], list[ir.Value]]:
+    """A copy of ``body``'s nodes reading ``arguments`` for its inputs, every node, value and
+    subgraph renamed to names of its own (from ``base``), its initializers as Constants (the
+    copy may land in a function); returns the nodes, to insert, and what the body's outputs
+    are in the copy (an argument, where the body returns an input)."""
+    copy = body.clone(allow_outer_scope_values=True)
+    outputs = list(copy.outputs)
+    copy.outputs.clear()
+    for param, argument in zip(list(copy.inputs), arguments, strict=True):
+        param.replace_all_uses_with(argument)
+    mapping = dict(zip(copy.inputs, arguments, strict=True))
+    copy.inputs.clear()
+    constants = _initializers_as_constants(copy, names, base, opset)
+    nodes = [*constants, *copy]
+    copy.remove(list(copy))
+    for inner in nodes:
+        _rename(inner, names, base)
+    return nodes, [mapping.get(result, result) for result in outputs]
+
+
+def _initializers_as_constants(
+    body: ir.Graph, names: NameGenerator, base: str, opset: int
+) -> Sequence[ir.Node]:
+    """The body's own initializers as Constant nodes (the copy may land in a function)."""
+    emit = Emitter(names, base, opset)
+    for name in list(body.initializers):
+        value = body.initializers.pop(name)
+        tensor = value.const_value
+        if tensor is None:
+            continue
+        node_name = names.fresh(f"{base}_Constant")
+        result = ir.Value(name=names.fresh(f"{base}_{name}"), type=value.type, shape=value.shape)
+        emit.Constant(value=tensor, _outputs=[result], _name=node_name)
+        value.replace_all_uses_with(result)
+    return emit.nodes
+
+
+def _rename(node: ir.Node, names: NameGenerator, base: str) -> None:
+    """Give a copied node, its outputs and everything in its subgraphs names of their own."""
+    node.name = names.fresh(f"{base}_{node.name or node.op_type}")
+    for value in node.outputs:
+        value.name = names.fresh(f"{base}_{value.name or 'value'}")
+    for subgraph in subgraphs_of(node):
+        for value in subgraph.inputs:
+            value.name = names.fresh(f"{base}_{value.name or 'input'}")
+        for name in list(subgraph.initializers):
+            value = subgraph.initializers.pop(name)
+            value.name = names.fresh(f"{base}_{name}")
+            subgraph.register_initializer(value)
+        if subgraph.name:
+            subgraph.name = names.fresh(f"{base}_{subgraph.name}")
+        for inner in subgraph:
+            _rename(inner, names, base)

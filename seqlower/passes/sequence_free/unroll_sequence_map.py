@@ -26,16 +26,14 @@ recorded for the sequence-free check.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
 
 import onnx_ir as ir
 
-from seqlower._graphs import subgraphs_of
 from seqlower.passes._base import NameGenerator, NodeLoweringPass, Site
 from seqlower.passes._emit import Emitter
 from seqlower.passes._fold import detach, fold_region, mark_region
 from seqlower.passes._sequences import block, origin
-from seqlower.passes._shared import body_of, is_sequence, known_elements
+from seqlower.passes._shared import body_of, inline_copy, is_sequence, known_elements
 from seqlower.passes._types import TypeOracle, element_dtype
 
 __all__ = ["UnrollSequenceMap"]
@@ -120,27 +118,16 @@ class UnrollSequenceMap(NodeLoweringPass):
         results: list[list[ir.Value]] = [[] for _ in node.outputs]
         copies: list[ir.Node] = []
         for i in range(plan.length):
-            copy = plan.body.clone(allow_outer_scope_values=True)
-            arguments = [
-                node.inputs[k] if known is None else known[i]
-                for k, known in enumerate(plan.elements)
-            ]
-            outputs = list(copy.outputs)
-            copy.outputs.clear()
-            for param, argument in zip(list(copy.inputs), arguments, strict=True):
+            arguments = []
+            for k, known in enumerate(plan.elements):
+                argument = node.inputs[k] if known is None else known[i]
                 assert argument is not None
-                param.replace_all_uses_with(argument)
-            mapping = dict(zip(copy.inputs, arguments, strict=True))
-            copy.inputs.clear()
-            constants = _initializers_as_constants(copy, names, f"{base}_{i}", plan.opset)
-            nodes = [*constants, *copy]
-            copy.remove(list(copy))
-            for inner in nodes:
-                _rename(inner, names, f"{base}_{i}")
+                arguments.append(argument)
+            nodes, outputs = inline_copy(plan.body, arguments, names, f"{base}_{i}", plan.opset)
             graph.insert_before(node, nodes)
             copies += nodes
             for j, result in enumerate(outputs):
-                results[j].append(mapping.get(result, result))  # type: ignore[arg-type]
+                results[j].append(result)
 
         emit = Emitter(names, base, plan.opset)
         sequences = []
@@ -164,41 +151,6 @@ class UnrollSequenceMap(NodeLoweringPass):
         if self.fold and copies:
             mark_region(copies)
             fold_region(model, names)
-
-
-def _initializers_as_constants(
-    body: ir.Graph, names: NameGenerator, base: str, opset: int
-) -> Sequence[ir.Node]:
-    """The body's own initializers as Constant nodes (the copy may land in a function)."""
-    emit = Emitter(names, base, opset)
-    for name in list(body.initializers):
-        value = body.initializers.pop(name)
-        tensor = value.const_value
-        if tensor is None:
-            continue
-        node_name = names.fresh(f"{base}_Constant")
-        result = ir.Value(name=names.fresh(f"{base}_{name}"), type=value.type, shape=value.shape)
-        emit.Constant(value=tensor, _outputs=[result], _name=node_name)
-        value.replace_all_uses_with(result)
-    return emit.nodes
-
-
-def _rename(node: ir.Node, names: NameGenerator, base: str) -> None:
-    """Give a copied node, its outputs and everything in its subgraphs names of their own."""
-    node.name = names.fresh(f"{base}_{node.name or node.op_type}")
-    for value in node.outputs:
-        value.name = names.fresh(f"{base}_{value.name or 'value'}")
-    for subgraph in subgraphs_of(node):
-        for value in subgraph.inputs:
-            value.name = names.fresh(f"{base}_{value.name or 'input'}")
-        for name in list(subgraph.initializers):
-            value = subgraph.initializers.pop(name)
-            value.name = names.fresh(f"{base}_{name}")
-            subgraph.register_initializer(value)
-        if subgraph.name:
-            subgraph.name = names.fresh(f"{base}_{subgraph.name}")
-        for inner in subgraph:
-            _rename(inner, names, base)
 
 
 def _common_dtype(values: list[ir.Value]) -> ir.DataType | None:

@@ -1,0 +1,200 @@
+"""A ``Scan`` of a trip count fixed at lowering time, unrolled (converters with neither ``Loop``
+nor ``Scan``: onnx2torch, TVM).
+
+tf2onnx writes the same ``while_loop`` for a fixed-length input as for any other, but its limit
+is then a constant: the ``Range(0, N)`` that ``loop-to-scan`` scans over depends only on
+constants. Such a ``Scan`` (forward, every scan axis 0) of ``1 <= N <= 256`` iterations becomes
+N copies of its body, each reading row ``k`` of every scan input (``Gather(x, k, axis=0)``) and
+the states the copy before it computed; the scan outputs are the rows joined by ``Concat`` of
+their ``Unsqueeze``, the final states the last copy's. N is read from the scan input's static
+shape or, when it is computed, by evaluating the constant expression that computes it (at most
+:data:`_EXPRESSION_LIMIT` nodes, with onnx's reference evaluator). A Scan of zero iterations is
+left (its empty scan outputs have a shape no copy computes).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+
+from seqlower.passes._base import NameGenerator, NodeLoweringPass, Site
+from seqlower.passes._emit import Emitter
+from seqlower.passes._sequences import constant_array
+from seqlower.passes._shared import inline_copy
+from seqlower.passes._types import TypeOracle
+
+__all__ = ["UnrollConstantScans"]
+
+_UNROLL_LIMIT = 256  # iterations; past this the model grows more than a converter wants
+_EXPRESSION_LIMIT = 64  # nodes of the constant expression evaluated for the trip count
+
+
+@dataclasses.dataclass
+class _Plan:
+    node: ir.Node
+    body: ir.Graph
+    opset: int
+    trips: int
+    states: int
+
+
+class UnrollConstantScans(NodeLoweringPass):
+    """Every forward ``Scan`` over axis 0 whose trip count is a constant in [1, 256], as copies
+    of its body."""
+
+    op_type = "Scan"
+    takes_all = False
+
+    def plan(self, site: Site, types: TypeOracle) -> _Plan | None:
+        node = site.node
+        if site.opset < 9 or "body" not in node.attributes:
+            return None  # Scan-8 scans a batch with sequence lengths: another op
+        body = node.attributes["body"].as_graph()
+        scanned = _int(node, "num_scan_inputs")
+        if body is None or scanned is None or not 0 < scanned <= len(node.inputs):
+            return None
+        for name in ("scan_input_axes", "scan_input_directions"):
+            if any(_ints(node, name)):
+                return None
+        for name in ("scan_output_axes", "scan_output_directions"):
+            if any(_ints(node, name)):
+                return None
+        states = len(node.inputs) - scanned
+        if len(body.inputs) != len(node.inputs) or len(body.outputs) != len(node.outputs):
+            return None
+        if any(value is None for value in node.inputs):
+            return None
+        first = node.inputs[states]
+        assert first is not None
+        trips = _length(first, site.opset)
+        if trips is None or not 1 <= trips <= _UNROLL_LIMIT:
+            return None
+        return _Plan(node, body, site.opset, trips, states)
+
+    def rewrite(self, plan: _Plan, names: NameGenerator) -> None:
+        node, body, states = plan.node, plan.body, plan.states
+        graph = node.graph
+        assert graph is not None
+        base = node.name or "Scan"
+        inputs: list[ir.Value] = list(node.inputs)  # type: ignore[arg-type]
+        carried = inputs[:states]
+        rows: list[list[ir.Value]] = [[] for _ in node.outputs[states:]]
+        inserted: list[ir.Node] = []
+        for k in range(plan.trips):
+            op = Emitter(names, f"{base}_{k}", plan.opset, self.constant_pool(graph))
+            index = op.int64s(k, hint="step")
+            elements = [
+                op.Gather(x, index, axis=0, _hint=f"row_{j}") for j, x in enumerate(inputs[states:])
+            ]
+            copied, results = inline_copy(
+                body, [*carried, *elements], names, f"{base}_{k}", plan.opset
+            )
+            inserted += [*op.nodes, *copied]
+            carried = results[:states]
+            for j, result in enumerate(results[states:]):
+                rows[j].append(result)
+        op = Emitter(names, base, plan.opset, self.constant_pool(graph))
+        stacked = [
+            op.Concat(
+                *(op.unsqueeze(row, [0], hint=f"row_{j}") for row in column),
+                axis=0,
+                _hint=f"stacked_{j}",
+            )
+            for j, column in enumerate(rows)
+        ]
+        ours = {id(value) for n in [*inserted, *op.nodes] for value in n.outputs}
+        finals = []
+        for old, new in zip(node.outputs, [*carried, *stacked], strict=True):
+            if id(new) not in ours:  # a state the body passes through: a value from outside
+                new = op.Identity(new, _hint="state")
+            new.type, new.shape = old.type or new.type, old.shape or new.shape
+            finals.append(new)
+        graph.insert_before(node, [*inserted, *op.nodes])
+        for old, new in zip(node.outputs, finals, strict=True):
+            old.replace_all_uses_with(new, replace_graph_outputs=True)
+            if old.name:  # the Scan's output names (the graph's, maybe) stay
+                name, old.name = old.name, None
+                new.name = name
+        graph.remove(node, safe=True)
+
+
+def _int(node: ir.Node, name: str) -> int | None:
+    attr = node.attributes.get(name)
+    if attr is None or attr.is_ref() or attr.type != ir.AttributeType.INT:
+        return None
+    return attr.as_int()
+
+
+def _ints(node: ir.Node, name: str) -> list[int]:
+    attr = node.attributes.get(name)
+    if attr is None or attr.is_ref() or attr.type != ir.AttributeType.INTS:
+        return []
+    return list(attr.as_ints())
+
+
+def _length(value: ir.Value, opset: int) -> int | None:
+    """The length of ``value``'s first axis, if fixed: declared, or computed from constants."""
+    shape = value.shape
+    if shape is not None and len(shape) > 0 and isinstance(shape[0], int):
+        return shape[0]
+    array = _evaluate(value, opset)
+    if array is None or array.ndim == 0:
+        return None
+    return int(array.shape[0])
+
+
+def _evaluate(value: ir.Value, opset: int) -> np.ndarray | None:
+    """``value`` computed by onnx's reference evaluator, when it depends on constants only
+    (Constant nodes and initializers that are not graph inputs), through a few nodes."""
+    constant = constant_array(value)
+    if constant is not None:
+        return constant
+    nodes: list[ir.Node] = []
+    leaves: dict[str, np.ndarray] = {}
+    pending, seen = [value], {id(value)}
+    while pending:
+        current = pending.pop()
+        known = constant_array(current)
+        if known is not None and current.name:
+            leaves[current.name] = known
+            continue
+        producer = current.producer()
+        if producer is None or producer.graph is not value.graph or current.is_graph_input():
+            return None  # a graph input, a body input, or an outer-scope value
+        if producer.domain not in ("", "ai.onnx") or any(
+            a.type in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS)
+            for a in producer.attributes.values()
+        ):
+            return None
+        if len(nodes) >= _EXPRESSION_LIMIT:
+            return None
+        nodes.append(producer)
+        for source in producer.inputs:
+            if source is not None and id(source) not in seen:
+                seen.add(id(source))
+                pending.append(source)
+    graph = value.graph
+    assert graph is not None
+    order = {id(node): k for k, node in enumerate(graph)}
+    nodes.sort(key=lambda n: order.get(id(n), 0))
+    protos = [ir.serde.serialize_node(node) for node in nodes]
+    model = onnx.helper.make_model(
+        onnx.helper.make_graph(
+            protos,
+            "trip_count",
+            [],
+            [onnx.helper.make_value_info(value.name or "", onnx.TypeProto())],
+            [onnx.numpy_helper.from_array(array, name) for name, array in leaves.items()],
+        ),
+        opset_imports=[onnx.helper.make_opsetid("", opset)],
+    )
+    try:
+        from onnx.reference import ReferenceEvaluator
+
+        (result,) = ReferenceEvaluator(model).run(None, {})
+    except Exception:  # the expression is not one the evaluator runs: leave the Scan
+        return None
+    return np.asarray(result)
