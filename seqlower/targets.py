@@ -174,8 +174,8 @@ TARGETS: dict[str, Target] = {
             still_blocks="Loops and Scans whose trip count is not a constant (at most 256), "
             "If, LSTM, GRU (no converter); the Reshape with allowzero "
             "that sequence-free lowering writes (benchmarks/families/converters.py: PyTorch "
-            "family 0/20 -> 9/20, tf2onnx family 2/48 -> 6/48); newer models are converted "
-            "to opset 18",
+            "family 0/20 -> 10/20, tf2onnx family 2/48 -> 6/48, at a fixed length 1/20 -> "
+            "11/20); newer models are converted to opset 18",
         ),
         Target(
             name="tvm",

@@ -149,3 +149,30 @@ def test_a_state_passed_through_keeps_its_output_name() -> None:
 
     expected = [np.asarray(v) for v in ReferenceEvaluator(model).run(None, feeds)]
     assert_same(expected, run("onnxruntime", lowered, feeds))
+
+
+def test_a_trip_count_read_from_a_static_shape_unrolls() -> None:
+    """``Range(0, Shape(x)[0])`` over an ``x`` declared [4, 3]: four iterations."""
+    model = onnx.parser.parse_model(
+        """
+        <ir_version: 8, opset_import: ["" : 17]>
+        g (int64[4, 3] x) => (int64[3] total) {
+            shape = Shape(x)
+            zero = Constant<value = int64 {0}>()
+            one = Constant<value = int64 {1}>()
+            t = Gather<axis = 0>(shape, zero)
+            steps = Range(zero, t, one)
+            start = Constant<value = int64[3] {0, 0, 0}>()
+            total, seen = Scan(start, steps) <body = b (int64[3] acc, int64 i) => (
+                int64[3] acc_out, int64 i_out) {
+                row = Gather<axis = 0>(x, i)
+                acc_out = Add(acc, row)
+                i_out = Identity(i)
+            }, num_scan_inputs = 1>
+        }
+        """
+    )
+    lowered, modified = _unrolled(model)
+    assert modified and "Scan" not in all_op_types(lowered)
+    feeds = {"x": _RNG.integers(-9, 9, size=(4, 3)).astype(np.int64)}
+    assert_same(run("onnxruntime", model, feeds), run("onnxruntime", lowered, feeds))

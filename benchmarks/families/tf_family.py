@@ -15,7 +15,9 @@ Set up once, then export into a folder of ``NAME.onnx`` + ``NAME.npz`` (``__inpu
     /work/venvs/tf/bin/python benchmarks/families/tf_family.py /work/exports/tf
 
 and measure with the project's venv:
-``.venv/bin/python benchmarks/target_samples.py /work/exports/tf``.
+``.venv/bin/python benchmarks/target_samples.py /work/exports/tf``. ``--fixed-length`` exports
+the Keras models for inputs of exactly T steps instead (what fixed-length deployments have:
+tf2onnx's loops then stop at a constant limit, which ``--target onnx2torch`` unrolls).
 """
 
 from __future__ import annotations
@@ -54,27 +56,28 @@ def _rnn(kind: str, units: int, **kwargs: Any) -> layers.Layer:
     )
 
 
-def keras_models() -> dict[str, tuple[keras.Model, list[np.ndarray]]]:
+def keras_models(time: int | None = None) -> dict[str, tuple[keras.Model, list[np.ndarray]]]:
+    """``time``: a fixed time length (``keras.Input((time, F))``), else any."""
     out: dict[str, tuple[keras.Model, list[np.ndarray]]] = {}
     for kind in ("lstm", "gru", "simple"):
         for mask in (False, True):
             for merge in ("concat", "sum"):
-                inputs = keras.Input((None, F))
+                inputs = keras.Input((time, F))
                 h = layers.Masking(0.0)(inputs) if mask else inputs
                 h = layers.Bidirectional(_rnn(kind, 5, return_sequences=True), merge_mode=merge)(h)
                 name = f"k2_bi{kind}{'_mask' if mask else ''}_{merge}"
                 out[name] = (keras.Model(inputs, h), [_masked()])
-        inputs = keras.Input((None, F))
+        inputs = keras.Input((time, F))
         h = layers.Bidirectional(_rnn(kind, 4, return_sequences=True))(inputs)
         h = layers.Bidirectional(_rnn(kind, 3))(h)
         out[f"k2_stacked_bi{kind}"] = (keras.Model(inputs, h), [_masked()])
-        inputs = keras.Input((None, F))
+        inputs = keras.Input((time, F))
         h = _rnn(kind, 4, go_backwards=True, return_sequences=True)(inputs)
         out[f"k2_backwards_{kind}"] = (keras.Model(inputs, h), [_masked()])
-    inputs = keras.Input((None, F))
+    inputs = keras.Input((time, F))
     h = layers.TimeDistributed(layers.Dense(6))(inputs)
     out["k2_time_distributed_dense"] = (keras.Model(inputs, h), [_masked()])
-    inputs = keras.Input((None, F))
+    inputs = keras.Input((time, F))
     h = layers.Masking(0.0)(inputs)
     h = layers.LSTM(5, return_sequences=True, return_state=True)(h)
     out["k2_lstm_mask_state"] = (keras.Model(inputs, h), [_masked()])
@@ -132,22 +135,29 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folder", type=Path)
     parser.add_argument("--opsets", default="13,17")
+    parser.add_argument(
+        "--fixed-length",
+        action="store_true",
+        help=f"export the Keras models for inputs of exactly {T} steps (tf2onnx's loops then "
+        "stop at a constant limit), and skip the tf.function family",
+    )
     args = parser.parse_args()
     args.folder.mkdir(parents=True, exist_ok=True)
     opsets = [int(o) for o in args.opsets.split(",")]
-    for name, (model, arrays) in keras_models().items():
+    time = T if args.fixed_length else None
+    for name, (model, arrays) in keras_models(time).items():
         outs = model(*arrays)
         outs = list(outs) if isinstance(outs, list | tuple) else [outs]
         for opset in opsets:
             label = f"{name}_op{opset}"
             try:
-                spec = [tf.TensorSpec((None, None, F), tf.float32, name="x")]
+                spec = [tf.TensorSpec((None, time, F), tf.float32, name="x")]
                 proto, _ = tf2onnx.convert.from_keras(model, input_signature=spec, opset=opset)
                 _save(args.folder, label, proto, arrays, outs)
                 print(f"{label:40} ok", flush=True)
             except Exception as e:  # report and go on
                 print(f"{label:40} not exported: {str(e).splitlines()[0][:120]}", flush=True)
-    for name, (function, specs, arrays) in functions().items():
+    for name, (function, specs, arrays) in ({} if args.fixed_length else functions()).items():
         traced = tf.function(function, input_signature=specs)
         try:
             outs = [traced(*arrays)]

@@ -175,9 +175,14 @@ class Emitter(ir.tape.Tape):
         """Reshape to a computed shape whose zeros mean zero (allowzero, from opset 14).
 
         Before opset 14 a 0 in the target copies the input's dimension, so a computed shape
-        holding a real 0 is misread there; see the callers for what that leaves.
+        holding a real 0 is misread there; see the callers for what that leaves. A constant
+        target without zeros (``[]``, a scalar) needs no ``allowzero``, which onnx2torch
+        refuses ("allowzero=1 is not implemented").
         """
         attributes: dict[str, Any] = {"allowzero": 1} if self.opset >= 14 else {}
+        target = _constant(shape)
+        if target is not None and not (target == 0).any():
+            attributes = {}
         return self.Reshape(x, shape, **attributes, _hint=hint, _output=output, _node=node_name)
 
     def arange(self, n: ir.Value, *, hint: str) -> ir.Value:
@@ -264,3 +269,14 @@ def _attribute(name: str, value: Any) -> ir.Attr:
     if isinstance(value, ir.TensorProtocol):  # external or proto-backed tensors (slow check)
         return ir.AttrTensor(name, value)
     raise TypeError(f"attribute {name}: unsupported value {value!r}")
+
+
+def _constant(value: ir.Value) -> np.ndarray | None:
+    """The contents of a ``Constant`` node's output (what :meth:`Emitter.constant` writes)."""
+    producer = value.producer()
+    if producer is None or producer.op_type != "Constant":
+        return None
+    attr = producer.attributes.get("value")
+    if attr is None or attr.is_ref() or attr.type != ir.AttributeType.TENSOR:
+        return None
+    return attr.as_tensor().numpy()

@@ -162,6 +162,10 @@ def _evaluate(value: ir.Value, opset: int) -> np.ndarray | None:
             leaves[current.name] = known
             continue
         producer = current.producer()
+        shape = _static_shape_of(producer)
+        if shape is not None and current.name:
+            leaves[current.name] = shape  # Shape of a value whose shape is declared static
+            continue
         if producer is None or producer.graph is not value.graph or current.is_graph_input():
             return None  # a graph input, a body input, or an outer-scope value
         if producer.domain not in ("", "ai.onnx") or any(
@@ -198,3 +202,19 @@ def _evaluate(value: ir.Value, opset: int) -> np.ndarray | None:
     except Exception:  # the expression is not one the evaluator runs: leave the Scan
         return None
     return np.asarray(result)
+
+
+def _static_shape_of(node: ir.Node | None) -> np.ndarray | None:
+    """What a ``Shape`` node gives when its input's shape is declared static (the second layer
+    of a stacked RNN over a fixed length reads its length so)."""
+    if node is None or node.op_type != "Shape" or node.domain not in ("", "ai.onnx"):
+        return None
+    source = node.inputs[0] if node.inputs else None
+    shape = None if source is None else source.shape
+    if shape is None or not all(isinstance(d, int) for d in shape):
+        return None
+    dims = np.array([int(d) for d in shape], dtype=np.int64)  # type: ignore[arg-type]
+    start, end = node.attributes.get("start"), node.attributes.get("end")
+    first = 0 if start is None else start.as_int()
+    last = len(dims) if end is None else end.as_int()
+    return dims[first:last]
