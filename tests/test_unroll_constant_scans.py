@@ -176,3 +176,33 @@ def test_a_trip_count_read_from_a_static_shape_unrolls() -> None:
     assert modified and "Scan" not in all_op_types(lowered)
     feeds = {"x": _RNG.integers(-9, 9, size=(4, 3)).astype(np.int64)}
     assert_same(run("onnxruntime", model, feeds), run("onnxruntime", lowered, feeds))
+
+
+def test_a_body_weight_is_shared_by_the_copies() -> None:
+    """A weight kept in the body (as tf2onnx keeps constants there) is one Constant in the
+    enclosing graph, not one per iteration."""
+    model = onnx.parser.parse_model(
+        """
+        <ir_version: 8, opset_import: ["" : 17]>
+        g (float[5, 3] x) => (float[3] total) {
+            start = Constant<value = float[3] {0, 0, 0}>()
+            total, seen = Scan(start, x) <body = b (float[3] acc, float[3] row) => (
+                float[3] acc_out, float[3] scaled) <float[3] w = {0.5, 2, -1}> {
+                scaled = Mul(row, w)
+                acc_out = Add(acc, scaled)
+            }, num_scan_inputs = 1>
+        }
+        """
+    )
+    lowered, modified = _unrolled(model)
+    assert modified
+    weights = [
+        n
+        for n in lowered.graph.node
+        if n.op_type == "Constant"
+        and list(onnx.numpy_helper.to_array(n.attribute[0].t).shape) == [3]
+        and onnx.numpy_helper.to_array(n.attribute[0].t).tolist() == [0.5, 2.0, -1.0]
+    ]
+    assert len(weights) == 1
+    feeds = {"x": _RNG.standard_normal((5, 3)).astype(np.float32)}
+    assert_same(run("onnxruntime", model, feeds), run("onnxruntime", lowered, feeds))

@@ -82,15 +82,16 @@ class UnrollConstantScans(NodeLoweringPass):
         inputs: list[ir.Value] = list(node.inputs)  # type: ignore[arg-type]
         carried = inputs[:states]
         rows: list[list[ir.Value]] = [[] for _ in node.outputs[states:]]
-        inserted: list[ir.Node] = []
+        inserted = _hoist_initializers(body, names, base, plan.opset)
         for k in range(plan.trips):
             op = Emitter(names, f"{base}_{k}", plan.opset, self.constant_pool(graph))
             index = op.int64s(k, hint="step")
             elements = [
                 op.Gather(x, index, axis=0, _hint=f"row_{j}") for j, x in enumerate(inputs[states:])
             ]
+            # Copies are named "step<k>_<original>": the exporter's names are long already.
             copied, results = inline_copy(
-                body, [*carried, *elements], names, f"{base}_{k}", plan.opset
+                body, [*carried, *elements], names, f"step{k}", plan.opset
             )
             inserted += [*op.nodes, *copied]
             carried = results[:states]
@@ -218,3 +219,20 @@ def _static_shape_of(node: ir.Node | None) -> np.ndarray | None:
     first = 0 if start is None else start.as_int()
     last = len(dims) if end is None else end.as_int()
     return dims[first:last]
+
+
+def _hoist_initializers(
+    body: ir.Graph, names: NameGenerator, base: str, opset: int
+) -> list[ir.Node]:
+    """The body's own initializers (tf2onnx keeps an RNN cell's weights there) as one Constant
+    each in the enclosing graph, read by every copy, instead of one per copy."""
+    op = Emitter(names, f"{base}_weights", opset)
+    for name in list(body.initializers):
+        value = body.initializers.pop(name)
+        tensor = value.const_value
+        if tensor is None:
+            continue
+        hoisted = op.Constant(value=tensor, _hint=name)
+        hoisted.type, hoisted.shape = value.type, value.shape
+        value.replace_all_uses_with(hoisted)
+    return list(op.nodes)
