@@ -17,6 +17,8 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
+from seqlower.passes._shared import unit_split
+
 __all__ = [
     "BROADCASTING",
     "ELEMENTWISE",
@@ -25,6 +27,8 @@ __all__ = [
     "DimProver",
     "constant_of",
     "filled_vector",
+    "int_attr",
+    "ints_attr",
     "scalar_dim",
 ]
 
@@ -58,7 +62,7 @@ def _producer(value: ir.Value) -> ir.Node | None:
     return node if node is not None and node.domain in _ONNX else None
 
 
-def _int_attr(node: ir.Node, name: str, default: int | None = None) -> int | None:
+def int_attr(node: ir.Node, name: str, default: int | None = None) -> int | None:
     attr = node.attributes.get(name)
     if attr is None:
         return default
@@ -67,7 +71,7 @@ def _int_attr(node: ir.Node, name: str, default: int | None = None) -> int | Non
     return attr.as_int()
 
 
-def _ints_attr(node: ir.Node, name: str) -> list[int] | None:
+def ints_attr(node: ir.Node, name: str) -> list[int] | None:
     attr = node.attributes.get(name)
     if attr is None or attr.is_ref() or attr.type != ir.AttributeType.INTS:
         return None
@@ -143,9 +147,9 @@ class DimProver:
                 found = self.rank(inputs[0], depth + 1)
             elif node.op_type == "Reshape" and (like := _shape_source(node)) is not None:
                 found = self.rank(like, depth + 1)
-            elif node.op_type == "ConcatFromSequence" and (out := _mapped_output(node)) is not None:
-                element = self.rank(out, depth + 1)  # the map's body output, for each element
-                stacked = _int_attr(node, "new_axis", 0)
+            elif node.op_type == "ConcatFromSequence" and (joined := _mapped_output(node)):
+                element = self.rank(joined[1], depth + 1)  # each element: the body's output
+                stacked = int_attr(node, "new_axis", 0)
                 found = None if element is None or stacked is None else element + bool(stacked)
         self._ranks[key] = found
         self._keep.append(value)
@@ -186,7 +190,7 @@ class DimProver:
             return self.dim(node.inputs[0], axis, depth + 1)
         if op == "Transpose":
             source = node.inputs[0]
-            perm = _ints_attr(node, "perm")
+            perm = ints_attr(node, "perm")
             if perm is None and node.attributes.get("perm") is None:
                 rank = self.rank(source, depth + 1)
                 perm = None if rank is None else list(reversed(range(rank)))
@@ -198,7 +202,7 @@ class DimProver:
         if op == "MatMul":
             return self._matmul(node, axis, depth) or (value, axis)
         if op == "Concat":  # the inputs agree on every other axis, or it fails at run time
-            concat_axis = _int_attr(node, "axis")
+            concat_axis = int_attr(node, "axis")
             rank = self.rank(node.inputs[0], depth + 1)
             if concat_axis is None or not rank or axis == concat_axis % rank:
                 return value, axis
@@ -214,28 +218,21 @@ class DimProver:
         slices of a tensor: the joined axis is as long as the split one (one element per index,
         no ``split`` input), the others are the body output's, followed inside the body back to
         the element (v's other axes), a tensor it reads, or a static size."""
-        body_output = _mapped_output(node)
-        seq = node.inputs[0]
-        mapped = None if seq is None else _producer(seq)
-        if body_output is None or mapped is None or mapped.inputs[0] is None:
+        found_map = _mapped_output(node)
+        if found_map is None:
             return None
-        split = _producer(mapped.inputs[0])
-        if split is None or split.op_type != "SplitToSequence" or split.inputs[0] is None:
-            return None
-        if len(split.inputs) > 1 and split.inputs[1] is not None:
-            return None  # pieces of given sizes: their count is the sizes' length
-        source = split.inputs[0]
+        mapped, body_output = found_map
+        split = unit_split(mapped.inputs[0])
         body = body_output.graph
-        if not isinstance(body, ir.Graph):
+        if split is None or not isinstance(body, ir.Graph):
             return None
-        split_axis, keepdims = _int_attr(split, "axis", 0), _int_attr(split, "keepdims", 1)
-        join_axis, new_axis = _int_attr(node, "axis"), _int_attr(node, "new_axis", 0)
+        source, split_axis, keepdims = split
+        join_axis, new_axis = int_attr(node, "axis"), int_attr(node, "new_axis", 0)
         source_rank = self.rank(source, depth + 1)
         out_rank = self.rank(node.outputs[0], depth + 1)
-        if None in (split_axis, keepdims, join_axis, new_axis, source_rank, out_rank):
+        if None in (join_axis, new_axis, source_rank, out_rank):
             return None
-        assert split_axis is not None and join_axis is not None
-        assert source_rank is not None and out_rank is not None
+        assert join_axis is not None and source_rank is not None and out_rank is not None
         if not source_rank or not -out_rank <= join_axis < out_rank or not 0 <= axis < out_rank:
             return None
         split_axis, join_axis = split_axis % source_rank, join_axis % out_rank
@@ -245,7 +242,7 @@ class DimProver:
         element_axis = axis if new_axis == 0 or axis < join_axis else axis - 1
         found = self.dim(body_output, element_axis, depth + 1)
         if isinstance(found, tuple):
-            found = self._outside(mapped, body, found, split_axis, bool(keepdims), depth)
+            found = self._outside(mapped, body, found, (source, split_axis, keepdims), depth)
         if not new_axis and axis == join_axis:
             # Joined without a new axis: as long as the split axis when every element is 1 long.
             return count if found == 1 else None
@@ -256,19 +253,15 @@ class DimProver:
         mapped: ir.Node,
         body: ir.Graph,
         found: tuple[ir.Value, int],
-        split_axis: int,
-        keepdims: bool,
+        split: tuple[ir.Value, int, bool],
         depth: int,
     ) -> Dim | None:
         """A body input's dimension as the dimension outside the map it stands for."""
         inner, inner_axis = found
+        whole, split_axis, keepdims = split
         body_inputs = list(body.inputs)
-        source = mapped.inputs[0]
-        split = None if source is None else _producer(source)
-        if body_inputs and inner is body_inputs[0] and split is not None:
+        if body_inputs and inner is body_inputs[0]:
             # The element: the split value without the split axis (or with it, 1 long).
-            whole = split.inputs[0]
-            assert whole is not None
             if keepdims:
                 if inner_axis == split_axis:
                     return 1
@@ -315,7 +308,7 @@ class DimProver:
             array = constant_of(node.inputs[1])
             axes = None if array is None else [int(a) for a in array.reshape(-1)]
         else:
-            axes = _ints_attr(node, "axes")
+            axes = ints_attr(node, "axes")
         rank = self.rank(source, depth + 1)
         if axes is None or rank is None:
             return None
@@ -333,7 +326,7 @@ class DimProver:
         """RNN/GRU/LSTM: the sequence and batch axes of every output are X's."""
         x = node.inputs[0]
         assert x is not None
-        layout = _int_attr(node, "layout", 0)
+        layout = int_attr(node, "layout", 0)
         if value not in node.outputs or layout not in (0, 1):
             return None
         x_seq, x_batch = (0, 1) if layout == 0 else (1, 0)
@@ -345,17 +338,15 @@ class DimProver:
 
     def _scan(self, node: ir.Node, value: ir.Value, axis: int, depth: int) -> Dim | None:
         """Scan: a scan output's scan axis is as long as the scan inputs' scan axes."""
-        scan_count = _int_attr(node, "num_scan_inputs")
+        scan_count = int_attr(node, "num_scan_inputs")
         if scan_count is None or value not in node.outputs:
             return None
         state_count = len(node.inputs) - scan_count
         index = list(node.outputs).index(value) - state_count
         if index < 0:
             return None
-        output_axes = _ints_attr(node, "scan_output_axes") or [0] * (
-            len(node.outputs) - state_count
-        )
-        input_axes = _ints_attr(node, "scan_input_axes") or [0] * scan_count
+        output_axes = ints_attr(node, "scan_output_axes") or [0] * (len(node.outputs) - state_count)
+        input_axes = ints_attr(node, "scan_input_axes") or [0] * scan_count
         if index >= len(output_axes) or any(a < 0 for a in (*output_axes, *input_axes)):
             return None
         if not input_axes:
@@ -407,8 +398,9 @@ class DimProver:
         return proven
 
 
-def _mapped_output(node: ir.Node) -> ir.Value | None:
-    """The body output a ``ConcatFromSequence`` of a ``SequenceMap``'s output joins."""
+def _mapped_output(node: ir.Node) -> tuple[ir.Node, ir.Value] | None:
+    """The ``SequenceMap`` a ``ConcatFromSequence`` joins the output of, and the body output
+    that output is made of."""
     seq = node.inputs[0] if node.inputs else None
     mapped = None if seq is None else _producer(seq)
     if seq is None or mapped is None or mapped.op_type != "SequenceMap":
@@ -417,7 +409,7 @@ def _mapped_output(node: ir.Node) -> ir.Value | None:
     if body_attr is None or body_attr.is_ref() or body_attr.type != ir.AttributeType.GRAPH:
         return None
     body, index = body_attr.as_graph(), list(mapped.outputs).index(seq)
-    return body.outputs[index] if index < len(body.outputs) else None
+    return (mapped, body.outputs[index]) if index < len(body.outputs) else None
 
 
 def _shape_source(node: ir.Node) -> ir.Value | None:
@@ -447,14 +439,14 @@ def scalar_dim(value: ir.Value | None, prover: DimProver | None = None) -> Dim |
             return None
         op = node.op_type
         if op == "Cast" and node.attributes.get("to") is not None:
-            if _int_attr(node, "to") not in _DIM_PRESERVING_CASTS:
+            if int_attr(node, "to") not in _DIM_PRESERVING_CASTS:
                 return None
             value = node.inputs[0]
         elif op in ("Identity", "Squeeze", "Unsqueeze", "Reshape", "Flatten"):
             value = node.inputs[0]  # a one-element input stays one element, same value
         elif op == "Shape":
             return _shape_entry(node, 0, prover)
-        elif op == "Gather" and len(node.inputs) == 2 and _int_attr(node, "axis", 0) == 0:
+        elif op == "Gather" and len(node.inputs) == 2 and int_attr(node, "axis", 0) == 0:
             index = constant_of(node.inputs[1])
             source = node.inputs[0]
             if index is None or index.size != 1 or source is None:
@@ -523,8 +515,8 @@ def _shape_entry(shape_node: ir.Node, index: int, prover: DimProver | None) -> D
     if source is None:
         return None
     rank = _rank(source)
-    start = _int_attr(shape_node, "start", 0)
-    end = _int_attr(shape_node, "end")
+    start = int_attr(shape_node, "start", 0)
+    end = int_attr(shape_node, "end")
     if start is None or (shape_node.attributes.get("end") is not None and end is None):
         return None
     if start < 0 or (end is not None and end < 0) or index < 0:
@@ -557,7 +549,7 @@ def filled_vector(value: ir.Value, prover: DimProver | None = None) -> tuple[Dim
             return None
         op = node.op_type
         if op == "Cast":
-            if _int_attr(node, "to") not in _DIM_PRESERVING_CASTS or node.inputs[0] is None:
+            if int_attr(node, "to") not in _DIM_PRESERVING_CASTS or node.inputs[0] is None:
                 return None
             value = node.inputs[0]
         elif op == "Identity" and node.inputs[0] is not None:

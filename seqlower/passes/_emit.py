@@ -10,6 +10,7 @@ import onnx
 import onnx_ir as ir
 
 from seqlower.passes._base import NameGenerator
+from seqlower.passes._sequences import constant_array
 
 __all__ = ["Emitter"]
 
@@ -180,7 +181,7 @@ class Emitter(ir.tape.Tape):
         refuses ("allowzero=1 is not implemented").
         """
         attributes: dict[str, Any] = {"allowzero": 1} if self.opset >= 14 else {}
-        target = _constant(shape)
+        target = constant_array(shape)
         if target is not None and not (target == 0).any():
             attributes = {}
         return self.Reshape(x, shape, **attributes, _hint=hint, _output=output, _node=node_name)
@@ -269,14 +270,3 @@ def _attribute(name: str, value: Any) -> ir.Attr:
     if isinstance(value, ir.TensorProtocol):  # external or proto-backed tensors (slow check)
         return ir.AttrTensor(name, value)
     raise TypeError(f"attribute {name}: unsupported value {value!r}")
-
-
-def _constant(value: ir.Value) -> np.ndarray | None:
-    """The contents of a ``Constant`` node's output (what :meth:`Emitter.constant` writes)."""
-    producer = value.producer()
-    if producer is None or producer.op_type != "Constant":
-        return None
-    attr = producer.attributes.get("value")
-    if attr is None or attr.is_ref() or attr.type != ir.AttributeType.TENSOR:
-        return None
-    return attr.as_tensor().numpy()

@@ -272,7 +272,7 @@ def inline_copy(
         param.replace_all_uses_with(argument)
     mapping = dict(zip(copy.inputs, arguments, strict=True))
     copy.inputs.clear()
-    constants = _initializers_as_constants(copy, names, base, opset)
+    constants = initializers_as_constants(copy, names, base, opset)
     nodes = [*constants, *copy]
     copy.remove(list(copy))
     for inner in nodes:
@@ -280,7 +280,7 @@ def inline_copy(
     return nodes, [mapping.get(result, result) for result in outputs]
 
 
-def _initializers_as_constants(
+def initializers_as_constants(
     body: ir.Graph, names: NameGenerator, base: str, opset: int
 ) -> Sequence[ir.Node]:
     """The body's own initializers as Constant nodes (the copy may land in a function)."""

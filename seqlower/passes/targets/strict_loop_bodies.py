@@ -61,7 +61,9 @@ class StrictLoopBodies(NodeLoweringPass):
     def plan(self, site: Site, types: TypeOracle) -> _Plan | None:
         node = site.node
         body_attr = node.attributes.get("body")
-        body = None if body_attr is None else body_attr.as_graph()
+        if body_attr is None or body_attr.is_ref() or body_attr.type != ir.AttributeType.GRAPH:
+            return None  # a function's attribute reference: nothing to repair until inlined
+        body = body_attr.as_graph()
         if body is None or len(body.inputs) < 2 or not body.outputs:
             return None
         inputs = {id(value) for value in body.inputs}

@@ -21,9 +21,10 @@ import onnx
 import onnx_ir as ir
 
 from seqlower.passes._base import NameGenerator, NodeLoweringPass, Site
+from seqlower.passes._dims import int_attr, ints_attr
 from seqlower.passes._emit import Emitter
 from seqlower.passes._sequences import constant_array
-from seqlower.passes._shared import inline_copy
+from seqlower.passes._shared import initializers_as_constants, inline_copy
 from seqlower.passes._types import TypeOracle
 
 __all__ = ["UnrollConstantScans"]
@@ -53,14 +54,17 @@ class UnrollConstantScans(NodeLoweringPass):
         if site.opset < 9 or "body" not in node.attributes:
             return None  # Scan-8 scans a batch with sequence lengths: another op
         body = node.attributes["body"].as_graph()
-        scanned = _int(node, "num_scan_inputs")
+        scanned = int_attr(node, "num_scan_inputs")
         if body is None or scanned is None or not 0 < scanned <= len(node.inputs):
             return None
-        for name in ("scan_input_axes", "scan_input_directions"):
-            if any(_ints(node, name)):
-                return None
-        for name in ("scan_output_axes", "scan_output_directions"):
-            if any(_ints(node, name)):
+        for name in (
+            "scan_input_axes",
+            "scan_input_directions",
+            "scan_output_axes",
+            "scan_output_directions",
+        ):
+            values = ints_attr(node, name)
+            if name in node.attributes and (values is None or any(values)):
                 return None
         states = len(node.inputs) - scanned
         if len(body.inputs) != len(node.inputs) or len(body.outputs) != len(node.outputs):
@@ -82,7 +86,9 @@ class UnrollConstantScans(NodeLoweringPass):
         inputs: list[ir.Value] = list(node.inputs)  # type: ignore[arg-type]
         carried = inputs[:states]
         rows: list[list[ir.Value]] = [[] for _ in node.outputs[states:]]
-        inserted = _hoist_initializers(body, names, base, plan.opset)
+        # The body's own initializers (tf2onnx keeps constants, some exporters weights, there):
+        # one Constant each in the enclosing graph, read by every copy, not one per copy.
+        inserted = list(initializers_as_constants(body, names, f"{base}_weights", plan.opset))
         for k in range(plan.trips):
             op = Emitter(names, f"{base}_{k}", plan.opset, self.constant_pool(graph))
             index = op.int64s(k, hint="step")
@@ -120,20 +126,6 @@ class UnrollConstantScans(NodeLoweringPass):
                 name, old.name = old.name, None
                 new.name = name
         graph.remove(node, safe=True)
-
-
-def _int(node: ir.Node, name: str) -> int | None:
-    attr = node.attributes.get(name)
-    if attr is None or attr.is_ref() or attr.type != ir.AttributeType.INT:
-        return None
-    return attr.as_int()
-
-
-def _ints(node: ir.Node, name: str) -> list[int]:
-    attr = node.attributes.get(name)
-    if attr is None or attr.is_ref() or attr.type != ir.AttributeType.INTS:
-        return []
-    return list(attr.as_ints())
 
 
 def _length(value: ir.Value, opset: int) -> int | None:
@@ -215,24 +207,7 @@ def _static_shape_of(node: ir.Node | None) -> np.ndarray | None:
     if shape is None or not all(isinstance(d, int) for d in shape):
         return None
     dims = np.array([int(d) for d in shape], dtype=np.int64)  # type: ignore[arg-type]
-    start, end = node.attributes.get("start"), node.attributes.get("end")
-    first = 0 if start is None else start.as_int()
-    last = len(dims) if end is None else end.as_int()
+    first, last = int_attr(node, "start", 0), int_attr(node, "end", len(dims))
+    if first is None or last is None:
+        return None
     return dims[first:last]
-
-
-def _hoist_initializers(
-    body: ir.Graph, names: NameGenerator, base: str, opset: int
-) -> list[ir.Node]:
-    """The body's own initializers (tf2onnx keeps an RNN cell's weights there) as one Constant
-    each in the enclosing graph, read by every copy, instead of one per copy."""
-    op = Emitter(names, f"{base}_weights", opset)
-    for name in list(body.initializers):
-        value = body.initializers.pop(name)
-        tensor = value.const_value
-        if tensor is None:
-            continue
-        hoisted = op.Constant(value=tensor, _hint=name)
-        hoisted.type, hoisted.shape = value.type, value.shape
-        value.replace_all_uses_with(hoisted)
-    return list(op.nodes)
