@@ -8,6 +8,7 @@ import numpy as np
 import onnx
 import onnx.parser
 import onnx_ir as ir
+import onnxruntime as ort
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -162,3 +163,134 @@ def test_elementwise_maps_match_over_shapes_and_lengths(
     assert _forms(model) == {"vector": 1}
     lowered = seqlower.lower(model)
     assert_equivalent(model, lowered, _feeds(count, shape))
+
+
+def _split_map(
+    body: str,
+    *,
+    axis: int = 0,
+    keepdims: int = 0,
+    concat: str = "axis = 0, new_axis = 1",
+    element: str = "float[2, 3]",
+    outputs: str = "float[2, 3] r",
+    returns: str = "float[N, 2, 3] y",
+) -> onnx.ModelProto:
+    """onnxscript's shape: a tensor split into a sequence, mapped, stacked back."""
+    return onnx.parser.parse_model(
+        f"""
+        <ir_version: {IR_VERSION}, opset_import: ["" : 17]>
+        g (float[N, 2, 3] v) => ({returns}) {{
+            s = SplitToSequence <axis = {axis}, keepdims = {keepdims}> (v)
+            m = SequenceMap (s) <body = f ({element} x) => ({outputs}) {{
+                {body}
+            }}>
+            y = ConcatFromSequence <{concat}> (m)
+        }}
+        """
+    )
+
+
+@pytest.mark.parametrize("axis", [0, -3])
+@pytest.mark.parametrize("count", [1, 4])
+def test_a_map_of_a_split_tensor_runs_on_the_tensor(axis: int, count: int) -> None:
+    # No If, no sequence left: the body's nodes read v itself, y reads their result (its name
+    # kept through an Identity, as a graph output).
+    model = _split_map("sq = Mul (x, x)\n r = Neg (sq)", axis=axis)
+    onnx.checker.check_model(model, full_check=True)
+    lowered = seqlower.lower(model)
+    assert_lowered_ok(model, lowered)
+    onnx.shape_inference.infer_shapes(lowered, check_type=True, strict_mode=True)
+    assert sorted(all_op_types(lowered)) == ["Identity", "Mul", "Neg"]
+    assert [o.name for o in lowered.graph.output] == ["y"]
+    feeds = {"v": _RNG.standard_normal((count, 2, 3)).astype(np.float32)}
+    assert_equivalent(model, lowered, feeds)
+
+
+@pytest.mark.parametrize("runtime", ["openvino", "tract"])
+def test_a_map_of_a_split_tensor_runs_where_sequences_do_not(runtime: str) -> None:
+    from tests import runtimes
+
+    runtimes.require(runtime)
+    body = "w = Constant <value = float[3] {1, -2, 0.5}> ()\n mw = Mul (x, w)\n r = Relu (mw)"
+    model = _split_map(body)
+    lowered = seqlower.lower(model)
+    feeds = {"v": _RNG.standard_normal((5, 2, 3)).astype(np.float32)}
+    runtimes.assert_same(
+        runtimes.run("onnxruntime", model, feeds), runtimes.run(runtime, lowered, feeds)
+    )
+
+
+def test_a_map_of_a_split_tensor_keeps_the_sequence_it_returns() -> None:
+    # The map's output is the graph's: a SplitToSequence of the result, empty for zero rows.
+    model = onnx.parser.parse_model(
+        f"""
+        <ir_version: {IR_VERSION}, opset_import: ["" : 17]>
+        g (float[N, 3] v, float[3] w) => (seq(float[3]) m, float[N, 3] y) {{
+            s = SplitToSequence <axis = 0, keepdims = 0> (v)
+            m = SequenceMap (s) <body = f (float[3] x) => (float[3] r) {{
+                r = Sub (x, w)
+            }}>
+            y = ConcatFromSequence <axis = 0, new_axis = 1> (m)
+        }}
+        """
+    )
+    lowered = seqlower.lower(model)
+    assert_lowered_ok(model, lowered)
+    assert "If" not in all_op_types(lowered)
+    assert [o.name for o in lowered.graph.output] == ["m", "y"]
+    w = _RNG.standard_normal(3).astype(np.float32)
+    assert_equivalent(
+        model, lowered, {"v": _RNG.standard_normal((4, 3)).astype(np.float32), "w": w}
+    )
+    # Zero rows: the original's ConcatFromSequence refuses the empty sequence on onnxruntime;
+    # the lowered model returns an empty sequence and an empty tensor.
+    m, y = ort.InferenceSession(lowered.SerializeToString()).run(
+        None, {"v": np.zeros((0, 3), np.float32), "w": w}
+    )
+    assert m == [] and y.shape == (0, 3)
+
+
+def test_a_body_initializer_moves_with_the_body() -> None:
+    model = _split_map("r = Add (x, bias)")
+    bias = onnx.numpy_helper.from_array(np.arange(6, dtype=np.float32).reshape(2, 3), "bias")
+    model.graph.node[1].attribute[0].g.initializer.append(bias)
+    lowered = seqlower.lower(model)
+    assert_lowered_ok(model, lowered)
+    assert "SequenceMap" not in all_op_types(lowered)
+    assert_equivalent(model, lowered, {"v": _RNG.standard_normal((3, 2, 3)).astype(np.float32)})
+
+
+SPLIT_KEEPS_IF = {
+    # Not one row per element along axis 0: the elements are stacked by ConcatFromSequence, the
+    # empty sequence guarded by the If.
+    "axis_1": dict(
+        axis=1, element="float[3, 3]", outputs="float[3, 3] r", returns="float[2, 3, 3] y"
+    ),
+    "keepdims": dict(keepdims=1, element="float[1, 2, 3]", outputs="float[1, 2, 3] r"),
+}
+
+
+@pytest.mark.parametrize("name", list(SPLIT_KEEPS_IF))
+def test_other_splits_stack_their_elements(name: str) -> None:
+    options = dict(SPLIT_KEEPS_IF[name])
+    model = _split_map("r = Neg (x)", **options)  # type: ignore[arg-type]
+    lowered = seqlower.lower(model)
+    assert "Loop" not in all_op_types(lowered)
+    assert_equivalent(model, lowered, {"v": _RNG.standard_normal((3, 2, 3)).astype(np.float32)})
+
+
+@pytest.mark.parametrize(
+    ("concat", "returns"),
+    [
+        ("axis = 1, new_axis = 1", "float[2, N, 3] y"),
+        ("axis = 0", "float[M, 3] y"),
+        ("axis = -1, new_axis = 1", "float[2, 3, N] y"),
+    ],
+)
+def test_other_concats_of_the_mapped_rows_stay(concat: str, returns: str) -> None:
+    model = _split_map("r = Neg (x)", concat=concat, returns=returns)
+    lowered = seqlower.lower(model)
+    assert_lowered_ok(model, lowered)
+    assert "ConcatFromSequence" in all_op_types(lowered)
+    assert "If" not in all_op_types(lowered)
+    assert_equivalent(model, lowered, {"v": _RNG.standard_normal((3, 2, 3)).astype(np.float32)})

@@ -29,6 +29,11 @@ theirs), no loop is needed: the body runs once on the stacked elements::
               out_j = SplitToSequence(r_j, axis=0, keepdims=0)
         else: out_j = SequenceEmpty(dtype=T_j)   # ConcatFromSequence refuses an empty one
 
+When the sequence is ``SplitToSequence(x, axis=0, keepdims=0)`` (onnxscript's ``SplitToSequence``
+→ ``SequenceMap`` → ``ConcatFromSequence``), ``x`` already is the stacked elements: the body's
+nodes move into the graph and read ``x``, no ``If``, and each ``ConcatFromSequence(out_j,
+axis=0, new_axis=1)`` reads ``r_j`` itself, so such a map leaves no sequence op behind.
+
 The original body graph object becomes the Loop body, so its nodes, initializers, value infos
 and any lowered inner ``SequenceMap`` stay exactly as they were.
 """
@@ -45,14 +50,16 @@ from seqlower.errors import InvalidNodeError
 from seqlower.passes._base import NameGenerator, NodeLoweringPass, Site
 from seqlower.passes._dims import BROADCASTING, ELEMENTWISE
 from seqlower.passes._emit import Emitter
-from seqlower.passes._sequences import constant_array
+from seqlower.passes._sequences import constant_array, is_onnx
 from seqlower.passes._shared import (
     body_of,
     cut_interface,
+    initializers_as_constants,
     inline_untyped_sequence_map_functions,
     is_sequence,
     prepend,
     scan_outputs,
+    unit_split,
 )
 from seqlower.passes._types import TypeOracle, element_dtype
 
@@ -252,6 +259,10 @@ def _vectorized(
     sequence = node.inputs[0]
     assert graph is not None and sequence is not None
     base = node.name or "SequenceMap"
+    split = _stacked_source(sequence, body)
+    if split is not None:
+        _vectorized_in_place(plan, names, split, outer_pool)
+        return
     before = Emitter(names, base, plan.opset, outer_pool)
     reads = Emitter(names, base, plan.opset, body_pool)
     tail = Emitter(names, base, plan.opset, body_pool)
@@ -300,6 +311,94 @@ def _vectorized(
     for old, new in zip(node.outputs, outputs, strict=True):
         old.replace_all_uses_with(new, replace_graph_outputs=True)
     graph.remove(node, safe=True)
+
+
+def _stacked_source(sequence: ir.Value, body: ir.Graph) -> ir.Value | None:
+    """``x`` when ``sequence`` is ``SplitToSequence(x, axis=0, keepdims=0)`` without sizes:
+    then ``x`` already is the elements stacked along a new axis 0, whatever their count."""
+    split = unit_split(sequence)
+    element = body.inputs[0].shape
+    if split is None or split[2] or element is None:
+        return None
+    x, axis, _ = split
+    return x if axis in (0, -(len(element) + 1)) else None
+
+
+def _vectorized_in_place(
+    plan: _Plan,
+    names: NameGenerator,
+    stacked: ir.Value,
+    outer_pool: dict[tuple[object, ...], ir.Value],
+) -> None:
+    """The map of a split tensor (onnxscript's ``SplitToSequence`` → ``SequenceMap`` →
+    ``ConcatFromSequence``): the body's nodes move into the graph and run on the tensor that was
+    split, no ``If`` needed (a tensor of zero rows runs as well); a ``ConcatFromSequence`` that
+    stacks a result back along axis 0 reads the result itself. On zero rows that returns an
+    empty tensor where onnxruntime's ``ConcatFromSequence`` refuses the empty sequence."""
+    node, body = plan.node, plan.body
+    graph = node.graph
+    assert graph is not None
+    base = node.name or "SequenceMap"
+    emit = Emitter(names, base, plan.opset, outer_pool)
+    constants = initializers_as_constants(body, names, base, plan.opset)
+    for inner in body:
+        if inner.op_type != "Constant":
+            for value in inner.outputs:
+                if value.shape is not None:
+                    value.shape = ir.Shape([None, *value.shape])
+    results = cut_interface(body, {body.inputs[0]: stacked}, list(body.outputs))
+    moved = [*constants, *body]
+    body.remove(list(body))
+    for inner in moved:  # sibling bodies may use the same names; one graph may not
+        if inner.name:
+            inner.name = names.take_over(inner.name, f"{base}_{inner.op_type}")
+        for value in inner.outputs:
+            value.name = names.take_over(value.name, f"{base}_value")
+    graph.insert_before(node, moved)
+    outputs = _new_outputs(plan, names, base)
+    for j, (result, sequence) in enumerate(zip(results, outputs, strict=True)):
+        emit.SplitToSequence(result, axis=0, keepdims=0, _hint=f"split_{j}", _output=sequence)
+    graph.insert_before(node, emit.nodes)
+    for old, new in zip(node.outputs, outputs, strict=True):
+        old.replace_all_uses_with(new, replace_graph_outputs=True)
+    graph.remove(node, safe=True)
+    for result, sequence, shape in zip(results, outputs, plan.static_shapes or [], strict=True):
+        _read_stacked(sequence, result, len(shape), names, plan.opset, outer_pool)
+
+
+def _read_stacked(
+    sequence: ir.Value,
+    stacked: ir.Value,
+    rank: int,
+    names: NameGenerator,
+    opset: int,
+    pool: dict[tuple[object, ...], ir.Value],
+) -> None:
+    """Every ``ConcatFromSequence(sequence, axis=0, new_axis=1)`` in ``sequence``'s graph reads
+    ``stacked`` instead (a graph output keeps its name through an ``Identity``); the concat,
+    read by nothing, is left for dead-node removal."""
+    for use in list(sequence.uses()):
+        concat = use.node
+        if not is_onnx(concat, "ConcatFromSequence") or concat.graph is not sequence.graph:
+            continue
+        axis = concat.attributes.get("axis")
+        new_axis = concat.attributes.get("new_axis")
+        if axis is None or axis.is_ref() or new_axis is None or new_axis.is_ref():
+            continue
+        if new_axis.as_int() != 1 or axis.as_int() not in (0, -(rank + 1)):
+            continue
+        old = concat.outputs[0]
+        graph = concat.graph
+        assert graph is not None
+        if old.is_graph_output():
+            emit = Emitter(names, concat.name or "ConcatFromSequence", opset, pool)
+            kept = ir.Value(name=old.name, type=old.type, shape=old.shape)
+            old.name = names.fresh(f"{old.name}_unstacked")
+            emit.Identity(stacked, _hint="stacked", _output=kept)
+            graph.insert_after(concat, emit.nodes)
+            old.replace_all_uses_with(kept, replace_graph_outputs=True)
+        else:
+            old.replace_all_uses_with(stacked)
 
 
 #: Elementwise ops whose operands broadcast (numpy-style, aligned on the trailing axes), and
