@@ -33,18 +33,20 @@ SHAPES = {
     3: [(128, 64, 128), (64, 128, 256), (256, 32, 512)],
     4: [(64, 32, 16, 32), (32, 64, 32, 32), (128, 32, 32, 32)],
 }
-# Inner sizes 1, 8 and 256 at 1M-2M elements (--inner).
-INNER_SHAPES = [(2048, 512, 1), (2048, 128, 8), (64, 64, 256)]
+# Inner sizes 1, 8 and 256 at 1M-2M elements (--inner); one element per step twice, as [T, B]
+# and as [T, B, 1] (both lowered to GatherElements).
+INNER_SHAPES = [(2048, 512), (2048, 512, 1), (2048, 128, 8), (64, 64, 256)]
 
 
 def models(
     shape: tuple[int, ...], time_axis: int, kind: str, lens: np.ndarray, form: str = "gathernd"
 ) -> dict[str, onnx.ModelProto]:
-    """Native, lowered and copy models. ``kind``: ``input`` (lengths a graph input, every
-    dimension symbolic: the index is computed at run time), ``constant`` (a constant with static
-    dimensions: the index is folded), ``full`` (the full time length as tf2onnx writes it,
-    ``Expand(Gather(Shape(x)))``, symbolic dimensions: one Slice)."""
-    dims: list[Any] = list(shape) if kind == "constant" else [f"d{i}" for i in range(len(shape))]
+    """Native, lowered and copy models. ``kind``: ``input`` (lengths a graph input, time and
+    batch symbolic, the trailing sizes static as exporters declare features: the index is
+    computed at run time), ``constant`` (a constant with static dimensions: the index is
+    folded), ``full`` (the full time length as tf2onnx writes it, ``Expand(Gather(Shape(x)))``,
+    time and batch symbolic: one Slice)."""
+    dims: list[Any] = list(shape) if kind == "constant" else ["d0", "d1", *shape[2:]]
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, dims)
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, dims)
     inputs, initializers, nodes = [x], [], []

@@ -31,6 +31,7 @@ __all__ = [
 FORM_WORDS = {
     "slice": "as one Slice (lengths proven full)",
     "computed": "as a GatherND with its index computed at run time",
+    "elements": "as a GatherElements with its index computed at run time (one element per step)",
     "rows": "as a row Gather (opset 10)",
     "scan": "as a Loop stacking scan outputs",
     "carried": "as a Loop carrying a sequence",

@@ -45,7 +45,8 @@ class Target:
     loops: str
     #: ``ReverseSequence``: "native" (kept; onnxruntime's row: except the types it lacks), or
     #: lowered to one ``Slice`` where lengths are
-    #: proven full, else a ``GatherND`` ("gathernd", portable) or a row ``Gather`` ("gather",
+    #: proven full, else a ``GatherND`` ("gathernd", portable; ``GatherElements`` for one
+    #: element per (time, batch) entry) or a row ``Gather`` ("gather",
     #: faster in onnxruntime; tract and onnx2torch cannot run its Flatten/Reshape).
     reverse_sequence: str
     #: The newest default-domain opset the runtime's converters know (None: any); a newer model

@@ -649,3 +649,88 @@ def test_a_mapped_split_whose_body_changes_the_element_proves_only_what_it_keeps
         "lens": np.array([1, 5, 0, 2], np.int64),
     }
     assert_same(native(model, feeds), run("onnxruntime", lowered, feeds))
+
+
+# ------------------------------------------------------------------ one element per step
+
+ONE_PER_STEP = {"rank2": 0, "trailing_one": 1, "trailing_ones": 2}
+
+
+def one_per_step_model(dtype: str, time_axis: int, ones: int) -> str:
+    lead = "T, N" if time_axis == 0 else "N, T"
+    dims = ", ".join([lead, *["1"] * ones])
+    return f"""
+        g ({dtype}[{dims}] x, int64[N] lens) => ({dtype}[{dims}] y) {{
+            y = ReverseSequence<batch_axis = {1 - time_axis}, time_axis = {time_axis}>(x, lens)
+        }}"""
+
+
+@pytest.mark.parametrize("dtype", ["float", "int64", "bool"])
+@pytest.mark.parametrize("time_axis", [0, 1])
+@pytest.mark.parametrize("case", list(ONE_PER_STEP))
+def test_one_element_per_step_is_a_gather_elements(case: str, time_axis: int, dtype: str) -> None:
+    """[T, B] (or trailing static 1s): GatherElements on the source steps, no batch coordinate."""
+    ones = ONE_PER_STEP[case]
+    model = parse(one_per_step_model(dtype, time_axis, ones))
+    lowered, forms = lowered_forms(model)
+    assert forms == {"elements": 1}
+    assert "GatherND" not in all_op_types(lowered)
+    onnx.shape_inference.infer_shapes(lowered, check_type=True, strict_mode=True)
+    shape = (5, 3) if time_axis == 0 else (3, 5)
+    rng = np.random.default_rng(11)
+    x = rng.integers(0, 100, (*shape, *[1] * ones))
+    np_dtype = {"float": np.float32, "int64": np.int64, "bool": np.bool_}[dtype]
+    for lens in ([5, 0, 3], [1, 5, 2]):
+        feeds = {"x": (x % 2 if dtype == "bool" else x).astype(np_dtype), "lens": np.array(lens)}
+        assert_runs_everywhere(model, feeds)
+
+
+def test_one_string_per_step() -> None:
+    model = parse(one_per_step_model("string", 0, 0))
+    lowered, forms = lowered_forms(model)
+    assert forms == {"elements": 1}
+    x = np.array([[f"{t}{b}" for b in range(3)] for t in range(4)], dtype=object)
+    feeds = {"x": x, "lens": np.array([4, 0, 2], np.int64)}
+    assert_same(native(model, feeds), run("onnxruntime", lowered, feeds))
+
+
+def test_a_trailing_axis_not_proven_one_keeps_gathernd() -> None:
+    model = parse(
+        """
+        g (float[T, N, C] x, int64[N] lens) => (float[T, N, C] y) {
+            y = ReverseSequence<batch_axis = 1, time_axis = 0>(x, lens)
+        }"""
+    )
+    _, forms = lowered_forms(model)
+    assert forms == {"computed": 1}
+
+
+def test_one_per_step_reversals_share_one_index() -> None:
+    model = parse(
+        """
+        g (float[T, N] x, int64[N] lens) => (float[T, N] y) {
+            r1 = ReverseSequence<batch_axis = 1, time_axis = 0>(x, lens)
+            h = Neg(r1)
+            r2 = ReverseSequence<batch_axis = 1, time_axis = 0>(h, lens)
+            y = Add(r2, x)
+        }"""
+    )
+    lowered, forms = lowered_forms(model)
+    assert forms == {"elements": 2}
+    assert all_op_types(lowered).count("Range") == 3
+    feeds = {
+        "x": np.random.default_rng(5).standard_normal((6, 4)).astype(np.float32),
+        "lens": np.array([6, 0, 3, 1], np.int64),
+    }
+    assert_runs_everywhere(model, feeds)
+
+
+@pytest.mark.parametrize("lens", BAD_LENGTHS, ids=["long", "negative", "too_few", "too_many"])
+def test_bad_lengths_fail_one_per_step(lens: list[int]) -> None:
+    model = parse(one_per_step_model("float", 0, 0))
+    lowered, _ = lowered_forms(model)
+    feeds = {"x": np.zeros((4, 3), np.float32), "lens": np.array(lens, np.int64)}
+    with pytest.raises(RuntimeFailure):
+        native(model, feeds)
+    with pytest.raises(RuntimeFailure, match=r"sequence_lens|batch_entry"):
+        run("onnxruntime", lowered, feeds)
