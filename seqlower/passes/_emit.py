@@ -114,10 +114,14 @@ class Emitter(ir.tape.Tape):
     def int64s(self, values: Sequence[int] | int, *, hint: str) -> ir.Value:
         return self.constant(np.array(values, dtype=np.int64), hint=hint)
 
-    def unsqueeze(self, x: ir.Value, axes: Sequence[int], *, hint: str) -> ir.Value:
+    def unsqueeze(
+        self, x: ir.Value, axes: Sequence[int], *, hint: str, output: ir.Value | None = None
+    ) -> ir.Value:
+        """``output``: the value to produce (a new one when None)."""
         if self.opset >= 13:
-            return self.Unsqueeze(x, self.int64s(list(axes), hint=f"{hint}_axes"), _hint=hint)
-        return self.Unsqueeze(x, axes=list(axes), _hint=hint)
+            axes_value = self.int64s(list(axes), hint=f"{hint}_axes")
+            return self.Unsqueeze(x, axes_value, _hint=hint, _output=output)
+        return self.Unsqueeze(x, axes=list(axes), _hint=hint, _output=output)
 
     def squeeze(self, x: ir.Value, axes: Sequence[int], *, hint: str) -> ir.Value:
         if self.opset >= 13:

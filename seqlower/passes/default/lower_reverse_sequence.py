@@ -22,8 +22,9 @@ tract, onnx2torch, candle, burn, QNN and TVM have no ``ReverseSequence``; all of
   Nodes of one graph with the same lengths value and provably the same dimensions share one
   computed index.
 - ``GatherElements`` along the time axis with the [T, B] source steps alone when each (time,
-  batch) entry is one element (rank 2, or every later axis a static 1): ``GatherND`` pays a
-  fixed cost per slice, which dominates for one-element slices (2-2.5x slower in onnxruntime).
+  batch) entry is one element (rank 2, or every later axis a static 1, squeezed around it):
+  ``GatherND`` pays a fixed cost per slice, which dominates for one-element slices (2-3x
+  slower in onnxruntime).
 
 Lengths outside [0, T] and a lengths vector that is not one per batch entry fail at run time as
 the native kernel does, through an out-of-range ``Gather`` on [B]-sized vectors (constant
@@ -219,9 +220,7 @@ class LowerReverseSequence(NodeLoweringPass):
                 if plan.share_key is not None:
                     self._indices[plan.share_key] = index
             if form is _Form.ELEMENTS:
-                emit.GatherElements(
-                    data, index, axis=plan.time_axis, _hint="reversed", _output=result
-                )
+                _gather_steps(emit, data, index, plan, result)
             else:
                 emit.GatherND(data, index, _hint="reversed", _output=result)
         self.forms[form.value] = self.forms.get(form.value, 0) + 1
@@ -273,6 +272,22 @@ def _choose_form(
     if opset < 11 or rows:
         return _Form.ROWS
     return _Form.COMPUTED
+
+
+def _gather_steps(
+    emit: Emitter, data: ir.Value, index: ir.Value, plan: _Plan, result: ir.Value
+) -> None:
+    """``GatherElements`` of [T, B] ``data`` at the [T, B] source steps; trailing 1s are
+    squeezed first and restored after (onnxruntime's ``GatherElements`` runs 2-3x slower on
+    [T, B, 1] than on [T, B]; ``Squeeze``/``Unsqueeze`` copy nothing there)."""
+    assert plan.rank is not None
+    ones = list(range(2, plan.rank))
+    if not ones:
+        emit.GatherElements(data, index, axis=plan.time_axis, _hint="reversed", _output=result)
+        return
+    flat = emit.squeeze(data, ones, hint="steps_only")
+    reversed_ = emit.GatherElements(flat, index, axis=plan.time_axis, _hint="reversed")
+    emit.unsqueeze(reversed_, ones, hint="restored", output=result)
 
 
 def _one_per_step(dims: DimProver, data: ir.Value, rank: int) -> bool:
@@ -340,9 +355,9 @@ def _computed_index(emit: Emitter, data: ir.Value, lens: ir.Value, plan: _Plan) 
     batches = emit.Range(zero, batch, one, _hint="batches")
     # GatherND: [T, 1, 1] steps against [B, 1] lengths and batches (time-major), [T, 1] against
     # [B, 1, 1] (batch-major): the pieces come out [T, B, 1] or [B, T, 1]. GatherElements: the
-    # source steps alone, of the input's rank ([T, B] for rank 2, [T, B, 1] for rank 3, ...).
+    # source steps alone, [T, B] or [B, T].
     elements = plan.form is _Form.ELEMENTS
-    rank = plan.rank if elements and plan.rank is not None else 3
+    rank = 2 if elements else 3  # GatherElements reads [T, B] (trailing 1s squeezed)
     trailing = list(range(1, rank - 1))  # the axes after the leading one, but one
     steps_axes = [*trailing, rank - 1] if time_first else trailing
     batches_axes = trailing if time_first else [*trailing, rank - 1]
