@@ -3,10 +3,13 @@
 Run by hand (not a test):  .venv/bin/python benchmarks/sequence_map.py [--max-seconds S]
 
 The model maps Neg over a sequence of N float tensors. "static": every element is [256] and
-the body declares it, so seqlower stacks scan outputs; "dynamic": elements have different
-lengths and no declared shape, so seqlower carries a sequence through SequenceInsert (as
-onnxruntime's own expansion does). Both models run in one process, interleaved, on the same
-inputs; the script prints median times and native/lowered speed-ups.
+the body declares it, so seqlower runs Neg once on the stacked elements; "dynamic": elements
+have different lengths and no declared shape, so seqlower carries a sequence through
+SequenceInsert (as onnxruntime's own expansion does); "split": onnxscript's form, an [N, 256]
+tensor split into rows, mapped and stacked back (SplitToSequence -> SequenceMap ->
+ConcatFromSequence), which seqlower lowers to Neg on the tensor. Both models run in one
+process, interleaved, on the same inputs; the script prints median times and native/lowered
+speed-ups.
 """
 
 from __future__ import annotations
@@ -25,8 +28,8 @@ import seqlower
 LENGTHS = [4, 64, 512, 2048, 8192]
 
 
-def model(static: bool) -> onnx.ModelProto:
-    shape = [256] if static else None
+def model(kind: str) -> onnx.ModelProto:
+    shape = None if kind == "dynamic" else [256]
     elem = helper.make_tensor_type_proto(TensorProto.FLOAT, shape)
     seq = helper.make_sequence_type_proto(elem)
     body = helper.make_graph(
@@ -35,12 +38,15 @@ def model(static: bool) -> onnx.ModelProto:
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)],
     )
-    graph = helper.make_graph(
-        [helper.make_node("SequenceMap", ["s"], ["out"], body=body)],
-        "map",
-        [helper.make_value_info("s", seq)],
-        [helper.make_value_info("out", seq)],
-    )
+    nodes = [helper.make_node("SequenceMap", ["s"], ["out"], body=body)]
+    inputs = [helper.make_value_info("s", seq)]
+    outputs = [helper.make_value_info("out", seq)]
+    if kind == "split":
+        nodes.insert(0, helper.make_node("SplitToSequence", ["t"], ["s"], axis=0, keepdims=0))
+        nodes.append(helper.make_node("ConcatFromSequence", ["out"], ["y"], axis=0, new_axis=1))
+        inputs = [helper.make_tensor_value_info("t", TensorProto.FLOAT, ["N", 256])]
+        outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 256])]
+    graph = helper.make_graph(nodes, "map", inputs, outputs)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
 
@@ -52,16 +58,24 @@ def session(proto: onnx.ModelProto) -> ort.InferenceSession:
     )
 
 
-def bench(static: bool, length: int, max_seconds: float) -> tuple[float, float]:
+def bench(kind: str, length: int, max_seconds: float) -> tuple[float, float]:
     rng = np.random.default_rng(0)
-    sizes = [256] * length if static else rng.integers(128, 384, size=length)
-    feeds = {"s": [rng.standard_normal(int(n)).astype(np.float32) for n in sizes]}
-    native_model = model(static)
+    sizes = rng.integers(128, 384, size=length) if kind == "dynamic" else [256] * length
+    rows = [rng.standard_normal(int(n)).astype(np.float32) for n in sizes]
+    feeds: dict[str, object] = {"s": rows}
+    if kind == "split":
+        feeds = {"t": np.stack(rows)}
+    native_model = model(kind)
     lowered_model = seqlower.lower(native_model)
     ops = {n.op_type for n in lowered_model.graph.node}
     # static: Neg once on the stacked elements (an If against an empty sequence); dynamic: a
-    # Loop carrying a sequence.
-    assert ("If" in ops) == static and ("Loop" in ops) != static
+    # Loop carrying a sequence; split: Neg on the tensor, no sequence op.
+    expected_ops = {
+        "static": {"If"} <= ops and "Loop" not in ops,
+        "dynamic": "Loop" in ops,
+        "split": ops == {"Neg", "Identity"},
+    }
+    assert expected_ops[kind], ops
     runs = {"native": session(native_model), "lowered": session(lowered_model)}
     expected = runs["native"].run(None, feeds)[0]
     got = runs["lowered"].run(None, feeds)[0]
@@ -84,10 +98,9 @@ def main() -> None:
     args = parser.parse_args()
     print(f"onnxruntime {ort.__version__}, 1 thread, Neg over N float tensors, medians")
     print(f"{'shapes':>8} {'N':>6} {'native ms':>11} {'lowered ms':>11} {'speed-up':>9}")
-    for static in (True, False):
+    for kind in ("static", "dynamic", "split"):
         for length in LENGTHS:
-            native, lowered = bench(static, length, args.max_seconds)
-            kind = "static" if static else "dynamic"
+            native, lowered = bench(kind, length, args.max_seconds)
             print(
                 f"{kind:>8} {length:>6} {native * 1e3:>11.3f} {lowered * 1e3:>11.3f} "
                 f"{native / lowered:>8.2f}x"
