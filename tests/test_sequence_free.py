@@ -366,20 +366,35 @@ def test_without_the_folder_the_copies_keep_their_ifs(monkeypatch: pytest.Monkey
     assert_same(ort_run(model, feeds), ort_run(lowered, feeds))
 
 
-def test_many_static_pieces_run_as_a_scan() -> None:
-    """A known count above SPLIT_LIMIT is not unrolled: the map becomes a Scan."""
-    model = onnx.parser.parse_model(
+def _many_pieces(body: str) -> onnx.ModelProto:
+    return onnx.parser.parse_model(
         f"""{cases.HEADER}
         g (float[100, 3] x) => (float[100, 3] y) {{
             seq = SplitToSequence<axis = 0, keepdims = 0>(x)
-            mapped = SequenceMap<body = f (float[3] e) => (float[3] r) {{ r = Neg(e) }}>(seq)
+            mapped = SequenceMap<body = f (float[3] e) => (float[3] r) {{ {body} }}>(seq)
             y = ConcatFromSequence<axis = 0, new_axis = 1>(mapped)
         }}"""
     )
+
+
+def test_many_static_pieces_run_as_a_scan() -> None:
+    """A known count above SPLIT_LIMIT is not unrolled: the map becomes a Scan."""
+    model = _many_pieces("r = Softmax(e)")
     feeds = {"x": cases._floats((100, 3))[0]}
     lowered = seqlower.lower(model, sequence_free=True)
     assert "Scan" in all_op_types(lowered) and "Split" not in all_op_types(lowered)
+    assert_same(ort_run(model, feeds), ort_run(lowered, feeds))
+
+
+def test_an_elementwise_map_of_rows_runs_on_the_tensor() -> None:
+    """No Scan either when the body works element by element: it runs once on x."""
+    model = _many_pieces("r = Neg(e)")
+    feeds = {"x": cases._floats((100, 3))[0]}
+    lowered = seqlower.lower(model, sequence_free=True)
+    assert sorted(all_op_types(lowered)) == ["Identity", "Neg"]
     assert_same([-feeds["x"]], ort_run(lowered, feeds))
+    for target in ("openvino", "tract"):
+        assert sorted(all_op_types(seqlower.lower(model, target=target))) == ["Identity", "Neg"]
 
 
 # ---------------------------------------------------------------- --unroll-input

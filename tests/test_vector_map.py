@@ -287,10 +287,47 @@ def test_other_splits_stack_their_elements(name: str) -> None:
         ("axis = -1, new_axis = 1", "float[2, 3, N] y"),
     ],
 )
-def test_other_concats_of_the_mapped_rows_stay(concat: str, returns: str) -> None:
+def test_every_concat_of_the_mapped_rows_reads_the_result(concat: str, returns: str) -> None:
+    # Along another axis a Transpose, without a new axis a Reshape: no sequence op is left.
     model = _split_map("r = Neg (x)", concat=concat, returns=returns)
     lowered = seqlower.lower(model)
     assert_lowered_ok(model, lowered)
-    assert "ConcatFromSequence" in all_op_types(lowered)
-    assert "If" not in all_op_types(lowered)
+    onnx.shape_inference.infer_shapes(lowered, check_type=True, strict_mode=True)
+    assert not {"ConcatFromSequence", "SplitToSequence", "If"} & set(all_op_types(lowered))
+    assert [o.name for o in lowered.graph.output] == ["y"]
+    assert_equivalent(model, lowered, {"v": _RNG.standard_normal((3, 2, 3)).astype(np.float32)})
+
+
+def test_a_row_read_by_position_keeps_its_sequence() -> None:
+    model = onnx.parser.parse_model(
+        f"""
+        <ir_version: {IR_VERSION}, opset_import: ["" : 17]>
+        g (float[N, 3] v) => (float[3] first, float[N, 3] y) {{
+            s = SplitToSequence <axis = 0, keepdims = 0> (v)
+            m = SequenceMap (s) <body = f (float[3] x) => (float[3] r) {{
+                r = Abs (x)
+            }}>
+            zero = Constant <value = int64 {{0}}> ()
+            first = SequenceAt (m, zero)
+            y = ConcatFromSequence <axis = 0, new_axis = 1> (m)
+        }}
+        """
+    )
+    lowered = seqlower.lower(model)
+    assert_lowered_ok(model, lowered)
+    assert sorted(set(all_op_types(lowered))) == [
+        "Abs", "Constant", "Identity", "SequenceAt", "SplitToSequence"
+    ]  # fmt: skip
+    assert_equivalent(model, lowered, {"v": _RNG.standard_normal((4, 3)).astype(np.float32)})
+
+
+def test_split_rows_need_only_a_declared_rank() -> None:
+    # Rows of one split tensor share a shape whatever it is: a symbolic element shape is enough.
+    model = _split_map(
+        "r = Relu (x)", element="float[A, B]", outputs="float[A, B] r", returns="float[N, 2, 3] y"
+    )
+    assert _forms(model) == {"vector": 1}
+    lowered = seqlower.lower(model)
+    assert_lowered_ok(model, lowered)
+    assert sorted(all_op_types(lowered)) == ["Identity", "Relu"]
     assert_equivalent(model, lowered, {"v": _RNG.standard_normal((3, 2, 3)).astype(np.float32)})

@@ -48,19 +48,19 @@ import onnx_ir as ir
 
 from seqlower.errors import InvalidNodeError
 from seqlower.passes._base import NameGenerator, NodeLoweringPass, Site
-from seqlower.passes._dims import BROADCASTING, ELEMENTWISE
 from seqlower.passes._emit import Emitter
-from seqlower.passes._sequences import constant_array, is_onnx
+from seqlower.passes._sequences import is_onnx
 from seqlower.passes._shared import (
     body_of,
+    concat_problem,
+    concat_stacked,
     cut_interface,
-    initializers_as_constants,
     inline_untyped_sequence_map_functions,
     is_sequence,
     prepend,
     scan_outputs,
-    unit_split,
 )
+from seqlower.passes._stacking import elementwise, run_on_stack, stacked_source
 from seqlower.passes._types import TypeOracle, element_dtype
 
 __all__ = ["LowerSequenceMap"]
@@ -125,7 +125,12 @@ class LowerSequenceMap(NodeLoweringPass):
         static = None
         if self.stack_static and all(shape is not None for shape in shapes):
             static = [shape for shape in shapes if shape is not None]
-        vector = static is not None and sequence_inputs == [True] and _elementwise(body)
+        vector = False
+        if sequence_inputs == [True] and elementwise(body):
+            # Split rows have one shape; elements of another sequence must declare theirs.
+            element = body.inputs[0].shape
+            split = stacked_source(node.inputs[0], body) is not None  # type: ignore[arg-type]
+            vector = split or (static is not None and _static(element))
         return _Plan(node, body, site.opset, sequence_inputs, dtypes, static, vector)
 
     def rewrite(self, plan: _Plan, names: NameGenerator) -> None:
@@ -259,7 +264,7 @@ def _vectorized(
     sequence = node.inputs[0]
     assert graph is not None and sequence is not None
     base = node.name or "SequenceMap"
-    split = _stacked_source(sequence, body)
+    split = stacked_source(sequence, body)
     if split is not None:
         _vectorized_in_place(plan, names, split, outer_pool)
         return
@@ -313,135 +318,37 @@ def _vectorized(
     graph.remove(node, safe=True)
 
 
-def _stacked_source(sequence: ir.Value, body: ir.Graph) -> ir.Value | None:
-    """``x`` when ``sequence`` is ``SplitToSequence(x, axis=0, keepdims=0)`` without sizes:
-    then ``x`` already is the elements stacked along a new axis 0, whatever their count."""
-    split = unit_split(sequence)
-    element = body.inputs[0].shape
-    if split is None or split[2] or element is None:
-        return None
-    x, axis, _ = split
-    return x if axis in (0, -(len(element) + 1)) else None
-
-
 def _vectorized_in_place(
     plan: _Plan,
     names: NameGenerator,
     stacked: ir.Value,
     outer_pool: dict[tuple[object, ...], ir.Value],
 ) -> None:
-    """The map of a split tensor (onnxscript's ``SplitToSequence`` → ``SequenceMap`` →
-    ``ConcatFromSequence``): the body's nodes move into the graph and run on the tensor that was
-    split, no ``If`` needed (a tensor of zero rows runs as well); a ``ConcatFromSequence`` that
-    stacks a result back along axis 0 reads the result itself. On zero rows that returns an
-    empty tensor where onnxruntime's ``ConcatFromSequence`` refuses the empty sequence."""
+    """The map of a split tensor (module docstring): its body runs on the tensor that was split,
+    no ``If`` needed (zero rows run as well); a ``ConcatFromSequence`` of a result reads the
+    result, the sequence is left to readers of other kinds."""
     node, body = plan.node, plan.body
     graph = node.graph
-    assert graph is not None
-    base = node.name or "SequenceMap"
-    emit = Emitter(names, base, plan.opset, outer_pool)
-    constants = initializers_as_constants(body, names, base, plan.opset)
-    for inner in body:
-        if inner.op_type != "Constant":
-            for value in inner.outputs:
-                if value.shape is not None:
-                    value.shape = ir.Shape([None, *value.shape])
-    results = cut_interface(body, {body.inputs[0]: stacked}, list(body.outputs))
-    moved = [*constants, *body]
-    body.remove(list(body))
-    for inner in moved:  # sibling bodies may use the same names; one graph may not
-        if inner.name:
-            inner.name = names.take_over(inner.name, f"{base}_{inner.op_type}")
-        for value in inner.outputs:
-            value.name = names.take_over(value.name, f"{base}_value")
-    graph.insert_before(node, moved)
-    outputs = _new_outputs(plan, names, base)
+    assert graph is not None and body.inputs[0].shape is not None
+    rank = len(body.inputs[0].shape)  # every result's: the body is elementwise
+    results = run_on_stack(node, body, stacked, names, plan.opset)
+    emit = Emitter(names, node.name or "SequenceMap", plan.opset, outer_pool)
+    outputs = _new_outputs(plan, names, node.name or "SequenceMap")
     for j, (result, sequence) in enumerate(zip(results, outputs, strict=True)):
         emit.SplitToSequence(result, axis=0, keepdims=0, _hint=f"split_{j}", _output=sequence)
     graph.insert_before(node, emit.nodes)
     for old, new in zip(node.outputs, outputs, strict=True):
         old.replace_all_uses_with(new, replace_graph_outputs=True)
     graph.remove(node, safe=True)
-    for result, sequence, shape in zip(results, outputs, plan.static_shapes or [], strict=True):
-        _read_stacked(sequence, result, len(shape), names, plan.opset, outer_pool)
-
-
-def _read_stacked(
-    sequence: ir.Value,
-    stacked: ir.Value,
-    rank: int,
-    names: NameGenerator,
-    opset: int,
-    pool: dict[tuple[object, ...], ir.Value],
-) -> None:
-    """Every ``ConcatFromSequence(sequence, axis=0, new_axis=1)`` in ``sequence``'s graph reads
-    ``stacked`` instead (a graph output keeps its name through an ``Identity``); the concat,
-    read by nothing, is left for dead-node removal."""
-    for use in list(sequence.uses()):
-        concat = use.node
-        if not is_onnx(concat, "ConcatFromSequence") or concat.graph is not sequence.graph:
-            continue
-        axis = concat.attributes.get("axis")
-        new_axis = concat.attributes.get("new_axis")
-        if axis is None or axis.is_ref() or new_axis is None or new_axis.is_ref():
-            continue
-        if new_axis.as_int() != 1 or axis.as_int() not in (0, -(rank + 1)):
-            continue
-        old = concat.outputs[0]
-        graph = concat.graph
-        assert graph is not None
-        if old.is_graph_output():
-            emit = Emitter(names, concat.name or "ConcatFromSequence", opset, pool)
-            kept = ir.Value(name=old.name, type=old.type, shape=old.shape)
-            old.name = names.fresh(f"{old.name}_unstacked")
-            emit.Identity(stacked, _hint="stacked", _output=kept)
-            graph.insert_after(concat, emit.nodes)
-            old.replace_all_uses_with(kept, replace_graph_outputs=True)
-        else:
-            old.replace_all_uses_with(stacked)
-
-
-#: Elementwise ops whose operands broadcast (numpy-style, aligned on the trailing axes), and
-#: Clip and CastLike, whose other operands are scalars or only give a type.
-_BROADCASTING = BROADCASTING | {"Clip", "CastLike"}
-
-
-def _elementwise(body: ir.Graph) -> bool:
-    """Whether ``body`` (one input, of a declared static shape) computes every output from its
-    input element by element, so that it gives the same on the stacked elements: each node
-    elementwise, each operand not computed from the input a constant or an outer value of
-    rank at most the input's, each output computed from the input."""
-    if len(body.inputs) != 1 or body.inputs[0].shape is None:
-        return False
-    if not all(isinstance(d, int) for d in body.inputs[0].shape):
-        return False
-    rank = len(body.inputs[0].shape)
-    derived = {id(body.inputs[0])}
-    for node in body:
-        if node.domain not in ("", "ai.onnx"):
-            return False
-        if node.op_type == "Constant" and not node.inputs:
-            continue
-        if node.op_type not in ELEMENTWISE and node.op_type not in _BROADCASTING:
-            return False
-        if len(node.outputs) != 1:
-            return False
-        for value in node.inputs:
-            if value is None or id(value) in derived:
-                continue
-            other_rank = None if value.shape is None else len(value.shape)
-            producer = value.producer()
-            if producer is not None and producer.graph is body and producer.op_type != "Constant":
-                return False  # computed in the body but not from the element
-            if other_rank is None:
-                constant = constant_array(value)
-                other_rank = None if constant is None else constant.ndim
-            if other_rank is None or other_rank > rank:
-                return False
-        if not any(value is not None and id(value) in derived for value in node.inputs):
-            return False
-        derived.add(id(node.outputs[0]))
-    return all(id(result) in derived for result in body.outputs)
+    for result, sequence in zip(results, outputs, strict=True):
+        for use in list(sequence.uses()):
+            concat = use.node
+            if (
+                is_onnx(concat, "ConcatFromSequence")
+                and concat.graph is graph
+                and concat_problem(concat, rank) is None
+            ):
+                concat_stacked(concat, result, rank, plan.opset, names, outer_pool)
 
 
 def _carried(
@@ -539,6 +446,10 @@ def _tensor(dtype: ir.DataType) -> ir.TensorType:
 
 def _sequence(dtype: ir.DataType) -> ir.SequenceType:
     return ir.SequenceType(ir.TensorType(dtype))
+
+
+def _static(shape: ir.Shape | None) -> bool:
+    return shape is not None and all(isinstance(d, int) for d in shape)
 
 
 def _scalar_input(name: str, dtype: ir.DataType) -> ir.Value:

@@ -16,6 +16,9 @@ Unrolling needs the count; a ``Scan`` does not, and it needs no sequence::
 
 ``Scan`` rather than ``Loop``: tract implements ``Scan`` but not ``Loop``.
 
+No ``Scan`` at all when the map's one input is ``x``'s rows (``axis=0``, ``keepdims=0``) and its
+body works element by element (``seqlower.passes._stacking``): the body runs once on ``x``.
+
 Stacking needs every iteration's ``r`` to have one shape, so the pass takes a map only when the
 shape inferred for ``r`` has a known rank and dimensions that cannot change from one element to
 the next (numbers, or names of the input's own dimensions). Otherwise, or when a map output has
@@ -47,6 +50,7 @@ from seqlower.passes._shared import (
     scan_outputs,
     unit_split,
 )
+from seqlower.passes._stacking import elementwise, run_on_stack, stacked_source
 from seqlower.passes._types import TypeOracle, element_dtype
 
 __all__ = ["ScanSequenceMap", "concat_problem", "concat_stacked"]
@@ -69,6 +73,7 @@ class _Plan:
     reads: list[_Read | None]  # per input; None: a tensor input
     ranks: list[int]  # per output: the rank of one result
     dtypes: list[ir.DataType | None]
+    stacked: ir.Value | None = None  # an elementwise map of x's rows: its body runs on x
 
 
 class ScanSequenceMap(NodeLoweringPass):
@@ -135,13 +140,20 @@ class ScanSequenceMap(NodeLoweringPass):
             element_dtype(old.type) or element_dtype(r.type)
             for old, r in zip(node.outputs, body.outputs, strict=True)
         ]
-        return _Plan(node, body, site.opset, reads, ranks, dtypes)
+        stacked = None
+        if len(node.inputs) == 1 and elementwise(body):
+            stacked = stacked_source(node.inputs[0], body)  # type: ignore[arg-type]
+        return _Plan(node, body, site.opset, reads, ranks, dtypes, stacked)
 
     def rewrite(self, plan: _Plan, names: NameGenerator) -> None:
         node, body = plan.node, plan.body
         graph = node.graph
         assert graph is not None
         base = node.name or "SequenceMap"
+        if plan.stacked is not None:
+            results = run_on_stack(node, body, plan.stacked, names, plan.opset)
+            self._concats(plan, results, names)
+            return
         results = list(body.outputs)
         reads = Emitter(names, base, plan.opset, self.constant_pool(body))
         tail = Emitter(names, base, plan.opset, self.constant_pool(body))
@@ -199,10 +211,17 @@ class ScanSequenceMap(NodeLoweringPass):
             _doc_string=node.doc_string,
         )
         graph.insert_before(node, around.nodes)
+        self._concats(plan, stacked, names)
+
+    def _concats(self, plan: _Plan, stacked: list[ir.Value], names: NameGenerator) -> None:
+        """Each ConcatFromSequence of the map's outputs reads the results ``stacked`` along a
+        new axis 0 instead; the map goes."""
+        node = plan.node
         for j, old in enumerate(node.outputs):
             for use in list(old.uses()):
                 self._concat(use.node, stacked[j], plan.ranks[j], plan.opset, names)
-        graph.remove(node, safe=True)
+        assert node.graph is not None
+        node.graph.remove(node, safe=True)
 
     def _concat(
         self, concat: ir.Node, stacked: ir.Value, rank: int, opset: int, names: NameGenerator
