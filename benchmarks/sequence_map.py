@@ -73,7 +73,7 @@ def bench(kind: str, length: int, max_seconds: float) -> tuple[float, float]:
     expected_ops = {
         "static": {"If"} <= ops and "Loop" not in ops,
         "dynamic": "Loop" in ops,
-        "split": ops == {"Neg", "Identity"},
+        "split": ops == {"Neg"},
     }
     assert expected_ops[kind], ops
     runs = {"native": session(native_model), "lowered": session(lowered_model)}

@@ -193,14 +193,13 @@ def _split_map(
 @pytest.mark.parametrize("axis", [0, -3])
 @pytest.mark.parametrize("count", [1, 4])
 def test_a_map_of_a_split_tensor_runs_on_the_tensor(axis: int, count: int) -> None:
-    # No If, no sequence left: the body's nodes read v itself, y reads their result (its name
-    # kept through an Identity, as a graph output).
+    # No If, no sequence left: the body's nodes read v itself, their result takes y's name.
     model = _split_map("sq = Mul (x, x)\n r = Neg (sq)", axis=axis)
     onnx.checker.check_model(model, full_check=True)
     lowered = seqlower.lower(model)
     assert_lowered_ok(model, lowered)
     onnx.shape_inference.infer_shapes(lowered, check_type=True, strict_mode=True)
-    assert sorted(all_op_types(lowered)) == ["Identity", "Mul", "Neg"]
+    assert sorted(all_op_types(lowered)) == ["Mul", "Neg"]
     assert [o.name for o in lowered.graph.output] == ["y"]
     feeds = {"v": _RNG.standard_normal((count, 2, 3)).astype(np.float32)}
     assert_equivalent(model, lowered, feeds)
@@ -316,8 +315,11 @@ def test_a_row_read_by_position_keeps_its_sequence() -> None:
     lowered = seqlower.lower(model)
     assert_lowered_ok(model, lowered)
     assert sorted(set(all_op_types(lowered))) == [
-        "Abs", "Constant", "Identity", "SequenceAt", "SplitToSequence"
-    ]  # fmt: skip
+        "Abs",
+        "Constant",
+        "SequenceAt",
+        "SplitToSequence",
+    ]
     assert_equivalent(model, lowered, {"v": _RNG.standard_normal((4, 3)).astype(np.float32)})
 
 
@@ -329,5 +331,5 @@ def test_split_rows_need_only_a_declared_rank() -> None:
     assert _forms(model) == {"vector": 1}
     lowered = seqlower.lower(model)
     assert_lowered_ok(model, lowered)
-    assert sorted(all_op_types(lowered)) == ["Identity", "Relu"]
+    assert sorted(all_op_types(lowered)) == ["Relu"]
     assert_equivalent(model, lowered, {"v": _RNG.standard_normal((3, 2, 3)).astype(np.float32)})

@@ -28,6 +28,7 @@ __all__ = [
     "inline_untyped_sequence_map_functions",
     "is_sequence",
     "known_elements",
+    "made_in",
     "outer_reads",
     "prepend",
     "scan_outputs",
@@ -71,9 +72,13 @@ def concat_stacked(
     opset: int,
     names: NameGenerator,
     pool: dict[tuple[Any, ...], ir.Value] | None = None,
+    named: set[int] | None = None,
 ) -> None:
     """Replace a ConcatFromSequence of results of rank ``rank`` by ops on ``stacked``, the same
-    results stacked along a new axis 0 (its axis already checked by ``concat_problem``)."""
+    results stacked along a new axis 0 (its axis already checked by ``concat_problem``).
+
+    ``named``: ids of values a rewrite made that may take the concat's name themselves rather
+    than through an ``Identity`` (each once: the id is then dropped)."""
     graph = concat.graph
     assert graph is not None
     emit = Emitter(names, concat.name or "ConcatFromSequence", opset, pool)
@@ -86,6 +91,15 @@ def concat_stacked(
     if axis != 0:
         perm = [*range(1, axis + 1), 0, *range(axis + 1, rank + 1)]
         moved = emit.Transpose(stacked, perm=perm, _hint="moved")
+    if new_axis and moved is stacked and named is not None and id(stacked) in named:
+        named.discard(id(stacked))
+        old = concat.outputs[0]
+        name = old.name
+        old.replace_all_uses_with(stacked, replace_graph_outputs=True)
+        graph.remove(concat, safe=True)
+        stacked.name = name
+        stacked.type, stacked.shape = old.type or stacked.type, old.shape or stacked.shape
+        return
     if new_axis:
         # Each use gets a value of its own to carry the ConcatFromSequence output's name.
         result = moved if moved is not stacked else emit.Identity(stacked, _hint="y")
@@ -110,6 +124,11 @@ def concat_stacked(
     old.replace_all_uses_with(result, replace_graph_outputs=True)
     graph.remove(concat, safe=True)
     result.name = name
+
+
+def made_in(graph: ir.Graph, values: Sequence[ir.Value]) -> set[int]:
+    """Ids of the ``values`` a node of ``graph`` computes (for ``concat_stacked``'s ``named``)."""
+    return {id(v) for v in values if (p := v.producer()) is not None and p.graph is graph}
 
 
 def all_nodes(graph: ir.Graph) -> list[ir.Node]:

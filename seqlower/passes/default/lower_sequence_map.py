@@ -57,6 +57,7 @@ from seqlower.passes._shared import (
     cut_interface,
     inline_untyped_sequence_map_functions,
     is_sequence,
+    made_in,
     prepend,
     scan_outputs,
 )
@@ -340,6 +341,8 @@ def _vectorized_in_place(
     for old, new in zip(node.outputs, outputs, strict=True):
         old.replace_all_uses_with(new, replace_graph_outputs=True)
     graph.remove(node, safe=True)
+    # A result the body computed may take a concat's name; a tensor it passes through may not.
+    named = made_in(graph, results)
     for result, sequence in zip(results, outputs, strict=True):
         for use in list(sequence.uses()):
             concat = use.node
@@ -348,7 +351,7 @@ def _vectorized_in_place(
                 and concat.graph is graph
                 and concat_problem(concat, rank) is None
             ):
-                concat_stacked(concat, result, rank, plan.opset, names, outer_pool)
+                concat_stacked(concat, result, rank, plan.opset, names, outer_pool, named)
 
 
 def _carried(

@@ -45,6 +45,7 @@ from seqlower.passes._shared import (
     concat_stacked,
     cut_interface,
     is_sequence,
+    made_in,
     outer_reads,
     prepend,
     scan_outputs,
@@ -217,17 +218,15 @@ class ScanSequenceMap(NodeLoweringPass):
         """Each ConcatFromSequence of the map's outputs reads the results ``stacked`` along a
         new axis 0 instead; the map goes."""
         node = plan.node
+        assert node.graph is not None
+        named = made_in(node.graph, stacked)
         for j, old in enumerate(node.outputs):
             for use in list(old.uses()):
-                self._concat(use.node, stacked[j], plan.ranks[j], plan.opset, names)
-        assert node.graph is not None
+                concat = use.node
+                assert concat.graph is not None
+                pool = self.constant_pool(concat.graph)
+                concat_stacked(concat, stacked[j], plan.ranks[j], plan.opset, names, pool, named)
         node.graph.remove(node, safe=True)
-
-    def _concat(
-        self, concat: ir.Node, stacked: ir.Value, rank: int, opset: int, names: NameGenerator
-    ) -> None:
-        assert concat.graph is not None
-        concat_stacked(concat, stacked, rank, opset, names, self.constant_pool(concat.graph))
 
 
 def _outer_reads_as_states(
