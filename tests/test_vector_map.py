@@ -333,3 +333,48 @@ def test_split_rows_need_only_a_declared_rank() -> None:
     assert_lowered_ok(model, lowered)
     assert sorted(all_op_types(lowered)) == ["Relu"]
     assert_equivalent(model, lowered, {"v": _RNG.standard_normal((3, 2, 3)).astype(np.float32)})
+
+
+_ROW_OPS = ["r = Neg (x)", "r = Abs (x)", "r = Relu (x)", "h = Mul (x, x)\n r = Sigmoid (h)"]
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    element=st.lists(st.integers(1, 4), min_size=0, max_size=3).map(tuple),
+    rows=st.integers(1, 6),
+    body=st.sampled_from(_ROW_OPS),
+    concat=st.sampled_from(["axis = 0, new_axis = 1", "axis = -1, new_axis = 1", "axis = 0"]),
+    opset=st.sampled_from([17, 18, 21]),
+)
+def test_maps_of_split_rows_match_over_shapes_and_opsets(
+    element: tuple[int, ...], rows: int, body: str, concat: str, opset: int
+) -> None:
+    if concat == "axis = 0" and not element:
+        concat = "axis = 0, new_axis = 1"  # scalars cannot be concatenated without a new axis
+    tensor = f"float[{', '.join(map(str, element))}]" if element else "float"  # a scalar
+    joined = {
+        "axis = 0, new_axis = 1": [rows, *element],
+        "axis = -1, new_axis = 1": [*element, rows],
+        "axis = 0": [rows * element[0], *element[1:]] if element else [],
+    }[concat]
+    model = onnx.parser.parse_model(
+        f"""
+        <ir_version: {IR_VERSION}, opset_import: ["" : {opset}]>
+        g (float[{", ".join(map(str, [rows, *element]))}] v)
+            => (float[{", ".join(map(str, joined))}] y) {{
+            s = SplitToSequence <axis = 0, keepdims = 0> (v)
+            m = SequenceMap (s) <body = f ({tensor} x) => ({tensor} r) {{
+                {body}
+            }}>
+            y = ConcatFromSequence <{concat}> (m)
+        }}
+        """
+    )
+    onnx.checker.check_model(model, full_check=True)
+    lowered = seqlower.lower(model)
+    assert_lowered_ok(model, lowered)
+    assert not {"SplitToSequence", "ConcatFromSequence", "SequenceMap", "If", "Loop"} & set(
+        all_op_types(lowered)
+    )
+    v = _RNG.standard_normal((rows, *element)).astype(np.float32)
+    assert_equivalent(model, lowered, {"v": v})
