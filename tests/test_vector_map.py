@@ -378,3 +378,36 @@ def test_maps_of_split_rows_match_over_shapes_and_opsets(
     )
     v = _RNG.standard_normal((rows, *element)).astype(np.float32)
     assert_equivalent(model, lowered, {"v": v})
+
+
+def test_a_map_of_rows_in_a_function_and_a_branch() -> None:
+    # onnxscript writes these maps inside model-local functions; a map in an If branch too.
+    model = onnx.parser.parse_model(
+        f"""
+        <ir_version: {IR_VERSION}, opset_import: ["" : 17, "local" : 1]>
+        g (float[N, 3] v, bool c) => (float[N, 3] y, float[N, 3] z) {{
+            y = local.rows (v)
+            z = If (c) <
+                then_branch = t () => (float[N, 3] a) {{
+                    s = SplitToSequence <axis = 0, keepdims = 0> (v)
+                    m = SequenceMap (s) <body = f (float[3] x) => (float[3] r) {{ r = Neg (x) }}>
+                    a = ConcatFromSequence <axis = 0, new_axis = 1> (m)
+                }},
+                else_branch = e () => (float[N, 3] b) {{ b = Identity (v) }}
+            >
+        }}
+        <domain: "local", opset_import: ["" : 17]>
+        rows (t) => (out) {{
+            s = SplitToSequence <axis = 0, keepdims = 0> (t)
+            m = SequenceMap (s) <body = f (float[3] x) => (float[3] r) {{ r = Relu (x) }}>
+            out = ConcatFromSequence <axis = 0, new_axis = 1> (m)
+        }}
+        """
+    )
+    onnx.checker.check_model(model, full_check=True)
+    lowered = seqlower.lower(model)
+    assert_lowered_ok(model, lowered)
+    assert not {"SequenceMap", "SplitToSequence", "ConcatFromSequence"} & set(all_op_types(lowered))
+    v = _RNG.standard_normal((4, 3)).astype(np.float32)
+    for c in (True, False):
+        assert_equivalent(model, lowered, {"v": v, "c": np.array(c)})
