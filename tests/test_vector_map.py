@@ -411,3 +411,23 @@ def test_a_map_of_rows_in_a_function_and_a_branch() -> None:
     v = _RNG.standard_normal((4, 3)).astype(np.float32)
     for c in (True, False):
         assert_equivalent(model, lowered, {"v": v, "c": np.array(c)})
+
+
+def test_rows_passed_through_keep_their_own_name() -> None:
+    # The body returns its element: the stack is v itself, which must keep its name (a graph
+    # output here), so y gets its own value.
+    model = onnx.parser.parse_model(
+        f"""
+        <ir_version: {IR_VERSION}, opset_import: ["" : 17]>
+        g (float[N, 3] a) => (float[N, 3] v, float[N, 3] y) {{
+            v = Relu (a)
+            s = SplitToSequence <axis = 0, keepdims = 0> (v)
+            m = SequenceMap (s) <body = f (float[3] x) => (float[3] x) {{ }}>
+            y = ConcatFromSequence <axis = 0, new_axis = 1> (m)
+        }}
+        """
+    )
+    lowered = seqlower.lower(model)
+    assert_lowered_ok(model, lowered)
+    assert [o.name for o in lowered.graph.output] == ["v", "y"]
+    assert_equivalent(model, lowered, {"a": _RNG.standard_normal((4, 3)).astype(np.float32)})

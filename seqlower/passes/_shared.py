@@ -28,7 +28,6 @@ __all__ = [
     "inline_untyped_sequence_map_functions",
     "is_sequence",
     "known_elements",
-    "made_in",
     "outer_reads",
     "prepend",
     "scan_outputs",
@@ -124,11 +123,6 @@ def concat_stacked(
     old.replace_all_uses_with(result, replace_graph_outputs=True)
     graph.remove(concat, safe=True)
     result.name = name
-
-
-def made_in(graph: ir.Graph, values: Sequence[ir.Value]) -> set[int]:
-    """Ids of the ``values`` a node of ``graph`` computes (for ``concat_stacked``'s ``named``)."""
-    return {id(v) for v in values if (p := v.producer()) is not None and p.graph is graph}
 
 
 def all_nodes(graph: ir.Graph) -> list[ir.Node]:

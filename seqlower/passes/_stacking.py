@@ -71,11 +71,12 @@ def stacked_source(sequence: ir.Value, body: ir.Graph) -> ir.Value | None:
 
 def run_on_stack(
     node: ir.Node, body: ir.Graph, stacked: ir.Value, names: NameGenerator, opset: int
-) -> list[ir.Value]:
+) -> tuple[list[ir.Value], set[int]]:
     """Move the nodes of ``body`` (a map's, :func:`elementwise`) into ``node``'s graph ahead of
-    it, reading ``stacked`` for the element; returns what its outputs are there. Its
-    initializers become Constants and every name is kept where the model has it once (sibling
-    bodies may reuse names; one graph may not)."""
+    it, reading ``stacked`` for the element; returns what its outputs are there, and the ids of
+    those the moved nodes compute (not ``stacked`` or an outer value the body returns as is:
+    only those may be renamed). Its initializers become Constants and every name is kept where
+    the model has it once (sibling bodies may reuse names; one graph may not)."""
     graph = node.graph
     assert graph is not None
     base = node.name or "SequenceMap"
@@ -94,4 +95,5 @@ def run_on_stack(
         for value in inner.outputs:
             value.name = names.take_over(value.name, f"{base}_value")
     graph.insert_before(node, moved)
-    return results
+    computed = {id(value) for inner in moved for value in inner.outputs}
+    return results, {id(r) for r in results if id(r) in computed}

@@ -57,7 +57,6 @@ from seqlower.passes._shared import (
     cut_interface,
     inline_untyped_sequence_map_functions,
     is_sequence,
-    made_in,
     prepend,
     scan_outputs,
 )
@@ -332,7 +331,7 @@ def _vectorized_in_place(
     graph = node.graph
     assert graph is not None and body.inputs[0].shape is not None
     rank = len(body.inputs[0].shape)  # every result's: the body is elementwise
-    results = run_on_stack(node, body, stacked, names, plan.opset)
+    results, named = run_on_stack(node, body, stacked, names, plan.opset)
     emit = Emitter(names, node.name or "SequenceMap", plan.opset, outer_pool)
     outputs = _new_outputs(plan, names, node.name or "SequenceMap")
     for j, (result, sequence) in enumerate(zip(results, outputs, strict=True)):
@@ -342,7 +341,6 @@ def _vectorized_in_place(
         old.replace_all_uses_with(new, replace_graph_outputs=True)
     graph.remove(node, safe=True)
     # A result the body computed may take a concat's name; a tensor it passes through may not.
-    named = made_in(graph, results)
     for result, sequence in zip(results, outputs, strict=True):
         for use in list(sequence.uses()):
             concat = use.node

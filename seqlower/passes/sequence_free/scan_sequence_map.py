@@ -45,7 +45,6 @@ from seqlower.passes._shared import (
     concat_stacked,
     cut_interface,
     is_sequence,
-    made_in,
     outer_reads,
     prepend,
     scan_outputs,
@@ -152,8 +151,8 @@ class ScanSequenceMap(NodeLoweringPass):
         assert graph is not None
         base = node.name or "SequenceMap"
         if plan.stacked is not None:
-            results = run_on_stack(node, body, plan.stacked, names, plan.opset)
-            self._concats(plan, results, names)
+            results, computed = run_on_stack(node, body, plan.stacked, names, plan.opset)
+            self._concats(plan, results, names, computed)
             return
         results = list(body.outputs)
         reads = Emitter(names, base, plan.opset, self.constant_pool(body))
@@ -212,14 +211,15 @@ class ScanSequenceMap(NodeLoweringPass):
             _doc_string=node.doc_string,
         )
         graph.insert_before(node, around.nodes)
-        self._concats(plan, stacked, names)
+        self._concats(plan, stacked, names, {id(value) for value in stacked})
 
-    def _concats(self, plan: _Plan, stacked: list[ir.Value], names: NameGenerator) -> None:
+    def _concats(
+        self, plan: _Plan, stacked: list[ir.Value], names: NameGenerator, named: set[int]
+    ) -> None:
         """Each ConcatFromSequence of the map's outputs reads the results ``stacked`` along a
-        new axis 0 instead; the map goes."""
+        new axis 0 instead (those in ``named`` may take its name); the map goes."""
         node = plan.node
         assert node.graph is not None
-        named = made_in(node.graph, stacked)
         for j, old in enumerate(node.outputs):
             for use in list(old.uses()):
                 concat = use.node
