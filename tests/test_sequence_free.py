@@ -486,3 +486,27 @@ def test_any_insert_erase_program(data: st.DataObject) -> None:
     lowered = seqlower.lower(model, sequence_free=True)
     assert not SEQUENCE_OPS & set(all_op_types(lowered))
     assert_same(ort_run(model, feeds), ort_run(lowered, feeds))
+
+
+def test_rows_stacked_back_inside_a_branch_stay_valid() -> None:
+    """The map outside, its ConcatFromSequence in an If branch that returns it: the branch
+    must not return the outer result directly (onnxruntime refuses that)."""
+    model = onnx.parser.parse_model(
+        f"""{cases.HEADER}
+        g (float[N, 3] x, bool c) => (float[N, 3] y) {{
+            seq = SplitToSequence<axis = 0, keepdims = 0>(x)
+            mapped = SequenceMap<body = f (float[3] e) => (float[3] r) {{ r = Neg(e) }}>(seq)
+            y = If(c) <
+                then_branch = t () => (float[N, 3] a) {{
+                    a = ConcatFromSequence<axis = 0, new_axis = 1>(mapped)
+                }},
+                else_branch = e () => (float[N, 3] b) {{ b = Identity(x) }}
+            >
+        }}"""
+    )
+    x = cases._floats((5, 3))[0]
+    lowered = seqlower.lower(model, sequence_free=True)
+    assert not SEQUENCE_OPS & set(all_op_types(lowered))
+    for c in (True, False):
+        feeds = {"x": x, "c": np.array(c)}
+        assert_same(ort_run(model, feeds), ort_run(lowered, feeds))

@@ -90,7 +90,9 @@ def concat_stacked(
     if axis != 0:
         perm = [*range(1, axis + 1), 0, *range(axis + 1, rank + 1)]
         moved = emit.Transpose(stacked, perm=perm, _hint="moved")
-    if new_axis and moved is stacked and named is not None and id(stacked) in named:
+    producer = stacked.producer()
+    same_graph = producer is not None and producer.graph is graph  # else a subgraph's output
+    if new_axis and moved is stacked and same_graph and named is not None and id(stacked) in named:
         named.discard(id(stacked))
         old = concat.outputs[0]
         name = old.name
