@@ -31,8 +31,9 @@ theirs), no loop is needed: the body runs once on the stacked elements::
 
 When the sequence is ``SplitToSequence(x, axis=0, keepdims=0)`` (onnxscript's ``SplitToSequence``
 → ``SequenceMap`` → ``ConcatFromSequence``), ``x`` already is the stacked elements: the body's
-nodes move into the graph and read ``x``, no ``If``, and each ``ConcatFromSequence(out_j,
-axis=0, new_axis=1)`` reads ``r_j`` itself, so such a map leaves no sequence op behind.
+nodes move into the graph and read ``x``, no ``If``, and each ``ConcatFromSequence`` of ``out_j``
+reads ``r_j`` itself (through a ``Transpose`` or ``Reshape`` for other axes), so such a map
+leaves no sequence op behind unless something else reads ``out_j``.
 
 The original body graph object becomes the Loop body, so its nodes, initializers, value infos
 and any lowered inner ``SequenceMap`` stay exactly as they were.
@@ -325,24 +326,16 @@ def _vectorized_in_place(
     outer_pool: dict[tuple[object, ...], ir.Value],
 ) -> None:
     """The map of a split tensor (module docstring): its body runs on the tensor that was split,
-    no ``If`` needed (zero rows run as well); a ``ConcatFromSequence`` of a result reads the
-    result, the sequence is left to readers of other kinds."""
+    no ``If`` needed (zero rows run as well); each ``ConcatFromSequence`` of a result reads the
+    result, and only an output something else reads is split back into a sequence."""
     node, body = plan.node, plan.body
     graph = node.graph
     assert graph is not None and body.inputs[0].shape is not None
     rank = len(body.inputs[0].shape)  # every result's: the body is elementwise
     results, named = run_on_stack(node, body, stacked, names, plan.opset)
-    emit = Emitter(names, node.name or "SequenceMap", plan.opset, outer_pool)
-    outputs = _new_outputs(plan, names, node.name or "SequenceMap")
-    for j, (result, sequence) in enumerate(zip(results, outputs, strict=True)):
-        emit.SplitToSequence(result, axis=0, keepdims=0, _hint=f"split_{j}", _output=sequence)
-    graph.insert_before(node, emit.nodes)
-    for old, new in zip(node.outputs, outputs, strict=True):
-        old.replace_all_uses_with(new, replace_graph_outputs=True)
-    graph.remove(node, safe=True)
     # A result the body computed may take a concat's name; a tensor it passes through may not.
-    for result, sequence in zip(results, outputs, strict=True):
-        for use in list(sequence.uses()):
+    for result, old in zip(results, node.outputs, strict=True):
+        for use in list(old.uses()):
             concat = use.node
             if (
                 is_onnx(concat, "ConcatFromSequence")
@@ -350,6 +343,14 @@ def _vectorized_in_place(
                 and concat_problem(concat, rank) is None
             ):
                 concat_stacked(concat, result, rank, plan.opset, names, outer_pool, named)
+    emit = Emitter(names, node.name or "SequenceMap", plan.opset, outer_pool)
+    outputs = _new_outputs(plan, names, node.name or "SequenceMap")
+    for j, (result, old, sequence) in enumerate(zip(results, node.outputs, outputs, strict=True)):
+        if old.uses() or old.is_graph_output():
+            emit.SplitToSequence(result, axis=0, keepdims=0, _hint=f"split_{j}", _output=sequence)
+            old.replace_all_uses_with(sequence, replace_graph_outputs=True)
+    graph.insert_before(node, emit.nodes)
+    graph.remove(node, safe=True)
 
 
 def _carried(
