@@ -157,12 +157,8 @@ class LowerReverseSequence(NodeLoweringPass):
             batch_checked = batch_dim is not None and self._dims.dim(lens_value, 0) == batch_dim
         filled = filled_vector(lens_value, self._dims)
         form = _choose_form(site.opset, filled, time_dim, batch_dim, rows=self.form == "gather")
-        full_rank = self._dims.rank(data)
-        if (
-            form is _Form.COMPUTED
-            and full_rank is not None
-            and _one_per_step(self._dims, data, full_rank)
-        ):
+        full_rank = self._dims.rank(data) if form is _Form.COMPUTED else None
+        if full_rank is not None and _one_per_step(self._dims, data, full_rank):
             form = _Form.ELEMENTS
         graph = node.graph
         share_key = None
@@ -353,14 +349,15 @@ def _computed_index(emit: Emitter, data: ir.Value, lens: ir.Value, plan: _Plan) 
     )
     steps = emit.Range(zero, time, one, _hint="steps")
     batches = emit.Range(zero, batch, one, _hint="batches")
-    # GatherND: [T, 1, 1] steps against [B, 1] lengths and batches (time-major), [T, 1] against
-    # [B, 1, 1] (batch-major): the pieces come out [T, B, 1] or [B, T, 1]. GatherElements: the
-    # source steps alone, [T, B] or [B, T].
     elements = plan.form is _Form.ELEMENTS
-    rank = 2 if elements else 3  # GatherElements reads [T, B] (trailing 1s squeezed)
-    trailing = list(range(1, rank - 1))  # the axes after the leading one, but one
-    steps_axes = [*trailing, rank - 1] if time_first else trailing
-    batches_axes = trailing if time_first else [*trailing, rank - 1]
+    if elements:
+        # GatherElements reads [T, B] or [B, T] (trailing 1s squeezed): [T, 1] steps against
+        # [B] lengths (time-major), [T] against [B, 1] (batch-major).
+        steps_axes, batches_axes = ([1], []) if time_first else ([], [1])
+    else:
+        # GatherND: [T, 1, 1] steps against [B, 1] lengths and batches (time-major), [T, 1]
+        # against [B, 1, 1] (batch-major): the pieces come out [T, B, 1] or [B, T, 1].
+        steps_axes, batches_axes = ([1, 2], [1]) if time_first else ([1], [1, 2])
     steps = _unsqueezed(emit, steps, steps_axes, "steps_column")
     batches = _unsqueezed(emit, batches, batches_axes, "batches_column")
     # One length per batch entry, shaped by the input's batch axis rather than by the lengths'
@@ -372,7 +369,7 @@ def _computed_index(emit: Emitter, data: ir.Value, lens: ir.Value, plan: _Plan) 
         emit.Sub(last, steps, _hint="mirrored"),
         steps,
         _hint="source_step",
-    )  # [T, B, 1] or [B, T, 1]
+    )  # [T, B, 1] or [B, T, 1]; GatherElements: [T, B] or [B, T]
     if elements:
         return src
     batch_coord = emit.Expand(batches, emit.Shape(src, _hint="lead"), _hint="b")
