@@ -22,6 +22,7 @@ __all__ = ["TARGETS", "Deployment", "Target", "deployment", "describe_targets", 
 
 #: The sequence-free passes (``--sequence-free``) without ``lower-reverse-sequence``.
 _SEQUENCE_FREE = (
+    "stack-row-maps",
     "fold-sequence-ops",
     "unroll-sequence-map",
     "fold-sequence-ops",

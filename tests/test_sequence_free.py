@@ -510,3 +510,25 @@ def test_rows_stacked_back_inside_a_branch_stay_valid() -> None:
     for c in (True, False):
         feeds = {"x": x, "c": np.array(c)}
         assert_same(ort_run(model, feeds), ort_run(lowered, feeds))
+
+
+@pytest.mark.parametrize("rows", [1, 5, 64])
+def test_an_elementwise_map_of_few_rows_is_not_unrolled(rows: int) -> None:
+    """A count known when lowering would be split and unrolled (one body copy per row): an
+    elementwise body runs once on the tensor instead."""
+    model = onnx.parser.parse_model(
+        f"""{cases.HEADER}
+        g (float[{rows}, 3] x) => (float[{rows}, 3] y) {{
+            seq = SplitToSequence<axis = 0, keepdims = 0>(x)
+            mapped = SequenceMap<body = f (float[3] e) => (float[3] r) {{
+                w = Constant<value = float[3] {{1, -2, 3}}>()
+                m = Mul(e, w)
+                r = Relu(m)
+            }}>(seq)
+            y = ConcatFromSequence<axis = 0, new_axis = 1>(mapped)
+        }}"""
+    )
+    feeds = {"x": cases._floats((rows, 3))[0]}
+    lowered = seqlower.lower(model, sequence_free=True)
+    assert sorted(all_op_types(lowered)) == ["Constant", "Mul", "Relu"]
+    assert_same(ort_run(model, feeds), ort_run(lowered, feeds))

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from seqlower.passes.default.lower_sequence_map import LowerSequenceMap
     from seqlower.passes.sequence_free.fold_sequence_ops import FoldSequenceOps
     from seqlower.passes.sequence_free.require_sequence_free import RequireSequenceFree
-    from seqlower.passes.sequence_free.scan_sequence_map import ScanSequenceMap
+    from seqlower.passes.sequence_free.scan_sequence_map import ScanSequenceMap, StackRowMaps
     from seqlower.passes.sequence_free.stack_loop_sequences import StackLoopSequences
     from seqlower.passes.sequence_free.unroll_sequence_map import UnrollSequenceMap
     from seqlower.passes.targets.expand_function_ops import ExpandFunctionOps
@@ -75,6 +75,7 @@ __all__ = [
     "ScanSequenceMap",
     "SplitAsSlices",
     "StackLoopSequences",
+    "StackRowMaps",
     "StrictLoopBodies",
     "StripSymbolicDims",
     "UnrollConstantScans",
@@ -93,6 +94,7 @@ _MODULES = {
     "RequireSequenceFree": "sequence_free.require_sequence_free",
     "ScanSequenceMap": "sequence_free.scan_sequence_map",
     "StackLoopSequences": "sequence_free.stack_loop_sequences",
+    "StackRowMaps": "sequence_free.scan_sequence_map",
     "UnrollSequenceMap": "sequence_free.unroll_sequence_map",
     "ExpandFunctionOps": "targets.expand_function_ops",
     "InlineFunctions": "targets.inline_functions",
@@ -156,6 +158,7 @@ PASSES: MutableMapping[str, type[ir.passes.InPlacePass]] = _Registry(
         "fold-sequence-ops": "FoldSequenceOps",
         "unroll-sequence-map": "UnrollSequenceMap",
         "scan-sequence-map": "ScanSequenceMap",
+        "stack-row-maps": "StackRowMaps",
         "stack-loop-sequences": "StackLoopSequences",
         "require-sequence-free": "RequireSequenceFree",
         "inline-untyped-functions": "InlineUntypedSequenceMapFunctions",
@@ -184,6 +187,7 @@ DEFAULT_PASSES: tuple[str, ...] = ("lower-reverse-sequence", "lower-sequence-map
 #: chains), then the maps on them, then the plumbing the unrolled maps leave, then maps over
 #: run-time splits.
 SEQUENCE_FREE_PASSES: tuple[str, ...] = (
+    "stack-row-maps",
     "fold-sequence-ops",
     "unroll-sequence-map",
     "fold-sequence-ops",

@@ -44,6 +44,7 @@ from seqlower.passes._shared import (
     concat_problem,
     concat_stacked,
     cut_interface,
+    inline_untyped_sequence_map_functions,
     is_sequence,
     outer_reads,
     prepend,
@@ -53,7 +54,7 @@ from seqlower.passes._shared import (
 from seqlower.passes._stacking import elementwise, run_on_stack, stacked_source
 from seqlower.passes._types import TypeOracle, element_dtype
 
-__all__ = ["ScanSequenceMap", "concat_problem", "concat_stacked"]
+__all__ = ["ScanSequenceMap", "StackRowMaps", "concat_problem", "concat_stacked"]
 
 
 @dataclasses.dataclass
@@ -227,6 +228,23 @@ class ScanSequenceMap(NodeLoweringPass):
                 pool = self.constant_pool(concat.graph)
                 concat_stacked(concat, stacked[j], plan.ranks[j], plan.opset, names, pool, named)
         node.graph.remove(node, safe=True)
+
+
+class StackRowMaps(ScanSequenceMap):
+    """Only the maps :class:`ScanSequenceMap` runs once on the split tensor, whatever their
+    count, first in the sequence-free pipeline: otherwise a count known when lowering is folded
+    into a ``Split`` and the map unrolled, one copy of the body per row."""
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        # The first SequenceMap pass of the pipeline: onnxscript's untyped functions are inlined
+        # first, so their maps get the call's types (as FoldSequenceOps would).
+        inlined = inline_untyped_sequence_map_functions(model)
+        result = super().call(model)
+        return ir.passes.PassResult(result.model, modified=result.modified or inlined > 0)
+
+    def plan(self, site: Site, types: TypeOracle) -> _Plan | None:
+        plan = super().plan(site, types)
+        return plan if plan is not None and plan.stacked is not None else None
 
 
 def _outer_reads_as_states(
