@@ -10,6 +10,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -382,6 +383,111 @@ def test_different_dims_do_not_share() -> None:
     assert_runs_everywhere(model, feeds)
 
 
+def stack_model(time_axis: int, inner: str, between: str) -> onnx.ModelProto:
+    """Two reversals with the same lengths and batch axis, the second of a value whose time
+    length no proof relates to the first's (as after a Loop)."""
+    lead = "T, N" if time_axis == 0 else "N, T"
+    attrs = f"batch_axis = {1 - time_axis}, time_axis = {time_axis}"
+    return parse(
+        f"""
+        g (float[{lead}{inner}] x, int64[N] lens, int64[1] ends) => (float[?, ?{inner}] y) {{
+            axis = Constant<value = int64[1] {{{time_axis}}}>()
+            start = Constant<value = int64[1] {{0}}>()
+            r1 = ReverseSequence<{attrs}>(x, lens)
+            a = Add(r1, x)
+            {between.format(axis=time_axis)}
+            y = ReverseSequence<{attrs}>(h, lens)
+        }}"""
+    )
+
+
+JOINED = "h = Concat<axis = {axis}>(a, x)"  # twice as long
+CUT = "h = Slice(a, start, ends, axis)"  # as long as ends says
+
+
+def stack_feeds(time_axis: int, inner: bool, lens: list[int], end: int = 5) -> dict[str, Any]:
+    shape = (5, len(lens)) if time_axis == 0 else (len(lens), 5)
+    x = np.random.default_rng(8).standard_normal((*shape, 2)[: 3 if inner else 2])
+    return {
+        "x": x.astype(np.float32),
+        "lens": np.array(lens, np.int64),
+        "ends": np.array([end], np.int64),
+    }
+
+
+@pytest.mark.parametrize("time_axis", [0, 1])
+@pytest.mark.parametrize("inner", [", C", ""], ids=["slices", "one_per_step"])
+def test_unrelated_time_lengths_share_the_lengths_part(time_axis: int, inner: str) -> None:
+    """Only the time-dependent part of the index is computed per node: the count check and the
+    batch coordinates once (one batches Range, a valid-lengths and a steps Range per node)."""
+    model = stack_model(time_axis, inner, JOINED)
+    lowered, forms = lowered_forms(model)
+    assert forms == {("computed" if inner else "elements"): 2}
+    ops = all_op_types(lowered)
+    assert ops.count("Range") == 5, ops
+    assert ops.count("Abs") == 1, ops  # one count check (a symbolic name proves nothing)
+    for lens in ([5, 0, 3], [1, 1, 0], [0, 0, 0]):
+        assert_runs_everywhere(model, stack_feeds(time_axis, bool(inner), lens))
+
+
+def test_a_cut_stack_shares_one_lengths_part() -> None:
+    """The shape of ``benchmarks/reverse_sequence_load.py``'s worst case: each layer's output is
+    cut along time, then read by the next layer's reversal through an ``Add``. The batch axis
+    is proven through every cut (the ``Slice``'s rank included), so one lengths part serves all
+    three reversals."""
+    model = parse(
+        """
+        g (float[T, N, C] x, int64[N] lens, int64[1] ends) => (float[?, ?, C] y) {
+            zero = Constant<value = int64[1] {0}>()
+            r0 = ReverseSequence<batch_axis = 1, time_axis = 0>(x, lens)
+            h0 = Slice(r0, zero, ends, zero)
+            r1 = ReverseSequence<batch_axis = 1, time_axis = 0>(h0, lens)
+            a1 = Add(r1, x)
+            h1 = Slice(a1, zero, ends, zero)
+            y = ReverseSequence<batch_axis = 1, time_axis = 0>(h1, lens)
+        }"""
+    )
+    lowered, forms = lowered_forms(model)
+    assert forms == {"computed": 3}
+    ops = all_op_types(lowered)
+    assert (ops.count("Range"), ops.count("Abs")) == (7, 1), ops
+    feeds = stack_feeds(0, True, [4, 0, 3])
+    assert_same(native(model, feeds), run("onnxruntime", lowered, feeds))
+    assert_same(native(model, feeds), run("openvino", lowered, feeds))
+
+
+@pytest.mark.parametrize("time_axis", [0, 1])
+def test_a_shared_lengths_part_checks_every_node(time_axis: int) -> None:
+    """Lengths valid for the first reversal but past the (cut) second one fail there, as the
+    kernel does; negative ones fail before either. onnxruntime only: tract 0.23 runs no
+    ``Slice`` to an end given at run time that cuts, original models included (README)."""
+    model = stack_model(time_axis, ", C", CUT)
+    lowered, forms = lowered_forms(model)
+    assert forms == {"computed": 2} and all_op_types(lowered).count("Range") == 5
+    assert_same(
+        native(model, stack_feeds(time_axis, True, [3, 0, 2], 3)),
+        run("onnxruntime", lowered, stack_feeds(time_axis, True, [3, 0, 2], 3)),
+    )
+    for lens, end in (([5, 0, 3], 3), ([4, 1, 0], 0), ([-1, 0, 0], 5)):
+        feeds = stack_feeds(time_axis, True, lens, end)
+        with pytest.raises(RuntimeFailure):
+            native(model, feeds)
+        with pytest.raises(RuntimeFailure, match="sequence_lens"):
+            run("onnxruntime", lowered, feeds)
+
+
+def test_a_shared_count_check_fails_a_wrong_count() -> None:
+    """The count check, shared by both nodes, fails a wrong count as the kernel does."""
+    model = stack_model(0, ", C", JOINED)
+    lowered, _ = lowered_forms(model)
+    for lens in ([2, 0], [2, 0, 3, 1]):
+        feeds = {**stack_feeds(0, True, [1, 1, 1]), "lens": np.array(lens, np.int64)}
+        with pytest.raises(RuntimeFailure):
+            native(model, feeds)
+        with pytest.raises(RuntimeFailure, match="batch_entry"):
+            run("onnxruntime", lowered, feeds)
+
+
 # ------------------------------------------------------------------ out-of-range lengths
 
 
@@ -544,11 +650,15 @@ def test_unknown_form_is_refused() -> None:
 
 
 SHAPE_PROOFS = {
-    # name: (nodes between the reversals, whether the index is shared)
-    "matmul": ("m = MatMul (xr, w)", True),  # [T, N, 4] @ [4, 4]: T and N are xr's
-    "concat": ("m = Concat <axis = 2> (xr, xr)", True),  # other axes agree or it fails
-    "reshape_like": ("m = Reshape (xr, shape)", True),  # Reshape(_, Shape(x)): x's shape
-    "reshape_fixed": ("m = Reshape (xr, fixed)", False),  # a constant target proves nothing
+    # name: (nodes between the reversals, Range nodes lowered: 3 for one shared index, 5 for
+    # a shared lengths part (the batch axis proven, not the time axis), 6 for nothing shared)
+    "matmul": ("m = MatMul (xr, w)", 3),  # [T, N, 4] @ [4, 4]: T and N are xr's
+    "concat": ("m = Concat <axis = 2> (xr, xr)", 3),  # other axes agree or it fails
+    "reshape_like": ("m = Reshape (xr, shape)", 3),  # Reshape(_, Shape(x)): x's shape
+    "reshape_fixed": ("m = Reshape (xr, fixed)", 6),  # a constant target proves nothing
+    "slice_inner": ("m = Slice (xr, zero, two, two)", 3),  # cuts neither time nor batch
+    "slice_time": ("m = Slice (xr, zero, two)", 5),  # axes default to the first: time
+    "slice_batch": ("m = Slice (xr, zero, three, one)", 6),  # the count checked again
 }
 
 
@@ -556,13 +666,14 @@ SHAPE_PROOFS = {
 def test_reversals_share_an_index_through_shape_proofs(case: str) -> None:
     """Reversals of values whose time and batch dimensions are proven equal share one computed
     index; a wrong proof would give wrong numbers, so each case also runs against the kernel."""
-    between, shared = SHAPE_PROOFS[case]
+    between, ranges = SHAPE_PROOFS[case]
     weights = ", ".join(str(i / 8) for i in range(16))
     model = onnx.parser.parse_model(
         f"""
         <ir_version: {IR_VERSION}, opset_import: ["" : 17]>
         g (float[T,N,4] x, int64[N] lens) => (float[?,?,?] out)
-            <float[4,4] w = {{{weights}}}, int64[3] fixed = {{5, 3, -1}}> {{
+            <float[4,4] w = {{{weights}}}, int64[3] fixed = {{5, 3, -1}}, int64[1] zero = {{0}},
+             int64[1] one = {{1}}, int64[1] two = {{2}}, int64[1] three = {{3}}> {{
             shape = Shape (x)
             xr = ReverseSequence <batch_axis = 1> (x, lens)
             {between}
@@ -572,10 +683,10 @@ def test_reversals_share_an_index_through_shape_proofs(case: str) -> None:
     )
     lowered, forms = lowered_forms(model)
     assert forms == {"computed": 2}
-    assert all_op_types(lowered).count("Range") == (3 if shared else 6)
+    assert all_op_types(lowered).count("Range") == ranges
     feeds = {
         "x": np.random.default_rng(3).standard_normal((5, 3, 4)).astype(np.float32),
-        "lens": np.array([5, 0, 3], np.int64),
+        "lens": np.array([2, 0, 1], np.int64),  # within the cut time axis too
     }
     assert_same(native(model, feeds), run("onnxruntime", lowered, feeds))
 

@@ -134,7 +134,7 @@ class DimProver:
             found = 4 if value is node.outputs[0] else 3  # Y; Y_h and Y_c
         elif node is not None and depth < _DEPTH_LIMIT and value is node.outputs[0]:
             inputs = [v for v in node.inputs if v is not None]
-            if node.op_type in SAME_SHAPE or node.op_type == "Transpose":
+            if node.op_type in SAME_SHAPE or node.op_type in ("Transpose", "Slice"):
                 found = self.rank(inputs[0], depth + 1) if inputs else None
             elif node.op_type in BROADCASTING and inputs:
                 ranks = [self.rank(v, depth + 1) for v in inputs]
@@ -209,9 +209,35 @@ class DimProver:
             return self.dim(node.inputs[0], axis, depth + 1)
         if op == "Reshape" and (like := _shape_source(node)) is not None:
             return self.dim(like, axis, depth + 1)  # Reshape(x, Shape(v)) has v's shape
+        if op == "Slice":
+            return self._slice(node, axis, depth) or (value, axis)
         if op == "ConcatFromSequence":
             return self._mapped_split(node, axis, depth) or (value, axis)
         return value, axis
+
+    def _slice(self, node: ir.Node, axis: int, depth: int) -> Dim | None:
+        """``Slice`` keeps every axis it does not cut (a stack cut along time keeps its batch
+        axis); the cut axes must be known: constant ``axes``, or all of the first ones. (Opsets
+        before 10, whose ``Slice`` takes attributes, have no ``ReverseSequence``.)"""
+        source = node.inputs[0]
+        assert source is not None
+        if len(node.inputs) > 3 and node.inputs[3] is not None:
+            found = constant_of(node.inputs[3])
+            axes = None if found is None else [int(a) for a in found.reshape(-1)]
+        else:
+            starts_value = node.inputs[1] if len(node.inputs) > 1 else None
+            shape = None if starts_value is None else starts_value.shape
+            count = shape[0] if shape is not None and len(shape) == 1 else None
+            if count is None and starts_value is not None:
+                found = constant_of(starts_value)
+                count = None if found is None else found.size
+            axes = list(range(count)) if isinstance(count, int) else None
+        rank = self.rank(source, depth + 1)
+        if axes is None or rank is None or not all(-rank <= a < rank for a in axes):
+            return None
+        if axis in {a % rank for a in axes}:
+            return None
+        return self.dim(source, axis, depth + 1)
 
     def _mapped_split(self, node: ir.Node, axis: int, depth: int) -> Dim | None:
         """``ConcatFromSequence(SequenceMap(SplitToSequence(v)))``, onnxscript's map over the

@@ -20,7 +20,8 @@ tract, onnx2torch, candle, burn, QNN and TVM have no ``ReverseSequence``; all of
   trailing slices, as the native kernel does; it needs no ``Reshape``
   of the data (so no ``allowzero`` and no products of symbolic dimensions for tract to solve).
   Nodes of one graph with the same lengths value and provably the same dimensions share one
-  computed index.
+  computed index; with only the batch dimension proven equal they share the index's lengths
+  part (the count check and the batch coordinates), and each computes its time-dependent rest.
 - ``GatherElements`` along the time axis with the [T, B] source steps alone when each (time,
   batch) entry is one element (rank 2, or every later axis a static 1, squeezed around it):
   ``GatherND`` pays a fixed cost per slice, which dominates for one-element slices (2-3x
@@ -80,6 +81,7 @@ class _Plan:
     batch_checked: bool  # the lengths are proven one per batch entry
     rank: int | None  # the input's rank, when known (the ELEMENTS form needs it)
     share_key: tuple[Any, ...] | None  # nodes with equal keys share a computed index
+    lengths_key: tuple[Any, ...] | None  # ... and its lengths part (see _LengthsPart)
 
 
 #: The general forms :class:`LowerReverseSequence` can be asked for (``form=``).
@@ -108,16 +110,19 @@ class LowerReverseSequence(NodeLoweringPass):
         self.form = form
         self.forms: dict[str, int] = {}
         self._indices: dict[tuple[Any, ...], ir.Value] = {}
+        self._lengths: dict[tuple[Any, ...], _LengthsPart] = {}
         self._dims = DimProver()
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         self.forms = {}
         self._indices = {}
+        self._lengths = {}
         self._dims = DimProver()
         try:
             return super().call(model)
         finally:
-            self._dims = DimProver()  # holds values of the model: let them go
+            # These hold values of the model: let them go.
+            self._dims, self._indices, self._lengths = DimProver(), {}, {}
 
     def plan(self, site: Site, types: TypeOracle) -> _Plan:
         node = site.node
@@ -161,11 +166,10 @@ class LowerReverseSequence(NodeLoweringPass):
         if full_rank is not None and _one_per_step(self._dims, data, full_rank):
             form = _Form.ELEMENTS
         graph = node.graph
-        share_key = None
+        share_key = lengths_key = None
         if form in (_Form.COMPUTED, _Form.ELEMENTS) and graph is not None:
-            share_key = (
-                id(graph), id(lens_value), time_axis, _key(time_dim), _key(batch_dim), form,
-            )  # fmt: skip
+            lengths_key = (id(graph), id(lens_value), time_axis, _key(batch_dim), form)
+            share_key = (*lengths_key, _key(time_dim))
         # Only the row form needs the element type (strings are gathered one by one): asking for
         # it otherwise could start shape inference of the whole model for nothing.
         rows = form is _Form.ROWS
@@ -183,6 +187,7 @@ class LowerReverseSequence(NodeLoweringPass):
             batch_checked=batch_checked,
             rank=full_rank,
             share_key=share_key,
+            lengths_key=lengths_key,
         )
 
     def rewrite(self, plan: _Plan, names: NameGenerator) -> None:
@@ -212,7 +217,12 @@ class LowerReverseSequence(NodeLoweringPass):
         else:
             index = self._indices.get(plan.share_key) if plan.share_key else None
             if index is None:
-                index = _computed_index(emit, data, lens, plan)
+                shared = self._lengths.get(plan.lengths_key) if plan.lengths_key else None
+                if shared is None:
+                    shared = _lengths_part(emit, data, lens, plan)
+                    if plan.lengths_key is not None:
+                        self._lengths[plan.lengths_key] = shared
+                index = _computed_index(emit, data, shared, plan)
                 if plan.share_key is not None:
                     self._indices[plan.share_key] = index
             if form is _Form.ELEMENTS:
@@ -301,24 +311,25 @@ def _key(dim: Dim | None) -> Any:
     return dim
 
 
-def _computed_index(emit: Emitter, data: ir.Value, lens: ir.Value, plan: _Plan) -> ir.Value:
-    """The GatherND coordinates computed at run time, for lengths known only then.
+@dataclasses.dataclass(frozen=True)
+class _LengthsPart:
+    """What a computed index needs of the lengths and the batch axis alone, whatever the time
+    length: nodes of one graph with the same lengths value and a provably equal batch dimension
+    share it (a bidirectional stack's reversals after a ``Loop`` or a cut whose time lengths no
+    proof relates), so each computes only its time-dependent nodes."""
 
-    Only ``Less``, ``Sub``, ``Where``, ``Expand`` and the final ``Concat`` touch T*B entries;
-    the validation works on [B] vectors: ``Range(0, T+1)`` gathered at each length (a negative
-    one moved to T+1) fails unless every length is in [0, T], and a ``Gather`` at
-    |len(lens) - B| from a one-element vector fails unless there is one length per batch entry.
-    Both feed T, so nothing downstream runs on unchecked lengths. The pieces carry a trailing 1
-    ([T, B, 1] or [B, T, 1]) so that the two coordinates stack with one ``Concat``: 27 nodes
-    (22 when the count is proven) where there were 29 (24), and the fewer nodes, the faster a
-    large model lowers and loads. (A ``Reshape`` of the lengths to [B] would check the count in
-    one node, but tract cannot analyse it for symbolic B.)
-    """
-    time_first = plan.time_axis == 0
-    shape = None
-    if emit.opset < 15:  # every read slices one shared Shape of the input
-        shape = emit.Shape(data, _hint="shape")
-    time_1d = emit.dims(data, plan.time_axis, plan.time_axis + 1, hint="time", shape=shape)
+    moved: ir.Value  # the lengths, a negative one moved past any time length: [B]
+    batches: ir.Value  # the batch coordinates, as a column for the layout; feed the count check
+
+
+def _lengths_part(emit: Emitter, data: ir.Value, lens: ir.Value, plan: _Plan) -> _LengthsPart:
+    """The count check and the batch coordinates, from ``data``'s batch axis (tract must see the
+    same dimension on both sides of every broadcast, so the lengths are gathered by these
+    coordinates rather than used by their own shape). A ``Gather`` at |len(lens) - B| from a
+    one-element vector fails unless there is one length per batch entry; its result (0) is
+    added to B, so no coordinate exists before the check has run. (A ``Reshape`` of the lengths
+    to [B] would check in one node, but tract cannot analyse it for symbolic B.)"""
+    shape = emit.Shape(data, _hint="shape") if emit.opset < 15 else None
     batch_1d = emit.dims(data, plan.batch_axis, plan.batch_axis + 1, hint="batch", shape=shape)
     zero = emit.int64s(0, hint="zero")
     one = emit.int64s(1, hint="one")
@@ -333,36 +344,56 @@ def _computed_index(emit: Emitter, data: ir.Value, lens: ir.Value, plan: _Plan) 
             _hint="batch_checked",
             _node="fails_unless_one_length_per_batch_entry",
         )
-        time_1d = emit.Add(time_1d, checked, _hint="time")
-    time = emit.squeeze(time_1d, [0], hint="time_scalar")
+        batch_1d = emit.Add(batch_1d, checked, _hint="batch")
     batch = emit.squeeze(batch_1d, [0], hint="batch_scalar")
+    batches = emit.Range(zero, batch, one, _hint="batches")
+    time_first = plan.time_axis == 0
+    if plan.form is _Form.ELEMENTS:
+        # [B] against [T, 1] steps (time-major), [B, 1] against [T] (batch-major).
+        axes = [] if time_first else [1]
+    else:
+        # [B, 1] against [T, 1, 1] steps (time-major), [B, 1, 1] against [T, 1] (batch-major).
+        axes = [1] if time_first else [1, 2]
+    # Int32's largest value: past any time length, and still out of range for a runtime that
+    # narrows indices to 32 bits (a larger one could wrap into range there).
+    past = emit.int64s(2**31 - 1, hint="past_any_time")
+    moved = emit.Where(emit.Less(lens, zero, _hint="negative"), past, lens, _hint="lens_or_past")
+    return _LengthsPart(moved=moved, batches=_unsqueezed(emit, batches, axes, "batches_column"))
+
+
+def _computed_index(emit: Emitter, data: ir.Value, shared: _LengthsPart, plan: _Plan) -> ir.Value:
+    """The GatherND coordinates computed at run time, for lengths known only then.
+
+    Only ``Less``, ``Sub``, ``Where``, ``Expand`` and the final ``Concat`` touch T*B entries;
+    the validation works on [B] vectors: ``Range(0, T+1)`` gathered at each length (a negative
+    one moved past it) fails unless every length is in [0, T], and every later node reads the
+    gathered lengths. The pieces carry a trailing 1 ([T, B, 1] or [B, T, 1]) so that the two
+    coordinates stack with one ``Concat``. 16 nodes besides the shared part (13 for
+    ``GatherElements``), where one index of its own took 27: the fewer nodes, the faster a
+    large model lowers and loads (a model of 400 reversals no proof relates loads 4-5x faster
+    in onnxruntime, ``benchmarks/reverse_sequence_load.py``).
+    """
+    time_first = plan.time_axis == 0
+    shape = emit.Shape(data, _hint="shape") if emit.opset < 15 else None
+    time_1d = emit.dims(data, plan.time_axis, plan.time_axis + 1, hint="time", shape=shape)
+    zero = emit.int64s(0, hint="zero")
+    one = emit.int64s(1, hint="one")
+    time = emit.squeeze(time_1d, [0], hint="time_scalar")
     time_plus_one = emit.Add(time, one, _hint="time_plus_one")
-    moved = emit.Where(
-        emit.Less(lens, zero, _hint="negative"), time_plus_one, lens, _hint="lens_or_past"
-    )
     lengths = emit.Gather(
         emit.Range(zero, time_plus_one, one, _hint="valid_lengths"),
-        moved,
+        shared.moved,
         axis=0,
         _hint="lengths",
         _node="fails_if_sequence_lens_out_of_range",
     )
     steps = emit.Range(zero, time, one, _hint="steps")
-    batches = emit.Range(zero, batch, one, _hint="batches")
     elements = plan.form is _Form.ELEMENTS
-    if elements:
-        # GatherElements reads [T, B] or [B, T] (trailing 1s squeezed): [T, 1] steps against
-        # [B] lengths (time-major), [T] against [B, 1] (batch-major).
-        steps_axes, batches_axes = ([1], []) if time_first else ([], [1])
-    else:
-        # GatherND: [T, 1, 1] steps against [B, 1] lengths and batches (time-major), [T, 1]
-        # against [B, 1, 1] (batch-major): the pieces come out [T, B, 1] or [B, T, 1].
-        steps_axes, batches_axes = ([1, 2], [1]) if time_first else ([1], [1, 2])
-    steps = _unsqueezed(emit, steps, steps_axes, "steps_column")
-    batches = _unsqueezed(emit, batches, batches_axes, "batches_column")
-    # One length per batch entry, shaped by the input's batch axis rather than by the lengths'
-    # own (tract must see the same dimension on both sides of every broadcast).
-    lengths = emit.Gather(lengths, batches, axis=0, _hint="lengths_by_batch")
+    # GatherElements: [T, 1] or [T]; GatherND: [T, 1, 1] or [T, 1] (time-, batch-major).
+    column = ([1] if time_first else []) if elements else ([1, 2] if time_first else [1])
+    steps = _unsqueezed(emit, steps, column, "steps_column")
+    # One length per batch entry, shaped by the input's batch axis.
+    lengths = emit.Gather(lengths, shared.batches, axis=0, _hint="lengths_by_batch")
     last = emit.Sub(lengths, one, _hint="last")
     src = emit.Where(
         emit.Less(steps, lengths, _hint="inside"),
@@ -372,7 +403,7 @@ def _computed_index(emit: Emitter, data: ir.Value, lens: ir.Value, plan: _Plan) 
     )  # [T, B, 1] or [B, T, 1]; GatherElements: [T, B] or [B, T]
     if elements:
         return src
-    batch_coord = emit.Expand(batches, emit.Shape(src, _hint="lead"), _hint="b")
+    batch_coord = emit.Expand(shared.batches, emit.Shape(src, _hint="lead"), _hint="b")
     pair = [src, batch_coord] if time_first else [batch_coord, src]
     return emit.Concat(*pair, axis=-1, _hint="index")
 
