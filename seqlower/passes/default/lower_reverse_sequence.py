@@ -318,17 +318,20 @@ class _LengthsPart:
     share it (a bidirectional stack's reversals after a ``Loop`` or a cut whose time lengths no
     proof relates), so each computes only its time-dependent nodes."""
 
-    moved: ir.Value  # the lengths, a negative one moved past any time length: [B]
-    batches: ir.Value  # the batch coordinates, as a column for the layout; feed the count check
+    lengths: ir.Value  # one per batch entry (count checked), a negative one moved out of range
+    batches: ir.Value  # the batch coordinates, shaped for the layout like ``lengths``
 
 
 def _lengths_part(emit: Emitter, data: ir.Value, lens: ir.Value, plan: _Plan) -> _LengthsPart:
-    """The count check and the batch coordinates, from ``data``'s batch axis (tract must see the
-    same dimension on both sides of every broadcast, so the lengths are gathered by these
-    coordinates rather than used by their own shape). A ``Gather`` at |len(lens) - B| from a
-    one-element vector fails unless there is one length per batch entry; its result (0) is
-    added to B, so no coordinate exists before the check has run. (A ``Reshape`` of the lengths
-    to [B] would check in one node, but tract cannot analyse it for symbolic B.)"""
+    """The lengths gathered by the batch coordinates of ``data``'s batch axis (tract must see the
+    same dimension on both sides of every broadcast, so the lengths' own shape is not used), a
+    negative one moved to int32's largest value: past any time length, and out of range still
+    for a runtime that narrows indices to 32 bits.
+
+    A ``Gather`` at |len(lens) - B| from a one-element vector fails unless there is one length
+    per batch entry; its result (0) is added to B, so no coordinate exists before the check has
+    run. (A ``Reshape`` of the lengths to [B] would check in one node, but tract cannot analyse
+    it for symbolic B.)"""
     shape = emit.Shape(data, _hint="shape") if emit.opset < 15 else None
     batch_1d = emit.dims(data, plan.batch_axis, plan.batch_axis + 1, hint="batch", shape=shape)
     zero = emit.int64s(0, hint="zero")
@@ -354,24 +357,22 @@ def _lengths_part(emit: Emitter, data: ir.Value, lens: ir.Value, plan: _Plan) ->
     else:
         # [B, 1] against [T, 1, 1] steps (time-major), [B, 1, 1] against [T, 1] (batch-major).
         axes = [1] if time_first else [1, 2]
-    # Int32's largest value: past any time length, and still out of range for a runtime that
-    # narrows indices to 32 bits (a larger one could wrap into range there).
+    batches = _unsqueezed(emit, batches, axes, "batches_column")
     past = emit.int64s(2**31 - 1, hint="past_any_time")
     moved = emit.Where(emit.Less(lens, zero, _hint="negative"), past, lens, _hint="lens_or_past")
-    return _LengthsPart(moved=moved, batches=_unsqueezed(emit, batches, axes, "batches_column"))
+    lengths = emit.Gather(moved, batches, axis=0, _hint="lengths_by_batch")
+    return _LengthsPart(lengths=lengths, batches=batches)
 
 
 def _computed_index(emit: Emitter, data: ir.Value, shared: _LengthsPart, plan: _Plan) -> ir.Value:
     """The GatherND coordinates computed at run time, for lengths known only then.
 
-    Only ``Less``, ``Sub``, ``Where``, ``Expand`` and the final ``Concat`` touch T*B entries;
-    the validation works on [B] vectors: ``Range(0, T+1)`` gathered at each length (a negative
-    one moved past it) fails unless every length is in [0, T], and every later node reads the
-    gathered lengths. The pieces carry a trailing 1 ([T, B, 1] or [B, T, 1]) so that the two
-    coordinates stack with one ``Concat``. 16 nodes besides the shared part (13 for
-    ``GatherElements``), where one index of its own took 27: the fewer nodes, the faster a
-    large model lowers and loads (a model of 400 reversals no proof relates loads 4-5x faster
-    in onnxruntime, ``benchmarks/reverse_sequence_load.py``).
+    Only ``LessOrEqual``, ``Sub``, ``Where``, ``Expand`` and the final ``Concat`` touch T*B
+    entries. The last step of each length is ``Range(-1, T)`` gathered at it: that fails unless
+    every length is in [0, T] (the validation, on [B] values), and every later node reads it.
+    The pieces carry a trailing 1 ([T, B, 1] or [B, T, 1]) so that the two coordinates stack
+    with one ``Concat``. 13 nodes besides the shared part (10 for ``GatherElements``), where an
+    index of its own took 27: the fewer nodes, the faster a large model lowers and loads.
     """
     time_first = plan.time_axis == 0
     shape = emit.Shape(data, _hint="shape") if emit.opset < 15 else None
@@ -379,27 +380,24 @@ def _computed_index(emit: Emitter, data: ir.Value, shared: _LengthsPart, plan: _
     zero = emit.int64s(0, hint="zero")
     one = emit.int64s(1, hint="one")
     time = emit.squeeze(time_1d, [0], hint="time_scalar")
-    time_plus_one = emit.Add(time, one, _hint="time_plus_one")
-    lengths = emit.Gather(
-        emit.Range(zero, time_plus_one, one, _hint="valid_lengths"),
-        shared.moved,
+    last = emit.Gather(
+        emit.Range(emit.int64s(-1, hint="minus_one"), time, one, _hint="last_steps"),
+        shared.lengths,
         axis=0,
-        _hint="lengths",
+        _hint="last",
         _node="fails_if_sequence_lens_out_of_range",
-    )
+    )  # len - 1 for each batch entry, shaped like the batch coordinates
     steps = emit.Range(zero, time, one, _hint="steps")
     elements = plan.form is _Form.ELEMENTS
     # GatherElements: [T, 1] or [T]; GatherND: [T, 1, 1] or [T, 1] (time-, batch-major).
     column = ([1] if time_first else []) if elements else ([1, 2] if time_first else [1])
     steps = _unsqueezed(emit, steps, column, "steps_column")
-    # One length per batch entry, shaped by the input's batch axis.
-    lengths = emit.Gather(lengths, shared.batches, axis=0, _hint="lengths_by_batch")
-    last = emit.Sub(lengths, one, _hint="last")
+    if emit.opset >= 12:
+        inside = emit.LessOrEqual(steps, last, _hint="inside")
+    else:  # no LessOrEqual before opset 12
+        inside = emit.Not(emit.Less(last, steps, _hint="past"), _hint="inside")
     src = emit.Where(
-        emit.Less(steps, lengths, _hint="inside"),
-        emit.Sub(last, steps, _hint="mirrored"),
-        steps,
-        _hint="source_step",
+        inside, emit.Sub(last, steps, _hint="mirrored"), steps, _hint="source_step"
     )  # [T, B, 1] or [B, T, 1]; GatherElements: [T, B] or [B, T]
     if elements:
         return src
