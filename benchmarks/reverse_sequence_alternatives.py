@@ -8,7 +8,8 @@ one of these forms, all time-major, lengths ``lens`` a graph input, and timed as
 sessions with default options (median of interleaved rounds, ratio to the original):
 
 - ``original``: the ``ReverseSequence`` nodes.
-- ``seqlower``: what ``seqlower.lower`` writes (an index of its own per node, ~27 nodes each).
+- ``seqlower``: what ``seqlower.lower`` writes (the time-dependent part of the index per node,
+  13 nodes each, and one lengths part shared by all).
 - ``head+scatter``: a head index over max(lens) steps, computed once from the lengths (rows past
   the longest length stay where they are), and per node ``ScatterND(x, head_rows,
   GatherND(x, head_sources))``: 2 nodes.

@@ -28,12 +28,19 @@ import seqlower
 IR_VERSION = 8
 
 
-def stack(nodes: int, full_length: bool, shared: bool = True) -> onnx.ModelProto:
+def stack(
+    nodes: int, full_length: bool, shared: bool = True, bidirectional: bool = False
+) -> onnx.ModelProto:
     """``nodes`` ReverseSequence nodes, time-major, each followed by an Add (a stand-in for the
     recurrent cell between the reversals). ``shared`` False puts a ``Slice`` to an end given as
     an input after each Add, which seqlower's dimension proofs cannot follow: every node then
-    computes its own index (the worst case, as after a Loop whose output sizes cannot be
-    proven). (A ``Reshape`` to ``Shape(x)`` did so until the proofs learned to follow it.)"""
+    computes its own time-dependent index (the worst case, as after a Loop whose output sizes
+    cannot be proven). (A ``Reshape`` to ``Shape(x)`` did so until the proofs learned to follow
+    it.) ``bidirectional`` makes each layer what a bidirectional RNN layer is: its input read
+    twice, forward as it is and backward reversed, reversed back and added to the forward half
+    (two reversals a layer)."""
+    if bidirectional:
+        return _bidirectional(nodes)
     lines = []
     previous = "x"
     for i in range(nodes):
@@ -66,14 +73,51 @@ g (float[T, N, 64] x{lens_input}) => (float[T, N, 64] y) {{
     return onnx.parser.parse_model(text)
 
 
-def load_seconds(model: bytes) -> float:
+def _bidirectional(nodes: int) -> onnx.ModelProto:
+    lines = []
+    previous = "x"
+    for i in range(nodes // 2):
+        lines += [
+            f"r{i} = ReverseSequence<batch_axis = 1, time_axis = 0>({previous}, lens)",
+            f"b{i} = Add(r{i}, x)",
+            f"rb{i} = ReverseSequence<batch_axis = 1, time_axis = 0>(b{i}, lens)",
+            f"f{i} = Add({previous}, rb{i})",
+            f"h{i} = Slice(f{i}, zero, ends, zero)",
+        ]
+        previous = f"h{i}"
+    body = "\n    ".join(lines)
+    text = f"""<ir_version: {IR_VERSION}, opset_import: ["" : 17]>
+g (float[T, N, 64] x, int64[N] lens, int64[1] ends) => (float[T, N, 64] y) {{
+    zero = Constant<value = int64[1] {{0}}>()
+    {body}
+    y = Identity({previous})
+}}"""
+    return onnx.parser.parse_model(text)
+
+
+def load_seconds(model: bytes, disabled: list[str] | None = None) -> float:
     start = time.perf_counter()
-    ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+    ort.InferenceSession(model, providers=["CPUExecutionProvider"], disabled_optimizers=disabled)
     return time.perf_counter() - start
 
 
-def load_times(nodes: int, full_length: bool, repeat: int, shared: bool) -> dict[str, float]:
-    original = stack(nodes, full_length, shared)
+#: onnxruntime's common-subexpression pass hashes a node from its inputs' hashes, multiplying
+#: by an odd number: a value reached by an even number of paths from the one before (a layer
+#: whose input is read twice) gets an even factor, and after ~64 such layers every layer's
+#: nodes hash alike; the pass then compares each node with all the earlier ones (quadratic).
+#: Timed with it off too, to tell that apart from the cost of the nodes themselves.
+CSE = "CommonSubexpressionElimination"
+
+
+def load_times(
+    nodes: int,
+    full_length: bool,
+    repeat: int,
+    shared: bool,
+    bidirectional: bool = False,
+    disabled: list[str] | None = None,
+) -> dict[str, float]:
+    original = stack(nodes, full_length, shared, bidirectional)
     lowered = seqlower.lower(original)
     models = {
         "original": original.SerializeToString(),
@@ -82,7 +126,7 @@ def load_times(nodes: int, full_length: bool, repeat: int, shared: bool) -> dict
     times: dict[str, list[float]] = {name: [] for name in models}
     for _ in range(repeat):
         for name, data in models.items():
-            times[name].append(load_seconds(data))
+            times[name].append(load_seconds(data, disabled))
     result = {name: statistics.median(values) for name, values in times.items()}
     result["ratio"] = statistics.median(
         low / ref for low, ref in zip(times["lowered"], times["original"], strict=True)
@@ -157,16 +201,21 @@ def main() -> None:
     args = parser.parse_args()
     print(f"onnxruntime {ort.__version__}, default session options")
     kinds = {
-        "lengths input (GatherND, one shared index)": (False, True),
-        "lengths input (GatherND, an index per node)": (False, False),
-        "full-length (Slice)": (True, True),
+        "lengths input (GatherND, one shared index)": (False, True, False),
+        "lengths input (GatherND, an index per node)": (False, False, False),
+        "bidirectional layers, an index per node": (False, False, True),
+        "full-length (Slice)": (True, True, False),
     }
-    for kind, (full_length, shared) in kinds.items():
-        t = load_times(args.nodes, full_length, args.repeat, shared)
-        print(
+    for kind, (full_length, shared, bidirectional) in kinds.items():
+        t = load_times(args.nodes, full_length, args.repeat, shared, bidirectional)
+        line = (
             f"load, {args.nodes} nodes, {kind}: original {t['original']:.3f} s, "
             f"lowered {t['lowered']:.3f} s, lowered/original {t['ratio']:.2f}"
         )
+        if not shared:
+            off = load_times(args.nodes, full_length, args.repeat, shared, bidirectional, [CSE])
+            line += f" ({off['ratio']:.2f} with {CSE} off)"
+        print(line)
     for shape in ((1, 1, 1), (16, 8, 1)):
         c = fixed_cost(args.runs, shape)
         print(
