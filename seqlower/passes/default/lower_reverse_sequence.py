@@ -367,10 +367,10 @@ def _lengths_part(emit: Emitter, data: ir.Value, lens: ir.Value, plan: _Plan) ->
 def _computed_index(emit: Emitter, data: ir.Value, shared: _LengthsPart, plan: _Plan) -> ir.Value:
     """The GatherND coordinates computed at run time, for lengths known only then.
 
-    Only ``LessOrEqual``, ``Sub``, ``Where``, ``Expand`` and the final ``Concat`` touch T*B
-    entries. The last step of each length is ``Range(-1, T)`` gathered at it: that fails unless
-    every length is in [0, T] (the validation, on [B] values), and every later node reads it.
-    The pieces carry a trailing 1 ([T, B, 1] or [B, T, 1]) so that the two coordinates stack
+    Only ``Less``, ``Sub``, ``Where``, ``Expand`` and the final ``Concat`` touch T*B entries.
+    The last step of each length is ``Range(-1, T)`` gathered at it: that fails unless every
+    length is in [0, T] (the validation, on [B] values), and every later node reads it. The
+    pieces carry a trailing 1 ([T, B, 1] or [B, T, 1]) so that the two coordinates stack
     with one ``Concat``. 13 nodes besides the shared part (10 for ``GatherElements``), where an
     index of its own took 27: the fewer nodes, the faster a large model lowers and loads.
     """
@@ -392,12 +392,13 @@ def _computed_index(emit: Emitter, data: ir.Value, shared: _LengthsPart, plan: _
     # GatherElements: [T, 1] or [T]; GatherND: [T, 1, 1] or [T, 1] (time-, batch-major).
     column = ([1] if time_first else []) if elements else ([1, 2] if time_first else [1])
     steps = _unsqueezed(emit, steps, column, "steps_column")
-    if emit.opset >= 12:
-        inside = emit.LessOrEqual(steps, last, _hint="inside")
-    else:  # no LessOrEqual before opset 12
-        inside = emit.Not(emit.Less(last, steps, _hint="past"), _hint="inside")
+    # Steps past the last stay where they are, the others mirror. (Less with the branches
+    # swapped, not LessOrEqual: onnx2torch 1.5.15 has no converter for LessOrEqual-16.)
     src = emit.Where(
-        inside, emit.Sub(last, steps, _hint="mirrored"), steps, _hint="source_step"
+        emit.Less(last, steps, _hint="past"),
+        steps,
+        emit.Sub(last, steps, _hint="mirrored"),
+        _hint="source_step",
     )  # [T, B, 1] or [B, T, 1]; GatherElements: [T, B] or [B, T]
     if elements:
         return src
