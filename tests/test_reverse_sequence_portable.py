@@ -457,6 +457,71 @@ def test_a_cut_stack_shares_one_lengths_part() -> None:
     assert_same(native(model, feeds), run("openvino", lowered, feeds))
 
 
+@st.composite
+def stacks(draw: st.DrawFn) -> tuple[onnx.ModelProto, dict[str, np.ndarray], int]:
+    """2-4 reversals with the same lengths, each of the previous layer's output either as it is
+    (index shared), joined with the input along time (longer), or cut along time to an end
+    given at run time (lengths past the cut make the model fail, natively as lowered)."""
+    time_axis = draw(st.integers(0, 1))
+    inner = draw(st.sampled_from([(), (1,), (2,), (2, 1)]))
+    time = draw(st.integers(0, 5))
+    batch = draw(st.integers(1, 3))
+    steps = draw(st.lists(st.sampled_from(["same", "join", "cut"]), min_size=1, max_size=3))
+    end = draw(st.integers(0, 6))
+    lens = draw(st.lists(st.integers(0, time), min_size=batch, max_size=batch))
+    lead = "T, N" if time_axis == 0 else "N, T"
+    dims = lead + "".join(f", {d}" for d in inner)
+    attrs = f"batch_axis = {1 - time_axis}, time_axis = {time_axis}"
+    lines = [f"r0 = ReverseSequence<{attrs}>(x, lens)"]
+    for i, step in enumerate(steps, start=1):
+        previous = f"r{i - 1}"
+        value = {
+            "same": f"v{i} = Neg({previous})",
+            "join": f"v{i} = Concat<axis = {time_axis}>({previous}, x)",
+            "cut": f"v{i} = Slice({previous}, start, ends, axis)",
+        }[step]
+        lines += [value, f"r{i} = ReverseSequence<{attrs}>(v{i}, lens)"]
+    body = "\n            ".join(lines)
+    out_dims = ", ".join(["?", "?", *(str(d) for d in inner)])
+    model = parse(
+        f"""
+        g (float[{dims}] x, int64[N] lens, int64[1] ends) => (float[{out_dims}] y) {{
+            axis = Constant<value = int64[1] {{{time_axis}}}>()
+            start = Constant<value = int64[1] {{0}}>()
+            {body}
+            y = Identity(r{len(steps)})
+        }}"""
+    )
+    shape = (time, batch, *inner) if time_axis == 0 else (batch, time, *inner)
+    feeds = {
+        "x": np.arange(np.prod(shape), dtype=np.float32).reshape(shape),
+        "lens": np.array(lens, np.int64),
+        "ends": np.array([end], np.int64),
+    }
+    return model, feeds, len(steps) + 1
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(stacks())
+def test_random_stacks_match_or_fail_as_the_kernel(
+    case: tuple[onnx.ModelProto, dict[str, np.ndarray], int],
+) -> None:
+    """Shared indices and shared lengths parts give the kernel's numbers, and fail where it
+    does (a length past a cut), on onnxruntime and OpenVINO (tract 0.23 runs no ``Slice`` that
+    cuts to a run-time end, original models included; README)."""
+    model, feeds, reversals = case
+    lowered, forms = lowered_forms(model)
+    assert sum(forms.values()) == reversals
+    try:
+        want = native(model, feeds)
+    except RuntimeFailure:
+        with pytest.raises(RuntimeFailure, match="sequence_lens"):
+            run("onnxruntime", lowered, feeds)
+        return
+    for runtime in ("onnxruntime", "openvino"):
+        assert_same(want, run(runtime, lowered, feeds))
+
+
 @pytest.mark.parametrize("time_axis", [0, 1])
 def test_a_shared_lengths_part_checks_every_node(time_axis: int) -> None:
     """Lengths valid for the first reversal but past the (cut) second one fail there, as the
