@@ -270,6 +270,14 @@ def test_every_opset_runs_everywhere(opset: int, time_axis: int) -> None:
     )
 
 
+@pytest.mark.parametrize("opset", [11, 14])
+def test_before_opset_15_one_shape_of_the_input(opset: int) -> None:
+    """Without Shape's start/end, every dimension the index reads slices one Shape of x."""
+    lowered = seqlower.lower(parse(general_model("float", 0, "input"), opset=opset))
+    shapes = [n for n in all_nodes(lowered) if n.op_type == "Shape" and n.input[0] == "x"]
+    assert len(shapes) == 1, shapes
+
+
 def test_opset_10_keeps_the_row_form() -> None:
     """Opset 10 has no GatherND or Range: the row Gather with a NonZero stand-in (documented as
     not portable to tract/onnx2torch)."""

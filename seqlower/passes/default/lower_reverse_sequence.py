@@ -217,12 +217,14 @@ class LowerReverseSequence(NodeLoweringPass):
         else:
             index = self._indices.get(plan.share_key) if plan.share_key else None
             if index is None:
+                # Before opset 15 every read of a dimension slices one Shape of the input.
+                shape = emit.Shape(data, _hint="shape") if emit.opset < 15 else None
                 shared = self._lengths.get(plan.lengths_key) if plan.lengths_key else None
                 if shared is None:
-                    shared = _lengths_part(emit, data, lens, plan)
+                    shared = _lengths_part(emit, data, lens, plan, shape)
                     if plan.lengths_key is not None:
                         self._lengths[plan.lengths_key] = shared
-                index = _computed_index(emit, data, shared, plan)
+                index = _computed_index(emit, data, shared, plan, shape)
                 if plan.share_key is not None:
                     self._indices[plan.share_key] = index
             if form is _Form.ELEMENTS:
@@ -322,7 +324,9 @@ class _LengthsPart:
     batches: ir.Value  # the batch coordinates, shaped for the layout like ``lengths``
 
 
-def _lengths_part(emit: Emitter, data: ir.Value, lens: ir.Value, plan: _Plan) -> _LengthsPart:
+def _lengths_part(
+    emit: Emitter, data: ir.Value, lens: ir.Value, plan: _Plan, shape: ir.Value | None
+) -> _LengthsPart:
     """The lengths gathered by the batch coordinates of ``data``'s batch axis (tract must see the
     same dimension on both sides of every broadcast, so the lengths' own shape is not used), a
     negative one moved to int32's largest value: past any time length, and out of range still
@@ -332,7 +336,6 @@ def _lengths_part(emit: Emitter, data: ir.Value, lens: ir.Value, plan: _Plan) ->
     per batch entry; its result (0) is added to B, so no coordinate exists before the check has
     run. (A ``Reshape`` of the lengths to [B] would check in one node, but tract cannot analyse
     it for symbolic B.)"""
-    shape = emit.Shape(data, _hint="shape") if emit.opset < 15 else None
     batch_1d = emit.dims(data, plan.batch_axis, plan.batch_axis + 1, hint="batch", shape=shape)
     zero = emit.int64s(0, hint="zero")
     one = emit.int64s(1, hint="one")
@@ -364,7 +367,9 @@ def _lengths_part(emit: Emitter, data: ir.Value, lens: ir.Value, plan: _Plan) ->
     return _LengthsPart(lengths=lengths, batches=batches)
 
 
-def _computed_index(emit: Emitter, data: ir.Value, shared: _LengthsPart, plan: _Plan) -> ir.Value:
+def _computed_index(
+    emit: Emitter, data: ir.Value, shared: _LengthsPart, plan: _Plan, shape: ir.Value | None
+) -> ir.Value:
     """The GatherND coordinates computed at run time, for lengths known only then.
 
     Only ``Less``, ``Sub``, ``Where``, ``Expand`` and the final ``Concat`` touch T*B entries.
@@ -375,7 +380,6 @@ def _computed_index(emit: Emitter, data: ir.Value, shared: _LengthsPart, plan: _
     index of its own took 27: the fewer nodes, the faster a large model lowers and loads.
     """
     time_first = plan.time_axis == 0
-    shape = emit.Shape(data, _hint="shape") if emit.opset < 15 else None
     time_1d = emit.dims(data, plan.time_axis, plan.time_axis + 1, hint="time", shape=shape)
     zero = emit.int64s(0, hint="zero")
     one = emit.int64s(1, hint="one")
