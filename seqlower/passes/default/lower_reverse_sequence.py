@@ -353,14 +353,7 @@ def _lengths_part(
         batch_1d = emit.Add(batch_1d, checked, _hint="batch")
     batch = emit.squeeze(batch_1d, [0], hint="batch_scalar")
     batches = emit.Range(zero, batch, one, _hint="batches")
-    time_first = plan.time_axis == 0
-    if plan.form is _Form.ELEMENTS:
-        # [B] against [T, 1] steps (time-major), [B, 1] against [T] (batch-major).
-        axes = [] if time_first else [1]
-    else:
-        # [B, 1] against [T, 1, 1] steps (time-major), [B, 1, 1] against [T, 1] (batch-major).
-        axes = [1] if time_first else [1, 2]
-    batches = _unsqueezed(emit, batches, axes, "batches_column")
+    batches = _unsqueezed(emit, batches, _column_axes(plan)[1], "batches_column")
     past = emit.int64s(2**31 - 1, hint="past_any_time")
     moved = emit.Where(emit.Less(lens, zero, _hint="negative"), past, lens, _hint="lens_or_past")
     lengths = emit.Gather(moved, batches, axis=0, _hint="lengths_by_batch")
@@ -392,10 +385,7 @@ def _computed_index(
         _node="fails_if_sequence_lens_out_of_range",
     )  # len - 1 for each batch entry, shaped like the batch coordinates
     steps = emit.Range(zero, time, one, _hint="steps")
-    elements = plan.form is _Form.ELEMENTS
-    # GatherElements: [T, 1] or [T]; GatherND: [T, 1, 1] or [T, 1] (time-, batch-major).
-    column = ([1] if time_first else []) if elements else ([1, 2] if time_first else [1])
-    steps = _unsqueezed(emit, steps, column, "steps_column")
+    steps = _unsqueezed(emit, steps, _column_axes(plan)[0], "steps_column")
     # Steps past the last stay where they are, the others mirror. (Less with the branches
     # swapped, not LessOrEqual: onnx2torch 1.5.15 has no converter for LessOrEqual-16.)
     src = emit.Where(
@@ -404,11 +394,21 @@ def _computed_index(
         emit.Sub(last, steps, _hint="mirrored"),
         _hint="source_step",
     )  # [T, B, 1] or [B, T, 1]; GatherElements: [T, B] or [B, T]
-    if elements:
+    if plan.form is _Form.ELEMENTS:
         return src
     batch_coord = emit.Expand(shared.batches, emit.Shape(src, _hint="lead"), _hint="b")
     pair = [src, batch_coord] if time_first else [batch_coord, src]
     return emit.Concat(*pair, axis=-1, _hint="index")
+
+
+def _column_axes(plan: _Plan) -> tuple[list[int], list[int]]:
+    """The axes unsqueezed into the [T] steps and the [B] batch coordinates (and lengths) so
+    that they broadcast to the index's layout: [T, B, 1] or [B, T, 1] pieces for ``GatherND``,
+    [T, B] or [B, T] for ``GatherElements`` (time-, batch-major)."""
+    time_first = plan.time_axis == 0
+    if plan.form is _Form.ELEMENTS:
+        return ([1], []) if time_first else ([], [1])
+    return ([1, 2], [1]) if time_first else ([1], [1, 2])
 
 
 def _unsqueezed(emit: Emitter, vector: ir.Value, axes: list[int], hint: str) -> ir.Value:
