@@ -88,12 +88,17 @@ def run(runtime: str, model: onnx.ModelProto, feeds: Feeds) -> list[np.ndarray]:
 
 
 def assert_same(expected: Sequence[np.ndarray], actual: Sequence[np.ndarray]) -> None:
-    """Bit-exact for integers, bools and strings; float outputs equal to the last ulp or two."""
+    """Bit-exact for integers, bools and strings; floats within 1e-6 relative, 1e-7 absolute.
+
+    The absolute part is for runtimes' own transcendental kernels: tract 0.23.9's tanh and
+    sigmoid differ from onnxruntime's by up to 8e-8 near zero on some CPUs (seen 2026-11-25),
+    which no lowering causes.
+    """
     assert len(expected) == len(actual)
     for want, got in zip(expected, actual, strict=True):
         got = np.asarray(got)
         assert want.shape == got.shape, (want.shape, got.shape)
         if want.dtype.kind in "fc":
-            np.testing.assert_allclose(got, want, rtol=1e-6, atol=0)
+            np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
         else:
             np.testing.assert_array_equal(got, want)
