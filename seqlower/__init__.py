@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from seqlower._version import __version__
 from seqlower.errors import (
+    BadArgumentError,
     BadOptionError,
     CannotVerifyError,
     CheckLimitError,
@@ -25,6 +26,7 @@ from seqlower.errors import (
     InvalidModelError,
     InvalidNodeError,
     ModelLoadError,
+    ModelTypeError,
     OutputError,
     SeqlowerError,
     SequenceFreeError,
@@ -61,6 +63,7 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "BadArgumentError",
     "BadOptionError",
     "CannotVerifyError",
     "CheckLimitError",
@@ -72,6 +75,7 @@ __all__ = [
     "LowerReport",
     "LowerResult",
     "ModelLoadError",
+    "ModelTypeError",
     "OutputError",
     "PassRow",
     "SeqlowerError",

@@ -13,6 +13,7 @@ if TYPE_CHECKING:  # onnx_ir is slow to import; the CLI's launcher imports this 
     import onnx_ir as ir
 
 __all__ = [
+    "BadArgumentError",
     "BadOptionError",
     "CannotVerifyError",
     "CheckLimitError",
@@ -20,6 +21,7 @@ __all__ = [
     "InvalidModelError",
     "InvalidNodeError",
     "ModelLoadError",
+    "ModelTypeError",
     "OutputError",
     "SeqlowerError",
     "SequenceFreeError",
@@ -92,6 +94,27 @@ def _listed(what: str, blockers: list[str]) -> str:
 
 class BadOptionError(SeqlowerError):
     """An option does not fit the model (a dimension, input or output it does not have)."""
+
+
+class BadArgumentError(BadOptionError, ValueError):
+    """A Python caller's argument the library does not take (an unknown target, pass or
+    pipeline name, arguments that exclude each other); also a ValueError, which the API raised
+    for these before, so callers catching that still do."""
+
+
+class ModelTypeError(SeqlowerError, TypeError):
+    """A model given as something the library does not read (bytes, a number); also a TypeError.
+
+    The message names the type only: a model's repr can be megabytes long.
+    """
+
+    def __init__(
+        self, function: str, model: object, takes: str = "a ModelProto, an onnx_ir.Model or a path"
+    ) -> None:
+        hint = ""
+        if isinstance(model, (bytes, bytearray, memoryview)):
+            hint = " (parse bytes with onnx.load_model_from_string first)"
+        super().__init__(f"{function}() takes {takes}, not {type(model).__name__}{hint}")
 
 
 class OutputError(SeqlowerError):

@@ -23,7 +23,9 @@ from pathlib import Path
 import onnx
 
 from seqlower.errors import (
+    BadArgumentError,
     ModelLoadError,
+    ModelTypeError,
     SeqlowerError,
     SequenceFreeError,
     TargetError,
@@ -146,9 +148,11 @@ def inspect_model(
     unknown = [name for name in pipelines if name not in PIPELINES and name not in TARGETS]
     if unknown:
         known = ", ".join([*PIPELINES, *TARGETS])
-        raise ValueError(f"unknown pipeline or target {unknown[0]!r}; known: {known}")
+        raise BadArgumentError(f"unknown pipeline or target {unknown[0]!r}; known: {known}")
     if isinstance(model, onnx.ModelProto):
         proto, where = model, "the model"
+    elif not isinstance(model, (str, os.PathLike)):
+        raise ModelTypeError("inspect_model", model, "a ModelProto or a path")
     else:
         proto, where = _read(Path(model)), str(model)
     counts, total, map_forms = _walk(proto)

@@ -15,7 +15,7 @@ from onnx_ir.passes.common import RemoveUnusedNodesPass, TopologicalSortPass
 
 from seqlower._gc import gc_paused
 from seqlower._graphs import all_graphs, subgraphs_of
-from seqlower.errors import InvalidModelError, SeqlowerError
+from seqlower.errors import BadArgumentError, InvalidModelError, ModelTypeError, SeqlowerError
 from seqlower.io import check_names_and_dims, load_model, self_contained_proto
 from seqlower.passes import (
     DEFAULT_PASSES,
@@ -144,7 +144,9 @@ def build_pipeline(
     """
     if target is not None:
         if passes is not None or sequence_free:
-            raise ValueError("a target chooses its own passes: give target or passes/sequence_free")
+            raise BadArgumentError(
+                "a target chooses its own passes: give target or passes/sequence_free"
+            )
         row = get_target(target)
         steps: list[ir.passes.PassBase] = [create_pass(p) for p in row.passes]
         if row.expand_ops:
@@ -166,7 +168,7 @@ def build_pipeline(
     elif cleanup:
         chosen += [RemoveUnusedNodesPass(), SortIfNeeded()]
     if not chosen:
-        raise ValueError("no passes to run")
+        raise BadArgumentError("no passes to run")
     if timed:
         chosen = [TimedPass(p) for p in chosen]
     return ir.passes.PassManager(chosen, steps=1)
@@ -305,7 +307,7 @@ def _lower(
         # Like onnx.load, return a self-contained proto: external weights read into it.
         return self_contained_proto(ir_model, may_modify=True)
     else:
-        raise TypeError(f"lower() takes a ModelProto, an onnx_ir.Model or a path, not {model!r}")
+        raise ModelTypeError("lower", model)
     return ir.serde.serialize_model(run(ir_model))
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from seqlower.errors import BadOptionError
+from seqlower.errors import BadArgumentError, BadOptionError
 
 __all__ = ["TARGETS", "Deployment", "Target", "deployment", "describe_targets", "get_target"]
 
@@ -210,12 +210,12 @@ TARGETS: dict[str, Target] = {
 
 
 def get_target(name: str) -> Target:
-    """The row named ``name``; ValueError listing the known targets otherwise."""
+    """The row named ``name``; BadArgumentError (a ValueError) listing the known ones otherwise."""
     try:
         return TARGETS[name]
     except KeyError:
         known = ", ".join(TARGETS)
-        raise ValueError(f"unknown target '{name}'; known targets: {known}") from None
+        raise BadArgumentError(f"unknown target '{name}'; known targets: {known}") from None
 
 
 @dataclasses.dataclass(frozen=True)

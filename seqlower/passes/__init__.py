@@ -203,4 +203,6 @@ def create_pass(name: str) -> ir.passes.InPlacePass:
         return PASSES[name]()
     except KeyError:
         known = ", ".join(PASSES)
-        raise ValueError(f"unknown pass '{name}'; known passes: {known}") from None
+        from seqlower.errors import BadArgumentError
+
+        raise BadArgumentError(f"unknown pass '{name}'; known passes: {known}") from None

@@ -25,7 +25,7 @@ import onnx
 import onnx_ir as ir
 
 from seqlower._version import __version__, dependency_versions
-from seqlower.errors import BadOptionError, CheckLimitError, first_line
+from seqlower.errors import BadOptionError, CheckLimitError, ModelTypeError, first_line
 from seqlower.io import load_model, self_contained_proto
 from seqlower.verification.compare import Tolerances, compare_values
 from seqlower.verification.constraints import Analysis, analyze
@@ -102,6 +102,11 @@ class CheckOptions:
     expected: InputsLike | None = None
     #: Let ``input_shapes`` change dimensions the model declares (see :func:`check_names`).
     force_input_shape: bool = False
+
+    def __post_init__(self) -> None:
+        # ``targets="tract"`` means one target: iterating the string would ask for "t", "r"...
+        targets = (self.targets,) if isinstance(self.targets, str) else tuple(self.targets)
+        object.__setattr__(self, "targets", targets)
 
     @classmethod
     def from_kwargs(
@@ -509,6 +514,8 @@ def _as_proto(model: ModelLike) -> onnx.ModelProto:
         return model
     if isinstance(model, ir.Model):
         return self_contained_proto(model)
+    if not isinstance(model, (str, os.PathLike)):
+        raise ModelTypeError("verify", model)
     # Not checked here: a model the checker rejects may still run, and the report says so.
     return self_contained_proto(load_model(model, check=False), may_modify=True)
 
