@@ -77,6 +77,22 @@ def pass_lines(
     return lines
 
 
+def nothing_to_lower_line(passes: Sequence[Any], ops_before: Counter[str]) -> str:
+    """Why a run rewrote nothing: the op types its passes handle that the model lacks, and
+    those it has that needed no change (``--sequence-free`` leaves a Loop that builds no
+    sequence; saying the model has no Loop would be false)."""
+    handled = sorted({row.op_type for row in passes if row.op_type})
+    absent = [op for op in handled if not ops_before.get(op)]
+    present = [op for op in handled if ops_before.get(op)]
+    parts = [f"no {' or '.join(absent)} in the model"] if absent else []
+    if present:
+        kept = ", ".join(f"{ops_before[op]} {op}" for op in present)
+        verb = "needs" if sum(ops_before[op] for op in present) == 1 else "need"
+        owner = "its" if absent else "the model's"
+        parts.append(f"{owner} {kept} {verb} no change")
+    return f"nothing to lower: {', and '.join(parts) if parts else 'no pass applies'}"
+
+
 def remaining_sequence_lines(ops_after: Counter[str]) -> list[str]:
     """When sequence ops are left, which ones, and what to use for runtimes without them."""
     from seqlower.passes._sequences import SEQUENCE_OPS

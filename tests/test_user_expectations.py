@@ -9,6 +9,7 @@ import onnx
 import pytest
 
 import seqlower
+from tests.conftest import run_cli as run
 from tests.runtimes import require
 
 NEG = onnx.parser.parse_model(
@@ -70,3 +71,32 @@ def test_model_bytes_are_a_short_type_error(tmp_path: Path) -> None:
         message = str(caught.value)
         assert "not bytes" in message and "load_model_from_string" in message
         assert len(message) < 200 and "\\x" not in message
+
+
+# ------------------------------------------------------- 4. "nothing to lower" says what is true
+
+#: A Loop that builds no sequence: ``--sequence-free`` and ``--target openvino`` leave it alone.
+PLAIN_LOOP = onnx.parser.parse_model(
+    """
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (int64 n, float[3] x) => (float[3] y) {
+        t = Constant<value = bool {1}>()
+        y = Loop(n, t, x) <body = b (int64 i, bool c, float[3] a) => (bool co, float[3] ao) {
+            co = Identity(c)
+            ao = Neg(a)
+        }>
+    }
+    """
+)
+
+
+@pytest.mark.parametrize("flags", [["--sequence-free"], []])
+def test_nothing_to_lower_does_not_deny_a_loop_it_leaves(tmp_path: Path, flags: list[str]) -> None:
+    source = save(PLAIN_LOOP, tmp_path)
+    result = run(source, "-o", tmp_path / "out.onnx", *flags)
+    assert result.exit_code == 0, result.output
+    line = next(line for line in result.stdout.splitlines() if line.startswith("nothing to lower"))
+    assert "no ReverseSequence or SequenceMap in the model" in line
+    assert "Loop" not in line.split(", and ")[0]  # never "no Loop ..." when it has one
+    if flags:
+        assert line.endswith("its 1 Loop needs no change")

@@ -15,6 +15,7 @@ import click
 
 from seqlower.summary import (
     facts_lines,
+    nothing_to_lower_line,
     pass_lines,
     remaining_sequence_lines,
     seconds,
@@ -95,8 +96,7 @@ class Printer:
             self.line(f"note: {note}")
         remaining = remaining_sequence_lines(result.ops_after)
         if not result.lowered_anything and not verbose:
-            lowered = sorted({row.op_type for row in result.passes if row.op_type})
-            self.line(f"nothing to lower: no {' or '.join(lowered)} in the model")
+            self.line(nothing_to_lower_line(result.passes, result.ops_before))
             for line in remaining:
                 self.line(line)
             return
