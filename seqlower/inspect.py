@@ -273,7 +273,12 @@ def _scan(
                 view.blockers.append(
                     f"graph {kind} '{value.name}' is a sequence: a sequence-free model cannot "
                     f"{'take' if kind == 'input' else 'return'} it"
-                    + (" (--unroll-input NAME=K makes it K tensors)" if kind == "input" else "")
+                    + (
+                        f"; when it always holds K tensors, --unroll-input {value.name}=K takes "
+                        "them as K inputs"
+                        if kind == "input"
+                        else ""
+                    )
                 )
     if any(counts[op] for op in _SEQUENCE_OPS):
         view.notes.append(

@@ -100,3 +100,28 @@ def test_nothing_to_lower_does_not_deny_a_loop_it_leaves(tmp_path: Path, flags: 
     assert "Loop" not in line.split(", and ")[0]  # never "no Loop ..." when it has one
     if flags:
         assert line.endswith("its 1 Loop needs no change")
+
+
+# ------------------------------------------------------- 5. a blocker that has a fix names it
+
+#: A map over a sequence graph input: only ``--unroll-input images=K`` makes it sequence-free.
+SEQUENCE_INPUT = onnx.parser.parse_model(
+    """
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (seq(float[3]) images) => (float[N, 3] y) {
+        m = SequenceMap<body = f (float[3] a) => (float[3] r) { r = Neg(a) }>(images)
+        y = ConcatFromSequence<axis = 0, new_axis = 1>(m)
+    }
+    """
+)
+
+
+@pytest.mark.parametrize("exact", [True, False])
+def test_a_sequence_input_blocker_names_unroll_input(tmp_path: Path, exact: bool) -> None:
+    source = save(SEQUENCE_INPUT, tmp_path)
+    found = seqlower.inspect_model(source, ["openvino", "sequence-free"], exact=exact)
+    for view in found.pipelines:
+        assert any("--unroll-input images=K" in b for b in view.blockers), view.blockers
+    result = run(source, "-o", tmp_path / "out.onnx", "--target", "openvino")
+    assert result.exit_code == 2 and "--unroll-input images=K" in result.stderr
+    assert not (tmp_path / "out.onnx").exists()

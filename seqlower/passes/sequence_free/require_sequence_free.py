@@ -38,7 +38,8 @@ def sequence_blockers(model: ir.Model) -> list[str]:
         if _is_sequence_type(value.type) and not value.is_initializer():
             blockers.append(
                 f"graph input '{value.name}' is a sequence: a sequence-free model cannot take "
-                "it without changing the model's interface"
+                "it without changing the model's interface; when it always holds K tensors, "
+                f"--unroll-input {value.name}=K takes them as K inputs"
             )
     for value in graph.outputs:
         producer = value.producer()
