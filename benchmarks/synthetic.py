@@ -15,9 +15,15 @@ T, B, F = 8, 4, 16
 
 
 def synthetic_model(
-    blocks: int, filler: int, weights_bytes: int = 0, matmul: bool = False
+    blocks: int,
+    filler: int,
+    weights_bytes: int = 0,
+    matmul: bool = False,
+    lengths: list[int] | None = None,
 ) -> onnx.ModelProto:
     """About blocks * (filler + 8) nodes; ``weights_bytes`` of float32 initializers in total.
+
+    ``lengths``: the ``ReverseSequence`` lengths as a constant (B of them) instead of an input.
 
     ``matmul``: the filler alternates ``MatMul`` (by one shared [F, F] weight) and ``Add``, as
     in exported networks, and comes before the ``ReverseSequence``, whose input then has no
@@ -29,6 +35,8 @@ def synthetic_model(
     ]
     if matmul:
         inits.append(onnx.numpy_helper.from_array(np.eye(F, dtype=np.float32), "w"))
+    if lengths is not None:
+        inits.append(onnx.numpy_helper.from_array(np.array(lengths, np.int64), "lens"))
     cycle = ("MatMul", "Add") if matmul else ("Add", "Mul", "Sub", "Relu")
     per_block = weights_bytes // max(blocks, 1) // 4
     current = "x"
@@ -75,7 +83,11 @@ def synthetic_model(
         "synthetic",
         [
             helper.make_tensor_value_info("x", TensorProto.FLOAT, [T, B, F]),
-            helper.make_tensor_value_info("lens", TensorProto.INT64, [B]),
+            *(
+                [helper.make_tensor_value_info("lens", TensorProto.INT64, [B])]
+                if lengths is None
+                else []
+            ),
         ],
         [helper.make_tensor_value_info(current, TensorProto.FLOAT, [T, B, F])],
         inits,

@@ -30,6 +30,8 @@ __all__ = [
 #: The forms a lowering pass records (``PassRow.forms``), in words a reader needs no legend for.
 FORM_WORDS = {
     "slice": "as one Slice (lengths proven full)",
+    "copy": "as a copy (constant lengths of 0 or 1)",
+    "constant": "as a Gather with a constant index (constant lengths, static time axis)",
     "computed": "as a GatherND with its index computed at run time",
     "elements": "as a GatherElements with its index computed at run time (one element per step)",
     "rows": "as a row Gather (opset 10)",

@@ -254,7 +254,8 @@ def test_general_form_runs_everywhere(
 ) -> None:
     model = parse(general_model(dtype, time_axis, lens_kind, static=static))
     _, forms = lowered_forms(model)
-    assert forms == {"computed": 1}
+    # Constant lengths on a static time axis need no index computed at run time.
+    assert forms == {"constant" if static and lens_kind == "constant" else "computed": 1}
     shape = (4, 3, 2) if time_axis == 0 else (3, 4, 2)
     assert_runs_everywhere(model, feeds_for(dtype, time_axis, lens_kind, [4, 0, 2], shape))
 
@@ -919,3 +920,89 @@ def test_bad_lengths_fail_one_per_step(lens: list[int]) -> None:
         native(model, feeds)
     with pytest.raises(RuntimeFailure, match=r"sequence_lens|batch_entry"):
         run("onnxruntime", lowered, feeds)
+
+
+@pytest.mark.parametrize(
+    ("lens", "form"),
+    [
+        ([0, 1, 0], "copy"),
+        ([1, 1, 1], "copy"),
+        ([3, 3, 3], "constant"),
+        ([4, 4, 4], "slice"),
+        ([4, 0, 2], "constant"),
+        ([2, 3, 1], "constant"),
+    ],
+)
+@pytest.mark.parametrize("time_axis", [0, 1])
+@pytest.mark.parametrize("ones", [0, 2])
+def test_constant_lengths_on_a_static_time_axis_compute_no_index(
+    lens: list[int], form: str, time_axis: int, ones: int
+) -> None:
+    """Lengths known when lowering, on a static T and batch: a copy, a Slice or a constant
+    index; nothing of the index is computed at run time."""
+    dims = ["4", "3"] if time_axis == 0 else ["3", "4"]
+    dims += ["2"] if not ones else ["1"] * ones
+    shape = ", ".join(dims)
+    values = ", ".join(map(str, lens))
+    model = parse(f"""
+        g (float[{shape}] x) => (float[{shape}] y) {{
+            lens = Constant<value = int64[3] {{{values}}}>()
+            y = ReverseSequence<batch_axis = {1 - time_axis}, time_axis = {time_axis}>(x, lens)
+        }}""")
+    lowered, forms = lowered_forms(model)
+    assert forms == {form: 1}
+    ops = set(all_op_types(lowered))
+    assert not ops & {"Shape", "Range", "Where", "Less", "Sub", "Expand"}, ops
+    feeds = {"x": np.random.default_rng(3).standard_normal([int(d) for d in dims], np.float32)}
+    assert_runs_everywhere(model, feeds)
+
+
+def test_constant_lengths_on_a_dynamic_time_axis_share_a_constant_lengths_part() -> None:
+    """Constant lengths, one per batch entry of a static batch axis: the lengths part is two
+    constants; only the time-dependent rest is computed."""
+    model = parse("""
+        g (float[T, 3, 2] x) => (float[T, 3, 2] y) {
+            lens = Constant<value = int64[3] {4, 0, 2}>()
+            y = ReverseSequence<batch_axis = 1, time_axis = 0>(x, lens)
+        }""")
+    lowered, forms = lowered_forms(model)
+    assert forms == {"computed": 1}
+    ops = all_op_types(lowered)
+    assert "Abs" not in ops and ops.count("Range") == 2, ops  # the time steps only
+    assert_runs_everywhere(model, {"x": np.arange(30, dtype=np.float32).reshape(5, 3, 2)})
+    with pytest.raises(RuntimeFailure):  # a length past T still fails, as the kernel does
+        run("onnxruntime", lowered, {"x": np.zeros((3, 3, 2), np.float32)})
+
+
+def test_lengths_at_run_time_on_a_static_time_axis_take_constant_steps() -> None:
+    model = parse(general_model("float", 0, "input", static=True))
+    lowered, forms = lowered_forms(model)
+    assert forms == {"computed": 1}
+    assert "Range" in all_op_types(lowered)  # the batch coordinates, not the steps
+    assert all_op_types(lowered).count("Range") == 1
+    assert_runs_everywhere(model, feeds_for("float", 0, "input", [4, 0, 2], (4, 3, 2)))
+
+
+OPENVINO_EMPTY_BROADCAST = """
+    g (int64[1, 1] b) => (int64[0, 1, 1] y) {
+        s = Constant<value = int64[0, 1, 1] {}>()
+        y = Sub(b, s)
+    }"""
+
+
+@pytest.mark.xfail(strict=True, reason="OpenVINO 2026.4.1 broadcasts an empty constant away")
+def test_openvino_broadcasts_an_empty_constant_right() -> None:
+    """Why a static T of 0 keeps computed steps: OpenVINO returns [1, 1] here, not [0, 1, 1].
+    When this passes (XPASS fails the suite), the T = 0 exception can go."""
+    require("openvino")
+    (y,) = run("openvino", parse(OPENVINO_EMPTY_BROADCAST), {"b": np.zeros((1, 1), np.int64)})
+    assert y.shape == (0, 1, 1)
+
+
+def test_a_static_time_axis_of_zero_runs_on_openvino() -> None:
+    model = parse("""
+        g (float[0, 1, 0] x, int64[1] lens) => (float[0, 1, 0] y) {
+            y = ReverseSequence<batch_axis = 1, time_axis = 0>(x, lens)
+        }""")
+    feeds = {"x": np.zeros((0, 1, 0), np.float32), "lens": np.array([0])}
+    assert_runs_everywhere(model, feeds)

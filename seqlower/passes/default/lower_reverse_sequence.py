@@ -22,6 +22,11 @@ tract, onnx2torch, candle, burn, QNN and TVM have no ``ReverseSequence``; all of
   Nodes of one graph with the same lengths value and provably the same dimensions share one
   computed index; with only the batch dimension proven equal they share the index's lengths
   part (the count check and the batch coordinates), and each computes its time-dependent rest.
+- Lengths known when lowering (a constant, one per entry of a static batch axis) on a static
+  time axis compute nothing at run time: all of them 0 or 1 is a copy (``Identity``), all equal
+  to T one ``Slice``, others a constant index (as below, held as 2-D constants), shared by the
+  graph's reversals with equal lengths wherever they are written. With only the lengths
+  constant, the lengths part below is two constants; with only T static, the steps are.
 - ``GatherElements`` along the time axis with the [T, B] source steps alone when each (time,
   batch) entry is one element (rank 2, or every later axis a static 1, squeezed around it):
   ``GatherND`` pays a fixed cost per slice, which dominates for one-element slices (2-3x
@@ -58,10 +63,14 @@ from seqlower.passes.default._reverse_rows import (
 __all__ = ["FORMS", "LowerReverseSequence"]
 
 _INT64_MIN = -(2**63)  # a Slice end meaning "past the first element", stepping backwards
+# The largest constant index (entries, 8 MB of int64): past it the index is computed.
+_MAX_CONSTANT_INDEX = 1 << 20
 
 
 class _Form(enum.Enum):
     SLICE = "slice"  # proven full-length: one Slice with step -1
+    COPY = "copy"  # constant lengths of 0 or 1: nothing moves
+    CONSTANT = "constant"  # constant lengths and a static T: a constant index
     COMPUTED = "computed"  # lengths known at run time: a computed GatherND index
     ELEMENTS = "elements"  # the same, one element per step: a computed GatherElements index
     ROWS = "rows"  # opset 10: a row Gather (no GatherND or Range there)
@@ -82,6 +91,7 @@ class _Plan:
     rank: int | None  # the input's rank, when known (the ELEMENTS form needs it)
     share_key: tuple[Any, ...] | None  # nodes with equal keys share a computed index
     lengths_key: tuple[Any, ...] | None  # ... and its lengths part (see _LengthsPart)
+    elements: bool = False  # one element per (time, batch) entry: GatherElements
 
 
 #: The general forms :class:`LowerReverseSequence` can be asked for (``form=``).
@@ -163,12 +173,18 @@ class LowerReverseSequence(NodeLoweringPass):
         filled = filled_vector(lens_value, self._dims)
         form = _choose_form(site.opset, filled, time_dim, batch_dim, rows=self.form == "gather")
         full_rank = self._dims.rank(data) if form is _Form.COMPUTED else None
-        if full_rank is not None and _one_per_step(self._dims, data, full_rank):
+        elements = full_rank is not None and _one_per_step(self._dims, data, full_rank)
+        if elements:
             form = _Form.ELEMENTS
+        if form in (_Form.COMPUTED, _Form.ELEMENTS) and batch_checked:
+            form = _constant_form(lens, time_size) or form
         graph = node.graph
         share_key = lengths_key = None
-        if form in (_Form.COMPUTED, _Form.ELEMENTS) and graph is not None:
-            lengths_key = (id(graph), id(lens_value), time_axis, _key(batch_dim), form)
+        if form in (_Form.COMPUTED, _Form.ELEMENTS, _Form.CONSTANT) and graph is not None:
+            # Constant lengths are the same lengths wherever they are written (exporters write
+            # one Constant per layer).
+            lengths_id = id(lens_value) if lens is None else ("constant", lens.tobytes())
+            lengths_key = (id(graph), lengths_id, time_axis, _key(batch_dim), form, elements)
             share_key = (*lengths_key, _key(time_dim))
         # Only the row form needs the element type (strings are gathered one by one): asking for
         # it otherwise could start shape inference of the whole model for nothing.
@@ -188,6 +204,7 @@ class LowerReverseSequence(NodeLoweringPass):
             rank=full_rank,
             share_key=share_key,
             lengths_key=lengths_key,
+            elements=elements,
         )
 
     def rewrite(self, plan: _Plan, names: NameGenerator) -> None:
@@ -212,6 +229,18 @@ class LowerReverseSequence(NodeLoweringPass):
         form = plan.form
         if form is _Form.SLICE:
             _reverse_axis(emit, data, plan.time_axis, result)
+        elif form is _Form.COPY:
+            emit.Identity(data, _hint="unchanged", _output=result)
+        elif form is _Form.CONSTANT:
+            index = self._indices.get(plan.share_key) if plan.share_key else None
+            if index is None:
+                index = _constant_index(emit, plan)
+                if plan.share_key is not None:
+                    self._indices[plan.share_key] = index
+            if plan.elements:
+                _gather_steps(emit, data, index, plan, result)
+            else:
+                emit.GatherND(data, index, _hint="reversed", _output=result)
         elif form is _Form.ROWS:
             reverse_rows(emit, data, lens, plan, result)
         else:
@@ -266,6 +295,48 @@ def _reverse_axis(emit: Emitter, data: ir.Value, axis: int, result: ir.Value) ->
         return
     reversed_source = emit.Slice(source, back, end, axes, back, _hint="reversed")
     emit.Transpose(reversed_source, perm=perm, _hint="transposed", _output=result)
+
+
+def _constant_form(lens: np.ndarray | None, time_size: int | None) -> _Form | None:
+    """The form for lengths known when lowering, one per batch entry, on a static time axis:
+    no index is computed at run time (issue 33: 2000 reversals of constant lengths wrote 6000
+    ``Range`` and 6000 ``Shape`` for indices that are constants). None when the lengths are not
+    constant, T is not static, a length is out of range (the model must fail at run time, as
+    the computed index makes it) or the index would be too large to hold as a constant."""
+    if lens is None or time_size is None or invalid_lengths(lens, time_size).any():
+        return None
+    if lens.size == 0 or (lens <= 1).all():
+        return _Form.COPY
+    if (lens == time_size).all():
+        return _Form.SLICE
+    # Equal lengths shorter than T too: reversing the head with two Slices and a Concat loaded
+    # 1.1-1.6x slower in onnxruntime than a GatherND with a constant index shared by the model's
+    # reversals, and ran no faster (200 reversals of [8, 4, 16] and [8, 8, 1], 20 of
+    # [64, 32, 256]).
+    return _Form.CONSTANT if time_size * lens.size <= _MAX_CONSTANT_INDEX else None
+
+
+def _constant_index(emit: Emitter, plan: _Plan) -> ir.Value:
+    """Constant lengths that differ, on a static T: the source step of each (time, batch) entry
+    is a constant [T, B] (or [B, T]). ``GatherElements`` takes it as it is; ``GatherND`` takes it
+    with the batch coordinates beside it, both 2-D constants joined by ``Unsqueeze`` and
+    ``Concat`` that runtimes fold when loading (onnx2tf moves a 3-D constant's last axis to the
+    front, which would scramble a constant [T, B, 2] index)."""
+    assert plan.lens is not None and plan.time_size is not None
+    steps = np.arange(plan.time_size, dtype=np.int64)[:, None]
+    lens = plan.lens[None, :]
+    source = np.where(steps < lens, lens - 1 - steps, steps)  # [T, B]
+    batches = np.broadcast_to(np.arange(lens.size, dtype=np.int64)[None, :], source.shape)
+    if plan.time_axis != 0:
+        source, batches = source.T, batches.T
+    src = emit.constant(np.ascontiguousarray(source), hint="source_steps")
+    if plan.elements:
+        return src
+    pair = [src, emit.constant(np.ascontiguousarray(batches), hint="batch_coords")]
+    if plan.time_axis != 0:
+        pair.reverse()
+    columns = [emit.unsqueeze(value, [2], hint="coordinate") for value in pair]
+    return emit.Concat(*columns, axis=-1, _hint="index")
 
 
 def _choose_form(
@@ -336,6 +407,18 @@ def _lengths_part(
     per batch entry; its result (0) is added to B, so no coordinate exists before the check has
     run. (A ``Reshape`` of the lengths to [B] would check in one node, but tract cannot analyse
     it for symbolic B.)"""
+    column = _column_axes(plan)[1]
+    if plan.lens is not None and plan.batch_checked:
+        # Constant lengths, one per batch entry: both parts are constants.
+        count = plan.lens.size
+        moved = np.where(plan.lens < 0, 2**31 - 1, plan.lens)
+        shape_of = [count if axis not in column else 1 for axis in range(len(column) + 1)]
+        return _LengthsPart(
+            lengths=emit.constant(moved.reshape(shape_of), hint="lengths_by_batch"),
+            batches=emit.constant(
+                np.arange(count, dtype=np.int64).reshape(shape_of), hint="batches"
+            ),
+        )
     batch_1d = emit.dims(data, plan.batch_axis, plan.batch_axis + 1, hint="batch", shape=shape)
     zero = emit.int64s(0, hint="zero")
     one = emit.int64s(1, hint="one")
@@ -353,7 +436,7 @@ def _lengths_part(
         batch_1d = emit.Add(batch_1d, checked, _hint="batch")
     batch = emit.squeeze(batch_1d, [0], hint="batch_scalar")
     batches = emit.Range(zero, batch, one, _hint="batches")
-    batches = _unsqueezed(emit, batches, _column_axes(plan)[1], "batches_column")
+    batches = _unsqueezed(emit, batches, column, "batches_column")
     past = emit.int64s(2**31 - 1, hint="past_any_time")
     moved = emit.Where(emit.Less(lens, zero, _hint="negative"), past, lens, _hint="lens_or_past")
     lengths = emit.Gather(moved, batches, axis=0, _hint="lengths_by_batch")
@@ -373,19 +456,33 @@ def _computed_index(
     index of its own took 27: the fewer nodes, the faster a large model lowers and loads.
     """
     time_first = plan.time_axis == 0
-    time_1d = emit.dims(data, plan.time_axis, plan.time_axis + 1, hint="time", shape=shape)
-    zero = emit.int64s(0, hint="zero")
-    one = emit.int64s(1, hint="one")
-    time = emit.squeeze(time_1d, [0], hint="time_scalar")
+    column = _column_axes(plan)[0]
+    # A static T: the steps are constants. Not for T = 0: OpenVINO 2026.4.1 broadcasts an
+    # empty constant away (Sub([1, 1], [0, 1, 1]) gives [1, 1]; tests/test_reverse_sequence.py).
+    if plan.time_size:
+        last_steps = emit.constant(np.arange(-1, plan.time_size, dtype=np.int64), hint="last_steps")
+        steps = emit.constant(
+            np.arange(plan.time_size, dtype=np.int64).reshape(
+                [plan.time_size if axis not in column else 1 for axis in range(len(column) + 1)]
+            ),
+            hint="steps",
+        )
+    else:
+        time_1d = emit.dims(data, plan.time_axis, plan.time_axis + 1, hint="time", shape=shape)
+        zero = emit.int64s(0, hint="zero")
+        one = emit.int64s(1, hint="one")
+        time = emit.squeeze(time_1d, [0], hint="time_scalar")
+        last_steps = emit.Range(emit.int64s(-1, hint="minus_one"), time, one, _hint="last_steps")
+        steps = _unsqueezed(
+            emit, emit.Range(zero, time, one, _hint="steps"), column, "steps_column"
+        )
     last = emit.Gather(
-        emit.Range(emit.int64s(-1, hint="minus_one"), time, one, _hint="last_steps"),
+        last_steps,
         shared.lengths,
         axis=0,
         _hint="last",
         _node="fails_if_sequence_lens_out_of_range",
     )  # len - 1 for each batch entry, shaped like the batch coordinates
-    steps = emit.Range(zero, time, one, _hint="steps")
-    steps = _unsqueezed(emit, steps, _column_axes(plan)[0], "steps_column")
     # Steps past the last stay where they are, the others mirror. (Less with the branches
     # swapped, not LessOrEqual: onnx2torch 1.5.15 has no converter for LessOrEqual-16.)
     src = emit.Where(
