@@ -411,10 +411,10 @@ def _lengths_part(
     if plan.lens is not None and plan.batch_checked:
         # Constant lengths, one per batch entry: both parts are constants.
         count = plan.lens.size
-        moved = np.where(plan.lens < 0, 2**31 - 1, plan.lens)
+        past_any = np.where(plan.lens < 0, 2**31 - 1, plan.lens)
         shape_of = [count if axis not in column else 1 for axis in range(len(column) + 1)]
         return _LengthsPart(
-            lengths=emit.constant(moved.reshape(shape_of), hint="lengths_by_batch"),
+            lengths=emit.constant(past_any.reshape(shape_of), hint="lengths_by_batch"),
             batches=emit.constant(
                 np.arange(count, dtype=np.int64).reshape(shape_of), hint="batches"
             ),
