@@ -365,7 +365,7 @@ def _rule(
     if op == "Constant" and "value" in node.attributes:
         attr = node.attributes["value"]
         if not attr.is_ref() and attr.type == ir.AttributeType.TENSOR:
-            return ir.TensorType(attr.as_tensor().dtype)
+            return ir.TensorType(attr.value.dtype)
         return None
     if op == "SequenceEmpty":
         dtype = node.attributes.get("dtype")
