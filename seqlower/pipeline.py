@@ -296,8 +296,12 @@ def _lower(
                 setattr(model, slot, getattr(backup, slot))
             raise
     if isinstance(model, onnx.ModelProto):
+        # onnx_ir's tensors wrap the proto's own TensorProtos, and renaming a value renames
+        # its tensor: a pass that renames a body's initializer would rename the caller's.
+        own = onnx.ModelProto()
+        own.CopyFrom(model)
         try:
-            ir_model = ir.serde.deserialize_model(model)
+            ir_model = ir.serde.deserialize_model(own)
         except Exception as e:
             raise InvalidModelError(f"not a valid ONNX model: {e}") from e
         check_names_and_dims(ir_model)
