@@ -1,14 +1,15 @@
-"""``seqlower inspect MODEL``: what seqlower would do to a model, without running it.
+"""``seqlower inspect MODEL``: what seqlower would do to a model, without running it anywhere.
 
-A quick look before a run: which nodes each pipeline would lower (and in which form, where
-that is cheap to tell), which sequence ops would remain, and, per pipeline, what would still
-block it. Small models are lowered for real, in memory and without the check, so every answer
-is the passes' own; above :data:`EXACT_LIMIT` nodes that would take seconds, so the answer
-comes from a scan of the protobuf (a 100k-node model in a fraction of a second) and says so.
+A look before a run: which nodes each pipeline lowers (and in which form), what a target's
+pipeline repairs and keeps, which sequence ops remain, and what blocks it. Each pipeline is
+the one ``lower`` runs, on a copy of the model read the same way, with no check and nothing
+written: a dry run, so what inspect says is what ``lower`` then does, at any size (it takes
+what the passes take: seconds per 10k nodes for the sequence-free pipelines, which infer
+shapes).
 
 Pipelines are named: ``default``, ``sequence-free``, or a deploy target of
 :data:`seqlower.targets.TARGETS` (``tract``, ``openvino``, ...); :func:`inspect_model` takes the
-list.
+list. ``Inspection.to_dict()`` is ``inspect --json``.
 """
 
 from __future__ import annotations
@@ -16,15 +17,14 @@ from __future__ import annotations
 import os
 import time
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
+from typing import Any
 
 import onnx
 
 from seqlower.errors import (
     BadArgumentError,
-    ModelLoadError,
     ModelTypeError,
     SeqlowerError,
     SequenceFreeError,
@@ -36,13 +36,10 @@ from seqlower.passes._sequences import SEQUENCE_OPS
 #: What a runtime without sequence support refuses, in a stable order.
 _SEQUENCE_OPS = tuple(sorted(SEQUENCE_OPS))
 
-__all__ = ["EXACT_LIMIT", "PIPELINES", "Inspection", "PipelineView", "inspect_model"]
+__all__ = ["PIPELINES", "Inspection", "PipelineView", "inspect_model"]
 
 #: The pipelines inspect knows, by name: whether each is the sequence-free one.
 PIPELINES = {"default": False, "sequence-free": True}
-
-#: Above this many nodes the pipelines are not run, only the protobuf scanned.
-EXACT_LIMIT = 1000  # about 0.5 s for both pipelines
 
 #: Blockers listed per pipeline (a model that repeats one pattern repeats its blockers).
 MAX_BLOCKERS = 20
@@ -56,7 +53,6 @@ class PipelineView:
     """One pipeline's answer: what it would rewrite, what would remain, what blocks it."""
 
     name: str
-    exact: bool  # the passes ran (on a copy); otherwise a scan of the protobuf
     rewritten: dict[str, int] = field(default_factory=dict)  # op -> nodes
     forms: dict[str, dict[str, int]] = field(default_factory=dict)  # op -> form -> nodes
     remaining: dict[str, int] = field(default_factory=dict)  # sequence ops left
@@ -64,6 +60,29 @@ class PipelineView:
     blockers: list[str] = field(default_factory=list)  # why this pipeline would fail
     error: str = ""  # the error the run stopped on (one line), if any
     notes: list[str] = field(default_factory=list)
+    ops_after: dict[str, int] = field(default_factory=dict)  # every op of the lowered model
+
+    @property
+    def blocked(self) -> bool:
+        """Whether ``lower`` would refuse the model (exit 2): blockers or an error."""
+        return bool(self.blockers or self.error)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "blocked": self.blocked,
+            "lowered": dict(sorted(self.rewritten.items())),
+            "forms": {op: dict(forms) for op, forms in sorted(self.forms.items())},
+            "repaired": {
+                op: {"nodes": n, "passes": names.split(", ")}
+                for op, (n, names) in sorted(self.repaired.items())
+            },
+            "remaining": dict(sorted(self.remaining.items())),
+            "blockers": list(self.blockers),
+            "error": self.error or None,
+            "notes": list(self.notes),
+            "ops_after": dict(sorted(self.ops_after.items())),
+        }
 
 
 @dataclass
@@ -78,6 +97,19 @@ class Inspection:
     pipelines: list[PipelineView]
     seconds: float = 0.0
     loops: int = 0  # Loop nodes, in every scope
+
+    def to_dict(self) -> dict[str, Any]:
+        """What ``seqlower inspect --json`` prints."""
+        return {
+            "path": self.path,
+            "nodes": self.nodes,
+            "opset": self.opset,
+            "ir_version": self.ir_version,
+            "ops": dict(sorted(self.ops.items())),
+            "loops": self.loops,
+            "pipelines": [view.to_dict() for view in self.pipelines],
+            "seconds": round(self.seconds, 3),
+        }
 
     def __str__(self) -> str:
         from seqlower.summary import describe_forms, seconds
@@ -100,7 +132,6 @@ class Inspection:
         for op, n in sorted(others.items()):
             lines.append(f"  {op:24} {n:>6}  needs sequence support unless --sequence-free")
         for view in self.pipelines:
-            how = "ran in memory, no check" if view.exact else "scanned, not run"
             flag = (
                 ""
                 if view.name == "default"
@@ -108,7 +139,7 @@ class Inspection:
                 if view.name in PIPELINES
                 else f" (--target {view.name})"
             )
-            lines.append(f"{view.name}{flag}, {how}:")
+            lines.append(f"{view.name}{flag}, a dry run of lower (no check):")
             for op, n in sorted(view.rewritten.items()):
                 forms = view.forms.get(op)
                 lines.append(f"  lowers {n} {op}" + (f": {describe_forms(forms)}" if forms else ""))
@@ -117,7 +148,7 @@ class Inspection:
             if view.remaining:
                 left = ", ".join(f"{n} {op}" for op, n in sorted(view.remaining.items()))
                 lines.append(f"  leaves {left}: runtimes without sequence support refuse these")
-            elif view.exact and not view.blockers and not view.error:
+            elif not view.blocked:
                 lines.append("  leaves no sequence op")
             lines += [f"  note: {note}" for note in view.notes]
             if view.error:
@@ -134,182 +165,101 @@ class Inspection:
 def inspect_model(
     model: str | os.PathLike[str] | onnx.ModelProto,
     pipelines: Sequence[str] = tuple(PIPELINES),
-    *,
-    exact: bool | None = None,
 ) -> Inspection:
-    """Say what each named pipeline would do to ``model``, writing and running nothing.
-
-    ``exact`` forces (True) or forbids (False) running the passes on a copy; by default they
-    run when the model has at most :data:`EXACT_LIMIT` nodes.
-    """
+    """Say what each named pipeline would do to ``model``, writing and running nothing: each
+    is run as ``lower`` runs it, on a copy read as ``lower`` reads it, without the check."""
     start = time.perf_counter()
+    from seqlower.pipeline import op_counts
     from seqlower.targets import TARGETS
 
     unknown = [name for name in pipelines if name not in PIPELINES and name not in TARGETS]
     if unknown:
         known = ", ".join([*PIPELINES, *TARGETS])
         raise BadArgumentError(f"unknown pipeline or target {unknown[0]!r}; known: {known}")
-    if isinstance(model, onnx.ModelProto):
-        proto, where = model, "the model"
-    elif not isinstance(model, (str, os.PathLike)):
+    if not isinstance(model, (onnx.ModelProto, str, os.PathLike)):
         raise ModelTypeError("inspect_model", model, "a ModelProto or a path")
-    else:
-        proto, where = _read(Path(model)), str(model)
-    counts, total, map_forms = _walk(proto)
-    run = total <= EXACT_LIMIT if exact is None else exact
+    where = "the model" if isinstance(model, onnx.ModelProto) else str(model)
+    first = _load(model)  # a model lower refuses to read is refused here, as there
+    counts = op_counts(first)
     views = [
-        _run(proto, name) if run else _scan(proto, counts, map_forms, name) for name in pipelines
+        _dry_run(first if i == 0 else _load(model), name, counts)
+        for i, name in enumerate(pipelines)
     ]
     found = {op: counts[op] for op in (*_LOWERED, *_SEQUENCE_OPS) if counts[op]}
-    opsets = {o.domain: o.version for o in proto.opset_import}
     return Inspection(
         path=where,
-        nodes=total,
+        nodes=sum(counts.values()),
         ops=found,
-        opset=opsets.get("", opsets.get("ai.onnx")),
-        ir_version=proto.ir_version,
+        opset=first.opset_imports.get("", first.opset_imports.get("ai.onnx")),
+        ir_version=first.ir_version,
         pipelines=views,
         seconds=time.perf_counter() - start,
         loops=counts["Loop"],
     )
 
 
-def _read(path: Path) -> onnx.ModelProto:
-    if not path.is_file():
-        raise ModelLoadError(
-            f"{path}: no such file" if not path.exists() else f"{path}: not a file"
-        )
+def _load(model: str | os.PathLike[str] | onnx.ModelProto) -> Any:
+    """A fresh ``onnx_ir.Model``, read as ``lower`` reads it (a path with the loader of the
+    command line, a proto deserialized from a copy)."""
+    import onnx_ir as ir
+
+    from seqlower.errors import InvalidModelError
+    from seqlower.io import check_names_and_dims, load_model
+
+    if not isinstance(model, onnx.ModelProto):
+        return load_model(model)
+    own = onnx.ModelProto()
+    own.CopyFrom(model)
     try:
-        proto = onnx.load(path, load_external_data=False)
+        ir_model = ir.serde.deserialize_model(own)
     except Exception as e:
-        raise ModelLoadError(f"{path}: not a readable ONNX model ({first_line(e)})") from e
-    if not proto.HasField("graph"):
-        raise ModelLoadError(f"{path}: not an ONNX model (it holds no graph)")
-    return proto
+        raise InvalidModelError(f"not a valid ONNX model: {e}") from e
+    check_names_and_dims(ir_model)
+    return ir_model
 
 
-def _nodes(proto: onnx.ModelProto) -> Iterator[onnx.NodeProto]:
-    """Every node: the graph, subgraphs at any depth, model-local functions."""
-    stack: list[Sequence[onnx.NodeProto]] = [proto.graph.node]
-    stack += [function.node for function in proto.functions]
-    while stack:
-        for node in stack.pop():
-            yield node
-            for attr in node.attribute:
-                if attr.type == onnx.AttributeProto.GRAPH:
-                    stack.append(attr.g.node)
-                elif attr.type == onnx.AttributeProto.GRAPHS:
-                    stack += [g.node for g in attr.graphs]
+def _dry_run(ir_model: Any, name: str, before: Counter[str]) -> PipelineView:
+    """The pipeline ``lower`` runs for ``name``, on ``ir_model`` (a copy of its own): the
+    passes, the target's checks, and the opset a target's converter needs; no check."""
+    from seqlower._gc import gc_paused
+    from seqlower.job import restamp
+    from seqlower.pipeline import build_pipeline, op_counts, pass_rows, run_pipeline
+    from seqlower.targets import TARGETS
 
-
-def _run(proto: onnx.ModelProto, name: str) -> PipelineView:
-    """The pipeline's own answer: lowered on an in-memory copy, cleanup on, no check."""
-    from seqlower.pipeline import lower_with_report
-
-    view = PipelineView(name, exact=True)
+    view = PipelineView(name)
+    row = TARGETS.get(name) if name not in PIPELINES else None
+    if row is None:
+        pipeline = build_pipeline(timed=True, sequence_free=PIPELINES[name])
+    else:
+        pipeline = build_pipeline(timed=True, target=name)
     try:
-        if name in PIPELINES:
-            report = lower_with_report(proto, sequence_free=PIPELINES[name])
-        else:
-            report = lower_with_report(proto, target=name)
+        with gc_paused():
+            run_pipeline(ir_model, pipeline)
+            newest = None if row is None else row.max_opset
+            if newest is not None and ir_model.opset_imports.get("", 1) > newest:
+                view.notes.append(f"converted to opset {newest}, the newest its converters know")
+                restamp(ir_model, ir_version=None, opset=newest)
     except (SequenceFreeError, TargetError) as e:
         view.blockers = list(e.blockers)
         return view
     except SeqlowerError as e:
         view.error = first_line(e)
         return view
-    for row in report.passes:
-        if row.op_type and row.rewritten and row.repairs:
-            n, names = view.repaired.get(row.op_type, (0, ""))
-            view.repaired[row.op_type] = (
-                n + row.rewritten,
-                ", ".join(filter(None, [names, row.name])),
-            )
-        elif row.op_type and row.rewritten:
-            view.rewritten[row.op_type] = view.rewritten.get(row.op_type, 0) + row.rewritten
-            if row.forms:
-                view.forms[row.op_type] = dict(row.forms)
+    after = op_counts(ir_model)
+    for pass_row in pass_rows(pipeline.passes):
+        op, n = pass_row.op_type, pass_row.rewritten
+        if op and n and pass_row.repairs:
+            done, names = view.repaired.get(op, (0, ""))
+            view.repaired[op] = (done + n, ", ".join(filter(None, [names, pass_row.name])))
+        elif op and n:
+            view.rewritten[op] = view.rewritten.get(op, 0) + n
+            if pass_row.forms:
+                view.forms[op] = dict(pass_row.forms)
     # Two passes may rewrite the same node (a sequence-carrying Loop is stacked, then made a
     # Scan): count nodes, not rewrites, where the model held that many.
     for op, n in view.rewritten.items():
-        if report.ops_before[op]:
-            view.rewritten[op] = min(n, report.ops_before[op])
-    view.remaining = {op: n for op in _SEQUENCE_OPS if (n := report.ops_after[op])}
+        if before[op]:
+            view.rewritten[op] = min(n, before[op])
+    view.remaining = {op: n for op in _SEQUENCE_OPS if (n := after[op])}
+    view.ops_after = dict(after)
     return view
-
-
-def _scan(
-    proto: onnx.ModelProto, counts: Counter[str], map_forms: Counter[str], name: str
-) -> PipelineView:
-    """What can be told without running the passes: the ops each pipeline takes, and for the
-    sequence-free one the blockers no rewrite can remove (a sequence in the interface)."""
-    from seqlower.targets import TARGETS
-
-    view = PipelineView(name, exact=False)
-    view.rewritten = {op: counts[op] for op in _LOWERED if counts[op]}
-    row = TARGETS.get(name) if name not in PIPELINES else None
-    if row is not None and row.loops != "kept" and counts["Loop"]:
-        view.notes.append(
-            f"{counts['Loop']} Loop: those whose trip count is fixed when they start become "
-            "Scans; which ones is known only by running the passes (--exact)"
-        )
-    if not (PIPELINES[name] if row is None else row.sequence_free):
-        if map_forms:
-            view.forms = {"SequenceMap": dict(map_forms)}
-        view.remaining = {op: counts[op] for op in _SEQUENCE_OPS if counts[op]}
-        view.remaining.pop("SequenceMap", None)
-        if counts["SequenceMap"]:
-            view.notes.append(
-                "each SequenceMap becomes a Loop that reads its sequence with SequenceAt and "
-                "SequenceLength (and builds one with SequenceInsert or SplitToSequence), or, "
-                "with an elementwise body over one sequence of a static shape, its body run "
-                "once on the stacked elements (which one is known by running the passes: "
-                "--exact)"
-            )
-        return view
-    for kind, values in (("input", proto.graph.input), ("output", proto.graph.output)):
-        for value in values:
-            if value.type.HasField("sequence_type"):
-                view.blockers.append(
-                    f"graph {kind} '{value.name}' is a sequence: a sequence-free model cannot "
-                    f"{'take' if kind == 'input' else 'return'} it"
-                    + (
-                        f"; when it always holds K tensors, --unroll-input {value.name}=K takes "
-                        "them as K inputs"
-                        if kind == "input"
-                        else ""
-                    )
-                )
-    if any(counts[op] for op in _SEQUENCE_OPS):
-        view.notes.append(
-            f"not run (over {EXACT_LIMIT} nodes): whether every sequence op folds away is known "
-            "only by running the passes (seqlower inspect --exact MODEL)"
-        )
-    elif not view.blockers:
-        view.notes.append("no sequence op in the model: nothing can block it")
-    return view
-
-
-def _walk(proto: onnx.ModelProto) -> tuple[Counter[str], int, Counter[str]]:
-    """One pass over every node: default-domain op counts, the node count, and each
-    SequenceMap's form where cheap to tell (scan outputs when every body output declares a
-    static shape; the pass also infers shapes, so ``scan`` may be undercounted)."""
-    counts: Counter[str] = Counter()
-    forms: Counter[str] = Counter()
-    total = 0
-    for node in _nodes(proto):
-        total += 1
-        if node.domain not in ("", "ai.onnx"):
-            continue
-        counts[node.op_type] += 1
-        if node.op_type == "SequenceMap":
-            body = next((a.g for a in node.attribute if a.name == "body"), None)
-            static = body is not None and all(_static(output.type) for output in body.output)
-            forms["scan" if static else "carried"] += 1
-    return counts, total, forms
-
-
-def _static(type_proto: onnx.TypeProto) -> bool:
-    if not type_proto.HasField("tensor_type") or not type_proto.tensor_type.HasField("shape"):
-        return False
-    return all(d.HasField("dim_value") for d in type_proto.tensor_type.shape.dim)

@@ -23,6 +23,7 @@ from seqlower.passes import (
     SEQUENCE_FREE_PASSES,
     ExpandFunctionOps,
     RequireSequenceFree,
+    ValidateNodes,
     create_pass,
 )
 from seqlower.passes.sequence_free.unroll_inputs import UnrollInputs
@@ -133,7 +134,8 @@ def build_pipeline(
     the cleanup.
 
     The cleanup is onnx_ir's own: dead-node removal, then its stable topological sort (when
-    anything is out of order). ``timed`` wraps every pass in :class:`TimedPass`.
+    anything is out of order). Every pipeline starts with ``ValidateNodes``: a malformed node
+    is the same error whether it is lowered or kept. ``timed`` wraps every pass in :class:`TimedPass`.
     ``sequence_free`` defaults the passes to ``SEQUENCE_FREE_PASSES`` and ends with dead-node
     removal (even without ``cleanup``: dead sequence ops count) and ``RequireSequenceFree``.
     ``unroll_inputs`` (input name to K) first replaces those sequence inputs by K tensors each
@@ -148,26 +150,27 @@ def build_pipeline(
                 "a target chooses its own passes: give target or passes/sequence_free"
             )
         row = get_target(target)
-        steps: list[ir.passes.PassBase] = [create_pass(p) for p in row.passes]
+        steps: list[ir.passes.PassBase] = [ValidateNodes(), *(create_pass(p) for p in row.passes)]
         if row.expand_ops:
             steps.append(ExpandFunctionOps(row.expand_ops))
         if unroll_inputs:
-            steps.insert(0, UnrollInputs(unroll_inputs))
+            steps.insert(1, UnrollInputs(unroll_inputs))
         steps += [RemoveUnusedNodesPass(), *(create_pass(p) for p in row.requires)]
         if cleanup:
             steps.append(SortIfNeeded())
         return ir.passes.PassManager([TimedPass(p) for p in steps] if timed else steps, steps=1)
     default = SEQUENCE_FREE_PASSES if sequence_free else DEFAULT_PASSES
     chosen = [create_pass(p) if isinstance(p, str) else p for p in (passes or list(default))]
+    chosen.insert(0, ValidateNodes())
     if unroll_inputs:
-        chosen.insert(0, UnrollInputs(unroll_inputs))
+        chosen.insert(1, UnrollInputs(unroll_inputs))
     if sequence_free:
         chosen += [RemoveUnusedNodesPass(), RequireSequenceFree()]
         if cleanup:
             chosen.append(SortIfNeeded())
     elif cleanup:
         chosen += [RemoveUnusedNodesPass(), SortIfNeeded()]
-    if not chosen:
+    if len(chosen) == 1:
         raise BadArgumentError("no passes to run")
     if timed:
         chosen = [TimedPass(p) for p in chosen]

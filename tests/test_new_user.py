@@ -325,21 +325,6 @@ def test_inspect_says_what_each_mode_would_do(tmp_path: Path) -> None:
     assert "leaves no sequence op" in free
 
 
-def test_inspect_scans_large_models_without_running_them(monkeypatch: pytest.MonkeyPatch) -> None:
-    import seqlower.inspect
-
-    def no_running(*_: Any, **__: Any) -> None:
-        raise AssertionError("the passes ran")
-
-    monkeypatch.setattr(seqlower.inspect, "_run", no_running)
-    found = seqlower.inspect_model(MAP_INPUT, exact=False)
-    default, free = found.pipelines
-    assert not default.exact and default.rewritten == {"SequenceMap": 1}
-    assert default.remaining == {"ConcatFromSequence": 1}
-    assert any("graph input 's'" in blocker for blocker in free.blockers)
-    assert "scanned, not run" in str(found)
-
-
 def test_inspect_of_a_missing_file_is_one_line(tmp_path: Path) -> None:
     one_line_error(run("inspect", tmp_path / "nope.onnx"), "no such file")
 

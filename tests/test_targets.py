@@ -253,7 +253,7 @@ def test_inspect_says_what_a_target_would_do(tmp_path: Path) -> None:
     onnx.save(LOOP, source)
     result = CliRunner().invoke(cli, ["inspect", str(source), "--target", "tract"])
     assert result.exit_code == 0, result.output
-    assert "tract (--target tract), ran in memory" in result.output
+    assert "tract (--target tract), a dry run of lower (no check)" in result.output
     assert "lowers 1 Loop" in result.output and "sequence-free" not in result.output
     data_stop = onnx.parser.parse_model(
         """

@@ -459,11 +459,7 @@ def verify_command(
 
 @cli.command("inspect", context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("model", type=click.Path(path_type=Path))
-@click.option(
-    "--exact",
-    is_flag=True,
-    help="Run the passes in memory on a model of any size (seconds per 10k nodes).",
-)
+@click.option("--exact", is_flag=True, hidden=True)  # every run is exact now; kept for scripts
 @click.option(
     "--target",
     "targets",
@@ -472,11 +468,12 @@ def verify_command(
     help="Say what lowering for this target would do and what would still block it "
     "(repeatable; default: the default and sequence-free modes, openvino and tract).",
 )
-def inspect_command(model: Path, exact: bool, targets: tuple[str, ...]) -> None:
+@click.option("--json", "as_json", is_flag=True, help="Print the answer as JSON, for scripts.")
+def inspect_command(model: Path, exact: bool, targets: tuple[str, ...], as_json: bool) -> None:
     """Say what each mode and target would lower in MODEL, leave, or be blocked by.
 
-    Nothing is written and nothing is run on a runtime: up to 1000 nodes the passes run in
-    memory (no check), larger models are scanned.
+    Each pipeline is the one `seqlower MODEL -o OUT` runs, run in memory without the check;
+    nothing is written and nothing is run on a runtime.
     """
     show = Printer(quiet=False)
     with _user_errors(0, show):
@@ -489,8 +486,11 @@ def inspect_command(model: Path, exact: bool, targets: tuple[str, ...]) -> None:
             "openvino",
             "tract",
         ]
-        inspection = inspect_model(model, list(dict.fromkeys(names)), exact=True if exact else None)
-        show.line(str(inspection))
+        inspection = inspect_model(model, list(dict.fromkeys(names)))
+        if as_json:
+            show.line(json.dumps(inspection.to_dict(), indent=2))
+        else:
+            show.line(str(inspection))
     sys.exit(ExitCode.OK)
 
 

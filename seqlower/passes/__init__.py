@@ -25,6 +25,7 @@ if TYPE_CHECKING:
         LowerReverseSequenceRows,
     )
     from seqlower.passes.default.lower_sequence_map import LowerSequenceMap
+    from seqlower.passes.default.validate_nodes import ValidateNodes
     from seqlower.passes.sequence_free.fold_sequence_ops import FoldSequenceOps
     from seqlower.passes.sequence_free.require_sequence_free import RequireSequenceFree
     from seqlower.passes.sequence_free.scan_sequence_map import ScanSequenceMap, StackRowMaps
@@ -80,6 +81,7 @@ __all__ = [
     "StripSymbolicDims",
     "UnrollConstantScans",
     "UnrollSequenceMap",
+    "ValidateNodes",
     "VariableThenBranches",
     "create_pass",
 ]
@@ -91,6 +93,7 @@ _MODULES = {
     "LowerReverseSequence": "default.lower_reverse_sequence",
     "LowerReverseSequenceRows": "default.lower_reverse_sequence",
     "LowerSequenceMap": "default.lower_sequence_map",
+    "ValidateNodes": "default.validate_nodes",
     "RequireSequenceFree": "sequence_free.require_sequence_free",
     "ScanSequenceMap": "sequence_free.scan_sequence_map",
     "StackLoopSequences": "sequence_free.stack_loop_sequences",
@@ -175,6 +178,7 @@ PASSES: MutableMapping[str, type[ir.passes.InPlacePass]] = _Registry(
         "split-as-slices": "SplitAsSlices",
         "strict-loop-bodies": "StrictLoopBodies",
         "unroll-constant-scans": "UnrollConstantScans",
+        "validate-nodes": "ValidateNodes",
     }
 )
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import onnx
 import onnx_ir as ir
 from onnx_ir.passes.common import InlinePass
 
@@ -322,6 +323,12 @@ def _rename(node: ir.Node, names: NameGenerator, base: str) -> None:
             value.name = names.fresh(f"{base}_{value.name or 'input'}")
         for name in list(subgraph.initializers):
             value = subgraph.initializers.pop(name)
+            # Renaming a value renames its tensor, which the body copied from shares (and,
+            # read from a proto, the proto's own TensorProto): the copy gets a tensor of its own.
+            if isinstance(value.const_value, ir.serde.TensorProtoTensor):
+                own = onnx.TensorProto()
+                own.CopyFrom(value.const_value.raw)
+                value.const_value = ir.serde.TensorProtoTensor(own)
             value.name = names.fresh(f"{base}_{name}")
             subgraph.register_initializer(value)
         if subgraph.name:

@@ -134,8 +134,9 @@ class LowerReverseSequence(NodeLoweringPass):
             # These hold values of the model: let them go.
             self._dims, self._indices, self._lengths = DimProver(), {}, {}
 
-    def plan(self, site: Site, types: TypeOracle) -> _Plan:
-        node = site.node
+    def validate(self, node: ir.Node) -> tuple[int, int, np.ndarray | None]:
+        """Raise InvalidNodeError for a malformed node (every pipeline asks, lowered or kept:
+        ``ValidateNodes``); its time axis, batch axis and constant lengths otherwise."""
         if len(node.inputs) != 2 or any(v is None for v in node.inputs):
             raise InvalidNodeError(node, "ReverseSequence takes exactly two inputs")
         if len(node.outputs) != 1:
@@ -164,6 +165,13 @@ class LowerReverseSequence(NodeLoweringPass):
             )
         if lens is not None:
             lens = lens.astype(np.int64)
+        return time_axis, batch_axis, lens
+
+    def plan(self, site: Site, types: TypeOracle) -> _Plan:
+        node = site.node
+        time_axis, batch_axis, lens = self.validate(node)
+        data, lens_value = node.inputs
+        assert data is not None and lens_value is not None
         time_dim, batch_dim = self._dims.dim(data, time_axis), self._dims.dim(data, batch_axis)
         time_size = time_dim if isinstance(time_dim, int) else None
         if lens is not None:

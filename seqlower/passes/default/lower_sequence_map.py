@@ -100,8 +100,9 @@ class LowerSequenceMap(NodeLoweringPass):
         result = super().call(model)
         return ir.passes.PassResult(result.model, modified=result.modified or inlined > 0)
 
-    def plan(self, site: Site, types: TypeOracle) -> _Plan:
-        node = site.node
+    def validate(self, node: ir.Node) -> ir.Graph:
+        """Raise InvalidNodeError for a malformed node (every pipeline asks, lowered or kept:
+        ``ValidateNodes``); its body otherwise."""
         body = body_of(node)
         if len(body.inputs) != len(node.inputs):
             raise InvalidNodeError(
@@ -119,6 +120,11 @@ class LowerSequenceMap(NodeLoweringPass):
             raise InvalidNodeError(node, "SequenceMap needs at least one output")
         if any(value is None for value in node.inputs):
             raise InvalidNodeError(node, "an input is empty; SequenceMap inputs cannot be omitted")
+        return body
+
+    def plan(self, site: Site, types: TypeOracle) -> _Plan:
+        node = site.node
+        body = self.validate(node)
 
         sequence_inputs = [is_sequence(node, k, types) for k in range(len(node.inputs))]
         dtypes = [_output_dtype(node, body, j, types) for j in range(len(node.outputs))]
