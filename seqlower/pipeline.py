@@ -135,7 +135,8 @@ def build_pipeline(
 
     The cleanup is onnx_ir's own: dead-node removal, then its stable topological sort (when
     anything is out of order). Every pipeline starts with ``ValidateNodes``: a malformed node
-    is the same error whether it is lowered or kept. ``timed`` wraps every pass in :class:`TimedPass`.
+    is the same error whether it is lowered or kept.
+    ``timed`` wraps every pass in :class:`TimedPass`.
     ``sequence_free`` defaults the passes to ``SEQUENCE_FREE_PASSES`` and ends with dead-node
     removal (even without ``cleanup``: dead sequence ops count) and ``RequireSequenceFree``.
     ``unroll_inputs`` (input name to K) first replaces those sequence inputs by K tensors each
