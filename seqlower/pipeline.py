@@ -332,10 +332,13 @@ class PassRow:
 
 
 def pass_rows(passes: Sequence[ir.passes.PassBase]) -> list[PassRow]:
-    """The rows of a pipeline's passes after a run (timings when built with ``timed``)."""
+    """The rows of a pipeline's passes after a run (timings when built with ``timed``), but
+    ``ValidateNodes``'s."""
     rows = []
     for timed in passes:
         inner = timed.inner if isinstance(timed, TimedPass) else timed
+        if isinstance(inner, ValidateNodes):
+            continue  # it rewrites nothing and runs in every pipeline: not worth a row
         rows.append(
             PassRow(
                 name=pass_name(timed),

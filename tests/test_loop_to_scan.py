@@ -210,6 +210,7 @@ def test_every_target_names_registered_passes() -> None:
 def test_target_pipelines() -> None:
     names = [pass_name(p) for p in build_pipeline(target="tract").passes]
     assert names == [
+        "validate-nodes",  # every pipeline's first
         *TARGETS["tract"].passes,
         "expand-function-ops",  # tract has no CenterCropPad
         "remove-unused-nodes",
