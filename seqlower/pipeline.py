@@ -22,6 +22,7 @@ from seqlower.passes import (
     PASSES,
     SEQUENCE_FREE_PASSES,
     ExpandFunctionOps,
+    ExplicitAttributeDefaults,
     RequireSequenceFree,
     ValidateNodes,
     create_pass,
@@ -154,6 +155,8 @@ def build_pipeline(
         steps: list[ir.passes.PassBase] = [ValidateNodes(), *(create_pass(p) for p in row.passes)]
         if row.expand_ops:
             steps.append(ExpandFunctionOps(row.expand_ops))
+        if row.attribute_defaults:
+            steps.append(ExplicitAttributeDefaults(row.attribute_defaults))
         if unroll_inputs:
             steps.insert(1, UnrollInputs(unroll_inputs))
         steps += [RemoveUnusedNodesPass(), *(create_pass(p) for p in row.requires)]

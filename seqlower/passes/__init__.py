@@ -31,7 +31,9 @@ if TYPE_CHECKING:
     from seqlower.passes.sequence_free.scan_sequence_map import ScanSequenceMap, StackRowMaps
     from seqlower.passes.sequence_free.stack_loop_sequences import StackLoopSequences
     from seqlower.passes.sequence_free.unroll_sequence_map import UnrollSequenceMap
+    from seqlower.passes.targets.constant_values_as_tensors import ConstantValuesAsTensors
     from seqlower.passes.targets.expand_function_ops import ExpandFunctionOps
+    from seqlower.passes.targets.explicit_attribute_defaults import ExplicitAttributeDefaults
     from seqlower.passes.targets.inline_functions import (
         InlineFunctions,
         InlineUntypedSequenceMapFunctions,
@@ -41,6 +43,7 @@ if TYPE_CHECKING:
         LoopToScanReads,
         LoopToScanRows,
     )
+    from seqlower.passes.targets.require_converter_ops import RequireOnnx2TorchOps
     from seqlower.passes.targets.require_no_loop import RequireNoLoop
     from seqlower.passes.targets.reverse_sequence_gaps import LowerReverseSequenceGaps
     from seqlower.passes.targets.split_as_slices import SplitAsSlices
@@ -57,7 +60,9 @@ __all__ = [
     "DEFAULT_PASSES",
     "PASSES",
     "SEQUENCE_FREE_PASSES",
+    "ConstantValuesAsTensors",
     "ExpandFunctionOps",
+    "ExplicitAttributeDefaults",
     "ExplicitConstantOfShapeValue",
     "FoldSequenceOps",
     "FoldStaticIfs",
@@ -72,6 +77,7 @@ __all__ = [
     "LowerSequenceMap",
     "NodeLoweringPass",
     "RequireNoLoop",
+    "RequireOnnx2TorchOps",
     "RequireSequenceFree",
     "ScanSequenceMap",
     "SplitAsSlices",
@@ -106,6 +112,9 @@ _MODULES = {
     "LoopToScanRows": "targets.loop_to_scan",
     "LoopToScanReads": "targets.loop_to_scan",
     "RequireNoLoop": "targets.require_no_loop",
+    "RequireOnnx2TorchOps": "targets.require_converter_ops",
+    "ConstantValuesAsTensors": "targets.constant_values_as_tensors",
+    "ExplicitAttributeDefaults": "targets.explicit_attribute_defaults",
     "LowerReverseSequenceGaps": "targets.reverse_sequence_gaps",
     "SplitAsSlices": "targets.split_as_slices",
     "StrictLoopBodies": "targets.strict_loop_bodies",
@@ -179,6 +188,9 @@ PASSES: MutableMapping[str, type[ir.passes.InPlacePass]] = _Registry(
         "strict-loop-bodies": "StrictLoopBodies",
         "unroll-constant-scans": "UnrollConstantScans",
         "validate-nodes": "ValidateNodes",
+        "explicit-attribute-defaults": "ExplicitAttributeDefaults",
+        "require-onnx2torch-ops": "RequireOnnx2TorchOps",
+        "constant-values-as-tensors": "ConstantValuesAsTensors",
     }
 )
 

@@ -1,0 +1,250 @@
+"""What onnx2torch cannot convert is exit 2 before any check, and what it misreads is written out
+(issue 29): its converter table, its CumSum default, checked against onnx2torch itself where it
+is installed (by hand: it needs torch; skipped otherwise, in CI too)."""
+
+from __future__ import annotations
+
+import sys
+import types
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+import onnx.parser
+import pytest
+
+import seqlower
+from seqlower.errors import TargetError
+from seqlower.passes.targets._converter_ops import ONNX2TORCH, ONNX2TORCH_VERSION
+from tests.conftest import run_cli
+from tests.runtimes import run
+
+# onnxscript's shape: a ReverseSequence of the input and the model's own CumSum, whose
+# 'reverse' is left out (ONNX: 0; onnx2torch 1.5.15 read it as 1).
+REVERSE_CUMSUM = onnx.parser.parse_model(
+    """
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[T, 2, 3] x, int64[2] lens) => (float[T, 2, 3] both) {
+        r = ReverseSequence<batch_axis = 1, time_axis = 0>(x, lens)
+        axis = Constant<value = int64 {0}>()
+        c = CumSum(x, axis)
+        both = Add(r, c)
+    }
+    """
+)
+FEEDS = {
+    "x": np.arange(24, dtype=np.float32).reshape(4, 2, 3) / 7,
+    "lens": np.array([3, 4], dtype=np.int64),
+}
+
+
+def _onnx2torch() -> Any:
+    """onnx2torch, or a skip (it is no extra of seqlower: never required, not even in CI). It
+    imports torchvision for NonMaxSuppression alone; one that does not load is stood in for."""
+    pytest.importorskip("torch")
+    try:
+        import torchvision  # noqa: F401
+    except Exception:
+        stub = types.ModuleType("torchvision")
+        stub.ops = types.SimpleNamespace(nms=None, roi_align=None)  # type: ignore[attr-defined]
+        sys.modules["torchvision"] = stub
+        sys.modules["torchvision.ops"] = stub.ops  # type: ignore[assignment]
+    return pytest.importorskip("onnx2torch")
+
+
+def _run_torch(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+    onnx2torch = _onnx2torch()
+    import torch
+
+    module = onnx2torch.convert(model)
+    with torch.no_grad():
+        out = module(*(torch.from_numpy(feeds[i.name]) for i in model.graph.input))
+    return [o.numpy() for o in (out if isinstance(out, tuple | list) else [out])]
+
+
+def _cumsums(model: onnx.ModelProto) -> list[onnx.NodeProto]:
+    return [node for node in model.graph.node if node.op_type == "CumSum"]
+
+
+def test_cumsum_defaults_are_written_for_onnx2torch() -> None:
+    lowered = seqlower.lower(REVERSE_CUMSUM, target="onnx2torch")
+    (cumsum,) = _cumsums(lowered)
+    attributes = {a.name: onnx.helper.get_attribute_value(a) for a in cumsum.attribute}
+    assert attributes == {"reverse": 0}
+    assert "ReverseSequence" not in {node.op_type for node in lowered.graph.node}
+    expected = run("onnxruntime", REVERSE_CUMSUM, FEEDS)
+    np.testing.assert_allclose(run("onnxruntime", lowered, FEEDS)[0], expected[0], rtol=1e-6)
+    # Other targets' converters read the default right: the model is left as written.
+    (kept,) = _cumsums(seqlower.lower(REVERSE_CUMSUM, target="tract"))
+    assert not kept.attribute
+
+
+def test_the_lowered_model_runs_right_in_onnx2torch() -> None:
+    lowered = seqlower.lower(REVERSE_CUMSUM, target="onnx2torch")
+    expected = run("onnxruntime", REVERSE_CUMSUM, FEEDS)[0]
+    np.testing.assert_allclose(_run_torch(lowered, FEEDS)[0], expected, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize(("op", "name", "default"), [("CumSum", "reverse", 0)])
+def test_each_default_written_is_one_onnx2torch_misreads(op: str, name: str, default: int) -> None:
+    """The target row's entries, each checked: left out, onnx2torch computes something else
+    than onnxruntime; written out, the same."""
+    from seqlower.targets import TARGETS
+
+    assert (op, name, default) in TARGETS["onnx2torch"].attribute_defaults
+    model = seqlower.lower(REVERSE_CUMSUM, passes=["lower-reverse-sequence"])
+    expected = run("onnxruntime", model, FEEDS)[0]
+    assert not np.allclose(_run_torch(model, FEEDS)[0], expected)
+    written = seqlower.lower(REVERSE_CUMSUM, target="onnx2torch")
+    np.testing.assert_allclose(_run_torch(written, FEEDS)[0], expected, rtol=1e-5, atol=1e-6)
+
+
+def test_the_converter_table_is_onnx2torchs_registry() -> None:
+    """``benchmarks/converter_ops.py`` wrote the table from this registry (rerun it on a new
+    onnx2torch)."""
+    import importlib.metadata
+
+    _onnx2torch()
+    from onnx2torch.node_converters.registry import _CONVERTER_REGISTRY
+
+    if importlib.metadata.version("onnx2torch") != ONNX2TORCH_VERSION:
+        pytest.skip(f"the table is of onnx2torch {ONNX2TORCH_VERSION}")
+    registry: dict[str, set[int]] = {}
+    for description in _CONVERTER_REGISTRY:
+        domain = "" if description.domain in ("", "ai.onnx") else f"{description.domain}::"
+        registry.setdefault(domain + description.operation_type, set()).add(description.version)
+    assert {op: tuple(sorted(v)) for op, v in registry.items()} == ONNX2TORCH
+
+
+LSTM = onnx.parser.parse_model(
+    """
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[5, 2, 3] x, float[1, 16, 3] w, float[1, 16, 4] r) => (float[5, 1, 2, 4] y) {
+        y = LSTM<hidden_size = 4>(x, w, r)
+    }
+    """
+)
+SPLIT_18 = onnx.parser.parse_model(
+    """
+    <ir_version: 8, opset_import: ["" : 18]>
+    g (float[4, 3] x) => (float[2, 3] a, float[2, 3] b) {
+        a, b = Split<axis = 0, num_outputs = 2>(x)
+    }
+    """
+)
+
+
+def test_ops_onnx2torch_cannot_convert_are_named_before_any_check(tmp_path: Path) -> None:
+    with pytest.raises(TargetError) as caught:
+        seqlower.lower(LSTM, target="onnx2torch")
+    assert caught.value.blockers == [
+        f"LSTM node producing 'y' in graph 'g' remains: onnx2torch {ONNX2TORCH_VERSION} has no "
+        "converter for LSTM"
+    ]
+    with pytest.raises(TargetError) as caught:
+        seqlower.lower(SPLIT_18, target="onnx2torch")
+    (blocker,) = caught.value.blockers
+    assert "converts Split only as defined in opsets 2, 11, 13, not as of opset 18" in blocker
+    source, out = tmp_path / "m.onnx", tmp_path / "out.onnx"
+    onnx.save(LSTM, source)
+    result = run_cli(source, "-o", out, "--target", "onnx2torch")
+    assert result.exit_code == 2, result.output
+    assert "cannot lower the model for onnx2torch" in result.stderr and "LSTM" in result.stderr
+    assert "check" not in result.stdout and not out.exists()
+    # The rows of runtimes that run LSTM are not asked.
+    seqlower.lower(LSTM, target="openvino")
+
+
+def test_a_converted_opset_is_what_is_looked_up() -> None:
+    """A model newer than opset 18 is converted to 18 for onnx2torch: versions are those of
+    opset 18 (Split 18 has no converter), not of the model's."""
+    newer = onnx.parser.parse_model(
+        """
+        <ir_version: 10, opset_import: ["" : 21]>
+        g (float[4, 3] x) => (float[4, 3] y) {
+            y = Relu(x)
+        }
+        """
+    )
+    seqlower.lower(newer, target="onnx2torch")  # Relu-14 as of 18, converted
+
+
+def test_the_table_knows_the_ops_the_pipeline_writes() -> None:
+    """What the onnx2torch pipeline writes for a ReverseSequence is convertible."""
+    lowered = seqlower.lower(REVERSE_CUMSUM, target="onnx2torch")
+    ops = {node.op_type for node in lowered.graph.node}
+    assert ops <= set(ONNX2TORCH), ops - set(ONNX2TORCH)
+
+
+# onnxscript's Constant<value_ints> read as axes: onnx2torch 1.5.15's Unsqueeze converter fails
+# ("'list' object has no attribute 'tolist'") unless the value is a tensor.
+UNSQUEEZE_INTS = onnx.parser.parse_model(
+    """
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[3] x) => (float[1, 3, 1] y) {
+        axes = Constant<value_ints = [0, 2]>()
+        u = Unsqueeze(x, axes)
+        one = Constant<value_float = 1.0>()
+        y = Mul(u, one)
+    }
+    """
+)
+
+
+def test_constant_lists_are_written_as_tensors_for_onnx2torch() -> None:
+    lowered = seqlower.lower(UNSQUEEZE_INTS, target="onnx2torch")
+    constants = [node for node in lowered.graph.node if node.op_type == "Constant"]
+    assert [[a.name for a in node.attribute] for node in constants] == [["value"], ["value"]]
+    values = [onnx.numpy_helper.to_array(node.attribute[0].t) for node in constants]
+    assert values[0].dtype == np.int64 and values[0].tolist() == [0, 2]
+    assert values[1].dtype == np.float32 and values[1].shape == () and values[1] == 1.0
+    x = {"x": np.array([1, 2, 3], dtype=np.float32)}
+    np.testing.assert_array_equal(run("onnxruntime", lowered, x)[0], x["x"].reshape(1, 3, 1))
+
+
+def test_constant_lists_run_in_onnx2torch() -> None:
+    x = {"x": np.array([1, 2, 3], dtype=np.float32)}
+    with pytest.raises(AttributeError, match="tolist"):  # what onnx2torch 1.5.15 does
+        _run_torch(UNSQUEEZE_INTS, x)
+    lowered = seqlower.lower(UNSQUEEZE_INTS, target="onnx2torch")
+    np.testing.assert_array_equal(_run_torch(lowered, x)[0], x["x"].reshape(1, 3, 1))
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("y = Flatten<axis = 0>(x)", "cannot convert Flatten with axis=0"),
+        (
+            "s = Constant<value = int64[2] {3, 1}>()\n y = Reshape<allowzero = 1>(x, s)",
+            "allowzero=1",
+        ),
+    ],
+)
+def test_attributes_onnx2torch_refuses_are_named(text: str, words: str) -> None:
+    model = onnx.parser.parse_model(
+        f"""
+        <ir_version: 8, opset_import: ["" : 17]>
+        g (float[1, 3] x) => (y) {{
+            {text}
+        }}
+        """
+    )
+    with pytest.raises(TargetError) as caught:
+        seqlower.lower(model, target="onnx2torch")
+    (blocker,) = caught.value.blockers
+    assert words in blocker
+
+
+def test_flatten_axis_0_fails_in_onnx2torch() -> None:
+    """What the blocker above stands for (onnx2torch 1.5.15)."""
+    model = onnx.parser.parse_model(
+        """
+        <ir_version: 8, opset_import: ["" : 17]>
+        g (float[1, 3] x) => (float[1, 3] y) {
+            y = Flatten<axis = 0>(x)
+        }
+        """
+    )
+    with pytest.raises(IndexError, match="Dimension out of range"):
+        _run_torch(model, {"x": np.ones((1, 3), np.float32)})
