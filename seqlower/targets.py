@@ -127,7 +127,7 @@ TARGETS: dict[str, Target] = {
                 "explicit-constant-of-shape-value",
                 "strip-symbolic-dims",
             ),
-            requires=("require-sequence-free", "require-no-loop"),
+            requires=("require-sequence-free", "require-no-loop", "require-shape-slice-bounds"),
             loops="scan",
             reverse_sequence="gathernd",
             max_opset=None,
@@ -142,10 +142,11 @@ TARGETS: dict[str, Target] = {
             still_blocks="Loops whose trip count is known only inside; sequences whose length "
             "is known only at run time; Scans with data-dependent trip counts computed "
             "differently and joined later (tract gives each its own symbol); Scans of zero "
-            "iterations; Slices with run-time starts or ends anywhere (tract 0.23.9's typed "
-            "StridedSlice: 'Symbol points to an invalid (dead ?) SymbolScope'; inside an If "
-            "branch first 'Source node without a determined fact'), as PyTorch's "
-            "embedding_bag writes",
+            "iterations; Slices whose starts, ends, axes or steps are computed from tensor "
+            "values, anywhere (tract 0.23.9's typed StridedSlice: 'Symbol points to an invalid "
+            "(dead ?) SymbolScope'; inside an If branch first 'Source node without a determined "
+            "fact'), as PyTorch's embedding_bag writes: named before the check "
+            "(require-shape-slice-bounds; bounds from constants and shapes run)",
             proofs=("tract", "tract-symbolic"),
         ),
         Target(

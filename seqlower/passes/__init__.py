@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     )
     from seqlower.passes.targets.require_converter_ops import RequireOnnx2TorchOps
     from seqlower.passes.targets.require_no_loop import RequireNoLoop
+    from seqlower.passes.targets.require_slice_bounds import RequireShapeSliceBounds
     from seqlower.passes.targets.reverse_sequence_gaps import LowerReverseSequenceGaps
     from seqlower.passes.targets.split_as_slices import SplitAsSlices
     from seqlower.passes.targets.strict_loop_bodies import StrictLoopBodies
@@ -79,6 +80,7 @@ __all__ = [
     "RequireNoLoop",
     "RequireOnnx2TorchOps",
     "RequireSequenceFree",
+    "RequireShapeSliceBounds",
     "ScanSequenceMap",
     "SplitAsSlices",
     "StackLoopSequences",
@@ -112,6 +114,7 @@ _MODULES = {
     "LoopToScanRows": "targets.loop_to_scan",
     "LoopToScanReads": "targets.loop_to_scan",
     "RequireNoLoop": "targets.require_no_loop",
+    "RequireShapeSliceBounds": "targets.require_slice_bounds",
     "RequireOnnx2TorchOps": "targets.require_converter_ops",
     "ConstantValuesAsTensors": "targets.constant_values_as_tensors",
     "ExplicitAttributeDefaults": "targets.explicit_attribute_defaults",
@@ -190,6 +193,7 @@ PASSES: MutableMapping[str, type[ir.passes.InPlacePass]] = _Registry(
         "validate-nodes": "ValidateNodes",
         "explicit-attribute-defaults": "ExplicitAttributeDefaults",
         "require-onnx2torch-ops": "RequireOnnx2TorchOps",
+        "require-shape-slice-bounds": "RequireShapeSliceBounds",
         "constant-values-as-tensors": "ConstantValuesAsTensors",
     }
 )
