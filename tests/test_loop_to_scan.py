@@ -216,6 +216,7 @@ def test_target_pipelines() -> None:
         "remove-unused-nodes",
         "require-sequence-free",
         "require-no-loop",
+        "require-shape-slice-bounds",
         "topological-sort",
     ]
     # onnxruntime's: the default pipeline, ReverseSequence lowered only where it lacks a kernel.
