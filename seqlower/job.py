@@ -347,6 +347,7 @@ def _record_check(
     """The check's report and exit code in ``result``; a mismatch's inputs beside OUT."""
     result.verification = report
     result.exit_code = _exit_code(report)
+    result.warnings += report.warnings
     if result.exit_code == ExitCode.MISMATCH and output is not None:
         result.failing_inputs = save_failing_inputs(report, original, output)
         if result.failing_inputs is None and report.failing_inputs is not None:
@@ -450,6 +451,7 @@ def verify_files(
 
         report = verify(protos[0], protos[1], _with_progress(options, on_run))
     result = VerifyResult(reference, candidate, report, _exit_code(report))
+    result.warnings += report.warnings
     if result.exit_code == ExitCode.MISMATCH:
         result.failing_inputs = save_failing_inputs(report, protos[0], candidate)
         if result.failing_inputs is None and report.failing_inputs is not None:
@@ -662,9 +664,11 @@ _NEWEST_ORT_IR: int | None = None
 def save_failing_inputs(
     report: VerifyReport, original: onnx.ModelProto, output: Path
 ) -> Path | None:
-    """Save the inputs of the first failing run beside OUT (``OUT.failing-inputs``), staged
-    and renamed into place like every other write; None when there are none or no room."""
-    from seqlower.verification.inputs import save_inputs
+    """Save the inputs of the first failing run beside OUT (``OUT.failing-inputs``), with the
+    framework's outputs for them when the check had some (so ``--expected`` can read the same
+    folder), staged and renamed into place like every other write; None when there are none or
+    no room."""
+    from seqlower.verification.inputs import save_inputs, save_outputs
 
     if report.failing_inputs is None:
         return None
@@ -674,6 +678,8 @@ def save_failing_inputs(
     staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
     try:
         save_inputs(staging / "test_data_set_0", report.failing_inputs, original)
+        if report.failing_outputs is not None:
+            save_outputs(staging / "test_data_set_0", report.failing_outputs, original)
         if folder.is_dir():
             shutil.rmtree(folder)
         os.replace(staging, folder)

@@ -66,7 +66,9 @@ def test_inputs_file_holding_outputs_is_accepted(tmp_path: Path) -> None:
     assert "framework" not in result.output  # compared only when asked
 
 
-def test_framework_mismatch_is_exit_1(tmp_path: Path) -> None:
+def test_framework_difference_the_export_shares_is_a_warning(tmp_path: Path) -> None:
+    """The framework's outputs edited: the original misses them as much as the lowered model
+    does, so it is the export's fault (tests/test_culprit.py), OUT written with a warning."""
     source = SAMPLES / "v1_bidir_dynamic_rnn_lens_input_op17.npz"
     with np.load(source) as archive:
         arrays = {key: archive[key] for key in archive.files}
@@ -75,11 +77,12 @@ def test_framework_mismatch_is_exit_1(tmp_path: Path) -> None:
     np.savez(wrong, **arrays)
     model = SAMPLES / "v1_bidir_dynamic_rnn_lens_input_op17.onnx"
     result = CliRunner().invoke(cli, [str(model), "-o", str(out), "--expected", str(wrong)])
-    assert result.exit_code == 1, result.output
-    assert "the lowered model does NOT match the framework's outputs: output 'Identity:0'" in (
-        result.stderr
-    )
-    assert not out.exists()
+    assert result.exit_code == 0, result.output
+    assert (
+        "warning: the original export already differs from the framework's outputs: output "
+        "'Identity:0' max abs 0.01 (the lowered model: the same)"
+    ) in result.stderr
+    assert out.exists()
 
 
 def test_test_data_folder_with_output_pb(tmp_path: Path) -> None:
@@ -97,7 +100,8 @@ def test_test_data_folder_with_output_pb(tmp_path: Path) -> None:
     assert "check: matches the framework's outputs: max abs 0" in result.output
     (folder / "output_0.pb").write_bytes(numpy_helper.from_array(-y, "y").SerializeToString())
     result = _run(source, out, "--expected", str(tmp_path / "data"))
-    assert result.exit_code == 1
+    assert result.exit_code == 0, result.output  # read, and missed by the original too
+    assert "the original export already differs from the framework's outputs" in result.stderr
 
 
 def _run(source: Path, out: Path, *flags: str) -> Any:

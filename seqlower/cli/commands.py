@@ -52,8 +52,11 @@ if TYPE_CHECKING:
 
 VERIFY_EXIT_CODES = """\b
 Exit codes:
-  0   the outputs match on every run
-  1   numerical mismatch (the failing inputs are saved beside CANDIDATE)
+  0   the outputs match on every run (a failure on a --target or against
+      --expected that REFERENCE shares is a warning: not CANDIDATE's fault)
+  1   CANDIDATE is worse than REFERENCE: a numerical mismatch, also on a
+      --target or against --expected (the failing inputs are saved
+      beside CANDIDATE)
   2   bad input or usage: unreadable or invalid model, models with
       different inputs or outputs, --inputs that do not fit, bad flag
       (one line on stderr)
@@ -64,10 +67,12 @@ Exit codes:
 """
 EXIT_CODES = """\b
 Exit codes:
-  0   success (and, unless --no-check, outputs proven equal)
-  1   numerical mismatch, or the lowered model does not load where the
-      original runs or on a --target (OUT not written unless
-      --keep-on-failure)
+  0   success (and, unless --no-check, outputs proven equal; a failure on
+      a --target or against --expected that the original shares is the
+      runtime's or the export's: a warning)
+  1   the lowered model is worse than the original: a numerical mismatch,
+      or it does not load where the original runs or on a --target (OUT
+      not written unless --keep-on-failure)
   2   bad input or usage: unreadable or invalid model, malformed node,
       not sequence-free (--sequence-free), unwritable output, bad flag
       (one line on stderr, nothing written)
@@ -505,7 +510,10 @@ def _lowering_flags(options: LowerOptions) -> list[str]:
 
 
 def _tell_repro(show: Printer, folder: Path, command: list[str], options: CheckOptions) -> None:
-    command = [*command, "--inputs", str(folder), *repro_flags(options)]
+    """The line that reruns the failed check on the saved inputs with every flag that took
+    part; with ``--expected``, the framework's outputs for those inputs are saved beside them."""
+    expected = None if options.expected is None else folder
+    command = [*command, "--inputs", str(folder), *repro_flags(options, expected=expected)]
     show.error(f"failing inputs saved in {folder}; reproduce with:")
     show.line(f"  {shlex.join(command)}", err=True, always=True)
 

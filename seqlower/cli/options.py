@@ -306,9 +306,11 @@ def _tolerances(
     return Tolerances(overall["r"], overall["a"], named)
 
 
-def repro_flags(options: CheckOptions) -> list[str]:
-    """The tolerance and target flags that reproduce a check with saved failing inputs."""
-    flags = []
+def repro_flags(options: CheckOptions, *, expected: Path | None = None) -> list[str]:
+    """Every check flag that took part, for a check rerun on saved failing inputs: tolerances,
+    shapes, targets, and ``--expected`` (``expected``: where the framework's outputs for those
+    inputs were saved). Drawing flags (``--seed``, ``--check-n``) play no part with inputs."""
+    flags = [] if expected is None else [f"--expected={expected}"]
     tolerances = options.tolerances
     for flag, index, overall in (("--rtol", 0, tolerances.rtol), ("--atol", 1, tolerances.atol)):
         if overall is not None:
@@ -318,6 +320,13 @@ def repro_flags(options: CheckOptions) -> list[str]:
             for name, pair in tolerances.per_output.items()
             if pair[index] is not None
         ]
+    flags += [f"--dim={name}={size}" for name, size in options.dims.items()]
+    flags += [
+        f"--input-shape={name}:{','.join(map(str, shape))}"
+        for name, shape in options.input_shapes.items()
+    ]
+    flags += ["--force-input-shape"] if options.force_input_shape else []
+    flags += [] if options.seq_len is None else [f"--seq-len={options.seq_len}"]
     return flags + [f"--target={t}" for t in options.targets]
 
 

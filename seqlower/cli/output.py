@@ -118,7 +118,8 @@ class Printer:
         def style(label: str, colour: str) -> str:
             return click.style(label, fg=colour, bold=True)
 
-        for line in verdict_lines(report, verbose=verbose, style=style):
+        # Failures that are not the lowering's are the run's warnings, said on stderr.
+        for line in verdict_lines(report, verbose=verbose, style=style, warnings=False):
             self.line(line, err=not report.ok, always=True)
 
 

@@ -5,7 +5,10 @@ candidate. Both run in the first oracle that loads the reference (:mod:`.oracles
 that oracle refuses, or that fails ONNX's strict shape inference where the reference passes, is a
 failed check. With ``targets`` the candidate also runs on each target runtime and is compared
 with the same reference outputs; with ``expected`` its outputs are compared with the framework's
-own. Inputs are the
+own. A failure there is blamed (:meth:`_Check.blame_target`, :meth:`_Check.blame_export`): the
+original runs the same way (on that target; its outputs against the framework's), and a failure
+the original shares, as much, is the runtime's or the export's, said as a warning, not a
+mismatch. Inputs are the
 user's (validated against the model) or drawn from the model's declared types and the
 constraints its graph puts on them (:mod:`.inputs`, :mod:`.constraints`). When
 nothing can run the reference, the report says it cannot verify, and why: it is never ``ok``.
@@ -27,7 +30,7 @@ import onnx_ir as ir
 from seqlower._version import __version__, dependency_versions
 from seqlower.errors import BadOptionError, CheckLimitError, ModelTypeError, first_line
 from seqlower.io import load_model, self_contained_proto
-from seqlower.verification.compare import Tolerances, compare_values
+from seqlower.verification.compare import Tolerances, compare_values, default_tolerance
 from seqlower.verification.constraints import Analysis, analyze
 from seqlower.verification.inputs import (
     InputError,
@@ -41,6 +44,7 @@ from seqlower.verification.inputs import (
 from seqlower.verification.oracles import (
     ORACLES,
     CandidateRefused,
+    NotLoaded,
     Oracle,
     Runner,
     bounded,
@@ -49,6 +53,7 @@ from seqlower.verification.oracles import (
     oracle_label,
 )
 from seqlower.verification.report import (
+    Culprit,
     OutputReport,
     RunReport,
     SkippedRun,
@@ -215,7 +220,7 @@ def verify(
     limit = DEFAULT_TIMEOUT if options.timeout is None else options.timeout
     if options.inputs is None:
         _check_input_budget(reference_proto, budget, options)
-    check = _Check(options, _versions(), time.monotonic() + limit, limit)
+    check = _Check(options, _versions(), time.monotonic() + limit, limit, reference_proto)
     signature_problem = _compare_signatures(reference_proto, candidate_proto)
     if signature_problem:
         return check.report("mismatch", signature_problem)
@@ -243,6 +248,7 @@ class _Check:
     versions: dict[str, str]
     deadline: float
     limit: float
+    original: onnx.ModelProto  # the reference, loaded on a target only to blame a failure there
     problems: list[str] = dataclasses.field(default_factory=list)
     oracles: dict[str, str] = dataclasses.field(default_factory=dict)
     reference: Runner | None = None
@@ -253,6 +259,9 @@ class _Check:
     expected_runs: list[RunReport] = dataclasses.field(default_factory=list)
     skipped: list[SkippedRun] = dataclasses.field(default_factory=list)
     failing: dict[str, Any] | None = None
+    failing_outputs: dict[str, Any] | None = None
+    target_oracles: dict[str, Oracle] = dataclasses.field(default_factory=dict)
+    originals: dict[str, Runner | str] = dataclasses.field(default_factory=dict)
 
     def report(self, status: Status, reason: str, **extra: Any) -> VerifyReport:
         return VerifyReport(
@@ -289,22 +298,43 @@ class _Check:
         self.reference, self.candidate = (bounded(r, self.deadline, self.limit) for r in pair)
         self.oracles = {"reference": self.reference.name, "candidate": self.candidate.name}
         for name, target in zip(self.options.targets, targets, strict=True):
+            label = oracle_label(target)
+            self.target_oracles[label] = target
             try:
-                loaded = dataclasses.replace(target.load(candidate), name=oracle_label(target))
+                loaded = dataclasses.replace(target.load(candidate), name=label)
                 self.on_targets.append(bounded(loaded, self.deadline, self.limit))
                 self.oracles[f"target {name}"] = self.on_targets[-1].name
             except Exception as e:
-                label = oracle_label(target)
-                refused = f"the lowered model does not load in {label}: {first_line(e)}"
+                # Always the lowering's: a lowered model must at least load where it is for.
+                original = self.original_on(label)
+                refused = f"does not load on {label}: {first_line(e)}" + (
+                    "; the original does not load there either: the lowering did not reach "
+                    "the target"
+                    if isinstance(original, str)
+                    else "; the original loads there"
+                )
                 return self.report(
                     "mismatch",
-                    refused,
+                    f"the lowered model {refused}",
                     oracles=self.oracles,
                     input_problems=problems,
                     targets={label: refused},
                 )
         self.target_runs = {r.name: [] for r in self.on_targets}
         return None
+
+    def original_on(self, label: str) -> Runner | str:
+        """The original loaded on target ``label`` (once), or why it does not load there."""
+        if label not in self.originals:
+            try:
+                loaded = self.target_oracles[label].load(self.original)
+                runner = dataclasses.replace(loaded, name=label)
+                self.originals[label] = bounded(runner, self.deadline, self.limit)
+            except CheckLimitError:
+                raise
+            except Exception as e:
+                self.originals[label] = first_line(e)
+        return self.originals[label]
 
     def run(
         self,
@@ -361,11 +391,15 @@ class _Check:
         run, actual = _compare_run(index, feeds, expected, self.candidate, output_names, tolerances)
         run.attempts = attempts
         self.runs.append(run)
-        failed = False  # on a target or against the framework's outputs
+        blamed: list[RunReport] = []  # failures on a target or against the framework's outputs
         for runner in self.on_targets:
-            on_target, _ = _compare_run(index, feeds, expected, runner, output_names, tolerances)
+            on_target, outputs = _compare_run(
+                index, feeds, expected, runner, output_names, tolerances
+            )
+            if not on_target.ok:
+                self.blame_target(runner.name, on_target, feeds, expected, outputs, output_names)
+                blamed.append(on_target)
             self.target_runs[runner.name].append(on_target)
-            failed = failed or not on_target.ok
         if framework_outputs is not None and actual is not None:
             framework = _compare_expected(
                 index,
@@ -374,25 +408,105 @@ class _Check:
                 framework_outputs,
                 self.options,
             )
+            if not framework.ok:
+                self.blame_export(framework, run, expected, framework_outputs, output_names)
+                blamed.append(framework)
             self.expected_runs.append(framework)
-            failed = failed or not framework.ok
-        if (failed or not run.ok) and self.failing is None:
-            self.failing = feeds
+        # Saved for reproducing: the first run the lowering fails on (and that ran: a runtime
+        # that cannot load the model ran nothing on its inputs).
+        lowering = not run.ok or any(r.culprit == "lowering" and r.loaded for r in blamed)
+        if lowering and self.failing is None:
+            self.failing, self.failing_outputs = feeds, framework_outputs
+
+    def blame_target(
+        self,
+        label: str,
+        failed: RunReport,
+        feeds: dict[str, Any],
+        expected: list[Any],
+        actual: list[Any] | None,
+        names: list[str],
+    ) -> None:
+        """Whose fault the candidate's failure on target ``label`` is: the original runs there
+        on the same feeds. The runtime's when the original fails there the same way, as much;
+        the lowering's when the original does not load there (the lowering did not reach the
+        target) or does better."""
+        tolerances = self.options.tolerances
+        original = self.original_on(label)
+        failed.culprit = "lowering"
+        if isinstance(original, str):
+            failed.original_error = f"does not load: {original}"
+            return
+        try:
+            outputs = original.run(feeds)
+        except CheckLimitError:
+            raise
+        except NotLoaded as e:
+            failed.original_error = f"does not load: {first_line(e)}"
+            return
+        except Exception as e:
+            failed.original_error = first_line(e)
+            if not failed.loaded:
+                return  # the original loads there: the lowered model must too
+            # Both fail to run: the same failure. Wrong numbers where the original stops with
+            # an error are worse, and the lowering's.
+            failed.culprit = "runtime" if failed.error else "lowering"
+            return
+        failed.original = [
+            compare_values(name, e, o, *tolerances.for_output(name))
+            for name, e, o in zip(names, expected, outputs, strict=True)
+        ]
+        if failed.error or actual is None:
+            return  # the original loads and runs there
+        same = {
+            name: compare_values(name, o, a, *tolerances.for_output(name))
+            for name, o, a in zip(names, outputs, actual, strict=True)
+        }
+        limits = {n: _resolved(tolerances, n, e) for n, e in zip(names, expected, strict=True)}
+        if _no_worse(failed.outputs, failed.original, same, limits):
+            failed.culprit = "runtime"
+
+    def blame_export(
+        self,
+        failed: RunReport,
+        run: RunReport,
+        expected: list[Any],
+        framework_outputs: dict[str, Any],
+        names: list[str],
+    ) -> None:
+        """Whose fault the candidate's differing from the framework's outputs is: the export's
+        when the original (its outputs in the oracle) differs from them as much, else the
+        lowering's."""
+        reference = dict(zip(names, expected, strict=True))
+        original = _compare_expected(run.index, run, reference, framework_outputs, self.options)
+        failed.original = original.outputs
+        same = {o.name: o for o in run.outputs}  # the candidate against the original
+        tolerances = self.options.tolerances
+        limits = {name: _resolved(tolerances, name, v) for name, v in framework_outputs.items()}
+        ok = _no_worse(failed.outputs, failed.original, same, limits)
+        failed.culprit = "export" if ok else "lowering"
 
     def conclude(self, with_expected: bool) -> VerifyReport:
-        """The verdict once every run was compared."""
+        """The verdict once every run was compared: a mismatch when the lowering is at fault
+        anywhere; failures the original shares (the export's, a runtime's) are warnings."""
         runs, skipped = self.runs, self.skipped
-        target_lines = {name: _target_summary(name, r) for name, r in self.target_runs.items()}
-        expected_line = _expected_summary(self.expected_runs) if with_expected else ""
+        verdicts = {name: _target_summary(name, r) for name, r in self.target_runs.items()}
+        expected_line, expected_culprit = (
+            _expected_summary(self.expected_runs) if with_expected else ("", "")
+        )
+        verdicts_and_expected = [*verdicts.values(), (expected_line, expected_culprit)]
         extra: dict[str, Any] = {
             "runs": runs,
             "oracles": self.oracles,
             "input_problems": self.problems,
             "skipped": skipped,
-            "targets": target_lines,
+            "targets": {name: line for name, (line, _) in verdicts.items()},
             "target_runs": self.target_runs,
             "expected": expected_line,
             "expected_runs": self.expected_runs,
+            "warnings": [
+                line for line, culprit in verdicts_and_expected if culprit not in ("", "lowering")
+            ],
         }
         if not runs:
             return self.report(
@@ -401,11 +515,17 @@ class _Check:
         bad = [run.index for run in runs if not run.ok]
         reasons = [f"outputs differ in run{'s' if len(bad) > 1 else ''} {', '.join(map(str, bad))}"]
         reasons = reasons if bad else []
-        reasons += [line for line in target_lines.values() if not line.startswith("runs and")]
-        if self.expected_runs and not all(r.ok for r in self.expected_runs):
+        reasons += [line for line, culprit in verdicts.values() if culprit == "lowering"]
+        if expected_culprit == "lowering":
             reasons.append(f"the lowered model {expected_line}")
         if reasons:
-            return self.report("mismatch", "; ".join(reasons), failing_inputs=self.failing, **extra)
+            return self.report(
+                "mismatch",
+                "; ".join(reasons),
+                failing_inputs=self.failing,
+                failing_outputs=self.failing_outputs,
+                **extra,
+            )
         count = f"{len(runs)} run{'s' if len(runs) > 1 else ''}"
         return self.report("equivalent", f"all outputs match in {count}" + _skips(skipped), **extra)
 
@@ -422,21 +542,134 @@ def _strict_inference_problem(model: onnx.ModelProto) -> str:
     return ""
 
 
-def _target_summary(name: str, runs: list[RunReport]) -> str:
+def _target_summary(name: str, runs: list[RunReport]) -> tuple[str, Culprit]:
+    """The line a target gets, and whose fault its failures are ('' when none failed): the
+    lowering's first failure, else the first the original shares there."""
     bad = [r for r in runs if not r.ok]
     if not runs:
-        return f"not run on {name}"
+        return f"not run on {name}", ""
     if not bad:
-        return f"runs and matches on {name}"
-    first = bad[0]
+        return f"runs and matches on {name}", ""
+    first = next((r for r in bad if r.culprit == "lowering"), bad[0])
+    if first.culprit == "lowering":
+        return _failure_on(name, first) + _original_clause(first, "there"), "lowering"
     if first.error:
-        error = first.error.removeprefix("the candidate failed: ")
-        return f"fails on {name} in run {first.index}: {error}"
-    worst = next(o for o in first.outputs if not o.ok)
+        return (
+            f"{name} fails on the original too in run {first.index}: {first.original_error} "
+            f"(the lowered model: {first.error.removeprefix(_FAILED)}); not the lowering's fault",
+            "runtime",
+        )
     return (
-        f"MISMATCH on {name} in run {first.index}: output '{worst.name}' "
-        f"{worst.message or f'max abs {worst.max_abs:.3g}'}"
+        f"{name} gets the original wrong too in run {first.index}: "
+        + _shared_numbers(first)
+        + "; not the lowering's fault",
+        "runtime",
     )
+
+
+def _failure_on(name: str, run: RunReport) -> str:
+    """How the lowered model failed on target ``name`` in ``run``."""
+    if not run.loaded:
+        shapes = "" if run.index == 1 else f" with the input shapes of run {run.index}"
+        return f"does not load on {name}{shapes}: {run.error}"
+    if run.error:
+        return f"fails on {name} in run {run.index}: {run.error.removeprefix(_FAILED)}"
+    worst = next(o for o in run.outputs if not o.ok)
+    return f"differs on {name} in run {run.index}: output '{worst.name}' {_numbers(worst)}"
+
+
+def _original_clause(run: RunReport, there: str) -> str:
+    """What the original did where the lowered model failed (the lowering's fault); ``there``
+    names the place (a target: "there"; the framework's outputs: "them")."""
+    if run.original_error.startswith("does not load"):
+        return "; the original does not load there either: the lowering did not reach the target"
+    if run.original_error:
+        return f"; the original fails there instead: {run.original_error}"
+    if not run.outputs:  # the lowered model did not load or run
+        if not run.original:
+            return ""
+        matches = " and matches" if all(o.ok for o in run.original) else ""
+        return f"; the original loads and runs there{matches}"
+    originals = {o.name: o for o in run.original}
+    worst = next(o for o in run.outputs if not o.ok)
+    original = originals.get(worst.name)
+    if original is None:
+        return ""
+    if original.ok:
+        return f"; the original matches {there}"
+    return f"; the original: {_numbers(original)}"
+
+
+def _shared_numbers(run: RunReport) -> str:
+    """``output 'y' max abs 0.34 (the lowered model: the same)``: a failure both share."""
+    originals = {o.name: o for o in run.original}
+    worst = next(o for o in run.outputs if not o.ok)
+    original = originals[worst.name]
+    mine = _numbers(worst)
+    return (
+        f"output '{worst.name}' {_numbers(original)} "
+        f"(the lowered model: {'the same' if mine == _numbers(original) else mine})"
+    )
+
+
+def _numbers(output: OutputReport) -> str:
+    """How an output differs: its largest difference, or what is wrong with its shape/type."""
+    return f"max abs {output.max_abs:.3g}" if _numeric(output) else output.message
+
+
+def _numeric(output: OutputReport) -> bool:
+    """A failure in the values (shape, type and lengths as expected)."""
+    return output.message.endswith(" elements differ")
+
+
+def _kind(output: OutputReport) -> str:
+    """What is wrong with an output that is not its values: ``shape``, ``dtype``, ``sequence``
+    (length), ``one`` (a sequence against a tensor), ``element`` (a sequence's element)."""
+    return output.message.split(" ", 1)[0]
+
+
+def _no_worse(
+    candidate: list[OutputReport],
+    original: list[OutputReport],
+    same: Mapping[str, OutputReport],
+    limits: Mapping[str, tuple[float, float]],
+) -> bool:
+    """Whether every output the candidate gets wrong the original gets wrong as much: the
+    candidate gives what the original gives (within tolerance), or its largest difference is
+    no larger than the original's (within the output's tolerance) in no more elements, or both
+    get its shape (type, length) wrong."""
+    originals = {o.name: o for o in original}
+    for output in candidate:
+        if output.ok:
+            continue
+        theirs = originals.get(output.name)
+        if theirs is None or theirs.ok:
+            return False
+        if output.name in same and same[output.name].ok:
+            continue
+        if not (_numeric(output) and _numeric(theirs)):
+            # A wrong shape (type, length) where the original's is wrong too: OpenVINO gives a
+            # zero-trip Loop's scan output a stale shape, whichever model it runs.
+            if _numeric(output) or _numeric(theirs) or _kind(output) != _kind(theirs):
+                return False
+            continue
+        rtol, atol = limits.get(output.name, (0.0, 0.0))
+        if output.max_abs > theirs.max_abs * (1 + rtol) + atol:
+            return False
+        if output.mismatches > theirs.mismatches:
+            return False
+    return True
+
+
+def _resolved(tolerances: Tolerances, name: str, value: Any) -> tuple[float, float]:
+    """The (rtol, atol) an output is compared with: the user's, else its dtype's default."""
+    rtol, atol = tolerances.for_output(name)
+    while isinstance(value, list):
+        if not value:
+            return rtol or 0.0, atol or 0.0
+        value = value[0]
+    default_rtol, default_atol = default_tolerance(np.asarray(value).dtype)
+    return (default_rtol if rtol is None else rtol), (default_atol if atol is None else atol)
 
 
 def _expected_outputs(
@@ -473,15 +706,25 @@ def _compare_expected(
     return RunReport(index, all(o.ok for o in outputs), run.inputs, outputs)
 
 
-def _expected_summary(runs: list[RunReport]) -> str:
+def _expected_summary(runs: list[RunReport]) -> tuple[str, Culprit]:
+    """The line comparing with the framework's outputs, and whose fault a difference is."""
     outputs = [o for r in runs for o in r.outputs]
     worst = max((o.max_abs for o in outputs), default=0.0)
     if all(r.ok for r in runs):
-        return f"matches the framework's outputs: max abs {worst:.2g}"
-    bad = next(o for r in runs for o in r.outputs if not o.ok)
+        return f"matches the framework's outputs: max abs {worst:.2g}", ""
+    bad = [r for r in runs if not r.ok]
+    first = next((r for r in bad if r.culprit == "lowering"), bad[0])
+    if first.culprit == "lowering":
+        output = next(o for o in first.outputs if not o.ok)
+        return (
+            f"does NOT match the framework's outputs: output '{output.name}' "
+            f"{_numbers(output)}{_original_clause(first, 'them')}",
+            "lowering",
+        )
     return (
-        f"does NOT match the framework's outputs: output '{bad.name}' "
-        f"{bad.message or f'max abs {bad.max_abs:.3g}'}"
+        "the original export already differs from the framework's outputs: "
+        f"{_shared_numbers(first)}; not the lowering's fault",
+        "export",
     )
 
 
@@ -645,6 +888,7 @@ def _reference_outputs(
     return last if last is not None else why
 
 
+_FAILED = "the candidate failed: "  # a run's error, when the candidate ran and failed
 _NODE = re.compile(r"running (\w+) node\. Name:'([^']*)'")
 _INPUT = re.compile(r"for input: (\S+)")
 
@@ -688,8 +932,10 @@ def _compare_run(
         actual = candidate.run(feeds)
     except CheckLimitError:
         raise
+    except NotLoaded as e:
+        return RunReport(index, False, summary, [], error=first_line(e), loaded=False), None
     except Exception as e:
-        error = f"the candidate failed: {first_line(e)}"
+        error = f"{_FAILED}{first_line(e)}"
         return RunReport(index, False, summary, [], error=error), None
     outputs = [
         compare_values(name, e, a, *tolerances.for_output(name))

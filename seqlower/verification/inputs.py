@@ -32,6 +32,7 @@ __all__ = [
     "load_inputs",
     "load_outputs",
     "save_inputs",
+    "save_outputs",
     "validate_inputs",
 ]
 
@@ -611,6 +612,20 @@ def save_inputs(
         else:
             proto = numpy_helper.from_array(np.asarray(value), spec.name)
         (folder / f"input_{position}.pb").write_bytes(proto.SerializeToString())
+    return folder
+
+
+def save_outputs(
+    folder: str | os.PathLike[str], outputs: Mapping[str, Any], model: onnx.ModelProto
+) -> Path:
+    """Write expected ``outputs`` beside saved inputs (``output_K.pb``, K the output's position,
+    each named), as :func:`load_outputs` reads them."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    for position, output in enumerate(model.graph.output):
+        if output.name in outputs and not isinstance(outputs[output.name], list):
+            proto = numpy_helper.from_array(np.asarray(outputs[output.name]), output.name)
+            (folder / f"output_{position}.pb").write_bytes(proto.SerializeToString())
     return folder
 
 

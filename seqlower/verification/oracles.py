@@ -43,6 +43,7 @@ __all__ = [
     "ORACLES",
     "TARGETS",
     "CandidateRefused",
+    "NotLoaded",
     "OnnxRuntime",
     "OpenVino",
     "Oracle",
@@ -305,8 +306,12 @@ class Tract:
             return cache[key], arrays
 
         def run(feeds: Mapping[str, Any]) -> list[Any]:
+            try:
+                with _runtime_errors():
+                    ready, arrays = runnable(feeds)
+            except RuntimeRefusal as e:  # typing the model with these shapes: still its load
+                raise NotLoaded(str(e)) from e.__cause__
             with _runtime_errors():
-                ready, arrays = runnable(feeds)
                 return [output.to_numpy() for output in ready.run(arrays)]
 
         return Runner(oracle_label(self), run)
@@ -367,6 +372,12 @@ def _tract_fact(array: Any) -> str:
 
 class RuntimeRefusal(RuntimeError):
     """A target runtime's error, as one line: its own first words and the innermost cause."""
+
+
+class NotLoaded(RuntimeRefusal):
+    """Raised by a run when the runtime could not prepare the model for the given inputs (tract
+    types the model once their shapes are known): a load failure, not a wrong result, so
+    nothing ran on those inputs."""
 
 
 @contextlib.contextmanager

@@ -6,9 +6,13 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any, Literal
 
-__all__ = ["OutputReport", "RunReport", "SkippedRun", "Status", "VerifyReport"]
+__all__ = ["Culprit", "OutputReport", "RunReport", "SkippedRun", "Status", "VerifyReport"]
 
 Status = Literal["equivalent", "mismatch", "cannot_verify"]
+#: Whose fault a failure on a target or against the framework's outputs is: the lowering's (the
+#: original passes, or does not even load there), the export's (the original differs from the
+#: framework's outputs as much) or the runtime's (the original fails there the same way).
+Culprit = Literal["", "lowering", "export", "runtime"]
 
 
 @dataclasses.dataclass
@@ -39,6 +43,14 @@ class RunReport:
     outputs: list[OutputReport]
     error: str = ""  # the candidate's failure, when it failed to run
     attempts: int = 1
+    #: False when the runtime could not even prepare the candidate for these inputs (tract's
+    #: typing with their shapes): nothing ran on them, so they are not saved as failing inputs.
+    loaded: bool = True
+    #: For a failed comparison on a target or against the framework's outputs: whose fault it
+    #: is, and the original's own comparison there (same outputs, same reference) or its error.
+    culprit: Culprit = ""
+    original: list[OutputReport] = dataclasses.field(default_factory=list)
+    original_error: str = ""
 
 
 @dataclasses.dataclass
@@ -71,8 +83,13 @@ class VerifyReport:
     #: Against the framework's outputs (``--expected``): one line, '' when not asked.
     expected: str = ""
     expected_runs: list[RunReport] = dataclasses.field(default_factory=list)
+    #: Failures that are not the lowering's (the export's, a runtime's), one line each: the
+    #: verdict stays ``equivalent``, and these are said as warnings.
+    warnings: list[str] = dataclasses.field(default_factory=list)
     #: The feeds of the first failing run, for saving; not part of the JSON report.
     failing_inputs: dict[str, Any] | None = dataclasses.field(default=None, repr=False)
+    #: The framework's outputs for those feeds (with ``expected``), saved beside them.
+    failing_outputs: dict[str, Any] | None = dataclasses.field(default=None, repr=False)
 
     @property
     def ok(self) -> bool:
@@ -87,6 +104,7 @@ class VerifyReport:
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
         data.pop("failing_inputs")
+        data.pop("failing_outputs")
         data["ok"] = self.ok
         return data
 
@@ -97,7 +115,13 @@ class VerifyReport:
 
         def runs_of(items: list[Any]) -> list[RunReport]:
             return [
-                RunReport(**{**run, "outputs": [OutputReport(**o) for o in run["outputs"]]})
+                RunReport(
+                    **{
+                        **run,
+                        "outputs": [OutputReport(**o) for o in run["outputs"]],
+                        "original": [OutputReport(**o) for o in run.get("original", [])],
+                    }
+                )
                 for run in items
             ]
 

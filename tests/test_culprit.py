@@ -1,0 +1,393 @@
+"""The right culprit: when the lowered model fails on a target or against the framework's
+outputs, the original runs the same way, and a failure it shares (the export's, a runtime's) is
+a warning with exit 0, OUT written; whatever the lowered model does worse is exit 1."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import warnings
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+import onnx.parser
+import pytest
+
+import seqlower
+from seqlower.summary import verdict_lines
+from seqlower.verification import CheckOptions, VerifyReport, verify
+from seqlower.verification import oracles as oracles_module
+from seqlower.verification.oracles import Runner, oracle_label
+from tests.conftest import CliResult, run_cli
+from tests.helpers import neg_loop
+from tests.runtimes import require
+
+# What the default pipeline lowers (ReverseSequence), one output.
+REVERSE = onnx.parser.parse_model(
+    """
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[4, 2] x, int64[2] lens) => (float[4, 2] y) {
+        y = ReverseSequence<batch_axis = 1, time_axis = 0>(x, lens)
+    }
+    """
+)
+X = np.arange(8, dtype=np.float32).reshape(4, 2)
+LENS = np.array([4, 2], dtype=np.int64)
+
+
+def _reversed() -> np.ndarray:
+    y = X.copy()
+    y[:4, 0] = X[:4, 0][::-1]
+    y[:2, 1] = X[:2, 1][::-1]
+    return y
+
+
+def _export_case(tmp_path: Path, miss: float) -> tuple[Path, Path]:
+    """The model and an .npz of its inputs and "framework outputs", which the model itself
+    misses by ``miss`` on one element (an exporter's bug, as tf2onnx's masked RNNs)."""
+    model, data = tmp_path / "m.onnx", tmp_path / "framework.npz"
+    onnx.save(REVERSE, model)
+    y = _reversed()
+    y[1, 0] += np.float32(miss)
+    np.savez(data, **{"input.x": X, "input.lens": LENS, "output.y": y})
+    return model, data
+
+
+def _repro_line(result: CliResult) -> list[str]:
+    lines = result.stderr.splitlines()
+    return shlex.split(lines[next(i for i, x in enumerate(lines) if "reproduce with:" in x) + 1])
+
+
+# ---------------------------------------------------------------- the export
+
+
+def test_an_export_that_misses_the_framework_is_not_the_lowerings_fault(tmp_path: Path) -> None:
+    model, data = _export_case(tmp_path, 0.34)
+    out, report = tmp_path / "out.onnx", tmp_path / "r.json"
+    result = run_cli(model, "-o", out, "--expected", data, "--report", report)
+    assert result.exit_code == 0, result.output
+    assert out.exists()
+    assert (
+        "warning: the original export already differs from the framework's outputs: output 'y' "
+        "max abs 0.34 (the lowered model: the same); not the lowering's fault"
+    ) in result.stderr
+    assert "does NOT match" not in result.output
+    assert not (tmp_path / "out.onnx.failing-inputs").exists()
+    check = VerifyReport.from_dict(json.loads(report.read_text())["verification"])
+    assert check.ok and check.warnings
+    [run] = check.expected_runs
+    assert run.culprit == "export" and not run.ok
+    assert [o.max_abs for o in run.original] == pytest.approx([0.34])
+
+
+def test_verify_a_model_against_itself_blames_the_export(tmp_path: Path) -> None:
+    model, data = _export_case(tmp_path, 0.34)
+    result = run_cli("verify", model, model, "--expected", data)
+    assert result.exit_code == 0, result.output
+    assert "the lowered model does NOT match" not in result.output
+    assert "the original export already differs from the framework's outputs" in result.stderr
+
+
+def test_a_lowered_model_worse_than_the_export_is_the_lowerings_fault(tmp_path: Path) -> None:
+    """B is A with its output edited: B misses the framework where A matches it (exit 1), and
+    where A misses it too, B misses it by more (exit 1 still)."""
+    model, data = _export_case(tmp_path, 0.0)
+    edited = onnx.parser.parse_model(
+        """
+        <ir_version: 8, opset_import: ["" : 17]>
+        g (float[4, 2] x, int64[2] lens) => (float[4, 2] y) {
+            r = ReverseSequence<batch_axis = 1, time_axis = 0>(x, lens)
+            half = Constant<value = float {0.5}>()
+            y = Add(r, half)
+        }
+        """
+    )
+    candidate = tmp_path / "b.onnx"
+    onnx.save(edited, candidate)
+    result = run_cli("verify", model, candidate, "--expected", data)
+    assert result.exit_code == 1, result.output
+    assert (
+        "the lowered model does NOT match the framework's outputs: output 'y' max abs 0.5; "
+        "the original matches them"
+    ) in result.stderr
+    model, data = _export_case(tmp_path, 0.34)
+    result = run_cli("verify", model, candidate, "--expected", data)
+    assert result.exit_code == 1, result.output
+    assert "the original: max abs 0.34" in result.stderr
+
+
+def test_the_reproduce_line_repeats_expected(tmp_path: Path) -> None:
+    """Saved beside the failing inputs: the framework's outputs for them; the printed line
+    reads both and fails the same way (before, it left --expected out and exited 0)."""
+    model, data = _export_case(tmp_path, 0.0)
+    edited = onnx.parser.parse_model(
+        """
+        <ir_version: 8, opset_import: ["" : 17]>
+        g (float[4, 2] x, int64[2] lens) => (float[4, 2] y) {
+            r = ReverseSequence<batch_axis = 1, time_axis = 0>(x, lens)
+            y = Mul(r, r)
+        }
+        """
+    )
+    candidate = tmp_path / "b.onnx"
+    onnx.save(edited, candidate)
+    first = run_cli("verify", model, candidate, "--expected", data, "--atol", "1e-3")
+    assert first.exit_code == 1, first.output
+    repro = _repro_line(first)
+    folder = str(tmp_path / "b.onnx.failing-inputs")
+    assert repro[repro.index("--inputs") + 1] == folder
+    assert f"--expected={folder}" in repro and "--atol=0.001" in repro
+    again = run_cli(*repro[1:])
+    assert again.exit_code == 1, again.output
+    verdict = next(line for line in first.stderr.splitlines() if "MISMATCH" in line)
+    assert verdict in again.stderr
+
+
+# ---------------------------------------------------------------- a runtime
+
+
+def test_openvino_gets_zero_trip_loops_wrong_for_the_original_too(tmp_path: Path) -> None:
+    """ONNX's test_loop11: the check's third run stops the Loop at once (cond false). OpenVINO
+    2026.4.1 gives the scan output a stale shape ([1, 1] after a one-trip run; [0, 0] fresh;
+    onnxruntime's is [0, 1]) whichever model it runs: the runtime's fault, OUT written."""
+    require("openvino")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from onnx.backend.test.case.node import collect_testcases
+
+        case = next(c for c in collect_testcases(None) if c.name == "test_loop11")
+    model, out, report = tmp_path / "loop11.onnx", tmp_path / "out.onnx", tmp_path / "r.json"
+    onnx.save(case.model, model)
+    result = run_cli(model, "-o", out, "--target", "openvino", "--report", report)
+    assert result.exit_code == 0, result.output
+    assert out.exists()
+    label = oracle_label(oracles_module.TARGETS["openvino"])
+    assert f"warning: {label} gets the original wrong too in run 3: output 'res_scan' shape " in (
+        result.stderr
+    )
+    assert "not the lowering's fault" in result.stderr
+    check = VerifyReport.from_dict(json.loads(report.read_text())["verification"])
+    failed = [r for r in check.target_runs[label] if not r.ok]
+    assert failed and all(r.culprit == "runtime" and r.original for r in failed)
+    # Its own inputs (a real trip count) run and match there.
+    data = tmp_path / "data" / "test_data_set_0"
+    inputs, outputs = case.data_sets[0]
+    data.mkdir(parents=True)
+    for kind, values, infos in (
+        ("input", inputs, case.model.graph.input),
+        ("output", outputs, case.model.graph.output),
+    ):
+        for k, (value, info) in enumerate(zip(values, infos, strict=True)):
+            tensor = onnx.numpy_helper.from_array(np.asarray(value), info.name)
+            (data / f"{kind}_{k}.pb").write_bytes(tensor.SerializeToString())
+    result = run_cli(model, "-o", out, "--target", "openvino", "--expected", data.parent)
+    assert result.exit_code == 0, result.output
+    assert f"runs and matches on {label}" in result.output
+    assert "warning" not in result.stderr
+
+
+def test_a_runtime_that_cannot_load_the_model_is_said_apart(tmp_path: Path) -> None:
+    """tract 0.23.9 has no Loop: neither model loads, so the lowering did not reach the target
+    (exit 1); no inputs ran, so none are saved and no reproduce line is printed."""
+    require("tract")
+    loop = onnx.parser.parse_model(neg_loop(2, 3))
+    paths = [tmp_path / "a.onnx", tmp_path / "b.onnx"]
+    for path in paths:
+        onnx.save(loop, path)
+    result = run_cli("verify", *paths, "--target", "tract")
+    assert result.exit_code == 1, result.output
+    label = oracle_label(oracles_module.TARGETS["tract"])
+    assert f"check: MISMATCH: does not load on {label}: " in result.stderr
+    assert "Loop" in result.stderr
+    assert "the original does not load there either: the lowering did not reach the target" in (
+        result.stderr
+    )
+    assert result.stderr.count("MISMATCH") == 1
+    assert "failing inputs" not in result.stderr and "reproduce" not in result.stderr
+    assert not (tmp_path / "b.onnx.failing-inputs").exists()
+
+
+# ---------------------------------------------------------------- a fake target
+
+
+class _Skewed:
+    """A fake target: onnxruntime, refusing what ``refuses`` says (a load failure), adding
+    ``skew(model)`` to float outputs, failing runs ``fails(model)`` says."""
+
+    name = "skewed"
+    package = "numpy"  # installed: load_target accepts it
+
+    def __init__(
+        self,
+        skew: Any = lambda model: 0.0,
+        refuses: Any = lambda model: False,
+        fails: Any = lambda model: False,
+    ) -> None:
+        self.skew, self.refuses, self.fails = skew, refuses, fails
+
+    def load(self, model: onnx.ModelProto) -> Runner:
+        if self.refuses(model):
+            raise RuntimeError("Unimplemented(SequenceMap)")
+        inner = oracles_module.OnnxRuntime().load(model)
+        skew, fails = self.skew(model), self.fails(model)
+
+        def run(feeds: Mapping[str, Any]) -> list[Any]:
+            if fails:
+                raise RuntimeError("kernel failed")
+            outputs = inner.run(feeds)
+            return [o + np.float32(skew) if o.dtype.kind == "f" else o for o in outputs]
+
+        return Runner(self.name, run)
+
+
+def _lowered(model: onnx.ModelProto) -> bool:
+    return not any(n.op_type in ("ReverseSequence", "SequenceMap") for n in model.graph.node)
+
+
+def _check(monkeypatch: pytest.MonkeyPatch, target: _Skewed) -> VerifyReport:
+    monkeypatch.setitem(oracles_module.TARGETS, "skewed", target)
+    report = verify(REVERSE, seqlower.lower(REVERSE), CheckOptions(targets=("skewed",)))
+    again = VerifyReport.from_dict(json.loads(json.dumps(report.to_dict())))
+    assert again.target_runs == report.target_runs and again.warnings == report.warnings
+    return report
+
+
+@pytest.mark.parametrize(
+    ("target", "status", "culprit", "words"),
+    [
+        # Only the lowered model is off there: the lowering's.
+        (
+            _Skewed(skew=lambda m: 0.5 if _lowered(m) else 0.0),
+            "mismatch",
+            "lowering",
+            "differs on {t} in run 1: output 'y' max abs 0.5; the original matches there",
+        ),
+        # Both are off by as much: the runtime's.
+        (
+            _Skewed(skew=lambda m: 0.5),
+            "equivalent",
+            "runtime",
+            "{t} gets the original wrong too in run 1: output 'y' max abs 0.5 (the lowered "
+            "model: the same); not the lowering's fault",
+        ),
+        # The lowered model is off by more: the lowering's.
+        (
+            _Skewed(skew=lambda m: 0.5 if _lowered(m) else 0.25),
+            "mismatch",
+            "lowering",
+            "the original: max abs 0.25",
+        ),
+        # The original does not load there: the lowering did not reach the target.
+        (
+            _Skewed(skew=lambda m: 0.5, refuses=lambda m: not _lowered(m)),
+            "mismatch",
+            "lowering",
+            "the original does not load there either: the lowering did not reach the target",
+        ),
+        # The original stops with an error where the lowered model runs wrong: worse.
+        (
+            _Skewed(skew=lambda m: 0.5, fails=lambda m: not _lowered(m)),
+            "mismatch",
+            "lowering",
+            "the original fails there instead: kernel failed",
+        ),
+        # Both fail to run: the runtime's.
+        (
+            _Skewed(fails=lambda m: True),
+            "equivalent",
+            "runtime",
+            "{t} fails on the original too in run 1: kernel failed (the lowered model: "
+            "kernel failed); not the lowering's fault",
+        ),
+        # The lowered model fails to run where the original runs and matches.
+        (
+            _Skewed(fails=lambda m: _lowered(m)),
+            "mismatch",
+            "lowering",
+            "fails on {t} in run 1: kernel failed; the original loads and runs there and matches",
+        ),
+    ],
+)
+def test_whose_fault_a_target_failure_is(
+    monkeypatch: pytest.MonkeyPatch, target: _Skewed, status: str, culprit: str, words: str
+) -> None:
+    report = _check(monkeypatch, target)
+    assert report.status == status, report.reason
+    label = oracle_label(target)
+    runs = report.target_runs[label]
+    assert runs and all(r.culprit == culprit for r in runs)
+    line = report.targets[label]
+    assert words.format(t=label) in line, line
+    if status == "mismatch":
+        assert line in report.reason and not report.warnings
+        assert report.failing_inputs is not None
+    else:
+        assert report.warnings == [line] and f"warning: {line}" in str(report)
+
+
+def test_a_lowered_model_the_target_refuses_is_the_lowerings_fault(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    report = _check(monkeypatch, _Skewed(refuses=lambda m: True))
+    assert report.status == "mismatch"
+    assert report.reason == (
+        f"the lowered model does not load on {oracle_label(_Skewed())}: "
+        "Unimplemented(SequenceMap); the original does not load there either: the lowering did "
+        "not reach the target"
+    )
+    assert report.failing_inputs is None
+
+
+def test_the_table_shows_the_failing_runtimes_numbers(monkeypatch: pytest.MonkeyPatch) -> None:
+    report = _check(monkeypatch, _Skewed(skew=lambda m: 0.5 if _lowered(m) else 0.0))
+    text = "\n".join(verdict_lines(report))  # what the command line prints without -v
+    assert text.count("MISMATCH") == 1
+    label = oracle_label(_Skewed())
+    header = next(line for line in text.splitlines() if line.strip().startswith(f"on {label}"))
+    assert "original max abs" in header
+    row = text.splitlines()[text.splitlines().index(header) + 1].split()
+    assert row[0] == "y" and float(row[1]) == pytest.approx(0.5) and float(row[-1]) == 0
+    # The original against the lowered model on onnxruntime matched: no table of zeros.
+    assert not any(line.strip().startswith("output ") for line in text.splitlines())
+
+
+def test_the_reproduce_line_remakes_the_lowering_and_the_check(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A failure on a target: the printed line repeats the lowering flags (--unroll-input: the
+    saved inputs fit only the unrolled interface), the target, the tolerances and the shapes,
+    and fails the same way."""
+    require("tract")
+    # The tract row's pipeline, proven on a fake runtime that refuses SequenceMap and skews
+    # whatever it runs: the lowering did not reach it.
+    monkeypatch.setitem(
+        oracles_module.TARGETS,
+        "tract",
+        _Skewed(skew=lambda m: 0.5, refuses=lambda m: not _lowered(m)),
+    )
+    model = onnx.parser.parse_model(
+        """
+        <ir_version: 8, opset_import: ["" : 18]>
+        g (seq(float[N, 2]) s) => (float[?] y) {
+            sums = SequenceMap (s) <body: graph = b (float[N, 2] x) => (float d) {
+                d = ReduceSum<keepdims = 0> (x)
+            }>
+            y = ConcatFromSequence <axis = 0, new_axis = 1> (sums)
+        }
+        """
+    )
+    source, out = tmp_path / "sums.onnx", tmp_path / "out.onnx"
+    onnx.save(model, source)
+    args = [source, "-o", out, "--target", "tract", "--unroll-input", "s=2", "--rtol", "y:1e-3"]
+    first = run_cli(*args, "--dim", "N=4")
+    assert first.exit_code == 1, first.output
+    repro = _repro_line(first)
+    for flag in ("--unroll-input=s=2", "--target=tract", "--rtol=y:0.001", "--dim=N=4"):
+        assert flag in repro, repro
+    again = run_cli(*repro[1:])
+    assert again.exit_code == 1, again.output
+    verdict = next(line for line in first.stderr.splitlines() if "MISMATCH" in line)
+    assert verdict in again.stderr
