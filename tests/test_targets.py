@@ -3,8 +3,11 @@ with the reference's outputs; a runtime that is not installed is exit 2 with the
 
 from __future__ import annotations
 
+import ctypes
+import gc
 import importlib.metadata
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -346,3 +349,30 @@ def test_lowering_a_proto_leaves_it_as_it_was() -> None:
         seqlower.lower(bag, target="onnx2torch")
     assert bag.SerializeToString() == before
     seqlower.lower(bag, target="tvm")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/maps")
+def test_openvino_models_leave_the_signal_stack_usable() -> None:
+    """OpenVINO 2026.4.1: each Core's CPU plugin gives the compiling thread a new alternate
+    signal stack and puts back the one it found when the Core goes; two Cores gone in the order
+    they came left this thread's stack freed, and the next SIGTERM crashed the process (the
+    check loads the original beside the lowered model to blame a failure)."""
+    require("openvino")
+    oracle = TARGETS["openvino"]
+    first, second = oracle.load(REVERSE), oracle.load(REVERSE)
+    del first
+    gc.collect()
+    del second
+    gc.collect()
+
+    class Stack(ctypes.Structure):
+        _fields_ = [("sp", ctypes.c_void_p), ("flags", ctypes.c_int), ("size", ctypes.c_size_t)]
+
+    stack = Stack()
+    assert ctypes.CDLL(None).sigaltstack(None, ctypes.byref(stack)) == 0
+    if stack.sp and not stack.flags & 2:  # SS_DISABLE
+        mapped = [
+            tuple(int(a, 16) for a in line.split()[0].split("-"))
+            for line in Path("/proc/self/maps").read_text().splitlines()
+        ]
+        assert any(low <= stack.sp < high for low, high in mapped), hex(stack.sp)

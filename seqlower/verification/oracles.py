@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import importlib.metadata
 import os
 import re
@@ -250,10 +251,10 @@ class OpenVino:
     pip = "pip install openvino"
 
     def load(self, model: onnx.ModelProto) -> Runner:
-        import openvino as ov
-
         with _model_file(model) as path, _runtime_errors():
-            compiled = ov.Core().compile_model(path, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+            compiled = _openvino_core().compile_model(
+                path, "CPU", {"INFERENCE_PRECISION_HINT": "f32"}
+            )
         names = [o.name for o in model.graph.output]
         ports = list(compiled.outputs)
 
@@ -271,6 +272,18 @@ class OpenVino:
             return [np.array(result[p]) for p in chosen]
 
         return Runner(oracle_label(self), run)
+
+
+@functools.cache
+def _openvino_core() -> Any:
+    """One OpenVINO Core for the process. Each Core's CPU plugin gives the thread that first
+    compiles with it a new alternate signal stack and, when the Core goes, puts back the one it
+    found, which is already freed when Cores go in another order than they came (OpenVINO
+    2026.4.1: the original and the lowered model loaded side by side); the next signal handled
+    on that thread (Ctrl-C, SIGTERM) then crashes the process."""
+    import openvino as ov
+
+    return ov.Core()
 
 
 class Tract:
