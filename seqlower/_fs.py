@@ -46,11 +46,18 @@ def check_target(path: Path, flag: str) -> None:
     """Raise OutputError unless ``path`` can be replaced by a new regular file.
 
     Absent, a regular file, or a symlink (the link itself is replaced, its target untouched);
-    its folder must exist and be writable.
+    its folder must exist and take a new file: one is created there and removed, as the write
+    will (``/proc`` and ``/sys`` pass a permission test and refuse only that). ``-`` is refused:
+    a model on stdout is binary on a terminal, and the weights file could not follow it.
     """
     text = os.fspath(path)
     if not text:
         raise OutputError(f"{flag}: an empty path")
+    if text == "-":
+        raise OutputError(
+            f"{flag} -: seqlower writes files, not standard output; give a file name "
+            "(./- for a file named '-')"
+        )
     if text.endswith(os.sep) or path.name in ("", ".", ".."):
         raise OutputError(f"{flag} {text}: is a directory, not a file name")
     try:
@@ -69,6 +76,24 @@ def check_target(path: Path, flag: str) -> None:
         if read_only(folder):
             raise OutputError(f"{flag} {text}: cannot write {text}: read-only file system")
         raise OutputError(f"{flag} {text}: cannot write in {folder} (permission denied)")
+    _probe(folder, path.name, flag, text)
+
+
+def _probe(folder: Path, name: str, flag: str, text: str) -> None:
+    """Create and remove a file in ``folder``: the one test every file system answers truly."""
+    try:
+        fd, probe = tempfile.mkstemp(prefix=f".{name}.", suffix=".probe", dir=folder)
+    except OSError as e:
+        if read_only(folder):
+            raise OutputError(
+                f"{flag} {text}: cannot write {text}: read-only file system"
+            ) from None
+        raise OutputError(
+            f"{flag} {text}: cannot create files in {folder} ({e.strerror or e})"
+        ) from None
+    os.close(fd)
+    with contextlib.suppress(OSError):
+        os.unlink(probe)
 
 
 @contextlib.contextmanager

@@ -9,6 +9,7 @@ import onnx
 import pytest
 
 import seqlower
+from tests.conftest import assert_one_line_error
 from tests.conftest import run_cli as run
 from tests.runtimes import require
 
@@ -124,3 +125,41 @@ def test_a_sequence_input_blocker_names_unroll_input(tmp_path: Path) -> None:
     result = run(source, "-o", tmp_path / "out.onnx", "--target", "openvino")
     assert result.exit_code == 2 and "--unroll-input images=K" in result.stderr
     assert not (tmp_path / "out.onnx").exists()
+
+
+# ------------------------------------------------------- 7. paths refused before any work
+
+
+def _no_lowering(monkeypatch: pytest.MonkeyPatch) -> None:
+    import seqlower.job
+
+    def refuse(*_: object, **__: object) -> None:
+        raise AssertionError("the model was read: the path should have been refused first")
+
+    monkeypatch.setattr(seqlower.job, "load_model", refuse)
+
+
+def test_dash_output_is_refused_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = save(NEG, tmp_path)
+    _no_lowering(monkeypatch)
+    with monkeypatch.context() as m:
+        m.chdir(tmp_path)
+        assert_one_line_error(run(source, "-o", "-"), "-o -", "standard output", "./-")
+        assert_one_line_error(run(source, "-o", "out.onnx", "--report", "-"), "--report -")
+    assert not (tmp_path / "-").exists()
+
+
+@pytest.mark.parametrize("folder", ["/proc", "/sys"])
+def test_pseudo_file_systems_are_refused_up_front(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, folder: str
+) -> None:
+    if not Path(folder).is_dir():
+        pytest.skip(f"no {folder} here")
+    source = save(NEG, tmp_path)
+    _no_lowering(monkeypatch)
+    out = f"{folder}/seqlower-out.onnx"
+    assert_one_line_error(run(source, "-o", out), f"-o {out}", folder)
+    assert_one_line_error(run(source, "-o", tmp_path / "o.onnx", "--report", out), "--report")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.onnx"]
