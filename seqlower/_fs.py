@@ -9,6 +9,7 @@ files (a device such as ``/dev/null``, a FIFO, a socket, a folder) are refused u
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import fcntl
 import os
 import shutil
@@ -27,11 +28,42 @@ __all__ = [
     "deferred_signals",
     "folder_lock",
     "give_default_mode",
+    "note_written",
+    "recording_writes",
     "write_file_atomically",
 ]
 
 #: Signals that would kill the process mid-commit; held back while a commit runs.
 COMMIT_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+#: The files put in place so far by the run that is recording them (see recording_writes).
+_WRITTEN: contextvars.ContextVar[list[Path] | None] = contextvars.ContextVar(
+    "seqlower_written", default=None
+)
+
+
+@contextlib.contextmanager
+def recording_writes() -> Iterator[list[Path]]:
+    """The files the body puts in place (OUT, its weights), listed as each commit ends.
+
+    An interrupt can come at any point after the renames (while the staging folder is removed,
+    while the summary is made), long before the caller hears of the write; the CLI's line
+    must still say what was replaced, so the commit records it here the moment it is done.
+    """
+    written: list[Path] = []
+    token = _WRITTEN.set(written)
+    try:
+        yield written
+    finally:
+        _WRITTEN.reset(token)
+
+
+def note_written(*paths: Path) -> None:
+    """Record ``paths`` as put in place, for the :func:`recording_writes` around this run."""
+    written = _WRITTEN.get()
+    if written is not None:
+        written.extend(path for path in paths if path not in written)
 
 
 def read_only(folder: Path) -> bool:

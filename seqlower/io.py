@@ -18,7 +18,13 @@ import onnx_ir as ir
 from onnx_ir.passes.common import CheckerPass
 
 from seqlower._external import check_external_data, external_locations
-from seqlower._fs import check_target, deferred_signals, folder_lock, give_default_mode
+from seqlower._fs import (
+    check_target,
+    deferred_signals,
+    folder_lock,
+    give_default_mode,
+    note_written,
+)
 from seqlower._graphs import all_graphs
 from seqlower.errors import InvalidModelError, ModelLoadError, OutputError, first_line
 
@@ -401,6 +407,7 @@ def _commit(
                     placed.unlink(missing_ok=True)
                 raise
             done = True
+            note_written(path, *([] if placed is None else [placed]))
             for old in stale:
                 if placed is None or not _same_file(old, placed):
                     with contextlib.suppress(OSError):

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import signal
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import onnx
 import pytest
@@ -163,3 +166,37 @@ def test_pseudo_file_systems_are_refused_up_front(
     assert_one_line_error(run(source, "-o", out), f"-o {out}", folder)
     assert_one_line_error(run(source, "-o", tmp_path / "o.onnx", "--report", out), "--report")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.onnx"]
+
+
+# ------------------------------------------------------- 1. an interrupt after the renames
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("external", [False, True])
+def test_interrupt_right_after_the_renames_says_what_was_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, signum: int, external: bool
+) -> None:
+    """The signal comes once both renames are done but before the run has reported them (while
+    the staging folder is removed): OUT and its weights are the new pair, and the line says so."""
+    import seqlower.io
+    from tests.test_files import output_of, save_external, weighted_model
+
+    out = tmp_path / "out.onnx"
+    flags = ["--no-check", *(["--external-data", "w.data"] if external else [])]
+    first = save_external(weighted_model(1.0), tmp_path / "first.onnx", "first.bin")
+    assert run(first, "-o", out, *flags).exit_code == 0
+    second = save_external(weighted_model(2.0), tmp_path / "second.onnx", "second.bin")
+    real_rmtree = seqlower.io.shutil.rmtree
+
+    def rmtree_then_signal(*args: Any, **kwargs: Any) -> None:
+        real_rmtree(*args, **kwargs)
+        os.kill(os.getpid(), signum)
+
+    monkeypatch.setattr(seqlower.io.shutil, "rmtree", rmtree_then_signal)
+    result = run(second, "-o", out, *flags)
+    assert result.exit_code == 128 + signum, result.stderr
+    assert output_of(out) == 2.0  # the new pair is in place
+    line = assert_one_line_error(result, "written in full", code=128 + signum, prefix="seqlower: ")
+    data = "w.data" if external else next(p.name for p in tmp_path.glob("out.onnx.*data"))
+    assert f"{out} and {tmp_path / data} were written in full" in line
+    assert "nothing was written" not in line

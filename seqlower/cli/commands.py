@@ -560,18 +560,23 @@ class _user_errors:
         self.verbose = verbose
         self.show = show
         self._signals: Any = None
+        self._recording: Any = None
         self.written: list[Path] = []  # files this run has put in place (for an interrupt)
 
     def __enter__(self) -> _user_errors:
+        from seqlower._fs import recording_writes
         from seqlower._signals import signals_as_interrupts
 
         self._signals = signals_as_interrupts()
         self._signals.__enter__()
+        self._recording = recording_writes()
+        self.written = self._recording.__enter__()
         return self
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any
     ) -> Literal[False]:
+        self._recording.__exit__(exc_type, exc, tb)
         self._signals.__exit__(exc_type, exc, tb)
         if exc is None or isinstance(exc, (click.exceptions.Exit, click.ClickException)):
             return False
