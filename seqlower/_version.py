@@ -3,8 +3,6 @@ versions of what it runs with, for ``--version``, reports and bug reports."""
 
 from __future__ import annotations
 
-import importlib.metadata
-
 __all__ = ["__version__", "dependency_versions"]
 
 __version__ = "0.1.0"
@@ -16,7 +14,12 @@ _OPTIONAL = ("openvino", "tract")
 
 def dependency_versions() -> dict[str, str]:
     """Installed versions by distribution name, read from package metadata (nothing imported,
-    so ``--version`` stays fast); an optional runtime that is not installed is left out."""
+    so ``--version`` stays fast); an optional runtime that is not installed is left out.
+
+    importlib.metadata is imported here, not with the module: it takes 40 ms, and everything
+    ``import seqlower`` loads runs before the command line can catch Ctrl-C."""
+    import importlib.metadata
+
     found: dict[str, str] = {}
     for name in (*_REQUIRED, *_OPTIONAL):
         try:

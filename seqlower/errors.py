@@ -7,9 +7,9 @@ should use, so the front end maps errors to exit codes without knowing each kind
 from __future__ import annotations
 
 from enum import IntEnum
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # onnx_ir is slow to import; the CLI's launcher imports this module first
+TYPE_CHECKING = False  # not typing's: the CLI's launcher imports this module first (see __init__)
+if TYPE_CHECKING:  # onnx_ir is slow to import
     import onnx_ir as ir
 
 __all__ = [

@@ -200,3 +200,50 @@ def test_interrupt_right_after_the_renames_says_what_was_written(
     data = "w.data" if external else next(p.name for p in tmp_path.glob("out.onnx.*data"))
     assert f"{out} and {tmp_path / data} were written in full" in line
     assert "nothing was written" not in line
+
+
+# ------------------------------------------------------- 8. Ctrl-C while the package loads
+
+
+def _strace() -> str:
+    import shutil
+    import subprocess
+
+    strace = shutil.which("strace")
+    if strace is None:
+        pytest.skip("strace is not installed")
+    probe = subprocess.run([strace, "-qq", "-o", "/dev/null", "true"], capture_output=True)
+    if probe.returncode != 0:
+        pytest.skip(f"strace cannot trace here: {probe.stderr.decode().strip()}")
+    return strace
+
+
+@pytest.mark.parametrize("module", ["importlib.metadata", "typing"])
+def test_ctrl_c_while_the_package_imports_is_one_line(tmp_path: Path, module: str) -> None:
+    """SIGINT the moment a module the package used to import before the launcher's handlers is
+    opened (strace delivers it at that system call): one line, never a traceback. The package
+    itself now loads without them; if the command loads them later, the handlers are set."""
+    import importlib
+    import subprocess
+    import sys
+
+    strace = _strace()
+    source = save(NEG, tmp_path)
+    path = importlib.import_module(module).__file__
+    assert path is not None
+    done = subprocess.run(
+        [
+            strace, "-f", "-qq", "-o", "/dev/null", "-P", path,
+            "-e", "trace=openat,newfstatat,stat",
+            "-e", "inject=openat,newfstatat,stat:signal=SIGINT:when=1",
+            sys.executable, "-m", "seqlower", str(source), "-o", str(tmp_path / "out.onnx"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )  # fmt: skip
+    assert "Traceback" not in done.stderr and "KeyboardInterrupt" not in done.stderr, done.stderr
+    if done.returncode != 0:  # interrupted (else the module is not loaded at all any more)
+        assert done.returncode == 130, done.stderr
+        assert done.stderr.strip().splitlines() == ["seqlower: interrupted; nothing was written"]
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["in.onnx"]

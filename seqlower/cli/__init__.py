@@ -15,16 +15,16 @@ _INTERRUPTED = 128  # exit codes from here up are 128 + signal number
 
 
 def main(argv: list[str] | None = None) -> None:
-    from seqlower._signals import Interrupted, signals_as_interrupts
-
     try:
+        from seqlower._signals import signals_as_interrupts
+
         with signals_as_interrupts():
             from seqlower.cli.commands import main as run
 
             run(argv)
     except KeyboardInterrupt as e:  # the commands report their own; this is start-up or exit
         sys.stderr.write("seqlower: interrupted; nothing was written\n")
-        _leave(e.exit_code if isinstance(e, Interrupted) else 130)
+        _leave(getattr(e, "exit_code", 130))  # Interrupted's 128 + N for SIGTERM and SIGHUP
     except SystemExit as e:
         if isinstance(e.code, int) and e.code > _INTERRUPTED:
             _leave(e.code)
