@@ -247,3 +247,38 @@ def test_ctrl_c_while_the_package_imports_is_one_line(tmp_path: Path, module: st
         assert done.returncode == 130, done.stderr
         assert done.stderr.strip().splitlines() == ["seqlower: interrupted; nothing was written"]
         assert sorted(p.name for p in tmp_path.iterdir()) == ["in.onnx"]
+
+
+# ------------------------------------------------------- 2. the budget before any allocation
+
+#: 20000 x 20000 float32 in and out: 4.8 GB of inputs (with the 64-bit draws), 3.2 GB of the
+#: two models' outputs.
+DECLARED_HUGE = onnx.parser.parse_model(
+    """
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[20000, 20000] x, int64[20000] lens) => (float[20000, 20000] y) {
+        y = ReverseSequence<batch_axis = 1, time_axis = 0>(x, lens)
+    }
+    """
+)
+
+
+@pytest.mark.parametrize("command", ["lower", "verify"])
+def test_budget_counts_outputs_before_anything_is_drawn(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: str
+) -> None:
+    import seqlower.verification.inputs
+
+    def refuse(*_: object, **__: object) -> None:
+        raise AssertionError("an input was drawn: the budget should have refused the check")
+
+    monkeypatch.setattr(seqlower.verification.inputs, "random_tensor", refuse)
+    source = save(DECLARED_HUGE, tmp_path)
+    args = (
+        [source, "-o", tmp_path / "out.onnx"] if command == "lower" else ["verify"] + [source] * 2
+    )
+    line = assert_one_line_error(
+        run(*args, "--check-memory", "6G"), "over its memory budget", code=3
+    )
+    assert "4.8 GB of inputs, 3.2 GB of outputs" in line and "--check-memory" in line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.onnx"]

@@ -203,8 +203,9 @@ _LIMIT_AND_FILE_OPTIONS: list[_Decorator] = [
         "--check-memory",
         "memory_budget",
         type=SizeType(),
-        help="Largest total size of generated inputs, e.g. 512M or 4G (default: a quarter "
-        "of physical memory); larger checks are refused with exit 3.",
+        help="Largest total size of generated inputs and both models' outputs on them, e.g. "
+        "512M or 4G (default: a quarter of physical memory); larger checks are refused with "
+        "exit 3 before anything is drawn.",
     ),
     click.option(
         "--check-timeout",

@@ -35,6 +35,7 @@ from seqlower.verification.constraints import Analysis, analyze
 from seqlower.verification.inputs import (
     InputError,
     estimate_input_bytes,
+    estimate_output_bytes,
     generate_inputs,
     input_specs,
     load_inputs,
@@ -83,7 +84,8 @@ class CheckOptions:
     ``n`` runs of generated inputs (seeded by ``seed``), plus, unless ``seq_len`` is given, one
     with empty sequences when the model has sequence inputs. ``dims`` sizes symbolic
     dimensions by name, ``input_shapes`` fixes shapes per input, ``seq_len`` sets sequence
-    lengths. ``memory_budget`` (bytes of generated inputs; default a quarter of physical memory)
+    lengths. ``memory_budget`` (bytes of generated inputs and of both models' declared outputs on them;
+    default a quarter of physical memory)
     and ``timeout`` (seconds in all; default 600) bound the check. ``on_run(k, total)`` is
     called before run k (from 1), for progress displays. ``oracles``: tried in order for the
     reference; the candidate runs in the one that took it. ``targets``: names in
@@ -201,8 +203,8 @@ def verify(
     ``options`` is a :class:`CheckOptions`; its fields may be given as keywords instead
     (``rtol``/``atol`` as one number or per output name, others keeping the dtype's default).
 
-    The check is bounded: generated inputs larger than the memory budget are refused before
-    anything is allocated, and the runs stop after the timeout; both raise
+    The check is bounded: generated inputs that, with both models' declared outputs on them,
+    are larger than the memory budget are refused before anything is allocated, and the runs stop after the timeout; both raise
     :class:`CheckLimitError`, as does running out of memory. Ctrl-C stops a run within a
     fraction of a second. Inputs given by the user that do not fit the model raise
     :class:`seqlower.verification.inputs.InputError`.
@@ -219,7 +221,7 @@ def verify(
     budget = default_memory_budget() if options.memory_budget is None else options.memory_budget
     limit = DEFAULT_TIMEOUT if options.timeout is None else options.timeout
     if options.inputs is None:
-        _check_input_budget(reference_proto, budget, options)
+        _check_input_budget(reference_proto, budget, options, candidate_proto)
     check = _Check(options, _versions(), time.monotonic() + limit, limit, reference_proto)
     signature_problem = _compare_signatures(reference_proto, candidate_proto)
     if signature_problem:
@@ -783,17 +785,38 @@ def default_memory_budget() -> int:
         return 2**31
 
 
-def _check_input_budget(model: onnx.ModelProto, budget: int, options: CheckOptions) -> None:
-    estimates = estimate_input_bytes(
-        model, dims=options.dims, input_shapes=options.input_shapes, seq_len=options.seq_len
-    )
-    total = sum(size for _, _, size in estimates)
-    if total <= budget:
+def _check_input_budget(
+    model: onnx.ModelProto,
+    budget: int,
+    options: CheckOptions,
+    candidate: onnx.ModelProto | None = None,
+) -> None:
+    """Refuse, before anything is allocated, a check whose inputs and outputs would exceed the
+    budget: the generated inputs, and what the reference and the candidate return on them (both
+    are held while they are compared), from the declared shapes."""
+    sizes: dict[str, Any] = {
+        "dims": options.dims,
+        "input_shapes": options.input_shapes,
+        "seq_len": options.seq_len,
+    }
+    inputs = estimate_input_bytes(model, **sizes)
+    outputs = estimate_output_bytes(model, **sizes)
+    if candidate is not None:
+        outputs += estimate_output_bytes(candidate, **sizes)
+    in_total = sum(size for _, _, size in inputs)
+    out_total = sum(size for _, _, size in outputs)
+    if in_total + out_total <= budget:
         return
-    name, written, size = max(estimates, key=lambda e: e[2])
+    kind, (name, written, size) = max(
+        [("input", e) for e in inputs] + [("output", e) for e in outputs],
+        key=lambda pair: pair[1][2],
+    )
+    held = f"{_bytes(in_total)} of inputs"
+    if out_total:
+        held = f"{_bytes(in_total + out_total)} ({held}, {_bytes(out_total)} of outputs)"
     raise CheckLimitError(
-        f"the check would generate {_bytes(total)} of inputs, over its memory budget of "
-        f"{_bytes(budget)} (input '{name}', {written}: {_bytes(size)}); give smaller sizes "
+        f"the check would {'hold' if out_total else 'generate'} {held}, over its memory budget "
+        f"of {_bytes(budget)} ({kind} '{name}', {written}: {_bytes(size)}); give smaller sizes "
         "with --dim/--input-shape, or a larger --check-memory"
     )
 

@@ -27,6 +27,7 @@ __all__ = [
     "InputError",
     "InputSpec",
     "estimate_input_bytes",
+    "estimate_output_bytes",
     "generate_inputs",
     "input_specs",
     "load_inputs",
@@ -286,6 +287,54 @@ def estimate_input_bytes(
         if spec.is_sequence:
             written = f"sequence of {written}"
         estimates.append((spec.name, written, count * item))
+    return estimates
+
+
+def estimate_output_bytes(
+    model: onnx.ModelProto,
+    *,
+    dims: Mapping[str, int] | None = None,
+    input_shapes: Mapping[str, tuple[int, ...]] | None = None,
+    seq_len: int | None = None,
+) -> list[tuple[str, str, int]]:
+    """(output, its type as written, bytes) for what one run of ``model`` returns on the feeds
+    :func:`generate_inputs` draws, from the declared output shapes: a dimension named like an
+    input's takes the size drawn for it (``dims``, ``input_shapes``), any other unknown one
+    :data:`DEFAULT_DIM`. A huge declared output is known before anything runs."""
+    sizes = {name: size for name, size in (dims or {}).items()}
+    for spec in input_specs(model):
+        fixed = (input_shapes or {}).get(spec.name)
+        if fixed is not None and spec.shape is not None and len(spec.shape) == len(fixed):
+            for dim, size in zip(spec.shape, fixed, strict=True):
+                if isinstance(dim, str):
+                    sizes.setdefault(dim, size)
+    estimates = []
+    for value in model.graph.output:
+        type_ = value.type
+        if type_.HasField("optional_type"):
+            type_ = type_.optional_type.elem_type
+        is_sequence = type_.HasField("sequence_type")
+        if is_sequence:
+            type_ = type_.sequence_type.elem_type
+        if not type_.HasField("tensor_type") or not type_.tensor_type.HasField("shape"):
+            continue  # no shape declared: nothing to go by
+        tensor = type_.tensor_type
+        shape = [
+            d.dim_value if d.HasField("dim_value") else sizes.get(d.dim_param, DEFAULT_DIM)
+            for d in tensor.shape.dim
+        ]
+        if tensor.elem_type == onnx.TensorProto.STRING:
+            item = STRING_BYTES
+        elif tensor.elem_type == onnx.TensorProto.UNDEFINED:
+            continue
+        else:
+            item = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tensor.elem_type)).itemsize
+        count = math.prod(shape) * (
+            (DEFAULT_SEQ_LEN if seq_len is None else seq_len) if is_sequence else 1
+        )
+        type_name = onnx.TensorProto.DataType.Name(tensor.elem_type).lower()
+        written = f"{type_name}[{', '.join(map(str, shape))}]"
+        estimates.append((value.name, written, count * item))
     return estimates
 
 
