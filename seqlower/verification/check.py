@@ -82,16 +82,15 @@ class CheckOptions:
 
     ``inputs``: a ``.npz`` file or ONNX test-data directory, or a list of feed dicts; by default
     ``n`` runs of generated inputs (seeded by ``seed``), plus, unless ``seq_len`` is given, one
-    with empty sequences when the model has sequence inputs. ``dims`` sizes symbolic
-    dimensions by name, ``input_shapes`` fixes shapes per input, ``seq_len`` sets sequence
-    lengths. ``memory_budget`` (bytes of generated inputs and of both models' declared outputs on them;
-    default a quarter of physical memory)
-    and ``timeout`` (seconds in all; default 600) bound the check. ``on_run(k, total)`` is
-    called before run k (from 1), for progress displays. ``oracles``: tried in order for the
-    reference; the candidate runs in the one that took it. ``targets``: names in
-    :data:`~.oracles.TARGETS` the candidate is also run on. ``expected``: a file (as ``inputs``)
-    or a list of dicts of the framework's outputs for the given inputs, run by run; without
-    ``inputs``, the inputs come from the same file.
+    with empty sequences when the model has sequence inputs. ``dims`` sizes symbolic dimensions
+    by name, ``input_shapes`` fixes shapes per input, ``seq_len`` sets sequence lengths.
+    ``memory_budget`` (bytes of generated inputs and of both models' declared outputs on them;
+    default a quarter of physical memory) and ``timeout`` (seconds in all; default 600) bound
+    the check. ``on_run(k, total)`` is called before run k (from 1), for progress displays.
+    ``oracles``: tried in order for the reference; the candidate runs in the one that took it.
+    ``targets``: names in :data:`~.oracles.TARGETS` the candidate is also run on. ``expected``:
+    a file (as ``inputs``) or a list of dicts of the framework's outputs for the given inputs,
+    run by run; without ``inputs``, the inputs come from the same file.
     """
 
     inputs: InputsLike | None = None
@@ -203,11 +202,11 @@ def verify(
     ``options`` is a :class:`CheckOptions`; its fields may be given as keywords instead
     (``rtol``/``atol`` as one number or per output name, others keeping the dtype's default).
 
-    The check is bounded: generated inputs that, with both models' declared outputs on them,
-    are larger than the memory budget are refused before anything is allocated, and the runs stop after the timeout; both raise
-    :class:`CheckLimitError`, as does running out of memory. Ctrl-C stops a run within a
-    fraction of a second. Inputs given by the user that do not fit the model raise
-    :class:`seqlower.verification.inputs.InputError`.
+    The check is bounded: generated inputs that, with both models' declared outputs on them, are
+    larger than the memory budget are refused before anything is allocated, and the runs stop
+    after the timeout; both raise :class:`CheckLimitError`, as does running out of memory.
+    Ctrl-C stops a run within a fraction of a second. Inputs given by the user that do not fit
+    the model raise :class:`seqlower.verification.inputs.InputError`.
     """
     if options is None:
         options = CheckOptions.from_kwargs(**kwargs)
