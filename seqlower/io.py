@@ -242,6 +242,24 @@ def check_model(
 INLINE_LIMIT = 1_800_000_000
 
 
+#: onnx_ir's default: initializers up to this size stay in the model file when weights go out.
+_SIZE_THRESHOLD = 256
+
+
+def _external_threshold(model: ir.Model) -> int:
+    """The size from which initializers go to the weights file: onnx_ir's 256 bytes, lowered to
+    the smallest weight that was external, so that what was external stays so (a model whose
+    small weights were all external came back with them inline and no weights file)."""
+    sizes = [
+        value.const_value.nbytes
+        for graph in all_graphs(model)
+        if isinstance(graph, ir.Graph)
+        for value in graph.initializers.values()
+        if isinstance(value.const_value, ir.ExternalTensor)
+    ]
+    return min([_SIZE_THRESHOLD, *(size - 1 for size in sizes)])  # onnx_ir moves only larger
+
+
 def has_external_data(model: ir.Model) -> bool:
     """Whether any weight of the model lives in an external file."""
     return any(
@@ -343,7 +361,12 @@ def save_model(
             if exact is not None and data_name is None:
                 staged.write_bytes(exact.SerializeToString())
             else:
-                ir.save(model, staged, external_data=data_name)
+                ir.save(
+                    model,
+                    staged,
+                    external_data=data_name,
+                    size_threshold_bytes=_external_threshold(model),
+                )
             staged_data = None if data_name is None else staging / data_name
             if staged_data is not None and (
                 not staged_data.exists() or staged_data.stat().st_size == 0

@@ -282,3 +282,45 @@ def test_budget_counts_outputs_before_anything_is_drawn(
     )
     assert "4.8 GB of inputs, 3.2 GB of outputs" in line and "--check-memory" in line
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.onnx"]
+
+
+# ------------------------------------------------------- 9. small external weights stay external
+
+#: A map adding small weights: something to lower, and 11 initializers of 12 bytes.
+SMALL_WEIGHTS = onnx.parser.parse_model(
+    """
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (seq(float[3]) xs) => (seq(float[3]) ys) {
+        ys = SequenceMap<body = f (float[3] a) => (float[3] r) {
+            r = Sum(a, w0, w1, w2, w3, w4, w5, w6, w7, w8, w9, w10)
+        }>(xs)
+    }
+    """
+)
+
+
+def _small_weights_model() -> onnx.ModelProto:
+    import numpy as np
+
+    model = onnx.ModelProto.FromString(SMALL_WEIGHTS.SerializeToString())
+    for k in range(11):
+        value = np.full(3, k + 0.5, np.float32)
+        model.graph.initializer.append(onnx.numpy_helper.from_array(value, f"w{k}"))
+    return model
+
+
+@pytest.mark.parametrize("check", [True, False])
+def test_small_external_weights_stay_external(tmp_path: Path, check: bool) -> None:
+    from tests.test_files import save_external
+
+    source = save_external(_small_weights_model(), tmp_path / "in.onnx", "in.data")
+    out = tmp_path / "out.onnx"
+    result = run(source, "-o", out, *([] if check else ["--no-check"]))
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "out.onnx.data").is_file(), sorted(p.name for p in tmp_path.iterdir())
+    written = onnx.load(out, load_external_data=False)
+    external = [
+        t.name for t in written.graph.initializer if t.data_location == onnx.TensorProto.EXTERNAL
+    ]
+    assert sorted(external) == sorted(f"w{k}" for k in range(11))
+    assert "weights in out.onnx.data" in result.stdout
