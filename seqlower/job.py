@@ -45,6 +45,7 @@ __all__ = [
     "LowerOptions",
     "LowerResult",
     "PassRow",  # defined in seqlower.pipeline; kept importable from here
+    "SaveOptions",
     "VerifyResult",
     "check_names",
     "check_paths",
@@ -59,6 +60,33 @@ KEPT_AS_READ = "the model is kept as read and not checked (the check would compa
 
 #: Progress hook: ``with progress("lowering"): ...`` around each long step.
 Progress = Callable[[str], contextlib.AbstractContextManager[None]]
+
+
+@dataclass(frozen=True)
+class SaveOptions:
+    """What the check leaves on disk, as ONNX test-data sets (``test_data_set_K/input_J.pb``,
+    ``output_J.pb``: what ``--inputs``/``--expected`` read back).
+
+    ``failing_inputs``: the folder for a mismatch's first failing run (default: beside OUT or
+    CANDIDATE, ``OUT.failing-inputs``); ``no_failing_inputs`` saves none. ``inputs`` and
+    ``outputs``: folders for every compared run's inputs and the original's outputs on them,
+    whatever the verdict (polygraphy's ``--save-inputs``/``--save-outputs``); one folder for
+    both holds complete sets.
+    """
+
+    failing_inputs: Path | None = None
+    no_failing_inputs: bool = False
+    inputs: Path | None = None
+    outputs: Path | None = None
+
+    def folders(self) -> list[tuple[Path, str]]:
+        """The folders given, with their flags, for the up-front path check."""
+        flags = (
+            (self.failing_inputs, "--save-failing-inputs"),
+            (self.inputs, "--save-inputs"),
+            (self.outputs, "--save-outputs"),
+        )
+        return [(Path(path), flag) for path, flag in flags if path is not None]
 
 
 @dataclass
@@ -86,6 +114,7 @@ class LowerOptions:
     #: Runtimes (names in ``seqlower.verification.oracles.TARGETS``) the lowered model is also
     #: run and compared on; added to ``check_options.targets``.
     targets: tuple[str, ...] = ()
+    save: SaveOptions = field(default_factory=SaveOptions)
 
     def __post_init__(self) -> None:
         from seqlower.verification.check import CheckOptions
@@ -99,7 +128,12 @@ class LowerOptions:
             options,
             targets=tuple(dict.fromkeys((*self.targets, *options.targets))),
             force_input_shape=self.force_input_shape or options.force_input_shape,
+            keep_runs=_keeps_runs(self.save) or options.keep_runs,
         )
+
+
+def _keeps_runs(save: SaveOptions) -> bool:
+    return save.inputs is not None or save.outputs is not None
 
 
 def _check_options() -> CheckOptions:
@@ -188,8 +222,11 @@ def check_paths(
     external_data: str | None,
     report: Path | None,
     inputs: Path | None = None,
+    save: SaveOptions | None = None,
 ) -> None:
     """Refuse, before any work, paths that would fail or do harm once the work is done."""
+    for folder, flag in [] if save is None else save.folders():
+        _check_folder(folder, flag)
     if model is not None and not model.exists():
         raise ModelLoadError(f"{model}: no such file")
     if inputs is not None and not inputs.exists():
@@ -206,6 +243,14 @@ def check_paths(
         for path in taken:
             if os.path.realpath(report) == os.path.realpath(path):
                 raise OutputError(f"--report {report}: that is {path}, which this run uses")
+
+
+def _check_folder(folder: Path, flag: str) -> None:
+    """A folder the check's data goes into: a folder or absent, in a folder that takes files."""
+    if os.path.lexists(folder) and (folder.is_symlink() or not folder.is_dir()):
+        raise OutputError(f"{flag} {folder}: not a folder")
+    # The sets go in under a private name first, then are renamed in: the same test as a file.
+    check_target(folder / "test_data_set_0" if folder.is_dir() else folder, flag)
 
 
 def lower_file(
@@ -228,7 +273,7 @@ def lower_file(
     if output is None and not options.dry_run:
         raise OutputError("no output given (-o OUT), and not a dry run")
     target = None if options.dry_run else output
-    check_paths(model, target, options.external_data, None, _inputs_path(options))
+    check_paths(model, target, options.external_data, None, _inputs_path(options), options.save)
     deploy = _deployment(options)
     with progress(f"reading {model}"):
         ir_model = load_model(model)
@@ -278,11 +323,13 @@ def lower_file(
 
             proven = dataclasses.replace(options.check_options, targets=deploy.proofs)
             report = verify(original, lowered, _with_progress(proven, on_run))
-        _record_check(result, report, original, None if options.dry_run else output)
+        _record_check(result, report, original, None if options.dry_run else output, options.save)
     if not options.dry_run and (result.exit_code == ExitCode.OK or options.keep_on_failure):
         assert output is not None
         with progress(f"writing {output}"):
             _write(result, ir_model, output, options, keep=keep, exact=as_read)
+    if _keeps_runs(options.save) and result.verification is None:
+        result.warnings.append("--save-inputs/--save-outputs: no check ran, so nothing was saved")
     result.seconds = time.perf_counter() - start
     return result
 
@@ -342,18 +389,22 @@ def _as_read(model: Path, opset: int | None) -> tuple[ir.Model, onnx.ModelProto 
 
 
 def _record_check(
-    result: LowerResult, report: VerifyReport, original: onnx.ModelProto, output: Path | None
+    result: LowerResult,
+    report: VerifyReport,
+    original: onnx.ModelProto,
+    output: Path | None,
+    save: SaveOptions,
 ) -> None:
-    """The check's report and exit code in ``result``; a mismatch's inputs beside OUT."""
+    """The check's report and exit code in ``result``; a mismatch's inputs beside OUT (or where
+    ``save`` says), every run's data where ``save`` asks."""
     result.verification = report
     result.exit_code = _exit_code(report)
     result.warnings += report.warnings
     if result.exit_code == ExitCode.MISMATCH and output is not None:
-        result.failing_inputs = save_failing_inputs(report, original, output)
-        if result.failing_inputs is None and report.failing_inputs is not None:
-            result.warnings.append(
-                f"failing inputs not saved: {output}.failing-inputs is not a folder"
-            )
+        result.failing_inputs, warning = _save_failing(report, original, output, save)
+        result.warnings += warning
+    if output is not None:
+        save_runs(report, original, save)
 
 
 def _write(
@@ -420,14 +471,19 @@ def verify_files(
     *,
     progress: Progress = _no_progress,
     on_run: Callable[[int, int], None] | None = None,
+    save: SaveOptions | None = None,
 ) -> VerifyResult:
     """Compare the models at ``reference`` and ``candidate``: what ``seqlower verify`` does.
 
     Raises :class:`seqlower.SeqlowerError` for anything the user can fix (paths, models of
     different interfaces, options naming what the reference lacks); a mismatch (its inputs
-    saved beside CANDIDATE) or an impossible check is a result, with ``exit_code`` 1 or 3.
+    saved beside CANDIDATE, or where ``save`` says) or an impossible check is a result, with
+    ``exit_code`` 1 or 3.
     """
     reference, candidate = Path(reference), Path(candidate)
+    save = save or SaveOptions()
+    if _keeps_runs(save):
+        options = dataclasses.replace(options, keep_runs=True)
     proven = deployment(options.targets)  # a deploy target's name means the runtime proving it
     if proven.unproven:
         raise BadOptionError(
@@ -436,7 +492,7 @@ def verify_files(
         )
     options = dataclasses.replace(options, targets=proven.proofs)
     check_paths(reference, None, None, None)
-    check_paths(candidate, None, None, None, _as_path(options.inputs))
+    check_paths(candidate, None, None, None, _as_path(options.inputs), save)
     expected = _as_path(options.expected)
     if expected is not None and not expected.exists():
         raise ModelLoadError(f"--expected {expected}: no such file or folder")
@@ -453,12 +509,52 @@ def verify_files(
     result = VerifyResult(reference, candidate, report, _exit_code(report))
     result.warnings += report.warnings
     if result.exit_code == ExitCode.MISMATCH:
-        result.failing_inputs = save_failing_inputs(report, protos[0], candidate)
-        if result.failing_inputs is None and report.failing_inputs is not None:
-            result.warnings.append(
-                f"failing inputs not saved: {candidate}.failing-inputs is not a folder"
-            )
+        result.failing_inputs, warning = _save_failing(report, protos[0], candidate, save)
+        result.warnings += warning
+    save_runs(report, protos[0], save)
     return result
+
+
+def _save_failing(
+    report: VerifyReport, original: onnx.ModelProto, beside: Path, save: SaveOptions
+) -> tuple[Path | None, list[str]]:
+    """A mismatch's first failing inputs where ``save`` says (default: beside ``beside``)."""
+    if save.no_failing_inputs or report.failing_inputs is None:
+        return None, []
+    folder = save.failing_inputs or beside.with_name(f"{beside.name}.failing-inputs")
+    saved = save_failing_inputs(report, original, beside, folder=folder)
+    if saved is None:
+        return None, [f"failing inputs not saved: {folder} is not a folder"]
+    return saved, []
+
+
+def save_runs(report: VerifyReport, original: onnx.ModelProto, save: SaveOptions) -> None:
+    """Every compared run's inputs (``save.inputs``) and the original's outputs on them
+    (``save.outputs``), run K (from 0) as ``test_data_set_K``, each set staged and renamed in."""
+    from seqlower.verification.inputs import save_inputs, save_outputs
+
+    for k, (feeds, outputs) in enumerate(report.kept_runs):
+        for folder in dict.fromkeys(p for p in (save.inputs, save.outputs) if p is not None):
+            folder.mkdir(exist_ok=True)
+            staging = Path(tempfile.mkdtemp(prefix=".test_data_set.", dir=folder))
+            try:
+                if folder == save.inputs:
+                    save_inputs(staging, feeds, original)
+                if folder == save.outputs:
+                    names = [o.name for o in original.graph.output]
+                    save_outputs(staging, dict(zip(names, outputs, strict=True)), original)
+                _replace_folder(staging, folder / f"test_data_set_{k}")
+            finally:
+                shutil.rmtree(staging, ignore_errors=True)
+
+
+def _replace_folder(staging: Path, folder: Path) -> None:
+    """Put ``staging`` in place of ``folder`` (a folder of ours, or absent)."""
+    if folder.is_dir() and not folder.is_symlink():
+        shutil.rmtree(folder)
+    elif os.path.lexists(folder):
+        folder.unlink()
+    os.replace(staging, folder)
 
 
 def _as_path(value: object) -> Path | None:
@@ -662,27 +758,37 @@ _NEWEST_ORT_IR: int | None = None
 
 
 def save_failing_inputs(
-    report: VerifyReport, original: onnx.ModelProto, output: Path
+    report: VerifyReport,
+    original: onnx.ModelProto,
+    output: Path,
+    *,
+    folder: Path | None = None,
 ) -> Path | None:
-    """Save the inputs of the first failing run beside OUT (``OUT.failing-inputs``), with the
-    framework's outputs for them when the check had some (so ``--expected`` can read the same
-    folder), staged and renamed into place like every other write; None when there are none or
-    no room."""
+    """Save the inputs of the first failing run beside OUT (``OUT.failing-inputs``), or as
+    ``test_data_set_0`` in ``folder`` when given (the user's: only that set is replaced), with
+    the framework's outputs for them when the check had some (so ``--expected`` can read the
+    same folder), staged and renamed into place like every other write; None when there are
+    none or no room."""
     from seqlower.verification.inputs import save_inputs, save_outputs
 
     if report.failing_inputs is None:
         return None
-    folder = output.with_name(f"{output.name}.failing-inputs")
+    default = output.with_name(f"{output.name}.failing-inputs")
+    folder = default if folder is None else folder
     if os.path.lexists(folder) and (folder.is_symlink() or not folder.is_dir()):
         return None
-    staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
+    if folder != default:
+        folder.mkdir(exist_ok=True)
+    parent = folder.parent if folder == default else folder
+    staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=parent))
     try:
         save_inputs(staging / "test_data_set_0", report.failing_inputs, original)
         if report.failing_outputs is not None:
             save_outputs(staging / "test_data_set_0", report.failing_outputs, original)
-        if folder.is_dir():
-            shutil.rmtree(folder)
-        os.replace(staging, folder)
+        if folder == default:
+            _replace_folder(staging, folder)
+        else:
+            _replace_folder(staging / "test_data_set_0", folder / "test_data_set_0")
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return folder

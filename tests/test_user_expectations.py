@@ -324,3 +324,90 @@ def test_small_external_weights_stay_external(tmp_path: Path, check: bool) -> No
     ]
     assert sorted(external) == sorted(f"w{k}" for k in range(11))
     assert "weights in out.onnx.data" in result.stdout
+
+
+# --------------------------------------- 3, 13. where the check's data goes, and keeping it
+
+ABS = onnx.parser.parse_model(
+    """
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[N, 3] x) => (float[N, 3] y) { y = Abs(x) }
+    """
+)
+
+
+def _tensor(path: Path) -> Any:
+    return onnx.numpy_helper.to_array(onnx.TensorProto.FromString(path.read_bytes()))
+
+
+def test_verify_failing_inputs_go_where_asked_or_nowhere(tmp_path: Path) -> None:
+    models = tmp_path / "models"
+    models.mkdir()
+    a, b = save(NEG, models, "a.onnx"), save(ABS, models, "b.onnx")
+    chosen = tmp_path / "failing"
+    result = run("verify", a, b, "--save-failing-inputs", chosen)
+    assert result.exit_code == 1
+    assert (chosen / "test_data_set_0" / "input_0.pb").is_file()
+    assert f"failing inputs saved in {chosen}" in result.stderr
+    assert sorted(p.name for p in models.iterdir()) == ["a.onnx", "b.onnx"]  # nothing beside B
+    result = run("verify", a, b, "--no-save-failing-inputs")
+    assert result.exit_code == 1 and "failing inputs saved" not in result.stderr
+    assert sorted(p.name for p in models.iterdir()) == ["a.onnx", "b.onnx"]
+    assert_one_line_error(
+        run("verify", a, b, "--save-failing-inputs", chosen, "--no-save-failing-inputs"), "not both"
+    )
+
+
+REVERSE = onnx.parser.parse_model(
+    """
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[T, 2] x, int64[2] lens) => (float[T, 2] y) {
+        y = ReverseSequence<batch_axis = 1, time_axis = 0>(x, lens)
+    }
+    """
+)
+
+
+@pytest.mark.parametrize("command", ["lower", "verify"])
+def test_save_inputs_and_outputs_keep_every_run(tmp_path: Path, command: str) -> None:
+    import numpy as np
+    import onnxruntime as ort
+
+    source = save(REVERSE, tmp_path)
+    kept = tmp_path / "kept"
+    args = (
+        [source, "-o", tmp_path / "out.onnx"] if command == "lower" else ["verify", source, source]
+    )
+    result = run(*args, "--check-n", "2", "--save-inputs", kept, "--save-outputs", kept)
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in kept.iterdir()) == ["test_data_set_0", "test_data_set_1"]
+    session = ort.InferenceSession(str(source), providers=["CPUExecutionProvider"])
+    for folder in kept.iterdir():
+        feeds = {"x": _tensor(folder / "input_0.pb"), "lens": _tensor(folder / "input_1.pb")}
+        assert feeds["x"].size
+        (y,) = session.run(None, feeds)
+        assert np.array_equal(_tensor(folder / "output_0.pb"), y)
+    # Read back as the check's own inputs and expected outputs.
+    again = run(
+        "verify", source, source, "--inputs", kept / "test_data_set_1",
+        "--expected", kept / "test_data_set_1",
+    )  # fmt: skip
+    assert again.exit_code == 0, again.output
+
+
+def test_save_inputs_alone_and_a_file_in_the_way(tmp_path: Path) -> None:
+    source = save(NEG, tmp_path)
+    inputs, outputs = tmp_path / "in", tmp_path / "out"
+    result = run("verify", source, source, "--save-inputs", inputs, "--save-outputs", outputs)
+    assert result.exit_code == 0
+    assert (inputs / "test_data_set_0" / "input_0.pb").is_file()
+    assert not (inputs / "test_data_set_0" / "output_0.pb").exists()
+    assert (outputs / "test_data_set_0" / "output_0.pb").is_file()
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    assert_one_line_error(
+        run(source, "-o", tmp_path / "o.onnx", "--save-inputs", blocker),
+        "--save-inputs",
+        "not a folder",
+    )
+    assert not (tmp_path / "o.onnx").exists()

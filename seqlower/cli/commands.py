@@ -30,6 +30,8 @@ from seqlower.cli.options import (
     checking,
     choose_passes,
     repro_flags,
+    save_options,
+    saving,
     unroll_inputs,
 )
 from seqlower.cli.output import Printer
@@ -56,7 +58,7 @@ Exit codes:
       --expected that REFERENCE shares is a warning: not CANDIDATE's fault)
   1   CANDIDATE is worse than REFERENCE: a numerical mismatch, also on a
       --target or against --expected (the failing inputs are saved
-      beside CANDIDATE)
+      beside CANDIDATE, or in --save-failing-inputs DIR)
   2   bad input or usage: unreadable or invalid model, models with
       different inputs or outputs, --inputs that do not fit, bad flag
       (one line on stderr)
@@ -353,6 +355,7 @@ def help_command(ctx: click.Context, command: str | None) -> None:
     help="Write OUT even when the check finds a mismatch or cannot run.",
 )
 @check_options
+@save_options
 @click.option("-v", "--verbose", count=True, help="Say more; -v also shows tracebacks.")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing on success.")
 def lower(
@@ -387,6 +390,7 @@ def lower(
         if output == "":
             raise click.BadParameter("an empty path", param_hint="-o")
         report_path = check.pop("report_path")
+        save = saving(check)
         options = LowerOptions(
             passes=None
             if pass_names is None and not skip_names
@@ -403,6 +407,7 @@ def lower(
             opset=opset,
             sequence_free=sequence_free,
             unroll_inputs=unroll_inputs(unroll_specs),
+            save=save,
         )
         check_paths(model, None if dry_run else out, external_data, report_path)
         result = lower_file(model, out, options, progress=show.step, on_run=show.run_progress)
@@ -437,6 +442,7 @@ def lower(
 @click.argument("reference", type=click.Path(path_type=Path))
 @click.argument("candidate", type=click.Path(path_type=Path))
 @check_options
+@save_options
 @click.option("-v", "--verbose", count=True, help="Say more; -v also shows tracebacks.")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing on success.")
 def verify_command(
@@ -447,10 +453,11 @@ def verify_command(
     show = Printer(quiet)
     with _user_errors(verbose, show):
         report_path = check.pop("report_path")
+        save = saving(check)
         options = checking(**check)
         check_paths(reference, None, None, report_path)
         result = verify_files(
-            reference, candidate, options, progress=show.step, on_run=show.run_progress
+            reference, candidate, options, progress=show.step, on_run=show.run_progress, save=save
         )
         show.verdict(result.verification, verbose)
         for warning in result.warnings:

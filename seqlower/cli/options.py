@@ -17,6 +17,7 @@ import click
 from seqlower.passes import DEFAULT_PASSES, PASSES, SEQUENCE_FREE_PASSES
 
 if TYPE_CHECKING:
+    from seqlower.job import SaveOptions
     from seqlower.verification.check import CheckOptions
     from seqlower.verification.compare import Tolerances
 
@@ -247,11 +248,68 @@ _LIMIT_AND_FILE_OPTIONS: list[_Decorator] = [
 ]
 
 
+_SAVE_OPTIONS: list[_Decorator] = [
+    click.option(
+        "--save-inputs",
+        "save_inputs",
+        type=click.Path(path_type=Path),
+        metavar="DIR",
+        help="Keep every run's inputs, whatever the verdict, as ONNX test-data sets "
+        "(DIR/test_data_set_K/input_J.pb; --inputs reads them back).",
+    ),
+    click.option(
+        "--save-outputs",
+        "save_outputs",
+        type=click.Path(path_type=Path),
+        metavar="DIR",
+        help="Keep the original model's outputs of every run (output_J.pb; --expected "
+        "reads them); with --save-inputs DIR, complete test-data sets.",
+    ),
+    click.option(
+        "--save-failing-inputs",
+        "save_failing_inputs",
+        type=click.Path(path_type=Path),
+        metavar="DIR",
+        help="On a mismatch, save the first failing run's inputs in DIR/test_data_set_0 "
+        "(default: OUT.failing-inputs, CANDIDATE.failing-inputs for verify).",
+    ),
+    click.option(
+        "--no-save-failing-inputs",
+        "no_save_failing_inputs",
+        is_flag=True,
+        help="On a mismatch, save no failing inputs.",
+    ),
+]
+
+
 def check_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """The numerical-check flags shared by `lower` and `verify`."""
     for option in reversed([*_INPUT_OPTIONS, *_LIMIT_AND_FILE_OPTIONS]):
         command = option(command)
     return command
+
+
+def save_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """The flags saying what the check leaves on disk, shared by `lower` and `verify` (read by
+    :func:`saving`)."""
+    for option in reversed(_SAVE_OPTIONS):
+        command = option(command)
+    return command
+
+
+def saving(flags: dict[str, Any]) -> SaveOptions:
+    """The :class:`~seqlower.job.SaveOptions` the save flags ask for, taken out of ``flags``."""
+    from seqlower.job import SaveOptions
+
+    folder = flags.pop("save_failing_inputs")
+    if folder is not None and flags["no_save_failing_inputs"]:
+        raise click.UsageError("give --save-failing-inputs or --no-save-failing-inputs, not both")
+    return SaveOptions(
+        failing_inputs=folder,
+        no_failing_inputs=flags.pop("no_save_failing_inputs"),
+        inputs=flags.pop("save_inputs"),
+        outputs=flags.pop("save_outputs"),
+    )
 
 
 def checking(

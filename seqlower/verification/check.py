@@ -108,6 +108,8 @@ class CheckOptions:
     expected: InputsLike | None = None
     #: Let ``input_shapes`` change dimensions the model declares (see :func:`check_names`).
     force_input_shape: bool = False
+    #: Keep each compared run's feeds and reference outputs in the report (``kept_runs``).
+    keep_runs: bool = False
 
     def __post_init__(self) -> None:
         # ``targets="tract"`` means one target: iterating the string would ask for "t", "r"...
@@ -263,6 +265,7 @@ class _Check:
     failing_outputs: dict[str, Any] | None = None
     target_oracles: dict[str, Oracle] = dataclasses.field(default_factory=dict)
     originals: dict[str, Runner | str] = dataclasses.field(default_factory=dict)
+    kept: list[tuple[dict[str, Any], list[Any]]] = dataclasses.field(default_factory=list)
 
     def report(self, status: Status, reason: str, **extra: Any) -> VerifyReport:
         return VerifyReport(
@@ -272,6 +275,7 @@ class _Check:
             extra.pop("oracles", {}),
             self.options.seed,
             self.versions,
+            kept_runs=self.kept,
             **extra,
         )
 
@@ -392,6 +396,8 @@ class _Check:
         run, actual = _compare_run(index, feeds, expected, self.candidate, output_names, tolerances)
         run.attempts = attempts
         self.runs.append(run)
+        if self.options.keep_runs:
+            self.kept.append((feeds, expected))
         blamed: list[RunReport] = []  # failures on a target or against the framework's outputs
         for runner in self.on_targets:
             on_target, outputs = _compare_run(

@@ -90,6 +90,11 @@ class VerifyReport:
     failing_inputs: dict[str, Any] | None = dataclasses.field(default=None, repr=False)
     #: The framework's outputs for those feeds (with ``expected``), saved beside them.
     failing_outputs: dict[str, Any] | None = dataclasses.field(default=None, repr=False)
+    #: Each compared run's feeds and the reference's outputs, when ``CheckOptions.keep_runs``
+    #: asks (``--save-inputs``/``--save-outputs``); not part of the JSON report.
+    kept_runs: list[tuple[dict[str, Any], list[Any]]] = dataclasses.field(
+        default_factory=list, repr=False
+    )
 
     @property
     def ok(self) -> bool:
@@ -102,9 +107,13 @@ class VerifyReport:
         return "\n".join(verdict_lines(self, verbose=1))
 
     def to_dict(self) -> dict[str, Any]:
-        data = dataclasses.asdict(self)
+        # The arrays are left out before asdict, which would deep-copy them.
+        data = dataclasses.asdict(
+            dataclasses.replace(self, failing_inputs=None, failing_outputs=None, kept_runs=[])
+        )
         data.pop("failing_inputs")
         data.pop("failing_outputs")
+        data.pop("kept_runs")
         data["ok"] = self.ok
         return data
 
