@@ -35,6 +35,9 @@ def main(source: Path) -> int:
     if not (installed_at / "py.typed").is_file():
         print("py.typed is missing from the installed wheel")
         return 1
+    if not (installed_at / "examples" / "preprocess.onnx").is_file():
+        print("examples/preprocess.onnx (for `seqlower example`) is missing from the wheel")
+        return 1
     print(f"imported {len(found)} modules of seqlower {seqlower.__version__} from {installed_at}")
     return 0
 

@@ -68,9 +68,13 @@ def sample_images(seed: int = 0) -> list[np.ndarray]:
 
 
 def main() -> None:
-    path = HERE / "preprocess.onnx"
-    onnx.save(preprocess_model(), path)
-    print(f"wrote {path}")
+    # The second copy is package data: `seqlower example` writes it from an installed wheel.
+    for path in (
+        HERE / "preprocess.onnx",
+        HERE.parent / "seqlower" / "examples" / "preprocess.onnx",
+    ):
+        onnx.save(preprocess_model(), path)
+        print(f"wrote {path}")
 
 
 if __name__ == "__main__":

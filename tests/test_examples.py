@@ -34,3 +34,19 @@ def test_readme_main_command_on_the_example(tmp_path: Path) -> None:
     (expected,) = reference_run(original, feeds)
     assert got.shape == (3, 3, 64, 64)
     assert_same(got, expected, exact=True)
+
+
+def test_packaged_example_is_the_bundled_one() -> None:
+    """The wheel's copy (package data, for ``seqlower example``) is the checkout's example."""
+    packaged = ROOT / "seqlower" / "examples" / "preprocess.onnx"
+    assert packaged.read_bytes() == (ROOT / "examples" / "preprocess.onnx").read_bytes()
+
+
+def test_example_command_writes_the_example_to_try(tmp_path: Path) -> None:
+    target = tmp_path / "ex.onnx"
+    result = CliRunner().invoke(cli, ["example", "-o", str(target)])
+    assert result.exit_code == 0, result.output
+    assert target.read_bytes() == (ROOT / "examples" / "preprocess.onnx").read_bytes()
+    lowered = tmp_path / "ex.lowered.onnx"
+    assert f"seqlower {target} -o {lowered}" in result.stdout
+    assert CliRunner().invoke(cli, [str(target), "-o", str(lowered)]).exit_code == 0

@@ -121,6 +121,7 @@ USAGE = """\
 Usage: seqlower MODEL -o OUT [OPTIONS]
        seqlower verify REFERENCE CANDIDATE [OPTIONS]
        seqlower inspect MODEL
+       seqlower example [-o FILE]
        seqlower help [COMMAND]"""
 
 
@@ -467,6 +468,29 @@ def verify_command(
             _tell_repro(show, result.failing_inputs, repro, options)
         _write_report(report_path, result.to_dict(), options.tolerances)
     sys.exit(result.exit_code)
+
+
+@cli.command("example", context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(path_type=Path),
+    default=Path("preprocess.onnx"),
+    show_default=True,
+    help="Where to write the example model.",
+)
+def example_command(output: Path) -> None:
+    """Write the bundled example to try seqlower on: an image-preprocessing model (a SequenceMap
+    over images of different sizes) that onnxruntime cannot run as written."""
+    show = Printer(quiet=False)
+    with _user_errors(0, show):
+        from importlib.resources import files
+
+        data = (files("seqlower") / "examples" / "preprocess.onnx").read_bytes()
+        write_file_atomically(output, data, "-o")
+        show.line(f"wrote {output}; try:")
+        lowered = output.with_name(f"{output.stem}.lowered.onnx")
+        show.line(f"  seqlower {shlex.quote(str(output))} -o {shlex.quote(str(lowered))}")
 
 
 @cli.command("inspect", context_settings={"help_option_names": ["-h", "--help"]})
