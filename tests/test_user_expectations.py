@@ -411,3 +411,39 @@ def test_save_inputs_alone_and_a_file_in_the_way(tmp_path: Path) -> None:
         "not a folder",
     )
     assert not (tmp_path / "o.onnx").exists()
+
+
+# ------------------------------------------------------- 12. batch mode
+
+
+def test_batch_of_files_and_a_folder_in_parallel(tmp_path: Path) -> None:
+    """Each model is its own run (a subprocess): one line each, a table, the worst exit code;
+    a bad model fails alone and leaves nothing, the others are written."""
+    inputs = tmp_path / "zoo"
+    (inputs / "sub").mkdir(parents=True)
+    save(REVERSE, inputs, "rev.onnx")
+    save(SEQUENCE_INPUT, inputs / "sub", "map.onnx")
+    (inputs / "bad.onnx").write_bytes(b"not a model")
+    single = save(NEG, tmp_path, "neg.onnx")
+    out = tmp_path / "out"
+    result = run(inputs, single, "-o", f"{out}/", "-j", "2", "--check-n", "1")
+    assert result.exit_code == 2, result.output  # the worst run's code: bad.onnx's
+    lines = result.stdout.splitlines()
+    for name in ("rev.onnx", "sub/map.onnx", "neg.onnx"):
+        assert any(line.startswith("ok: ") and name in line for line in lines), lines
+    assert any(line.startswith("error: ") and "bad.onnx" in line for line in lines), lines
+    assert lines[-1] == "3 of 4 models lowered; 1 failed"
+    written = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
+    assert written == ["neg.onnx", "rev.onnx", "sub/map.onnx"]
+
+
+def test_batch_refuses_what_several_runs_would_share(tmp_path: Path) -> None:
+    a, b = save(NEG, tmp_path, "a.onnx"), save(REVERSE, tmp_path, "b.onnx")
+    (tmp_path / "other").mkdir()
+    c = save(NEG, tmp_path / "other", "a.onnx")
+    out = tmp_path / "out"
+    assert_one_line_error(run(a, b, "-o", out, "--report", tmp_path / "r.json"), "--report")
+    assert_one_line_error(run(a, c, "-o", f"{out}/"), "would both be written to")
+    assert_one_line_error(run(a, b, "-o", a), "written to a directory", f"-o {a}/")
+    assert_one_line_error(run(a, b), f"-o {b}")  # two paths and no -o: the old hint
+    assert not out.exists()

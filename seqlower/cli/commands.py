@@ -119,6 +119,7 @@ Examples:
 
 USAGE = """\
 Usage: seqlower MODEL -o OUT [OPTIONS]
+       seqlower MODEL... -o OUTDIR/ [-j N] [OPTIONS]
        seqlower verify REFERENCE CANDIDATE [OPTIONS]
        seqlower inspect MODEL
        seqlower example [-o FILE]
@@ -143,6 +144,7 @@ class _Group(click.Group):
         group_flags = {"--help", "-h", "--version", "--list-passes", "--list-targets"}
         if args and args[0] not in self.commands and args[0] not in group_flags:
             args = ["lower", *args]
+        ctx.meta["seqlower.args"] = list(args)  # batch mode passes the flags on to each run
         return super().parse_args(ctx, args)
 
     def main(self, *args: Any, **kwargs: Any) -> Any:
@@ -165,6 +167,29 @@ class _Group(click.Group):
             # while it parses into Abort; the signal's own exit code is on the cause.
             click.echo("seqlower: interrupted; nothing was written", err=True)
             sys.exit(getattr(e.__cause__ or e.__context__, "exit_code", ExitCode.INTERRUPTED))
+
+
+def _batch(
+    ctx: click.Context,
+    models: tuple[Path, ...],
+    output: str | None,
+    jobs: int,
+    verbose: int,
+    show: Printer,
+) -> NoReturn:
+    """Several models: each lowered by its own run into the folder ``output``."""
+    from seqlower.cli.batch import CHILD, child_flags, plan_batch, run_batch
+
+    with _user_errors(verbose, show):
+        if os.environ.get(CHILD):
+            raise click.UsageError("a run of a batch was given several models")
+        raw = ctx.find_root().meta.get("seqlower.args", [])
+        flags = child_flags(raw, ctx.command, models)
+        items = plan_batch(models, output)
+        if output is not None:
+            Path(output).mkdir(exist_ok=True)
+        code = run_batch(items, flags, jobs, show)
+    sys.exit(code)
 
 
 def _list_passes(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
@@ -291,7 +316,7 @@ def help_command(ctx: click.Context, command: str | None) -> None:
 
 
 @cli.command(epilog=LOWER_EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
-@click.argument("model", type=click.Path(dir_okay=True, path_type=Path))
+@click.argument("models", nargs=-1, metavar="MODEL...", type=click.Path(path_type=Path))
 @click.option(
     "-o",
     "--output",
@@ -357,10 +382,20 @@ def help_command(ctx: click.Context, command: str | None) -> None:
 )
 @check_options
 @save_options
+@click.option(
+    "-j",
+    "--jobs",
+    type=click.IntRange(1),
+    default=1,
+    show_default=True,
+    help="With several models (or a folder), lower this many at once, each in its own process.",
+)
 @click.option("-v", "--verbose", count=True, help="Say more; -v also shows tracebacks.")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing on success.")
+@click.pass_context
 def lower(
-    model: Path,
+    ctx: click.Context,
+    models: tuple[Path, ...],
     output: str | None,
     pass_names: str | None,
     skip_names: tuple[str, ...],
@@ -373,6 +408,7 @@ def lower(
     no_cleanup: bool,
     no_check: bool,
     keep_on_failure: bool,
+    jobs: int,
     verbose: int,
     quiet: bool,
     **check: Any,
@@ -380,11 +416,22 @@ def lower(
     """Lower MODEL, check it against MODEL, write OUT.
 
     Sequence ops other than SequenceMap stay unless --sequence-free (for runtimes without
-    sequence support); the summary names any that remain.
+    sequence support); the summary names any that remain. Several models, or a folder (every
+    .onnx under it), go to the folder -o OUTDIR/, each as its own run (-j N at once).
     """
     _configure_logging(verbose)
+    if not models:
+        raise click.UsageError("no model given")
+    if len(models) == 2 and output is None and not dry_run and not models[1].is_dir():
+        raise click.UsageError(
+            f"unexpected extra argument {models[1]}; to write the model there, give "
+            f"-o {models[1]} (several models go to a folder: -o OUTDIR/)"
+        )
     if output is None and not dry_run:
         raise click.UsageError("missing option '-o' / '--output' (or give --dry-run)")
+    if len(models) > 1 or models[0].is_dir() or (output or "").endswith(os.sep):
+        _batch(ctx, models, output, jobs, verbose, Printer(quiet))
+    model = models[0]
     show = Printer(quiet)
     with _user_errors(verbose, show) as errors:
         out = None if output is None else Path(output)
