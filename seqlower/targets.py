@@ -177,7 +177,8 @@ TARGETS: dict[str, Target] = {
             reverse_sequence="gathernd",
             max_opset=18,
             strip_symbolic_dims=False,
-            versions="onnx2torch 1.5.15 (torch 2.14.1; families: torch 2.13.0)",
+            versions="onnx2torch 1.5.15 (torch 2.14.1; families, converter table and "
+            "repairs: torch 2.13.0 CPU)",
             # onnx2torch 1.5.15 reads a CumSum without 'reverse' as reverse=1 (wrong numbers).
             attribute_defaults=(("CumSum", "reverse", 0),),
             measured="by hand",
