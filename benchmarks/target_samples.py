@@ -121,7 +121,7 @@ def main() -> None:
             for runtime in RUNTIMES:
                 row[f"{runtime} original"] = verdict(runtime, path, npz)
                 try:
-                    lowered = seqlower.lower(onnx.load(path), target=runtime)
+                    lowered = seqlower.lower(onnx.load(path), target=runtime, check=False)
                 except seqlower.SeqlowerError as e:
                     row[f"{runtime} --target"] = f"refused: {str(e)[:70]}"
                     continue

@@ -23,6 +23,7 @@ __all__ = [
     "ModelLoadError",
     "ModelTypeError",
     "OutputError",
+    "ProofFailedError",
     "SeqlowerError",
     "SequenceFreeError",
     "TargetError",
@@ -129,6 +130,17 @@ class CannotVerifyError(SeqlowerError):
 
 class CheckLimitError(CannotVerifyError):
     """The check would exceed, or did exceed, its memory or time bound."""
+
+
+class ProofFailedError(SeqlowerError):
+    """``seqlower.lower(model, target=...)``: the lowered model does not run, or does not match
+    the original, on the target (or on the reference's oracle); ``report`` says how."""
+
+    exit_code = ExitCode.MISMATCH
+
+    def __init__(self, message: str, report: object) -> None:
+        self.report = report
+        super().__init__(message)
 
 
 def describe_node(node: ir.Node) -> str:

@@ -285,7 +285,7 @@ def lower_file(
     original = _reference(ir_model, options) if options.check else None
     if original is not None:
         check_names(original, options.check_options)
-    opset, target_notes = _target_opset(ir_model, deploy, options.opset)
+    opset, target_notes = _target_opset(ir_model, deploy, options.opset, check=options.check)
     with progress("lowering"):
         rows = _lower(ir_model, options, None if deploy.target is None else deploy.target.name)
         load_notes = seqlower.io.load_notes(ir_model)
@@ -490,6 +490,10 @@ def verify_files(
             f"--target {proven.unproven[0]}: seqlower cannot run it, so cannot verify on it "
             "(seqlower --list-targets)"
         )
+    from seqlower.verification.oracles import load_target
+
+    for name in proven.proofs:  # not installed: exit 2 before any model is read
+        load_target(name, lowering=False)
     options = dataclasses.replace(options, targets=proven.proofs)
     check_paths(reference, None, None, None)
     check_paths(candidate, None, None, None, _as_path(options.inputs), save)
@@ -617,7 +621,9 @@ def _validate_given_inputs(model: onnx.ModelProto, options: LowerOptions) -> Non
 
 def _deployment(options: LowerOptions) -> Deployment:
     """What the ``--target`` names ask for (the pipeline of their row of the target table, the
-    runtimes that prove it), each proof runtime installed: exit 2 before any work otherwise."""
+    runtimes that prove it). With the check each proof runtime must be installed, and a target
+    seqlower cannot run is refused: exit 2 before any work, naming ``--no-check``, the one way
+    to lower for a target unproven."""
     deploy = deployment(options.check_options.targets)
     if deploy.target is not None and (options.passes is not None or options.sequence_free):
         flag = "--sequence-free" if options.sequence_free else "--passes/--skip"
@@ -625,26 +631,29 @@ def _deployment(options: LowerOptions) -> Deployment:
             f"--target {deploy.target.name} chooses its own passes; leave out {flag} "
             "(seqlower --list-targets shows them)"
         )
-    if deploy.proofs and not options.check:
-        raise BadOptionError(f"--target {deploy.proofs[0]}: proving on a target needs the check")
     if options.check_options.expected is not None and not options.check:
         raise BadOptionError("--expected: comparing with the framework's outputs needs the check")
-    from seqlower.verification.oracles import load_target
+    if not options.check:
+        return deploy
+    from seqlower.verification.oracles import cannot_run, load_target
 
+    if deploy.unproven:
+        raise cannot_run(deploy.unproven[0])
     for name in deploy.proofs:
         load_target(name)
     return deploy
 
 
 def _target_opset(
-    model: ir.Model, deploy: Deployment, opset: int | None
+    model: ir.Model, deploy: Deployment, opset: int | None, *, check: bool
 ) -> tuple[int | None, list[str]]:
     """The opset to convert to: the user's, or the newest the target's converter knows when
-    the model is newer (onnx2torch stops at 18), and what to tell about targets not run here."""
+    the model is newer (onnx2torch stops at 18), and, without the check, that the targets are
+    not proven."""
+    unproven = dict.fromkeys([*deploy.proofs, *deploy.unproven]) if not check else {}
     notes = [
-        f"--target {name}: not run here (seqlower cannot run it; what it needs was measured by "
-        "hand, see seqlower --list-targets)"
-        for name in deploy.unproven
+        f"--target {name}: not proven on {name} (--no-check: the lowered model was not run there)"
+        for name in unproven
     ]
     row = deploy.target
     newest = None if row is None else row.max_opset

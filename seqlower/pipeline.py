@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 import onnx
 import onnx_ir as ir
@@ -15,7 +16,14 @@ from onnx_ir.passes.common import RemoveUnusedNodesPass, TopologicalSortPass
 
 from seqlower._gc import gc_paused
 from seqlower._graphs import all_graphs, subgraphs_of
-from seqlower.errors import BadArgumentError, InvalidModelError, ModelTypeError, SeqlowerError
+from seqlower.errors import (
+    BadArgumentError,
+    CannotVerifyError,
+    InvalidModelError,
+    ModelTypeError,
+    ProofFailedError,
+    SeqlowerError,
+)
 from seqlower.io import check_names_and_dims, load_model, self_contained_proto
 from seqlower.passes import (
     DEFAULT_PASSES,
@@ -29,6 +37,9 @@ from seqlower.passes import (
 )
 from seqlower.passes.sequence_free.unroll_inputs import UnrollInputs
 from seqlower.targets import get_target
+
+if TYPE_CHECKING:  # onnxruntime loads with it: only when a proof runs
+    from seqlower.verification import CheckOptions
 
 __all__ = [
     "LowerReport",
@@ -224,6 +235,7 @@ def lower(
     sequence_free: bool = ...,
     unroll_inputs: Mapping[str, int] | None = ...,
     target: str | None = ...,
+    check: bool | CheckOptions = ...,
 ) -> onnx.ModelProto: ...
 @overload
 def lower(
@@ -234,6 +246,7 @@ def lower(
     sequence_free: bool = ...,
     unroll_inputs: Mapping[str, int] | None = ...,
     target: str | None = ...,
+    check: bool | CheckOptions = ...,
 ) -> ir.Model: ...
 def lower(
     model: onnx.ModelProto | ir.Model | str | os.PathLike[str],
@@ -243,6 +256,7 @@ def lower(
     sequence_free: bool = False,
     unroll_inputs: Mapping[str, int] | None = None,
     target: str | None = None,
+    check: bool | CheckOptions = True,
 ) -> onnx.ModelProto | ir.Model:
     """Lower every SequenceMap (and the other registered ops) in ``model``.
 
@@ -257,7 +271,11 @@ def lower(
     mode for which runtime"). ``unroll_inputs={"NAME": K}`` replaces the sequence
     input NAME by K tensor inputs ``NAME_0``..``NAME_{K-1}`` (a new interface, so only on request).
     ``target="tract"`` (see :data:`seqlower.targets.TARGETS`) lowers for that runtime, or raises
-    :class:`seqlower.errors.TargetError` / ``SequenceFreeError`` naming every blocker.
+    :class:`seqlower.errors.TargetError` / ``SequenceFreeError`` naming every blocker; then
+    proves the result on the target's runtime as ``seqlower --target`` does (a ``CheckOptions``
+    as ``check`` says how), raising ``ProofFailedError`` when it fails there and
+    ``TargetUnavailableError`` before any work when the runtime is not installed;
+    ``check=False`` lowers for the target unproven.
     :func:`lower_with_report` does the same and also says what each pass did (README: "Python
     API").
     """
@@ -268,23 +286,30 @@ def lower(
         unroll_inputs=unroll_inputs,
         target=target,
     )
+    proof = _proof(target, check)
     with gc_paused():
-        return _lower(model, pipeline)
+        return _lower(model, pipeline, proof=proof)
 
 
 def _lower(
     model: onnx.ModelProto | ir.Model | str | os.PathLike[str],
     pipeline: ir.passes.PassManager,
     counts: list[Counter[str]] | None = None,
+    *,
+    proof: CheckOptions | None = None,
 ) -> onnx.ModelProto | ir.Model:
-    """``counts``, when given, gets the op counts before and after the passes."""
+    """``counts``, when given, gets the op counts before and after the passes; ``proof``, when
+    given, is the check the lowered model must pass (it raises otherwise)."""
 
     def run(ir_model: ir.Model) -> ir.Model:
+        original = None if proof is None else self_contained_proto(ir_model)
         if counts is not None:
             counts.append(op_counts(ir_model))
         run_pipeline(ir_model, pipeline)
         if counts is not None:
             counts.append(op_counts(ir_model))
+        if original is not None and proof is not None:
+            _prove(original, self_contained_proto(ir_model), proof)
         return ir_model
 
     if isinstance(model, ir.Model):
@@ -320,6 +345,36 @@ def _lower(
     else:
         raise ModelTypeError("lower", model)
     return ir.serde.serialize_model(run(ir_model))
+
+
+def _proof(target: str | None, check: bool | CheckOptions) -> CheckOptions | None:
+    """The check that proves a lowering for ``target`` on its runtimes, each installed (else
+    TargetUnavailableError now, before any work); None when no proof is asked for."""
+    if target is None or check is False:
+        return None
+    from seqlower.targets import deployment
+    from seqlower.verification import CheckOptions
+    from seqlower.verification.oracles import cannot_run, load_target
+
+    deploy = deployment([target])
+    if deploy.unproven:
+        raise cannot_run(target, api=True)
+    for name in deploy.proofs:
+        load_target(name, api=True)
+    options = check if isinstance(check, CheckOptions) else CheckOptions()
+    return dataclasses.replace(options, targets=deploy.proofs)
+
+
+def _prove(original: onnx.ModelProto, lowered: onnx.ModelProto, options: CheckOptions) -> None:
+    """Run the check; raise unless it proves ``lowered`` on every target runtime."""
+    from seqlower.verification import verify
+
+    report = verify(original, lowered, options)
+    where = ", ".join(options.targets)
+    if report.status == "cannot_verify":
+        raise CannotVerifyError(f"cannot prove the lowered model on {where}: {report.reason}")
+    if not report.ok:
+        raise ProofFailedError(f"the lowered model fails on {where}: {report.reason}", report)
 
 
 @dataclass
@@ -402,6 +457,7 @@ def lower_with_report(
     sequence_free: bool = ...,
     unroll_inputs: Mapping[str, int] | None = ...,
     target: str | None = ...,
+    check: bool | CheckOptions = ...,
 ) -> LowerReport[onnx.ModelProto]: ...
 @overload
 def lower_with_report(
@@ -412,6 +468,7 @@ def lower_with_report(
     sequence_free: bool = ...,
     unroll_inputs: Mapping[str, int] | None = ...,
     target: str | None = ...,
+    check: bool | CheckOptions = ...,
 ) -> LowerReport[ir.Model]: ...
 def lower_with_report(
     model: onnx.ModelProto | ir.Model | str | os.PathLike[str],
@@ -421,6 +478,7 @@ def lower_with_report(
     sequence_free: bool = False,
     unroll_inputs: Mapping[str, int] | None = None,
     target: str | None = None,
+    check: bool | CheckOptions = True,
 ) -> LowerReport[Any]:
     """:func:`lower` (same arguments, same result in ``.model``), reporting what it did.
 
@@ -436,7 +494,8 @@ def lower_with_report(
         unroll_inputs=unroll_inputs,
         target=target,
     )
+    proof = _proof(target, check)
     counts: list[Counter[str]] = []
     with gc_paused():
-        lowered = _lower(model, pipeline, counts)
+        lowered = _lower(model, pipeline, counts, proof=proof)
     return LowerReport(lowered, pass_rows(pipeline.passes), counts[0], counts[1])

@@ -395,7 +395,7 @@ def test_an_elementwise_map_of_rows_runs_on_the_tensor() -> None:
     assert [o.name for o in lowered.graph.output] == ["y"]
     assert_same([-feeds["x"]], ort_run(lowered, feeds))
     for target in ("openvino", "tract"):
-        assert all_op_types(seqlower.lower(model, target=target)) == ["Neg"]
+        assert all_op_types(seqlower.lower(model, target=target, check=False)) == ["Neg"]
 
 
 # ---------------------------------------------------------------- --unroll-input

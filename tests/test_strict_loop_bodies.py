@@ -243,7 +243,7 @@ def test_the_openvino_target_keeps_loops_and_they_run(name: str, runtime: str) -
     """OpenVINO runs Loops faster than the same loops as Scans (1.2-4.7x, README): its target
     keeps them, strict, where the tract target writes Scans."""
     model, feeds = cases.CASES[name]()
-    lowered = seqlower.lower(model, target="openvino")
+    lowered = seqlower.lower(model, target="openvino", check=False)
     _valid(lowered)
     assert "Scan" not in {n.op_type for n in all_nodes(lowered)}
     _assert_strict(lowered)
@@ -269,7 +269,7 @@ def test_loops_of_zero_iterations_run_on_openvino(name: str, feeds: dict[str, np
     """What a Scan cannot do (no runtime runs one of zero iterations): the kept Loop can."""
     model, base = cases.CASES[name]()
     feeds = {**base, **feeds}
-    lowered = seqlower.lower(model, target="openvino")
+    lowered = seqlower.lower(model, target="openvino", check=False)
     expected = run("onnxruntime", model, feeds)
     assert 0 in expected[0].shape
     assert_same(expected, run("openvino", lowered, feeds))

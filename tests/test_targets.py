@@ -1,5 +1,6 @@
 """--target: the lowered model is also run on the user's runtime (OpenVINO, tract) and compared
-with the reference's outputs; a runtime that is not installed is exit 2 with the pip command."""
+with the reference's outputs; a runtime that is not installed is exit 2 with the pip command
+and --no-check, which lowers for the target unproven."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import onnx.parser
+import onnx_ir as ir
 import pytest
 from click.testing import CliRunner
 
@@ -21,7 +23,7 @@ from seqlower.cli.commands import cli
 from seqlower.job import LowerOptions, lower_file
 from seqlower.targets import TARGETS as DEPLOY_TARGETS
 from seqlower.verification import CheckOptions, VerifyReport, verify
-from seqlower.verification.oracles import TARGETS
+from seqlower.verification.oracles import TARGETS, Runner
 from tests.helpers import neg_loop, nested_row_maps
 from tests.runtimes import require
 
@@ -136,7 +138,8 @@ def test_target_not_installed_is_exit_2_with_pip_command(
     result = CliRunner().invoke(cli, [*args, "--target", "tract"])
     assert result.exit_code == 2, result.output
     lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and "pip install tract" in lines[0], lines
+    assert len(lines) == 1 and "pip install 'seqlower[runtimes]'" in lines[0], lines
+    assert ("--no-check" in lines[0]) == (command == "lower")
     assert not out.exists()
 
 
@@ -185,9 +188,29 @@ def test_target_conflicts_are_exit_2(tmp_path: Path, args: list[str], words: str
     assert not out.exists()
 
 
-def test_target_seqlower_cannot_run_is_lowered_for_and_said(tmp_path: Path) -> None:
-    """onnx2torch: its pipeline runs and the model is converted down to the newest opset its
-    converters know; it is not run here, and the summary says so. verify cannot use it."""
+def test_target_seqlower_cannot_run_is_refused_unless_unproven(tmp_path: Path) -> None:
+    """tensorrt: nothing here runs it, so --target tensorrt is exit 2 naming --no-check; with
+    --no-check its pipeline runs and the summary says the model is not proven there. verify
+    cannot use it at all."""
+    source, out = tmp_path / "m.onnx", tmp_path / "out.onnx"
+    onnx.save(REVERSE, source)
+    refused = CliRunner().invoke(cli, [str(source), "-o", str(out), "--target", "tensorrt"])
+    assert refused.exit_code == 2 and not out.exists()
+    assert "seqlower cannot run tensorrt" in refused.stderr and "--no-check" in refused.stderr
+    result = CliRunner().invoke(
+        cli, [str(source), "-o", str(out), "--target", "tensorrt", "--no-check"]
+    )
+    assert result.exit_code == 0, result.output
+    assert "not proven on tensorrt" in result.output and out.exists()
+    verify_result = CliRunner().invoke(
+        cli, ["verify", str(source), str(out), "--target", "tensorrt"]
+    )
+    assert verify_result.exit_code == 2 and "cannot verify on it" in verify_result.stderr
+
+
+def test_unproven_target_gets_its_opset(tmp_path: Path) -> None:
+    """onnx2torch without the check: the model is converted down to the newest opset its
+    converters know, lowered for it, and said to be unproven."""
     model = onnx.parser.parse_model(
         """
         <ir_version: 10, opset_import: ["" : 21]>
@@ -198,15 +221,64 @@ def test_target_seqlower_cannot_run_is_lowered_for_and_said(tmp_path: Path) -> N
     )
     source, out = tmp_path / "m.onnx", tmp_path / "out.onnx"
     onnx.save(model, source)
-    result = CliRunner().invoke(cli, [str(source), "-o", str(out), "--target", "onnx2torch"])
+    result = CliRunner().invoke(
+        cli, [str(source), "-o", str(out), "--target", "onnx2torch", "--no-check"]
+    )
     assert result.exit_code == 0, result.output
     written = onnx.load(out)
     assert {o.version for o in written.opset_import if o.domain in ("", "ai.onnx")} == {18}
     assert "ReverseSequence" not in {n.op_type for n in written.graph.node}
-    assert "--target onnx2torch: not run here" in result.output
+    assert "not proven on onnx2torch" in result.output
     assert "converting to opset 18" in result.output
-    verify_result = CliRunner().invoke(cli, ["verify", str(source), str(out), "--target", "tvm"])
-    assert verify_result.exit_code == 2 and "cannot verify on it" in verify_result.stderr
+
+
+def test_target_not_installed_lowers_unproven_when_asked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A target whose runtime is missing: --no-check (check=False from Python) lowers for it
+    unproven, and says so; without it the Python API raises before any work."""
+    monkeypatch.setattr(TARGETS["tract"], "package", "seqlower_no_such_runtime")
+    source, out = tmp_path / "m.onnx", tmp_path / "out.onnx"
+    onnx.save(REVERSE, source)
+    result = CliRunner().invoke(
+        cli, [str(source), "-o", str(out), "--target", "tract", "--no-check"]
+    )
+    assert result.exit_code == 0, result.output
+    assert "not proven on tract" in result.output and out.exists()
+    with pytest.raises(seqlower.SeqlowerError, match=r"check=False") as error:
+        seqlower.lower(REVERSE, target="tract")
+    assert error.value.exit_code == 2
+    lowered = seqlower.lower(REVERSE, target="tract", check=False)
+    assert "ReverseSequence" not in {n.op_type for n in lowered.graph.node}
+
+
+class _OffByOne:
+    """A target runtime that gets every float output wrong by one."""
+
+    name = "offbyone"
+
+    def load(self, model: onnx.ModelProto) -> Runner:
+        inner = TARGETS["onnxruntime"].load(model)
+        return Runner(self.name, lambda feeds: [o + 1 for o in inner.run(feeds)])
+
+
+def test_python_api_proves_on_the_target(monkeypatch: pytest.MonkeyPatch) -> None:
+    """lower(target=...) runs the check on the target's runtime: a model that runs and
+    matches there is returned; one that differs raises ProofFailedError (exit code 1), an
+    onnx_ir model left as it was; check=False returns it unproven."""
+    require("tract")
+    assert "ReverseSequence" not in {
+        n.op_type for n in seqlower.lower(REVERSE, target="tract").graph.node
+    }
+    monkeypatch.setitem(TARGETS, "tract", _OffByOne())
+    with pytest.raises(seqlower.ProofFailedError, match="MISMATCH on offbyone") as error:
+        seqlower.lower(REVERSE, target="tract")
+    assert error.value.exit_code == 1 and not error.value.report.ok
+    model = ir.serde.deserialize_model(REVERSE)
+    with pytest.raises(seqlower.ProofFailedError):
+        seqlower.lower(model, target="tract")
+    assert [n.op_type for n in model.graph] == ["Cast", "ReverseSequence"]
+    seqlower.lower(REVERSE, target="tract", check=False)
 
 
 def test_onnxruntime_target_proves_what_only_onnx_reference_ran(tmp_path: Path) -> None:
@@ -237,15 +309,12 @@ def test_candidate_openvino_refuses_fails_the_check() -> None:
     }
 
 
-@pytest.mark.parametrize("flag", ["--target=tract", "--expected=x.npz"])
-def test_proof_flags_need_the_check(tmp_path: Path, flag: str) -> None:
-    require("tract")
+def test_expected_needs_the_check(tmp_path: Path) -> None:
     source, out = tmp_path / "m.onnx", tmp_path / "out.onnx"
     onnx.save(REVERSE, source)
     np.savez(tmp_path / "x.npz", x=np.zeros((2, 2, 3), np.float32), lengths=np.array([1, 2]))
     result = CliRunner().invoke(
-        cli,
-        [str(source), "-o", str(out), "--no-check", flag.replace("x.npz", str(tmp_path / "x.npz"))],
+        cli, [str(source), "-o", str(out), "--no-check", f"--expected={tmp_path / 'x.npz'}"]
     )
     assert result.exit_code == 2
     assert "needs the check" in result.stderr and not out.exists()
@@ -334,7 +403,7 @@ def test_onnxruntime_target_lowers_only_the_types_it_lacks(dtype: str) -> None:
         }}
         """
     )
-    lowered = seqlower.lower(model, target="onnxruntime")
+    lowered = seqlower.lower(model, target="onnxruntime", check=False)
     ops = [node.op_type for node in lowered.graph.node]
     assert ops.count("ReverseSequence") == 1  # the float one: onnxruntime's kernel
     assert "Gather" in ops

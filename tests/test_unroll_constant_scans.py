@@ -74,7 +74,7 @@ def _unrolled(model: onnx.ModelProto) -> tuple[onnx.ModelProto, bool]:
 
 def test_a_fixed_length_while_loop_unrolls_for_onnx2torch() -> None:
     model = onnx.parser.parse_model(FIXED_LENGTH_RNN)
-    lowered = seqlower.lower(model, target="onnx2torch")
+    lowered = seqlower.lower(model, target="onnx2torch", check=False)
     ops = set(all_op_types(lowered))
     assert not ops & {"Loop", "Scan"}, ops
     assert [o.name for o in lowered.graph.output] == ["ys", "last"]

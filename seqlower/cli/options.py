@@ -116,16 +116,15 @@ def _tolerance(text: str) -> float:
 def _check_targets(
     _ctx: click.Context, _param: click.Parameter, names: tuple[str, ...]
 ) -> tuple[str, ...]:
-    """Unknown or not installed targets fail before the model is read (with the pip command)."""
+    """Unknown targets fail before the model is read; whether each is installed is asked once
+    ``--no-check`` is known (``lower_file``, ``verify_files``)."""
     if not names:  # nothing to import: click calls this for every run
         return names
     from seqlower.errors import SeqlowerError
     from seqlower.targets import deployment
-    from seqlower.verification.oracles import load_target
 
     try:
-        for name in deployment(names).proofs:
-            load_target(name)
+        deployment(names)
     except SeqlowerError as e:
         raise click.UsageError(str(e)) from None
     return tuple(dict.fromkeys(names))

@@ -216,7 +216,7 @@ def verify(
         raise TypeError("give verify() either a CheckOptions or keywords, not both")
     if options.expected is not None and options.inputs is None:
         options = dataclasses.replace(options, inputs=options.expected)
-    targets = [load_target(name) for name in options.targets]  # not installed: exit 2 at once
+    targets = [load_target(name, lowering=False) for name in options.targets]  # exit 2 at once
     reference_proto = _as_proto(reference)
     candidate_proto = _as_proto(candidate)
     budget = default_memory_budget() if options.memory_budget is None else options.memory_budget

@@ -54,6 +54,7 @@ __all__ = [
     "TargetUnavailableError",
     "Tract",
     "bounded",
+    "cannot_run",
     "load_pair",
     "load_runner",
     "load_target",
@@ -80,7 +81,8 @@ class Oracle(Protocol):
 
 
 def oracle_label(oracle: Oracle) -> str:
-    """``name version`` for messages (``onnxruntime 1.32.0``); the name alone when unknown."""
+    """``name version`` for messages (``onnxruntime 1.32.0``), with the version of the runtime
+    a converter runs on (``onnx2torch 1.5.15 (torch 2.13.0)``); the name alone when unknown."""
     package = getattr(oracle, "package", None)
     if package is None:
         return oracle.name
@@ -89,7 +91,12 @@ def oracle_label(oracle: Oracle) -> str:
     except importlib.metadata.PackageNotFoundError:
         return oracle.name
     base, _, variant = oracle.name.partition(" ")  # "tract (symbolic facts)"
-    return f"{base} {version}" + (f" {variant}" if variant else "")
+    label = f"{base} {version}" + (f" {variant}" if variant else "")
+    runs_on = getattr(oracle, "runs_on", None)
+    if runs_on is not None:
+        with contextlib.suppress(importlib.metadata.PackageNotFoundError):
+            label += f" ({runs_on} {importlib.metadata.version(runs_on)})"
+    return label
 
 
 class OnnxRuntime:
@@ -239,7 +246,8 @@ def _ort_runner(model: onnx.ModelProto, name: str) -> Runner:
 
 
 class TargetUnavailableError(BadOptionError):
-    """``--target NAME`` names a runtime that is not installed (exit 2, with the pip command)."""
+    """``--target NAME`` names a runtime that is not installed, or one seqlower cannot run
+    (exit 2, with the pip command and the way to lower it unproven)."""
 
 
 class OpenVino:
@@ -248,7 +256,7 @@ class OpenVino:
 
     name = "openvino"
     package = "openvino"
-    pip = "pip install openvino"
+    extra = "runtimes"
 
     def load(self, model: onnx.ModelProto) -> Runner:
         with _model_file(model) as path, _runtime_errors():
@@ -291,7 +299,7 @@ class Tract:
     gives them (``concrete``); or the model's declared, often symbolic, facts."""
 
     package = "tract"
-    pip = "pip install tract"
+    extra = "runtimes"
 
     def __init__(self, *, concrete: bool = True) -> None:
         self.concrete = concrete
@@ -340,22 +348,40 @@ TARGETS: dict[str, Oracle] = {
 }
 
 
-def load_target(name: str) -> Oracle:
-    """The oracle of target ``name``; TargetUnavailableError when unknown or not installed."""
+def load_target(name: str, *, api: bool = False, lowering: bool = True) -> Oracle:
+    """The oracle of target ``name``; TargetUnavailableError when unknown or not installed,
+    naming the extra that installs it and, when ``lowering``, the way to lower without the
+    proof (``--no-check``; ``check=False`` from Python, ``api``)."""
+    where, unproven = _wording(name, api)
     oracle = TARGETS.get(name)
     if oracle is None:
-        raise TargetUnavailableError(
-            f"--target {name}: unknown target (known: {', '.join(TARGETS)})"
-        )
-    package = getattr(oracle, "package", name)
-    try:
-        importlib.metadata.version(package)
-        __import__(package)
-    except (ImportError, importlib.metadata.PackageNotFoundError):
-        raise TargetUnavailableError(
-            f"--target {name}: {package} is not installed ({getattr(oracle, 'pip', '')})"
-        ) from None
+        raise TargetUnavailableError(f"{where}: unknown target (known: {', '.join(TARGETS)})")
+    packages = [getattr(oracle, "package", name), getattr(oracle, "runs_on", None)]
+    for package in filter(None, packages):
+        try:
+            importlib.metadata.version(package)
+            __import__(package)
+        except (ImportError, importlib.metadata.PackageNotFoundError):
+            raise TargetUnavailableError(
+                f"{where}: {package} is not installed, so the lowered model cannot be "
+                f"proven there (pip install 'seqlower[{getattr(oracle, 'extra', name)}]'"
+                + (f"; {unproven} lowers it unproven)" if lowering else ")")
+            ) from None
     return oracle
+
+
+def cannot_run(name: str, *, api: bool = False) -> TargetUnavailableError:
+    """The error for a target seqlower has no runtime for (TensorRT): proven nowhere here."""
+    where, unproven = _wording(name, api)
+    return TargetUnavailableError(
+        f"{where}: seqlower cannot run {name}, so it cannot prove the lowered model "
+        f"there ({unproven} lowers it unproven; seqlower --list-targets)"
+    )
+
+
+def _wording(name: str, api: bool) -> tuple[str, str]:
+    """How the user named the target, and how they lower without the proof."""
+    return (f"target={name!r}", "check=False") if api else (f"--target {name}", "--no-check")
 
 
 _TRACT_DTYPES = {
