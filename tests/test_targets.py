@@ -415,9 +415,9 @@ def test_lowering_a_proto_leaves_it_as_it_was() -> None:
     bag = onnx.load(Path(__file__).parent / "data" / "realworld" / "embedding_bag_mean.onnx")
     before = bag.SerializeToString()
     with pytest.raises(seqlower.TargetError):  # its Scan: no onnx2torch converter
-        seqlower.lower(bag, target="onnx2torch")
+        seqlower.lower(bag, target="onnx2torch", check=False)
     assert bag.SerializeToString() == before
-    seqlower.lower(bag, target="tvm")
+    seqlower.lower(bag, target="tvm", check=False)
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/maps")
