@@ -49,7 +49,7 @@ CASES: dict[str, tuple[Callable[[], onnx.ModelProto], str]] = {
 PIPELINES: list[dict[str, object]] = [
     {},
     {"sequence_free": True},
-    *({"target": name} for name in TARGETS),
+    *({"target": name, "check": False} for name in TARGETS),  # the lowering, not the proof
 ]
 
 
