@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
+import warnings
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -375,6 +376,8 @@ def _prove(original: onnx.ModelProto, lowered: onnx.ModelProto, options: CheckOp
         raise CannotVerifyError(f"cannot prove the lowered model on {where}: {report.reason}")
     if not report.ok:
         raise ProofFailedError(f"the lowered model fails on {where}: {report.reason}", report)
+    for warning in report.warnings:  # a failure the original shares: the runtime's or export's
+        warnings.warn(warning, stacklevel=4)
 
 
 @dataclass
