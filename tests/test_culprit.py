@@ -391,3 +391,33 @@ def test_the_reproduce_line_remakes_the_lowering_and_the_check(
     assert again.exit_code == 1, again.output
     verdict = next(line for line in first.stderr.splitlines() if "MISMATCH" in line)
     assert verdict in again.stderr
+
+
+def test_the_reproduce_line_of_lower_repeats_expected(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`seqlower MODEL -o OUT --expected X`: the framework's outputs for the failing inputs are
+    saved beside them, the line reads both, and fails the same way."""
+    require("tract")
+    monkeypatch.setitem(
+        oracles_module.TARGETS,
+        "tract",
+        _Skewed(skew=lambda m: 0.5, refuses=lambda m: not _lowered(m)),
+    )
+    model, data = _export_case(tmp_path, 0.0)
+    out = tmp_path / "out.onnx"
+    first = run_cli(model, "-o", out, "--target", "tract", "--expected", data)
+    assert first.exit_code == 1, first.output
+    repro = _repro_line(first)
+    folder = tmp_path / "out.onnx.failing-inputs"
+    assert f"--expected={folder}" in repro
+    assert sorted(p.name for p in (folder / "test_data_set_0").iterdir()) == [
+        "input_0.pb",
+        "input_1.pb",
+        "output_0.pb",
+    ]
+    again = run_cli(*repro[1:])
+    assert again.exit_code == 1, again.output
+    assert "check: matches the framework's outputs: max abs 0" in again.output
+    verdict = next(line for line in first.stderr.splitlines() if "MISMATCH" in line)
+    assert verdict in again.stderr
