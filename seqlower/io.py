@@ -10,7 +10,7 @@ import re
 import secrets
 import shutil
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 import onnx
@@ -137,7 +137,8 @@ def repair_missing_shapes(proto: onnx.ModelProto, path: str) -> list[str]:
             shape.dim.add()
         notes.append(
             f"{kind} '{value.name}' declared no shape (ONNX requires one): given rank {rank} "
-            "with unknown dimensions, as shape inference found"
+            "with unknown dimensions, as shape inference (or the tensors its sequence is built "
+            "of) found"
         )
     return notes
 
@@ -172,11 +173,65 @@ def _inferred_ranks(proto: onnx.ModelProto) -> dict[str, int]:
     except Exception:
         return {}
     graph = inferred.graph
-    return {
-        value.name: len(value.type.tensor_type.shape.dim)
-        for value in [*graph.value_info, *graph.output, *graph.input]
-        if value.type.HasField("tensor_type") and value.type.tensor_type.HasField("shape")
-    }
+    ranks = _declared_ranks(graph)
+    return {**_sequence_concat_ranks(graph, ranks), **ranks}
+
+
+def _declared_ranks(graph: onnx.GraphProto) -> dict[str, int]:
+    ranks = {t.name: len(t.dims) for t in graph.initializer}
+    ranks.update(
+        {
+            value.name: len(value.type.tensor_type.shape.dim)
+            for value in [*graph.value_info, *graph.output, *graph.input]
+            if value.type.HasField("tensor_type") and value.type.tensor_type.HasField("shape")
+        }
+    )
+    return ranks
+
+
+def _sequence_concat_ranks(graph: onnx.GraphProto, ranks: Mapping[str, int]) -> dict[str, int]:
+    """The rank of each ``ConcatFromSequence`` output from the tensors its sequence is built
+    of, where shape inference loses it: tf2onnx's ragged ``map_fn`` appends to a sequence
+    seeded by ``SequenceEmpty`` in a ``Loop`` (ONNX types the carried sequence without a shape),
+    so its output has no rank; its elements, in the body, have one (all the same: the concat
+    requires it)."""
+    found = {}
+    producers = {out: node for node in graph.node for out in node.output}
+    for node in graph.node:
+        if node.op_type == "ConcatFromSequence" and node.domain in ("", "ai.onnx"):
+            new_axis = next((a.i for a in node.attribute if a.name == "new_axis"), 0)
+            rank = _element_rank(node.input[0], producers, ranks, depth=0)
+            if rank is not None:
+                found[node.output[0]] = rank + (1 if new_axis else 0)
+    return found
+
+
+def _element_rank(
+    sequence: str, producers: Mapping[str, onnx.NodeProto], ranks: Mapping[str, int], depth: int
+) -> int | None:
+    """The rank of the tensors in ``sequence`` as built by SequenceConstruct/SequenceInsert,
+    through a Loop's carried state into its body; None when not told."""
+    node = producers.get(sequence)
+    if node is None or depth > 20 or node.domain not in ("", "ai.onnx"):
+        return None
+    if node.op_type == "SequenceConstruct":
+        return next((ranks[name] for name in node.input if name in ranks), None)
+    if node.op_type == "SequenceInsert":
+        if node.input[1] in ranks:
+            return ranks[node.input[1]]
+        return _element_rank(node.input[0], producers, ranks, depth + 1)
+    if node.op_type == "Loop":
+        index = list(node.output).index(sequence)
+        states = len(node.input) - 2
+        body = next((a.g for a in node.attribute if a.name == "body"), None)
+        if body is None or index >= states or index + 1 >= len(body.output):
+            return None
+        inner = {out: n for n in body.node for out in n.output}
+        rank = _element_rank(body.output[index + 1].name, inner, _declared_ranks(body), depth + 1)
+        if rank is None and node.input[index + 2]:
+            rank = _element_rank(node.input[index + 2], producers, ranks, depth + 1)
+        return rank
+    return None
 
 
 #: Protobuf reads at most 100 levels of nested messages; each subgraph takes three or more.

@@ -293,7 +293,7 @@ def lower_file(
         as_read: onnx.ModelProto | None = None
         notes_unchanged: list[str] = []
         if unchanged:
-            ir_model, as_read = _as_read(model, opset)
+            ir_model, as_read = _as_read(model, opset, repaired=bool(load_notes))
         notes = load_notes + restamp(ir_model, ir_version=options.ir_version, opset=opset)
         if as_read is not None:
             as_read.ir_version = ir_model.ir_version  # re-stamped only when asked
@@ -375,12 +375,14 @@ def _kept_unchecked(
     return True
 
 
-def _as_read(model: Path, opset: int | None) -> tuple[ir.Model, onnx.ModelProto | None]:
+def _as_read(
+    model: Path, opset: int | None, repaired: bool = False
+) -> tuple[ir.Model, onnx.ModelProto | None]:
     """Nothing lowered: OUT is the model as read (the pipeline's tidying, dropped unused
     optional outputs or inferred value_info, is not the user's request), and its proto as read
-    when it can be written byte for byte."""
-    ir_model = load_model(model, check=False)
-    if opset is not None or seqlower.io.has_external_data(ir_model):
+    when it can be written byte for byte (not when loading repaired it: ``repaired``)."""
+    ir_model = load_model(model, check=repaired)  # the checker's pass makes the same repairs
+    if opset is not None or repaired or seqlower.io.has_external_data(ir_model):
         return ir_model, None
     as_read = onnx.load(model, load_external_data=False)
     if seqlower.io.proto_has_external_data(as_read):  # a Constant's, read in

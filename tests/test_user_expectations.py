@@ -447,3 +447,64 @@ def test_batch_refuses_what_several_runs_would_share(tmp_path: Path) -> None:
     assert_one_line_error(run(a, b, "-o", a), "written to a directory", f"-o {a}/")
     assert_one_line_error(run(a, b), f"-o {b}")  # two paths and no -o: the old hint
     assert not out.exists()
+
+
+# ------------------------------------------------------- 11. tf2onnx's ragged map_fn
+
+
+def _ragged_map_fn() -> onnx.ModelProto:
+    """tf2onnx's ragged ``map_fn``: a Loop appends row i's first i+1 values to a sequence
+    seeded by SequenceEmpty, ConcatFromSequence joins them, and the graph output declares no
+    shape (ONNX's shape inference cannot give it one: the carried sequence has none)."""
+    model = onnx.parser.parse_model(
+        """
+        <ir_version: 8, opset_import: ["" : 13]>
+        g (float[N, 4] x, int64 n) => (float y) {
+            t = Constant<value = bool {1}>()
+            e = SequenceEmpty<dtype = 1>()
+            s = Loop(n, t, e) <body = b (int64 i, bool c, seq(float) acc)
+                                          => (bool co, seq(float) acc2) {
+                co = Identity(c)
+                one = Constant<value = int64 {1}>()
+                k = Add(i, one)
+                row = Gather<axis = 0>(x, i)
+                st = Constant<value = int64[1] {0}>()
+                kk = Unsqueeze(k, st)
+                piece = Slice(row, st, kk, st)
+                acc2 = SequenceInsert(acc, piece)
+            }>
+            y = ConcatFromSequence<axis = 0>(s)
+        }
+        """
+    )
+    model.graph.output[0].type.tensor_type.ClearField("shape")
+    return model
+
+
+@pytest.mark.parametrize("flags", [[], ["--sequence-free"]])
+def test_ragged_map_fn_gets_its_rank_from_the_loop_body(tmp_path: Path, flags: list[str]) -> None:
+    import numpy as np
+    import onnxruntime as ort
+
+    source = save(_ragged_map_fn(), tmp_path)
+    feeds = {"x": np.arange(12, dtype=np.float32).reshape(3, 4), "n": np.array(3, np.int64)}
+    (expected,) = ort.InferenceSession(str(source), providers=["CPUExecutionProvider"]).run(
+        None, feeds
+    )
+    out = tmp_path / "out.onnx"
+    result = run(source, "-o", out, "--inputs", _npz(tmp_path, feeds), *flags)
+    assert result.exit_code == 0, result.output
+    assert "graph output 'y' declared no shape (ONNX requires one): given rank 1" in result.stdout
+    written = onnx.load(out)
+    onnx.checker.check_model(written, full_check=True)
+    assert len(written.graph.output[0].type.tensor_type.shape.dim) == 1
+    session = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"])
+    assert np.array_equal(session.run(None, feeds)[0], expected)
+
+
+def _npz(folder: Path, feeds: dict[str, Any]) -> Path:
+    import numpy as np
+
+    path = folder / "feeds.npz"
+    np.savez(path, **feeds)
+    return path
