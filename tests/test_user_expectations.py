@@ -426,7 +426,7 @@ def test_batch_of_files_and_a_folder_in_parallel(tmp_path: Path) -> None:
     (inputs / "bad.onnx").write_bytes(b"not a model")
     single = save(NEG, tmp_path, "neg.onnx")
     out = tmp_path / "out"
-    result = run(inputs, single, "-o", f"{out}/", "-j", "2", "--check-n", "1")
+    result = run(inputs, single, f"-o{out}/", "-j2", "--check-n", "1")
     assert result.exit_code == 2, result.output  # the worst run's code: bad.onnx's
     lines = result.stdout.splitlines()
     for name in ("rev.onnx", "sub/map.onnx", "neg.onnx"):

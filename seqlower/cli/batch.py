@@ -134,6 +134,9 @@ def child_flags(raw: Sequence[str], command: click.Command, models: Sequence[Pat
         if name in ("-o", "--output", "-j", "--jobs"):
             k += 1 if "=" in arg else 2
             continue
+        if arg[:2] in ("-o", "-j") and len(arg) > 2:  # -oOUT, -j4: the value attached
+            k += 1
+            continue
         if arg.startswith("-") and name in takes_value:
             flags += args[k : k + (1 if "=" in arg else 2)]
             k += 1 if "=" in arg else 2
