@@ -437,6 +437,15 @@ def test_batch_of_files_and_a_folder_in_parallel(tmp_path: Path) -> None:
     assert written == ["neg.onnx", "rev.onnx", "sub/map.onnx"]
 
 
+def test_parallel_runs_share_the_memory_budget() -> None:
+    from seqlower.cli.batch import shared_memory
+    from seqlower.verification.check import default_memory_budget
+
+    assert shared_memory(["-q"], 1) == ["-q"]
+    assert shared_memory(["-q"], 4) == ["-q", "--check-memory", str(default_memory_budget() // 4)]
+    assert shared_memory(["--check-memory=1G"], 4) == ["--check-memory=1G"]
+
+
 def test_batch_refuses_what_several_runs_would_share(tmp_path: Path) -> None:
     a, b = save(NEG, tmp_path, "a.onnx"), save(REVERSE, tmp_path, "b.onnx")
     (tmp_path / "other").mkdir()

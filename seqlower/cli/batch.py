@@ -25,7 +25,7 @@ from seqlower.cli.output import Printer
 from seqlower.errors import BadOptionError, ExitCode, OutputError
 from seqlower.summary import seconds
 
-__all__ = ["CHILD", "BatchItem", "child_flags", "plan_batch", "run_batch"]
+__all__ = ["CHILD", "BatchItem", "child_flags", "plan_batch", "run_batch", "shared_memory"]
 
 #: Set in each model's run: a run started by a batch never starts one itself.
 CHILD = "SEQLOWER_BATCH_CHILD"
@@ -147,6 +147,16 @@ def child_flags(raw: Sequence[str], command: click.Command, models: Sequence[Pat
             flags.append(arg)
         k += 1
     return flags
+
+
+def shared_memory(flags: list[str], jobs: int) -> list[str]:
+    """``flags`` with each run's check given 1/``jobs`` of the default memory budget (a quarter
+    of physical memory) when several run at once and ``--check-memory`` does not say."""
+    if jobs == 1 or any(f.split("=", 1)[0] == "--check-memory" for f in flags):
+        return flags
+    from seqlower.verification.check import default_memory_budget
+
+    return [*flags, "--check-memory", str(default_memory_budget() // jobs)]
 
 
 def run_batch(items: list[BatchItem], flags: list[str], jobs: int, show: Printer) -> int:

@@ -178,13 +178,13 @@ def _batch(
     show: Printer,
 ) -> NoReturn:
     """Several models: each lowered by its own run into the folder ``output``."""
-    from seqlower.cli.batch import CHILD, child_flags, plan_batch, run_batch
+    from seqlower.cli.batch import CHILD, child_flags, plan_batch, run_batch, shared_memory
 
     with _user_errors(verbose, show):
         if os.environ.get(CHILD):
             raise click.UsageError("a run of a batch was given several models")
         raw = ctx.find_root().meta.get("seqlower.args", [])
-        flags = child_flags(raw, ctx.command, models)
+        flags = shared_memory(child_flags(raw, ctx.command, models), jobs)
         items = plan_batch(models, output)
         if output is not None:
             Path(output).mkdir(exist_ok=True)
