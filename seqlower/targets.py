@@ -189,6 +189,26 @@ TARGETS: dict[str, Target] = {
             "(benchmarks/families/converters.py: PyTorch family 0/20 -> 10/20, tf2onnx family "
             "2/48 -> 6/48, at a fixed length 1/20 -> 11/20); newer models are converted to "
             "opset 18",
+            proofs=("onnx2torch",),
+        ),
+        Target(
+            name="tinygrad",
+            passes=(
+                "inline-functions",
+                *_SEQUENCE_FREE,
+                "loop-to-scan-reads",
+                "unroll-constant-scans",
+                "lower-reverse-sequence",
+            ),
+            requires=("require-sequence-free",),
+            loops="unrolled",
+            reverse_sequence="gathernd",
+            max_opset=None,
+            strip_symbolic_dims=False,
+            versions="tinygrad 0.14.0 (CPU device, clang 14)",
+            measured="CI",
+            still_blocks="Loops and Scans whose trip count is not a constant (no Loop, Scan)",
+            proofs=("tinygrad",),
         ),
         Target(
             name="tvm",
@@ -202,6 +222,7 @@ TARGETS: dict[str, Target] = {
             measured="by hand",
             still_blocks="Loop, LSTM, GRU (no converter); the computed ReverseSequence index "
             "(Sub cannot handle ShapeExpr inputs) where lengths are not full",
+            proofs=("tvm",),
         ),
         Target(
             name="tensorrt",
@@ -292,6 +313,25 @@ def describe_targets() -> str:
             f"{'yes' if target.strip_symbolic_dims else 'no'}"
         )
         lines.append(f"  still blocks:     {target.still_blocks}")
-        proofs = ", ".join(target.proofs) or "none here (measured by hand)"
-        lines.append(f"  proven on:        {proofs}")
+        proofs = "; ".join(_proof_here(name) for name in target.proofs)
+        lines.append(
+            f"  proven on:        {proofs or 'nothing seqlower runs (--no-check lowers for it)'}"
+        )
     return "\n".join(lines)
+
+
+def _proof_here(name: str) -> str:
+    """The oracle ``name`` proves with, and its version here or why it cannot run here."""
+    from seqlower.errors import SeqlowerError
+    from seqlower.verification.oracles import TARGETS as ORACLES
+    from seqlower.verification.oracles import load_target, oracle_label
+
+    oracle = ORACLES.get(name)
+    if oracle is None:
+        return name
+    try:
+        load_target(name, lowering=False)
+    except SeqlowerError as e:
+        reason = str(e).split(": ", 1)[-1].split(", so ")[0]
+        return f"{name} ({reason} here: pip install 'seqlower[{getattr(oracle, 'extra', name)}]')"
+    return f"{name} ({oracle_label(oracle)} here)"

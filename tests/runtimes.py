@@ -1,10 +1,14 @@
-"""Run a model on the runtimes seqlower exists for: onnxruntime, OpenVINO and tract.
+"""Run a model on the runtimes seqlower exists for: onnxruntime, OpenVINO, tract, tinygrad, and
+the converters onnx2torch and TVM.
 
 The lowered models must run, and match, on runtimes that lack the ops seqlower removes; these
 helpers give every test one way to ask "does this model run there, and what does it return".
-OpenVINO and tract come with the ``runtimes`` extra (``pip install -e '.[test,runtimes]'``,
-which ``.ci/run`` installs). Where one is missing, :func:`require` skips the test with a reason,
-except under CI (``CI`` set), where a missing runtime is a failure: CI must measure them all.
+OpenVINO, tract and tinygrad come with the ``runtimes`` extra (``pip install -e
+'.[test,runtimes]'``, which ``.ci/run`` installs, with clang for tinygrad's CPU device). Where one
+is missing, :func:`require` skips the test with a reason, except under CI (``CI`` set), where a
+missing runtime is a failure: CI must measure them all. The converters in :data:`BY_HAND` are
+not CI's (torch and TVM are gigabytes): their tests skip when absent, CI or not, and are run by
+hand in a venv with their extra.
 """
 
 from __future__ import annotations
@@ -54,24 +58,45 @@ RUNTIMES: dict[str, tuple[str, Callable[[onnx.ModelProto, Feeds], list[np.ndarra
     # tract with concrete input shapes, and with the model's declared (symbolic) ones.
     "tract": ("tract", _run_on("tract")),
     "tract-symbolic": ("tract", _run_on("tract-symbolic")),
+    "tinygrad": ("tinygrad", _run_on("tinygrad")),
+    "onnx2torch": ("onnx2torch", _run_on("onnx2torch")),
+    "tvm": ("tvm", _run_on("tvm")),
 }
 
+#: Runtimes CI does not install, with the extra that does: skipped when absent, even under CI.
+BY_HAND = {"onnx2torch": "onnx2torch", "tvm": "tvm"}
 
-def available(runtime: str) -> bool:
+
+def missing(runtime: str) -> str | None:
+    """Why ``runtime`` cannot run here (not installed, or what it needs is not), or None."""
+    from seqlower.errors import SeqlowerError
+    from seqlower.verification.oracles import TARGETS, load_target
+
     module, _ = RUNTIMES[runtime]
     try:
         __import__(module)
     except ImportError:
-        return False
-    return True
+        extra = BY_HAND.get(runtime, "test,runtimes")
+        return f"{runtime} is not installed (pip install -e '.[{extra}]')"
+    if runtime in TARGETS:
+        try:
+            load_target(runtime, lowering=False)
+        except SeqlowerError as e:
+            return str(e)
+    return None
+
+
+def available(runtime: str) -> bool:
+    return missing(runtime) is None
 
 
 def require(runtime: str) -> None:
-    """Skip the calling test when ``runtime`` is not installed; fail instead under CI."""
-    if available(runtime):
+    """Skip the calling test when ``runtime`` cannot run here; fail instead under CI, unless it
+    is one of the converters CI does not install (:data:`BY_HAND`)."""
+    message = missing(runtime)
+    if message is None:
         return
-    message = f"{runtime} is not installed (pip install -e '.[test,runtimes]')"
-    if os.environ.get("CI"):
+    if os.environ.get("CI") and runtime not in BY_HAND:
         pytest.fail(message)
     pytest.skip(message)
 

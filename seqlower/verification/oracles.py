@@ -28,10 +28,12 @@ import functools
 import importlib.metadata
 import os
 import re
+import shutil
 import signal
 import tempfile
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Protocol
 
@@ -82,7 +84,8 @@ class Oracle(Protocol):
 
 def oracle_label(oracle: Oracle) -> str:
     """``name version`` for messages (``onnxruntime 1.32.0``), with the version of the runtime
-    a converter runs on (``onnx2torch 1.5.15 (torch 2.13.0)``); the name alone when unknown."""
+    a converter runs on, its build label dropped (``onnx2torch 1.5.15 (torch 2.13.0)``, not
+    ``2.13.0+cpu``); the name alone when unknown."""
     package = getattr(oracle, "package", None)
     if package is None:
         return oracle.name
@@ -95,7 +98,7 @@ def oracle_label(oracle: Oracle) -> str:
     runs_on = getattr(oracle, "runs_on", None)
     if runs_on is not None:
         with contextlib.suppress(importlib.metadata.PackageNotFoundError):
-            label += f" ({runs_on} {importlib.metadata.version(runs_on)})"
+            label += f" ({runs_on} {importlib.metadata.version(runs_on).split('+')[0]})"
     return label
 
 
@@ -338,6 +341,152 @@ class Tract:
         return Runner(oracle_label(self), run)
 
 
+class Onnx2Torch:
+    """onnx2torch: the model converted to a ``torch.nn.Module`` and run in torch on the CPU
+    without gradients, as a PyTorch user deploys it. Conversion is at load (an op it has no
+    converter for is a refusal); outputs in graph order."""
+
+    name = "onnx2torch"
+    package = "onnx2torch"
+    runs_on = "torch"
+    extra = "onnx2torch"
+
+    def load(self, model: onnx.ModelProto) -> Runner:
+        import torch
+        from onnx2torch import convert
+
+        copy = onnx.ModelProto()
+        copy.CopyFrom(model)  # the converter may annotate what it is given
+        module = convert(copy).eval()
+        names = _feed_names(model)
+
+        def run(feeds: Mapping[str, Any]) -> list[Any]:
+            arrays = [torch.from_numpy(np.array(feeds[name], copy=True)) for name in names]
+            with torch.no_grad():
+                out = module(*arrays)
+            outputs = out if isinstance(out, (list, tuple)) else [out]
+            return [o.numpy() if isinstance(o, torch.Tensor) else np.asarray(o) for o in outputs]
+
+        return Runner(oracle_label(self), run)
+
+
+class Tinygrad:
+    """tinygrad's ONNX runner (``tinygrad.nn.onnx.OnnxRunner``) on its CPU device, which
+    compiles each kernel with clang (``CC``). A model with an op it lacks is refused at load,
+    as its runner would refuse it at the op. A new runner each run: one keeps the symbolic
+    sizes and the shape-derived constants of its first run. Its disk cache is off: the check
+    runs each run in a new thread, and the cache's SQLite connection serves only one."""
+
+    name = "tinygrad"
+    package = "tinygrad"
+    extra = "runtimes"
+
+    @staticmethod
+    def missing() -> str | None:
+        """Why tinygrad cannot run here though installed: its CPU device needs clang."""
+        compiler = os.environ.get("CC", "clang")
+        if shutil.which(compiler) is None:
+            return (
+                f"tinygrad's CPU device compiles with {compiler}, which is not on PATH "
+                "(apt-get install clang, or CC=/path/to/clang)"
+            )
+        return None
+
+    def load(self, model: onnx.ModelProto) -> Runner:
+        reason = self.missing()
+        if reason is not None:
+            raise RuntimeError(reason)
+        from tinygrad import Tensor
+        from tinygrad.helpers import Context
+        from tinygrad.nn.onnx import onnx_ops
+
+        lacking = sorted(
+            {node.op_type for graph in _graphs(model.graph) for node in graph.node} - set(onnx_ops)
+        )
+        if lacking:
+            raise NotImplementedError(f"tinygrad has no {', '.join(lacking)}")
+        data = np.frombuffer(model.SerializeToString(), dtype=np.uint8)
+        names = [o.name for o in model.graph.output]
+
+        def run(feeds: Mapping[str, Any]) -> list[Any]:
+            from tinygrad.nn.onnx import OnnxRunner
+
+            with Context(DEV="CPU", CACHELEVEL=0), warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # its dtype notes, not errors
+                runner = OnnxRunner(Tensor(data, device="CPU"))
+                out = runner({name: _tinygrad_feed(value) for name, value in feeds.items()})
+                return [_tinygrad_numpy(out[name]) for name in names]
+
+        return Runner(oracle_label(self), run)
+
+
+def _tinygrad_feed(value: Any) -> Any:
+    """A feed as tinygrad's runner takes it: an array, a list of them (a sequence), or None
+    (an empty optional)."""
+    if value is None:
+        return None
+    if isinstance(value, (list, tuple)):
+        return [np.asarray(v) for v in value]
+    return np.asarray(value)
+
+
+def _tinygrad_numpy(value: Any) -> Any:
+    """A tinygrad output as numpy (a sequence output as a list of arrays)."""
+    if isinstance(value, (list, tuple)):
+        return [_tinygrad_numpy(v) for v in value]
+    return value.numpy() if hasattr(value, "numpy") else np.asarray(value)
+
+
+class Tvm:
+    """Apache TVM: the Relax ONNX frontend, compiled for ``llvm`` (the host CPU) and run in
+    the Relax virtual machine; symbolic sizes stay symbolic, so one build serves every run."""
+
+    name = "tvm"
+    package = "apache-tvm"
+    module = "tvm"
+    extra = "tvm"
+
+    def load(self, model: onnx.ModelProto) -> Runner:
+        import tvm
+        from tvm import relax
+        from tvm.relax.frontend.onnx import from_onnx
+
+        module = from_onnx(model, keep_params_in_input=False)
+        machine = relax.VirtualMachine(tvm.compile(module, target="llvm"), tvm.cpu())
+        names = _feed_names(model)
+
+        def run(feeds: Mapping[str, Any]) -> list[Any]:
+            arrays = [tvm.runtime.tensor(np.ascontiguousarray(feeds[n])) for n in names]
+            out = machine["main"](*arrays)
+            return _flat_numpy(out)
+
+        return Runner(oracle_label(self), run)
+
+
+def _flat_numpy(value: Any) -> list[Any]:
+    """TVM's outputs (a tensor, or a tuple of them, nested) as numpy arrays in order."""
+    if hasattr(value, "numpy"):
+        return [value.numpy()]
+    return [array for item in value for array in _flat_numpy(item)]
+
+
+def _feed_names(model: onnx.ModelProto) -> list[str]:
+    """The graph inputs a run feeds (initializers listed as inputs are not fed)."""
+    initializers = {t.name for t in model.graph.initializer}
+    return [i.name for i in model.graph.input if i.name not in initializers]
+
+
+def _graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
+    """``graph`` and every subgraph in it (If branches, Loop and Scan bodies)."""
+    yield graph
+    for node in graph.node:
+        for attribute in node.attribute:
+            if attribute.type == onnx.AttributeProto.GRAPH:
+                yield from _graphs(attribute.g)
+            for sub in attribute.graphs:
+                yield from _graphs(sub)
+
+
 #: ``--target`` names and the oracle that runs a candidate there (issue 19's target table
 #: refers to these names).
 TARGETS: dict[str, Oracle] = {
@@ -345,6 +494,9 @@ TARGETS: dict[str, Oracle] = {
     "openvino": OpenVino(),
     "tract": Tract(),
     "tract-symbolic": Tract(concrete=False),
+    "tinygrad": Tinygrad(),
+    "onnx2torch": Onnx2Torch(),
+    "tvm": Tvm(),
 }
 
 
@@ -356,17 +508,28 @@ def load_target(name: str, *, api: bool = False, lowering: bool = True) -> Oracl
     oracle = TARGETS.get(name)
     if oracle is None:
         raise TargetUnavailableError(f"{where}: unknown target (known: {', '.join(TARGETS)})")
-    packages = [getattr(oracle, "package", name), getattr(oracle, "runs_on", None)]
-    for package in filter(None, packages):
+    package = getattr(oracle, "package", name)
+    needs = [(package, getattr(oracle, "module", package))]
+    runs_on = getattr(oracle, "runs_on", None)
+    if runs_on is not None:
+        needs.append((runs_on, runs_on))
+    for package, module in needs:
         try:
             importlib.metadata.version(package)
-            __import__(package)
+            __import__(module)
         except (ImportError, importlib.metadata.PackageNotFoundError):
             raise TargetUnavailableError(
                 f"{where}: {package} is not installed, so the lowered model cannot be "
                 f"proven there (pip install 'seqlower[{getattr(oracle, 'extra', name)}]'"
                 + (f"; {unproven} lowers it unproven)" if lowering else ")")
             ) from None
+    missing = getattr(oracle, "missing", None)
+    reason = None if missing is None else missing()
+    if reason is not None:
+        raise TargetUnavailableError(
+            f"{where}: {reason}, so the lowered model cannot be proven there"
+            + (f" ({unproven} lowers it unproven)" if lowering else "")
+        )
     return oracle
 
 

@@ -1,0 +1,164 @@
+"""The converter targets' oracles: tinygrad (in CI), onnx2torch and TVM (by hand: their tests
+skip when the converter is absent). Each runs a model as its users deploy it, refuses at load
+what the converter cannot take, and proves ``--target NAME`` there."""
+
+from __future__ import annotations
+
+import importlib.metadata
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnx.parser
+import pytest
+from click.testing import CliRunner
+
+from seqlower.cli.commands import cli
+from seqlower.verification import CheckOptions, verify
+from seqlower.verification.oracles import TARGETS, oracle_label
+from tests.helpers import neg_loop
+from tests.runtimes import assert_same, require, run
+
+# What tf2onnx writes for a backward RNN: the sequence-free passes leave nothing, the target
+# lowers the ReverseSequence, which no converter here has.
+REVERSE = onnx.parser.parse_model(
+    """
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[T, 2, 3] x, int32[2] lengths) => (float[T, 2, 3] y) {
+        lens = Cast<to = 7>(lengths)
+        y = ReverseSequence<batch_axis = 1, time_axis = 0>(x, lens)
+    }
+    """
+)
+
+# A CumSum without its reverse attribute (0 by default): onnx2torch 1.5.15 sums from the end.
+CUMSUM = onnx.parser.parse_model(
+    """
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[4, 3] x) => (float[4, 3] y) {
+        axis = Constant<value = int64 {0}>()
+        y = CumSum(x, axis)
+    }
+    """
+)
+
+# Ops tinygrad has, an If included; sizes symbolic, so each run's runner sees its own. (Not
+# Tanh: tinygrad's differs from onnxruntime's by up to 5e-5 relative near zero, within the
+# check's float32 tolerance but not assert_same's.)
+BRANCHES = onnx.parser.parse_model(
+    """
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[T, 3] x, bool c) => (float[T, 3] y, int64[2] s) {
+        t = Abs(x)
+        axis = Constant<value = int64 {0}>()
+        summed = CumSum(t, axis)
+        y = If(c) <then_branch = a () => (float[T, 3] o) { o = Neg(summed) },
+                   else_branch = b () => (float[T, 3] o) { o = Identity(summed) }>
+        s = Shape(y)
+    }
+    """
+)
+
+
+def _label(name: str) -> str:
+    return oracle_label(TARGETS[name])
+
+
+def _lower(tmp_path: Path, model: onnx.ModelProto, *args: str) -> tuple[int, str, Path]:
+    source, out = tmp_path / "m.onnx", tmp_path / "out.onnx"
+    onnx.save(model, source)
+    result = CliRunner().invoke(cli, [str(source), "-o", str(out), *args])
+    return result.exit_code, result.output, out
+
+
+@pytest.mark.parametrize("length", [4, 1])
+def test_tinygrad_runs_what_onnxruntime_runs(length: int) -> None:
+    require("tinygrad")
+    rng = np.random.default_rng(length)
+    feeds = {"x": rng.standard_normal((length, 3)).astype(np.float32), "c": np.array(length > 1)}
+    assert_same(run("onnxruntime", BRANCHES, feeds), run("tinygrad", BRANCHES, feeds))
+
+
+def test_target_tinygrad_is_proven_on_tinygrad(tmp_path: Path) -> None:
+    require("tinygrad")
+    code, output, out = _lower(tmp_path, REVERSE, "--target", "tinygrad")
+    assert code == 0, output
+    assert f"runs and matches on tinygrad {importlib.metadata.version('tinygrad')}" in output
+    assert "ReverseSequence" not in {n.op_type for n in onnx.load(out).graph.node}
+
+
+def test_tinygrad_refuses_at_load_what_it_lacks() -> None:
+    """A Loop (tinygrad 0.14 has none): refused when loaded, named, never run."""
+    require("tinygrad")
+    model = onnx.parser.parse_model(neg_loop(2, 3))
+    report = verify(model, model, CheckOptions(targets=("tinygrad",)))
+    assert report.status == "mismatch"
+    assert f"does not load on {_label('tinygrad')}: tinygrad has no Loop" in report.reason
+
+
+def test_tinygrad_without_its_compiler_is_exit_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """tinygrad's CPU device compiles with clang: without it, exit 2 before any work, naming
+    the compiler and --no-check."""
+    require("tinygrad")
+    monkeypatch.setenv("CC", "seqlower-no-such-compiler")
+    code, output, out = _lower(tmp_path, REVERSE, "--target", "tinygrad")
+    assert code == 2 and not out.exists()
+    assert "seqlower-no-such-compiler" in output and "--no-check" in output
+
+
+def test_target_onnx2torch_is_proven_on_torch(tmp_path: Path) -> None:
+    require("onnx2torch")
+    torch = importlib.metadata.version("torch").split("+")[0]
+    label = f"onnx2torch {importlib.metadata.version('onnx2torch')} (torch {torch})"
+    assert _label("onnx2torch") == label
+    code, output, _ = _lower(tmp_path, REVERSE, "--target", "onnx2torch")
+    assert code == 0, output
+    assert f"runs and matches on {label}" in output
+
+
+def test_onnx2torch_cumsum_default_is_caught() -> None:
+    """onnx2torch 1.5.15 reads a CumSum without ``reverse`` as reversed: the check's oracle
+    sees the wrong numbers (the model compared with itself, so nothing else differs)."""
+    require("onnx2torch")
+    report = verify(CUMSUM, CUMSUM, CheckOptions(targets=("onnx2torch",)))
+    assert report.status == "mismatch"
+    assert f"MISMATCH on {_label('onnx2torch')}" in report.reason
+
+
+def test_onnx2torch_refuses_at_load_what_it_cannot_convert() -> None:
+    require("onnx2torch")
+    model = onnx.parser.parse_model(neg_loop(2, 3))
+    report = verify(model, model, CheckOptions(targets=("onnx2torch",)))
+    assert report.status == "mismatch"
+    assert f"does not load on {_label('onnx2torch')}: Converter is not implemented" in (
+        report.reason
+    )
+
+
+def test_tvm_runs_what_onnxruntime_runs() -> None:
+    require("tvm")
+    rng = np.random.default_rng(0)
+    for length in (4, 2):  # one build, symbolic sizes
+        feeds = {"x": rng.standard_normal((length, 3)).astype(np.float32)}
+        assert_same(run("onnxruntime", CUMSUM_T, feeds), run("tvm", CUMSUM_T, feeds))
+
+
+CUMSUM_T = onnx.parser.parse_model(
+    """
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[T, 3] x) => (float[T, 3] y, float[T, 3] z) {
+        axis = Constant<value = int64 {0}>()
+        y = CumSum(x, axis)
+        z = Tanh(y)
+    }
+    """
+)
+
+
+def test_target_tvm_is_proven_on_tvm(tmp_path: Path) -> None:
+    require("tvm")
+    code, output, _ = _lower(tmp_path, CUMSUM_T, "--target", "tvm")
+    assert code == 0, output
+    assert f"runs and matches on tvm {importlib.metadata.version('apache-tvm')}" in output
