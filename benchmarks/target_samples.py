@@ -6,6 +6,18 @@ models):
 
     .venv/bin/python benchmarks/target_samples.py ../shared/realworld-samples
 
+``--converters tinygrad,onnx2torch`` (or ``tvm``, from a venv with ``seqlower[tvm]``) measures
+the converter targets instead, through the check's own oracles, in this process: the models of
+the folder, plus with ``--corpus`` the test corpus (``tests/*_cases.py``, ``tests/data``) and
+ONNX's own node cases with Loop, Scan, If, Sequence*, Optional* or ReverseSequence (expected
+outputs: the case's own, else onnxruntime's on the original). For each: the original run there,
+then ``seqlower MODEL -o OUT --target T`` (``lower_file``, the check included, generated inputs)
+and OUT run there on the model's inputs. It counts what runs and matches before and after, and
+``exit 0, wrong`` (written, yet failing or differing there: must be 0):
+
+    .venv/bin/python benchmarks/target_samples.py ../shared/realworld-samples --corpus \
+        --converters tinygrad,onnx2torch
+
 For every ``*.onnx`` under the folder with a ``.npz`` beside it, and for each of onnxruntime,
 OpenVINO and tract: the original on the runtime, then ``seqlower.lower(model, target=NAME)`` on it.
 A cell is ``ok`` (ran, matched within rtol 1e-5 / atol 1e-6, bit-exact for integers), ``DIFF``,
@@ -20,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -100,12 +113,189 @@ def verdict(runtime: str, path: Path, npz: Path) -> str:
     return "ok"
 
 
+Feeds = dict[str, np.ndarray]
+Case = tuple[Any, Feeds, "list[np.ndarray] | None"]  # model, inputs, expected (None: ORT's)
+
+
+def corpus_cases() -> dict[str, Case]:
+    """The test corpus and ONNX's node cases of the ops seqlower lowers."""
+    import re
+
+    from onnx.backend.test.case.node import collect_testcases
+
+    from tests import loop_cases, sequence_free_cases, sequence_map_cases
+
+    found: dict[str, Case] = {}
+    for prefix, table in (
+        ("loop", loop_cases.CASES),
+        ("sequence_free", sequence_free_cases.CASES),
+        ("sequence_map", sequence_map_cases.CASES),
+    ):
+        for name, make in table.items():
+            model, feeds = make()
+            found[f"{prefix}/{name}"] = (model, dict(feeds), None)
+    pattern = re.compile(r"loop|scan|_if|sequence|optional|reversesequence")
+    for case in collect_testcases():
+        if not pattern.search(case.name) or "_expanded" in case.name or not case.data_sets:
+            continue
+        inputs, outputs = case.data_sets[0]
+        names = [i.name for i in case.model.graph.input]
+        found[f"onnx/{case.name}"] = (
+            case.model,
+            dict(zip(names, inputs, strict=False)),
+            list(outputs),
+        )
+    return found
+
+
+def folder_cases(folder: Path) -> dict[str, Case]:
+    import onnx
+
+    found: dict[str, Case] = {}
+    for path in sorted(folder.rglob("*.onnx")):
+        npz = path.with_suffix(".npz")
+        if npz.exists():
+            feeds, expected = feeds_and_expected(npz)
+            name = str(path.relative_to(folder).with_suffix(""))
+            found[name] = (onnx.load(path), feeds, expected)
+    return found
+
+
+def compare(expected: list[Any], actual: list[Any]) -> str:
+    if len(expected) != len(actual):
+        return f"DIFF ({len(actual)} outputs, expected {len(expected)})"
+    for want, have in zip(expected, actual, strict=True):
+        if isinstance(want, list) or isinstance(have, list):
+            if not isinstance(want, list) or not isinstance(have, list):
+                return "DIFF (sequence)"
+            verdict = compare(want, have)
+            if verdict != "ok":
+                return verdict
+            continue
+        want, have = np.asarray(want), np.asarray(have)
+        if want.shape != have.shape:
+            return f"DIFF (shape {list(have.shape)}, expected {list(want.shape)})"
+        if want.dtype.kind in "fc":
+            if not np.allclose(have, want, rtol=1e-4, atol=1e-5, equal_nan=True):
+                return f"DIFF (max abs {np.nanmax(np.abs(have - want)):.3g})"
+        elif not np.array_equal(have, want):
+            return "DIFF"
+    return "ok"
+
+
+def on_oracle(name: str, model: Any, feeds: Feeds, expected: list[Any], seconds: int) -> str:
+    """Run ``model`` on the check's oracle ``name`` (in this process, under an alarm)."""
+    import signal
+
+    from seqlower.errors import first_line
+    from seqlower.verification.oracles import TARGETS
+
+    def alarm(*_: object) -> None:
+        raise TimeoutError(f"over {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, alarm)
+    signal.alarm(seconds)
+    try:
+        runner = TARGETS[name].load(model)
+        actual = runner.run(feeds)
+    except Exception as e:  # a refusal of any kind is the finding
+        return f"fails: {type(e).__name__}: {first_line(e)[:110]}"
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    return compare(expected, actual)
+
+
+def converters(cases: dict[str, Case], names: list[str], seconds: int) -> dict[str, dict]:
+    import onnx
+
+    from seqlower.errors import SeqlowerError, first_line
+    from seqlower.job import LowerOptions, lower_file
+    from seqlower.verification.oracles import ORACLES, load_runner
+
+    cells: dict[str, dict[str, str]] = {}
+    with tempfile.TemporaryDirectory() as folder:
+        for label, (model, feeds, expected) in cases.items():
+            if expected is None:
+                runner, _ = load_runner(model, ORACLES)
+                if runner is None:
+                    continue
+                try:
+                    expected = runner.run(feeds)
+                except Exception:
+                    continue
+            source = Path(folder) / "model.onnx"
+            onnx.save(model, source)
+            row = cells.setdefault(label, {})
+            for name in names:
+                row[f"{name} original"] = on_oracle(name, model, feeds, expected, seconds)
+                out = Path(folder) / f"{name}.onnx"
+                out.unlink(missing_ok=True)
+                try:
+                    result = lower_file(source, out, LowerOptions(targets=(name,)))
+                    code = int(result.exit_code)
+                    why = "" if result.verification is None else result.verification.reason
+                except SeqlowerError as e:
+                    code, why = int(e.exit_code), first_line(e)
+                if code != 0 or not out.exists():
+                    row[f"{name} --target"] = f"exit {code}: {why[:110]}"
+                    continue
+                verdict = on_oracle(name, onnx.load(out), feeds, expected, seconds)
+                row[f"{name} --target"] = (
+                    verdict if verdict == "ok" else f"exit 0, wrong: {verdict}"
+                )
+            print(label, json.dumps(row, indent=1), flush=True)
+    return cells
+
+
+def converter_totals(cells: dict[str, dict], names: list[str]) -> None:
+    from collections import Counter
+
+    for name in names:
+        before = sum(row[f"{name} original"] == "ok" for row in cells.values())
+        after = sum(row[f"{name} --target"] == "ok" for row in cells.values())
+        wrong = sum(row[f"{name} --target"].startswith("exit 0, wrong") for row in cells.values())
+        print(
+            f"{name}: {before}/{len(cells)} as exported -> {after}/{len(cells)} after --target; "
+            f"exit 0, wrong: {wrong}"
+        )
+        for kind in ("original", "--target"):
+            classes = Counter(
+                _failure_class(row[f"{name} {kind}"])
+                for row in cells.values()
+                if row[f"{name} {kind}"] != "ok"
+            )
+            for words, count in classes.most_common():
+                print(f"    {kind:9} {count:3}  {words}")
+
+
+def _failure_class(cell: str) -> str:
+    """A cell's failure without its model-specific details (names, numbers)."""
+    import re
+
+    text = re.sub(r"(?<![A-Za-z])\d+(\.\d+)*(e-?\d+)?(\+cpu)?", "N", cell)
+    return text[:140]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folder", type=Path)
     parser.add_argument("--json", type=Path, help="also write the cells here")
+    parser.add_argument("--converters", help="comma-separated oracle names (tinygrad, ...)")
+    parser.add_argument("--corpus", action="store_true", help="also the test and ONNX cases")
+    parser.add_argument("--timeout", type=int, default=300, help="seconds per converter run")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
+    if args.converters:
+        names = args.converters.split(",")
+        cases = folder_cases(args.folder)
+        if args.corpus:
+            cases.update(corpus_cases())
+        cells = converters(cases, names, args.timeout)
+        converter_totals(cells, names)
+        if args.json:
+            args.json.write_text(json.dumps(cells, indent=1))
+        return
     import onnx
 
     import seqlower
