@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import onnx.helper
 import onnx.parser
 import pytest
 from click.testing import CliRunner
@@ -119,12 +120,18 @@ def test_target_onnx2torch_is_proven_on_torch(tmp_path: Path) -> None:
 
 
 def test_onnx2torch_cumsum_default_is_caught() -> None:
-    """onnx2torch 1.5.15 reads a CumSum without ``reverse`` as reversed: the check's oracle
-    sees the wrong numbers (the model compared with itself, so nothing else differs)."""
+    """onnx2torch 1.5.15 reads a CumSum without ``reverse`` as reversed: against the same model
+    with ``reverse=0`` written (which it gets right), the check's oracle sees the wrong numbers
+    and blames the candidate; compared with itself, the runtime."""
     require("onnx2torch")
-    report = verify(CUMSUM, CUMSUM, CheckOptions(targets=("onnx2torch",)))
+    explicit = onnx.ModelProto()
+    explicit.CopyFrom(CUMSUM)
+    explicit.graph.node[1].attribute.append(onnx.helper.make_attribute("reverse", 0))
+    report = verify(explicit, CUMSUM, CheckOptions(targets=("onnx2torch",)))
     assert report.status == "mismatch"
-    assert f"MISMATCH on {_label('onnx2torch')}" in report.reason
+    assert f"differs on {_label('onnx2torch')}" in report.reason
+    shared = verify(CUMSUM, CUMSUM, CheckOptions(targets=("onnx2torch",)))
+    assert shared.status == "equivalent" and _label("onnx2torch") in " ".join(shared.warnings)
 
 
 def test_onnx2torch_refuses_at_load_what_it_cannot_convert() -> None:

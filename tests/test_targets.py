@@ -260,6 +260,7 @@ class _OffByOne:
     the original right: the lowering is to blame."""
 
     name = "offbyone"
+    package = "onnx"  # installed wherever the test runs
 
     def load(self, model: onnx.ModelProto) -> Runner:
         inner = TARGETS["onnxruntime"].load(model)
@@ -292,6 +293,7 @@ def test_python_api_passes_on_a_runtime_culprit(monkeypatch: pytest.MonkeyPatch)
 
     class Wrong:
         name = "wrongboth"
+        package = "onnx"
 
         def load(self, model: onnx.ModelProto) -> Runner:
             inner = TARGETS["onnxruntime"].load(model)
