@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from seqlower.passes.targets.reverse_sequence_gaps import LowerReverseSequenceGaps
     from seqlower.passes.targets.split_as_slices import SplitAsSlices
     from seqlower.passes.targets.strict_loop_bodies import StrictLoopBodies
+    from seqlower.passes.targets.strict_scan_bodies import StrictScanBodies, TypedScanBodies
     from seqlower.passes.targets.target_repairs import (
         ExplicitConstantOfShapeValue,
         FoldStaticIfs,
@@ -86,7 +87,9 @@ __all__ = [
     "StackLoopSequences",
     "StackRowMaps",
     "StrictLoopBodies",
+    "StrictScanBodies",
     "StripSymbolicDims",
+    "TypedScanBodies",
     "UnrollConstantScans",
     "UnrollSequenceMap",
     "ValidateNodes",
@@ -121,6 +124,8 @@ _MODULES = {
     "LowerReverseSequenceGaps": "targets.reverse_sequence_gaps",
     "SplitAsSlices": "targets.split_as_slices",
     "StrictLoopBodies": "targets.strict_loop_bodies",
+    "StrictScanBodies": "targets.strict_scan_bodies",
+    "TypedScanBodies": "targets.strict_scan_bodies",
     "UnrollConstantScans": "targets.unroll_constant_scans",
     "ExplicitConstantOfShapeValue": "targets.target_repairs",
     "FoldStaticIfs": "targets.target_repairs",
@@ -189,6 +194,8 @@ PASSES: MutableMapping[str, type[ir.passes.InPlacePass]] = _Registry(
         "expand-function-ops": "ExpandFunctionOps",
         "split-as-slices": "SplitAsSlices",
         "strict-loop-bodies": "StrictLoopBodies",
+        "strict-scan-bodies": "StrictScanBodies",
+        "typed-scan-bodies": "TypedScanBodies",
         "unroll-constant-scans": "UnrollConstantScans",
         "validate-nodes": "ValidateNodes",
         "explicit-attribute-defaults": "ExplicitAttributeDefaults",
