@@ -22,6 +22,7 @@ __all__ = ["TARGETS", "Deployment", "Target", "deployment", "describe_targets", 
 
 #: The sequence-free passes (``--sequence-free``) without ``lower-reverse-sequence``.
 _SEQUENCE_FREE = (
+    "fold-optionals",
     "stack-row-maps",
     "fold-sequence-ops",
     "unroll-sequence-map",
@@ -86,7 +87,7 @@ TARGETS: dict[str, Target] = {
             name="onnxruntime",
             # Its own ReverseSequence kernel is faster than any lowering (1.25-4.3x for small
             # slices); only the types it lacks are lowered, in the row form (faster there).
-            passes=("lower-reverse-sequence-gaps", "lower-sequence-map"),
+            passes=("fold-optionals", "lower-reverse-sequence-gaps", "lower-sequence-map"),
             requires=(),
             loops="kept",
             reverse_sequence="native",

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     )
     from seqlower.passes.default.lower_sequence_map import LowerSequenceMap
     from seqlower.passes.default.validate_nodes import ValidateNodes
+    from seqlower.passes.sequence_free.fold_optionals import FoldOptionals
     from seqlower.passes.sequence_free.fold_sequence_ops import FoldSequenceOps
     from seqlower.passes.sequence_free.require_sequence_free import RequireSequenceFree
     from seqlower.passes.sequence_free.scan_sequence_map import ScanSequenceMap, StackRowMaps
@@ -66,6 +67,7 @@ __all__ = [
     "ExpandFunctionOps",
     "ExplicitAttributeDefaults",
     "ExplicitConstantOfShapeValue",
+    "FoldOptionals",
     "FoldSequenceOps",
     "FoldStaticIfs",
     "InlineFunctions",
@@ -100,6 +102,7 @@ __all__ = [
 # Where each exported class lives (imported by module __getattr__ on first use).
 _MODULES = {
     "NodeLoweringPass": "_base",
+    "FoldOptionals": "sequence_free.fold_optionals",
     "FoldSequenceOps": "sequence_free.fold_sequence_ops",
     "LowerReverseSequence": "default.lower_reverse_sequence",
     "LowerReverseSequenceRows": "default.lower_reverse_sequence",
@@ -175,6 +178,7 @@ PASSES: MutableMapping[str, type[ir.passes.InPlacePass]] = _Registry(
         "lower-reverse-sequence": "LowerReverseSequence",
         "lower-reverse-sequence-rows": "LowerReverseSequenceRows",
         "lower-reverse-sequence-gaps": "LowerReverseSequenceGaps",
+        "fold-optionals": "FoldOptionals",
         "fold-sequence-ops": "FoldSequenceOps",
         "unroll-sequence-map": "UnrollSequenceMap",
         "scan-sequence-map": "ScanSequenceMap",
@@ -214,6 +218,7 @@ DEFAULT_PASSES: tuple[str, ...] = ("lower-reverse-sequence", "lower-sequence-map
 #: chains), then the maps on them, then the plumbing the unrolled maps leave, then maps over
 #: run-time splits.
 SEQUENCE_FREE_PASSES: tuple[str, ...] = (
+    "fold-optionals",
     "stack-row-maps",
     "fold-sequence-ops",
     "unroll-sequence-map",
