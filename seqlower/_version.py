@@ -9,7 +9,16 @@ __version__ = "0.1.0"
 
 #: Distributions whose versions matter to a run: the required ones, then the optional runtimes.
 _REQUIRED = ("onnx", "onnx-ir", "onnxscript", "onnxruntime", "numpy")
-_OPTIONAL = ("openvino", "tract", "tinygrad", "onnx2torch", "torch", "apache-tvm")
+_OPTIONAL = (
+    "openvino",
+    "tract",
+    "tinygrad",
+    "onnx2torch",
+    "torch",
+    "apache-tvm",
+    "onnx2tf",
+    "ai-edge-litert",
+)
 
 
 def dependency_versions() -> dict[str, str]:

@@ -160,10 +160,12 @@ TARGETS: dict[str, Target] = {
             reverse_sequence="native",
             max_opset=None,
             strip_symbolic_dims=False,
-            versions="onnx2tf 2.6.9 (TFLite backend, TensorFlow 2.21)",
+            versions="onnx2tf 2.6.9 (pipeline: TensorFlow 2.21's converter; proofs: its "
+            "flatbuffer_direct .tflite in ai-edge-litert 2.1.2)",
             measured="by hand",
             still_blocks="while-loops without an explicit max trip count; TFLite's SELECT "
             "rejects the lowered ReverseSequence's Where, so the native kernel is kept",
+            proofs=("onnx2tf",),
         ),
         Target(
             name="onnx2torch",

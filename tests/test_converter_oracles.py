@@ -169,3 +169,81 @@ def test_target_tvm_is_proven_on_tvm(tmp_path: Path) -> None:
     code, output, _ = _lower(tmp_path, CUMSUM_T, "--target", "tvm")
     assert code == 0, output
     assert f"runs and matches on tvm {importlib.metadata.version('apache-tvm')}" in output
+
+
+def test_onnx2tf_runs_what_onnxruntime_runs() -> None:
+    """Names onnx2tf rewrites (``x:0``), a 4-D input it would make NHWC and an int64 output
+    TFLite narrows: fed and read by name, in the ONNX layout and types."""
+    require("onnx2tf")
+    model = onnx.parser.parse_model(
+        """
+        <ir_version: 8, opset_import: ["" : 17]>
+        g (float[1, 3, 4, 5] "x:0", int64[N] k)
+            => (float[1, 3] "m:0", int64[N] k2, float[1, 3, 4, 5] y) {
+            "m:0" = ReduceMean<axes = [2, 3], keepdims = 0>("x:0")
+            k2 = Add(k, k)
+            y = Relu("x:0")
+        }
+        """
+    )
+    rng = np.random.default_rng(0)
+    feeds = {"x:0": rng.standard_normal((1, 3, 4, 5)).astype(np.float32), "k": np.arange(3)}
+    expected, actual = run("onnxruntime", model, feeds), run("onnx2tf", model, feeds)
+    assert [a.dtype for a in actual] == [np.float32, np.int64, np.float32]
+    np.testing.assert_allclose(actual[0], expected[0], rtol=1e-5, atol=1e-6)
+    assert_same(expected[1:], actual[1:])
+
+
+def test_target_onnx2tf_is_proven_on_litert(tmp_path: Path) -> None:
+    require("onnx2tf")
+    litert = importlib.metadata.version("ai-edge-litert")
+    label = f"onnx2tf {importlib.metadata.version('onnx2tf')} (ai-edge-litert {litert})"
+    assert _label("onnx2tf") == label
+    code, output, out = _lower(tmp_path, REVERSE, "--target", "onnx2tf")
+    assert code == 0, output
+    assert f"runs and matches on {label}" in output
+    # Its native ReverseSequence is kept (the target row): what was proven is onnx2tf's kernel.
+    assert "ReverseSequence" in {n.op_type for n in onnx.load(out).graph.node}
+
+
+# A Scan: onnx2tf 2.6.9 writes it as a TFLite custom op (ONNX_SCAN), which LiteRT cannot run.
+SCAN = onnx.parser.parse_model(
+    """
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[3, 2] x) => (float[2] s, float[3, 2] ys) {
+        z = Constant<value = float[2] {0, 0}>()
+        s, ys = Scan<num_scan_inputs = 1,
+                     body = b (float[2] a, float[2] r) => (float[2] a2, float[2] o) {
+            a2 = Add(a, r)
+            o = Identity(a2)
+        }>(z, x)
+    }
+    """
+)
+
+
+def test_onnx2tf_refuses_at_load_what_litert_cannot_run() -> None:
+    """A custom op in the .tflite is a refusal at load, named, never a run's failure."""
+    require("onnx2tf")
+    report = verify(SCAN, SCAN, CheckOptions(targets=("onnx2tf",)))
+    assert report.status == "mismatch"
+    assert f"does not load on {_label('onnx2tf')}: Encountered unresolved custom op: ONNX_SCAN" in (
+        report.reason
+    )
+
+
+def test_target_onnx2tf_reports_what_it_cannot_convert(tmp_path: Path) -> None:
+    """onnx2tf 2.6.9 converts no Mod with fmod=1: exit 1 naming it, nothing written."""
+    require("onnx2tf")
+    model = onnx.parser.parse_model(
+        """
+        <ir_version: 8, opset_import: ["" : 17]>
+        g (float[4] x) => (float[4] y) {
+            d = Constant<value = float[4] {2.0, 2.0, 2.0, 2.0}>()
+            y = Mod<fmod = 1>(x, d)
+        }
+        """
+    )
+    code, output, out = _lower(tmp_path, model, "--target", "onnx2tf")
+    assert code == 1 and not out.exists(), output
+    assert f"does not load on {_label('onnx2tf')}" in output and "fmod=1" in output

@@ -236,7 +236,8 @@ _LIMIT_AND_FILE_OPTIONS: list[_Decorator] = [
         callback=_check_targets,
         help="Lower for this runtime and prove the result on it (repeatable; see "
         "--list-targets): openvino, tract (tract-symbolic: with its declared facts), "
-        "onnxruntime; onnx2tf, onnx2torch, tvm, tensorrt are lowered for, not run.",
+        "onnxruntime, tinygrad; onnx2torch, onnx2tf, tvm where installed; tensorrt is lowered for, "
+        "not run.",
     ),
     click.option(
         "--report",

@@ -26,6 +26,7 @@ import contextlib
 import dataclasses
 import functools
 import importlib.metadata
+import io
 import os
 import re
 import shutil
@@ -463,6 +464,157 @@ class Tvm:
         return Runner(oracle_label(self), run)
 
 
+class Onnx2Tf:
+    """onnx2tf 2.x: the model converted to a float32 ``.tflite`` (its default ``flatbuffer_direct``
+    backend, no TensorFlow) in a private temporary folder, and run in LiteRT's interpreter with
+    its default delegates (XNNPACK), as a TFLite user deploys it. Every input keeps the ONNX
+    layout (``keep_shape_absolutely_input_names``: onnx2tf would make 4-D inputs NHWC).
+
+    onnx2tf rewrites names it dislikes (``out:0`` becomes ``out__0``), so the copy converted has
+    its inputs and outputs renamed to plain positional names through ``Identity`` nodes (which
+    onnx2tf removes): feeds and outputs are matched by those names, never by position. TFLite
+    narrows 64-bit integers to 32 bits; an integer output narrowed so (its values exact) is
+    widened back to the declared type, an input is narrowed only when its values fit."""
+
+    name = "onnx2tf"
+    package = "onnx2tf"
+    runs_on = "ai-edge-litert"
+    runs_on_module = "ai_edge_litert"
+    extra = "onnx2tf"
+
+    def load(self, model: onnx.ModelProto) -> Runner:
+        from ai_edge_litert.interpreter import Interpreter
+
+        converted, inputs, outputs = _positional_names(model)
+        with tempfile.TemporaryDirectory(prefix="seqlower-onnx2tf-") as folder:
+            source = os.path.join(folder, "model.onnx")
+            onnx.save(converted, source)
+            with _runtime_errors():
+                _onnx2tf_convert(source, os.path.join(folder, "tflite"), list(inputs))
+                interpreter = Interpreter(
+                    model_path=os.path.join(folder, "tflite", "model_float32.tflite")
+                )
+                signature = interpreter.get_signature_list()
+                _refuse_custom_ops(interpreter)
+        (key, names), *others = signature.items()
+        if others or set(names["inputs"]) != set(inputs) or set(names["outputs"]) != set(outputs):
+            raise RuntimeRefusal(
+                f"onnx2tf's .tflite signature {signature} does not name the model's inputs and "
+                "outputs, so its outputs cannot be matched to the model's"
+            )
+        runner = interpreter.get_signature_runner(key)
+        details = runner.get_input_details()
+        declared = {k: details[k]["dtype"] for k in inputs}  # what the .tflite takes
+        widths = {o.name: o.type.tensor_type.elem_type for o in model.graph.output}
+
+        def run(feeds: Mapping[str, Any]) -> list[Any]:
+            given = {k: _litert_feed(feeds[name], declared[k], name) for k, name in inputs.items()}
+            with _runtime_errors():
+                result = runner(**given)
+            return [_widened(np.asarray(result[k]), widths[name]) for k, name in outputs.items()]
+
+        return Runner(oracle_label(self), run)
+
+
+def _onnx2tf_convert(source: str, folder: str, inputs: list[str]) -> None:
+    """onnx2tf's conversion to ``folder``, its progress bars and notes kept off the console. It
+    ends a failed conversion with ``sys.exit(1)`` after printing why: that is a refusal here,
+    with its last error line."""
+    import onnx2tf
+
+    printed = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
+            onnx2tf.convert(
+                input_onnx_file_path=source,
+                output_folder_path=folder,
+                keep_shape_absolutely_input_names=inputs,
+                non_verbose=True,
+            )
+    except SystemExit:
+        lines = [
+            re.sub(r"\x1b\[[0-9;]*m", "", line).strip() for line in printed.getvalue().splitlines()
+        ]
+        errors = [line for line in lines if "ERROR" in line or "Error" in line] or lines or [""]
+        raise RuntimeError(f"onnx2tf could not convert the model: {errors[-1]}") from None
+
+
+def _refuse_custom_ops(interpreter: Any) -> None:
+    """onnx2tf writes ops it cannot express as TFLite custom ops (``ONNX_SCAN``, ``ONNX_DET``)
+    that LiteRT has no kernel for: a refusal at load, as a converter's missing op is, not a
+    failure of each run. Other errors of this first allocation (at sizes of 1 for dynamic
+    dimensions) are left to the runs, which use their own sizes."""
+    try:
+        interpreter.allocate_tensors()
+    except Exception as e:
+        if "custom op" in str(e):
+            raise
+
+
+def _positional_names(
+    model: onnx.ModelProto,
+) -> tuple[onnx.ModelProto, dict[str, str], dict[str, str]]:
+    """A copy whose fed inputs and outputs are named ``seqlower_input_K``/``seqlower_output_K``
+    (an ``Identity`` each to the original names), with ``{new: original}`` for each."""
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    graph = copy.graph
+    taken = {
+        name for g in _graphs(graph) for node in g.node for name in (*node.input, *node.output)
+    }
+    taken |= {value.name for value in (*graph.input, *graph.output)}
+
+    def fresh(stem: str) -> str:
+        name = stem
+        while name in taken:
+            name += "_"
+        taken.add(name)
+        return name
+
+    fed = set(_feed_names(model))
+    inputs: dict[str, str] = {}
+    for k, value in enumerate(graph.input):
+        if value.name in fed:
+            new = fresh(f"seqlower_input_{k}")
+            inputs[new] = value.name
+            graph.node.insert(
+                len(inputs) - 1, onnx.helper.make_node("Identity", [new], [value.name])
+            )
+            value.name = new
+    outputs: dict[str, str] = {}
+    for k, value in enumerate(graph.output):
+        new = fresh(f"seqlower_output_{k}")
+        outputs[new] = value.name
+        graph.node.append(onnx.helper.make_node("Identity", [value.name], [new]))
+        value.name = new
+    return copy, inputs, outputs
+
+
+def _litert_feed(value: Any, dtype: Any, name: str) -> Any:
+    """``value`` as the .tflite input takes it: 64-bit integers narrowed to its 32 bits only
+    when every value fits (else the run would compute on other inputs than the check's)."""
+    array = np.asarray(value)
+    if array.dtype == dtype:
+        return array
+    if array.dtype.kind in "iu" and np.dtype(dtype).kind in "iu":
+        info = np.iinfo(dtype)
+        if array.size and (array.min() < info.min or array.max() > info.max):
+            raise RuntimeError(
+                f"input '{name}' holds values outside the {np.dtype(dtype)} the .tflite takes"
+            )
+    return array.astype(dtype)
+
+
+def _widened(array: Any, elem_type: int) -> Any:
+    """An integer output TFLite narrowed, back in its declared type (exact: it only widens)."""
+    if not elem_type or array.dtype.kind not in "iu":
+        return array
+    declared = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem_type))
+    if declared != array.dtype and np.can_cast(array.dtype, declared, "safe"):
+        return array.astype(declared)
+    return array
+
+
 def _flat_numpy(value: Any) -> list[Any]:
     """TVM's outputs (a tensor, or a tuple of them, nested) as numpy arrays in order."""
     if hasattr(value, "numpy"):
@@ -496,6 +648,7 @@ TARGETS: dict[str, Oracle] = {
     "tract-symbolic": Tract(concrete=False),
     "tinygrad": Tinygrad(),
     "onnx2torch": Onnx2Torch(),
+    "onnx2tf": Onnx2Tf(),
     "tvm": Tvm(),
 }
 
@@ -512,7 +665,7 @@ def load_target(name: str, *, api: bool = False, lowering: bool = True) -> Oracl
     needs = [(package, getattr(oracle, "module", package))]
     runs_on = getattr(oracle, "runs_on", None)
     if runs_on is not None:
-        needs.append((runs_on, runs_on))
+        needs.append((runs_on, getattr(oracle, "runs_on_module", runs_on)))
     for package, module in needs:
         try:
             importlib.metadata.version(package)
