@@ -540,10 +540,15 @@ def _onnx2tf_convert(source: str, folder: str, inputs: list[str]) -> None:
 
 
 def _refuse_custom_ops(interpreter: Any) -> None:
-    """onnx2tf writes ops it cannot express as TFLite custom ops (``ONNX_SCAN``, ``ONNX_DET``)
-    that LiteRT has no kernel for: a refusal at load, as a converter's missing op is, not a
-    failure of each run. Other errors of this first allocation (at sizes of 1 for dynamic
-    dimensions) are left to the runs, which use their own sizes."""
+    """onnx2tf writes ops it cannot express as TFLite custom ops (``ONNX_SCAN``, ``ONNX_LOOP``,
+    ``ONNX_DET``) that LiteRT has no kernel for: a refusal at load, as a converter's missing op
+    is, not a failure of each run (which the check could blame on the original sharing it).
+    Found by name in the main subgraph's ops, and by the first allocation (at sizes of 1 for
+    dynamic dimensions; its other errors are left to the runs, which use their own sizes)."""
+    details = getattr(interpreter, "_get_ops_details", list)()
+    custom = sorted({d["op_name"] for d in details if str(d.get("op_name")).startswith("ONNX_")})
+    if custom:
+        raise RuntimeError(f"onnx2tf wrote custom ops LiteRT cannot run: {', '.join(custom)}")
     try:
         interpreter.allocate_tensors()
     except Exception as e:
