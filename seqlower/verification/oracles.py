@@ -16,8 +16,9 @@ oracle refuses is a failed check, never a reason to run it somewhere more lenien
 knows anything of seqlower's lowering, so the lowered model is never its own oracle.
 
 :data:`TARGETS` holds the runtimes a lowered model can also be proven on (``--target``): one
-class each for OpenVINO (:class:`OpenVino`) and tract (:class:`Tract`, concrete or symbolic
-input facts); they run the candidate only, since they typically cannot run the original.
+class each for OpenVINO (:class:`OpenVino`), tract (:class:`Tract`, concrete or symbolic
+input facts) and the converters (:class:`Tinygrad`, :class:`Onnx2Torch`, :class:`Onnx2Tf`,
+:class:`Tvm`); they run the candidate, and the original only to blame a failure there.
 """
 
 from __future__ import annotations
