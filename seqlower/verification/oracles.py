@@ -492,11 +492,10 @@ class Onnx2Tf:
             onnx.save(converted, source)
             with _runtime_errors():
                 _onnx2tf_convert(source, os.path.join(folder, "tflite"), list(inputs))
-                interpreter = Interpreter(
-                    model_path=os.path.join(folder, "tflite", "model_float32.tflite")
-                )
+                tflite = os.path.join(folder, "tflite", "model_float32.tflite")
+                _refuse_custom_ops(tflite)
+                interpreter = Interpreter(model_path=tflite)
                 signature = interpreter.get_signature_list()
-                _refuse_custom_ops(interpreter)
         (key, names), *others = signature.items()
         if others or set(names["inputs"]) != set(inputs) or set(names["outputs"]) != set(outputs):
             raise RuntimeRefusal(
@@ -540,21 +539,24 @@ def _onnx2tf_convert(source: str, folder: str, inputs: list[str]) -> None:
         raise RuntimeError(f"onnx2tf could not convert the model: {errors[-1]}") from None
 
 
-def _refuse_custom_ops(interpreter: Any) -> None:
+def _refuse_custom_ops(path: str) -> None:
     """onnx2tf writes ops it cannot express as TFLite custom ops (``ONNX_SCAN``, ``ONNX_LOOP``,
-    ``ONNX_DET``) that LiteRT has no kernel for: a refusal at load, as a converter's missing op
-    is, not a failure of each run (which the check could blame on the original sharing it).
-    Found by name in the main subgraph's ops, and by the first allocation (at sizes of 1 for
-    dynamic dimensions; its other errors are left to the runs, which use their own sizes)."""
-    details = getattr(interpreter, "_get_ops_details", list)()
-    custom = sorted({d["op_name"] for d in details if str(d.get("op_name")).startswith("ONNX_")})
+    ``ONNX_SEQUENCEINSERT`` in a Loop body) that LiteRT has no kernel for: a refusal at load,
+    as a converter's missing op is, not a failure of the runs that reach it (which the check
+    could blame on the original sharing it, or never reach). Read from the ``.tflite``'s
+    operator codes, which list the ops of every subgraph."""
+    from ai_edge_litert import schema_py_generated as schema
+
+    with open(path, "rb") as file:
+        model = schema.Model.GetRootAs(file.read(), 0)
+    codes = (model.OperatorCodes(k) for k in range(model.OperatorCodesLength()))
+    custom = sorted(
+        (code.CustomCode() or b"?").decode()
+        for code in codes
+        if max(code.BuiltinCode(), code.DeprecatedBuiltinCode()) == schema.BuiltinOperator.CUSTOM
+    )
     if custom:
         raise RuntimeError(f"onnx2tf wrote custom ops LiteRT cannot run: {', '.join(custom)}")
-    try:
-        interpreter.allocate_tensors()
-    except Exception as e:
-        if "custom op" in str(e):
-            raise
 
 
 def _positional_names(
