@@ -164,7 +164,10 @@ TARGETS: dict[str, Target] = {
             "flatbuffer_direct .tflite in ai-edge-litert 2.1.2)",
             measured="by hand",
             still_blocks="while-loops without an explicit max trip count; TFLite's SELECT "
-            "rejects the lowered ReverseSequence's Where, so the native kernel is kept",
+            "rejects the lowered ReverseSequence's Where, so the native kernel is kept; "
+            "onnx2tf 2.6.9's flatbuffer_direct backend writes Loop, Scan, sequence and "
+            "optional ops as TFLite custom ops LiteRT cannot run (ONNX_LOOP, ...: refused by "
+            "the proof)",
             proofs=("onnx2tf",),
         ),
         Target(
