@@ -246,3 +246,14 @@ def test_target_onnx2tf_reports_what_it_cannot_convert(tmp_path: Path) -> None:
     code, output, out = _lower(tmp_path, model, "--target", "onnx2tf")
     assert code == 1 and not out.exists(), output
     assert f"does not load on {_label('onnx2tf')}" in output and "fmod=1" in output
+
+
+def test_onnx2tf_on_an_older_python_is_exit_2_saying_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """onnx2tf 2.x needs Python 3.12, where ``seqlower[onnx2tf]`` installs nothing: the error
+    says so rather than naming the extra (runs on every Python: the floor is raised)."""
+    monkeypatch.setattr(TARGETS["onnx2tf"], "python", (99, 0))
+    code, output, out = _lower(tmp_path, REVERSE, "--target", "onnx2tf")
+    assert code == 2 and not out.exists(), output
+    assert "onnx2tf needs Python >= 99.0" in output and "--no-check" in output

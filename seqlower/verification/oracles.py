@@ -32,6 +32,7 @@ import os
 import re
 import shutil
 import signal
+import sys
 import tempfile
 import threading
 import time
@@ -482,6 +483,7 @@ class Onnx2Tf:
     runs_on = "ai-edge-litert"
     runs_on_module = "ai_edge_litert"
     extra = "onnx2tf"
+    python = (3, 12)  # onnx2tf 2.x: on older Pythons the extra installs nothing
 
     def load(self, model: onnx.ModelProto) -> Runner:
         from ai_edge_litert.interpreter import Interpreter
@@ -669,6 +671,13 @@ def load_target(name: str, *, api: bool = False, lowering: bool = True) -> Oracl
     oracle = TARGETS.get(name)
     if oracle is None:
         raise TargetUnavailableError(f"{where}: unknown target (known: {', '.join(TARGETS)})")
+    python = getattr(oracle, "python", None)
+    if python is not None and sys.version_info < python:
+        raise TargetUnavailableError(
+            f"{where}: {oracle.name} needs Python >= {'.'.join(map(str, python))} (this is "
+            f"{sys.version_info.major}.{sys.version_info.minor}), so the lowered model cannot be "
+            "proven here" + (f" ({unproven} lowers it unproven)" if lowering else "")
+        )
     package = getattr(oracle, "package", name)
     needs = [(package, getattr(oracle, "module", package))]
     runs_on = getattr(oracle, "runs_on", None)
