@@ -31,6 +31,7 @@ __all__ = [
     "known_elements",
     "outer_reads",
     "prepend",
+    "read_inside",
     "scan_outputs",
     "unit_split",
 ]
@@ -258,6 +259,19 @@ def _needs_types(function: ir.Function) -> bool:
                     return True
             graphs += subgraphs
     return False
+
+
+def read_inside(body: ir.Graph, value: ir.Value, target: ir.Value, inside: set[int]) -> None:
+    """Every read of outer ``value`` by the nodes of ``body`` (``inside``: their ids, at any
+    depth) and every output of ``body`` that is ``value`` now read ``target``, a value of the
+    body: an outer read made a state or a constant of the body."""
+    for use in list(value.uses()):
+        if id(use.node) in inside:
+            use.node.replace_input_with(use.idx, target)
+    outputs = list(body.outputs)
+    if any(v is value for v in outputs):
+        body.outputs.clear()
+        body.outputs.extend([target if v is value else v for v in outputs])
 
 
 def prepend(body: ir.Graph, nodes: Sequence[ir.Node]) -> None:

@@ -59,7 +59,7 @@ from seqlower._graphs import subgraphs_of
 from seqlower.passes._base import NameGenerator, NodeLoweringPass, Site
 from seqlower.passes._emit import Emitter
 from seqlower.passes._sequences import constant_array, constant_int, is_onnx
-from seqlower.passes._shared import all_nodes, outer_reads, prepend
+from seqlower.passes._shared import all_nodes, outer_reads, prepend, read_inside
 from seqlower.passes._types import TypeOracle, element_dtype
 
 __all__ = [
@@ -335,13 +335,7 @@ class LoopToScan(NodeLoweringPass):
                 extra.states.append(target)
                 extra.outs.append(out)
                 extra.inits.append(value)
-            for use in list(value.uses()):
-                if id(use.node) in inside:
-                    use.node.replace_input_with(use.idx, target)
-            outputs_now = list(body.outputs)
-            if any(v is value for v in outputs_now):
-                body.outputs.clear()
-                body.outputs.extend([target if v is value else v for v in outputs_now])
+            read_inside(body, value, target, inside)
         if extra.scanned:
             _remove_dead(body)  # the index computations of the rows now scanned
         prepend(body, list(constants.nodes))

@@ -28,7 +28,7 @@ import onnx_ir as ir
 from seqlower.passes._base import NameGenerator, NodeLoweringPass, Site
 from seqlower.passes._emit import Emitter
 from seqlower.passes._sequences import constant_array
-from seqlower.passes._shared import all_nodes, outer_reads, prepend
+from seqlower.passes._shared import all_nodes, outer_reads, prepend, read_inside
 from seqlower.passes._types import TypeOracle
 
 __all__ = ["StrictScanBodies", "TypedScanBodies"]
@@ -97,6 +97,7 @@ class StrictScanBodies(NodeLoweringPass):
         carried: list[ir.Value] = []  # outer values carried as states
         states_in: list[ir.Value] = []
         states_out: list[ir.Value] = []
+        nodes = {id(n) for n in all_nodes(body)}
         for value, read_type, read_shape in plan.reads:
             array = constant_array(value)
             if array is not None and array.size <= _INLINED_CONSTANT_SIZE:
@@ -110,7 +111,7 @@ class StrictScanBodies(NodeLoweringPass):
                 carried.append(value)
                 states_in.append(target)
                 states_out.append(out)
-            _read_inside(body, value, target)
+            read_inside(body, value, target, nodes)
         prepend(body, list(inside.nodes))
         body.extend(passes.nodes)
         if carried:
@@ -121,18 +122,6 @@ class TypedScanBodies(StrictScanBodies):
     """Every ``Scan`` body input typed; outer reads left (tract runs them)."""
 
     carry_reads = False
-
-
-def _read_inside(body: ir.Graph, value: ir.Value, target: ir.Value) -> None:
-    """Every read of ``value`` in ``body`` (any depth) and its outputs read ``target``."""
-    inside = {id(n) for n in all_nodes(body)}
-    for use in list(value.uses()):
-        if id(use.node) in inside:
-            use.node.replace_input_with(use.idx, target)
-    outputs = list(body.outputs)
-    if any(v is value for v in outputs):
-        body.outputs.clear()
-        body.outputs.extend([target if v is value else v for v in outputs])
 
 
 def _with_states(
