@@ -30,8 +30,7 @@ import onnx
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import seqlower
-from tests.runtimes import RUNTIMES as CI_RUNTIMES
-from tests.test_reverse_sequence_portable import (
+from tests.passes.test_reverse_sequence_portable import (
     NOT_PROVEN,
     TF_BIDIRECTIONAL,
     TF_REVERSE,
@@ -39,6 +38,7 @@ from tests.test_reverse_sequence_portable import (
     general_model,
     parse,
 )
+from tests.runtimes import RUNTIMES as CI_RUNTIMES
 
 Feeds = dict[str, np.ndarray]
 Runner = Callable[[onnx.ModelProto, Feeds], list[np.ndarray]]

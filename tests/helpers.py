@@ -1,17 +1,32 @@
-"""Model builders and oracles shared by the tests."""
+"""What the tests share: model builders, oracles, the command line run in process, paths.
+
+Fixtures live in ``conftest.py``; everything here is imported by name (``from tests.helpers
+import parse``).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
+import click.testing
 import numpy as np
 import onnx
+import onnx.parser
 import onnxruntime as ort
 from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 
 import seqlower
+from seqlower.cli.commands import cli as seqlower_cli
+
+#: The checkout: its README, examples and tests/data.
+ROOT = Path(__file__).resolve().parent.parent
+#: Models exporters wrote (tf2onnx, PyTorch), kept as files.
+REALWORLD = ROOT / "tests" / "data" / "realworld"
+#: The README's quick-start example.
+EXAMPLE = ROOT / "examples" / "preprocess.onnx"
 
 #: Element types onnxruntime's CPU kernels take for sequences and ReverseSequence.
 ORT_DTYPES = [
@@ -31,6 +46,29 @@ ORT_DTYPES = [
 ]
 IR_VERSION = 8  # onnxruntime 1.31 reads up to IR 13; onnx 1.23 would write 14 by default.
 OPSET = 17
+
+
+def parse(
+    text: str,
+    *,
+    opset: int = OPSET,
+    domains: Mapping[str, int] | None = None,
+    check: bool = True,
+) -> onnx.ModelProto:
+    """A model from ONNX's text format, checked (``full_check``) unless ``check`` is False.
+
+    Text without its own ``<ir_version: ..., opset_import: ...>`` header gets one: IR 8 (what
+    onnxruntime and the runtimes read), ``opset`` and the extra ``domains``. Mind the types:
+    ``float[] x`` is a tensor of unknown rank, ``float x`` a scalar, ``seq(float[])`` a sequence
+    of tensors of unknown rank.
+    """
+    if not text.lstrip().startswith("<"):
+        imports = ", ".join(f'"{d}" : {v}' for d, v in {"": opset, **(domains or {})}.items())
+        text = f"<ir_version: {IR_VERSION}, opset_import: [{imports}]>\n{text}"
+    model = onnx.parser.parse_model(text)
+    if check:
+        onnx.checker.check_model(model, full_check=True)
+    return model
 
 
 def seq_type(dtype: int = TensorProto.FLOAT, shape: Sequence[Any] | None = None) -> onnx.TypeProto:
@@ -264,3 +302,43 @@ def nested_row_maps(reduce: str) -> str:
         }}>
     }}
     """
+
+
+class CliResult:
+    """A run of the command: ``exit_code``, ``stdout``, ``stderr`` (and click's ``Result``'s
+    other fields); unpacks as ``code, stdout, stderr``."""
+
+    def __init__(self, result: click.testing.Result) -> None:
+        self.result = result
+        self.exit_code = result.exit_code
+        self.stdout = result.stdout
+        self.stderr = result.stderr
+        self.output = result.output
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter((self.exit_code, self.stdout, self.stderr))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.result, name)
+
+
+def run_cli(*args: Any, **kwargs: Any) -> CliResult:
+    """``seqlower ARGS...`` in this process (exceptions propagate); ``kwargs`` go to click's
+    ``CliRunner.invoke`` (``input``, ``env``, ``color``, ...)."""
+    kwargs.setdefault("catch_exceptions", False)
+    runner = click.testing.CliRunner()
+    return CliResult(runner.invoke(seqlower_cli, [str(a) for a in args], **kwargs))
+
+
+def assert_one_line_error(
+    result: Any, *words: str, code: int = 2, prefix: str = "seqlower: error: "
+) -> str:
+    """The run failed with ``code`` and said why in one line, ``seqlower: error: ...`` (or
+    another ``prefix``), holding each of ``words`` and no traceback; returns that line."""
+    assert result.exit_code == code, result.stdout + result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(prefix), result.stderr
+    assert "Traceback" not in result.output, result.output
+    for word in words:
+        assert word in lines[0], (word, lines[0])
+    return str(lines[0])

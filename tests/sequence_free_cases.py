@@ -21,6 +21,8 @@ import numpy as np
 import onnx
 import onnx.parser
 
+from tests.helpers import parse
+
 Case = tuple[onnx.ModelProto, dict[str, Any]]
 
 HEADER = '<ir_version: 8, opset_import: ["" : 18]>'
@@ -79,9 +81,10 @@ CONSTANTS = """
         axis_last = Constant<value = int64[1] {-1}>()"""
 
 
-def parse(text: str) -> onnx.ModelProto:
-    """Parse, then strip the SequenceMap bodies' types as the exporter leaves them."""
-    model = onnx.parser.parse_model(text)
+def exported(text: str) -> onnx.ModelProto:
+    """The model as the exporter leaves it: parsed, then the SequenceMap bodies' types
+    stripped."""
+    model = parse(text, check=False)
     for node in _nodes(model.graph):
         if node.op_type == "SequenceMap":
             body = node.attribute[0].g
@@ -126,7 +129,7 @@ def torch_stack(
         for k in range(len(arrays))
     )
     elements = ", ".join(f"e{k}" for k in range(len(arrays)))
-    return parse(
+    return exported(
         f"""{HEADER}
     torch_stack ({inputs}) => ({_float(rank)} out) {{{CONSTANTS}
         seq = SequenceConstruct({", ".join(names)})
@@ -173,7 +176,7 @@ def column_stack_atleast_3d_ranks() -> Case:
     """Every branch of atleast_3d taken: ranks 0, 1, 2 and 3 among 8 elements, flattened."""
     arrays = _floats((), (4,), (2, 2), (1, 1, 3), (), (5,), (3, 1), (2, 1, 1), seed=3)
     flat = "\n".join(f"        f{k} = Flatten<axis = 0>(e{k})" for k in range(len(arrays)))
-    return parse(_flattened(arrays, flat)), _feeds(arrays)
+    return exported(_flattened(arrays, flat)), _feeds(arrays)
 
 
 def _flattened(arrays: list[np.ndarray], flat: str) -> str:
@@ -211,7 +214,7 @@ def map_with_tensor_input_and_plumbing() -> Case:
         last = SequenceAt(prods, minus_one)
     }}"""
     arrays = _floats((2, 3), (2, 3), (2, 3), (3,), seed=4)
-    return parse(text), dict(zip("abct", arrays, strict=True))
+    return exported(text), dict(zip("abct", arrays, strict=True))
 
 
 def split_known_count() -> Case:
@@ -226,7 +229,7 @@ def split_known_count() -> Case:
         }}>(seq)
         y = ConcatFromSequence<axis = 0>(mapped)
     }}"""
-    return parse(text), {"x": _floats((6, 4), seed=5)[0]}
+    return exported(text), {"x": _floats((6, 4), seed=5)[0]}
 
 
 def insert_chain() -> Case:
@@ -242,7 +245,7 @@ def insert_chain() -> Case:
         y = ConcatFromSequence<axis = 0>(mapped)
     }}"""
     arrays = _floats((3,), (2,), (4,), seed=6)
-    return parse(text), dict(zip("abc", arrays, strict=True))
+    return exported(text), dict(zip("abc", arrays, strict=True))
 
 
 def insert_erase_positions() -> Case:
@@ -260,7 +263,7 @@ def insert_erase_positions() -> Case:
         n = SequenceLength(s3)
     }}"""
     arrays = _floats((2, 3), (2, 3), (2, 3), (2, 3), seed=16)
-    return parse(text), dict(zip("abcd", arrays, strict=True))
+    return exported(text), dict(zip("abcd", arrays, strict=True))
 
 
 def onnxscript_rows(keepdims: int = 0, axis: int = 0) -> Case:
@@ -302,7 +305,7 @@ def split_rows_at_and_length() -> Case:
         n = SequenceLength(rows)
         n_float = Cast<to = 1>(n)   # tract cannot return a shape-derived int64 (TDim) at all
     }}"""
-    return parse(text), {"x": _floats((5, 3), seed=8)[0], "i": np.array(-2, np.int64)}
+    return exported(text), {"x": _floats((5, 3), seed=8)[0], "i": np.array(-2, np.int64)}
 
 
 def hstack_in_if_branch() -> Case:
@@ -326,7 +329,7 @@ def hstack_in_if_branch() -> Case:
             }},
             else_branch = no () => (float[d] flat) {{ flat = Concat<axis = 0>(t0, t0) }}>
     }}"""
-    return parse(text), {**_feeds(arrays), "flag": np.array(True)}
+    return exported(text), {**_feeds(arrays), "flag": np.array(True)}
 
 
 def tf2onnx_map_fn() -> Case:
@@ -349,7 +352,7 @@ def tf2onnx_map_fn() -> Case:
         }}>
         y = ConcatFromSequence<axis = 0, new_axis = 1>(s)
     }}"""
-    return parse(text), {"x": _floats((4, 3), seed=10)[0]}
+    return exported(text), {"x": _floats((4, 3), seed=10)[0]}
 
 
 def tf2onnx_ragged() -> Case:
@@ -374,7 +377,7 @@ def tf2onnx_ragged() -> Case:
         zero_1d = Constant<value = int64[1] {{0}}>()
         y = ConcatFromSequence<axis = 0>(s)
     }}"""
-    model = parse(text)
+    model = exported(text)
     # zero_1d is read by the body, so it must come before the Loop.
     nodes = list(model.graph.node)
     late = next(n for n in nodes if n.output[0] == "zero_1d")

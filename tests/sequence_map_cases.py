@@ -14,21 +14,10 @@ import onnx.parser
 from onnx import TensorProto as T
 from onnx import helper as h
 
-from tests.helpers import make_model, seq_info, seq_type, tensor_info
+from tests.helpers import make_model, parse, seq_info, seq_type, tensor_info
 
 F = T.FLOAT
 Case = tuple[onnx.ModelProto, dict[str, Any]]
-
-
-#: Test models are ONNX text at IR 8 (what onnxruntime and the runtimes read) and opset 17.
-HEAD = '<ir_version: 8, opset_import: ["" : 17]>'
-
-
-def parse(text: str) -> onnx.ModelProto:
-    """A model from ONNX's text format under :data:`HEAD`. Mind the types: ``float[] x`` is a
-    tensor of unknown rank, ``float x`` a scalar (rank 0), ``seq(float[])`` a sequence of
-    tensors of unknown rank."""
-    return onnx.parser.parse_model(HEAD + text)
 
 
 def floats(*shapes: tuple[int, ...], seed: int = 0) -> list[np.ndarray]:

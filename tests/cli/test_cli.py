@@ -13,9 +13,14 @@ import pytest
 from onnx import helper as h
 
 import seqlower
-from tests.conftest import assert_one_line_error
-from tests.conftest import run_cli as run
-from tests.helpers import assert_equivalent, assert_lowered_ok, make_model, tensor_info
+from tests.helpers import (
+    assert_equivalent,
+    assert_lowered_ok,
+    assert_one_line_error,
+    make_model,
+    run_cli,
+    tensor_info,
+)
 from tests.malformed_cases import MALFORMED
 from tests.sequence_map_cases import CASES
 
@@ -25,7 +30,7 @@ def test_case_through_cli(name: str, tmp_path: Path) -> None:
     model, feeds = CASES[name]()
     source, target = tmp_path / "in.onnx", tmp_path / "out.onnx"
     onnx.save(model, source)
-    code, out, err = run(source, "-o", target)
+    code, out, err = run_cli(source, "-o", target)
     assert code == 0, err
     assert re.search(r"^lower-sequence-map +\d+ ", out, re.M) and f"wrote {target}" in out
     lowered = onnx.load(target)
@@ -39,7 +44,7 @@ def test_malformed_node_through_cli(name: str, tmp_path: Path) -> None:
     build, words = MALFORMED[name]
     source, target = tmp_path / "in.onnx", tmp_path / "out.onnx"
     onnx.save(build(), source)
-    assert_one_line_error(run(source, "-o", target), *words)
+    assert_one_line_error(run_cli(source, "-o", target), *words)
     assert not target.exists()
     assert [p.name for p in tmp_path.iterdir()] == ["in.onnx"]
 
@@ -67,15 +72,15 @@ def _valid_model_bytes() -> bytes:
 def test_bad_input_files(label: str, content: bytes, words: list[str], tmp_path: Path) -> None:
     source, target = tmp_path / f"{label}.onnx", tmp_path / "out.onnx"
     source.write_bytes(content)
-    assert_one_line_error(run(source, "-o", target), str(source), *words)
+    assert_one_line_error(run_cli(source, "-o", target), str(source), *words)
     assert not target.exists()
 
 
 def test_missing_file_and_directory(tmp_path: Path) -> None:
     assert_one_line_error(
-        run(tmp_path / "absent.onnx", "-o", tmp_path / "out.onnx"), "no such file"
+        run_cli(tmp_path / "absent.onnx", "-o", tmp_path / "out.onnx"), "no such file"
     )
-    assert_one_line_error(run(tmp_path, "-o", tmp_path / "out.onnx"), "directory")
+    assert_one_line_error(run_cli(tmp_path, "-o", tmp_path / "out.onnx"), "directory")
     assert not (tmp_path / "out.onnx").exists()
 
 
@@ -83,7 +88,7 @@ def test_unwritable_output(tmp_path: Path) -> None:
     model, _ = CASES["multi_io"]()
     onnx.save(model, tmp_path / "in.onnx")
     assert_one_line_error(
-        run(tmp_path / "in.onnx", "-o", tmp_path / "no" / "such" / "dir.onnx"), "does not exist"
+        run_cli(tmp_path / "in.onnx", "-o", tmp_path / "no" / "such" / "dir.onnx"), "does not exist"
     )
 
 
@@ -91,7 +96,7 @@ def test_output_may_overwrite_input(tmp_path: Path) -> None:
     model, feeds = CASES["body_with_if"]()
     path = tmp_path / "m.onnx"
     onnx.save(model, path)
-    code, _, err = run(path, "-o", path)
+    code, _, err = run_cli(path, "-o", path)
     assert code == 0, err
     assert_equivalent(model, onnx.load(path), feeds)
     assert [p.name for p in tmp_path.iterdir()] == ["m.onnx"]
@@ -100,9 +105,9 @@ def test_output_may_overwrite_input(tmp_path: Path) -> None:
 def test_quiet_verbose_and_no_check(tmp_path: Path) -> None:
     model, _ = CASES["nested_sequence_map"]()
     onnx.save(model, tmp_path / "in.onnx")
-    code, out, err = run(tmp_path / "in.onnx", "-o", tmp_path / "q.onnx", "-q", "--no-check")
+    code, out, err = run_cli(tmp_path / "in.onnx", "-o", tmp_path / "q.onnx", "-q", "--no-check")
     assert (code, out, err) == (0, "", "")
-    code, out, _ = run(tmp_path / "in.onnx", "-o", tmp_path / "v.onnx", "-v")
+    code, out, _ = run_cli(tmp_path / "in.onnx", "-o", tmp_path / "v.onnx", "-v")
     assert code == 0
     assert re.search(r"^lower-sequence-map +2 ", out, re.M)
     assert "Loop" in out and "before" in out
@@ -111,29 +116,29 @@ def test_quiet_verbose_and_no_check(tmp_path: Path) -> None:
 def test_pass_selection(tmp_path: Path) -> None:
     model, _ = CASES["multi_io"]()
     onnx.save(model, tmp_path / "in.onnx")
-    code, _, _ = run(
+    code, _, _ = run_cli(
         tmp_path / "in.onnx", "-o", tmp_path / "o.onnx", "--passes", "lower-sequence-map"
     )
     assert code == 0
-    code, _, err = run(tmp_path / "in.onnx", "-o", tmp_path / "x.onnx", "--passes", "nope")
+    code, _, err = run_cli(tmp_path / "in.onnx", "-o", tmp_path / "x.onnx", "--passes", "nope")
     assert code == 2 and "unknown pass nope" in err
     assert not (tmp_path / "x.onnx").exists()
-    code, out, _ = run("--list-passes")
+    code, out, _ = run_cli("--list-passes")
     assert code == 0 and out.startswith("lower-sequence-map")
 
 
 def test_help_and_version() -> None:
-    code, out, _ = run("--help")
+    code, out, _ = run_cli("--help")
     assert code == 0 and "Examples:" in out and "Exit codes:" in out
-    code, out, _ = run("lower", "--help")
+    code, out, _ = run_cli("lower", "--help")
     assert code == 0 and "-o, --output" in out and "--no-check" in out
-    code, out, _ = run("--version")
+    code, out, _ = run_cli("--version")
     assert code == 0 and out.startswith(f"seqlower {seqlower.__version__}\n")
 
 
 def test_version_names_every_library_and_installed_runtime() -> None:
     """Bug reports need what ran: each dependency with its installed version, as pip sees it."""
-    code, out, _ = run("--version")
+    code, out, _ = run_cli("--version")
     assert code == 0
     listed = dict(line.split() for line in out.splitlines()[1:])
     for name in ("onnx", "onnx-ir", "onnxscript", "onnxruntime", "numpy"):

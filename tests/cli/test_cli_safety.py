@@ -16,13 +16,16 @@ from onnx import helper as h
 import seqlower.io
 from seqlower import passes as seqlower_passes
 from seqlower.cli.commands import cli
-from tests.conftest import assert_one_line_error
-from tests.conftest import run_cli as run
-from tests.helpers import assert_equivalent, make_model, seq_info
+from tests.helpers import (
+    ROOT,
+    assert_equivalent,
+    assert_one_line_error,
+    make_model,
+    run_cli,
+    seq_info,
+)
+from tests.passes.test_reverse_sequence import reverse_model
 from tests.sequence_map_cases import CASES, body
-from tests.test_reverse_sequence import reverse_model
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def _seed_models() -> dict[str, bytes]:
@@ -65,7 +68,7 @@ def test_fuzzed_models_never_crash_or_leave_bad_output(seed_name: str, tmp_path:
         target = tmp_path / f"mutant_{i}.out.onnx"
         source.write_bytes(mutate(data, rng))
         args = [source, "-o", target] + ([] if i % 8 == 0 else ["--no-check"])
-        result = run(*args)
+        result = run_cli(*args)
         code = result.exit_code
         outcomes[code] = outcomes.get(code, 0) + 1
         assert code in (0, 1, 2, 3), (i, code, result.stderr)
@@ -92,7 +95,7 @@ def test_interrupted_write_leaves_nothing(tmp_path: Path, monkeypatch: pytest.Mo
         raise KeyboardInterrupt
 
     monkeypatch.setattr(seqlower.io.ir, "save", half_write)
-    result = run(source, "-o", target, "--no-check")
+    result = run_cli(source, "-o", target, "--no-check")
     assert result.exit_code == 130 and "interrupted" in result.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.onnx"]
 
@@ -109,7 +112,7 @@ def test_existing_output_survives_a_failed_run(
         "save",
         lambda *a, **k: (_ for _ in ()).throw(OSError(28, "No space left on device")),
     )
-    result = run(source, "-o", target, "--no-check")
+    result = run_cli(source, "-o", target, "--no-check")
     assert result.exit_code == 2 and "No space left" in result.stderr
     assert target.read_bytes() == b"previous result"
 
@@ -134,7 +137,7 @@ def test_external_weights_go_beside_the_output(tmp_path: Path, data_name: str) -
     path, model, weights = _external_model(tmp_path, data_name)
     out_dir = tmp_path / "out"
     out_dir.mkdir()
-    result = run(path, "-o", out_dir / "lowered.onnx")
+    result = run_cli(path, "-o", out_dir / "lowered.onnx")
     assert result.exit_code == 0, result.stderr
     assert sorted(p.name for p in out_dir.iterdir()) == ["lowered.onnx", "lowered.onnx.data"]
     assert (out_dir / "lowered.onnx.data").stat().st_size == weights.nbytes
@@ -144,19 +147,19 @@ def test_external_weights_go_beside_the_output(tmp_path: Path, data_name: str) -
     feeds = {"s": [np.ones(70_000, np.float32)]}
     assert_equivalent(model, lowered, feeds)
     # In place, even when the data file has the name the output would use.
-    result = run(path, "-o", path)
+    result = run_cli(path, "-o", path)
     assert result.exit_code == 0, result.stderr
     assert_equivalent(model, onnx.load(path), feeds)
 
 
 def test_external_data_flag(tmp_path: Path) -> None:
     source, model, _ = _external_model(tmp_path, "in.bin")
-    result = run(source, "-o", tmp_path / "o.onnx", "--external-data", "w.bin")
+    result = run_cli(source, "-o", tmp_path / "o.onnx", "--external-data", "w.bin")
     assert result.exit_code == 0 and "weights in w.bin" in result.stdout
     assert (tmp_path / "w.bin").exists()
     feeds = {"s": [np.ones(70_000, np.float32)]}
     assert_equivalent(model, onnx.load(tmp_path / "o.onnx"), feeds)
-    result = run(source, "-o", tmp_path / "p.onnx", "--external-data", "../escape.bin")
+    result = run_cli(source, "-o", tmp_path / "p.onnx", "--external-data", "../escape.bin")
     assert result.exit_code == 2 and not (tmp_path / "p.onnx").exists()
 
 
@@ -164,7 +167,7 @@ def test_external_data_flag_without_big_weights_writes_no_file(tmp_path: Path) -
     model, feeds = CASES["outer_scope_read"]()  # one small initializer: stays inline
     source = tmp_path / "in.onnx"
     onnx.save(model, source)
-    result = run(source, "-o", tmp_path / "o.onnx", "--external-data", "w.bin")
+    result = run_cli(source, "-o", tmp_path / "o.onnx", "--external-data", "w.bin")
     assert result.exit_code == 0, result.stderr
     assert "weights in" not in result.stdout and "all are inline" in result.stdout
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.onnx", "o.onnx"]
@@ -175,18 +178,18 @@ def test_dry_run_writes_nothing(tmp_path: Path) -> None:
     model, _ = CASES["multi_io"]()
     source = tmp_path / "in.onnx"
     onnx.save(model, source)
-    result = run(source, "--dry-run")
+    result = run_cli(source, "--dry-run")
     assert result.exit_code == 0 and "dry run" in result.stdout
-    result = run(source, "-o", tmp_path / "out.onnx", "--dry-run")
+    result = run_cli(source, "-o", tmp_path / "out.onnx", "--dry-run")
     assert result.exit_code == 0 and not (tmp_path / "out.onnx").exists()
-    assert run(source).exit_code == 2  # -o is required without --dry-run
+    assert run_cli(source).exit_code == 2  # -o is required without --dry-run
 
 
 def test_skip_and_report(tmp_path: Path) -> None:
     model, _ = CASES["multi_io"]()
     source, target, report = tmp_path / "in.onnx", tmp_path / "out.onnx", tmp_path / "r.json"
     onnx.save(model, source)
-    result = run(source, "-o", target, "--skip", "lower-reverse-sequence", "--report", report)
+    result = run_cli(source, "-o", target, "--skip", "lower-reverse-sequence", "--report", report)
     assert result.exit_code == 0
     data = json.loads(report.read_text())
     assert [p["name"] for p in data["passes"]] == [
@@ -197,9 +200,9 @@ def test_skip_and_report(tmp_path: Path) -> None:
     assert data["passes"][0]["rewritten"] == 1 and data["passes"][0]["seconds"] >= 0
     assert data["ops"]["before"]["SequenceMap"] == 1 and "SequenceMap" not in data["ops"]["after"]
     assert data["verification"]["ok"] and data["written"]
-    assert run(source, "-o", target, "--skip", "nope").exit_code == 2
+    assert run_cli(source, "-o", target, "--skip", "nope").exit_code == 2
     everything = "lower-sequence-map,lower-reverse-sequence"
-    assert run(source, "-o", target, "--skip", everything).exit_code == 2
+    assert run_cli(source, "-o", target, "--skip", everything).exit_code == 2
 
 
 def test_colour_follows_no_color(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -227,11 +230,11 @@ def test_internal_error_asks_for_a_report(tmp_path: Path, monkeypatch: pytest.Mo
     model, _ = CASES["multi_io"]()
     source = tmp_path / "in.onnx"
     onnx.save(model, source)
-    result = run(source, "-o", tmp_path / "out.onnx", "--passes", "broken")
+    result = run_cli(source, "-o", tmp_path / "out.onnx", "--passes", "broken")
     assert result.exit_code == 70
     assert "Traceback" not in result.stderr and "bug in seqlower" in result.stderr
     assert "rerun with -v" in result.stderr
-    verbose = run(source, "-o", tmp_path / "out.onnx", "--passes", "broken", "-v")
+    verbose = run_cli(source, "-o", tmp_path / "out.onnx", "--passes", "broken", "-v")
     assert verbose.exit_code == 70 and "Traceback" in verbose.stderr and "boom" in verbose.stderr
     assert not (tmp_path / "out.onnx").exists()
 
@@ -246,10 +249,10 @@ def test_output_gets_ordinary_permissions(tmp_path: Path) -> None:
     onnx.save(model, source)
     umask = os.umask(0o022)
     try:
-        assert run(source, "-o", target, "--no-check").exit_code == 0
+        assert run_cli(source, "-o", target, "--no-check").exit_code == 0
         assert stat.S_IMODE(target.stat().st_mode) == 0o644
         os.chmod(target, 0o640)  # an existing file keeps its mode
-        assert run(source, "-o", target, "--no-check").exit_code == 0
+        assert run_cli(source, "-o", target, "--no-check").exit_code == 0
         assert stat.S_IMODE(target.stat().st_mode) == 0o640
     finally:
         os.umask(umask)
@@ -260,8 +263,8 @@ def test_models_too_big_to_check_say_so(tmp_path: Path, monkeypatch: pytest.Monk
     source, target = tmp_path / "in.onnx", tmp_path / "out.onnx"
     onnx.save(model, source)  # inline
     monkeypatch.setattr(seqlower.io, "INLINE_LIMIT", 1)  # every model counts as over 2 GB
-    result = run(source, "-o", target)
+    result = run_cli(source, "-o", target)
     assert_one_line_error(result, "--no-check", code=3)
     assert not target.exists()
-    result = run(source, "-o", target, "--no-check")
+    result = run_cli(source, "-o", target, "--no-check")
     assert result.exit_code == 0 and (tmp_path / "out.onnx.data").exists()

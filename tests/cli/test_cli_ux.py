@@ -13,8 +13,7 @@ import pytest
 
 import seqlower.job
 from seqlower.cli.output import seconds
-from tests.conftest import assert_one_line_error
-from tests.conftest import run_cli as run
+from tests.helpers import assert_one_line_error, run_cli
 from tests.sequence_map_cases import CASES
 
 NEG = onnx.parser.parse_model(
@@ -76,7 +75,7 @@ def test_list_passes_into_a_closed_pipe() -> None:
     ],
 )
 def test_bad_flag_values(sequence_model: Path, tmp_path: Path, flags: list[str], word: str) -> None:
-    result = run(sequence_model, "-o", tmp_path / "out.onnx", *flags)
+    result = run_cli(sequence_model, "-o", tmp_path / "out.onnx", *flags)
     one_line_error(result, word)
     assert not (tmp_path / "out.onnx").exists()
 
@@ -100,8 +99,8 @@ def test_names_are_checked_against_the_model(
 ) -> None:
     source = tmp_path / "neg.onnx"
     onnx.save(NEG, source)
-    one_line_error(run(source, "-o", tmp_path / "out.onnx", *flags), *words)
-    one_line_error(run("verify", source, source, *flags), *words)
+    one_line_error(run_cli(source, "-o", tmp_path / "out.onnx", *flags), *words)
+    one_line_error(run_cli("verify", source, source, *flags), *words)
 
 
 def test_forced_input_shape_and_combined_tolerances(tmp_path: Path) -> None:
@@ -109,9 +108,9 @@ def test_forced_input_shape_and_combined_tolerances(tmp_path: Path) -> None:
     onnx.save(NEG, source)
     # Through verify: NEG has nothing to lower, so `seqlower NEG -o OUT` runs no check.
     flags = ["--input-shape", "x:2,3", "--rtol", "1e-3", "--rtol", "y:1e-4"]
-    assert run("verify", source, source, *flags).exit_code == 0
+    assert run_cli("verify", source, source, *flags).exit_code == 0
     forced = ["--input-shape", "x:2,4", "--force-input-shape"]
-    result = run("verify", source, source, *forced)
+    result = run_cli("verify", source, source, *forced)
     # Accepted as a flag; onnxruntime then refuses the shape (the model really declares 3).
     assert result.exit_code == 3 and "invalid dimensions" in result.stdout + result.stderr
 
@@ -126,7 +125,7 @@ def test_verify_models_with_different_names_is_a_usage_error(tmp_path: Path) -> 
     a, b = tmp_path / "a.onnx", tmp_path / "b.onnx"
     onnx.save(NEG, a)
     onnx.save(other, b)
-    one_line_error(run("verify", a, b), "different outputs")
+    one_line_error(run_cli("verify", a, b), "different outputs")
 
 
 def test_verify_mismatch_saves_inputs_and_a_repro(tmp_path: Path) -> None:
@@ -135,13 +134,13 @@ def test_verify_mismatch_saves_inputs_and_a_repro(tmp_path: Path) -> None:
     a, b = tmp_path / "a.onnx", tmp_path / "b.onnx"
     onnx.save(NEG, a)
     onnx.save(other, b)
-    result = run("verify", a, b)
+    result = run_cli("verify", a, b)
     assert result.exit_code == 1 and "MISMATCH" in result.stderr
     saved = tmp_path / "b.onnx.failing-inputs" / "test_data_set_0" / "input_0.pb"
     assert saved.exists()
     repro = next(line for line in result.stderr.splitlines() if "--inputs" in line).split()
     assert repro[:4] == ["seqlower", "verify", str(a), str(b)]
-    assert run(*repro[1:]).exit_code == 1
+    assert run_cli(*repro[1:]).exit_code == 1
 
 
 # ------------------------------------------------------------- 6. usage errors, one line
@@ -152,12 +151,12 @@ def test_verify_mismatch_saves_inputs_and_a_repro(tmp_path: Path) -> None:
     [["--bogus"], ["-o"], ["verify", "only-one.onnx"], ["help", "nosuch"]],
 )
 def test_usage_errors_are_one_line(sequence_model: Path, args: list[str]) -> None:
-    result = run(*([sequence_model, *args] if args[0].startswith("-") else args))
+    result = run_cli(*([sequence_model, *args] if args[0].startswith("-") else args))
     one_line_error(result)
 
 
 def test_empty_output_path(sequence_model: Path) -> None:
-    one_line_error(run(sequence_model, "-o", ""), "-o", "empty path")
+    one_line_error(run_cli(sequence_model, "-o", ""), "-o", "empty path")
 
 
 # -------------------------------------------- 7. flags and paths checked before the work
@@ -170,7 +169,7 @@ def test_missing_inputs_file_fails_before_reading(
         raise AssertionError("the model was read first")
 
     monkeypatch.setattr(seqlower.job, "load_model", no_loading)
-    result = run(sequence_model, "-o", tmp_path / "o.onnx", "--inputs", tmp_path / "nope.npz")
+    result = run_cli(sequence_model, "-o", tmp_path / "o.onnx", "--inputs", tmp_path / "nope.npz")
     one_line_error(result, "--inputs", "no such file")
 
 
@@ -178,7 +177,7 @@ def test_missing_inputs_file_fails_before_reading(
 
 
 def test_summary_says_it_once(sequence_model: Path, tmp_path: Path) -> None:
-    result = run(sequence_model, "-o", tmp_path / "out.onnx")
+    result = run_cli(sequence_model, "-o", tmp_path / "out.onnx")
     verdict = next(line for line in result.stdout.splitlines() if line.startswith("check:"))
     assert verdict.count("match") == 1, verdict
 
@@ -186,14 +185,14 @@ def test_summary_says_it_once(sequence_model: Path, tmp_path: Path) -> None:
 def test_nothing_to_lower(tmp_path: Path) -> None:
     source = tmp_path / "neg.onnx"
     onnx.save(NEG, source)
-    result = run(source, "-o", tmp_path / "out.onnx")
+    result = run_cli(source, "-o", tmp_path / "out.onnx")
     assert result.exit_code == 0 and (tmp_path / "out.onnx").exists()
     assert "nothing to lower: no ReverseSequence or SequenceMap in the model" in result.stdout
     assert "rewritten" not in result.stdout
 
 
 def test_verbose_shows_no_library_chatter(sequence_model: Path, tmp_path: Path) -> None:
-    result = run(sequence_model, "-o", tmp_path / "out.onnx", "-v")
+    result = run_cli(sequence_model, "-o", tmp_path / "out.onnx", "-v")
     assert result.exit_code == 0
     assert "onnx_ir" not in result.stdout + result.stderr
 
@@ -206,15 +205,15 @@ def test_durations_read_as_people_read_them() -> None:
 
 
 def test_help_texts() -> None:
-    passes = run("--list-passes")
+    passes = run_cli("--list-passes")
     assert passes.exit_code == 0 and "``" not in passes.stdout and ":class:" not in passes.stdout
-    top = run("--help")
+    top = run_cli("--help")
     assert "ReverseSequence" in top.stdout and "SequenceMap" in top.stdout
-    assert run("help").stdout == top.stdout
-    verify_help = run("help", "verify")
+    assert run_cli("help").stdout == top.stdout
+    verify_help = run_cli("help", "verify")
     assert verify_help.exit_code == 0 and "seqlower verify model.onnx" in verify_help.stdout
     assert "seqlower model.onnx -o" not in verify_help.stdout
-    lower_help = run("lower", "--help").stdout
+    lower_help = run_cli("lower", "--help").stdout
     assert "Lower MODEL, check it against MODEL, write OUT." in lower_help
 
 
@@ -226,22 +225,22 @@ def test_ir_version_warning_and_restamp(
 ) -> None:
     monkeypatch.setattr(seqlower.job, "newest_ir_version_onnxruntime_reads", lambda: 7)
     out = tmp_path / "out.onnx"
-    result = run(sequence_model, "-o", out)
+    result = run_cli(sequence_model, "-o", out)
     assert result.exit_code == 0
     assert "warning: OUT has IR version 8" in result.stderr and "--ir-version 7" in result.stderr
-    one_line_error(run(sequence_model, "-o", out, "--ir-version", "7"), "need IR version 8")
+    one_line_error(run_cli(sequence_model, "-o", out, "--ir-version", "7"), "need IR version 8")
     monkeypatch.undo()
-    result = run(sequence_model, "-o", out, "--ir-version", "9")
+    result = run_cli(sequence_model, "-o", out, "--ir-version", "9")
     assert result.exit_code == 0 and onnx.load(out).ir_version == 9
 
 
 def test_opset_conversion(tmp_path: Path) -> None:
     source, out = tmp_path / "neg.onnx", tmp_path / "out.onnx"
     onnx.save(NEG, source)
-    result = run(source, "-o", out, "--opset", "13")
+    result = run_cli(source, "-o", out, "--opset", "13")
     assert result.exit_code == 0, result.stderr
     assert {o.domain: o.version for o in onnx.load(out).opset_import}[""] == 13
-    one_line_error(run(source, "-o", out, "--opset", "99"), "--opset 99")
+    one_line_error(run_cli(source, "-o", out, "--opset", "99"), "--opset 99")
 
 
 # ---------------------------------------------------------------------- 14. the report
@@ -251,7 +250,7 @@ def test_report_records_arguments_tolerances_and_absolute_paths(
     sequence_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    result = run(sequence_model.name, "-o", "out.onnx", "--rtol", "1e-3", "--report", "r.json")
+    result = run_cli(sequence_model.name, "-o", "out.onnx", "--rtol", "1e-3", "--report", "r.json")
     assert result.exit_code == 0, result.stderr
     data = json.loads((tmp_path / "r.json").read_text())
     assert data["input"] == str(sequence_model) and data["output"] == str(tmp_path / "out.onnx")

@@ -19,8 +19,7 @@ import pytest
 import seqlower
 import seqlower.io
 from seqlower.errors import InvalidModelError, OutputError
-from tests.conftest import assert_one_line_error
-from tests.conftest import run_cli as run
+from tests.helpers import assert_one_line_error, run_cli
 
 WEIGHTS = 1000  # floats: 4 kB, above onnx_ir's 256-byte threshold for external data
 
@@ -80,7 +79,7 @@ def test_links_are_replaced_not_followed(tmp_path: Path, where: str, dangling: b
         args += ["--external-data", "w.bin"]
     if where == "report":
         args += ["--report", link]
-    result = run(*args)
+    result = run_cli(*args)
     assert result.exit_code == 0, result.stderr
     if dangling:
         assert not victim.exists()
@@ -98,26 +97,26 @@ def test_links_are_replaced_not_followed(tmp_path: Path, where: str, dangling: b
 
 def test_in_place_with_weights_named_like_the_output(tmp_path: Path) -> None:
     model = save_external(weighted_model(3.0), tmp_path / "m.onnx", "m.onnx.data")
-    result = run(model, "-o", model)
+    result = run_cli(model, "-o", model)
     assert result.exit_code == 0, result.stderr
     assert output_of(model) == 3.0
     # The old weights were the replaced model's own: removed once nothing reads them.
     names = listing(tmp_path)
     assert len(names) == 2 and "m.onnx" in names, names
-    assert run(model, "-o", model).exit_code == 0  # and again: names alternate, still one pair
+    assert run_cli(model, "-o", model).exit_code == 0  # and again: names alternate, still one pair
     assert output_of(model) == 3.0 and len(listing(tmp_path)) == 2
 
 
 def test_output_beside_an_input_whose_weights_have_the_output_s_data_name(tmp_path: Path) -> None:
     source = save_external(weighted_model(5.0), tmp_path / "a.onnx", "b.onnx.data")
     before = (tmp_path / "b.onnx.data").read_bytes()
-    result = run(source, "-o", tmp_path / "b.onnx")
+    result = run_cli(source, "-o", tmp_path / "b.onnx")
     assert result.exit_code == 0, result.stderr
     assert (tmp_path / "b.onnx.data").read_bytes() == before
     assert output_of(source) == 5.0 and output_of(tmp_path / "b.onnx") == 5.0
     # Writing b.onnx once more must not remove a.onnx's weights, although b.onnx.data is
     # named as b.onnx's weights would be.
-    assert run(source, "-o", tmp_path / "b.onnx").exit_code == 0
+    assert run_cli(source, "-o", tmp_path / "b.onnx").exit_code == 0
     assert output_of(source) == 5.0 and output_of(tmp_path / "b.onnx") == 5.0
 
 
@@ -130,7 +129,7 @@ def test_bad_external_data_names(tmp_path: Path, name: str) -> None:
     out = tmp_path / "out.onnx"
     out.write_bytes(b"previous")
     before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
-    result = run(source, "-o", out, "--external-data", name)
+    result = run_cli(source, "-o", out, "--external-data", name)
     assert_one_line_error(result)
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before  # nothing new
 
@@ -143,12 +142,12 @@ def test_devices_and_fifos_are_refused(tmp_path: Path) -> None:
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
     for target in (fifo, Path("/dev/null")):
-        result = run(source, "-o", target, "--no-check")
+        result = run_cli(source, "-o", target, "--no-check")
         assert result.exit_code == 2 and "not a regular file" in result.stderr
     assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
     assert stat.S_ISCHR(os.lstat("/dev/null").st_mode)
-    assert run(source, "-o", tmp_path, "--no-check").exit_code == 2  # a folder
-    assert run(source, "-o", "", "--no-check").exit_code == 2
+    assert run_cli(source, "-o", tmp_path, "--no-check").exit_code == 2  # a folder
+    assert run_cli(source, "-o", "", "--no-check").exit_code == 2
     assert listing(tmp_path) == ["fifo", "in.bin", "in.onnx"]
 
 
@@ -186,7 +185,7 @@ def test_constant_external_data_is_read_from_the_model_folder(
     monkeypatch.chdir(tmp_path)  # not the model's folder
     out = tmp_path / "out" / "c.onnx"
     out.parent.mkdir()
-    result = run(source, "-o", out)
+    result = run_cli(source, "-o", out)
     assert result.exit_code == 0, result.stderr
     assert listing(out.parent) == ["c.onnx"]  # self-contained: no dangling reference
     onnx.checker.check_model(onnx.load(out), full_check=True)
@@ -195,7 +194,7 @@ def test_constant_external_data_is_read_from_the_model_folder(
 def test_constant_external_data_outside_the_folder_is_refused(tmp_path: Path) -> None:
     (tmp_path / "secret.bin").write_bytes(np.ones(4, np.float32).tobytes())
     source = _constant_model(tmp_path, "../secret.bin")
-    result = run(source, "-o", tmp_path / "out.onnx")
+    result = run_cli(source, "-o", tmp_path / "out.onnx")
     assert result.exit_code == 2 and "outside" in result.stderr
     assert not (tmp_path / "out.onnx").exists()
 
@@ -223,7 +222,7 @@ def test_external_fields_are_checked(tmp_path: Path, field: str, value: str, mes
         entries.add(key=field, value=value)
     onnx.save(proto, source)
     for extra in ([], ["--no-check"]):
-        result = run(source, "-o", tmp_path / "out.onnx", *extra)
+        result = run_cli(source, "-o", tmp_path / "out.onnx", *extra)
         assert_one_line_error(result, message)
         assert listing(tmp_path) == ["in.bin", "in.onnx"]
 
@@ -237,7 +236,7 @@ def test_huge_sparse_weights_file_is_not_copied(tmp_path: Path) -> None:
         if entry.key == "length":
             entry.value = str(1 << 40)
     onnx.save(proto, source)
-    result = run(source, "-o", tmp_path / "out.onnx", "--no-check")
+    result = run_cli(source, "-o", tmp_path / "out.onnx", "--no-check")
     assert result.exit_code == 2 and "holds 4000" in result.stderr
 
 
@@ -250,7 +249,7 @@ def test_failure_between_weights_and_model_keeps_the_old_pair(
     out = tmp_path / "out.onnx"
     first = save_external(weighted_model(1.0), tmp_path / "first.onnx", "first.bin")
     second = save_external(weighted_model(2.0), tmp_path / "second.onnx", "second.bin")
-    assert run(first, "-o", out, "--no-check").exit_code == 0
+    assert run_cli(first, "-o", out, "--no-check").exit_code == 0
     assert output_of(out) == 1.0
     before = listing(tmp_path)
     real_replace = os.replace
@@ -261,7 +260,7 @@ def test_failure_between_weights_and_model_keeps_the_old_pair(
         real_replace(src, dst)
 
     monkeypatch.setattr(seqlower.io.os, "replace", replace)
-    result = run(second, "-o", out, "--no-check")
+    result = run_cli(second, "-o", out, "--no-check")
     assert result.exit_code == 2 and "No space left" in result.stderr
     assert output_of(out) == 1.0  # the old model still reads its own weights
     assert listing(tmp_path) == before
@@ -299,7 +298,7 @@ def test_terminating_signals_exit_cleanly(
 ) -> None:
     out = tmp_path / "out.onnx"
     source = save_external(weighted_model(1.0), tmp_path / "in.onnx", "in.bin")
-    assert run(source, "-o", out, "--no-check").exit_code == 0
+    assert run_cli(source, "-o", out, "--no-check").exit_code == 0
     second = save_external(weighted_model(2.0), tmp_path / "second.onnx", "second.bin")
     before = listing(tmp_path)
     real_save = seqlower.io.ir.save
@@ -309,7 +308,7 @@ def test_terminating_signals_exit_cleanly(
         os.kill(os.getpid(), signum)
 
     monkeypatch.setattr(seqlower.io.ir, "save", save_then_signal)
-    result = run(second, "-o", out, "--no-check")
+    result = run_cli(second, "-o", out, "--no-check")
     assert result.exit_code == code, result.stderr
     assert "nothing was written" in result.stderr and "Traceback" not in result.stderr
     assert listing(tmp_path) == before and output_of(out) == 1.0
@@ -375,7 +374,7 @@ def test_paths_are_checked_before_the_work(
         raise AssertionError("the model was read before the paths were checked")
 
     monkeypatch.setattr("seqlower.job.load_model", no_loading)
-    result = run(source, *(a.format(tmp=tmp_path) for a in args))
+    result = run_cli(source, *(a.format(tmp=tmp_path) for a in args))
     assert_one_line_error(result)
     assert listing(tmp_path) == before
 
@@ -432,7 +431,7 @@ def _named(name_bytes: bytes, where: str) -> bytes:
 def test_names_that_are_not_utf8(tmp_path: Path, where: str) -> None:
     source = tmp_path / "in.onnx"
     source.write_bytes(_named(b"\xff\xfe\xfd\xfcZZZZ", where))
-    result = run(source, "-o", tmp_path / "out.onnx")
+    result = run_cli(source, "-o", tmp_path / "out.onnx")
     assert_one_line_error(result, "not valid UTF-8")
     with pytest.raises(InvalidModelError, match="UTF-8"):
         seqlower.lower(onnx.load(source))
@@ -448,7 +447,7 @@ def test_negative_declared_dimension(tmp_path: Path) -> None:
     model.graph.input[0].type.tensor_type.shape.dim[0].dim_value = -3
     source = tmp_path / "in.onnx"
     onnx.save(model, source)
-    result = run(source, "-o", tmp_path / "out.onnx")
+    result = run_cli(source, "-o", tmp_path / "out.onnx")
     assert result.exit_code == 2 and "negative dimension" in result.stderr, result.stderr
     assert not (tmp_path / "out.onnx").exists()
 
@@ -456,7 +455,7 @@ def test_negative_declared_dimension(tmp_path: Path) -> None:
 def test_model_that_is_not_a_regular_file(tmp_path: Path) -> None:
     fifo = tmp_path / "model.onnx"
     os.mkfifo(fifo)  # reading it would block forever
-    result = run(fifo, "-o", tmp_path / "out.onnx")
+    result = run_cli(fifo, "-o", tmp_path / "out.onnx")
     assert result.exit_code == 2 and "not a regular file" in result.stderr
 
 
@@ -474,7 +473,7 @@ def test_data_behind_a_linked_folder_with_a_bare_model_name(
     proto.graph.initializer[0].external_data[0].value = "d/w.bin"
     onnx.save(proto, folder / "m.onnx")
     monkeypatch.chdir(folder)
-    result = run("m.onnx", "-o", "out.onnx")
+    result = run_cli("m.onnx", "-o", "out.onnx")
     assert_one_line_error(result, "outside")
 
 
@@ -507,10 +506,10 @@ def _nested_ifs(depth: int) -> onnx.ModelProto:
 def test_models_nested_deeper_than_protobuf_reads(tmp_path: Path) -> None:
     source = tmp_path / "deep.onnx"
     source.write_bytes(_nested_ifs(32).SerializeToString())
-    result = run(source, "-o", tmp_path / "out.onnx")
+    result = run_cli(source, "-o", tmp_path / "out.onnx")
     assert_one_line_error(result, "nested deeper than protobuf")
     source.write_bytes(_nested_ifs(25).SerializeToString())  # within the limit: lowered
-    assert run(source, "-o", tmp_path / "out.onnx").exit_code == 0
+    assert run_cli(source, "-o", tmp_path / "out.onnx").exit_code == 0
 
 
 def test_models_nested_deeper_than_python_recursion_through_the_api() -> None:
@@ -590,7 +589,7 @@ def small_disk(tmp_path: Path) -> Any:
 def test_real_disk_full_keeps_the_old_pair(tmp_path: Path, small_disk: Path) -> None:
     out = small_disk / "out.onnx"
     small = save_external(weighted_model(1.0), tmp_path / "small.onnx", "small.bin")
-    assert run(small, "-o", out, "--no-check").exit_code == 0  # 4 kB of weights: fits
+    assert run_cli(small, "-o", out, "--no-check").exit_code == 0  # 4 kB of weights: fits
     before = {p.name: p.read_bytes() for p in small_disk.iterdir()}
     big = weighted_model(2.0)
     big.graph.initializer[0].CopyFrom(
@@ -599,7 +598,7 @@ def test_real_disk_full_keeps_the_old_pair(tmp_path: Path, small_disk: Path) -> 
     big.graph.input[0].type.tensor_type.shape.dim[0].dim_value = WEIGHTS * 20
     big.graph.output[0].type.tensor_type.shape.dim[0].dim_value = WEIGHTS * 20
     source = save_external(big, tmp_path / "big.onnx", "big.bin")  # 80 kB: does not fit
-    result = run(source, "-o", out, "--no-check")
+    result = run_cli(source, "-o", out, "--no-check")
     assert result.exit_code == 2 and "No space left" in result.stderr, result.stderr
     assert {p.name: p.read_bytes() for p in small_disk.iterdir()} == before
     assert output_of(out) == 1.0
@@ -610,7 +609,7 @@ def test_failing_inputs_never_go_through_a_planted_link(
 ) -> None:
     from seqlower import passes as seqlower_passes
     from tests.sequence_map_cases import CASES
-    from tests.test_verify import Buggy
+    from tests.verification.test_verify import Buggy
 
     monkeypatch.setitem(seqlower_passes.PASSES, "buggy", Buggy)
     model, _ = CASES["multi_io"]()
@@ -619,12 +618,12 @@ def test_failing_inputs_never_go_through_a_planted_link(
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     (tmp_path / "out.onnx.failing-inputs").symlink_to(elsewhere)
-    result = run(source, "-o", out, "--passes", "buggy")
+    result = run_cli(source, "-o", out, "--passes", "buggy")
     assert result.exit_code == 1 and "not saved" in result.stderr
     assert list(elsewhere.iterdir()) == []
     (tmp_path / "out.onnx.failing-inputs").unlink()
     for _ in range(2):  # saved, then replaced whole by the next failing run
-        assert run(source, "-o", out, "--passes", "buggy").exit_code == 1
+        assert run_cli(source, "-o", out, "--passes", "buggy").exit_code == 1
         saved = tmp_path / "out.onnx.failing-inputs" / "test_data_set_0"
         assert (saved / "input_0.pb").exists()
     assert sorted(listing(tmp_path)) == ["elsewhere", "m.onnx", "out.onnx.failing-inputs"]

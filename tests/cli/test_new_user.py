@@ -14,8 +14,7 @@ import pytest
 import seqlower
 from seqlower.job import LowerOptions, lower_file, verify_files
 from seqlower.verification import CheckOptions, Tolerances
-from tests.conftest import assert_one_line_error
-from tests.conftest import run_cli as run
+from tests.helpers import ROOT, assert_one_line_error, run_cli
 
 NEG = onnx.parser.parse_model(
     """
@@ -94,7 +93,7 @@ def test_verify_files_is_what_the_verify_command_does(tmp_path: Path) -> None:
     assert result.exit_code == 0 and result.verification.ok and result.failing_inputs is None
     data = result.to_dict()
     assert data["reference"] == str(source.resolve()) and data["exit_code"] == 0
-    cli_run = run(
+    cli_run = run_cli(
         "verify", source, lowered, "--check-n", "2", "--seed", "3", "--rtol", "1e-4", "-v"
     )
     assert cli_run.exit_code == 0
@@ -145,7 +144,7 @@ def test_str_of_reports_is_what_the_cli_prints(tmp_path: Path) -> None:
     report = str(result.verification)
     assert report.startswith("check: outputs match") and "max abs" in report
     assert "VerifyReport(" not in report
-    cli_run = run(source, "-o", tmp_path / "out2.onnx", "-v")
+    cli_run = run_cli(source, "-o", tmp_path / "out2.onnx", "-v")
     for line in report.splitlines():
         assert line in cli_run.stdout, line
     text = str(result)
@@ -159,7 +158,7 @@ def test_str_of_reports_is_what_the_cli_prints(tmp_path: Path) -> None:
 def test_summary_shows_versions_interface_size_and_time(tmp_path: Path) -> None:
     source = save(MAP_INPUT, tmp_path)
     report = tmp_path / "r.json"
-    result = run(source, "-o", tmp_path / "out.onnx", "--ir-version", "9", "--report", report)
+    result = run_cli(source, "-o", tmp_path / "out.onnx", "--ir-version", "9", "--report", report)
     assert result.exit_code == 0, result.stderr
     data = json.loads(report.read_text())
     assert data["model"]["before"]["ir_version"] == 8 and data["model"]["after"]["ir_version"] == 9
@@ -175,26 +174,26 @@ def test_summary_shows_versions_interface_size_and_time(tmp_path: Path) -> None:
     assert " -> " in row("size") and "B" in row("size")
     assert lines[-1].startswith("total time")
     assert "max abs" not in result.stdout  # the per-output table is for -v
-    assert "max abs" in run(source, "-o", tmp_path / "out.onnx", "-v").stdout
+    assert "max abs" in run_cli(source, "-o", tmp_path / "out.onnx", "-v").stdout
 
 
 def test_summary_says_which_sequence_ops_remain(tmp_path: Path) -> None:
     source = save(MAP_INPUT, tmp_path)
-    result = run(source, "-o", tmp_path / "out.onnx")
+    result = run_cli(source, "-o", tmp_path / "out.onnx")
     note = next(line for line in result.stdout.splitlines() if "still has sequence ops" in line)
     assert "ConcatFromSequence" in note and "--sequence-free" in note and "--target tract" in note
     assert "SequenceMap" not in note  # that one was lowered
-    plain = run(save(NEG, tmp_path, "neg.onnx"), "-o", tmp_path / "neg_out.onnx")
+    plain = run_cli(save(NEG, tmp_path, "neg.onnx"), "-o", tmp_path / "neg_out.onnx")
     assert "sequence ops" not in plain.stdout
 
 
 def test_pass_table_says_forms_in_words(tmp_path: Path) -> None:
     source = save(REVERSALS, tmp_path)
-    result = run(source, "-o", tmp_path / "out.onnx", "--no-check")
+    result = run_cli(source, "-o", tmp_path / "out.onnx", "--no-check")
     assert result.exit_code == 0, result.stderr
     line = next(x for x in result.stdout.splitlines() if x.startswith("lower-reverse-sequence"))
     assert "1 as a GatherND with its index computed at run time" in line, line
-    mapped = run(save(MAP_INPUT, tmp_path, "map.onnx"), "-o", tmp_path / "m.onnx", "--no-check")
+    mapped = run_cli(save(MAP_INPUT, tmp_path, "map.onnx"), "-o", tmp_path / "m.onnx", "--no-check")
     assert "(1 as its elementwise body run once on the stacked elements (no Loop))" in mapped.stdout
     # A body that is not elementwise (a Flatten) keeps the loop.
     flat = onnx.parser.parse_model(
@@ -208,7 +207,7 @@ def test_pass_table_says_forms_in_words(tmp_path: Path) -> None:
         }
         """
     )
-    mapped = run(save(flat, tmp_path, "m2.onnx"), "-o", tmp_path / "m2_out.onnx", "--no-check")
+    mapped = run_cli(save(flat, tmp_path, "m2.onnx"), "-o", tmp_path / "m2_out.onnx", "--no-check")
     assert "(1 as a Loop stacking scan outputs)" in mapped.stdout, mapped.stdout
 
 
@@ -248,14 +247,14 @@ def torch_atleast_2d_mixed() -> onnx.ModelProto:
 def test_mixed_element_types_name_the_cause(tmp_path: Path, build: Any) -> None:
     source = save(build(), tmp_path)
     line = one_line_error(
-        run(source, "-o", tmp_path / "out.onnx"),
+        run_cli(source, "-o", tmp_path / "out.onnx"),
         "SequenceConstruct",
         "mixes element types int64 and float",
         "--sequence-free",
     )
     assert "annotate" not in line
     assert not (tmp_path / "out.onnx").exists()
-    result = run(source, "-o", tmp_path / "out.onnx", "--sequence-free")
+    result = run_cli(source, "-o", tmp_path / "out.onnx", "--sequence-free")
     assert result.exit_code == 0 and "outputs match" in result.stdout, result.stderr
 
 
@@ -297,7 +296,7 @@ def test_every_public_name_is_listed_and_importable() -> None:
 def test_docstrings_point_to_sections_that_exist() -> None:
     import re
 
-    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    readme = (ROOT / "README.md").read_text()
     headings = {line.lstrip("#").strip() for line in readme.splitlines() if line.startswith("#")}
     for function in (seqlower.lower, seqlower.lower_with_report):
         cited = re.findall(r'README: "([^"]+)"', " ".join((function.__doc__ or "").split()))
@@ -311,7 +310,7 @@ def test_docstrings_point_to_sections_that_exist() -> None:
 
 def test_inspect_says_what_each_mode_would_do(tmp_path: Path) -> None:
     source = save(MAP_INPUT, tmp_path)
-    result = run("inspect", source)
+    result = run_cli("inspect", source)
     assert result.exit_code == 0, result.stderr
     text = result.stdout
     assert "SequenceMap" in text and "1 as its elementwise body run once" in text
@@ -319,14 +318,14 @@ def test_inspect_says_what_each_mode_would_do(tmp_path: Path) -> None:
     assert "leaves 2 ConcatFromSequence" in default and "runtimes without sequence" in default
     assert "- graph input 's' is a sequence" in free
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.onnx"]  # nothing written
-    mixed = run("inspect", save(MIXED_DTYPES, tmp_path, "mixed.onnx")).stdout
+    mixed = run_cli("inspect", save(MIXED_DTYPES, tmp_path, "mixed.onnx")).stdout
     default, free = mixed.split("sequence-free (--sequence-free)")
     assert "fails: " in default and "mixes element types" in default
     assert "leaves no sequence op" in free
 
 
 def test_inspect_of_a_missing_file_is_one_line(tmp_path: Path) -> None:
-    one_line_error(run("inspect", tmp_path / "nope.onnx"), "no such file")
+    one_line_error(run_cli("inspect", tmp_path / "nope.onnx"), "no such file")
 
 
 def test_read_only_file_system_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -344,7 +343,7 @@ def test_read_only_file_system_says_so(tmp_path: Path, monkeypatch: pytest.Monke
         seqlower._fs.os, "access", lambda p, mode, **kw: not mode & os.W_OK and real_access(p, mode)
     )
     monkeypatch.setattr(seqlower._fs.os, "statvfs", lambda _: ReadOnly())
-    line = one_line_error(run(source, "-o", out), f"cannot write {out}: read-only file system")
+    line = one_line_error(run_cli(source, "-o", out), f"cannot write {out}: read-only file system")
     assert "permission denied" not in line
     assert not out.exists()
 
@@ -358,15 +357,15 @@ def test_opset_the_converter_cannot_reach_is_one_clear_line(tmp_path: Path) -> N
     )
     source, out = save(model, tmp_path), tmp_path / "out.onnx"
     line = one_line_error(
-        run(source, "-o", out, "--opset", "9"), "--opset 9", "Cast below opset 13", "--opset 13"
+        run_cli(source, "-o", out, "--opset", "9"), "--opset 9", "Cast below opset 13", "--opset 13"
     )
     assert "Adapter" not in line and "Assertion" not in line and ".h:" not in line
-    one_line_error(run(source, "-o", out, "--opset", "99"), "--opset 99", "knows opsets 1 to")
+    one_line_error(run_cli(source, "-o", out, "--opset", "99"), "--opset 99", "knows opsets 1 to")
     assert not out.exists()
 
 
 def test_no_arguments_is_a_usage_error() -> None:
-    result = run()
+    result = run_cli()
     assert result.exit_code == 2 and result.stdout == ""
     assert result.stderr.startswith("Usage: seqlower MODEL -o OUT")
     assert result.stderr.strip().splitlines()[-1].startswith("seqlower: error: no model given")
@@ -374,7 +373,7 @@ def test_no_arguments_is_a_usage_error() -> None:
 
 def test_a_second_path_suggests_o(tmp_path: Path) -> None:
     source = save(NEG, tmp_path)
-    one_line_error(run(source, "out.onnx"), "-o out.onnx")
+    one_line_error(run_cli(source, "out.onnx"), "-o out.onnx")
     assert not (tmp_path / "out.onnx").exists()
 
 
@@ -382,15 +381,15 @@ def test_a_second_path_suggests_o(tmp_path: Path) -> None:
 
 
 def test_verify_help_lists_only_its_exit_codes() -> None:
-    text = run("help", "verify").stdout
+    text = run_cli("help", "verify").stdout
     assert "Exit codes:" in text and "0   the outputs match" in text
     for lower_only in ("--keep-on-failure", "--sequence-free", "unwritable output"):
         assert lower_only not in text.split("Exit codes:")[1], lower_only
-    assert "--keep-on-failure" in run("help", "lower").stdout.split("Exit codes:")[1]
+    assert "--keep-on-failure" in run_cli("help", "lower").stdout.split("Exit codes:")[1]
 
 
 def test_list_passes_says_which_pipelines_run_each() -> None:
-    lines = run("--list-passes").stdout.splitlines()
+    lines = run_cli("--list-passes").stdout.splitlines()
     rows = {line.split()[0]: line for line in lines if line.startswith(tuple("lfusr"))}
     assert "default, sequence-free" in rows["lower-reverse-sequence"]
     assert rows["lower-sequence-map"].split()[1:3] == ["default", "Replace"]
@@ -438,7 +437,7 @@ def test_missing_shape_of_known_rank_is_repaired_with_a_note(tmp_path: Path) -> 
         onnx.checker.check_model(model)
     source, out = save(model, tmp_path), tmp_path / "out.onnx"
     for flags in ([], ["--sequence-free"]):
-        result = run(source, "-o", out, *flags)
+        result = run_cli(source, "-o", out, *flags)
         assert result.exit_code == 0, result.stderr
         assert "note: graph output 'Identity:0' declared no shape" in result.stdout
         assert "rank 3" in result.stdout and "outputs match" in result.stdout
@@ -452,7 +451,7 @@ def test_missing_shape_of_known_rank_is_repaired_with_a_note(tmp_path: Path) -> 
 def test_missing_shape_of_unknown_rank_names_the_value(tmp_path: Path) -> None:
     source = save(without_shape(RANK_UNKNOWN), tmp_path)
     line = one_line_error(
-        run(source, "-o", tmp_path / "out.onnx"), "graph output 'Identity:0'", "rank"
+        run_cli(source, "-o", tmp_path / "out.onnx"), "graph output 'Identity:0'", "rank"
     )
     assert "required but missing" not in line
     assert not (tmp_path / "out.onnx").exists()

@@ -18,7 +18,7 @@ import seqlower.io
 import seqlower.job
 import seqlower.verification.inputs
 from seqlower.cli.commands import cli
-from tests.conftest import assert_one_line_error
+from tests.helpers import assert_one_line_error
 
 # 20000 x 20000 float32: 1.6 GB, under the --check-memory given, but no room to draw it here.
 HUGE = onnx.parser.parse_model(

@@ -11,7 +11,7 @@ from pathlib import Path
 import onnx
 import onnx.parser
 
-from tests.helpers import nested_row_maps
+from tests.helpers import ROOT, nested_row_maps
 
 # Nested maps (onnxruntime refuses them, onnx.reference runs them) whose inner ReduceMean sees
 # empty rows with --dim C=0: numpy warns "Mean of empty slice".
@@ -22,7 +22,7 @@ def _run(tmp_path: Path, *flags: str) -> subprocess.CompletedProcess[str]:
     source = tmp_path / "nested.onnx"
     onnx.save(onnx.parser.parse_model(NESTED_MEAN), source)
     command = [sys.executable, "-m", "seqlower", str(source), "-o", str(tmp_path / "out.onnx")]
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])}
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.run(
         [*command, "--dim", "C=0", "--dim", "R=2", *flags],
         capture_output=True,

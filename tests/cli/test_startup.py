@@ -9,11 +9,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.helpers import ROOT
+
 HEAVY = ("onnx", "onnx_ir", "sympy", "numpy", "onnxruntime")
 PROBE = """
 import runpy, sys

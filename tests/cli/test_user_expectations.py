@@ -12,8 +12,7 @@ import onnx
 import pytest
 
 import seqlower
-from tests.conftest import assert_one_line_error
-from tests.conftest import run_cli as run
+from tests.helpers import assert_one_line_error, run_cli
 from tests.runtimes import require
 
 NEG = onnx.parser.parse_model(
@@ -97,7 +96,7 @@ PLAIN_LOOP = onnx.parser.parse_model(
 @pytest.mark.parametrize("flags", [["--sequence-free"], []])
 def test_nothing_to_lower_does_not_deny_a_loop_it_leaves(tmp_path: Path, flags: list[str]) -> None:
     source = save(PLAIN_LOOP, tmp_path)
-    result = run(source, "-o", tmp_path / "out.onnx", *flags)
+    result = run_cli(source, "-o", tmp_path / "out.onnx", *flags)
     assert result.exit_code == 0, result.output
     line = next(line for line in result.stdout.splitlines() if line.startswith("nothing to lower"))
     # --sequence-free also folds optionals (``fold-optionals``), which names OptionalGetElement.
@@ -127,7 +126,7 @@ def test_a_sequence_input_blocker_names_unroll_input(tmp_path: Path) -> None:
     found = seqlower.inspect_model(source, ["openvino", "sequence-free"])
     for view in found.pipelines:
         assert any("--unroll-input images=K" in b for b in view.blockers), view.blockers
-    result = run(source, "-o", tmp_path / "out.onnx", "--target", "openvino")
+    result = run_cli(source, "-o", tmp_path / "out.onnx", "--target", "openvino")
     assert result.exit_code == 2 and "--unroll-input images=K" in result.stderr
     assert not (tmp_path / "out.onnx").exists()
 
@@ -151,8 +150,8 @@ def test_dash_output_is_refused_in_one_line(
     _no_lowering(monkeypatch)
     with monkeypatch.context() as m:
         m.chdir(tmp_path)
-        assert_one_line_error(run(source, "-o", "-"), "-o -", "standard output", "./-")
-        assert_one_line_error(run(source, "-o", "out.onnx", "--report", "-"), "--report -")
+        assert_one_line_error(run_cli(source, "-o", "-"), "-o -", "standard output", "./-")
+        assert_one_line_error(run_cli(source, "-o", "out.onnx", "--report", "-"), "--report -")
     assert not (tmp_path / "-").exists()
 
 
@@ -165,8 +164,8 @@ def test_pseudo_file_systems_are_refused_up_front(
     source = save(NEG, tmp_path)
     _no_lowering(monkeypatch)
     out = f"{folder}/seqlower-out.onnx"
-    assert_one_line_error(run(source, "-o", out), f"-o {out}", folder)
-    assert_one_line_error(run(source, "-o", tmp_path / "o.onnx", "--report", out), "--report")
+    assert_one_line_error(run_cli(source, "-o", out), f"-o {out}", folder)
+    assert_one_line_error(run_cli(source, "-o", tmp_path / "o.onnx", "--report", out), "--report")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.onnx"]
 
 
@@ -181,12 +180,12 @@ def test_interrupt_right_after_the_renames_says_what_was_written(
     """The signal comes once both renames are done but before the run has reported them (while
     the staging folder is removed): OUT and its weights are the new pair, and the line says so."""
     import seqlower.io
-    from tests.test_files import output_of, save_external, weighted_model
+    from tests.cli.test_files import output_of, save_external, weighted_model
 
     out = tmp_path / "out.onnx"
     flags = ["--no-check", *(["--external-data", "w.data"] if external else [])]
     first = save_external(weighted_model(1.0), tmp_path / "first.onnx", "first.bin")
-    assert run(first, "-o", out, *flags).exit_code == 0
+    assert run_cli(first, "-o", out, *flags).exit_code == 0
     second = save_external(weighted_model(2.0), tmp_path / "second.onnx", "second.bin")
     real_rmtree = seqlower.io.shutil.rmtree
 
@@ -195,7 +194,7 @@ def test_interrupt_right_after_the_renames_says_what_was_written(
         os.kill(os.getpid(), signum)
 
     monkeypatch.setattr(seqlower.io.shutil, "rmtree", rmtree_then_signal)
-    result = run(second, "-o", out, *flags)
+    result = run_cli(second, "-o", out, *flags)
     assert result.exit_code == 128 + signum, result.stderr
     assert output_of(out) == 2.0  # the new pair is in place
     line = assert_one_line_error(result, "written in full", code=128 + signum, prefix="seqlower: ")
@@ -280,7 +279,7 @@ def test_budget_counts_outputs_before_anything_is_drawn(
         [source, "-o", tmp_path / "out.onnx"] if command == "lower" else ["verify"] + [source] * 2
     )
     line = assert_one_line_error(
-        run(*args, "--check-memory", "6G"), "over its memory budget", code=3
+        run_cli(*args, "--check-memory", "6G"), "over its memory budget", code=3
     )
     assert "4.8 GB of inputs, 3.2 GB of outputs" in line and "--check-memory" in line
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.onnx"]
@@ -313,11 +312,11 @@ def _small_weights_model() -> onnx.ModelProto:
 
 @pytest.mark.parametrize("check", [True, False])
 def test_small_external_weights_stay_external(tmp_path: Path, check: bool) -> None:
-    from tests.test_files import save_external
+    from tests.cli.test_files import save_external
 
     source = save_external(_small_weights_model(), tmp_path / "in.onnx", "in.data")
     out = tmp_path / "out.onnx"
-    result = run(source, "-o", out, *([] if check else ["--no-check"]))
+    result = run_cli(source, "-o", out, *([] if check else ["--no-check"]))
     assert result.exit_code == 0, result.output
     assert (tmp_path / "out.onnx.data").is_file(), sorted(p.name for p in tmp_path.iterdir())
     written = onnx.load(out, load_external_data=False)
@@ -347,16 +346,17 @@ def test_verify_failing_inputs_go_where_asked_or_nowhere(tmp_path: Path) -> None
     models.mkdir()
     a, b = save(NEG, models, "a.onnx"), save(ABS, models, "b.onnx")
     chosen = tmp_path / "failing"
-    result = run("verify", a, b, "--save-failing-inputs", chosen)
+    result = run_cli("verify", a, b, "--save-failing-inputs", chosen)
     assert result.exit_code == 1
     assert (chosen / "test_data_set_0" / "input_0.pb").is_file()
     assert f"failing inputs saved in {chosen}" in result.stderr
     assert sorted(p.name for p in models.iterdir()) == ["a.onnx", "b.onnx"]  # nothing beside B
-    result = run("verify", a, b, "--no-save-failing-inputs")
+    result = run_cli("verify", a, b, "--no-save-failing-inputs")
     assert result.exit_code == 1 and "failing inputs saved" not in result.stderr
     assert sorted(p.name for p in models.iterdir()) == ["a.onnx", "b.onnx"]
     assert_one_line_error(
-        run("verify", a, b, "--save-failing-inputs", chosen, "--no-save-failing-inputs"), "not both"
+        run_cli("verify", a, b, "--save-failing-inputs", chosen, "--no-save-failing-inputs"),
+        "not both",
     )
 
 
@@ -380,7 +380,7 @@ def test_save_inputs_and_outputs_keep_every_run(tmp_path: Path, command: str) ->
     args = (
         [source, "-o", tmp_path / "out.onnx"] if command == "lower" else ["verify", source, source]
     )
-    result = run(*args, "--check-n", "2", "--save-inputs", kept, "--save-outputs", kept)
+    result = run_cli(*args, "--check-n", "2", "--save-inputs", kept, "--save-outputs", kept)
     assert result.exit_code == 0, result.output
     assert sorted(p.name for p in kept.iterdir()) == ["test_data_set_0", "test_data_set_1"]
     session = ort.InferenceSession(str(source), providers=["CPUExecutionProvider"])
@@ -390,7 +390,7 @@ def test_save_inputs_and_outputs_keep_every_run(tmp_path: Path, command: str) ->
         (y,) = session.run(None, feeds)
         assert np.array_equal(_tensor(folder / "output_0.pb"), y)
     # Read back as the check's own inputs and expected outputs.
-    again = run(
+    again = run_cli(
         "verify", source, source, "--inputs", kept / "test_data_set_1",
         "--expected", kept / "test_data_set_1",
     )  # fmt: skip
@@ -400,7 +400,7 @@ def test_save_inputs_and_outputs_keep_every_run(tmp_path: Path, command: str) ->
 def test_save_inputs_alone_and_a_file_in_the_way(tmp_path: Path) -> None:
     source = save(NEG, tmp_path)
     inputs, outputs = tmp_path / "in", tmp_path / "out"
-    result = run("verify", source, source, "--save-inputs", inputs, "--save-outputs", outputs)
+    result = run_cli("verify", source, source, "--save-inputs", inputs, "--save-outputs", outputs)
     assert result.exit_code == 0
     assert (inputs / "test_data_set_0" / "input_0.pb").is_file()
     assert not (inputs / "test_data_set_0" / "output_0.pb").exists()
@@ -408,7 +408,7 @@ def test_save_inputs_alone_and_a_file_in_the_way(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("")
     assert_one_line_error(
-        run(source, "-o", tmp_path / "o.onnx", "--save-inputs", blocker),
+        run_cli(source, "-o", tmp_path / "o.onnx", "--save-inputs", blocker),
         "--save-inputs",
         "not a folder",
     )
@@ -428,7 +428,7 @@ def test_batch_of_files_and_a_folder_in_parallel(tmp_path: Path) -> None:
     (inputs / "bad.onnx").write_bytes(b"not a model")
     single = save(NEG, tmp_path, "neg.onnx")
     out = tmp_path / "out"
-    result = run(inputs, single, f"-o{out}/", "-j2", "--check-n", "1")
+    result = run_cli(inputs, single, f"-o{out}/", "-j2", "--check-n", "1")
     assert result.exit_code == 2, result.output  # the worst run's code: bad.onnx's
     lines = result.stdout.splitlines()
     for name in ("rev.onnx", "sub/map.onnx", "neg.onnx"):
@@ -453,10 +453,10 @@ def test_batch_refuses_what_several_runs_would_share(tmp_path: Path) -> None:
     (tmp_path / "other").mkdir()
     c = save(NEG, tmp_path / "other", "a.onnx")
     out = tmp_path / "out"
-    assert_one_line_error(run(a, b, "-o", out, "--report", tmp_path / "r.json"), "--report")
-    assert_one_line_error(run(a, c, "-o", f"{out}/"), "would both be written to")
-    assert_one_line_error(run(a, b, "-o", a), "written to a directory", f"-o {a}/")
-    assert_one_line_error(run(a, b), f"-o {b}")  # two paths and no -o: the old hint
+    assert_one_line_error(run_cli(a, b, "-o", out, "--report", tmp_path / "r.json"), "--report")
+    assert_one_line_error(run_cli(a, c, "-o", f"{out}/"), "would both be written to")
+    assert_one_line_error(run_cli(a, b, "-o", a), "written to a directory", f"-o {a}/")
+    assert_one_line_error(run_cli(a, b), f"-o {b}")  # two paths and no -o: the old hint
     assert not out.exists()
 
 
@@ -503,7 +503,7 @@ def test_ragged_map_fn_gets_its_rank_from_the_loop_body(tmp_path: Path, flags: l
         None, feeds
     )
     out = tmp_path / "out.onnx"
-    result = run(source, "-o", out, "--inputs", _npz(tmp_path, feeds), *flags)
+    result = run_cli(source, "-o", out, "--inputs", _npz(tmp_path, feeds), *flags)
     assert result.exit_code == 0, result.output
     assert "graph output 'y' declared no shape (ONNX requires one): given rank 1" in result.stdout
     written = onnx.load(out)

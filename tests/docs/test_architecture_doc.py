@@ -7,13 +7,12 @@ here rather than drifting unnoticed (issue 31).
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 
 from seqlower.passes import PASSES
+from tests.helpers import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 DOC = (ROOT / "ARCHITECTURE.md").read_text(encoding="utf-8")
 
 

@@ -9,11 +9,10 @@ import onnx
 from click.testing import CliRunner
 
 from seqlower.cli.commands import cli
-from tests.helpers import assert_lowered_ok, assert_same, ort_run, reference_run
+from tests.helpers import ROOT, assert_lowered_ok, assert_same, ort_run, reference_run
 
-ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "examples"))
-import build_examples  # noqa: E402
+import build_examples
 
 
 def test_bundled_example_matches_its_builder() -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -22,7 +21,7 @@ from onnx.backend.test.case.node import collect_testcases
 
 import seqlower
 from seqlower.passes import LowerReverseSequence
-from tests.helpers import IR_VERSION, all_nodes, all_op_types
+from tests.helpers import IR_VERSION, ROOT, all_nodes, all_op_types, parse
 from tests.runtimes import RuntimeFailure, assert_same, require, run
 
 RUNTIMES = ["onnxruntime", "openvino", "tract", "tract-symbolic"]
@@ -31,14 +30,6 @@ RUNTIMES = ["onnxruntime", "openvino", "tract", "tract-symbolic"]
 # LessOrEqual-16 or GreaterOrEqual-16), and the row Flatten tract cannot solve for symbolic
 # shapes.
 NOT_PORTABLE = {"NonZero", "CumSum", "Flatten", "ReverseSequence", "LessOrEqual", "GreaterOrEqual"}
-
-
-def parse(text: str, opset: int = 17) -> onnx.ModelProto:
-    model = onnx.parser.parse_model(
-        f'<ir_version: {IR_VERSION}, opset_import: ["" : {opset}]>\n' + text
-    )
-    onnx.checker.check_model(model, full_check=True)
-    return model
 
 
 def native(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
@@ -600,7 +591,7 @@ print("RAN")
         text=True,
         timeout=120,
         check=False,
-        cwd=Path(__file__).resolve().parent.parent,
+        cwd=ROOT,
     )
     assert "RAN" not in done.stdout
     assert done.returncode != 0

@@ -28,8 +28,7 @@ from seqlower.passes import (
 )
 from seqlower.passes._sequences import SEQUENCE_OPS
 from tests import sequence_free_cases as cases
-from tests.conftest import assert_one_line_error, run_cli
-from tests.helpers import all_op_types, every_graph, ort_run
+from tests.helpers import all_op_types, assert_one_line_error, every_graph, ort_run, run_cli
 from tests.runtimes import RUNTIMES, RuntimeFailure, assert_same, run
 
 CASES = cases.CASES
@@ -308,7 +307,7 @@ def test_any_ranks_column_stack(shapes: list[tuple[int, ...]], seed: int) -> Non
     original on onnxruntime, and to numpy."""
     arrays = cases._floats(*shapes, seed=seed)
     flat = "\n".join(f"        f{k} = Flatten<axis = 0>(e{k})" for k in range(len(arrays)))
-    model = cases.parse(cases._flattened(arrays, flat))
+    model = cases.exported(cases._flattened(arrays, flat))
     feeds = cases._feeds(arrays)
     lowered = seqlower.lower(model, sequence_free=True)
     assert not SEQUENCE_OPS & set(all_op_types(lowered))

@@ -13,7 +13,7 @@ import pytest
 
 import seqlower
 from seqlower.errors import TargetError
-from tests.conftest import run_cli
+from tests.helpers import REALWORLD, run_cli
 from tests.runtimes import RuntimeFailure, assert_same, run
 
 # The smallest model that shows it: bounds from a graph input's values.
@@ -42,7 +42,7 @@ SHAPE_BOUNDS = onnx.parser.parse_model(
     """
 )
 
-BAG = Path(__file__).parent / "data" / "realworld" / "embedding_bag_mean.onnx"
+BAG = REALWORLD / "embedding_bag_mean.onnx"
 
 
 def test_tract_cannot_load_a_slice_by_run_time_bounds() -> None:

@@ -13,7 +13,7 @@ import pytest
 import seqlower
 from seqlower.errors import InvalidNodeError
 from seqlower.targets import TARGETS
-from tests.conftest import assert_one_line_error, run_cli
+from tests.helpers import assert_one_line_error, run_cli
 from tests.malformed_cases import MALFORMED
 
 

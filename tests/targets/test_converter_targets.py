@@ -4,6 +4,7 @@ is installed (by hand: it needs torch; skipped otherwise, in CI too)."""
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 import types
 from pathlib import Path
@@ -17,8 +18,8 @@ import pytest
 import seqlower
 from seqlower.errors import TargetError
 from seqlower.passes.targets._converter_ops import ONNX2TORCH, ONNX2TORCH_VERSION
-from tests.conftest import run_cli
-from tests.runtimes import run
+from tests.helpers import run_cli
+from tests.runtimes import require, run
 
 # onnxscript's shape: a ReverseSequence of the input and the model's own CumSum, whose
 # 'reverse' is left out (ONNX: 0; onnx2torch 1.5.15 read it as 1).
@@ -42,15 +43,18 @@ FEEDS = {
 def _onnx2torch() -> Any:
     """onnx2torch, or a skip (it is no extra of seqlower: never required, not even in CI). It
     imports torchvision for NonMaxSuppression alone; one that does not load is stood in for."""
-    pytest.importorskip("torch")
-    try:
-        import torchvision  # noqa: F401
-    except Exception:
-        stub = types.ModuleType("torchvision")
-        stub.ops = types.SimpleNamespace(nms=None, roi_align=None)  # type: ignore[attr-defined]
-        sys.modules["torchvision"] = stub
-        sys.modules["torchvision.ops"] = stub.ops  # type: ignore[assignment]
-    return pytest.importorskip("onnx2torch")
+    if importlib.util.find_spec("torch") is not None:
+        try:
+            import torchvision  # noqa: F401
+        except Exception:
+            stub = types.ModuleType("torchvision")
+            stub.ops = types.SimpleNamespace(nms=None, roi_align=None)  # type: ignore[attr-defined]
+            sys.modules["torchvision"] = stub
+            sys.modules["torchvision.ops"] = stub.ops  # type: ignore[assignment]
+    require("onnx2torch")
+    import onnx2torch
+
+    return onnx2torch
 
 
 def _run_torch(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:

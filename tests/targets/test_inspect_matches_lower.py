@@ -21,9 +21,10 @@ from seqlower.job import restamp
 from seqlower.pipeline import op_counts
 from seqlower.targets import TARGETS
 from tests import loop_cases, sequence_free_cases, sequence_map_cases
+from tests.helpers import REALWORLD, ROOT
 
-DATA = Path(__file__).parent / "data" / "realworld"
-SHARED = Path(__file__).parent.parent.parent / "shared" / "realworld-samples"
+DATA = REALWORLD
+SHARED = ROOT.parent / "shared" / "realworld-samples"
 
 
 def _corpus() -> dict[str, Callable[[], onnx.ModelProto]]:

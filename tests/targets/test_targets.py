@@ -24,7 +24,7 @@ from seqlower.job import LowerOptions, lower_file
 from seqlower.targets import TARGETS as DEPLOY_TARGETS
 from seqlower.verification import CheckOptions, VerifyReport, verify
 from seqlower.verification.oracles import TARGETS, Runner
-from tests.helpers import neg_loop, nested_row_maps
+from tests.helpers import REALWORLD, neg_loop, nested_row_maps
 from tests.runtimes import BY_HAND, require
 
 # A tf2onnx-style ReverseSequence: lowered to ops both OpenVINO and tract run.
@@ -90,7 +90,7 @@ def test_target_that_cannot_run_the_candidate_fails_the_check(tmp_path: Path) ->
     assert result.exit_code == 1, result.output
     assert f"MISMATCH: does not load on tract {_version('tract')}: " in result.stderr
     assert "Loop" in result.stderr
-    # Nothing ran on the inputs: none are saved (tests/test_culprit.py).
+    # Nothing ran on the inputs: none are saved (tests/verification/test_culprit.py).
     assert "--inputs" not in result.stderr
 
 
@@ -319,7 +319,7 @@ def test_candidate_openvino_refuses_fails_the_check() -> None:
     """tf2onnx's map_fn Loop (its body reads more than its carried values): onnxruntime runs
     it, OpenVINO's ONNX front end refuses it at load."""
     require("openvino")
-    path = Path(__file__).parent / "data" / "realworld" / "tf_map_fn_reverse_op13.onnx"
+    path = REALWORLD / "tf_map_fn_reverse_op13.onnx"
     model = onnx.load(path)
     report = verify(model, seqlower.lower(model), CheckOptions(targets=("openvino",)))
     assert report.status == "mismatch"
@@ -370,7 +370,7 @@ def test_inspect_says_what_a_target_would_do(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert "blocked by 1:" in result.output and "trip count is not fixed" in result.output
     # embedding_bag's Slices by its offsets: tract loads none, named as lower names them.
-    bag = Path(__file__).parent / "data" / "realworld" / "embedding_bag_mean.onnx"
+    bag = REALWORLD / "embedding_bag_mean.onnx"
     result = CliRunner().invoke(cli, ["inspect", str(bag), "--target", "tract"])
     assert result.exit_code == 0, result.output
     assert "blocked by" in result.output and "tract 0.23.9 cannot load a Slice" in result.output
@@ -435,7 +435,7 @@ def test_onnxruntime_target_lowers_only_the_types_it_lacks(dtype: str) -> None:
 def test_lowering_a_proto_leaves_it_as_it_was() -> None:
     """onnx_ir's tensors wrap the proto's own: unrolling a Scan renames its body's initializers,
     which renamed the caller's (a later lowering of the same proto then failed)."""
-    bag = onnx.load(Path(__file__).parent / "data" / "realworld" / "embedding_bag_mean.onnx")
+    bag = onnx.load(REALWORLD / "embedding_bag_mean.onnx")
     before = bag.SerializeToString()
     with pytest.raises(seqlower.TargetError):  # its Scan: no onnx2torch converter
         seqlower.lower(bag, target="onnx2torch", check=False)

@@ -16,9 +16,7 @@ import pytest
 
 import seqlower.verification.check
 from seqlower.errors import CheckLimitError
-from tests.conftest import assert_one_line_error
-from tests.conftest import run_cli as run
-from tests.helpers import neg_loop
+from tests.helpers import assert_one_line_error, neg_loop, run_cli
 
 
 def one_line(result: Any, code: int, *words: str) -> None:
@@ -49,7 +47,7 @@ g (float[N, 3] x) => (float[N, 3] y) { y = Neg(x) }
 def test_inputs_over_the_memory_budget_are_refused_before_allocating(tmp_path: Path) -> None:
     source = save(HUGE, tmp_path / "huge.onnx")
     start = time.monotonic()
-    result = run("verify", source, source)
+    result = run_cli("verify", source, source)
     one_line(result, 3, "'x'", "float[200000, 200000]", "--check-memory")
     assert time.monotonic() - start < 30
     assert sorted(os.listdir(tmp_path)) == ["huge.onnx"]
@@ -58,14 +56,16 @@ def test_inputs_over_the_memory_budget_are_refused_before_allocating(tmp_path: P
 @pytest.mark.parametrize("flag", ["--check-memory=1K", "--check-memory=0.001M"])
 def test_memory_budget_flag(tmp_path: Path, flag: str) -> None:
     source = save(NEG, tmp_path / "neg.onnx")
-    one_line(run("verify", source, source, flag, "--dim", "N=1000"), 3, "'x'")
-    assert run("verify", source, source, "--check-memory", "1M").exit_code == 0
+    one_line(run_cli("verify", source, source, flag, "--dim", "N=1000"), 3, "'x'")
+    assert run_cli("verify", source, source, "--check-memory", "1M").exit_code == 0
 
 
 @pytest.mark.parametrize("value", ["-1", "0", "lots", "12Q"])
 def test_bad_memory_budget(tmp_path: Path, value: str) -> None:
     source = save(NEG, tmp_path / "neg.onnx")
-    one_line(run(source, "-o", tmp_path / "o.onnx", "--check-memory", value), 2, "--check-memory")
+    one_line(
+        run_cli(source, "-o", tmp_path / "o.onnx", "--check-memory", value), 2, "--check-memory"
+    )
 
 
 def test_string_inputs_count_too(tmp_path: Path) -> None:
@@ -76,13 +76,13 @@ def test_string_inputs_count_too(tmp_path: Path) -> None:
         """,
         tmp_path / "s.onnx",
     )
-    one_line(run("verify", source, source, "--check-memory", "1G"), 3, "string")
+    one_line(run_cli("verify", source, source, "--check-memory", "1G"), 3, "string")
 
 
 def test_time_limit_stops_a_runaway_loop(tmp_path: Path) -> None:
     source = save(ENDLESS, tmp_path / "loop.onnx")
     start = time.monotonic()
-    result = run("verify", source, source, "--check-timeout", "1")
+    result = run_cli("verify", source, source, "--check-timeout", "1")
     one_line(result, 3, "--check-timeout")
     assert time.monotonic() - start < 20
     assert sorted(os.listdir(tmp_path)) == ["loop.onnx"]
@@ -143,15 +143,15 @@ def _input_folder(tmp_path: Path, name: str) -> Path:
 def test_bad_test_data_folders(tmp_path: Path, kind: str, word: str) -> None:
     source = save(NEG, tmp_path / "neg.onnx")
     folder = _input_folder(tmp_path, kind)
-    one_line(run(source, "-o", tmp_path / "o.onnx", "--inputs", folder), 2, word)
+    one_line(run_cli(source, "-o", tmp_path / "o.onnx", "--inputs", folder), 2, word)
 
 
 def test_npz_holding_object_arrays(tmp_path: Path) -> None:
     source = save(NEG, tmp_path / "neg.onnx")
     np.savez(tmp_path / "in.npz", x=np.array([object(), 1], dtype=object))
-    one_line(run(source, "-o", tmp_path / "o.onnx", "--inputs", tmp_path / "in.npz"), 2, "'x'")
+    one_line(run_cli(source, "-o", tmp_path / "o.onnx", "--inputs", tmp_path / "in.npz"), 2, "'x'")
 
 
 def test_device_as_inputs(tmp_path: Path) -> None:
     source = save(NEG, tmp_path / "neg.onnx")
-    one_line(run(source, "-o", tmp_path / "o.onnx", "--inputs", "/dev/zero"), 2, "/dev/zero")
+    one_line(run_cli(source, "-o", tmp_path / "o.onnx", "--inputs", "/dev/zero"), 2, "/dev/zero")

@@ -3,6 +3,7 @@ oracle for what onnxruntime cannot run, an honest summary, and --inputs validate
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -17,15 +18,10 @@ from seqlower.verification import CheckOptions, Tolerances, verify
 from seqlower.verification.constraints import analyze
 from seqlower.verification.inputs import InputError, validate_inputs
 from seqlower.verification.oracles import OnnxRuntime, Reference
-from tests.conftest import assert_one_line_error, run_cli
+from tests.helpers import assert_one_line_error, parse, run_cli
 
-HEAD = '<ir_version: 8, opset_import: ["" : 17, "local" : 1]>'
-
-
-def parse(text: str) -> onnx.ModelProto:
-    model = onnx.parser.parse_model(f"{HEAD}\n{text}")
-    onnx.checker.check_model(model, full_check=True)
-    return model
+#: The models here may call functions of a "local" domain.
+parse_local = partial(parse, domains={"local": 1})
 
 
 # Real exporter shapes: tf2onnx casts int32 lengths to int64 and names every dim unk__N.
@@ -157,7 +153,7 @@ g (int64 start, int64 limit, int64 delta, int64 depth, float[W] x, int64[2] i)
 
 @pytest.mark.parametrize("name", sorted(PATTERNS))
 def test_pattern_verifies_with_no_flags(name: str, tmp_path: Path) -> None:
-    model = parse(PATTERNS[name])
+    model = parse_local(PATTERNS[name])
     report = verify(model, seqlower.lower(model))
     assert report.ok, report.reason
     # Every draw was accepted first time: the inputs were valid, not lucky (an empty-sequence
@@ -173,7 +169,7 @@ def test_pattern_verifies_with_no_flags(name: str, tmp_path: Path) -> None:
 
 
 def test_tf2onnx_lengths_are_drawn_in_range() -> None:
-    model = parse(PATTERNS["tf2onnx_cast_lengths"])
+    model = parse_local(PATTERNS["tf2onnx_cast_lengths"])
     report = verify(model, model, n=20)
     assert report.ok and report.input_problems == []
     for run in report.runs:  # the lengths count follows the batch of x (tied, names differ)
@@ -181,14 +177,14 @@ def test_tf2onnx_lengths_are_drawn_in_range() -> None:
 
 
 def test_lengths_reshaped_from_a_column_follow_a_given_batch() -> None:
-    model = parse(PATTERNS["tf2onnx_lengths_through_reshape"])
+    model = parse_local(PATTERNS["tf2onnx_lengths_through_reshape"])
     report = verify(model, seqlower.lower(model), dims={"unk__2": 5})
     assert report.ok and report.input_problems == []
     assert report.runs[0].inputs["seq_len"] == [5, 1]
 
 
 def test_sequence_elements_mapped_together_agree() -> None:
-    model = parse(PATTERNS["two_sequences_and_a_broadcast_tensor"])
+    model = parse_local(PATTERNS["two_sequences_and_a_broadcast_tensor"])
     report = verify(model, seqlower.lower(model), n=5)
     assert report.ok
     for run in report.runs:
@@ -199,7 +195,7 @@ def test_sequence_elements_mapped_together_agree() -> None:
 
 
 def test_a_draw_that_cannot_fit_names_the_input_and_the_node() -> None:
-    model = parse("""
+    model = parse_local("""
 g (float[T, B, 2] x, int64[5] lens) => (float[T, B, 2] y) {
   y = ReverseSequence<time_axis = 0, batch_axis = 1>(x, lens)
 }""")
@@ -251,7 +247,7 @@ g (int64 n, float[3] x) => (float[3] y, float[?, 3] ys, float[?] sums) {
 
 @pytest.mark.parametrize("trips", [0, 1, 3])
 def test_reference_oracle_loops_agree_with_onnxruntime(trips: int) -> None:
-    model = parse(LOOP_SCAN)
+    model = parse_local(LOOP_SCAN)
     feeds = {"n": np.array(trips, np.int64), "x": np.arange(3, dtype=np.float32)}
     expected = OnnxRuntime().load(model).run(feeds)
     got = Reference().load(model).run(feeds)  # omitted condition, zero trips, scalar scans
@@ -261,7 +257,7 @@ def test_reference_oracle_loops_agree_with_onnxruntime(trips: int) -> None:
 
 
 def test_reference_oracle_maps_empty_sequences_and_zips_several() -> None:
-    model = parse("""
+    model = parse_local("""
 g (seq(float[N]) a, seq(float[N]) b, float k) => (seq(float[N]) out) {
   out = SequenceMap(a, b, k) <body = body (float[N] x, float[N] y, float z) => (float[N] w) {
     s = Add(x, y)
@@ -294,7 +290,7 @@ g (seq(float[H]) s) => (float[H] first, seq(float[H]) negs) {
 
 def test_summary_says_which_runs_were_skipped_and_why(tmp_path: Path) -> None:
     source = tmp_path / "m.onnx"
-    onnx.save(parse(SEQUENCE_AT), source)
+    onnx.save(parse_local(SEQUENCE_AT), source)
     code, out, err = run_cli(source, "-o", tmp_path / "out.onnx")
     assert code == 0, err
     line = next(line for line in out.splitlines() if line.startswith("check:"))
@@ -304,7 +300,7 @@ def test_summary_says_which_runs_were_skipped_and_why(tmp_path: Path) -> None:
 
 
 def test_runs_are_numbered_from_one() -> None:
-    model = parse(SEQUENCE_AT)
+    model = parse_local(SEQUENCE_AT)
     report = verify(model, seqlower.lower(model))
     assert [run.index for run in report.runs] == [1, 2, 3]
     assert [s.index for s in report.skipped] == [4]
@@ -312,7 +308,7 @@ def test_runs_are_numbered_from_one() -> None:
 
 
 def test_no_shape_hint_when_the_user_gave_every_shape(tmp_path: Path) -> None:
-    model = parse("""
+    model = parse_local("""
 g (float[T, B, 2] x, int64[2] lens) => (float[T, B, 2] y) {
   y = ReverseSequence<time_axis = 0, batch_axis = 1>(x, lens)
 }""")
@@ -348,7 +344,7 @@ def test_bad_inputs_files_are_exit_2_naming_the_input(
     tmp_path: Path, arrays: dict[str, Any], words: list[str]
 ) -> None:
     source = tmp_path / "m.onnx"
-    onnx.save(parse(RS), source)
+    onnx.save(parse_local(RS), source)
     np.savez(tmp_path / "in.npz", **arrays)
     code, _, err = run_cli(source, "-o", tmp_path / "o.onnx", "--inputs", tmp_path / "in.npz")
     lines = err.strip().splitlines()
@@ -360,14 +356,14 @@ def test_bad_inputs_files_are_exit_2_naming_the_input(
 
 def test_good_inputs_file_verifies(tmp_path: Path) -> None:
     source = tmp_path / "m.onnx"
-    onnx.save(parse(RS), source)
+    onnx.save(parse_local(RS), source)
     np.savez(tmp_path / "in.npz", x=X, lens32=np.array([3, 0], np.int32))
     code, out, err = run_cli(source, "-o", tmp_path / "o.onnx", "--inputs", tmp_path / "in.npz")
     assert code == 0 and "outputs match in 1 run " in out, err
 
 
 def test_validation_through_the_api_and_in_sequences() -> None:
-    model = parse(PATTERNS["sequence_positions"])
+    model = parse_local(PATTERNS["sequence_positions"])
     s = [np.zeros(2, np.float32)] * 2
     validate_inputs(model, {"s": s, "at32": np.array(-2, np.int32), "insert_at": np.array(2)})
     with pytest.raises(InputError, match="'at32' holds 2, out of range"):
@@ -380,7 +376,7 @@ def test_validation_through_the_api_and_in_sequences() -> None:
 
 def test_clamped_lengths_are_not_refused() -> None:
     # Min(lens, T) clamps: a large length is valid input, so validation must not refuse it.
-    model = parse("""
+    model = parse_local("""
 g (float[T, B, 2] x, int64[B] raw, int64[1] cap) => (float[T, B, 2] y) {
   lens = Min(raw, cap)
   y = ReverseSequence<time_axis = 0, batch_axis = 1>(x, lens)
@@ -395,7 +391,7 @@ g (float[T, B, 2] x, int64[B] raw, int64[1] cap) => (float[T, B, 2] y) {
 
 
 def test_check_options_object() -> None:
-    model = parse(PATTERNS["tf2onnx_cast_lengths"])
+    model = parse_local(PATTERNS["tf2onnx_cast_lengths"])
     seen: list[tuple[int, int]] = []
     options = CheckOptions(
         n=2,
@@ -489,7 +485,7 @@ def index_models(draw: st.DrawFn) -> onnx.ModelProto:
             f'<domain: "local", opset_import: ["" : 17]>\n'
             f"F (x, raw) => (res2) {{\n    {body}\n    res2 = Identity({out})\n}}"
         )
-    return parse(text)
+    return parse_local(text)
 
 
 @settings(
@@ -520,7 +516,7 @@ Scale (xs, W) => (ys) {
 
 def test_function_input_types_come_from_call_sites(tmp_path: Path) -> None:
     # onnxscript writes model-local functions with untyped inputs, as ONNX intends.
-    model = parse(
+    model = parse_local(
         """
 g (seq(float[N, C]) s, float[C] w) => (seq(float[N, C]) out, seq(float[N, C]) again) {
   out = local.Scale(s, w)
@@ -538,7 +534,7 @@ g (seq(float[N, C]) s, float[C] w) => (seq(float[N, C]) out, seq(float[N, C]) ag
 
 
 def test_conflicting_call_sites_name_both(tmp_path: Path) -> None:
-    model = parse(
+    model = parse_local(
         """
 g (seq(float[N, C]) s, float[C] w, seq(float[C]) ws) => (seq(float[N, C]) a, seq(float[N, C]) b) {
   first = Identity(s)
@@ -575,7 +571,7 @@ def test_progress_shows_the_current_run(capsys: pytest.CaptureFixture[str], tmp_
         time.sleep(0.8)
     assert "seqlower: checking run 2/4... " in capsys.readouterr().err
     source = tmp_path / "m.onnx"
-    onnx.save(parse(SEQUENCE_AT), source)
+    onnx.save(parse_local(SEQUENCE_AT), source)
     seen: list[tuple[int, int]] = []
     result = lower_file(
         source, tmp_path / "o.onnx", LowerOptions(), on_run=lambda k, n: seen.append((k, n))
@@ -584,7 +580,7 @@ def test_progress_shows_the_current_run(capsys: pytest.CaptureFixture[str], tmp_
 
 
 def test_untyped_body_onnxruntime_refuses_verifies_in_the_reference() -> None:
-    from tests.test_sequence_free import untyped_hstack
+    from tests.passes.test_sequence_free import untyped_hstack
 
     model, _ = untyped_hstack()
     report = verify(model, seqlower.lower(model, sequence_free=True))
@@ -594,7 +590,7 @@ def test_untyped_body_onnxruntime_refuses_verifies_in_the_reference() -> None:
 
 def test_reference_errors_name_the_node() -> None:
     # The bundled example's shape: a map, then a stack that cannot take an empty sequence.
-    model = parse("""
+    model = parse_local("""
 g (seq(float[H, 2]) s) => (float[n, ?, 2] y) {
   m = SequenceMap(s) <body = b (float[H, 2] x) => (float[H, 2] z) { z = Neg(x) }>
   y = ConcatFromSequence<axis = 0, new_axis = 1>(m)
@@ -608,7 +604,7 @@ g (seq(float[H, 2]) s) => (float[n, ?, 2] y) {
 
 
 def test_reverse_sequence_in_every_scope_verifies() -> None:
-    from tests.test_reverse_sequence import _nested_model
+    from tests.passes.test_reverse_sequence import _nested_model
 
     model, _ = _nested_model()  # a map in an If branch reading outer lengths; a function
     report = verify(model, seqlower.lower(model))
@@ -622,14 +618,16 @@ def test_an_analysis_failure_falls_back_to_declared_types(monkeypatch: pytest.Mo
         raise ValueError("unexpected graph")
 
     monkeypatch.setattr(check, "analyze", broken)
-    model = parse(PATTERNS["two_sequences_and_a_broadcast_tensor"].replace("float[C] w", "float w"))
+    model = parse_local(
+        PATTERNS["two_sequences_and_a_broadcast_tensor"].replace("float[C] w", "float w")
+    )
     report = verify(model, seqlower.lower(model))
     assert report.input_problems[0].startswith("inputs drawn from declared types only")
 
 
 def test_verify_command_validates_inputs_too(tmp_path: Path) -> None:
     source = tmp_path / "m.onnx"
-    onnx.save(parse(RS), source)
+    onnx.save(parse_local(RS), source)
     np.savez(tmp_path / "in.npz", x=X, lens32=np.array([1, 9], np.int32))
     result = run_cli("verify", source, source, "--inputs", tmp_path / "in.npz")
     assert_one_line_error(result, "'lens32' holds 9")

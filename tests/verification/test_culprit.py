@@ -21,8 +21,7 @@ from seqlower.summary import verdict_lines
 from seqlower.verification import CheckOptions, VerifyReport, verify
 from seqlower.verification import oracles as oracles_module
 from seqlower.verification.oracles import Runner, oracle_label
-from tests.conftest import CliResult, run_cli
-from tests.helpers import neg_loop
+from tests.helpers import CliResult, neg_loop, run_cli
 from tests.runtimes import require
 
 # What the default pipeline lowers (ReverseSequence), one output.

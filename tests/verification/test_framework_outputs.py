@@ -18,8 +18,9 @@ from onnx import numpy_helper
 from seqlower.cli.commands import cli
 from seqlower.targets import TARGETS
 from seqlower.verification.inputs import save_inputs
+from tests.helpers import REALWORLD
 
-SAMPLES = Path(__file__).parent / "data" / "realworld"
+SAMPLES = REALWORLD
 NAMES = [
     "tf_map_fn_reverse_op13",  # __inputs__/__outputs__, output 'Identity:0'
     "v1_bidir_dynamic_rnn_lens_input_op17",  # the same, int32 lengths through Cast
@@ -68,7 +69,8 @@ def test_inputs_file_holding_outputs_is_accepted(tmp_path: Path) -> None:
 
 def test_framework_difference_the_export_shares_is_a_warning(tmp_path: Path) -> None:
     """The framework's outputs edited: the original misses them as much as the lowered model
-    does, so it is the export's fault (tests/test_culprit.py), OUT written with a warning."""
+    does, so it is the export's fault (tests/verification/test_culprit.py), OUT written with a
+    warning."""
     source = SAMPLES / "v1_bidir_dynamic_rnn_lens_input_op17.npz"
     with np.load(source) as archive:
         arrays = {key: archive[key] for key in archive.files}

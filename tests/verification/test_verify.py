@@ -21,7 +21,8 @@ from seqlower import passes as seqlower_passes
 from seqlower.cli.commands import cli
 from seqlower.verification import VerifyReport, compare_values, verify
 from seqlower.verification.inputs import generate_inputs, load_inputs, save_inputs
-from tests.sequence_map_cases import CASES, parse
+from tests.helpers import parse
+from tests.sequence_map_cases import CASES
 
 
 def opaque_model() -> onnx.ModelProto:

@@ -465,8 +465,8 @@ def _computed_index(
     """
     time_first = plan.time_axis == 0
     column = _column_axes(plan)[0]
-    # A static T: the steps are constants. Not for T = 0: OpenVINO 2026.4.1 broadcasts an
-    # empty constant away (Sub([1, 1], [0, 1, 1]) gives [1, 1]; tests/test_reverse_sequence.py).
+    # A static T: the steps are constants. Not for T = 0: OpenVINO 2026.4.1 broadcasts an empty
+    # constant away (Sub([1, 1], [0, 1, 1]) gives [1, 1]; tests/passes/test_reverse_sequence.py).
     if plan.time_size:
         last_steps = emit.constant(np.arange(-1, plan.time_size, dtype=np.int64), hint="last_steps")
         steps = emit.constant(

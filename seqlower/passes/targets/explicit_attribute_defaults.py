@@ -6,7 +6,7 @@ default. Some converters assume another one: onnx2torch 1.5.15 reads a ``CumSum`
 wrong numbers with no error. For the (op, attribute, default) entries of a target row's
 ``attribute_defaults``, this pass sets the attribute to ONNX's default on every node that
 leaves it out, in every scope: the same model, read the same by every runtime. Each entry is
-checked against the converter in ``tests/test_converter_targets.py``.
+checked against the converter in ``tests/targets/test_converter_targets.py``.
 """
 
 from __future__ import annotations

@@ -6,8 +6,8 @@ loaded (constants) or follow from tensor shapes (``Shape``/``Size`` and arithmet
 tensor *values* (a graph input, a ``Scan`` body's row, ``Gather`` of data: PyTorch's
 ``embedding_bag`` slices its weight rows by its ``offsets``) fails to load, in the main graph
 and in any body ('Symbol <Sym0> points to an invalid (dead ?) SymbolScope'; inside an ``If``
-branch first 'Source node without a determined fact'; ``tests/test_slice_bounds.py`` keeps the
-smallest models). The last check of the ``tract`` target: it raises
+branch first 'Source node without a determined fact'; ``tests/passes/test_slice_bounds.py``
+keeps the smallest models). The last check of the ``tract`` target: it raises
 :class:`~seqlower.errors.TargetError` naming each such ``Slice`` and where its bound comes from,
 before any check, and changes nothing.
 """
