@@ -80,15 +80,17 @@ class SequenceFreeError(InvalidModelError):
 class TargetError(InvalidModelError):
     """The model cannot be made to run on a target runtime; ``blockers`` names each node and why."""
 
-    def __init__(self, target: str, blockers: list[str]) -> None:
+    def __init__(self, target: str, blockers: list[str], hint: str = "") -> None:
         self.target = target
         self.blockers = blockers
-        super().__init__(_listed(f"cannot lower the model for {target}", blockers))
+        self.hint = hint
+        super().__init__(_listed(f"cannot lower the model for {target}", blockers, hint))
 
 
-def _listed(what: str, blockers: list[str]) -> str:
+def _listed(what: str, blockers: list[str], hint: str = "") -> str:
     plural = "s" if len(blockers) != 1 else ""
-    return f"{what} ({len(blockers)} blocker{plural}):" + "".join(
+    hint = f"; {hint}" if hint else ""
+    return f"{what} ({len(blockers)} blocker{plural}{hint}):" + "".join(
         f"\n  - {blocker}" for blocker in blockers
     )
 

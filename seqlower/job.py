@@ -33,7 +33,14 @@ from seqlower.errors import (
     OutputError,
 )
 from seqlower.io import check_model, load_model, save_model
-from seqlower.pipeline import PassRow, build_pipeline, op_counts, pass_rows, run_pipeline
+from seqlower.pipeline import (
+    PassRow,
+    build_pipeline,
+    check_at_fixed_shapes,
+    op_counts,
+    pass_rows,
+    run_pipeline,
+)
 from seqlower.summary import ModelFacts
 from seqlower.targets import Deployment, deployment
 
@@ -111,6 +118,8 @@ class LowerOptions:
     force_input_shape: bool = False
     sequence_free: bool = False
     unroll_inputs: Mapping[str, int] = field(default_factory=dict)
+    #: ``--overwrite-input-shape``: input name -> the static shape it is lowered (and checked) at.
+    overwrite_input_shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
     #: Runtimes (names in ``seqlower.verification.oracles.TARGETS``) the lowered model is also
     #: run and compared on; added to ``check_options.targets``.
     targets: tuple[str, ...] = ()
@@ -283,13 +292,18 @@ def lower_file(
         seqlower.io.check_external_data_name(options.external_data, target, inputs=reads)
     before = op_counts(ir_model) if options.count_ops else Counter()
     original = _reference(ir_model, options) if options.check else None
+    check_options = _at_fixed_shapes(ir_model, original, options)
     if original is not None:
-        check_names(original, options.check_options)
+        check_names(original, check_options)
     opset, target_notes = _target_opset(ir_model, deploy, options.opset, check=options.check)
     with progress("lowering"):
         rows = _lower(ir_model, options, None if deploy.target is None else deploy.target.name)
         load_notes = seqlower.io.load_notes(ir_model)
-        unchanged = not options.unroll_inputs and not any(row.rewritten for row in rows)
+        unchanged = (
+            not options.unroll_inputs
+            and not options.overwrite_input_shapes
+            and not any(row.rewritten for row in rows)
+        )
         as_read: onnx.ModelProto | None = None
         notes_unchanged: list[str] = []
         if unchanged:
@@ -321,7 +335,7 @@ def lower_file(
         with progress("checking"):
             from seqlower.verification import verify  # imports onnxruntime: only when checking
 
-            proven = dataclasses.replace(options.check_options, targets=deploy.proofs)
+            proven = dataclasses.replace(check_options, targets=deploy.proofs)
             report = verify(original, lowered, _with_progress(proven, on_run))
         _record_check(result, report, original, None if options.dry_run else output, options.save)
     if not options.dry_run and (result.exit_code == ExitCode.OK or options.keep_on_failure):
@@ -355,9 +369,26 @@ def _lower(ir_model: ir.Model, options: LowerOptions, target: str | None) -> lis
         sequence_free=options.sequence_free,
         unroll_inputs=options.unroll_inputs,
         target=target,
+        input_shapes=options.overwrite_input_shapes,
     )
     run_pipeline(ir_model, pipeline)
     return pass_rows(pipeline.passes)
+
+
+def _at_fixed_shapes(
+    model: ir.Model, original: onnx.ModelProto | None, options: LowerOptions
+) -> CheckOptions:
+    """The check's options at the shapes ``--overwrite-input-shape`` fixes; a shape that
+    contradicts the model is exit 2 here, before any lowering, checked or not (with
+    ``--unroll-input``, against the unrolled interface the check sees)."""
+    shapes = options.overwrite_input_shapes
+    if not shapes:
+        return options.check_options
+    if options.unroll_inputs:
+        if original is None:
+            return options.check_options  # FixInputShapes checks them after the unrolling
+        model = ir.serde.deserialize_model(original)
+    return check_at_fixed_shapes(options.check_options, model, shapes)
 
 
 def _kept_unchecked(

@@ -24,6 +24,7 @@ from seqlower.errors import (
     ModelTypeError,
     ProofFailedError,
     SeqlowerError,
+    TargetError,
 )
 from seqlower.io import check_names_and_dims, load_model, self_contained_proto
 from seqlower.passes import (
@@ -32,6 +33,8 @@ from seqlower.passes import (
     SEQUENCE_FREE_PASSES,
     ExpandFunctionOps,
     ExplicitAttributeDefaults,
+    FixInputShapes,
+    FoldStaticShapes,
     RequireSequenceFree,
     ValidateNodes,
     create_pass,
@@ -48,6 +51,7 @@ __all__ = [
     "SortIfNeeded",
     "TimedPass",
     "build_pipeline",
+    "check_at_fixed_shapes",
     "lower",
     "lower_with_report",
     "op_counts",
@@ -122,6 +126,7 @@ _CLEANUP_NAMES = {
     RemoveUnusedNodesPass: "remove-unused-nodes",
     SortIfNeeded: "topological-sort",
     UnrollInputs: "unroll-inputs",
+    FixInputShapes: "fix-input-shapes",
 }
 
 
@@ -142,6 +147,7 @@ def build_pipeline(
     sequence_free: bool = False,
     unroll_inputs: Mapping[str, int] | None = None,
     target: str | None = None,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
 ) -> ir.passes.PassManager:
     """A PassManager running ``passes`` (names or instances; default: ``DEFAULT_PASSES``) then
     the cleanup.
@@ -157,6 +163,9 @@ def build_pipeline(
     ``target`` (a name in :data:`seqlower.targets.TARGETS`) runs that runtime's passes, then
     dead-node removal and the target's checks (which raise naming every node that blocks it);
     it excludes ``passes`` and ``sequence_free``.
+    ``input_shapes`` (input name to its dimensions) fixes those inputs' shapes first and folds
+    what that makes constant (:class:`~seqlower.passes.default.fix_input_shapes.FixInputShapes`),
+    and folds again after the lowering passes (``FoldStaticShapes``).
     """
     if target is not None:
         if passes is not None or sequence_free:
@@ -165,6 +174,9 @@ def build_pipeline(
             )
         row = get_target(target)
         steps: list[ir.passes.PassBase] = [ValidateNodes(), *(create_pass(p) for p in row.passes)]
+        if input_shapes:
+            steps.insert(1, FixInputShapes(input_shapes))
+            steps.append(FoldStaticShapes())
         if row.expand_ops:
             steps.append(ExpandFunctionOps(row.expand_ops))
         if row.attribute_defaults:
@@ -174,9 +186,14 @@ def build_pipeline(
         steps += [RemoveUnusedNodesPass(), *(create_pass(p) for p in row.requires)]
         if cleanup:
             steps.append(SortIfNeeded())
-        return ir.passes.PassManager([TimedPass(p) for p in steps] if timed else steps, steps=1)
+        manager = ir.passes.PassManager([TimedPass(p) for p in steps] if timed else steps, steps=1)
+        if row.static_shapes and not input_shapes:
+            manager.static_shapes = (row.name, row.static_shapes)  # type: ignore[attr-defined]
+        return manager
     default = SEQUENCE_FREE_PASSES if sequence_free else DEFAULT_PASSES
     chosen = [create_pass(p) if isinstance(p, str) else p for p in (passes or list(default))]
+    if input_shapes:
+        chosen = [FixInputShapes(input_shapes), *chosen, FoldStaticShapes()]
     chosen.insert(0, ValidateNodes())
     if unroll_inputs:
         chosen.insert(1, UnrollInputs(unroll_inputs))
@@ -219,12 +236,40 @@ def run_pipeline(model: ir.Model, pipeline: ir.passes.PassManager) -> ir.passes.
     except Exception as e:
         cause: BaseException | None = e
         while cause is not None:
+            if isinstance(cause, TargetError):
+                raise _with_static_shapes_hint(cause, model, pipeline) from None
             if isinstance(cause, SeqlowerError):
                 raise cause from None
             if isinstance(cause, RecursionError):
                 raise InvalidModelError(TOO_DEEP_TO_WALK) from None
             cause = cause.__cause__ or cause.__context__
         raise
+
+
+def _with_static_shapes_hint(
+    error: TargetError, model: ir.Model, pipeline: ir.passes.PassManager
+) -> TargetError:
+    """``error`` saying ``--overwrite-input-shape`` when the target needs static shapes (its
+    row's ``static_shapes``) and an input's shape is not static."""
+    needs = getattr(pipeline, "static_shapes", None)
+    dynamic = [
+        value
+        for value in model.graph.inputs
+        if isinstance(value.type, ir.TensorType)
+        and (value.shape is None or not value.shape.is_static())
+        and value.name not in model.graph.initializers
+    ]
+    if needs is None or not dynamic or error.hint:
+        return error
+    name, why = needs
+    value = dynamic[0]
+    dims = (
+        "D0,D1,..."
+        if value.shape is None
+        else ",".join(str(d) if isinstance(d, int) else "?" for d in value.shape)
+    )
+    hint = f"{name} needs static input shapes {why}: --overwrite-input-shape {value.name}={dims}"
+    return TargetError(error.target, error.blockers, hint)
 
 
 @overload
@@ -237,6 +282,7 @@ def lower(
     unroll_inputs: Mapping[str, int] | None = ...,
     target: str | None = ...,
     check: bool | CheckOptions = ...,
+    input_shapes: Mapping[str, Sequence[int]] | None = ...,
 ) -> onnx.ModelProto: ...
 @overload
 def lower(
@@ -248,6 +294,7 @@ def lower(
     unroll_inputs: Mapping[str, int] | None = ...,
     target: str | None = ...,
     check: bool | CheckOptions = ...,
+    input_shapes: Mapping[str, Sequence[int]] | None = ...,
 ) -> ir.Model: ...
 def lower(
     model: onnx.ModelProto | ir.Model | str | os.PathLike[str],
@@ -258,6 +305,7 @@ def lower(
     unroll_inputs: Mapping[str, int] | None = None,
     target: str | None = None,
     check: bool | CheckOptions = True,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
 ) -> onnx.ModelProto | ir.Model:
     """Lower every SequenceMap (and the other registered ops) in ``model``.
 
@@ -277,6 +325,8 @@ def lower(
     as ``check`` says how), raising ``ProofFailedError`` when it fails there and
     ``TargetUnavailableError`` before any work when the runtime is not installed;
     ``check=False`` lowers for the target unproven.
+    ``input_shapes={"x": (1, 8, 16)}`` fixes those inputs' shapes before lowering (as
+    ``--overwrite-input-shape``) and folds what they make constant; the proof runs at them.
     :func:`lower_with_report` does the same and also says what each pass did (README: "Python
     API").
     """
@@ -286,10 +336,11 @@ def lower(
         sequence_free=sequence_free,
         unroll_inputs=unroll_inputs,
         target=target,
+        input_shapes=input_shapes,
     )
     proof = _proof(target, check)
     with gc_paused():
-        return _lower(model, pipeline, proof=proof)
+        return _lower(model, pipeline, proof=proof, input_shapes=input_shapes)
 
 
 def _lower(
@@ -298,11 +349,15 @@ def _lower(
     counts: list[Counter[str]] | None = None,
     *,
     proof: CheckOptions | None = None,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
 ) -> onnx.ModelProto | ir.Model:
     """``counts``, when given, gets the op counts before and after the passes; ``proof``, when
-    given, is the check the lowered model must pass (it raises otherwise)."""
+    given, is the check the lowered model must pass (it raises otherwise), at ``input_shapes``."""
 
     def run(ir_model: ir.Model) -> ir.Model:
+        nonlocal proof
+        if proof is not None and input_shapes:
+            proof = check_at_fixed_shapes(proof, ir_model, input_shapes)
         original = None if proof is None else self_contained_proto(ir_model)
         if counts is not None:
             counts.append(op_counts(ir_model))
@@ -346,6 +401,34 @@ def _lower(
     else:
         raise ModelTypeError("lower", model)
     return ir.serde.serialize_model(run(ir_model))
+
+
+def check_at_fixed_shapes(
+    options: CheckOptions, model: ir.Model, shapes: Mapping[str, Sequence[int]]
+) -> CheckOptions:
+    """``options`` running the check at the shapes ``--overwrite-input-shape`` fixes (and the
+    sizes they give symbolic names); BadOptionError when ``--input-shape``/``--dim`` say
+    otherwise, or the shapes contradict the model."""
+    from seqlower.errors import BadOptionError
+    from seqlower.passes.default.fix_input_shapes import FLAG, resolve_input_shapes
+
+    given, sizes = resolve_input_shapes(model, shapes)
+    input_shapes = dict(options.input_shapes)
+    for name, dims in given.items():
+        other = tuple(input_shapes.setdefault(name, dims))
+        if other != dims:
+            raise BadOptionError(
+                f"{FLAG} {name}={','.join(map(str, dims))}: --input-shape gives "
+                f"{','.join(map(str, other))}"
+            )
+    dims_by_name = dict(options.dims)
+    for symbol, size in sizes.items():
+        if dims_by_name.setdefault(symbol, size) != size:
+            raise BadOptionError(
+                f"{FLAG}: the inputs fix '{symbol}' to {size}, --dim {symbol}="
+                f"{dims_by_name[symbol]} says otherwise"
+            )
+    return dataclasses.replace(options, input_shapes=input_shapes, dims=dims_by_name)
 
 
 def _proof(target: str | None, check: bool | CheckOptions) -> CheckOptions | None:
@@ -461,6 +544,7 @@ def lower_with_report(
     unroll_inputs: Mapping[str, int] | None = ...,
     target: str | None = ...,
     check: bool | CheckOptions = ...,
+    input_shapes: Mapping[str, Sequence[int]] | None = ...,
 ) -> LowerReport[onnx.ModelProto]: ...
 @overload
 def lower_with_report(
@@ -472,6 +556,7 @@ def lower_with_report(
     unroll_inputs: Mapping[str, int] | None = ...,
     target: str | None = ...,
     check: bool | CheckOptions = ...,
+    input_shapes: Mapping[str, Sequence[int]] | None = ...,
 ) -> LowerReport[ir.Model]: ...
 def lower_with_report(
     model: onnx.ModelProto | ir.Model | str | os.PathLike[str],
@@ -482,6 +567,7 @@ def lower_with_report(
     unroll_inputs: Mapping[str, int] | None = None,
     target: str | None = None,
     check: bool | CheckOptions = True,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
 ) -> LowerReport[Any]:
     """:func:`lower` (same arguments, same result in ``.model``), reporting what it did.
 
@@ -496,9 +582,10 @@ def lower_with_report(
         sequence_free=sequence_free,
         unroll_inputs=unroll_inputs,
         target=target,
+        input_shapes=input_shapes,
     )
     proof = _proof(target, check)
     counts: list[Counter[str]] = []
     with gc_paused():
-        lowered = _lower(model, pipeline, counts, proof=proof)
+        lowered = _lower(model, pipeline, counts, proof=proof, input_shapes=input_shapes)
     return LowerReport(lowered, pass_rows(pipeline.passes), counts[0], counts[1])

@@ -74,6 +74,10 @@ class Target:
     #: left out: written explicitly after the passes (``ExplicitAttributeDefaults``); each
     #: entry verified against the converter.
     attribute_defaults: tuple[tuple[str, str, int | float | str], ...] = ()
+    #: When the runtime needs static input shapes ("": never), in words: what stays unless
+    #: ``--overwrite-input-shape`` fixes them (its blockers' error then names the flag). Every
+    #: tf2onnx Loop counts an input's time axis: fixed, the count is a constant.
+    static_shapes: str = ""
 
     @property
     def sequence_free(self) -> bool:
@@ -169,6 +173,7 @@ TARGETS: dict[str, Target] = {
             "optional ops as TFLite custom ops LiteRT cannot run (ONNX_LOOP, ...: refused by "
             "the proof)",
             proofs=("onnx2tf",),
+            static_shapes="for Loops (unrolled when their count is a constant)",
         ),
         Target(
             name="onnx2torch",
@@ -198,6 +203,7 @@ TARGETS: dict[str, Target] = {
             "2/48 -> 6/48, at a fixed length 1/20 -> 11/20); newer models are converted to "
             "opset 18",
             proofs=("onnx2torch",),
+            static_shapes="for Loops and Scans (unrolled when their count is a constant)",
         ),
         Target(
             name="tinygrad",
@@ -217,6 +223,7 @@ TARGETS: dict[str, Target] = {
             measured="CI",
             still_blocks="Loops and Scans whose trip count is not a constant (no Loop, Scan)",
             proofs=("tinygrad",),
+            static_shapes="for Loops and Scans (unrolled when their count is a constant)",
         ),
         Target(
             name="tvm",
@@ -321,6 +328,10 @@ def describe_targets() -> str:
             f"{'yes' if target.strip_symbolic_dims else 'no'}"
         )
         lines.append(f"  still blocks:     {target.still_blocks}")
+        if target.static_shapes:
+            lines.append(
+                f"  static shapes:    {target.static_shapes}: --overwrite-input-shape NAME=D0,..."
+            )
         proofs = "; ".join(_proof_here(name) for name in target.proofs)
         lines.append(
             f"  proven on:        {proofs or 'nothing seqlower runs (--no-check lowers for it)'}"

@@ -25,6 +25,7 @@ import click
 import seqlower
 from seqlower._fs import write_file_atomically
 from seqlower.cli.options import (
+    OVERWRITE_INPUT_SHAPE,
     UNROLL_INPUT,
     check_options,
     checking,
@@ -368,6 +369,15 @@ def help_command(ctx: click.Context, command: str | None) -> None:
     help="Replace the sequence input NAME by K tensor inputs NAME_0..NAME_{K-1} (a new "
     "interface; with --sequence-free, for a model that takes a sequence). Repeatable.",
 )
+@click.option(
+    "--overwrite-input-shape",
+    "overwrite_specs",
+    type=OVERWRITE_INPUT_SHAPE,
+    multiple=True,
+    help="Lower with the input NAME fixed to this shape, e.g. --overwrite-input-shape "
+    "x=1,8,16 (repeatable; as onnxsim's): shape arithmetic folds, loop counts become constants "
+    "(converters unroll them); the check runs at these shapes.",
+)
 @click.option("--dry-run", is_flag=True, help="Run everything, write no model (-o optional).")
 @click.option(
     "--no-cleanup",
@@ -404,6 +414,7 @@ def lower(
     opset: int | None,
     sequence_free: bool,
     unroll_specs: tuple[tuple[str, int], ...],
+    overwrite_specs: tuple[tuple[str, tuple[int, ...]], ...],
     dry_run: bool,
     no_cleanup: bool,
     no_check: bool,
@@ -455,6 +466,7 @@ def lower(
             opset=opset,
             sequence_free=sequence_free,
             unroll_inputs=unroll_inputs(unroll_specs),
+            overwrite_input_shapes=dict(overwrite_specs),
             save=save,
         )
         check_paths(model, None if dry_run else out, external_data, report_path)
@@ -582,6 +594,10 @@ def _lowering_flags(options: LowerOptions) -> list[str]:
     flags = [] if options.passes is None else [f"--passes={','.join(options.passes)}"]
     flags += ["--sequence-free"] if options.sequence_free else []
     flags += [f"--unroll-input={n}={k}" for n, k in options.unroll_inputs.items()]
+    flags += [
+        f"--overwrite-input-shape={n}={','.join(map(str, s))}"
+        for n, s in options.overwrite_input_shapes.items()
+    ]
     flags += [] if options.cleanup else ["--no-cleanup"]
     flags += [] if options.opset is None else [f"--opset={options.opset}"]
     return flags + ([] if options.ir_version is None else [f"--ir-version={options.ir_version}"])

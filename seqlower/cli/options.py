@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from seqlower.verification.compare import Tolerances
 
 __all__ = [
+    "OVERWRITE_INPUT_SHAPE",
     "UNROLL_INPUT",
     "NamedValue",
     "SizeType",
@@ -132,6 +133,25 @@ def _check_targets(
 
 #: ``--unroll-input NAME=K``.
 UNROLL_INPUT = NamedValue("=", _size, "NAME=K")
+
+
+class InputShape(NamedValue):
+    """``NAME=D0,D1,...`` or ``NAME:D0,D1,...`` (``--input-shape``'s and onnxsim's spelling),
+    split at the last ``=`` or ``:`` (TensorFlow's input names hold a ``:``)."""
+
+    def __init__(self) -> None:
+        super().__init__("=", _shape, "NAME=D0,D1,...")
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> tuple[str, Any]:
+        text = str(value)
+        self.separator = ":" if text.rfind(":") > text.rfind("=") else "="
+        return super().convert(value, param, ctx)
+
+
+#: ``--overwrite-input-shape NAME=D0,D1,...``.
+OVERWRITE_INPUT_SHAPE = InputShape()
 
 _UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 

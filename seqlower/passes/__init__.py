@@ -20,6 +20,8 @@ if TYPE_CHECKING:
     import onnx_ir as ir
 
     from seqlower.passes._base import NodeLoweringPass
+    from seqlower.passes.default.fix_input_shapes import FixInputShapes
+    from seqlower.passes.default.fold_static_shapes import FoldStaticShapes
     from seqlower.passes.default.lower_reverse_sequence import (
         LowerReverseSequence,
         LowerReverseSequenceRows,
@@ -67,9 +69,11 @@ __all__ = [
     "ExpandFunctionOps",
     "ExplicitAttributeDefaults",
     "ExplicitConstantOfShapeValue",
+    "FixInputShapes",
     "FoldOptionals",
     "FoldSequenceOps",
     "FoldStaticIfs",
+    "FoldStaticShapes",
     "InlineFunctions",
     "InlineUntypedSequenceMapFunctions",
     "LoopToScan",
@@ -102,6 +106,8 @@ __all__ = [
 # Where each exported class lives (imported by module __getattr__ on first use).
 _MODULES = {
     "NodeLoweringPass": "_base",
+    "FixInputShapes": "default.fix_input_shapes",
+    "FoldStaticShapes": "default.fold_static_shapes",
     "FoldOptionals": "sequence_free.fold_optionals",
     "FoldSequenceOps": "sequence_free.fold_sequence_ops",
     "LowerReverseSequence": "default.lower_reverse_sequence",
@@ -194,6 +200,7 @@ PASSES: MutableMapping[str, type[ir.passes.InPlacePass]] = _Registry(
         "explicit-constant-of-shape-value": "ExplicitConstantOfShapeValue",
         "strip-symbolic-dims": "StripSymbolicDims",
         "fold-static-ifs": "FoldStaticIfs",
+        "fold-static-shapes": "FoldStaticShapes",
         "variable-then-branches": "VariableThenBranches",
         "expand-function-ops": "ExpandFunctionOps",
         "split-as-slices": "SplitAsSlices",

@@ -22,7 +22,7 @@ import onnx_ir as ir
 from seqlower._graphs import subgraphs_of
 from seqlower.passes._base import NameGenerator
 
-__all__ = ["REGION_KEY", "detach", "fold_region", "mark_region"]
+__all__ = ["REGION_KEY", "detach", "fold_model", "fold_region", "mark_region"]
 
 logger = logging.getLogger(__name__)
 
@@ -136,6 +136,29 @@ def fold_region(model: ir.Model, names: NameGenerator) -> bool:
         if id(value) not in initializers_before:
             _clean(value, names, fresh=False, key=constant_folding.FOLDED_FROM_KEY)
     return True
+
+
+def fold_model(model: ir.Model, names: NameGenerator) -> int:
+    """Fold the whole model (every scope) in place; how many nodes were folded away.
+
+    For when the user fixed the input shapes (``--overwrite-input-shape``): ``Shape`` of a static
+    shape and the arithmetic on it become constants, an ``If`` on them its branch. The user's
+    own constant subexpressions fold too (within onnxscript's size limits), as onnxsim does.
+    """
+    nodes = list(_nodes(model))
+    marked = {id(node) for node in nodes if node.meta.get(REGION_KEY)}
+    mark_region(list(model.graph))
+    for function in model.functions.values():
+        mark_region(list(function))
+    try:
+        if not fold_region(model, names):
+            return 0
+    finally:
+        for node in _nodes(model):
+            if id(node) not in marked:
+                node.meta.pop(REGION_KEY, None)
+    kept = {id(node) for node in _nodes(model)}
+    return sum(id(node) not in kept for node in nodes)
 
 
 def detach(graph: ir.Graph | ir.Function) -> None:

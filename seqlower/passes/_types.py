@@ -17,7 +17,7 @@ import onnx_ir as ir
 from seqlower._graphs import all_graphs
 from seqlower.errors import InvalidModelError, describe_node
 
-__all__ = ["TypeOracle", "element_dtype"]
+__all__ = ["TypeOracle", "element_dtype", "weightless_proto"]
 
 
 class _Inferred(NamedTuple):
@@ -184,22 +184,9 @@ class TypeOracle:
     def _infer(self) -> dict[int, _Inferred]:
         # onnx_ir's ShapeInferencePass merges only dtype and shape back, which turns an inferred
         # sequence type into a tensor type; read the whole inferred type instead.
-        clone = self._model.clone()
-        graph = clone.graph
-        for initializer in list(graph.initializers.values()):
-            # Weights are not needed for types; dropping them keeps the serialized copy small.
-            tensor = initializer.const_value
-            if tensor is not None and initializer.type is None:
-                initializer.dtype = tensor.dtype
-                initializer.shape = ir.Shape(tensor.shape.numpy())
-            if initializer not in graph.inputs:
-                graph.inputs.append(initializer)
-            assert initializer.name is not None
-            graph.initializers.pop(initializer.name)
-            initializer.const_value = None
         try:
             inferred_proto = onnx.shape_inference.infer_shapes(
-                ir.serde.serialize_model(clone), check_type=False, strict_mode=False
+                weightless_proto(self._model), check_type=False, strict_mode=False
             )
             inferred = ir.serde.deserialize_model(inferred_proto)
         except Exception:  # inference is best effort; the caller reports what stays unknown
@@ -209,6 +196,27 @@ class TypeOracle:
         return {
             id(original): _Inferred(original, copy.type, copy.shape) for original, copy in pairs
         }
+
+
+def weightless_proto(model: ir.Model, keep: int = 0) -> onnx.ModelProto:
+    """A proto of a copy of ``model`` whose initializers are typed graph inputs without data
+    (but those of at most ``keep`` elements: shapes data propagation reads): all shape
+    inference needs, small to serialize whatever the weights weigh."""
+    clone = model.clone()
+    graph = clone.graph
+    for initializer in list(graph.initializers.values()):
+        tensor = initializer.const_value
+        if tensor is not None and tensor.size <= keep:
+            continue
+        if tensor is not None and initializer.type is None:
+            initializer.dtype = tensor.dtype
+            initializer.shape = ir.Shape(tensor.shape.numpy())
+        if initializer not in graph.inputs:
+            graph.inputs.append(initializer)
+        assert initializer.name is not None
+        graph.initializers.pop(initializer.name)
+        initializer.const_value = None
+    return ir.serde.serialize_model(clone)
 
 
 _TRACE_LIMIT = 256
