@@ -13,8 +13,7 @@ import pytest
 
 import seqlower
 from seqlower.errors import BadOptionError, TargetError
-from tests.conftest import assert_one_line_error, run_cli
-from tests.helpers import all_op_types
+from tests.helpers import all_op_types, assert_one_line_error, run_cli
 from tests.runtimes import assert_same, run
 
 _RNG = np.random.default_rng(32)
