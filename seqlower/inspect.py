@@ -31,7 +31,7 @@ from seqlower.errors import (
     TargetError,
     first_line,
 )
-from seqlower.passes._sequences import SEQUENCE_OPS
+from seqlower.passes import SEQUENCE_OPS
 
 #: What a runtime without sequence support refuses, in a stable order.
 _SEQUENCE_OPS = tuple(sorted(SEQUENCE_OPS))

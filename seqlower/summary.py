@@ -97,7 +97,7 @@ def nothing_to_lower_line(passes: Sequence[Any], ops_before: Counter[str]) -> st
 
 def remaining_sequence_lines(ops_after: Counter[str]) -> list[str]:
     """When sequence ops are left, which ones, and what to use for runtimes without them."""
-    from seqlower.passes._sequences import SEQUENCE_OPS
+    from seqlower.passes import SEQUENCE_OPS
 
     left = [f"{ops_after[op]} {op}" for op in sorted(SEQUENCE_OPS) if ops_after.get(op)]
     if not left:

@@ -2,7 +2,8 @@
 
 ``PASSES`` maps the names the CLI and :func:`seqlower.lower` accept to the pass classes.
 ``DEFAULT_PASSES`` is what the default pipeline runs, in order; ``SEQUENCE_FREE_PASSES`` what
-``--sequence-free`` runs (then dead-node removal and the ``require-sequence-free`` check).
+``--sequence-free`` runs (then dead-node removal and the ``require-sequence-free`` check);
+``SEQUENCE_OPS`` the ops a sequence-free model may not contain.
 The pipelines of deploy targets (``loop-to-scan``, the repairs, ``require-no-loop``) are in
 :mod:`seqlower.targets`.
 
@@ -22,8 +23,10 @@ if TYPE_CHECKING:
     from seqlower.passes._base import NodeLoweringPass
     from seqlower.passes.default.fix_input_shapes import FixInputShapes
     from seqlower.passes.default.fold_static_shapes import FoldStaticShapes
+    from seqlower.passes._ir import SEQUENCE_OPS
     from seqlower.passes.default.lower_reverse_sequence import (
         LowerReverseSequence,
+        LowerReverseSequenceGaps,
         LowerReverseSequenceRows,
     )
     from seqlower.passes.default.lower_sequence_map import LowerSequenceMap
@@ -49,7 +52,6 @@ if TYPE_CHECKING:
     from seqlower.passes.targets.require_converter_ops import RequireOnnx2TorchOps
     from seqlower.passes.targets.require_no_loop import RequireNoLoop
     from seqlower.passes.targets.require_slice_bounds import RequireShapeSliceBounds
-    from seqlower.passes.targets.reverse_sequence_gaps import LowerReverseSequenceGaps
     from seqlower.passes.targets.split_as_slices import SplitAsSlices
     from seqlower.passes.targets.strict_loop_bodies import StrictLoopBodies
     from seqlower.passes.targets.strict_scan_bodies import StrictScanBodies, TypedScanBodies
@@ -65,6 +67,7 @@ __all__ = [
     "DEFAULT_PASSES",
     "PASSES",
     "SEQUENCE_FREE_PASSES",
+    "SEQUENCE_OPS",
     "ConstantValuesAsTensors",
     "ExpandFunctionOps",
     "ExplicitAttributeDefaults",
@@ -108,6 +111,7 @@ _MODULES = {
     "NodeLoweringPass": "_base",
     "FixInputShapes": "default.fix_input_shapes",
     "FoldStaticShapes": "default.fold_static_shapes",
+    "SEQUENCE_OPS": "_ir",
     "FoldOptionals": "sequence_free.fold_optionals",
     "FoldSequenceOps": "sequence_free.fold_sequence_ops",
     "LowerReverseSequence": "default.lower_reverse_sequence",
@@ -130,7 +134,7 @@ _MODULES = {
     "RequireOnnx2TorchOps": "targets.require_converter_ops",
     "ConstantValuesAsTensors": "targets.constant_values_as_tensors",
     "ExplicitAttributeDefaults": "targets.explicit_attribute_defaults",
-    "LowerReverseSequenceGaps": "targets.reverse_sequence_gaps",
+    "LowerReverseSequenceGaps": "default.lower_reverse_sequence",
     "SplitAsSlices": "targets.split_as_slices",
     "StrictLoopBodies": "targets.strict_loop_bodies",
     "StrictScanBodies": "targets.strict_scan_bodies",

@@ -19,11 +19,10 @@ from typing import Any, ClassVar
 import onnx_ir as ir
 
 from seqlower._graphs import iter_graph_likes, subgraphs_of
+from seqlower.passes._ir import ONNX_DOMAINS
 from seqlower.passes._types import TypeOracle
 
-__all__ = ["NameGenerator", "NodeLoweringPass", "Site"]
-
-ONNX_DOMAINS = frozenset({"", "ai.onnx"})
+__all__ = ["NameGenerator", "NodeLoweringPass", "Site", "find_sites"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,6 +86,13 @@ class _Walk:
             if name and name not in taken:
                 taken[name] = 1
         return taken
+
+
+def find_sites(model: ir.Model, matches: Callable[[ir.Node], bool]) -> list[Site]:
+    """The nodes ``matches`` takes, in every scope, nested nodes before the node holding them."""
+    walk = _Walk(matches, names=False)
+    walk.model(model)
+    return walk.sites
 
 
 class NameGenerator:
@@ -161,9 +167,7 @@ class NodeLoweringPass(ir.passes.InPlacePass):
         """Replace the planned node in its graph."""
 
     def find_sites(self, model: ir.Model) -> list[Site]:
-        walk = _Walk(self.matches, names=False)
-        walk.model(model)
-        return walk.sites
+        return find_sites(model, self.matches)
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         self.rewritten = 0

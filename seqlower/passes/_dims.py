@@ -14,9 +14,16 @@ same static size, or the same axis of the same value. Declared symbolic names ar
 
 from __future__ import annotations
 
-import numpy as np
 import onnx_ir as ir
 
+from seqlower.passes._ir import (
+    constant_array,
+    graph_attr,
+    int_attr,
+    ints_attr,
+    onnx_producer,
+    rank_of,
+)
 from seqlower.passes._shared import unit_split
 
 __all__ = [
@@ -25,17 +32,13 @@ __all__ = [
     "SAME_SHAPE",
     "Dim",
     "DimProver",
-    "constant_of",
     "filled_vector",
-    "int_attr",
-    "ints_attr",
     "scalar_dim",
 ]
 
 #: A dimension: its static size, or the (value, axis) it is the size of.
 Dim = int | tuple[ir.Value, int]
 
-_ONNX = frozenset({"", "ai.onnx"})
 #: Unary ops that act on each element alone, whatever the axes of their input.
 ELEMENTWISE = frozenset(
     {
@@ -55,47 +58,6 @@ _DIM_PRESERVING_CASTS = frozenset(
     {ir.DataType.INT32, ir.DataType.INT64, ir.DataType.UINT32, ir.DataType.UINT64}
 )
 _WALK_LIMIT = 256  # producers followed back, at most, per question (one-element values)
-
-
-def _producer(value: ir.Value) -> ir.Node | None:
-    node = value.producer()
-    return node if node is not None and node.domain in _ONNX else None
-
-
-def int_attr(node: ir.Node, name: str, default: int | None = None) -> int | None:
-    attr = node.attributes.get(name)
-    if attr is None:
-        return default
-    if attr.is_ref() or attr.type != ir.AttributeType.INT:
-        return None
-    return attr.as_int()
-
-
-def ints_attr(node: ir.Node, name: str) -> list[int] | None:
-    attr = node.attributes.get(name)
-    if attr is None or attr.is_ref() or attr.type != ir.AttributeType.INTS:
-        return None
-    return list(attr.as_ints())
-
-
-def constant_of(value: ir.Value | None) -> np.ndarray | None:
-    """The value's contents when fixed at lowering time (a Constant, or a non-input initializer)."""
-    if value is None:
-        return None
-    if value.is_initializer() and not value.is_graph_input() and value.const_value is not None:
-        return value.const_value.numpy()
-    producer = _producer(value)
-    if producer is not None and producer.op_type == "Constant":
-        attr = producer.attributes.get("value")
-        if attr is not None and not attr.is_ref() and attr.type == ir.AttributeType.TENSOR:
-            # attr.value, not as_tensor(): that one's isinstance against a Protocol costs ~200 us
-            # a call, 0.8 s of a 32k-node model's lowering.
-            return attr.value.numpy()
-    return None
-
-
-def _rank(value: ir.Value) -> int | None:
-    return None if value.shape is None else len(value.shape)
 
 
 # Elementwise ops with multidirectional broadcasting: an output dimension is proven when every
@@ -131,7 +93,7 @@ class DimProver:
         if key in self._ranks:
             return self._ranks[key]
         found: int | None = None
-        node = _producer(value)
+        node = onnx_producer(value)
         if node is not None and node.op_type in _RECURRENT:
             found = 4 if value is node.outputs[0] else 3  # Y; Y_h and Y_c
         elif node is not None and depth < _DEPTH_LIMIT and value is node.outputs[0]:
@@ -175,7 +137,7 @@ class DimProver:
             dim = shape[axis]
             if isinstance(dim, int):
                 return dim
-        node = _producer(value)
+        node = onnx_producer(value)
         if node is None or depth >= _DEPTH_LIMIT or not node.inputs or node.inputs[0] is None:
             return value, axis
         op = node.op_type
@@ -224,14 +186,14 @@ class DimProver:
         source = node.inputs[0]
         assert source is not None
         if len(node.inputs) > 3 and node.inputs[3] is not None:
-            found = constant_of(node.inputs[3])
+            found = constant_array(node.inputs[3])
             axes = None if found is None else [int(a) for a in found.reshape(-1)]
         else:
             starts_value = node.inputs[1] if len(node.inputs) > 1 else None
             shape = None if starts_value is None else starts_value.shape
             count = shape[0] if shape is not None and len(shape) == 1 else None
             if count is None and starts_value is not None:
-                found = constant_of(starts_value)
+                found = constant_array(starts_value)
                 count = None if found is None else found.size
             axes = list(range(count)) if isinstance(count, int) else None
         rank = self.rank(source, depth + 1)
@@ -333,7 +295,7 @@ class DimProver:
         source = node.inputs[0]
         assert source is not None
         if len(node.inputs) > 1:
-            array = constant_of(node.inputs[1])
+            array = constant_array(node.inputs[1])
             axes = None if array is None else [int(a) for a in array.reshape(-1)]
         else:
             axes = ints_attr(node, "axes")
@@ -384,10 +346,9 @@ class DimProver:
             return None if first is None else self.dim(first, input_axes[0], depth + 1)
         # Another axis: the body's output axis, followed inside the body back to one of its
         # scan inputs (an outer scan input minus its scan axis), or to a static size.
-        body_attr = node.attributes.get("body")
-        if body_attr is None or body_attr.is_ref() or body_attr.type != ir.AttributeType.GRAPH:
+        body = graph_attr(node, "body")
+        if body is None:
             return None
-        body = body_attr.as_graph()
         body_outputs = list(body.outputs)[state_count:]
         if index >= len(body_outputs):
             return None
@@ -430,13 +391,13 @@ def _mapped_output(node: ir.Node) -> tuple[ir.Node, ir.Value] | None:
     """The ``SequenceMap`` a ``ConcatFromSequence`` joins the output of, and the body output
     that output is made of."""
     seq = node.inputs[0] if node.inputs else None
-    mapped = None if seq is None else _producer(seq)
+    mapped = None if seq is None else onnx_producer(seq)
     if seq is None or mapped is None or mapped.op_type != "SequenceMap":
         return None
-    body_attr = mapped.attributes.get("body")
-    if body_attr is None or body_attr.is_ref() or body_attr.type != ir.AttributeType.GRAPH:
+    body = graph_attr(mapped, "body")
+    if body is None:
         return None
-    body, index = body_attr.as_graph(), list(mapped.outputs).index(seq)
+    index = list(mapped.outputs).index(seq)
     return (mapped, body.outputs[index]) if index < len(body.outputs) else None
 
 
@@ -444,7 +405,7 @@ def _shape_source(node: ir.Node) -> ir.Value | None:
     """``v`` when a Reshape's target shape is the whole ``Shape(v)``."""
     if len(node.inputs) < 2 or node.inputs[1] is None:
         return None
-    shape = _producer(node.inputs[1])
+    shape = onnx_producer(node.inputs[1])
     if shape is None or shape.op_type != "Shape" or shape.attributes.get("start") is not None:
         return None
     if shape.attributes.get("end") is not None:
@@ -457,12 +418,12 @@ def scalar_dim(value: ir.Value | None, prover: DimProver | None = None) -> Dim |
     for _ in range(_WALK_LIMIT):
         if value is None:
             return None
-        array = constant_of(value)
+        array = constant_array(value)
         if array is not None:
             return (
                 int(array.reshape(-1)[0]) if array.size == 1 and array.dtype.kind in "iu" else None
             )
-        node = _producer(value)
+        node = onnx_producer(value)
         if node is None or value is not node.outputs[0]:
             return None
         op = node.op_type
@@ -475,20 +436,20 @@ def scalar_dim(value: ir.Value | None, prover: DimProver | None = None) -> Dim |
         elif op == "Shape":
             return _shape_entry(node, 0, prover)
         elif op == "Gather" and len(node.inputs) == 2 and int_attr(node, "axis", 0) == 0:
-            index = constant_of(node.inputs[1])
+            index = constant_array(node.inputs[1])
             source = node.inputs[0]
             if index is None or index.size != 1 or source is None:
                 return None
-            shape_node = _producer(source)
+            shape_node = onnx_producer(source)
             if shape_node is None or shape_node.op_type != "Shape":
                 return None
             return _shape_entry(shape_node, int(index.reshape(-1)[0]), prover)
         elif op == "Slice" and len(node.inputs) >= 3:
             source = node.inputs[0]
-            shape_node = None if source is None else _producer(source)
-            starts, ends = constant_of(node.inputs[1]), constant_of(node.inputs[2])
-            axes = constant_of(node.inputs[3]) if len(node.inputs) > 3 else None
-            steps = constant_of(node.inputs[4]) if len(node.inputs) > 4 else None
+            shape_node = None if source is None else onnx_producer(source)
+            starts, ends = constant_array(node.inputs[1]), constant_array(node.inputs[2])
+            axes = constant_array(node.inputs[3]) if len(node.inputs) > 3 else None
+            steps = constant_array(node.inputs[4]) if len(node.inputs) > 4 else None
             if (
                 shape_node is None
                 or shape_node.op_type != "Shape"
@@ -519,10 +480,10 @@ def _vector_rank(value: ir.Value | None) -> int | None:
             return None
         if value.shape is not None:
             return len(value.shape)
-        array = constant_of(value)
+        array = constant_array(value)
         if array is not None:
             return array.ndim
-        node = _producer(value)
+        node = onnx_producer(value)
         if node is None:
             return None
         if node.op_type in ("Cast", "Identity"):
@@ -530,7 +491,7 @@ def _vector_rank(value: ir.Value | None) -> int | None:
         elif node.op_type in ("Shape", "Slice"):
             return 1
         elif node.op_type == "Gather" and len(node.inputs) == 2:
-            index = constant_of(node.inputs[1])
+            index = constant_array(node.inputs[1])
             return None if index is None else index.ndim
         else:
             return None
@@ -542,7 +503,7 @@ def _shape_entry(shape_node: ir.Node, index: int, prover: DimProver | None) -> D
     source = shape_node.inputs[0] if shape_node.inputs else None
     if source is None:
         return None
-    rank = _rank(source)
+    rank = rank_of(source)
     start = int_attr(shape_node, "start", 0)
     end = int_attr(shape_node, "end")
     if start is None or (shape_node.attributes.get("end") is not None and end is None):
@@ -565,14 +526,14 @@ def _shape_entry(shape_node: ir.Node, index: int, prover: DimProver | None) -> D
 def filled_vector(value: ir.Value, prover: DimProver | None = None) -> tuple[Dim, Dim] | None:
     """``(fill, count)`` when ``value`` is proven a 1-D vector of ``count`` entries all ``fill``."""
     for _ in range(_WALK_LIMIT):
-        array = constant_of(value)
+        array = constant_array(value)
         if array is not None:
             if array.ndim != 1 or array.dtype.kind not in "iu" or array.size == 0:
                 return None
             if not (array == array[0]).all():
                 return None
             return int(array[0]), int(array.size)
-        node = _producer(value)
+        node = onnx_producer(value)
         if node is None or value is not node.outputs[0]:
             return None
         op = node.op_type

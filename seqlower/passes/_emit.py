@@ -10,7 +10,7 @@ import onnx
 import onnx_ir as ir
 
 from seqlower.passes._base import NameGenerator
-from seqlower.passes._sequences import constant_array
+from seqlower.passes._ir import constant_array
 
 __all__ = ["Emitter"]
 

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Iterator
 from typing import Any
 
 import onnx_ir as ir
 
 from seqlower._graphs import subgraphs_of
 from seqlower.passes._base import NameGenerator
+from seqlower.passes._ir import all_graphs, model_nodes
 
 __all__ = ["REGION_KEY", "detach", "fold_model", "fold_region", "mark_region"]
 
@@ -87,7 +87,7 @@ def _folding() -> Any:
 
 def fold_region(model: ir.Model, names: NameGenerator) -> bool:
     """Fold the marked nodes of ``model`` in place; True when anything changed."""
-    before = {id(node): node for node in _nodes(model)}
+    before = {id(node): node for node in model_nodes(model)}
     region_names = {id(n): n.name for n in before.values() if n.meta.get(REGION_KEY)}
     initializers_before = {id(v) for v in model.graph.initializers.values()}
     # What the folder records on values it only reads, to put back afterwards.
@@ -122,7 +122,7 @@ def fold_region(model: ir.Model, names: NameGenerator) -> bool:
         return False
     _drop_stale_uses(model)
     # The folder's own nodes and initializers: names unique in the model, no folder metadata.
-    for node in _nodes(model):
+    for node in model_nodes(model):
         if id(node) in before and not node.meta.get(REGION_KEY):
             continue
         node.meta[REGION_KEY] = True
@@ -173,10 +173,10 @@ def detach(graph: ir.Graph | ir.Function) -> None:
 
 def _drop_stale_uses(model: ir.Model) -> None:
     """Detach nodes the folder dropped (the branch of an ``If`` not taken) from what they read."""
-    nodes = list(_nodes(model))
+    nodes = list(model_nodes(model))
     live = {id(node) for node in nodes}
     values = [value for node in nodes for value in node.outputs]
-    for graph in _graphs(model):
+    for graph in all_graphs(model):
         values.extend(list(graph.inputs))
         if isinstance(graph, ir.Graph):
             values.extend(list(graph.initializers.values()))
@@ -191,27 +191,3 @@ def _clean(value: ir.Value, names: NameGenerator, *, fresh: bool, key: str) -> N
     value.meta.pop(key, None)
     if (fresh or not value.name) and not value.is_initializer():
         value.name = names.fresh(value.name or "folded")
-
-
-def _graphs(model: ir.Model) -> Iterator[ir.Graph | ir.Function]:
-    def walk(graph: ir.Graph | ir.Function) -> Iterator[ir.Graph | ir.Function]:
-        yield graph
-        for node in graph:
-            for subgraph in subgraphs_of(node):
-                yield from walk(subgraph)
-
-    yield from walk(model.graph)
-    for function in model.functions.values():
-        yield from walk(function)
-
-
-def _nodes(model: ir.Model) -> Iterator[ir.Node]:
-    def walk(graph: ir.Graph | ir.Function) -> Iterator[ir.Node]:
-        for node in graph:
-            yield node
-            for subgraph in subgraphs_of(node):
-                yield from walk(subgraph)
-
-    yield from walk(model.graph)
-    for function in model.functions.values():
-        yield from walk(function)

@@ -17,11 +17,10 @@ from seqlower._graphs import subgraphs_of
 from seqlower.errors import InvalidNodeError
 from seqlower.passes._base import NameGenerator
 from seqlower.passes._emit import Emitter
-from seqlower.passes._sequences import is_onnx
+from seqlower.passes._ir import is_onnx, nodes_in
 from seqlower.passes._types import TypeOracle
 
 __all__ = [
-    "all_nodes",
     "body_of",
     "concat_problem",
     "concat_stacked",
@@ -129,16 +128,6 @@ def concat_stacked(
     result.name = name
 
 
-def all_nodes(graph: ir.Graph) -> list[ir.Node]:
-    """Every node of ``graph`` and of the graphs in it, each node before its subgraphs'."""
-    nodes = []
-    for node in graph:
-        nodes.append(node)
-        for subgraph in subgraphs_of(node):
-            nodes += all_nodes(subgraph)
-    return nodes
-
-
 def outer_reads(body: ir.Graph, inputs: list[ir.Value]) -> list[ir.Value]:
     """The values ``body`` (or a graph in it) reads from outside it, in first-read order;
     ``inputs``: the body's inputs-to-be."""
@@ -154,7 +143,7 @@ def outer_reads(body: ir.Graph, inputs: list[ir.Value]) -> list[ir.Value]:
 
     define(body)
     reads: dict[int, ir.Value] = {}
-    for node in all_nodes(body):
+    for node in nodes_in(body):
         for value in node.inputs:
             if value is not None and id(value) not in defined:
                 reads.setdefault(id(value), value)

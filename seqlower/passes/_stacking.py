@@ -11,7 +11,7 @@ import onnx_ir as ir
 
 from seqlower.passes._base import NameGenerator
 from seqlower.passes._dims import BROADCASTING, ELEMENTWISE
-from seqlower.passes._sequences import constant_array
+from seqlower.passes._ir import constant_array, is_onnx
 from seqlower.passes._shared import cut_interface, initializers_as_constants, unit_split
 
 __all__ = ["elementwise", "run_on_stack", "stacked_source"]
@@ -31,7 +31,7 @@ def elementwise(body: ir.Graph) -> bool:
     rank = len(body.inputs[0].shape)
     derived = {id(body.inputs[0])}
     for node in body:
-        if node.domain not in ("", "ai.onnx"):
+        if not is_onnx(node):
             return False
         if node.op_type == "Constant" and not node.inputs:
             continue

@@ -16,6 +16,7 @@ import onnx_ir as ir
 
 from seqlower._graphs import all_graphs
 from seqlower.errors import InvalidModelError, describe_node
+from seqlower.passes._ir import is_onnx
 
 __all__ = ["TypeOracle", "element_dtype", "weightless_proto"]
 
@@ -119,7 +120,7 @@ class TypeOracle:
                 found: ir.TypeProtocol = value.type
                 break
             node = value.producer()
-            if node is None or node.domain not in ("", "ai.onnx"):
+            if not is_onnx(node):
                 return None
             # The rules give the first output's type; other outputs (Dropout's mask, MaxPool's
             # indices, LayerNormalization's statistics) may differ, except Split's.

@@ -22,11 +22,11 @@ from seqlower.cli.options import choose_passes
 from seqlower.errors import SequenceFreeError
 from seqlower.passes import (
     DEFAULT_PASSES,
+    SEQUENCE_OPS,
     FoldSequenceOps,
     ScanSequenceMap,
     UnrollSequenceMap,
 )
-from seqlower.passes._sequences import SEQUENCE_OPS
 from tests import sequence_free_cases as cases
 from tests.helpers import all_op_types, assert_one_line_error, every_graph, ort_run, run_cli
 from tests.runtimes import RUNTIMES, RuntimeFailure, assert_same, run

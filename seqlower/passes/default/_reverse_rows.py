@@ -26,6 +26,7 @@ import numpy as np
 import onnx_ir as ir
 
 from seqlower.passes._emit import Emitter
+from seqlower.passes._ir import rank_of
 
 __all__ = ["RowPlan", "invalid_lengths", "reverse_rows"]
 
@@ -135,7 +136,7 @@ class _Rows:
         axes. Rank 3 flattens anyway (one op, nothing to reshape); strings always flatten, to
         gather single elements from the transposed [P, T*B] matrix.
         """
-        return not self.elementwise and self.emit.opset >= 14 and _rank(self.data) != 3
+        return not self.elementwise and self.emit.opset >= 14 and rank_of(self.data) != 3
 
     def flat(self) -> ir.Value:
         """The input as rows, [T*B, *rest] or [T*B, P] (see :attr:`keeps_rest`)."""
@@ -169,7 +170,7 @@ class _Rows:
         emit = self.emit
         rows = self.flat() if source is None else source
         keeps_rest = self.keeps_rest and source is None
-        if keeps_rest or (not self.elementwise and _rank(self.data) == 3):
+        if keeps_rest or (not self.elementwise and rank_of(self.data) == 3):
             return emit.Gather(rows, index, axis=0, _hint="gathered", _output=output)
         if self.elementwise:
             # onnxruntime's Gather keeps only the first string of each multi-element slice;
@@ -177,7 +178,7 @@ class _Rows:
             # elements, and transposing back gives [*index.shape, P].
             columns = emit.Transpose(rows, perm=[1, 0], _hint="columns")
             picked = emit.Gather(columns, index, axis=1, _hint="picked")
-            flat_output = output if _rank(self.data) == 3 else None
+            flat_output = output if rank_of(self.data) == 3 else None
             gathered = emit.Transpose(picked, perm=[1, 2, 0], _hint="gathered", _output=flat_output)
             if flat_output is not None:
                 return gathered
@@ -330,7 +331,3 @@ def _computed_index(emit: Emitter, rows: _Rows, lens: ir.Value, time_axis: int) 
     inside = emit.Less(k, e, _hint="inside")
     reversed_row = emit.Sub(c, k, _hint="reversed_row")
     return emit.Where(inside, reversed_row, k, _hint="index")
-
-
-def _rank(value: ir.Value) -> int | None:
-    return None if value.shape is None else len(value.shape)

@@ -50,17 +50,24 @@ from typing import Any
 import numpy as np
 import onnx_ir as ir
 
-from seqlower.errors import InvalidNodeError
 from seqlower.passes._base import NameGenerator, NodeLoweringPass, Site
-from seqlower.passes._dims import Dim, DimProver, constant_of, filled_vector
+from seqlower.passes._dims import Dim, DimProver, filled_vector
 from seqlower.passes._emit import Emitter
+from seqlower.passes._ir import ints_attr, is_onnx
 from seqlower.passes._types import TypeOracle, element_dtype
+from seqlower.passes._validate import validate_reverse_sequence
 from seqlower.passes.default._reverse_rows import (
     invalid_lengths,
     reverse_rows,
 )
 
-__all__ = ["FORMS", "LowerReverseSequence"]
+__all__ = [
+    "FORMS",
+    "ONNXRUNTIME_LACKS",
+    "LowerReverseSequence",
+    "LowerReverseSequenceGaps",
+    "LowerReverseSequenceRows",
+]
 
 _INT64_MIN = -(2**63)  # a Slice end meaning "past the first element", stepping backwards
 # The largest constant index (entries, 8 MB of int64): past it the index is computed.
@@ -134,42 +141,9 @@ class LowerReverseSequence(NodeLoweringPass):
             # These hold values of the model: let them go.
             self._dims, self._indices, self._lengths = DimProver(), {}, {}
 
-    def validate(self, node: ir.Node) -> tuple[int, int, np.ndarray | None]:
-        """Raise InvalidNodeError for a malformed node (every pipeline asks, lowered or kept:
-        ``ValidateNodes``); its time axis, batch axis and constant lengths otherwise."""
-        if len(node.inputs) != 2 or any(v is None for v in node.inputs):
-            raise InvalidNodeError(node, "ReverseSequence takes exactly two inputs")
-        if len(node.outputs) != 1:
-            raise InvalidNodeError(node, "ReverseSequence has exactly one output")
-        time_axis = _int_attribute(node, "time_axis", 0)
-        batch_axis = _int_attribute(node, "batch_axis", 1)
-        if {time_axis, batch_axis} != {0, 1}:
-            raise InvalidNodeError(
-                node,
-                f"time_axis={time_axis} and batch_axis={batch_axis}: one must be 0 and the other 1",
-            )
-        data, lens_value = node.inputs
-        assert data is not None and lens_value is not None
-        rank = _rank(data)
-        if rank is not None and rank < 2:
-            raise InvalidNodeError(node, f"input '{data.name}' has rank {rank}; it must be >= 2")
-        lens_rank = _rank(lens_value)
-        if lens_rank is not None and lens_rank != 1:
-            raise InvalidNodeError(
-                node, f"sequence_lens '{lens_value.name}' has rank {lens_rank}; it must be 1"
-            )
-        lens = constant_of(lens_value)
-        if lens is not None and lens.ndim != 1:
-            raise InvalidNodeError(
-                node, f"sequence_lens '{lens_value.name}' has rank {lens.ndim}; it must be 1"
-            )
-        if lens is not None:
-            lens = lens.astype(np.int64)
-        return time_axis, batch_axis, lens
-
     def plan(self, site: Site, types: TypeOracle) -> _Plan:
         node = site.node
-        time_axis, batch_axis, lens = self.validate(node)
+        time_axis, batch_axis, lens = validate_reverse_sequence(node)
         data, lens_value = node.inputs
         assert data is not None and lens_value is not None
         time_dim, batch_dim = self._dims.dim(data, time_axis), self._dims.dim(data, batch_axis)
@@ -285,14 +259,9 @@ def _reverse_axis(emit: Emitter, data: ir.Value, axis: int, result: ir.Value) ->
     """
     source, perm = data, None
     producer = data.producer()
-    if (
-        producer is not None
-        and producer.op_type == "Transpose"
-        and producer.domain in ("", "ai.onnx")
-    ):
-        attr = producer.attributes.get("perm")
-        if attr is not None and not attr.is_ref() and attr.type == ir.AttributeType.INTS:
-            perm = list(attr.as_ints())
+    if is_onnx(producer, "Transpose"):
+        assert producer is not None
+        perm = ints_attr(producer, "perm")
     if perm is not None and axis < len(perm) and producer is not None and producer.inputs[0]:
         source, axis = producer.inputs[0], perm[axis]
     back = emit.int64s([-1], hint="backwards")
@@ -520,15 +489,6 @@ def _unsqueezed(emit: Emitter, vector: ir.Value, axes: list[int], hint: str) -> 
     return emit.unsqueeze(vector, axes, hint=hint) if axes else vector
 
 
-def _int_attribute(node: ir.Node, name: str, default: int) -> int:
-    attr = node.attributes.get(name)
-    if attr is None:
-        return default
-    if attr.is_ref() or attr.type != ir.AttributeType.INT:
-        raise InvalidNodeError(node, f"attribute '{name}' must be an int")
-    return attr.as_int()
-
-
 def _copy(shape: ir.Shape | None) -> ir.Shape | None:
     return None if shape is None else shape.copy()
 
@@ -553,10 +513,6 @@ def _static_or_none(dim: int | ir.SymbolicDim) -> int | None:
     return dim if isinstance(dim, int) else None
 
 
-def _rank(value: ir.Value) -> int | None:
-    return None if value.shape is None else len(value.shape)
-
-
 def _static_dim(value: ir.Value, axis: int) -> int | None:
     shape = value.shape
     if shape is None or len(shape) <= axis:
@@ -571,3 +527,32 @@ class LowerReverseSequenceRows(LowerReverseSequence):
 
     def __init__(self) -> None:
         super().__init__(form="gather")
+
+
+#: Element types onnxruntime 1.32's ReverseSequence kernel does not take.
+ONNXRUNTIME_LACKS = frozenset({ir.DataType.BFLOAT16, ir.DataType.COMPLEX64, ir.DataType.COMPLEX128})
+
+
+class LowerReverseSequenceGaps(LowerReverseSequence):
+    """:class:`LowerReverseSequence` (row form) for the nodes onnxruntime cannot run; the
+    others are kept (target ``onnxruntime``).
+
+    onnxruntime runs ``ReverseSequence`` natively for every tensor type but bfloat16, complex64
+    and complex128 (``NOT_IMPLEMENTED``), and its kernel is faster than any decomposition:
+    1.25-4.3x for slices of 1 or 8 elements (``benchmarks/reverse_sequence.py --inner``). So
+    only the nodes whose data type onnxruntime lacks, or whose type is not known (asking may
+    run ONNX's shape inference once; a node whose type stays unknown is lowered, which runs
+    everywhere), are rewritten, in the row ``Gather`` form (the faster one there).
+    """
+
+    takes_all = False
+
+    def __init__(self) -> None:
+        super().__init__(form="gather")
+
+    def plan(self, site: Site, types: TypeOracle) -> _Plan | None:  # type: ignore[override]
+        data = site.node.inputs[0] if site.node.inputs else None
+        dtype = None if data is None else element_dtype(types.type_of(data))
+        if dtype is not None and dtype not in ONNXRUNTIME_LACKS:
+            return None  # onnxruntime's own kernel: kept
+        return super().plan(site, types)

@@ -50,9 +50,8 @@ import onnx_ir as ir
 from seqlower.errors import InvalidNodeError
 from seqlower.passes._base import NameGenerator, NodeLoweringPass, Site
 from seqlower.passes._emit import Emitter
-from seqlower.passes._sequences import is_onnx
+from seqlower.passes._ir import is_onnx
 from seqlower.passes._shared import (
-    body_of,
     concat_problem,
     concat_stacked,
     cut_interface,
@@ -63,6 +62,7 @@ from seqlower.passes._shared import (
 )
 from seqlower.passes._stacking import elementwise, run_on_stack, stacked_source
 from seqlower.passes._types import TypeOracle, element_dtype
+from seqlower.passes._validate import validate_sequence_map
 
 __all__ = ["LowerSequenceMap"]
 
@@ -100,31 +100,9 @@ class LowerSequenceMap(NodeLoweringPass):
         result = super().call(model)
         return ir.passes.PassResult(result.model, modified=result.modified or inlined > 0)
 
-    def validate(self, node: ir.Node) -> ir.Graph:
-        """Raise InvalidNodeError for a malformed node (every pipeline asks, lowered or kept:
-        ``ValidateNodes``); its body otherwise."""
-        body = body_of(node)
-        if len(body.inputs) != len(node.inputs):
-            raise InvalidNodeError(
-                node,
-                f"the body takes {len(body.inputs)} input(s) but the node has "
-                f"{len(node.inputs)}; SequenceMap needs one body input per node input",
-            )
-        if len(body.outputs) != len(node.outputs):
-            raise InvalidNodeError(
-                node,
-                f"the body returns {len(body.outputs)} output(s) but the node has "
-                f"{len(node.outputs)}; SequenceMap needs one body output per node output",
-            )
-        if not node.outputs:
-            raise InvalidNodeError(node, "SequenceMap needs at least one output")
-        if any(value is None for value in node.inputs):
-            raise InvalidNodeError(node, "an input is empty; SequenceMap inputs cannot be omitted")
-        return body
-
     def plan(self, site: Site, types: TypeOracle) -> _Plan:
         node = site.node
-        body = self.validate(node)
+        body = validate_sequence_map(node)
 
         sequence_inputs = [is_sequence(node, k, types) for k in range(len(node.inputs))]
         dtypes = [_output_dtype(node, body, j, types) for j in range(len(node.outputs))]

@@ -3,14 +3,20 @@
 A malformed ``ReverseSequence`` (``time_axis=2``) or ``SequenceMap`` (a body of the wrong arity)
 was exit 2 with a clear message where a pipeline lowered it, and where a target kept it
 (OpenVINO's native ``ReverseSequence``) it went on to the check and failed there as a mismatch.
-This pass, first in every pipeline, asks each node the questions the lowering pass's own
-``validate`` asks (the code ``plan`` runs), so the message and the exit code are the same
-under every mode and target. It changes nothing.
+This pass, first in every pipeline, asks each node the questions the lowering pass's ``plan``
+asks (``_validate.py``), so the message and the exit code are the same under every mode and
+target. It changes nothing.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import onnx_ir as ir
+
+from seqlower.passes._base import find_sites
+from seqlower.passes._ir import is_onnx
+from seqlower.passes._validate import validate_reverse_sequence, validate_sequence_map
 
 __all__ = ["ValidateNodes"]
 
@@ -19,9 +25,12 @@ class ValidateNodes(ir.passes.InPlacePass):
     """Raise InvalidNodeError for the first malformed ReverseSequence or SequenceMap."""
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
-        from seqlower.passes import LowerReverseSequence, LowerSequenceMap
-
-        for lowering in (LowerReverseSequence(), LowerSequenceMap()):
-            for site in lowering.find_sites(model):
-                lowering.validate(site.node)
+        for site in find_sites(model, _op("ReverseSequence")):
+            validate_reverse_sequence(site.node)
+        for site in find_sites(model, _op("SequenceMap")):
+            validate_sequence_map(site.node)
         return ir.passes.PassResult(model, modified=False)
+
+
+def _op(op_type: str) -> Callable[[ir.Node], bool]:
+    return lambda node: is_onnx(node, op_type)

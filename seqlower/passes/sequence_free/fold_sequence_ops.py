@@ -39,7 +39,7 @@ from seqlower._graphs import subgraphs_of
 from seqlower.passes._base import NameGenerator, _Walk
 from seqlower.passes._emit import Emitter
 from seqlower.passes._fold import REGION_KEY, fold_region, mark_region
-from seqlower.passes._sequences import block, constant_array, constant_int, is_onnx
+from seqlower.passes._ir import block, constant_array, constant_int, is_onnx
 from seqlower.passes._shared import (
     inline_untyped_sequence_map_functions,
     known_elements,
@@ -79,7 +79,7 @@ class FoldSequenceOps(ir.passes.InPlacePass):
         for node in list(graph):
             for subgraph in subgraphs_of(node):
                 self._graph(subgraph, opset)
-            fold = _FOLDS.get(node.op_type) if node.domain in ("", "ai.onnx") else None
+            fold = _FOLDS.get(node.op_type) if is_onnx(node) else None
             if fold is not None and fold(self, node, graph, opset):
                 self.rewritten += 1
             elif is_onnx(node, "If") and _holds_failing_node(node):

@@ -15,7 +15,7 @@ import onnx_ir as ir
 
 from seqlower._graphs import subgraphs_of
 from seqlower.errors import SequenceFreeError, describe_node
-from seqlower.passes._sequences import BLOCKED_KEY, SEQUENCE_OPS, origin
+from seqlower.passes._ir import SEQUENCE_OPS, blocked, is_onnx, origin
 
 __all__ = ["RequireSequenceFree"]
 
@@ -44,7 +44,7 @@ def sequence_blockers(model: ir.Model) -> list[str]:
     for value in graph.outputs:
         producer = value.producer()
         makes_sequence = producer is not None and producer.op_type in _MAKE_SEQUENCES
-        if _is_sequence_type(value.type) or (_is_sequence_op(producer) and makes_sequence):
+        if _is_sequence_type(value.type) or (is_onnx(producer, *SEQUENCE_OPS) and makes_sequence):
             blockers.append(
                 f"graph output '{value.name}' is a sequence: a sequence-free model cannot "
                 "return it without changing the model's interface"
@@ -65,10 +65,10 @@ def _graph(graph: ir.Graph | ir.Function, blockers: list[str]) -> None:
                         "a sequence"
                     )
             _graph(subgraph, blockers)
-        if _is_sequence_op(node):
+        if is_onnx(node, *SEQUENCE_OPS):
             blockers.append(f"{describe_node(node)} remains: {_reason(node)}")
             continue
-        why = node.meta.get(BLOCKED_KEY)
+        why = blocked(node)
         sequences = [value for value in node.outputs if _is_sequence_type(value.type)]
         for value in sequences:
             blockers.append(
@@ -80,7 +80,7 @@ def _graph(graph: ir.Graph | ir.Function, blockers: list[str]) -> None:
 
 
 def _reason(node: ir.Node) -> str:
-    recorded = node.meta.get(BLOCKED_KEY)
+    recorded = blocked(node)
     if recorded:
         return str(recorded)
     sequences = [v for v in node.inputs if v is not None and _is_sequence_input(node, v)]
@@ -108,10 +108,6 @@ _MAKE_SEQUENCES = frozenset(
         "SplitToSequence",
     }
 )
-
-
-def _is_sequence_op(node: ir.Node | None) -> bool:
-    return node is not None and node.domain in ("", "ai.onnx") and node.op_type in SEQUENCE_OPS
 
 
 def _is_sequence_type(type_: ir.TypeProtocol | None) -> bool:

@@ -37,9 +37,8 @@ import onnx_ir as ir
 from seqlower.errors import describe_node
 from seqlower.passes._base import NameGenerator, NodeLoweringPass, Site
 from seqlower.passes._emit import Emitter
-from seqlower.passes._sequences import block, is_onnx
+from seqlower.passes._ir import block, is_onnx, nodes_in
 from seqlower.passes._shared import (
-    all_nodes,
     body_of,
     concat_problem,
     concat_stacked,
@@ -256,7 +255,7 @@ def _outer_reads_as_states(
     outer = outer_reads(body, body_inputs)
     passes = Emitter(names, base, plan.opset)
     states, state_outs = [], []
-    inside = {id(n) for n in all_nodes(body)}
+    inside = {id(n) for n in nodes_in(body)}
     for value in outer:
         state = ir.Value(
             name=names.fresh(f"{base}_{value.name}"), type=value.type, shape=value.shape

@@ -34,10 +34,10 @@ import numpy as np
 import onnx_ir as ir
 
 from seqlower.errors import describe_node
-from seqlower.passes._base import ONNX_DOMAINS, NameGenerator, NodeLoweringPass, Site
+from seqlower.passes._base import NameGenerator, NodeLoweringPass, Site
 from seqlower.passes._dims import BROADCASTING, SAME_SHAPE
 from seqlower.passes._emit import Emitter
-from seqlower.passes._sequences import block, constant_array, is_onnx
+from seqlower.passes._ir import block, constant_array, graph_attr, is_onnx
 from seqlower.passes._shared import concat_problem, concat_stacked, scan_outputs
 from seqlower.passes._types import TypeOracle
 
@@ -80,10 +80,9 @@ class StackLoopSequences(NodeLoweringPass):
 
     def plan(self, site: Site, types: TypeOracle) -> _Plan | None:
         node = site.node
-        attr = node.attributes.get("body")
-        if attr is None or attr.is_ref() or attr.type != ir.AttributeType.GRAPH:
+        body = graph_attr(node, "body")
+        if body is None:
             return None
-        body = attr.as_graph()
         carried = len(node.inputs) - 2
         if carried < 1 or len(body.inputs) != carried + 2 or len(body.outputs) < carried + 1:
             return None
@@ -335,7 +334,7 @@ def _traced_shape(value: ir.Value, types: TypeOracle, depth: int = 0) -> ir.Shap
     if inferred is not None:
         return inferred
     producer = value.producer()
-    if producer is None or depth > _TRACE_DEPTH or producer.domain not in ONNX_DOMAINS:
+    if producer is None or depth > _TRACE_DEPTH or not is_onnx(producer):
         return None
     index = list(producer.outputs).index(value)
     op, inputs = producer.op_type, list(producer.inputs)
@@ -344,11 +343,7 @@ def _traced_shape(value: ir.Value, types: TypeOracle, depth: int = 0) -> ir.Shap
         return None if v is None else _traced_shape(v, types, depth + 1)
 
     if op == "If":
-        branches = [
-            attr.as_graph()
-            for name, attr in producer.attributes.items()
-            if name in ("then_branch", "else_branch") and attr.type == ir.AttributeType.GRAPH
-        ]
+        branches = [graph_attr(producer, name) for name in ("then_branch", "else_branch")]
         shapes = [traced(g.outputs[index]) for g in branches if g is not None]
         return _unify(shapes) if len(shapes) == 2 else None
     if index != 0 or not inputs:

@@ -32,7 +32,7 @@ import onnx_ir as ir
 from seqlower.passes._base import NameGenerator, NodeLoweringPass, Site
 from seqlower.passes._emit import Emitter
 from seqlower.passes._fold import detach, fold_region, mark_region
-from seqlower.passes._sequences import block, origin
+from seqlower.passes._ir import block, origin
 from seqlower.passes._shared import body_of, inline_copy, is_sequence, known_elements
 from seqlower.passes._types import TypeOracle, element_dtype
 

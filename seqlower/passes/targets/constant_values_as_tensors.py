@@ -15,7 +15,7 @@ import numpy as np
 import onnx_ir as ir
 
 from seqlower._graphs import all_graphs
-from seqlower.passes._base import ONNX_DOMAINS
+from seqlower.passes._ir import is_onnx
 
 __all__ = ["ConstantValuesAsTensors"]
 
@@ -41,7 +41,7 @@ class ConstantValuesAsTensors(ir.passes.InPlacePass):
         self.rewritten = 0
         for graph in all_graphs(model):
             for node in graph:
-                if node.op_type != "Constant" or node.domain not in ONNX_DOMAINS:
+                if not is_onnx(node, "Constant"):
                     continue
                 names = [name for name in node.attributes if name in _DTYPES]
                 attr = node.attributes.get(names[0]) if len(names) == 1 else None

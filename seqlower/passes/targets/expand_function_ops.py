@@ -19,7 +19,8 @@ import onnx
 import onnx_ir as ir
 from onnx_ir.passes.common import InlinePass
 
-from seqlower.passes._base import ONNX_DOMAINS, _Walk
+from seqlower.passes._base import _Walk
+from seqlower.passes._ir import is_onnx
 
 __all__ = ["ExpandFunctionOps"]
 
@@ -36,7 +37,7 @@ class ExpandFunctionOps(ir.passes.InPlacePass):
         self.rewritten = 0
 
     def matches(self, node: ir.Node) -> bool:
-        return node.domain in ONNX_DOMAINS and (self.ops is None or node.op_type in self.ops)
+        return is_onnx(node) and (self.ops is None or node.op_type in self.ops)
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         self.rewritten = 0

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 import onnx_ir as ir
 
 from seqlower._graphs import all_graphs
-from seqlower.passes._base import ONNX_DOMAINS
+from seqlower.passes._ir import is_onnx
 
 __all__ = ["ExplicitAttributeDefaults"]
 
@@ -42,7 +42,7 @@ class ExplicitAttributeDefaults(ir.passes.InPlacePass):
         for graph in all_graphs(model):
             for node in graph:
                 wanted = self.defaults.get(node.op_type)
-                if not wanted or node.domain not in ONNX_DOMAINS:
+                if not wanted or not is_onnx(node):
                     continue
                 missing = [(n, v) for n, v in wanted if n not in node.attributes]
                 for name, value in missing:

@@ -58,24 +58,15 @@ import onnx_ir as ir
 from seqlower._graphs import subgraphs_of
 from seqlower.passes._base import NameGenerator, NodeLoweringPass, Site
 from seqlower.passes._emit import Emitter
-from seqlower.passes._sequences import constant_array, constant_int, is_onnx
-from seqlower.passes._shared import all_nodes, outer_reads, prepend, read_inside
+from seqlower.passes._ir import NO_LOOP, block, constant_array, constant_int, is_onnx, nodes_in
+from seqlower.passes._shared import outer_reads, prepend, read_inside
 from seqlower.passes._types import TypeOracle, element_dtype
 
 __all__ = [
-    "LOOP_BLOCKED_KEY",
     "LoopToScan",
     "LoopToScanRows",
     "strip_symbolic",
 ]
-
-#: ``node.meta`` key: why a Loop stays a Loop (read by ``RequireNoLoop``; never serialized).
-LOOP_BLOCKED_KEY = "seqlower.loop_to_scan.blocked"
-
-
-def block(node: ir.Node, reason: str) -> None:
-    node.meta[LOOP_BLOCKED_KEY] = reason
-
 
 _INTS = frozenset(
     {
@@ -153,7 +144,7 @@ class LoopToScan(NodeLoweringPass):
         node = site.node
         if site.opset < 11 or "body" not in node.attributes:
             # Scan's opset-9 form exists, but Range (the scan input) needs opset 11.
-            block(node, f"Loop at opset {site.opset}: Range, the scan input, needs opset 11")
+            _block(node, f"Loop at opset {site.opset}: Range, the scan input, needs opset 11")
             return None
         body = node.attributes["body"].as_graph()
         if body is None or len(body.inputs) < 2 or len(body.outputs) < 1:
@@ -165,7 +156,7 @@ class LoopToScan(NodeLoweringPass):
             type_ = value.type or types.type_of(value)
             if type_ is not None and not isinstance(type_, ir.TensorType):
                 # Scan's states are tensors (a sequence a Loop builds is StackLoopSequences').
-                block(node, f"it carries '{value.name}', a {type_}, and a Scan carries tensors")
+                _block(node, f"it carries '{value.name}', a {type_}, and a Scan carries tensors")
                 return None
         m = node.inputs[0] if node.inputs else None
         analysis = _Condition(node, body, types)
@@ -174,7 +165,7 @@ class LoopToScan(NodeLoweringPass):
         if _passes_through(cond_out, body.inputs[1]):
             terms = None
             if m is None:
-                block(
+                _block(
                     node,
                     "its trip count is not fixed when it starts: no M and a condition "
                     "the body passes through",
@@ -183,7 +174,7 @@ class LoopToScan(NodeLoweringPass):
         else:
             terms = analysis.terms(cond_out)
             if terms is None:
-                block(
+                _block(
                     node,
                     "its trip count is not fixed when it starts: the condition "
                     f"'{cond_out.name}' depends on what the body computes ({analysis.why})",
@@ -287,7 +278,7 @@ class LoopToScan(NodeLoweringPass):
             if _through_identity(results[1 + k], body) is body.inputs[2 + k]
             and node.inputs[2 + k] is not None
         }
-        inside = {id(n) for n in all_nodes(body)}
+        inside = {id(n) for n in nodes_in(body)}
         passes = Emitter(names, base, plan.opset)
         constants = Emitter(names, base, plan.opset, {})
         extra = _Extra()
@@ -1008,3 +999,8 @@ class LoopToScanReads(LoopToScan):
     them (tract), so onnxruntime copies nothing extra per iteration."""
 
     outer_reads_as_states = False
+
+
+def _block(node: ir.Node, reason: str) -> None:
+    """Why the Loop stays a Loop, for ``require-no-loop`` to name."""
+    block(node, reason, NO_LOOP)

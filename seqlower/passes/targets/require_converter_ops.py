@@ -19,6 +19,7 @@ import onnx
 import onnx_ir as ir
 
 from seqlower.errors import TargetError, describe_node
+from seqlower.passes._ir import is_onnx
 from seqlower.passes.targets._converter_ops import ONNX2TORCH, ONNX2TORCH_VERSION
 
 __all__ = ["RequireConverterOps", "RequireOnnx2TorchOps"]
@@ -53,7 +54,7 @@ class RequireConverterOps(ir.passes.InPlacePass):
         return ir.passes.PassResult(model, modified=False)
 
     def _missing(self, node: ir.Node, opsets: dict[str, int]) -> str | None:
-        domain = "" if node.domain in ("", "ai.onnx") else node.domain
+        domain = "" if is_onnx(node) else node.domain
         op = node.op_type if not domain else f"{domain}::{node.op_type}"
         known = self.table.get(op)
         if not known:

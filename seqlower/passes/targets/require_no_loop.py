@@ -12,10 +12,8 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from seqlower._graphs import subgraphs_of
 from seqlower.errors import TargetError, describe_node
-from seqlower.passes._sequences import is_onnx
-from seqlower.passes.targets.loop_to_scan import LOOP_BLOCKED_KEY
+from seqlower.passes._ir import NO_LOOP, blocked, is_onnx, model_nodes
 
 __all__ = ["RequireNoLoop"]
 
@@ -26,15 +24,12 @@ class RequireNoLoop(ir.passes.InPlacePass):
     target = "a runtime without Loop (tract)"
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
-        blockers: list[str] = []
-        graphs: list[ir.Graph | ir.Function] = [model.graph, *model.functions.values()]
-        while graphs:
-            graph = graphs.pop(0)
-            for node in graph:
-                graphs += subgraphs_of(node)
-                if is_onnx(node, "Loop"):
-                    why = node.meta.get(LOOP_BLOCKED_KEY) or "no Scan form is known for it"
-                    blockers.append(f"{describe_node(node)} remains: {why}")
+        blockers = [
+            f"{describe_node(node)} remains: "
+            + (blocked(node, NO_LOOP) or "no Scan form is known for it")
+            for node in model_nodes(model)
+            if is_onnx(node, "Loop")
+        ]
         if blockers:
             raise TargetError(self.target, blockers)
         return ir.passes.PassResult(model, modified=False)

@@ -18,8 +18,7 @@ import onnx_ir as ir
 
 from seqlower._graphs import all_graphs
 from seqlower.errors import TargetError, describe_node
-from seqlower.passes._base import ONNX_DOMAINS
-from seqlower.passes._sequences import origin
+from seqlower.passes._ir import is_onnx, origin
 
 __all__ = ["RequireShapeSliceBounds"]
 
@@ -47,7 +46,7 @@ class RequireShapeSliceBounds(ir.passes.InPlacePass):
         blockers = []
         for graph in all_graphs(model):
             for node in graph:
-                if node.op_type != "Slice" or node.domain not in ONNX_DOMAINS:
+                if not is_onnx(node, "Slice"):
                     continue
                 for position, role in ((1, "starts"), (2, "ends"), (3, "axes"), (4, "steps")):
                     bound = node.inputs[position] if len(node.inputs) > position else None

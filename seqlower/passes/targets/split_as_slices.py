@@ -17,7 +17,7 @@ import onnx_ir as ir
 
 from seqlower.passes._base import NameGenerator, NodeLoweringPass, Site
 from seqlower.passes._emit import Emitter
-from seqlower.passes._sequences import constant_array
+from seqlower.passes._ir import constant_array
 from seqlower.passes._types import TypeOracle
 
 __all__ = ["SplitAsSlices"]

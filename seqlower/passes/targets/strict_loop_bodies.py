@@ -31,6 +31,7 @@ import onnx_ir as ir
 
 from seqlower.passes._base import NameGenerator, NodeLoweringPass, Site
 from seqlower.passes._emit import Emitter
+from seqlower.passes._ir import graph_attr
 from seqlower.passes._shared import prepend
 from seqlower.passes._types import TypeOracle
 
@@ -60,10 +61,7 @@ class StrictLoopBodies(NodeLoweringPass):
 
     def plan(self, site: Site, types: TypeOracle) -> _Plan | None:
         node = site.node
-        body_attr = node.attributes.get("body")
-        if body_attr is None or body_attr.is_ref() or body_attr.type != ir.AttributeType.GRAPH:
-            return None  # a function's attribute reference: nothing to repair until inlined
-        body = body_attr.as_graph()
+        body = graph_attr(node, "body")  # None for a function's attribute reference
         if body is None or len(body.inputs) < 2 or not body.outputs:
             return None
         inputs = {id(value) for value in body.inputs}

@@ -27,8 +27,8 @@ import onnx_ir as ir
 
 from seqlower.passes._base import NameGenerator, NodeLoweringPass, Site
 from seqlower.passes._emit import Emitter
-from seqlower.passes._sequences import constant_array
-from seqlower.passes._shared import all_nodes, outer_reads, prepend, read_inside
+from seqlower.passes._ir import constant_array, graph_attr, nodes_in
+from seqlower.passes._shared import outer_reads, prepend, read_inside
 from seqlower.passes._types import TypeOracle
 
 __all__ = ["StrictScanBodies", "TypedScanBodies"]
@@ -58,13 +58,10 @@ class StrictScanBodies(NodeLoweringPass):
 
     def plan(self, site: Site, types: TypeOracle) -> _Plan | None:
         node = site.node
-        body_attr = node.attributes.get("body")
-        if site.opset < 9 or body_attr is None or body_attr.is_ref():
-            return None  # opset 8's batch form; a function's attribute reference
-        if body_attr.type != ir.AttributeType.GRAPH or "num_scan_inputs" not in node.attributes:
-            return None
-        body = body_attr.as_graph()
-        if body is None or len(body.inputs) != len(node.inputs):
+        body = graph_attr(node, "body")  # None for a function's attribute reference
+        if site.opset < 9 or body is None or "num_scan_inputs" not in node.attributes:
+            return None  # opset 8's batch form
+        if len(body.inputs) != len(node.inputs):
             return None  # malformed: the checker names it
         states = len(node.inputs) - node.attributes["num_scan_inputs"].as_int()
         typed: list[tuple[ir.Value, ir.TypeProtocol, ir.Shape | None]] = []
@@ -97,7 +94,7 @@ class StrictScanBodies(NodeLoweringPass):
         carried: list[ir.Value] = []  # outer values carried as states
         states_in: list[ir.Value] = []
         states_out: list[ir.Value] = []
-        nodes = {id(n) for n in all_nodes(body)}
+        nodes = {id(n) for n in nodes_in(body)}
         for value, read_type, read_shape in plan.reads:
             array = constant_array(value)
             if array is not None and array.size <= _INLINED_CONSTANT_SIZE:

@@ -30,7 +30,7 @@ import onnx_ir as ir
 from seqlower._graphs import subgraphs_of
 from seqlower.passes._base import NameGenerator, NodeLoweringPass, Site
 from seqlower.passes._emit import Emitter
-from seqlower.passes._sequences import constant_array, is_onnx
+from seqlower.passes._ir import constant_array, is_onnx, model_nodes
 from seqlower.passes._types import TypeOracle
 
 __all__ = [
@@ -46,7 +46,7 @@ class ExplicitConstantOfShapeValue(ir.passes.InPlacePass):
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         self.rewritten = 0
-        for node in _all_nodes(model):
+        for node in model_nodes(model):
             if is_onnx(node, "ConstantOfShape") and "value" not in node.attributes:
                 zero = ir.Tensor(np.zeros((1,), dtype=np.float32), name="value")
                 node.attributes["value"] = ir.AttrTensor("value", zero)
@@ -60,7 +60,7 @@ class FoldStaticIfs(ir.passes.InPlacePass):
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         self.rewritten = 0
-        for node in reversed(_all_nodes(model)):
+        for node in reversed(list(model_nodes(model))):
             if not is_onnx(node, "If") or node.graph is None:
                 continue
             taken = _static_condition(node.inputs[0])
@@ -226,14 +226,3 @@ class _IfPlan:
     #: Each output's (then, else) constants when both branches return only constants (a
     #: ``Where`` per output), else None (the branches swapped).
     constants: list[tuple[np.ndarray, np.ndarray]] | None
-
-
-def _all_nodes(model: ir.Model) -> list[ir.Node]:
-    nodes: list[ir.Node] = []
-    graphs: list[ir.Graph | ir.Function] = [model.graph, *model.functions.values()]
-    while graphs:
-        graph = graphs.pop()
-        for node in graph:
-            nodes.append(node)
-            graphs += subgraphs_of(node)
-    return nodes

@@ -21,9 +21,8 @@ import onnx
 import onnx_ir as ir
 
 from seqlower.passes._base import NameGenerator, NodeLoweringPass, Site
-from seqlower.passes._dims import int_attr, ints_attr
 from seqlower.passes._emit import Emitter
-from seqlower.passes._sequences import constant_array
+from seqlower.passes._ir import constant_array, int_attr, ints_attr, is_onnx
 from seqlower.passes._shared import initializers_as_constants, inline_copy
 from seqlower.passes._types import TypeOracle
 
@@ -161,7 +160,7 @@ def _evaluate(value: ir.Value, opset: int) -> np.ndarray | None:
             continue
         if producer is None or producer.graph is not value.graph or current.is_graph_input():
             return None  # a graph input, a body input, or an outer-scope value
-        if producer.domain not in ("", "ai.onnx") or any(
+        if not is_onnx(producer) or any(
             a.type in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS)
             for a in producer.attributes.values()
         ):
@@ -200,7 +199,7 @@ def _evaluate(value: ir.Value, opset: int) -> np.ndarray | None:
 def _static_shape_of(node: ir.Node | None) -> np.ndarray | None:
     """What a ``Shape`` node gives when its input's shape is declared static (the second layer
     of a stacked RNN over a fixed length reads its length so)."""
-    if node is None or node.op_type != "Shape" or node.domain not in ("", "ai.onnx"):
+    if not is_onnx(node, "Shape"):
         return None
     source = node.inputs[0] if node.inputs else None
     shape = None if source is None else source.shape
