@@ -21,9 +21,9 @@ if TYPE_CHECKING:
     import onnx_ir as ir
 
     from seqlower.passes._base import NodeLoweringPass
+    from seqlower.passes._ir import SEQUENCE_OPS
     from seqlower.passes.default.fix_input_shapes import FixInputShapes
     from seqlower.passes.default.fold_static_shapes import FoldStaticShapes
-    from seqlower.passes._ir import SEQUENCE_OPS
     from seqlower.passes.default.lower_reverse_sequence import (
         LowerReverseSequence,
         LowerReverseSequenceGaps,

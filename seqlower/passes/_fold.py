@@ -145,7 +145,7 @@ def fold_model(model: ir.Model, names: NameGenerator) -> int:
     shape and the arithmetic on it become constants, an ``If`` on them its branch. The user's
     own constant subexpressions fold too (within onnxscript's size limits), as onnxsim does.
     """
-    nodes = list(_nodes(model))
+    nodes = list(model_nodes(model))
     marked = {id(node) for node in nodes if node.meta.get(REGION_KEY)}
     mark_region(list(model.graph))
     for function in model.functions.values():
@@ -154,10 +154,10 @@ def fold_model(model: ir.Model, names: NameGenerator) -> int:
         if not fold_region(model, names):
             return 0
     finally:
-        for node in _nodes(model):
+        for node in model_nodes(model):
             if id(node) not in marked:
                 node.meta.pop(REGION_KEY, None)
-    kept = {id(node) for node in _nodes(model)}
+    kept = {id(node) for node in model_nodes(model)}
     return sum(id(node) not in kept for node in nodes)
 
 
