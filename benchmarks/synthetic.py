@@ -93,3 +93,63 @@ def synthetic_model(
         inits,
     )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def constant_lengths_model(blocks: int, matmuls: int = 10) -> onnx.ModelProto:
+    """Issue 33's model: ``blocks`` blocks of ``Constant`` lengths → ``ReverseSequence`` over a
+    static ``[8, 8]`` tensor → ``SequenceConstruct`` → ``SequenceMap(Relu, Add)`` →
+    ``ConcatFromSequence`` → ``Slice`` → ``matmuls`` alternating ``MatMul``/``Add``.
+
+    Every length is the constant 3 and every shape static, so each reversal can be lowered with no
+    run-time index; 16 + 2 (the map's body) nodes a block with the default ``matmuls``.
+    """
+    side = 8
+    lengths = onnx.numpy_helper.from_array(np.full(side, 3, np.int64))
+    inits = [
+        onnx.numpy_helper.from_array(np.eye(side, dtype=np.float32), "w"),
+        onnx.numpy_helper.from_array(np.full(side, 0.5, np.float32), "bias"),
+        onnx.numpy_helper.from_array(np.array([0], np.int64), "starts"),
+        onnx.numpy_helper.from_array(np.array([side], np.int64), "ends"),
+    ]
+    elem = helper.make_tensor_type_proto(TensorProto.FLOAT, [side, side])
+    nodes: list[onnx.NodeProto] = []
+    infos: list[onnx.ValueInfoProto] = []
+    current = "x"
+    for i in range(blocks):
+        p = f"b{i}_"
+        body = helper.make_graph(
+            [
+                helper.make_node("Relu", ["e"], ["r"]),
+                helper.make_node("Add", ["r", "e"], ["y"]),
+            ],
+            f"{p}body",
+            [helper.make_value_info("e", elem)],
+            [helper.make_value_info("y", elem)],
+        )
+        nodes += [
+            helper.make_node("Constant", [], [p + "lens"], value=lengths),
+            helper.make_node(
+                "ReverseSequence", [current, p + "lens"], [p + "rev"], time_axis=0, batch_axis=1
+            ),
+            helper.make_node("SequenceConstruct", [p + "rev", current], [p + "seq"]),
+            helper.make_node("SequenceMap", [p + "seq"], [p + "mapped"], body=body),
+            helper.make_node("ConcatFromSequence", [p + "mapped"], [p + "cat"], axis=0),
+            helper.make_node("Slice", [p + "cat", "starts", "ends"], [p + "sl"]),
+        ]
+        last = p + "sl"
+        for k in range(matmuls):
+            op, second = ("MatMul", "w") if k % 2 == 0 else ("Add", "bias")
+            nodes.append(helper.make_node(op, [last, second], [f"{p}f{k}"]))
+            last = f"{p}f{k}"
+        current = last
+        if i + 1 < blocks:  # declared, as exporters write them: the next reversal's input
+            infos.append(helper.make_tensor_value_info(current, TensorProto.FLOAT, [side, side]))
+    graph = helper.make_graph(
+        nodes,
+        "constant_lengths",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [side, side])],
+        [helper.make_tensor_value_info(current, TensorProto.FLOAT, [side, side])],
+        inits,
+        value_info=infos,
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
