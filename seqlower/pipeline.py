@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 import onnx
 import onnx_ir as ir
-from onnx_ir.passes.common import RemoveUnusedNodesPass, TopologicalSortPass
+from onnx_ir.passes.common import TopologicalSortPass
 
+from seqlower._cleanup import RemoveUnusedNodes
 from seqlower._gc import gc_paused
 from seqlower._graphs import all_graphs, subgraphs_of
 from seqlower.errors import (
@@ -123,7 +124,7 @@ def _in_order(graph: ir.Graph | ir.Function, defined: set[int]) -> bool:
 
 
 _CLEANUP_NAMES = {
-    RemoveUnusedNodesPass: "remove-unused-nodes",
+    RemoveUnusedNodes: "remove-unused-nodes",
     SortIfNeeded: "topological-sort",
     UnrollInputs: "unroll-inputs",
     FixInputShapes: "fix-input-shapes",
@@ -152,9 +153,9 @@ def build_pipeline(
     """A PassManager running ``passes`` (names or instances; default: ``DEFAULT_PASSES``) then
     the cleanup.
 
-    The cleanup is onnx_ir's own: dead-node removal, then its stable topological sort (when
-    anything is out of order). Every pipeline starts with ``ValidateNodes``: a malformed node
-    is the same error whether it is lowered or kept.
+    The cleanup: dead-node removal (onnx_ir's, made cheaper: :mod:`seqlower._cleanup`), then
+    onnx_ir's stable topological sort (when anything is out of order). Every pipeline starts
+    with ``ValidateNodes``: a malformed node is the same error whether it is lowered or kept.
     ``timed`` wraps every pass in :class:`TimedPass`.
     ``sequence_free`` defaults the passes to ``SEQUENCE_FREE_PASSES`` and ends with dead-node
     removal (even without ``cleanup``: dead sequence ops count) and ``RequireSequenceFree``.
@@ -183,7 +184,7 @@ def build_pipeline(
             steps.append(ExplicitAttributeDefaults(row.attribute_defaults))
         if unroll_inputs:
             steps.insert(1, UnrollInputs(unroll_inputs))
-        steps += [RemoveUnusedNodesPass(), *(create_pass(p) for p in row.requires)]
+        steps += [RemoveUnusedNodes(), *(create_pass(p) for p in row.requires)]
         if cleanup:
             steps.append(SortIfNeeded())
         manager = ir.passes.PassManager([TimedPass(p) for p in steps] if timed else steps, steps=1)
@@ -198,11 +199,11 @@ def build_pipeline(
     if unroll_inputs:
         chosen.insert(1, UnrollInputs(unroll_inputs))
     if sequence_free:
-        chosen += [RemoveUnusedNodesPass(), RequireSequenceFree()]
+        chosen += [RemoveUnusedNodes(), RequireSequenceFree()]
         if cleanup:
             chosen.append(SortIfNeeded())
     elif cleanup:
-        chosen += [RemoveUnusedNodesPass(), SortIfNeeded()]
+        chosen += [RemoveUnusedNodes(), SortIfNeeded()]
     if len(chosen) == 1:
         raise BadArgumentError("no passes to run")
     if timed:
