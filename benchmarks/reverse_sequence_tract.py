@@ -27,7 +27,7 @@ from onnx import helper
 
 import seqlower
 from seqlower.passes.default import lower_reverse_sequence
-from seqlower.verification.oracles import TARGETS
+from seqlower.verification.oracles import TARGET_ORACLES
 
 SHAPES = [(2048, 512), (2048, 512, 1), (512, 2048), (2048, 128, 8), (256, 256, 16), (64, 64, 256)]
 
@@ -97,7 +97,7 @@ def main() -> None:
         }
         results = {}
         for name, model in (("GatherND", gathernd), ("other", other)):
-            runnable = TARGETS["tract"].load(model)
+            runnable = TARGET_ORACLES["tract"].load(model)
             out = next(iter(runnable.run(feeds)))
             results[name] = (median_run(runnable.run, feeds, args.repeat), out)
         assert np.array_equal(results["GatherND"][1], results["other"][1])

@@ -188,7 +188,7 @@ def on_oracle(name: str, model: Any, feeds: Feeds, expected: list[Any], seconds:
     import signal
 
     from seqlower.errors import first_line
-    from seqlower.verification.oracles import TARGETS
+    from seqlower.verification.oracles import TARGET_ORACLES
 
     def alarm(*_: object) -> None:
         raise TimeoutError(f"over {seconds} s")
@@ -196,7 +196,7 @@ def on_oracle(name: str, model: Any, feeds: Feeds, expected: list[Any], seconds:
     previous = signal.signal(signal.SIGALRM, alarm)
     signal.alarm(seconds)
     try:
-        runner = TARGETS[name].load(model)
+        runner = TARGET_ORACLES[name].load(model)
         actual = runner.run(feeds)
     except Exception as e:  # a refusal of any kind is the finding
         return f"fails: {type(e).__name__}: {first_line(e)[:110]}"

@@ -7,9 +7,9 @@ written: a dry run, so what inspect says is what ``lower`` then does, at any siz
 what the passes take: seconds per 10k nodes for the sequence-free pipelines, which infer
 shapes).
 
-Pipelines are named: ``default``, ``sequence-free``, or a deploy target of
-:data:`seqlower.targets.TARGETS` (``tract``, ``openvino``, ...); :func:`inspect_model` takes the
-list. ``Inspection.to_dict()`` is ``inspect --json``.
+Pipelines are named as the rows of :data:`seqlower.targets.PIPELINES`: ``default``,
+``sequence-free``, or a deploy target (``tract``, ``openvino``, ...); :func:`inspect_model`
+takes the list. ``Inspection.to_dict()`` is ``inspect --json``.
 """
 
 from __future__ import annotations
@@ -36,10 +36,10 @@ from seqlower.passes import SEQUENCE_OPS
 #: What a runtime without sequence support refuses, in a stable order.
 _SEQUENCE_OPS = tuple(sorted(SEQUENCE_OPS))
 
-__all__ = ["PIPELINES", "Inspection", "PipelineView", "inspect_model"]
+__all__ = ["GENERAL", "Inspection", "PipelineView", "inspect_model"]
 
-#: The pipelines inspect knows, by name: whether each is the sequence-free one.
-PIPELINES = {"default": False, "sequence-free": True}
+#: The pipelines inspect runs unless told: the two that are no deploy target.
+GENERAL = ("default", "sequence-free")
 
 #: Blockers listed per pipeline (a model that repeats one pattern repeats its blockers).
 MAX_BLOCKERS = 20
@@ -136,7 +136,7 @@ class Inspection:
                 ""
                 if view.name == "default"
                 else f" (--{view.name})"
-                if view.name in PIPELINES
+                if view.name in GENERAL
                 else f" (--target {view.name})"
             )
             lines.append(f"{view.name}{flag}, a dry run of lower (no check):")
@@ -164,17 +164,17 @@ class Inspection:
 
 def inspect_model(
     model: str | os.PathLike[str] | onnx.ModelProto,
-    pipelines: Sequence[str] = tuple(PIPELINES),
+    pipelines: Sequence[str] = GENERAL,
 ) -> Inspection:
     """Say what each named pipeline would do to ``model``, writing and running nothing: each
     is run as ``lower`` runs it, on a copy read as ``lower`` reads it, without the check."""
     start = time.perf_counter()
     from seqlower.pipeline import op_counts
-    from seqlower.targets import TARGETS
+    from seqlower.targets import PIPELINES
 
-    unknown = [name for name in pipelines if name not in PIPELINES and name not in TARGETS]
+    unknown = [name for name in pipelines if name not in PIPELINES]
     if unknown:
-        known = ", ".join([*PIPELINES, *TARGETS])
+        known = ", ".join(PIPELINES)
         raise BadArgumentError(f"unknown pipeline or target {unknown[0]!r}; known: {known}")
     if not isinstance(model, (onnx.ModelProto, str, os.PathLike)):
         raise ModelTypeError("inspect_model", model, "a ModelProto or a path")
@@ -227,9 +227,9 @@ def _dry_run(ir_model: Any, name: str, before: Counter[str]) -> PipelineView:
     from seqlower.targets import TARGETS
 
     view = PipelineView(name)
-    row = TARGETS.get(name) if name not in PIPELINES else None
+    row = TARGETS.get(name)
     if row is None:
-        pipeline = build_pipeline(timed=True, sequence_free=PIPELINES[name])
+        pipeline = build_pipeline(timed=True, sequence_free=name == "sequence-free")
     else:
         pipeline = build_pipeline(timed=True, target=name)
     try:

@@ -120,8 +120,8 @@ class LowerOptions:
     unroll_inputs: Mapping[str, int] = field(default_factory=dict)
     #: ``--overwrite-input-shape``: input name -> the static shape it is lowered (and checked) at.
     overwrite_input_shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
-    #: Runtimes (names in ``seqlower.verification.oracles.TARGETS``) the lowered model is also
-    #: run and compared on; added to ``check_options.targets``.
+    #: Runtimes (names in ``seqlower.verification.oracles.TARGET_ORACLES``) the lowered model
+    #: is also run and compared on; added to ``check_options.targets``.
     targets: tuple[str, ...] = ()
     save: SaveOptions = field(default_factory=SaveOptions)
 

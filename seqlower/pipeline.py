@@ -29,19 +29,16 @@ from seqlower.errors import (
 )
 from seqlower.io import check_names_and_dims, load_model, self_contained_proto
 from seqlower.passes import (
-    DEFAULT_PASSES,
     PASSES,
-    SEQUENCE_FREE_PASSES,
     ExpandFunctionOps,
     ExplicitAttributeDefaults,
     FixInputShapes,
     FoldStaticShapes,
-    RequireSequenceFree,
     ValidateNodes,
     create_pass,
 )
 from seqlower.passes.sequence_free.unroll_inputs import UnrollInputs
-from seqlower.targets import get_target
+from seqlower.targets import Target, get_pipeline, get_target
 
 if TYPE_CHECKING:  # onnxruntime loads with it: only when a proof runs
     from seqlower.verification import CheckOptions
@@ -150,65 +147,51 @@ def build_pipeline(
     target: str | None = None,
     input_shapes: Mapping[str, Sequence[int]] | None = None,
 ) -> ir.passes.PassManager:
-    """A PassManager running ``passes`` (names or instances; default: ``DEFAULT_PASSES``) then
-    the cleanup.
+    """A PassManager for one row of :data:`seqlower.targets.PIPELINES`: ``target`` (a name in
+    :data:`~seqlower.targets.TARGETS`), else ``sequence-free`` when ``sequence_free``, else
+    ``default``.
 
-    The cleanup: dead-node removal (onnx_ir's, made cheaper: :mod:`seqlower._cleanup`), then
-    onnx_ir's stable topological sort (when anything is out of order). Every pipeline starts
-    with ``ValidateNodes``: a malformed node is the same error whether it is lowered or kept.
+    Every row is built the same way: ``ValidateNodes`` first (a malformed node is the same
+    error whether it is lowered or kept); ``unroll_inputs`` (input name to K) then replaces
+    those sequence inputs by K tensors each
+    (:class:`~seqlower.passes.sequence_free.unroll_inputs.UnrollInputs`); ``input_shapes``
+    (input name to its dimensions) fixes those inputs' shapes and folds what that makes
+    constant (:class:`~seqlower.passes.default.fix_input_shapes.FixInputShapes`); the row's
+    passes, or ``passes`` (names or instances; not with a target, which chooses its own); with
+    ``input_shapes`` a second fold (``FoldStaticShapes``); the row's function-op expansion and
+    explicit attribute defaults; dead-node removal (onnx_ir's, made cheaper:
+    :mod:`seqlower._cleanup`); the row's checks (which raise
+    naming every node that blocks it); onnx_ir's stable topological sort when anything is out
+    of order. ``cleanup=False`` skips the sort, and the dead-node removal of the default row (a
+    row with checks, or a target's, always removes dead nodes: dead sequence ops count).
     ``timed`` wraps every pass in :class:`TimedPass`.
-    ``sequence_free`` defaults the passes to ``SEQUENCE_FREE_PASSES`` and ends with dead-node
-    removal (even without ``cleanup``: dead sequence ops count) and ``RequireSequenceFree``.
-    ``unroll_inputs`` (input name to K) first replaces those sequence inputs by K tensors each
-    (:class:`~seqlower.passes.sequence_free.unroll_inputs.UnrollInputs`).
-    ``target`` (a name in :data:`seqlower.targets.TARGETS`) runs that runtime's passes, then
-    dead-node removal and the target's checks (which raise naming every node that blocks it);
-    it excludes ``passes`` and ``sequence_free``.
-    ``input_shapes`` (input name to its dimensions) fixes those inputs' shapes first and folds
-    what that makes constant (:class:`~seqlower.passes.default.fix_input_shapes.FixInputShapes`),
-    and folds again after the lowering passes (``FoldStaticShapes``).
     """
-    if target is not None:
-        if passes is not None or sequence_free:
-            raise BadArgumentError(
-                "a target chooses its own passes: give target or passes/sequence_free"
-            )
-        row = get_target(target)
-        steps: list[ir.passes.PassBase] = [ValidateNodes(), *(create_pass(p) for p in row.passes)]
-        if input_shapes:
-            steps.insert(1, FixInputShapes(input_shapes))
-            steps.append(FoldStaticShapes())
-        if row.expand_ops:
-            steps.append(ExpandFunctionOps(row.expand_ops))
-        if row.attribute_defaults:
-            steps.append(ExplicitAttributeDefaults(row.attribute_defaults))
-        if unroll_inputs:
-            steps.insert(1, UnrollInputs(unroll_inputs))
-        steps += [RemoveUnusedNodes(), *(create_pass(p) for p in row.requires)]
-        if cleanup:
-            steps.append(SortIfNeeded())
-        manager = ir.passes.PassManager([TimedPass(p) for p in steps] if timed else steps, steps=1)
-        if row.static_shapes and not input_shapes:
-            manager.static_shapes = (row.name, row.static_shapes)  # type: ignore[attr-defined]
-        return manager
-    default = SEQUENCE_FREE_PASSES if sequence_free else DEFAULT_PASSES
-    chosen = [create_pass(p) if isinstance(p, str) else p for p in (passes or list(default))]
-    if input_shapes:
-        chosen = [FixInputShapes(input_shapes), *chosen, FoldStaticShapes()]
-    chosen.insert(0, ValidateNodes())
+    if target is not None and (passes is not None or sequence_free):
+        raise BadArgumentError(
+            "a target chooses its own passes: give target or passes/sequence_free"
+        )
+    row = get_target(target) if target is not None else get_pipeline(sequence_free)
+    steps: list[ir.passes.PassBase] = [ValidateNodes()]
     if unroll_inputs:
-        chosen.insert(1, UnrollInputs(unroll_inputs))
-    if sequence_free:
-        chosen += [RemoveUnusedNodes(), RequireSequenceFree()]
-        if cleanup:
-            chosen.append(SortIfNeeded())
-    elif cleanup:
-        chosen += [RemoveUnusedNodes(), SortIfNeeded()]
-    if len(chosen) == 1:
-        raise BadArgumentError("no passes to run")
-    if timed:
-        chosen = [TimedPass(p) for p in chosen]
-    return ir.passes.PassManager(chosen, steps=1)
+        steps.append(UnrollInputs(unroll_inputs))
+    if input_shapes:
+        steps.append(FixInputShapes(input_shapes))
+    steps += [create_pass(p) if isinstance(p, str) else p for p in (passes or row.passes)]
+    if input_shapes:
+        steps.append(FoldStaticShapes())
+    if row.expand_ops:
+        steps.append(ExpandFunctionOps(row.expand_ops))
+    if row.attribute_defaults:
+        steps.append(ExplicitAttributeDefaults(row.attribute_defaults))
+    if cleanup or row.requires or target is not None:
+        steps.append(RemoveUnusedNodes())
+    steps += [create_pass(p) for p in row.requires]
+    if cleanup:
+        steps.append(SortIfNeeded())
+    manager = ir.passes.PassManager([TimedPass(p) for p in steps] if timed else steps, steps=1)
+    if isinstance(row, Target) and row.static_shapes and not input_shapes:
+        manager.static_shapes = (row.name, row.static_shapes)  # type: ignore[attr-defined]
+    return manager
 
 
 TOO_DEEP_TO_WALK = (

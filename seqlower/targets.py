@@ -1,14 +1,17 @@
-"""Deploy targets: what lowering a model *for one runtime* means, in one table.
+"""The pipelines, in one table: what lowering a model means by default, with
+``--sequence-free``, and *for one runtime* (``--target``).
 
-Each row of :data:`TARGETS` says which passes run (in order), which checks end the pipeline
-(each raises naming every node that still blocks the runtime), what becomes of ``Loop`` and
-``ReverseSequence``, the opset a converter needs at most, whether the exporter's symbolic
-dimension names are dropped, and the versions it was measured with. ``build_pipeline(target=)``
-and ``seqlower.lower(model, target=)`` read it; ``seqlower --list-targets`` prints it.
+Each row of :data:`PIPELINES` says which passes run (in order) and which checks end the
+pipeline (each raises naming every node that still blocks). ``default`` and ``sequence-free``
+are rows like the others; the deploy targets (:data:`TARGETS`, the rows that are a
+:class:`Target`) also say what becomes of ``Loop`` and ``ReverseSequence``, the opset a
+converter needs at most, whether the exporter's symbolic dimension names are dropped, and the
+versions they were measured with. :func:`seqlower.pipeline.build_pipeline` builds every row
+the same way; ``seqlower --list-targets`` prints the targets.
 
-The rule every row keeps: **no runtime runs fewer models with its target than with the default
-pipeline** (a runtime with a native ``ReverseSequence`` kernel that handles cases the lowered
-forms do not, onnx2tf's, keeps it).
+The rule every target keeps: **no runtime runs fewer models with its target than with the
+default pipeline** (a runtime with a native ``ReverseSequence`` kernel that handles cases the
+lowered forms do not, onnx2tf's, keeps it).
 """
 
 from __future__ import annotations
@@ -18,9 +21,21 @@ from collections.abc import Sequence
 
 from seqlower.errors import BadArgumentError, BadOptionError
 
-__all__ = ["TARGETS", "Deployment", "Target", "deployment", "describe_targets", "get_target"]
+__all__ = [
+    "PIPELINES",
+    "TARGETS",
+    "Deployment",
+    "Pipeline",
+    "Target",
+    "deployment",
+    "describe_targets",
+    "get_pipeline",
+    "get_target",
+]
 
-#: The sequence-free passes (``--sequence-free``) without ``lower-reverse-sequence``.
+#: The sequence-free passes, in order, without ``lower-reverse-sequence``: known lengths first
+#: (SplitToSequence, SequenceInsert chains), then the maps on them, then the plumbing the
+#: unrolled maps leave, then maps over run-time splits.
 _SEQUENCE_FREE = (
     "fold-optionals",
     "stack-row-maps",
@@ -32,16 +47,32 @@ _SEQUENCE_FREE = (
 )
 
 
-@dataclasses.dataclass(frozen=True)
-class Target:
-    """One runtime or converter a model is lowered for."""
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Pipeline:
+    """One way to lower a model: passes, then dead-node removal, then checks."""
 
     name: str
-    #: The lowering passes, in order (names in ``seqlower.passes.PASSES``); dead-node removal
-    #: follows them.
+    #: The lowering passes, in order (names in ``seqlower.passes.PASSES``).
     passes: tuple[str, ...]
     #: Checks after dead-node removal, each raising on what still blocks the runtime.
-    requires: tuple[str, ...]
+    requires: tuple[str, ...] = ()
+    #: ONNX function ops the runtime lacks, expanded into their ONNX function bodies after
+    #: the passes (``ExpandFunctionOps``); measured one op at a time.
+    expand_ops: tuple[str, ...] = ()
+    #: (op, attribute, ONNX default) the runtime's converter misreads when the attribute is
+    #: left out: written explicitly after the passes (``ExplicitAttributeDefaults``); each
+    #: entry verified against the converter.
+    attribute_defaults: tuple[tuple[str, str, int | float | str], ...] = ()
+
+    @property
+    def sequence_free(self) -> bool:
+        return "require-sequence-free" in self.requires
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Target(Pipeline):
+    """One runtime or converter a model is lowered for (``--target NAME``)."""
+
     #: ``Loop``: "kept" (the runtime runs it), "scan" (fixed trip counts become ``Scan``) or
     #: "unrolled" (as "scan", then the Scans of a constant trip count unrolled).
     loops: str
@@ -63,30 +94,28 @@ class Target:
     measured: str
     #: What still blocks it after lowering, in a few words.
     still_blocks: str
-    #: ONNX function ops the runtime lacks, expanded into their ONNX function bodies after
-    #: the passes (``ExpandFunctionOps``); measured one op at a time.
-    expand_ops: tuple[str, ...] = ()
-    #: The check's runtimes (names in ``seqlower.verification.TARGETS``) that run a model
-    #: lowered for this target, the first being what ``--target NAME`` runs; empty when
+    #: The check's runtimes (names in ``seqlower.verification.oracles.TARGET_ORACLES``) that run a
+    #: model lowered for this target, the first being what ``--target NAME`` runs; empty when
     #: seqlower cannot run the target itself (measured by hand).
     proofs: tuple[str, ...] = ()
-    #: (op, attribute, ONNX default) the runtime's converter misreads when the attribute is
-    #: left out: written explicitly after the passes (``ExplicitAttributeDefaults``); each
-    #: entry verified against the converter.
-    attribute_defaults: tuple[tuple[str, str, int | float | str], ...] = ()
     #: When the runtime needs static input shapes ("": never), in words: what stays unless
     #: ``--overwrite-input-shape`` fixes them (its blockers' error then names the flag). Every
     #: tf2onnx Loop counts an input's time axis: fixed, the count is a constant.
     static_shapes: str = ""
 
-    @property
-    def sequence_free(self) -> bool:
-        return "require-sequence-free" in self.requires
 
-
-TARGETS: dict[str, Target] = {
-    target.name: target
-    for target in (
+PIPELINES: dict[str, Pipeline] = {
+    row.name: row
+    for row in (
+        # ReverseSequence first: its dimension proofs follow ``SplitToSequence -> SequenceMap
+        # -> ConcatFromSequence`` (onnxscript's map over a tensor's slices), which the
+        # SequenceMap lowering would turn into a Loop they cannot see through.
+        Pipeline(name="default", passes=("lower-reverse-sequence", "lower-sequence-map")),
+        Pipeline(
+            name="sequence-free",
+            passes=(*_SEQUENCE_FREE, "lower-reverse-sequence"),
+            requires=("require-sequence-free",),
+        ),
         Target(
             name="onnxruntime",
             # Its own ReverseSequence kernel is faster than any lowering (1.25-4.3x for small
@@ -255,6 +284,16 @@ TARGETS: dict[str, Target] = {
     )
 }
 
+#: The deploy targets: the rows ``--target`` names.
+TARGETS: dict[str, Target] = {
+    name: row for name, row in PIPELINES.items() if isinstance(row, Target)
+}
+
+
+def get_pipeline(sequence_free: bool = False) -> Pipeline:
+    """The ``sequence-free`` row, or the ``default`` one."""
+    return PIPELINES["sequence-free" if sequence_free else "default"]
+
 
 def get_target(name: str) -> Target:
     """The row named ``name``; BadArgumentError (a ValueError) listing the known ones otherwise."""
@@ -342,10 +381,9 @@ def describe_targets() -> str:
 def _proof_here(name: str) -> str:
     """The oracle ``name`` proves with, and its version here or why it cannot run here."""
     from seqlower.errors import SeqlowerError
-    from seqlower.verification.oracles import TARGETS as ORACLES
-    from seqlower.verification.oracles import load_target, oracle_label
+    from seqlower.verification.oracles import TARGET_ORACLES, load_target, oracle_label
 
-    oracle = ORACLES.get(name)
+    oracle = TARGET_ORACLES.get(name)
     if oracle is None:
         return name
     try:

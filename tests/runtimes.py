@@ -54,9 +54,9 @@ def _run_on(target: str) -> Callable[[onnx.ModelProto, Feeds], list[np.ndarray]]
     """The library's own target oracle (what ``--target`` runs): one way to run everywhere."""
 
     def runner(model: onnx.ModelProto, feeds: Feeds) -> list[np.ndarray]:
-        from seqlower.verification.oracles import TARGETS
+        from seqlower.verification.oracles import TARGET_ORACLES
 
-        return list(TARGETS[target].load(model).run(feeds))
+        return list(TARGET_ORACLES[target].load(model).run(feeds))
 
     return runner
 
@@ -86,7 +86,7 @@ BY_HAND = {"onnx2torch": "onnx2torch", "tvm": "tvm", "onnx2tf": "onnx2tf"}
 def missing(runtime: str) -> str | None:
     """Why ``runtime`` cannot run here (not installed, or what it needs is not), or None."""
     from seqlower.errors import SeqlowerError
-    from seqlower.verification.oracles import TARGETS, load_target
+    from seqlower.verification.oracles import TARGET_ORACLES, load_target
 
     module, _ = _ALL[runtime]
     try:
@@ -94,7 +94,7 @@ def missing(runtime: str) -> str | None:
     except ImportError:
         extra = BY_HAND.get(runtime, "test,runtimes")
         return f"{runtime} is not installed (pip install -e '.[{extra}]')"
-    if runtime in TARGETS:
+    if runtime in TARGET_ORACLES:
         try:
             load_target(runtime, lowering=False)
         except SeqlowerError as e:

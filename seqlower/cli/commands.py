@@ -37,8 +37,8 @@ from seqlower.cli.options import (
 )
 from seqlower.cli.output import Printer
 from seqlower.errors import ExitCode, SeqlowerError, first_line
-from seqlower.passes import DEFAULT_PASSES, PASSES, SEQUENCE_FREE_PASSES
-from seqlower.targets import TARGETS, deployment
+from seqlower.passes import PASSES
+from seqlower.targets import PIPELINES, TARGETS, deployment
 
 if TYPE_CHECKING:
     from seqlower.job import LowerOptions, check_paths, lower_file, verify_files
@@ -222,10 +222,11 @@ def _pipelines_of(name: str) -> str:
     """Which pipelines run a pass: ``default``, ``sequence-free`` (twice, last), the targets
     whose pipeline lists it, or none (``--passes`` only)."""
     runs = []
-    if name in DEFAULT_PASSES:
+    if name in PIPELINES["default"].passes:
         runs.append("default")
-    count = SEQUENCE_FREE_PASSES.count(name)
-    if count or name == "require-sequence-free":
+    sequence_free = PIPELINES["sequence-free"]
+    count = sequence_free.passes.count(name)
+    if count or name in sequence_free.requires:
         runs.append("sequence-free" + (" (twice)" if count > 1 else ""))
     if not runs:  # the sequence-free passes are in most targets' pipelines: said once above
         targets = [

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from seqlower.passes import DEFAULT_PASSES, PASSES, SEQUENCE_FREE_PASSES
+from seqlower.passes import PASSES
+from seqlower.targets import get_pipeline
 
 if TYPE_CHECKING:
     from seqlower.job import SaveOptions
@@ -423,7 +424,7 @@ def unroll_inputs(pairs: tuple[tuple[str, int], ...]) -> dict[str, int]:
 def choose_passes(
     text: str | None, skip: tuple[str, ...], *, sequence_free: bool = False
 ) -> list[str]:
-    default = SEQUENCE_FREE_PASSES if sequence_free else DEFAULT_PASSES
+    default = get_pipeline(sequence_free).passes
     names = list(default) if text is None else [n.strip() for n in text.split(",") if n.strip()]
     skipped = [n.strip() for spec in skip for n in spec.split(",") if n.strip()]
     unknown = [name for name in (*names, *skipped) if name not in PASSES]

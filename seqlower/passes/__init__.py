@@ -1,11 +1,9 @@
 """seqlower's lowering passes, each an ``onnx_ir.passes.InPlacePass`` usable in any PassManager.
 
-``PASSES`` maps the names the CLI and :func:`seqlower.lower` accept to the pass classes.
-``DEFAULT_PASSES`` is what the default pipeline runs, in order; ``SEQUENCE_FREE_PASSES`` what
-``--sequence-free`` runs (then dead-node removal and the ``require-sequence-free`` check);
-``SEQUENCE_OPS`` the ops a sequence-free model may not contain.
-The pipelines of deploy targets (``loop-to-scan``, the repairs, ``require-no-loop``) are in
-:mod:`seqlower.targets`.
+``PASSES`` maps the names the CLI and :func:`seqlower.lower` accept to the pass classes;
+``SEQUENCE_OPS`` the ops a sequence-free model may not contain. Which passes run, in which
+order, is the pipeline table's (:data:`seqlower.targets.PIPELINES`: ``default``,
+``sequence-free`` and every deploy target).
 
 The pass modules (and onnx_ir, with sympy: half a second) are imported on first use of a class,
 not with this package: ``seqlower --help`` lists pass names and must not pay for them.
@@ -64,9 +62,7 @@ if TYPE_CHECKING:
     from seqlower.passes.targets.unroll_constant_scans import UnrollConstantScans
 
 __all__ = [
-    "DEFAULT_PASSES",
     "PASSES",
-    "SEQUENCE_FREE_PASSES",
     "SEQUENCE_OPS",
     "ConstantValuesAsTensors",
     "ExpandFunctionOps",
@@ -218,25 +214,6 @@ PASSES: MutableMapping[str, type[ir.passes.InPlacePass]] = _Registry(
         "require-shape-slice-bounds": "RequireShapeSliceBounds",
         "constant-values-as-tensors": "ConstantValuesAsTensors",
     }
-)
-
-#: The default pipeline, in order. ReverseSequence first: its dimension proofs follow
-#: ``SplitToSequence -> SequenceMap -> ConcatFromSequence`` (onnxscript's map over a tensor's
-#: slices), which the SequenceMap lowering would turn into a Loop they cannot see through.
-DEFAULT_PASSES: tuple[str, ...] = ("lower-reverse-sequence", "lower-sequence-map")
-
-#: The sequence-free pipeline, in order: known lengths first (SplitToSequence, SequenceInsert
-#: chains), then the maps on them, then the plumbing the unrolled maps leave, then maps over
-#: run-time splits.
-SEQUENCE_FREE_PASSES: tuple[str, ...] = (
-    "fold-optionals",
-    "stack-row-maps",
-    "fold-sequence-ops",
-    "unroll-sequence-map",
-    "fold-sequence-ops",
-    "scan-sequence-map",
-    "stack-loop-sequences",
-    "lower-reverse-sequence",
 )
 
 

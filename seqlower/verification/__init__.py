@@ -5,7 +5,8 @@ It knows nothing of seqlower's passes: it compares any reference model with any 
 - :mod:`.check`: :func:`verify` and its :class:`CheckOptions` (runs, retries, the verdict).
 - :mod:`.oracles`: the runtimes, one class each behind the :class:`~.oracles.Oracle` protocol,
   tried in the order of :data:`~.oracles.ORACLES` (both models in the first that loads the
-  reference); :data:`~.oracles.TARGETS`, the runtimes ``--target`` also proves the candidate on.
+  reference); :data:`~.oracles.TARGET_ORACLES`, the runtimes ``--target`` also proves the
+  candidate on.
 - :mod:`.compare`: output comparison and :class:`Tolerances`.
 - :mod:`.report`: :class:`VerifyReport` and its parts, with a JSON round-trip.
 - :mod:`.inputs`: inputs for the check, generated or read from files and validated;
@@ -23,7 +24,7 @@ from seqlower.verification.check import (
 from seqlower.verification.compare import Tolerances, compare_values, default_tolerance
 from seqlower.verification.oracles import (
     ORACLES,
-    TARGETS,
+    TARGET_ORACLES,
     Oracle,
 )
 from seqlower.verification.report import OutputReport, RunReport, SkippedRun, VerifyReport
@@ -31,7 +32,7 @@ from seqlower.verification.report import OutputReport, RunReport, SkippedRun, Ve
 __all__ = [
     "DEFAULT_TIMEOUT",
     "ORACLES",
-    "TARGETS",
+    "TARGET_ORACLES",
     "CheckOptions",
     "Oracle",
     "OutputReport",

@@ -88,9 +88,9 @@ class CheckOptions:
     default a quarter of physical memory) and ``timeout`` (seconds in all; default 600) bound
     the check. ``on_run(k, total)`` is called before run k (from 1), for progress displays.
     ``oracles``: tried in order for the reference; the candidate runs in the one that took it.
-    ``targets``: names in :data:`~.oracles.TARGETS` the candidate is also run on. ``expected``:
-    a file (as ``inputs``) or a list of dicts of the framework's outputs for the given inputs,
-    run by run; without ``inputs``, the inputs come from the same file.
+    ``targets``: names in :data:`~.oracles.TARGET_ORACLES` the candidate is also run on.
+    ``expected``: a file (as ``inputs``) or a list of dicts of the framework's outputs for the
+    given inputs, run by run; without ``inputs``, the inputs come from the same file.
     """
 
     inputs: InputsLike | None = None

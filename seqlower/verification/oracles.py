@@ -15,7 +15,7 @@ The first that loads the *reference* runs both models (:func:`load_pair`): a can
 oracle refuses is a failed check, never a reason to run it somewhere more lenient. No oracle
 knows anything of seqlower's lowering, so the lowered model is never its own oracle.
 
-:data:`TARGETS` holds the runtimes a lowered model can also be proven on (``--target``): one
+:data:`TARGET_ORACLES` holds the runtimes a lowered model can also be proven on (``--target``): one
 class each for OpenVINO (:class:`OpenVino`), tract (:class:`Tract`, concrete or symbolic
 input facts) and the converters (:class:`Tinygrad`, :class:`Onnx2Torch`, :class:`Onnx2Tf`,
 :class:`Tvm`); they run the candidate, and the original only to blame a failure there.
@@ -47,7 +47,7 @@ from seqlower.errors import BadOptionError, CheckLimitError, first_line
 
 __all__ = [
     "ORACLES",
-    "TARGETS",
+    "TARGET_ORACLES",
     "CandidateRefused",
     "NotLoaded",
     "OnnxRuntime",
@@ -651,7 +651,7 @@ def _graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
 
 #: ``--target`` names and the oracle that runs a candidate there (issue 19's target table
 #: refers to these names).
-TARGETS: dict[str, Oracle] = {
+TARGET_ORACLES: dict[str, Oracle] = {
     "onnxruntime": OnnxRuntime(),  # for models whose original only onnx.reference runs
     "openvino": OpenVino(),
     "tract": Tract(),
@@ -668,9 +668,11 @@ def load_target(name: str, *, api: bool = False, lowering: bool = True) -> Oracl
     naming the extra that installs it and, when ``lowering``, the way to lower without the
     proof (``--no-check``; ``check=False`` from Python, ``api``)."""
     where, unproven = _wording(name, api)
-    oracle = TARGETS.get(name)
+    oracle = TARGET_ORACLES.get(name)
     if oracle is None:
-        raise TargetUnavailableError(f"{where}: unknown target (known: {', '.join(TARGETS)})")
+        raise TargetUnavailableError(
+            f"{where}: unknown target (known: {', '.join(TARGET_ORACLES)})"
+        )
     python = getattr(oracle, "python", None)
     if python is not None and sys.version_info < python:
         raise TargetUnavailableError(

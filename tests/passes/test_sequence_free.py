@@ -21,12 +21,12 @@ from seqlower.cli.commands import cli
 from seqlower.cli.options import choose_passes
 from seqlower.errors import SequenceFreeError
 from seqlower.passes import (
-    DEFAULT_PASSES,
     SEQUENCE_OPS,
     FoldSequenceOps,
     ScanSequenceMap,
     UnrollSequenceMap,
 )
+from seqlower.targets import PIPELINES
 from tests import sequence_free_cases as cases
 from tests.helpers import all_op_types, assert_one_line_error, every_graph, ort_run, run_cli
 from tests.runtimes import RUNTIMES, RuntimeFailure, assert_same, run
@@ -173,7 +173,7 @@ def test_folding_touches_only_the_unrolled_copies() -> None:
 
 
 def test_default_pipeline_is_unchanged() -> None:
-    assert choose_passes(None, ()) == list(DEFAULT_PASSES)
+    assert choose_passes(None, ()) == list(PIPELINES["default"].passes)
     model, feeds = CASES["hstack_atleast_1d"]()
     lowered = seqlower.lower(model)
     assert "Loop" in all_op_types(lowered) and "SequenceAt" in all_op_types(lowered)

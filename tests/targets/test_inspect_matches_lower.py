@@ -16,10 +16,10 @@ from click.testing import CliRunner
 import seqlower
 from seqlower.cli.commands import cli
 from seqlower.errors import SeqlowerError, SequenceFreeError, TargetError, first_line
-from seqlower.inspect import PIPELINES, PipelineView, inspect_model
+from seqlower.inspect import PipelineView, inspect_model
 from seqlower.job import restamp
 from seqlower.pipeline import op_counts
-from seqlower.targets import TARGETS
+from seqlower.targets import PIPELINES, TARGETS
 from tests import loop_cases, sequence_free_cases, sequence_map_cases
 from tests.helpers import REALWORLD, ROOT
 
@@ -40,20 +40,21 @@ def _corpus() -> dict[str, Callable[[], onnx.ModelProto]]:
 CORPUS = _corpus()
 SAMPLES = sorted(SHARED.glob("*/*.onnx"))
 
-#: One pipeline per distinct lowering: targets whose rows run the same passes and checks
-#: would only repeat the same comparison.
+#: One pipeline per distinct lowering: rows that run the same passes and checks would only
+#: repeat the same comparison.
 _DISTINCT: dict[tuple[object, ...], str] = {}
-for _row in TARGETS.values():
-    _DISTINCT.setdefault((_row.passes, _row.requires, _row.expand_ops, _row.max_opset), _row.name)
-NAMES = [*PIPELINES, *_DISTINCT.values()]
+for _row in PIPELINES.values():
+    _key = (_row.passes, _row.requires, _row.expand_ops, _row.attribute_defaults)
+    _DISTINCT.setdefault((*_key, getattr(_row, "max_opset", None), _row.name in TARGETS), _row.name)
+NAMES = list(_DISTINCT.values())
 
 
 def _lowered(model: onnx.ModelProto, name: str) -> tuple[str, list[str], str, dict[str, int]]:
     """What ``lower`` does: ok/blocked/error, the blockers, the error's line, the op counts."""
     ir_model = ir.serde.deserialize_model(model)
     try:
-        if name in PIPELINES:
-            seqlower.lower(ir_model, sequence_free=PIPELINES[name])
+        if name not in TARGETS:
+            seqlower.lower(ir_model, sequence_free=name == "sequence-free")
         else:
             seqlower.lower(ir_model, target=name, check=False)
             newest = TARGETS[name].max_opset

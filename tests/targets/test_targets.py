@@ -23,7 +23,7 @@ from seqlower.cli.commands import cli
 from seqlower.job import LowerOptions, lower_file
 from seqlower.targets import TARGETS as DEPLOY_TARGETS
 from seqlower.verification import CheckOptions, VerifyReport, verify
-from seqlower.verification.oracles import TARGETS, Runner
+from seqlower.verification.oracles import TARGET_ORACLES, Runner
 from tests.helpers import REALWORLD, neg_loop, nested_row_maps
 from tests.runtimes import BY_HAND, require
 
@@ -46,7 +46,7 @@ def _version(package: str) -> str:
     return importlib.metadata.version(package)
 
 
-@pytest.mark.parametrize("target", list(TARGETS))
+@pytest.mark.parametrize("target", list(TARGET_ORACLES))
 def test_lower_proves_on_the_target(tmp_path: Path, target: str) -> None:
     require(target)
     source, out = tmp_path / "m.onnx", tmp_path / "out.onnx"
@@ -60,7 +60,7 @@ def test_lower_proves_on_the_target(tmp_path: Path, target: str) -> None:
 
 def test_verify_on_several_targets_through_the_api() -> None:
     """Every runtime CI installs (the converters not CI's have their own tests)."""
-    targets = tuple(name for name in TARGETS if name not in BY_HAND)
+    targets = tuple(name for name in TARGET_ORACLES if name not in BY_HAND)
     for target in targets:
         require(target)
     lowered = seqlower.lower(REVERSE)
@@ -119,7 +119,7 @@ def test_openvino_runs_in_float32() -> None:
         "a": rng.standard_normal((4, 64)).astype(np.float32),
         "b": rng.standard_normal((64, 4)).astype(np.float32),
     }
-    (y,) = TARGETS["openvino"].load(model).run(feeds)
+    (y,) = TARGET_ORACLES["openvino"].load(model).run(feeds)
     np.testing.assert_allclose(y, feeds["a"] @ feeds["b"], rtol=1e-5, atol=1e-5)
 
 
@@ -151,7 +151,7 @@ def test_unknown_target_is_exit_2(tmp_path: Path) -> None:
     onnx.save(REVERSE, source)
     result = CliRunner().invoke(cli, [str(source), "--dry-run", "--target", "qnn"])
     assert result.exit_code == 2
-    known = sorted({*DEPLOY_TARGETS, *TARGETS})
+    known = sorted({*DEPLOY_TARGETS, *TARGET_ORACLES})
     assert f"unknown target (known: {', '.join(known)})" in result.stderr
 
 
@@ -240,7 +240,7 @@ def test_target_not_installed_lowers_unproven_when_asked(
 ) -> None:
     """A target whose runtime is missing: --no-check (check=False from Python) lowers for it
     unproven, and says so; without it the Python API raises before any work."""
-    monkeypatch.setattr(TARGETS["tract"], "package", "seqlower_no_such_runtime")
+    monkeypatch.setattr(TARGET_ORACLES["tract"], "package", "seqlower_no_such_runtime")
     source, out = tmp_path / "m.onnx", tmp_path / "out.onnx"
     onnx.save(REVERSE, source)
     result = CliRunner().invoke(
@@ -263,7 +263,7 @@ class _OffByOne:
     package = "onnx"  # installed wherever the test runs
 
     def load(self, model: onnx.ModelProto) -> Runner:
-        inner = TARGETS["onnxruntime"].load(model)
+        inner = TARGET_ORACLES["onnxruntime"].load(model)
         wrong = "ReverseSequence" not in {n.op_type for n in model.graph.node}
         return Runner(self.name, lambda feeds: [o + wrong for o in inner.run(feeds)])
 
@@ -276,7 +276,7 @@ def test_python_api_proves_on_the_target(monkeypatch: pytest.MonkeyPatch) -> Non
     assert "ReverseSequence" not in {
         n.op_type for n in seqlower.lower(REVERSE, target="tract").graph.node
     }
-    monkeypatch.setitem(TARGETS, "tract", _OffByOne())
+    monkeypatch.setitem(TARGET_ORACLES, "tract", _OffByOne())
     with pytest.raises(seqlower.ProofFailedError, match="differs on offbyone") as error:
         seqlower.lower(REVERSE, target="tract")
     assert error.value.exit_code == 1 and not error.value.report.ok
@@ -296,10 +296,10 @@ def test_python_api_passes_on_a_runtime_culprit(monkeypatch: pytest.MonkeyPatch)
         package = "onnx"
 
         def load(self, model: onnx.ModelProto) -> Runner:
-            inner = TARGETS["onnxruntime"].load(model)
+            inner = TARGET_ORACLES["onnxruntime"].load(model)
             return Runner(self.name, lambda feeds: [o + 1 for o in inner.run(feeds)])
 
-    monkeypatch.setitem(TARGETS, "tract", Wrong())
+    monkeypatch.setitem(TARGET_ORACLES, "tract", Wrong())
     with pytest.warns(UserWarning, match="wrongboth"):
         seqlower.lower(REVERSE, target="tract")
 
@@ -450,7 +450,7 @@ def test_openvino_models_leave_the_signal_stack_usable() -> None:
     they came left this thread's stack freed, and the next SIGTERM crashed the process (the
     check loads the original beside the lowered model to blame a failure)."""
     require("openvino")
-    oracle = TARGETS["openvino"]
+    oracle = TARGET_ORACLES["openvino"]
     first, second = oracle.load(REVERSE), oracle.load(REVERSE)
     del first
     gc.collect()

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 from seqlower.cli.commands import cli
 from seqlower.verification import CheckOptions, verify
-from seqlower.verification.oracles import TARGETS, oracle_label
+from seqlower.verification.oracles import TARGET_ORACLES, oracle_label
 from tests.helpers import neg_loop
 from tests.runtimes import assert_same, require, run
 
@@ -62,7 +62,7 @@ BRANCHES = onnx.parser.parse_model(
 
 
 def _label(name: str) -> str:
-    return oracle_label(TARGETS[name])
+    return oracle_label(TARGET_ORACLES[name])
 
 
 def _lower(tmp_path: Path, model: onnx.ModelProto, *args: str) -> tuple[int, str, Path]:
@@ -253,7 +253,7 @@ def test_onnx2tf_on_an_older_python_is_exit_2_saying_so(
 ) -> None:
     """onnx2tf 2.x needs Python 3.12, where ``seqlower[onnx2tf]`` installs nothing: the error
     says so rather than naming the extra (runs on every Python: the floor is raised)."""
-    monkeypatch.setattr(TARGETS["onnx2tf"], "python", (99, 0))
+    monkeypatch.setattr(TARGET_ORACLES["onnx2tf"], "python", (99, 0))
     code, output, out = _lower(tmp_path, REVERSE, "--target", "onnx2tf")
     assert code == 2 and not out.exists(), output
     assert "onnx2tf needs Python >= 99.0" in output and "--no-check" in output

@@ -163,7 +163,7 @@ def test_openvino_gets_zero_trip_loops_wrong_for_the_original_too(tmp_path: Path
     result = run_cli(model, "-o", out, "--target", "openvino", "--report", report)
     assert result.exit_code == 0, result.output
     assert out.exists()
-    label = oracle_label(oracles_module.TARGETS["openvino"])
+    label = oracle_label(oracles_module.TARGET_ORACLES["openvino"])
     assert f"warning: {label} gets the original wrong too in run 3: output 'res_scan' shape " in (
         result.stderr
     )
@@ -198,7 +198,7 @@ def test_a_runtime_that_cannot_load_the_model_is_said_apart(tmp_path: Path) -> N
         onnx.save(loop, path)
     result = run_cli("verify", *paths, "--target", "tract")
     assert result.exit_code == 1, result.output
-    label = oracle_label(oracles_module.TARGETS["tract"])
+    label = oracle_label(oracles_module.TARGET_ORACLES["tract"])
     assert f"check: MISMATCH: does not load on {label}: " in result.stderr
     assert "Loop" in result.stderr
     assert "the original does not load there either: the lowering did not reach the target" in (
@@ -247,7 +247,7 @@ def _lowered(model: onnx.ModelProto) -> bool:
 
 
 def _check(monkeypatch: pytest.MonkeyPatch, target: _Skewed) -> VerifyReport:
-    monkeypatch.setitem(oracles_module.TARGETS, "skewed", target)
+    monkeypatch.setitem(oracles_module.TARGET_ORACLES, "skewed", target)
     report = verify(REVERSE, seqlower.lower(REVERSE), CheckOptions(targets=("skewed",)))
     again = VerifyReport.from_dict(json.loads(json.dumps(report.to_dict())))
     assert again.target_runs == report.target_runs and again.warnings == report.warnings
@@ -363,7 +363,7 @@ def test_the_reproduce_line_remakes_the_lowering_and_the_check(
     # The tract row's pipeline, proven on a fake runtime that refuses SequenceMap and skews
     # whatever it runs: the lowering did not reach it.
     monkeypatch.setitem(
-        oracles_module.TARGETS,
+        oracles_module.TARGET_ORACLES,
         "tract",
         _Skewed(skew=lambda m: 0.5, refuses=lambda m: not _lowered(m)),
     )
@@ -399,7 +399,7 @@ def test_the_reproduce_line_of_lower_repeats_expected(
     saved beside them, the line reads both, and fails the same way."""
     require("tract")
     monkeypatch.setitem(
-        oracles_module.TARGETS,
+        oracles_module.TARGET_ORACLES,
         "tract",
         _Skewed(skew=lambda m: 0.5, refuses=lambda m: not _lowered(m)),
     )
