@@ -211,6 +211,7 @@ def converters(cases: dict[str, Case], names: list[str], seconds: int) -> dict[s
 
     from seqlower.errors import SeqlowerError, first_line
     from seqlower.job import LowerOptions, lower_file
+    from seqlower.verification import CheckOptions
     from seqlower.verification.oracles import ORACLES, load_runner
 
     cells: dict[str, dict[str, str]] = {}
@@ -232,7 +233,9 @@ def converters(cases: dict[str, Case], names: list[str], seconds: int) -> dict[s
                 out = Path(folder) / f"{name}.onnx"
                 out.unlink(missing_ok=True)
                 try:
-                    result = lower_file(source, out, LowerOptions(targets=(name,)))
+                    result = lower_file(
+                        source, out, LowerOptions(check_options=CheckOptions(targets=(name,)))
+                    )
                     code = int(result.exit_code)
                     why = "" if result.verification is None else result.verification.reason
                 except SeqlowerError as e:

@@ -51,7 +51,6 @@ if TYPE_CHECKING:
 __all__ = [
     "LowerOptions",
     "LowerResult",
-    "PassRow",  # defined in seqlower.pipeline; kept importable from here
     "SaveOptions",
     "VerifyResult",
     "check_names",
@@ -98,47 +97,28 @@ class SaveOptions:
 
 @dataclass
 class LowerOptions:
-    """How :func:`lower_file` runs; ``check_options`` is how the check runs (when ``check``).
-
-    ``verify`` (:func:`seqlower.verify`'s keyword options), ``targets`` and
-    ``force_input_shape`` are older spellings of parts of ``check_options``, merged into it.
-    """
+    """How :func:`lower_file` runs; ``check_options`` is how the check runs (when ``check``),
+    its ``targets`` the runtimes the lowered model is also run and compared on."""
 
     passes: Sequence[str] | None = None
     cleanup: bool = True
     check: bool = True
     check_options: CheckOptions = field(default_factory=lambda: _check_options())
-    verify: Mapping[str, Any] = field(default_factory=dict)
     external_data: str | None = None
     keep_on_failure: bool = False
     dry_run: bool = False
     count_ops: bool = True
     ir_version: int | None = None
     opset: int | None = None
-    force_input_shape: bool = False
     sequence_free: bool = False
     unroll_inputs: Mapping[str, int] = field(default_factory=dict)
     #: ``--overwrite-input-shape``: input name -> the static shape it is lowered (and checked) at.
     overwrite_input_shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
-    #: Runtimes (names in ``seqlower.verification.oracles.TARGET_ORACLES``) the lowered model
-    #: is also run and compared on; added to ``check_options.targets``.
-    targets: tuple[str, ...] = ()
     save: SaveOptions = field(default_factory=SaveOptions)
 
     def __post_init__(self) -> None:
-        from seqlower.verification.check import CheckOptions
-
-        options = self.check_options
-        if self.verify:
-            if options != CheckOptions():
-                raise TypeError("give LowerOptions either check_options or verify, not both")
-            options = CheckOptions.from_kwargs(**self.verify)
-        self.check_options = dataclasses.replace(
-            options,
-            targets=tuple(dict.fromkeys((*self.targets, *options.targets))),
-            force_input_shape=self.force_input_shape or options.force_input_shape,
-            keep_runs=_keeps_runs(self.save) or options.keep_runs,
-        )
+        if _keeps_runs(self.save) and not self.check_options.keep_runs:
+            self.check_options = dataclasses.replace(self.check_options, keep_runs=True)
 
 
 def _keeps_runs(save: SaveOptions) -> bool:
@@ -153,7 +133,8 @@ def _check_options() -> CheckOptions:
 
 
 def check_names(model: onnx.ModelProto, options: CheckOptions) -> None:
-    """:func:`seqlower.verification.check.check_names`, kept importable from here."""
+    """:func:`seqlower.verification.check.check_names`, its module imported when a run
+    needs it (not with the command line)."""
     from seqlower.verification.check import check_names as check
 
     check(model, options)

@@ -41,7 +41,7 @@ def lower(folder: Path, out: Path, target: str) -> None:
     out.mkdir(parents=True, exist_ok=True)
     for path in sorted(folder.glob("*.onnx")):
         options = LowerOptions(
-            targets=(target,), check_options=CheckOptions(inputs=str(path.with_suffix(".npz")))
+            check_options=CheckOptions(inputs=str(path.with_suffix(".npz")), targets=(target,))
         )
         try:
             result = lower_file(path, out / path.name, options)

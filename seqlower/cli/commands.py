@@ -555,7 +555,6 @@ def example_command(output: Path) -> None:
 
 @cli.command("inspect", context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("model", type=click.Path(path_type=Path))
-@click.option("--exact", is_flag=True, hidden=True)  # every run is exact now; kept for scripts
 @click.option(
     "--target",
     "targets",
@@ -565,7 +564,7 @@ def example_command(output: Path) -> None:
     "(repeatable; default: the default and sequence-free modes, openvino and tract).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the answer as JSON, for scripts.")
-def inspect_command(model: Path, exact: bool, targets: tuple[str, ...], as_json: bool) -> None:
+def inspect_command(model: Path, targets: tuple[str, ...], as_json: bool) -> None:
     """Say what each mode and target would lower in MODEL, leave, or be blocked by.
 
     Each pipeline is the one `seqlower MODEL -o OUT` runs, run in memory without the check;

@@ -12,7 +12,7 @@ import onnx
 import pytest
 
 import seqlower
-from seqlower.job import LowerOptions, lower_file, verify_files
+from seqlower.job import LowerOptions, SaveOptions, lower_file, verify_files
 from seqlower.verification import CheckOptions, Tolerances
 from tests.helpers import ROOT, assert_one_line_error, run_cli
 
@@ -101,20 +101,17 @@ def test_verify_files_is_what_the_verify_command_does(tmp_path: Path) -> None:
         assert line in cli_run.stdout, line
 
 
-def test_lower_options_hold_check_options_and_take_the_older_keywords() -> None:
-    typed = LowerOptions(
-        check_options=CheckOptions(n=5, dims={"N": 2}, targets=("tract",)),
-        targets=("openvino",),
-        force_input_shape=True,
-    )
+def test_lower_options_hold_check_options_alone() -> None:
+    """The check is said once, in ``check_options`` (dropped after 0.1.0: ``verify=``, ``targets=``
+    and ``force_input_shape=``: CHANGELOG.md)."""
+    typed = LowerOptions(check_options=CheckOptions(n=5, dims={"N": 2}, targets=("tract",)))
     assert typed.check_options.n == 5 and typed.check_options.dims == {"N": 2}
-    assert typed.check_options.targets == ("openvino", "tract")
-    assert typed.check_options.force_input_shape
-    older = LowerOptions(verify={"n": 4, "rtol": {"*": 1e-3, "y": 1e-2}, "targets": ("tract",)})
-    assert older.check_options.n == 4 and older.check_options.targets == ("tract",)
-    assert older.check_options.tolerances.to_options() == ({"*": 1e-3, "y": 1e-2}, None)
-    with pytest.raises(TypeError):
-        LowerOptions(check_options=CheckOptions(n=5), verify={"n": 4})
+    assert typed.check_options.targets == ("tract",)
+    for older in ({"verify": {"n": 4}}, {"targets": ("tract",)}, {"force_input_shape": True}):
+        with pytest.raises(TypeError):
+            LowerOptions(**older)  # type: ignore[arg-type]
+    saving = LowerOptions(save=SaveOptions(inputs=Path("runs")))
+    assert saving.check_options.keep_runs
 
 
 def test_check_flags_become_one_typed_check_options() -> None:

@@ -98,7 +98,9 @@ def test_lower_file_targets_field(tmp_path: Path) -> None:
     require("openvino")
     source, out = tmp_path / "m.onnx", tmp_path / "out.onnx"
     onnx.save(REVERSE, source)
-    result = lower_file(source, out, LowerOptions(targets=("openvino",)))
+    result = lower_file(
+        source, out, LowerOptions(check_options=CheckOptions(targets=("openvino",)))
+    )
     assert result.exit_code == 0 and result.verification is not None
     assert list(result.verification.targets.values()) == [
         f"runs and matches on openvino {_version('openvino')}"
