@@ -3,7 +3,7 @@
 Run by hand (not a test):  .venv/bin/python benchmarks/reverse_sequence_tract.py [--repeat N]
 
 Lengths a graph input (the index computed at run time), time-major, through the ``tract``
-oracle (``seqlower.verification.oracles.TARGETS``, concrete input facts), each model loaded
+oracle (``seqlower.verification.oracles.TARGET_ORACLES``, concrete input facts), each model loaded
 once and run ``--repeat`` times; medians. Compared, for each shape, with the form seqlower
 writes:
 
