@@ -25,15 +25,19 @@ from seqlower.errors import InvalidModelError
 __all__ = ["check_external_data", "external_locations"]
 
 
-def _initializer_tensors(model: ir.Model) -> Iterator[tuple[str, ir.Value]]:
-    for graph in all_graphs(model):
+def _initializer_tensors(
+    model: ir.Model, graphs: list[ir.Graph | ir.Function] | None = None
+) -> Iterator[tuple[str, ir.Value]]:
+    for graph in all_graphs(model) if graphs is None else graphs:
         if isinstance(graph, ir.Graph):
             for value in graph.initializers.values():
                 yield "initializer", value
 
 
-def _attribute_slots(model: ir.Model) -> Iterator[tuple[ir.Node, ir.Attr]]:
-    for graph in all_graphs(model):
+def _attribute_slots(
+    model: ir.Model, graphs: list[ir.Graph | ir.Function] | None = None
+) -> Iterator[tuple[ir.Node, ir.Attr]]:
+    for graph in all_graphs(model) if graphs is None else graphs:
         for node in graph:
             attributes = node.attributes.data
             if not attributes:
@@ -55,18 +59,28 @@ def external_locations(model: ir.Model) -> set[str]:
     return found
 
 
-def check_external_data(model: ir.Model, model_path: Path) -> None:
+def check_external_data(
+    model: ir.Model, model_path: Path, graphs: list[ir.Graph | ir.Function] | None = None
+) -> None:
     """Raise InvalidModelError unless every external tensor is sound; read attribute ones in.
 
     Sound: a relative location inside the model's folder (links resolved), a regular file, and
-    ``offset + length`` inside it with ``length`` the tensor's own byte size.
+    ``offset + length`` inside it with ``length`` the tensor's own byte size. Every external
+    tensor's ``base_dir`` is set to the model's folder first (what ``onnx_ir.load`` does, with
+    a walk of its own). ``graphs``: every scope of the model, when the caller has them.
     """
     folder = model_path.parent
-    for _, value in _initializer_tensors(model):
+    if graphs is None:
+        graphs = all_graphs(model)
+    initializers = [value for _, value in _initializer_tensors(model, graphs)]
+    for value in initializers:
+        if isinstance(value.const_value, ir.ExternalTensor):
+            value.const_value.base_dir = folder
+    for value in initializers:
         tensor = value.const_value
         if isinstance(tensor, ir.ExternalTensor):
             _check_tensor(tensor, folder, f"initializer '{value.name}'")
-    for node, attr in _attribute_slots(model):
+    for node, attr in _attribute_slots(model, graphs):
         single = attr.type == ir.AttributeType.TENSOR
         tensors = [attr.value] if single else list(attr.value)
         if not any(isinstance(t, ir.ExternalTensor) for t in tensors):

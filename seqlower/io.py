@@ -83,11 +83,12 @@ def load_model(path: str | os.PathLike[str], *, check: bool = True) -> ir.Model:
         model = ir.serde.deserialize_model(proto)
     except Exception as e:
         raise InvalidModelError(f"{path}: not a valid ONNX model ({_root_message(e)})") from e
-    check_names_and_dims(model, str(path))
+    graphs = all_graphs(model)  # one walk for both checks
+    check_names_and_dims(model, str(path), graphs)
     model.meta[LOAD_NOTES] = notes
-    # Relative external-data locations are relative to the model file, as onnx_ir.load does.
-    ir.external_data.set_base_dir(model.graph, path.parent)
-    check_external_data(model, path)
+    # Relative external-data locations are relative to the model file, as onnx_ir.load does:
+    # check_external_data sets every external tensor's folder so.
+    check_external_data(model, path, graphs)
     return model
 
 
@@ -241,10 +242,15 @@ TOO_DEEP = (
 )
 
 
-def check_names_and_dims(model: ir.Model, path: str = "the model") -> None:
+def check_names_and_dims(
+    model: ir.Model,
+    path: str = "the model",
+    graphs: list[ir.Graph | ir.Function] | None = None,
+) -> None:
     """Names that are not UTF-8 (protobuf hands them over as bytes, and writing them fails) and
-    negative declared dimensions: reject them now, naming the culprit, rather than mid-run."""
-    for graph in all_graphs(model):
+    negative declared dimensions: reject them now, naming the culprit, rather than mid-run.
+    ``graphs``: every scope of the model, when the caller has them."""
+    for graph in all_graphs(model) if graphs is None else graphs:
         kind = "function" if isinstance(graph, ir.Function) else "graph"
         if isinstance(graph.name, bytes):
             raise InvalidModelError(f"{path}: a {kind} name is not valid UTF-8: {graph.name!r}")
@@ -301,28 +307,35 @@ INLINE_LIMIT = 1_800_000_000
 _SIZE_THRESHOLD = 256
 
 
-def _external_threshold(model: ir.Model) -> int:
+def initializer_values(model: ir.Model) -> list[ir.Value]:
+    """The initializers of every graph of the model, subgraphs included (one walk: callers that
+    ask several questions of the weights share it)."""
+    return [
+        value
+        for graph in all_graphs(model)
+        if isinstance(graph, ir.Graph)
+        for value in graph.initializers.values()
+    ]
+
+
+def _external_threshold(initializers: list[ir.Value]) -> int:
     """The size from which initializers go to the weights file: onnx_ir's 256 bytes, lowered to
     the smallest weight that was external, so that what was external stays so (a model whose
     small weights were all external came back with them inline and no weights file)."""
     sizes = [
         value.const_value.nbytes
-        for graph in all_graphs(model)
-        if isinstance(graph, ir.Graph)
-        for value in graph.initializers.values()
+        for value in initializers
         if isinstance(value.const_value, ir.ExternalTensor)
     ]
     return min([_SIZE_THRESHOLD, *(size - 1 for size in sizes)])  # onnx_ir moves only larger
 
 
-def has_external_data(model: ir.Model) -> bool:
-    """Whether any weight of the model lives in an external file."""
-    return any(
-        isinstance(value.const_value, ir.ExternalTensor)
-        for graph in all_graphs(model)
-        if isinstance(graph, ir.Graph)
-        for value in graph.initializers.values()
-    )
+def has_external_data(model: ir.Model, initializers: list[ir.Value] | None = None) -> bool:
+    """Whether any weight of the model lives in an external file (``initializers``: the
+    model's, when the caller has them)."""
+    if initializers is None:
+        initializers = initializer_values(model)
+    return any(isinstance(value.const_value, ir.ExternalTensor) for value in initializers)
 
 
 def self_contained_proto(model: ir.Model, *, may_modify: bool = False) -> onnx.ModelProto:
@@ -333,14 +346,10 @@ def self_contained_proto(model: ir.Model, *, may_modify: bool = False) -> onnx.M
     return ir.serde.serialize_model(model)
 
 
-def weights_nbytes(model: ir.Model) -> int:
-    return sum(
-        value.const_value.nbytes
-        for graph in all_graphs(model)
-        if isinstance(graph, ir.Graph)
-        for value in graph.initializers.values()
-        if value.const_value is not None
-    )
+def weights_nbytes(model: ir.Model, initializers: list[ir.Value] | None = None) -> int:
+    if initializers is None:
+        initializers = initializer_values(model)
+    return sum(value.const_value.nbytes for value in initializers if value.const_value is not None)
 
 
 def check_external_data_name(name: str, out: Path, *, inputs: Sequence[Path] = ()) -> None:
@@ -398,8 +407,9 @@ def save_model(
     check_target(path, "-o")
     if external_data is not None:
         check_external_data_name(external_data, path, inputs=keep)
+    initializers = initializer_values(model)
     wants_data = external_data is not None or (
-        has_external_data(model) or weights_nbytes(model) > INLINE_LIMIT
+        has_external_data(model, initializers) or weights_nbytes(model, initializers) > INLINE_LIMIT
     )
     try:
         staging = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".seqlower", dir=folder))
@@ -420,7 +430,7 @@ def save_model(
                     model,
                     staged,
                     external_data=data_name,
-                    size_threshold_bytes=_external_threshold(model),
+                    size_threshold_bytes=_external_threshold(initializers),
                 )
             staged_data = None if data_name is None else staging / data_name
             if staged_data is not None and (
