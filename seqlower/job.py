@@ -37,6 +37,7 @@ from seqlower.pipeline import (
     PassRow,
     build_pipeline,
     check_at_fixed_shapes,
+    interface_reference,
     op_counts,
     pass_rows,
     run_pipeline,
@@ -112,6 +113,8 @@ class LowerOptions:
     opset: int | None = None
     sequence_free: bool = False
     unroll_inputs: Mapping[str, int] = field(default_factory=dict)
+    #: ``--optional-input NAME=present|absent``: optional input name -> whether it is passed.
+    optional_inputs: Mapping[str, bool] = field(default_factory=dict)
     #: ``--overwrite-input-shape``: input name -> the static shape it is lowered (and checked) at.
     overwrite_input_shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
     save: SaveOptions = field(default_factory=SaveOptions)
@@ -282,6 +285,7 @@ def lower_file(
         load_notes = seqlower.io.load_notes(ir_model)
         unchanged = (
             not options.unroll_inputs
+            and not options.optional_inputs
             and not options.overwrite_input_shapes
             and not any(row.rewritten for row in rows)
         )
@@ -349,6 +353,7 @@ def _lower(ir_model: ir.Model, options: LowerOptions, target: str | None) -> lis
         timed=True,
         sequence_free=options.sequence_free,
         unroll_inputs=options.unroll_inputs,
+        optional_inputs=options.optional_inputs,
         target=target,
         input_shapes=options.overwrite_input_shapes,
     )
@@ -365,7 +370,7 @@ def _at_fixed_shapes(
     shapes = options.overwrite_input_shapes
     if not shapes:
         return options.check_options
-    if options.unroll_inputs:
+    if options.unroll_inputs or options.optional_inputs:
         if original is None:
             return options.check_options  # FixInputShapes checks them after the unrolling
         model = ir.serde.deserialize_model(original)
@@ -818,15 +823,12 @@ def save_failing_inputs(
 
 
 def _reference(model: ir.Model, options: LowerOptions) -> onnx.ModelProto:
-    """The original, for the check; with --unroll-input, given the same new inputs (it then
-    gets the K tensors as its sequence), since the check compares models of one interface."""
-    if not options.unroll_inputs:
-        return _in_memory_proto(model)
-    from seqlower.passes.sequence_free.unroll_inputs import UnrollInputs
-
-    copy = model.clone()
-    run_pipeline(copy, ir.passes.PassManager([UnrollInputs(options.unroll_inputs)]))
-    return _in_memory_proto(copy)
+    """The original, for the check; with --unroll-input or --optional-input, given the same new
+    inputs (it then gets the K tensors as its sequence, the optional's element or none), since
+    the check compares models of one interface."""
+    return _in_memory_proto(
+        interface_reference(model, options.unroll_inputs, options.optional_inputs)
+    )
 
 
 def _in_memory_proto(model: ir.Model) -> onnx.ModelProto:

@@ -37,6 +37,8 @@ from seqlower.passes import (
     ValidateNodes,
     create_pass,
 )
+from seqlower.passes.sequence_free.fix_optional_inputs import FixOptionalInputs
+from seqlower.passes.sequence_free.fold_optionals import FoldOptionals
 from seqlower.passes.sequence_free.unroll_inputs import UnrollInputs
 from seqlower.targets import Target, get_pipeline, get_target
 
@@ -124,6 +126,7 @@ _CLEANUP_NAMES = {
     RemoveUnusedNodes: "remove-unused-nodes",
     SortIfNeeded: "topological-sort",
     UnrollInputs: "unroll-inputs",
+    FixOptionalInputs: "fix-optional-inputs",
     FixInputShapes: "fix-input-shapes",
 }
 
@@ -146,6 +149,7 @@ def build_pipeline(
     unroll_inputs: Mapping[str, int] | None = None,
     target: str | None = None,
     input_shapes: Mapping[str, Sequence[int]] | None = None,
+    optional_inputs: Mapping[str, bool] | None = None,
 ) -> ir.passes.PassManager:
     """A PassManager for one row of :data:`seqlower.targets.PIPELINES`: ``target`` (a name in
     :data:`~seqlower.targets.TARGETS`), else ``sequence-free`` when ``sequence_free``, else
@@ -164,6 +168,9 @@ def build_pipeline(
     naming every node that blocks it); onnx_ir's stable topological sort when anything is out
     of order. ``cleanup=False`` skips the sort, and the dead-node removal of the default row (a
     row with checks, or a target's, always removes dead nodes: dead sequence ops count).
+    ``optional_inputs`` (input name to present or not) fixes those optional inputs' presence
+    before any unrolling
+    (:class:`~seqlower.passes.sequence_free.fix_optional_inputs.FixOptionalInputs`), and ``FoldOptionals`` then folds what reads them (in every row).
     ``timed`` wraps every pass in :class:`TimedPass`.
     """
     if target is not None and (passes is not None or sequence_free):
@@ -171,12 +178,12 @@ def build_pipeline(
             "a target chooses its own passes: give target or passes/sequence_free"
         )
     row = get_target(target) if target is not None else get_pipeline(sequence_free)
+    lowering = [create_pass(p) if isinstance(p, str) else p for p in (passes or row.passes)]
     steps: list[ir.passes.PassBase] = [ValidateNodes()]
-    if unroll_inputs:
-        steps.append(UnrollInputs(unroll_inputs))
+    steps += interface_passes(unroll_inputs, optional_inputs, lowering)
     if input_shapes:
         steps.append(FixInputShapes(input_shapes))
-    steps += [create_pass(p) if isinstance(p, str) else p for p in (passes or row.passes)]
+    steps += lowering
     if input_shapes:
         steps.append(FoldStaticShapes())
     if row.expand_ops:
@@ -192,6 +199,44 @@ def build_pipeline(
     if isinstance(row, Target) and row.static_shapes and not input_shapes:
         manager.static_shapes = (row.name, row.static_shapes)  # type: ignore[attr-defined]
     return manager
+
+
+def interface_passes(
+    unroll_inputs: Mapping[str, int] | None,
+    optional_inputs: Mapping[str, bool] | None,
+    pipeline: Sequence[ir.passes.PassBase] = (),
+) -> list[ir.passes.PassBase]:
+    """The passes that change what the model takes (``--optional-input``, then
+    ``--unroll-input``: a present optional sequence may be unrolled), in the order they run
+    first; ``FoldOptionals`` after a fixed presence unless ``pipeline`` has it."""
+    steps: list[ir.passes.PassBase] = []
+    if optional_inputs:
+        steps.append(FixOptionalInputs(optional_inputs))
+    if unroll_inputs:
+        steps.append(UnrollInputs(unroll_inputs))
+    if optional_inputs and not any(isinstance(p, FoldOptionals) for p in pipeline):
+        steps.append(FoldOptionals())
+    return steps
+
+
+def interface_reference(
+    model: ir.Model,
+    unroll_inputs: Mapping[str, int] | None,
+    optional_inputs: Mapping[str, bool] | None,
+) -> ir.Model:
+    """The original the check compares with: ``model`` itself, or with a changed interface
+    (``--unroll-input``, ``--optional-input``) a copy given the same change, since the check
+    compares models of one interface."""
+    steps = [
+        p
+        for p in interface_passes(unroll_inputs, optional_inputs)
+        if not isinstance(p, FoldOptionals)
+    ]
+    if not steps:
+        return model
+    copy = model.clone()
+    run_pipeline(copy, ir.passes.PassManager(steps))
+    return copy
 
 
 TOO_DEEP_TO_WALK = (
@@ -264,6 +309,7 @@ def lower(
     cleanup: bool = ...,
     sequence_free: bool = ...,
     unroll_inputs: Mapping[str, int] | None = ...,
+    optional_inputs: Mapping[str, bool] | None = ...,
     target: str | None = ...,
     check: bool | CheckOptions = ...,
     input_shapes: Mapping[str, Sequence[int]] | None = ...,
@@ -276,6 +322,7 @@ def lower(
     cleanup: bool = ...,
     sequence_free: bool = ...,
     unroll_inputs: Mapping[str, int] | None = ...,
+    optional_inputs: Mapping[str, bool] | None = ...,
     target: str | None = ...,
     check: bool | CheckOptions = ...,
     input_shapes: Mapping[str, Sequence[int]] | None = ...,
@@ -287,6 +334,7 @@ def lower(
     cleanup: bool = True,
     sequence_free: bool = False,
     unroll_inputs: Mapping[str, int] | None = None,
+    optional_inputs: Mapping[str, bool] | None = None,
     target: str | None = None,
     check: bool | CheckOptions = True,
     input_shapes: Mapping[str, Sequence[int]] | None = None,
@@ -319,12 +367,19 @@ def lower(
         cleanup=cleanup,
         sequence_free=sequence_free,
         unroll_inputs=unroll_inputs,
+        optional_inputs=optional_inputs,
         target=target,
         input_shapes=input_shapes,
     )
     proof = _proof(target, check)
     with gc_paused():
-        return _lower(model, pipeline, proof=proof, input_shapes=input_shapes)
+        return _lower(
+            model,
+            pipeline,
+            proof=proof,
+            input_shapes=input_shapes,
+            interface=(unroll_inputs, optional_inputs),
+        )
 
 
 def _lower(
@@ -334,15 +389,18 @@ def _lower(
     *,
     proof: CheckOptions | None = None,
     input_shapes: Mapping[str, Sequence[int]] | None = None,
+    interface: tuple[Mapping[str, int] | None, Mapping[str, bool] | None] = (None, None),
 ) -> onnx.ModelProto | ir.Model:
     """``counts``, when given, gets the op counts before and after the passes; ``proof``, when
-    given, is the check the lowered model must pass (it raises otherwise), at ``input_shapes``."""
+    given, is the check the lowered model must pass (it raises otherwise), at ``input_shapes``,
+    against the original with the ``interface`` (unrolled, optional inputs) the pipeline gives."""
 
     def run(ir_model: ir.Model) -> ir.Model:
         nonlocal proof
-        if proof is not None and input_shapes:
-            proof = check_at_fixed_shapes(proof, ir_model, input_shapes)
-        original = None if proof is None else self_contained_proto(ir_model)
+        reference = None if proof is None else interface_reference(ir_model, *interface)
+        if proof is not None and reference is not None and input_shapes:
+            proof = check_at_fixed_shapes(proof, reference, input_shapes)
+        original = None if reference is None else self_contained_proto(reference)
         if counts is not None:
             counts.append(op_counts(ir_model))
         run_pipeline(ir_model, pipeline)
@@ -526,6 +584,7 @@ def lower_with_report(
     cleanup: bool = ...,
     sequence_free: bool = ...,
     unroll_inputs: Mapping[str, int] | None = ...,
+    optional_inputs: Mapping[str, bool] | None = ...,
     target: str | None = ...,
     check: bool | CheckOptions = ...,
     input_shapes: Mapping[str, Sequence[int]] | None = ...,
@@ -538,6 +597,7 @@ def lower_with_report(
     cleanup: bool = ...,
     sequence_free: bool = ...,
     unroll_inputs: Mapping[str, int] | None = ...,
+    optional_inputs: Mapping[str, bool] | None = ...,
     target: str | None = ...,
     check: bool | CheckOptions = ...,
     input_shapes: Mapping[str, Sequence[int]] | None = ...,
@@ -549,6 +609,7 @@ def lower_with_report(
     cleanup: bool = True,
     sequence_free: bool = False,
     unroll_inputs: Mapping[str, int] | None = None,
+    optional_inputs: Mapping[str, bool] | None = None,
     target: str | None = None,
     check: bool | CheckOptions = True,
     input_shapes: Mapping[str, Sequence[int]] | None = None,
@@ -565,11 +626,19 @@ def lower_with_report(
         timed=True,
         sequence_free=sequence_free,
         unroll_inputs=unroll_inputs,
+        optional_inputs=optional_inputs,
         target=target,
         input_shapes=input_shapes,
     )
     proof = _proof(target, check)
     counts: list[Counter[str]] = []
     with gc_paused():
-        lowered = _lower(model, pipeline, counts, proof=proof, input_shapes=input_shapes)
+        lowered = _lower(
+            model,
+            pipeline,
+            counts,
+            proof=proof,
+            input_shapes=input_shapes,
+            interface=(unroll_inputs, optional_inputs),
+        )
     return LowerReport(lowered, pass_rows(pipeline.passes), counts[0], counts[1])

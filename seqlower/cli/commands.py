@@ -25,6 +25,7 @@ import click
 import seqlower
 from seqlower._fs import write_file_atomically
 from seqlower.cli.options import (
+    OPTIONAL_INPUT,
     OVERWRITE_INPUT_SHAPE,
     UNROLL_INPUT,
     check_options,
@@ -371,6 +372,15 @@ def help_command(ctx: click.Context, command: str | None) -> None:
     "interface; with --sequence-free, for a model that takes a sequence). Repeatable.",
 )
 @click.option(
+    "--optional-input",
+    "optional_specs",
+    type=OPTIONAL_INPUT,
+    multiple=True,
+    help="Fix the presence of the optional input NAME: present (it becomes its element type) "
+    "or absent (removed); the optional ops reading it fold away (a new interface; OpenVINO, "
+    "tract and onnxruntime 1.32 run no optional op of opset 28). Repeatable.",
+)
+@click.option(
     "--overwrite-input-shape",
     "overwrite_specs",
     type=OVERWRITE_INPUT_SHAPE,
@@ -415,6 +425,7 @@ def lower(
     opset: int | None,
     sequence_free: bool,
     unroll_specs: tuple[tuple[str, int], ...],
+    optional_specs: tuple[tuple[str, bool], ...],
     overwrite_specs: tuple[tuple[str, tuple[int, ...]], ...],
     dry_run: bool,
     no_cleanup: bool,
@@ -467,6 +478,7 @@ def lower(
             opset=opset,
             sequence_free=sequence_free,
             unroll_inputs=unroll_inputs(unroll_specs),
+            optional_inputs=dict(optional_specs),
             overwrite_input_shapes=dict(overwrite_specs),
             save=save,
         )
@@ -594,6 +606,10 @@ def _lowering_flags(options: LowerOptions) -> list[str]:
     flags = [] if options.passes is None else [f"--passes={','.join(options.passes)}"]
     flags += ["--sequence-free"] if options.sequence_free else []
     flags += [f"--unroll-input={n}={k}" for n, k in options.unroll_inputs.items()]
+    flags += [
+        f"--optional-input={n}={'present' if p else 'absent'}"
+        for n, p in options.optional_inputs.items()
+    ]
     flags += [
         f"--overwrite-input-shape={n}={','.join(map(str, s))}"
         for n, s in options.overwrite_input_shapes.items()

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from seqlower.verification.compare import Tolerances
 
 __all__ = [
+    "OPTIONAL_INPUT",
     "OVERWRITE_INPUT_SHAPE",
     "UNROLL_INPUT",
     "NamedValue",
@@ -149,6 +150,16 @@ class InputShape(NamedValue):
         text = str(value)
         self.separator = ":" if text.rfind(":") > text.rfind("=") else "="
         return super().convert(value, param, ctx)
+
+
+def _presence(text: str) -> bool:
+    if text not in ("present", "absent"):
+        raise ValueError(text)
+    return text == "present"
+
+
+#: ``--optional-input NAME=present|absent``.
+OPTIONAL_INPUT = NamedValue("=", _presence, "NAME=present|absent")
 
 
 #: ``--overwrite-input-shape NAME=D0,D1,...``.

@@ -8,6 +8,8 @@ onnx 1.23's reference runtime gets these wrong, and each is something a valid mo
 - ``Loop``: an omitted condition runs zero iterations; scan outputs are joined with
   ``np.vstack`` (wrong for scalars and for rank 2 and up); a zero-trip loop with scan outputs
   crashes.
+- ``Optional``: wraps its input in a list, so an empty ``Optional()`` holds ``[None]`` and
+  ``OptionalHasElement`` of it is true (and ``OptionalGetElement`` returns the list).
 
 :class:`Evaluator` is a ``ReferenceEvaluator`` that uses them everywhere: in subgraphs, and in
 model-local functions too (onnx builds those without the ``new_ops`` it was given).
@@ -22,7 +24,7 @@ import onnx
 from onnx.reference import ReferenceEvaluator
 from onnx.reference.op_run import OpRun
 
-__all__ = ["Evaluator", "Loop", "SequenceMap"]
+__all__ = ["Evaluator", "Loop", "Optional", "SequenceMap"]
 
 
 class SequenceMap(OpRun):
@@ -99,7 +101,17 @@ def _empty_scan(type_proto: onnx.TypeProto | None) -> np.ndarray:
     return np.empty((0, *dims), dtype)
 
 
-CORRECTED = (SequenceMap, Loop)
+class Optional(OpRun):
+    """The optional as its value (``None`` when empty), as the other optional ops read it."""
+
+    def _run(self, x: Any = None, type: Any = None) -> tuple[Any]:
+        return (x,)
+
+    def _check_and_fix_outputs(self, res: tuple[Any, ...]) -> tuple[Any, ...]:
+        return res if len(res) == 1 and res[0] is None else super()._check_and_fix_outputs(res)
+
+
+CORRECTED = (SequenceMap, Loop, Optional)
 
 
 class Evaluator(ReferenceEvaluator):

@@ -30,6 +30,7 @@ import onnx_ir as ir
 from seqlower._graphs import subgraphs_of
 from seqlower.passes._base import NameGenerator, NodeLoweringPass, Site
 from seqlower.passes._emit import Emitter
+from seqlower.passes._fold import detach
 from seqlower.passes._ir import constant_array, is_onnx, model_nodes
 from seqlower.passes._types import TypeOracle
 
@@ -131,6 +132,8 @@ def _inline_branch(node: ir.Node, branch: ir.Graph) -> None:
         if is_output and new.producer() is not None:
             old.name = None
             new.name = name
+    for untaken in subgraphs_of(node):  # its outer reads would keep what they read alive
+        detach(untaken)
     graph.remove(node, safe=True)
 
 
