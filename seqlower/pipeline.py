@@ -170,7 +170,8 @@ def build_pipeline(
     row with checks, or a target's, always removes dead nodes: dead sequence ops count).
     ``optional_inputs`` (input name to present or not) fixes those optional inputs' presence
     before any unrolling
-    (:class:`~seqlower.passes.sequence_free.fix_optional_inputs.FixOptionalInputs`), and ``FoldOptionals`` then folds what reads them (in every row).
+    (:class:`~seqlower.passes.sequence_free.fix_optional_inputs.FixOptionalInputs`), and
+    ``FoldOptionals`` then folds what reads them (in every row).
     ``timed`` wraps every pass in :class:`TimedPass`.
     """
     if target is not None and (passes is not None or sequence_free):
