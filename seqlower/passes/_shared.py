@@ -88,9 +88,13 @@ def concat_stacked(
     axis = axis + out_rank if axis < 0 else axis
     old = concat.outputs[0]
     moved = stacked
+    shape = stacked.shape
+    dims = [d for d in shape.dims if isinstance(d, int)] if shape is not None else []
+    static = shape is not None and len(dims) == len(shape)
     if axis != 0:
         perm = [*range(1, axis + 1), 0, *range(axis + 1, rank + 1)]
         moved = emit.Transpose(stacked, perm=perm, _hint="moved")
+        dims = [dims[p] for p in perm] if static else []
     producer = stacked.producer()
     same_graph = producer is not None and producer.graph is graph  # else a subgraph's output
     if new_axis and moved is stacked and same_graph and named is not None and id(stacked) in named:
@@ -105,6 +109,10 @@ def concat_stacked(
     if new_axis:
         # Each use gets a value of its own to carry the ConcatFromSequence output's name.
         result = moved if moved is not stacked else emit.Identity(stacked, _hint="y")
+    elif static:
+        # A static stack: the joined shape is a constant (one node, not six).
+        joined = [*dims[:axis], dims[axis] * dims[axis + 1], *dims[axis + 2 :]]
+        result = emit.reshape(moved, emit.int64s(joined, hint="target"), hint="concat")
     else:
         pieces = []
         if axis > 0:

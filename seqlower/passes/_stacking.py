@@ -70,13 +70,19 @@ def stacked_source(sequence: ir.Value, body: ir.Graph) -> ir.Value | None:
 
 
 def run_on_stack(
-    node: ir.Node, body: ir.Graph, stacked: ir.Value, names: NameGenerator, opset: int
+    node: ir.Node,
+    body: ir.Graph,
+    stacked: ir.Value,
+    names: NameGenerator,
+    opset: int,
+    count: int | None = None,
 ) -> tuple[list[ir.Value], set[int]]:
     """Move the nodes of ``body`` (a map's, :func:`elementwise`) into ``node``'s graph ahead of
     it, reading ``stacked`` for the element; returns what its outputs are there, and the ids of
     those the moved nodes compute (not ``stacked`` or an outer value the body returns as is:
     only those may be renamed). Its initializers become Constants and every name is kept where
-    the model has it once (sibling bodies may reuse names; one graph may not)."""
+    the model has it once (sibling bodies may reuse names; one graph may not). ``count``: the
+    number of elements stacked, when known (the stacked axis' size in every value's shape)."""
     graph = node.graph
     assert graph is not None
     base = node.name or "SequenceMap"
@@ -85,7 +91,7 @@ def run_on_stack(
         if inner.op_type != "Constant":
             for value in inner.outputs:
                 if value.shape is not None:
-                    value.shape = ir.Shape([None, *value.shape])
+                    value.shape = ir.Shape([count, *value.shape])
     results = cut_interface(body, {body.inputs[0]: stacked}, list(body.outputs))
     moved = [*constants, *body]
     body.remove(list(body))

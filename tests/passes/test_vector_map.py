@@ -431,3 +431,67 @@ def test_rows_passed_through_keep_their_own_name() -> None:
     assert_lowered_ok(model, lowered)
     assert [o.name for o in lowered.graph.output] == ["v", "y"]
     assert_equivalent(model, lowered, {"a": _RNG.standard_normal((4, 3)).astype(np.float32)})
+
+
+def _constructed_map(concat: str, returns: str = "float[M, 3] y") -> onnx.ModelProto:
+    """A SequenceConstruct of three [2, 3] tensors, mapped (Relu then Add, issue 33's body) and
+    joined by ``concat``."""
+    return onnx.parser.parse_model(
+        f"""
+        <ir_version: {IR_VERSION}, opset_import: ["" : 17]>
+        g (float[2, 3] a, float[2, 3] b) => ({returns}) {{
+            c = Neg (a)
+            s = SequenceConstruct (a, b, c)
+            m = SequenceMap (s) <body = f (float[2, 3] x) => (float[2, 3] r) {{
+                p = Relu (x)
+                r = Add (p, x)
+            }}>
+            y = {concat} (m)
+        }}
+        """
+    )
+
+
+@pytest.mark.parametrize(
+    "concat, returns",
+    [
+        ("ConcatFromSequence <axis = 0>", "float[6, 3] y"),
+        ("ConcatFromSequence <axis = 1>", "float[2, 9] y"),
+        ("ConcatFromSequence <axis = -1, new_axis = 1>", "float[2, 3, 3] y"),
+    ],
+)
+def test_a_map_of_a_constructed_sequence_needs_no_if(concat: str, returns: str) -> None:
+    # Never empty: the body runs on the stacked elements in the graph itself, and the concat of
+    # the static results is a Reshape to a constant shape (or a Transpose), no sequence left
+    # but the stacking's own.
+    model = _constructed_map(concat, returns)
+    onnx.checker.check_model(model, full_check=True)
+    lowered = seqlower.lower(model)
+    assert_lowered_ok(model, lowered)
+    onnx.shape_inference.infer_shapes(lowered, check_type=True, strict_mode=True)
+    ops = all_op_types(lowered)
+    assert "If" not in ops and "Loop" not in ops and "SplitToSequence" not in ops
+    assert "Shape" not in ops  # the joined shape is a constant
+    feeds = {name: _RNG.standard_normal((2, 3)).astype(np.float32) for name in "ab"}
+    assert_equivalent(model, lowered, feeds)
+
+
+def test_a_constructed_sequence_read_elsewhere_is_split_back() -> None:
+    model = onnx.parser.parse_model(
+        f"""
+        <ir_version: {IR_VERSION}, opset_import: ["" : 17]>
+        g (float[2, 3] a, float[2, 3] b) => (seq(float[2, 3]) m, float[2, 3] e) {{
+            s = SequenceConstruct (a, b)
+            m = SequenceMap (s) <body = f (float[2, 3] x) => (float[2, 3] r) {{
+                r = Sigmoid (x)
+            }}>
+            one = Constant <value = int64 {{1}}> ()
+            e = SequenceAt (m, one)
+        }}
+        """
+    )
+    lowered = seqlower.lower(model)
+    assert_lowered_ok(model, lowered)
+    assert "If" not in all_op_types(lowered)
+    feeds = {name: _RNG.standard_normal((2, 3)).astype(np.float32) for name in "ab"}
+    assert_equivalent(model, lowered, feeds)

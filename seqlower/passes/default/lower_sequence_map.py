@@ -33,7 +33,9 @@ When the sequence is ``SplitToSequence(x, axis=0, keepdims=0)`` (onnxscript's ``
 → ``SequenceMap`` → ``ConcatFromSequence``), ``x`` already is the stacked elements: the body's
 nodes move into the graph and read ``x``, no ``If``, and each ``ConcatFromSequence`` of ``out_j``
 reads ``r_j`` itself (through a ``Transpose`` or ``Reshape`` for other axes), so such a map
-leaves no sequence op behind unless something else reads ``out_j``.
+leaves no sequence op behind unless something else reads ``out_j``. A sequence a
+``SequenceConstruct`` makes is never empty: the same, on ``ConcatFromSequence(seq, axis=0,
+new_axis=1)``, with no ``If`` (fewer nodes to build, write and load).
 
 The original body graph object becomes the Loop body, so its nodes, initializers, value infos
 and any lowered inner ``SequenceMap`` stay exactly as they were.
@@ -253,6 +255,18 @@ def _vectorized(
     if split is not None:
         _vectorized_in_place(plan, names, split, outer_pool)
         return
+    elements = _constructed(sequence)
+    if elements is not None:
+        # Never empty (SequenceConstruct takes one element or more): no If to guard it.
+        stack = Emitter(names, base, plan.opset, outer_pool)
+        stacked = stack.ConcatFromSequence(sequence, axis=0, new_axis=1, _hint="stacked")
+        param = body.inputs[0]
+        assert param.shape is not None  # the vector form needs the element's static shape
+        stacked.type = param.type or _element_type_of(sequence)
+        stacked.shape = ir.Shape([elements, *param.shape])
+        graph.insert_before(node, stack.nodes)
+        _vectorized_in_place(plan, names, stacked, outer_pool, count=elements)
+        return
     before = Emitter(names, base, plan.opset, outer_pool)
     reads = Emitter(names, base, plan.opset, body_pool)
     tail = Emitter(names, base, plan.opset, body_pool)
@@ -303,20 +317,31 @@ def _vectorized(
     graph.remove(node, safe=True)
 
 
+def _constructed(sequence: ir.Value) -> int | None:
+    """How many elements ``sequence`` holds when a ``SequenceConstruct`` makes it (one or
+    more), else None."""
+    producer = sequence.producer()
+    if is_onnx(producer, "SequenceConstruct") and producer.inputs:
+        return len(producer.inputs)
+    return None
+
+
 def _vectorized_in_place(
     plan: _Plan,
     names: NameGenerator,
     stacked: ir.Value,
     outer_pool: dict[tuple[object, ...], ir.Value],
+    count: int | None = None,
 ) -> None:
     """The map of a split tensor (module docstring): its body runs on the tensor that was split,
     no ``If`` needed (zero rows run as well); each ``ConcatFromSequence`` of a result reads the
-    result, and only an output something else reads is split back into a sequence."""
+    result, and only an output something else reads is split back into a sequence. ``count``:
+    the number of elements, when known."""
     node, body = plan.node, plan.body
     graph = node.graph
     assert graph is not None and body.inputs[0].shape is not None
     rank = len(body.inputs[0].shape)  # every result's: the body is elementwise
-    results, named = run_on_stack(node, body, stacked, names, plan.opset)
+    results, named = run_on_stack(node, body, stacked, names, plan.opset, count)
     # A result the body computed may take a concat's name; a tensor it passes through may not.
     for result, old in zip(results, node.outputs, strict=True):
         for use in list(old.uses()):
