@@ -37,7 +37,7 @@ def models() -> Iterator[tuple[str, onnx.ModelProto, dict[str, Any] | None]]:
     sys.path.insert(0, str(ROOT))
     from onnx.backend.test.case.node import collect_testcases
 
-    from seqlower.verification.inputs import load_inputs
+    from seqlower.verification.input_files import load_inputs
     from tests import loop_cases, sequence_free_cases, sequence_map_cases
 
     for module in (loop_cases, sequence_free_cases, sequence_map_cases):

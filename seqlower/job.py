@@ -554,7 +554,7 @@ def _save_failing(
 def save_runs(report: VerifyReport, original: onnx.ModelProto, save: SaveOptions) -> None:
     """Every compared run's inputs (``save.inputs``) and the original's outputs on them
     (``save.outputs``), run K (from 0) as ``test_data_set_K``, each set staged and renamed in."""
-    from seqlower.verification.inputs import save_inputs, save_outputs
+    from seqlower.verification.input_files import save_inputs, save_outputs
 
     for k, (feeds, outputs) in enumerate(report.kept_runs):
         for folder in dict.fromkeys(p for p in (save.inputs, save.outputs) if p is not None):
@@ -630,7 +630,8 @@ def _validate_given_inputs(model: onnx.ModelProto, options: LowerOptions) -> Non
     if not isinstance(given, (str, os.PathLike)):
         return
     from seqlower.verification.constraints import analyze
-    from seqlower.verification.inputs import load_inputs, validate_inputs
+    from seqlower.verification.input_files import load_inputs
+    from seqlower.verification.inputs import validate_inputs
 
     sets = load_inputs(given, model)
     for k, feeds in enumerate(sets, start=1):
@@ -797,7 +798,7 @@ def save_failing_inputs(
     the framework's outputs for them when the check had some (so ``--expected`` can read the
     same folder), staged and renamed into place like every other write; None when there are
     none or no room."""
-    from seqlower.verification.inputs import save_inputs, save_outputs
+    from seqlower.verification.input_files import save_inputs, save_outputs
 
     if report.failing_inputs is None:
         return None

@@ -32,14 +32,13 @@ from seqlower.errors import BadOptionError, CheckLimitError, ModelTypeError, fir
 from seqlower.io import load_model, self_contained_proto
 from seqlower.verification.compare import Tolerances, compare_values, default_tolerance
 from seqlower.verification.constraints import Analysis, analyze
+from seqlower.verification.input_files import load_inputs, load_outputs
 from seqlower.verification.inputs import (
     InputError,
     estimate_input_bytes,
     estimate_output_bytes,
     generate_inputs,
     input_specs,
-    load_inputs,
-    load_outputs,
     validate_inputs,
 )
 from seqlower.verification.oracles import (

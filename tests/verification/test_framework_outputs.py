@@ -17,7 +17,7 @@ from onnx import numpy_helper
 
 from seqlower.cli.commands import cli
 from seqlower.targets import TARGETS
-from seqlower.verification.inputs import save_inputs
+from seqlower.verification.input_files import save_inputs
 from tests.helpers import REALWORLD
 
 SAMPLES = REALWORLD

@@ -20,7 +20,8 @@ import seqlower.io
 from seqlower import passes as seqlower_passes
 from seqlower.cli.commands import cli
 from seqlower.verification import VerifyReport, compare_values, verify
-from seqlower.verification.inputs import generate_inputs, load_inputs, save_inputs
+from seqlower.verification.input_files import load_inputs, save_inputs
+from seqlower.verification.inputs import generate_inputs
 from tests.helpers import parse
 from tests.sequence_map_cases import CASES
 
