@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import onnx
@@ -435,97 +435,190 @@ class _Walker:
         attrs: Mapping[str, onnx.AttributeProto],
         infos: list[_Info],
     ) -> None:
-        label = _label(node)
+        """What ``node``'s index-like operands ask of the inputs they come from: the rule
+        registered for its op (:func:`_register`), if any."""
+        rule = _RULES.get(op)
+        if rule is not None:
+            rule(_Site(self, node, attrs, infos))
 
-        def need(kind: str, info: _Info, limit: Any) -> None:
-            for source in info.values:
-                exact = self.certain and source in info.exact
-                self.analysis.add(Constraint(kind, source, limit, label, exact))
 
-        def attr_int(name: str, default: int) -> int:
-            return int(attrs[name].i) if name in attrs else default
+@dataclasses.dataclass
+class _Site:
+    """One node as a rule sees it: its operands' :class:`_Info` and what it may record."""
 
-        def arg(i: int) -> _Info | None:
-            return infos[i] if i < len(infos) and node.input[i] else None
+    walker: _Walker
+    node: onnx.NodeProto
+    attrs: Mapping[str, onnx.AttributeProto]
+    infos: list[_Info]
 
-        data, second = arg(0), arg(1)
-        if op == "ReverseSequence" and data is not None and second is not None:
-            axes = attr_int("time_axis", 0), attr_int("batch_axis", 1)
-            self.reverse_sequence(need, data, second, *axes)
-        elif op in ("SequenceAt", "SequenceErase") and data is not None and second is not None:
-            if data.length is not None:
-                need("position", second, SeqLen(data.length))
-        elif op == "SequenceInsert" and data is not None and arg(2) is not None:
-            if data.length is not None:
-                need("insert", infos[2], SeqLen(data.length))
-        elif op in ("Gather", "GatherElements", "ScatterElements") and data and second:
-            limit = _dim(data, attr_int("axis", 0))
-            if limit is not None:
-                need("index", second, limit)
-        elif op == "ScatterND" and data is not None and second is not None:
-            self.nd(need, data, second, 0)
-        elif op == "GatherND" and data is not None and second is not None:
-            self.nd(need, data, second, attr_int("batch_dims", 0))
-        elif op == "Slice" and data is not None and data.dims is not None:
-            if len(node.input) < 4 or not node.input[3]:  # axes omitted: 0, 1, ... in order
-                for i in (1, 2):
-                    if arg(i) is not None:
-                        need("span", infos[i], tuple(data.dims))
-        elif op == "TopK" and data is not None and second is not None:
-            limit = _dim(data, attr_int("axis", -1))
-            if limit is not None:
-                need("count", second, limit)
-        elif op == "ConcatFromSequence" and data is not None and data.element is not None:
-            self.concat_from_sequence(data.element, attr_int("new_axis", 0), attr_int("axis", 0))
-        elif op == "Split" and data is not None and second is not None:
-            need("split", second, _dim(data, attr_int("axis", 0)))
-        elif op == "SplitToSequence" and data is not None and second is not None:
-            limit = _dim(data, attr_int("axis", 0))
-            need("chunk" if second.dims == () else "split", second, limit)
-        elif op == "OneHot" and second is not None:
-            need("positive", second, None)
-        elif op == "Range" and arg(2) is not None:
-            need("positive", infos[2], None)
-        elif op == "Loop" and data is not None:
-            need("trip", data, None)
-        elif op in ("RNN", "GRU", "LSTM") and data is not None and arg(4) is not None:
-            # sequence_lens: one length per batch row, at most the time axis (layout 1: [B, T]).
-            time_axis, batch_axis = (1, 0) if attr_int("layout", 0) else (0, 1)
-            need("seqlens", infos[4], _dim(data, time_axis))
-            lens = infos[4]
-            if lens.dims is not None and len(lens.dims) == 1:
-                self.tie(lens.dims[0], _dim(data, batch_axis))
-        elif op in ("Tile", "ConstantOfShape"):
-            target = second if op == "Tile" else data
-            if target is not None:
-                need("count", target, None)
+    def need(self, kind: str, info: _Info, limit: Any) -> None:
+        """The values reaching ``info`` must suit a ``kind`` operand bounded by ``limit``."""
+        label = _label(self.node)
+        for source in info.values:
+            exact = self.walker.certain and source in info.exact
+            self.walker.analysis.add(Constraint(kind, source, limit, label, exact))
 
-    def reverse_sequence(
-        self, need: Any, data: _Info, lengths: _Info, time_axis: int, batch_axis: int
-    ) -> None:
-        need("lengths", lengths, _dim(data, time_axis))
-        if lengths.dims is not None and len(lengths.dims) == 1:
-            self.tie(lengths.dims[0], _dim(data, batch_axis))
-        batch, time = _dim(data, batch_axis), _dim(data, time_axis)
-        if lengths.const is not None:  # constant lengths fix the batch, bound the time
-            if batch is not None:
-                self.analysis.exact_sizes[batch] = len(lengths.const)
-            if time is not None and lengths.const:
-                low = max(max(lengths.const), self.analysis.min_sizes.get(time, 0))
-                self.analysis.min_sizes[time] = low
+    def attr_int(self, name: str, default: int) -> int:
+        return int(self.attrs[name].i) if name in self.attrs else default
 
-    def concat_from_sequence(self, element: _Info, new_axis: int, axis: int) -> None:
-        dims = element.dims
-        if dims is not None:  # stacked: equal shapes; concatenated: equal but on the axis
-            axis %= max(len(dims) + new_axis, 1)
-            for a, slot in enumerate(dims):
-                if slot is not None and (new_axis or a != axis):
-                    self.analysis.uniform.add(slot)
+    def arg(self, i: int) -> _Info | None:
+        """Operand ``i``, or None when the node omits it."""
+        return self.infos[i] if i < len(self.infos) and self.node.input[i] else None
 
-    def nd(self, need: Any, data: _Info, indices: _Info, batch_dims: int) -> None:
-        if data.dims is None:
-            return
-        need("index", indices, tuple(data.dims[batch_dims:]))
+
+#: Op type -> what its index-like operands ask of the inputs (see :class:`Constraint`).
+_RULES: dict[str, Callable[[_Site], None]] = {}
+
+
+def _register(*ops: str) -> Callable[[Callable[[_Site], None]], Callable[[_Site], None]]:
+    """Make the decorated function the rule of ``ops`` (as onnxscript's rewriter and OnnxSlim's
+    shape handlers register theirs): adding an index-like operand is one function."""
+
+    def add(rule: Callable[[_Site], None]) -> Callable[[_Site], None]:
+        for op in ops:
+            assert op not in _RULES, f"{op}: two rules"
+            _RULES[op] = rule
+        return rule
+
+    return add
+
+
+@_register("ReverseSequence")
+def _reverse_sequence(site: _Site) -> None:
+    data, lengths = site.arg(0), site.arg(1)
+    if data is None or lengths is None:
+        return
+    time_axis, batch_axis = site.attr_int("time_axis", 0), site.attr_int("batch_axis", 1)
+    site.need("lengths", lengths, _dim(data, time_axis))
+    if lengths.dims is not None and len(lengths.dims) == 1:
+        site.walker.tie(lengths.dims[0], _dim(data, batch_axis))
+    batch, time = _dim(data, batch_axis), _dim(data, time_axis)
+    analysis = site.walker.analysis
+    if lengths.const is not None:  # constant lengths fix the batch, bound the time
+        if batch is not None:
+            analysis.exact_sizes[batch] = len(lengths.const)
+        if time is not None and lengths.const:
+            analysis.min_sizes[time] = max(max(lengths.const), analysis.min_sizes.get(time, 0))
+
+
+@_register("SequenceAt", "SequenceErase")
+def _sequence_position(site: _Site) -> None:
+    data, position = site.arg(0), site.arg(1)
+    if data is not None and position is not None and data.length is not None:
+        site.need("position", position, SeqLen(data.length))
+
+
+@_register("SequenceInsert")
+def _sequence_insert(site: _Site) -> None:
+    data, position = site.arg(0), site.arg(2)
+    if data is not None and position is not None and data.length is not None:
+        site.need("insert", position, SeqLen(data.length))
+
+
+@_register("Gather", "GatherElements", "ScatterElements")
+def _gather(site: _Site) -> None:
+    data, indices = site.arg(0), site.arg(1)
+    if data and indices:
+        limit = _dim(data, site.attr_int("axis", 0))
+        if limit is not None:
+            site.need("index", indices, limit)
+
+
+@_register("ScatterND", "GatherND")
+def _nd(site: _Site) -> None:
+    data, indices = site.arg(0), site.arg(1)
+    if data is not None and indices is not None and data.dims is not None:
+        batch_dims = site.attr_int("batch_dims", 0) if site.node.op_type == "GatherND" else 0
+        site.need("index", indices, tuple(data.dims[batch_dims:]))
+
+
+@_register("Slice")
+def _slice(site: _Site) -> None:
+    data = site.arg(0)
+    if data is None or data.dims is None:
+        return
+    if len(site.node.input) < 4 or not site.node.input[3]:  # axes omitted: 0, 1, ... in order
+        for i in (1, 2):
+            bound = site.arg(i)
+            if bound is not None:
+                site.need("span", bound, tuple(data.dims))
+
+
+@_register("TopK")
+def _top_k(site: _Site) -> None:
+    data, k = site.arg(0), site.arg(1)
+    if data is not None and k is not None:
+        limit = _dim(data, site.attr_int("axis", -1))
+        if limit is not None:
+            site.need("count", k, limit)
+
+
+@_register("ConcatFromSequence")
+def _concat_from_sequence(site: _Site) -> None:
+    data = site.arg(0)
+    if data is None or data.element is None or data.element.dims is None:
+        return
+    dims = data.element.dims  # stacked: equal shapes; concatenated: equal but on the axis
+    new_axis = site.attr_int("new_axis", 0)
+    axis = site.attr_int("axis", 0) % max(len(dims) + new_axis, 1)
+    for a, slot in enumerate(dims):
+        if slot is not None and (new_axis or a != axis):
+            site.walker.analysis.uniform.add(slot)
+
+
+@_register("Split")
+def _split(site: _Site) -> None:
+    data, sizes = site.arg(0), site.arg(1)
+    if data is not None and sizes is not None:
+        site.need("split", sizes, _dim(data, site.attr_int("axis", 0)))
+
+
+@_register("SplitToSequence")
+def _split_to_sequence(site: _Site) -> None:
+    data, split = site.arg(0), site.arg(1)
+    if data is not None and split is not None:
+        limit = _dim(data, site.attr_int("axis", 0))
+        site.need("chunk" if split.dims == () else "split", split, limit)
+
+
+@_register("OneHot")
+def _one_hot(site: _Site) -> None:
+    depth = site.arg(1)
+    if depth is not None:
+        site.need("positive", depth, None)
+
+
+@_register("Range")
+def _range(site: _Site) -> None:
+    delta = site.arg(2)
+    if delta is not None:
+        site.need("positive", delta, None)
+
+
+@_register("Loop")
+def _loop(site: _Site) -> None:
+    trips = site.arg(0)
+    if trips is not None:
+        site.need("trip", trips, None)
+
+
+@_register("RNN", "GRU", "LSTM")
+def _recurrent(site: _Site) -> None:
+    data, lens = site.arg(0), site.arg(4)
+    if data is None or lens is None:
+        return
+    # sequence_lens: one length per batch row, at most the time axis (layout 1: [B, T]).
+    time_axis, batch_axis = (1, 0) if site.attr_int("layout", 0) else (0, 1)
+    site.need("seqlens", lens, _dim(data, time_axis))
+    if lens.dims is not None and len(lens.dims) == 1:
+        site.walker.tie(lens.dims[0], _dim(data, batch_axis))
+
+
+@_register("Tile", "ConstantOfShape")
+def _count(site: _Site) -> None:
+    target = site.arg(1) if site.node.op_type == "Tile" else site.arg(0)
+    if target is not None:
+        site.need("count", target, None)
 
 
 def _dim(info: _Info, axis: int) -> Slot | None:
