@@ -168,7 +168,8 @@ class LowerResult:
 
     def __str__(self) -> str:
         """The summary ``seqlower MODEL -o OUT -v`` prints (tables, facts, the check)."""
-        from seqlower.summary import facts_lines, pass_lines, seconds, verdict_lines
+        from seqlower.summary import facts_lines, pass_lines, seconds
+        from seqlower.verification.report import verdict_lines
 
         lines = pass_lines(self.passes, self.ops_before, self.ops_after, verbose=1)
         if self.before is not None:

@@ -1,19 +1,17 @@
 """What seqlower prints after a run, as plain text.
 
-The command line and Python callers see the same words: ``str(VerifyReport)``,
-``str(LowerResult)`` and ``str(LowerReport)`` are built here, and ``cli/output.py`` only adds
-colour and picks the stream. Nothing here imports click, onnx or onnx_ir.
+The command line and Python callers see the same words: ``str(LowerResult)`` and
+``str(LowerReport)`` are built here (the check's verdict is the check's own:
+:func:`seqlower.verification.report.verdict_lines`), and ``cli/output.py`` only adds colour and
+picks the stream. Nothing here imports click, onnx or onnx_ir.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from seqlower.verification import VerifyReport
+from typing import Any
 
 __all__ = [
     "FORM_WORDS",
@@ -24,7 +22,6 @@ __all__ = [
     "remaining_sequence_lines",
     "seconds",
     "size",
-    "verdict_lines",
 ]
 
 #: The forms a lowering pass records (``PassRow.forms``), in words a reader needs no legend for.
@@ -179,72 +176,4 @@ def facts_lines(before: ModelFacts, after: ModelFacts | None, *, verbose: int = 
     if before.nbytes is not None:
         new_size = None if after is None or after.nbytes is None else size(after.nbytes)
         lines.append(f"{'size':26} {pair(size(before.nbytes), new_size)}")
-    return lines
-
-
-def verdict_lines(
-    report: VerifyReport,
-    *,
-    verbose: int = 0,
-    style: Callable[[str, str], str] | None = None,
-    warnings: bool = True,
-) -> list[str]:
-    """The check's verdict line, per-run errors, the per-output table of each comparison that
-    failed (the original against the lowered model; on a target; against the framework's
-    outputs; the first with -v too), notes on redrawn inputs (with -v), and the failures that
-    are not the lowering's as ``warning:`` lines (unless ``warnings`` is false: the command
-    line prints them on stderr). ``style(label, colour)`` may colour the verdict."""
-    label, colour = {
-        "equivalent": ("outputs match", "green"),
-        "mismatch": ("MISMATCH", "red"),
-    }.get(report.status, ("cannot verify", "yellow"))
-    styled = style(label, colour) if style is not None else label
-    oracles = ", ".join(f"{k}: {v}" for k, v in report.oracles.items())
-    reason = report.reason
-    if report.ok and reason.startswith("all outputs match"):
-        reason = reason[len("all outputs match") :].strip()
-    text = f"check: {styled}" + (f"{' ' if report.ok else ': '}{reason}" if reason else "")
-    lines = [text + (f" ({oracles})" if oracles else "")]
-    for extra in [*report.targets.values(), report.expected]:
-        # --target and --expected, one line each; warnings are said as such
-        if extra and extra not in reason and extra not in report.warnings:
-            lines.append(f"check: {extra}")
-    lines += [f"  run {run.index}: {run.error}" for run in report.runs if run.error]
-    if verbose or any(not run.ok for run in report.runs):
-        lines += _output_table("output", report.runs)
-    for name, runs in report.target_runs.items():
-        if (verbose or not report.ok) and any(not run.ok and run.outputs for run in runs):
-            lines += _output_table(f"on {name}", runs)
-    if (verbose or not report.ok) and any(not run.ok for run in report.expected_runs):
-        lines += _output_table("vs the framework", report.expected_runs)
-    if verbose:
-        lines += [f"  note: {problem}" for problem in report.input_problems]
-    if warnings:
-        lines += [f"warning: {warning}" for warning in report.warnings]
-    return lines
-
-
-def _output_table(heading: str, runs: Sequence[Any]) -> list[str]:
-    """Per output, over ``runs`` (``RunReport``s): largest differences and mismatch counts,
-    and the original's largest difference where it ran the same comparison."""
-    rows: dict[str, list[float]] = {}
-    originals: dict[str, float] = {}
-    for run in runs:
-        for o in run.outputs:
-            row = rows.setdefault(o.name, [0.0, 0.0, 0, 0])
-            row[0], row[1] = max(row[0], o.max_abs), max(row[1], o.max_rel)
-            row[2] += o.mismatches
-            row[3] += o.elements
-        for o in run.original:
-            originals[o.name] = max(originals.get(o.name, 0.0), o.max_abs)
-    if not rows:
-        return []
-    head = f"  {heading:24} {'max abs':>12} {'max rel':>12} {'mismatches':>14}"
-    lines = [head + (f" {'original max abs':>17}" if originals else "")]
-    for name, (max_abs, max_rel, bad, total) in rows.items():
-        count = f"{bad}/{total}"
-        line = f"  {name:24} {max_abs:>12.4g} {max_rel:>12.4g} {count:>14}"
-        if name in originals:
-            line += f" {originals[name]:>17.4g}"
-        lines.append(line)
     return lines

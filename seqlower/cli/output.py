@@ -19,7 +19,6 @@ from seqlower.summary import (
     pass_lines,
     remaining_sequence_lines,
     seconds,
-    verdict_lines,
 )
 
 if TYPE_CHECKING:
@@ -117,6 +116,8 @@ class Printer:
 
         def style(label: str, colour: str) -> str:
             return click.style(label, fg=colour, bold=True)
+
+        from seqlower.verification.report import verdict_lines
 
         # Failures that are not the lowering's are the run's warnings, said on stderr.
         for line in verdict_lines(report, verbose=verbose, style=style, warnings=False):

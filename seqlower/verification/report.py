@@ -1,12 +1,21 @@
-"""What a check found: per output, per run, and the verdict, with a JSON round-trip."""
+"""What a check found: per output, per run, and the verdict, with a JSON round-trip, and the
+verdict as text (:func:`verdict_lines`: what ``str(VerifyReport)`` and the command line print)."""
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
-__all__ = ["Culprit", "OutputReport", "RunReport", "SkippedRun", "Status", "VerifyReport"]
+__all__ = [
+    "Culprit",
+    "OutputReport",
+    "RunReport",
+    "SkippedRun",
+    "Status",
+    "VerifyReport",
+    "verdict_lines",
+]
 
 Status = Literal["equivalent", "mismatch", "cannot_verify"]
 #: Whose fault a failure on a target or against the framework's outputs is: the lowering's (the
@@ -102,8 +111,6 @@ class VerifyReport:
 
     def __str__(self) -> str:
         """The verdict and the per-output table, as ``seqlower ... -v`` prints them."""
-        from seqlower.summary import verdict_lines
-
         return "\n".join(verdict_lines(self, verbose=1))
 
     def to_dict(self) -> dict[str, Any]:
@@ -145,3 +152,71 @@ class VerifyReport:
             expected_runs=expected_runs,
             **fields,
         )
+
+
+def verdict_lines(
+    report: VerifyReport,
+    *,
+    verbose: int = 0,
+    style: Callable[[str, str], str] | None = None,
+    warnings: bool = True,
+) -> list[str]:
+    """The check's verdict line, per-run errors, the per-output table of each comparison that
+    failed (the original against the lowered model; on a target; against the framework's
+    outputs; the first with -v too), notes on redrawn inputs (with -v), and the failures that
+    are not the lowering's as ``warning:`` lines (unless ``warnings`` is false: the command
+    line prints them on stderr). ``style(label, colour)`` may colour the verdict."""
+    label, colour = {
+        "equivalent": ("outputs match", "green"),
+        "mismatch": ("MISMATCH", "red"),
+    }.get(report.status, ("cannot verify", "yellow"))
+    styled = style(label, colour) if style is not None else label
+    oracles = ", ".join(f"{k}: {v}" for k, v in report.oracles.items())
+    reason = report.reason
+    if report.ok and reason.startswith("all outputs match"):
+        reason = reason[len("all outputs match") :].strip()
+    text = f"check: {styled}" + (f"{' ' if report.ok else ': '}{reason}" if reason else "")
+    lines = [text + (f" ({oracles})" if oracles else "")]
+    for extra in [*report.targets.values(), report.expected]:
+        # --target and --expected, one line each; warnings are said as such
+        if extra and extra not in reason and extra not in report.warnings:
+            lines.append(f"check: {extra}")
+    lines += [f"  run {run.index}: {run.error}" for run in report.runs if run.error]
+    if verbose or any(not run.ok for run in report.runs):
+        lines += _output_table("output", report.runs)
+    for name, runs in report.target_runs.items():
+        if (verbose or not report.ok) and any(not run.ok and run.outputs for run in runs):
+            lines += _output_table(f"on {name}", runs)
+    if (verbose or not report.ok) and any(not run.ok for run in report.expected_runs):
+        lines += _output_table("vs the framework", report.expected_runs)
+    if verbose:
+        lines += [f"  note: {problem}" for problem in report.input_problems]
+    if warnings:
+        lines += [f"warning: {warning}" for warning in report.warnings]
+    return lines
+
+
+def _output_table(heading: str, runs: Sequence[Any]) -> list[str]:
+    """Per output, over ``runs`` (``RunReport``s): largest differences and mismatch counts,
+    and the original's largest difference where it ran the same comparison."""
+    rows: dict[str, list[float]] = {}
+    originals: dict[str, float] = {}
+    for run in runs:
+        for o in run.outputs:
+            row = rows.setdefault(o.name, [0.0, 0.0, 0, 0])
+            row[0], row[1] = max(row[0], o.max_abs), max(row[1], o.max_rel)
+            row[2] += o.mismatches
+            row[3] += o.elements
+        for o in run.original:
+            originals[o.name] = max(originals.get(o.name, 0.0), o.max_abs)
+    if not rows:
+        return []
+    head = f"  {heading:24} {'max abs':>12} {'max rel':>12} {'mismatches':>14}"
+    lines = [head + (f" {'original max abs':>17}" if originals else "")]
+    for name, (max_abs, max_rel, bad, total) in rows.items():
+        count = f"{bad}/{total}"
+        line = f"  {name:24} {max_abs:>12.4g} {max_rel:>12.4g} {count:>14}"
+        if name in originals:
+            line += f" {originals[name]:>17.4g}"
+        lines.append(line)
+    return lines

@@ -6,6 +6,7 @@ here rather than drifting unnoticed (issue 31).
 
 from __future__ import annotations
 
+import ast
 import re
 
 import pytest
@@ -56,3 +57,56 @@ def test_every_registered_pass_is_named(name: str) -> None:
     cls = PASSES[name]
     class_name = getattr(cls, "__name__", type(cls).__name__)
     assert f"`{name}`" in DOC or class_name in DOC, f"ARCHITECTURE.md never names pass {name}"
+
+
+def _imports() -> dict[str, set[str]]:
+    """Each seqlower module -> the seqlower modules it imports, at the top or inside a
+    function alike (a lazy import still ties the two modules together)."""
+    modules = {}
+    for path in (ROOT / "seqlower").rglob("*.py"):
+        name = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+        modules[name.removesuffix(".__init__")] = path
+    graph: dict[str, set[str]] = {name: set() for name in modules}
+    for name, path in modules.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            found: list[str] = []
+            if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                found += [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+            elif isinstance(node, ast.Import):
+                found += [a.name for a in node.names]
+            graph[name].update(m for m in found if m in modules and m != name)
+    return graph
+
+
+def test_no_import_circle() -> None:
+    """The layers hold (cli -> job -> pipeline -> passes, verification beside them): no module
+    reaches itself through imports (``verification/report.py`` once formatted its verdict
+    through ``summary.py``, which imports the report)."""
+    graph = _imports()
+
+    def reaches(start: str) -> list[str] | None:
+        paths = [[start]]
+        seen: set[str] = set()
+        while paths:
+            path = paths.pop()
+            for nxt in sorted(graph[path[-1]]):
+                if nxt == start:
+                    return [*path, nxt]
+                if nxt not in seen:
+                    seen.add(nxt)
+                    paths.append([*path, nxt])
+        return None
+
+    circles = [" -> ".join(circle) for name in graph if (circle := reaches(name))]
+    assert not circles, circles[0]
+
+
+def test_verification_knows_nothing_of_passes() -> None:
+    """The check compares any two models: nothing under seqlower/verification imports a pass,
+    the pipeline, the targets' table, the summary or the command line."""
+    graph = _imports()
+    above = ("seqlower.passes", "seqlower.pipeline", "seqlower.targets", "seqlower.summary")
+    for name, imported in graph.items():
+        if name.startswith("seqlower.verification"):
+            wrong = sorted(m for m in imported if m.startswith((*above, "seqlower.cli")))
+            assert not wrong, f"{name} imports {wrong}"

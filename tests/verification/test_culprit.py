@@ -17,10 +17,10 @@ import onnx.parser
 import pytest
 
 import seqlower
-from seqlower.summary import verdict_lines
 from seqlower.verification import CheckOptions, VerifyReport, verify
 from seqlower.verification import oracles as oracles_module
 from seqlower.verification.oracles import Runner, oracle_label
+from seqlower.verification.report import verdict_lines
 from tests.helpers import CliResult, neg_loop, run_cli
 from tests.runtimes import require
 
