@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
-import sys
-import types
 from collections import defaultdict
 from pathlib import Path
 
@@ -24,16 +22,10 @@ OUT = (
 
 
 def import_onnx2torch() -> None:
-    """onnx2torch imports torchvision for its NonMaxSuppression converter alone; a
-    torchvision that does not load with the CPU torch is stood in for (no model here has NMS)."""
-    try:
-        import torchvision  # noqa: F401
-    except Exception:
-        stub = types.ModuleType("torchvision")
-        stub.ops = types.SimpleNamespace(nms=None, roi_align=None)  # type: ignore[attr-defined]
-        sys.modules["torchvision"] = stub
-        sys.modules["torchvision.ops"] = stub.ops  # type: ignore[assignment]
-    import onnx2torch  # noqa: F401  (registers every converter)
+    """onnx2torch, with the oracle's torchvision stand-in (no model here has NMS)."""
+    from seqlower.verification.oracles import import_onnx2torch as imported
+
+    imported()  # registers every converter
 
 
 def onnx2torch_ops() -> dict[str, tuple[int, ...]]:

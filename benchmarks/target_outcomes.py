@@ -18,7 +18,6 @@ import argparse
 import logging
 import sys
 import tempfile
-import types
 import warnings
 from collections import Counter
 from collections.abc import Iterator
@@ -65,15 +64,11 @@ def models() -> Iterator[tuple[str, onnx.ModelProto, dict[str, Any] | None]]:
 
 
 def onnx2torch_outputs(model: onnx.ModelProto, feeds: dict[str, Any]) -> list[np.ndarray]:
-    try:
-        import torchvision  # noqa: F401
-    except Exception:  # onnx2torch imports it for NonMaxSuppression alone
-        stub = types.ModuleType("torchvision")
-        stub.ops = types.SimpleNamespace(nms=None, roi_align=None)  # type: ignore[attr-defined]
-        sys.modules["torchvision"] = stub
-        sys.modules["torchvision.ops"] = stub.ops  # type: ignore[assignment]
-    import onnx2torch
     import torch
+
+    from seqlower.verification.oracles import import_onnx2torch
+
+    onnx2torch = import_onnx2torch()
 
     module = onnx2torch.convert(model)
     initializers = {tensor.name for tensor in model.graph.initializer}

@@ -344,6 +344,24 @@ class Tract:
         return Runner(oracle_label(self), run)
 
 
+def import_onnx2torch() -> Any:
+    """onnx2torch, imported. It imports torchvision for its NonMaxSuppression and RoiAlign
+    converters alone; a torchvision that does not load beside a CPU torch (the CUDA wheels) is
+    stood in for, so every other op converts (those two then fail when converted)."""
+    try:
+        import torchvision  # noqa: F401
+    except Exception:
+        import types
+
+        stub = types.ModuleType("torchvision")
+        stub.ops = types.SimpleNamespace(nms=None, roi_align=None)  # type: ignore[attr-defined]
+        sys.modules["torchvision"] = stub
+        sys.modules["torchvision.ops"] = stub.ops
+    import onnx2torch
+
+    return onnx2torch
+
+
 class Onnx2Torch:
     """onnx2torch: the model converted to a ``torch.nn.Module`` and run in torch on the CPU
     without gradients, as a PyTorch user deploys it. Conversion is at load (an op it has no
@@ -353,11 +371,12 @@ class Onnx2Torch:
     package = "onnx2torch"
     runs_on = "torch"
     extra = "onnx2torch"
+    importer = staticmethod(import_onnx2torch)
 
     def load(self, model: onnx.ModelProto) -> Runner:
         import torch
-        from onnx2torch import convert
 
+        convert = import_onnx2torch().convert
         copy = onnx.ModelProto()
         copy.CopyFrom(model)  # the converter may annotate what it is given
         module = convert(copy).eval()
@@ -685,10 +704,14 @@ def load_target(name: str, *, api: bool = False, lowering: bool = True) -> Oracl
     runs_on = getattr(oracle, "runs_on", None)
     if runs_on is not None:
         needs.append((runs_on, getattr(oracle, "runs_on_module", runs_on)))
+    importer = getattr(oracle, "importer", None)
     for package, module in needs:
         try:
             importlib.metadata.version(package)
-            __import__(module)
+            if importer is not None and package == needs[0][0]:
+                importer()
+            else:
+                __import__(module)
         except (ImportError, importlib.metadata.PackageNotFoundError):
             raise TargetUnavailableError(
                 f"{where}: {package} is not installed, so the lowered model cannot be "

@@ -4,9 +4,6 @@ is installed (by hand: it needs torch; skipped otherwise, in CI too)."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-import types
 from pathlib import Path
 from typing import Any
 
@@ -41,20 +38,12 @@ FEEDS = {
 
 
 def _onnx2torch() -> Any:
-    """onnx2torch, or a skip (it is no extra of seqlower: never required, not even in CI). It
-    imports torchvision for NonMaxSuppression alone; one that does not load is stood in for."""
-    if importlib.util.find_spec("torch") is not None:
-        try:
-            import torchvision  # noqa: F401
-        except Exception:
-            stub = types.ModuleType("torchvision")
-            stub.ops = types.SimpleNamespace(nms=None, roi_align=None)  # type: ignore[attr-defined]
-            sys.modules["torchvision"] = stub
-            sys.modules["torchvision.ops"] = stub.ops  # type: ignore[assignment]
+    """onnx2torch, or a skip (it is no extra of seqlower: never required, not even in CI),
+    imported with the oracle's torchvision stand-in."""
     require("onnx2torch")
-    import onnx2torch
+    from seqlower.verification.oracles import import_onnx2torch
 
-    return onnx2torch
+    return import_onnx2torch()
 
 
 def _run_torch(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
