@@ -256,17 +256,24 @@ PIPELINES: dict[str, Pipeline] = {
         ),
         Target(
             name="tvm",
-            passes=(*_SEQUENCE_FREE, "lower-reverse-sequence"),
+            passes=(
+                *_SEQUENCE_FREE,
+                "loop-to-scan-reads",
+                "unroll-constant-scans",
+                "lower-reverse-sequence",
+                "shape-values-as-tensors",
+            ),
             requires=("require-sequence-free",),
-            loops="kept",
+            loops="unrolled",
             reverse_sequence="gathernd",
             max_opset=None,
             strip_symbolic_dims=False,
             versions="Apache TVM 0.27 (Relax ONNX frontend)",
             measured="by hand",
-            still_blocks="Loop, LSTM, GRU (no converter); the computed ReverseSequence index "
-            "(Sub cannot handle ShapeExpr inputs) where lengths are not full",
+            still_blocks="Loops and Scans whose trip count is not a constant, LSTM, GRU (no "
+            "converter)",
             proofs=("tvm",),
+            static_shapes="for Loops (unrolled when their count is a constant)",
         ),
         Target(
             name="tensorrt",

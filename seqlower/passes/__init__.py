@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from seqlower.passes.targets.require_converter_ops import RequireOnnx2TorchOps
     from seqlower.passes.targets.require_no_loop import RequireNoLoop
     from seqlower.passes.targets.require_slice_bounds import RequireShapeSliceBounds
+    from seqlower.passes.targets.shape_values_as_tensors import ShapeValuesAsTensors
     from seqlower.passes.targets.split_as_slices import SplitAsSlices
     from seqlower.passes.targets.strict_loop_bodies import StrictLoopBodies
     from seqlower.passes.targets.strict_scan_bodies import StrictScanBodies, TypedScanBodies
@@ -88,6 +89,7 @@ __all__ = [
     "RequireSequenceFree",
     "RequireShapeSliceBounds",
     "ScanSequenceMap",
+    "ShapeValuesAsTensors",
     "SplitAsSlices",
     "StackLoopSequences",
     "StackRowMaps",
@@ -131,6 +133,7 @@ _MODULES = {
     "ConstantValuesAsTensors": "targets.constant_values_as_tensors",
     "ExplicitAttributeDefaults": "targets.explicit_attribute_defaults",
     "LowerReverseSequenceGaps": "default.lower_reverse_sequence",
+    "ShapeValuesAsTensors": "targets.shape_values_as_tensors",
     "SplitAsSlices": "targets.split_as_slices",
     "StrictLoopBodies": "targets.strict_loop_bodies",
     "StrictScanBodies": "targets.strict_scan_bodies",
@@ -204,6 +207,7 @@ PASSES: MutableMapping[str, type[ir.passes.InPlacePass]] = _Registry(
         "variable-then-branches": "VariableThenBranches",
         "expand-function-ops": "ExpandFunctionOps",
         "split-as-slices": "SplitAsSlices",
+        "shape-values-as-tensors": "ShapeValuesAsTensors",
         "strict-loop-bodies": "StrictLoopBodies",
         "strict-scan-bodies": "StrictScanBodies",
         "typed-scan-bodies": "TypedScanBodies",
