@@ -10,10 +10,12 @@ models):
 the converter targets instead, through the check's own oracles, in this process: the models of
 the folder, plus with ``--corpus`` the test corpus (``tests/*_cases.py``, ``tests/data``) and
 ONNX's own node cases with Loop, Scan, If, Sequence*, Optional* or ReverseSequence (expected
-outputs: the case's own, else onnxruntime's on the original). For each: the original run there,
-then ``seqlower MODEL -o OUT --target T`` (``lower_file``, the check included, generated inputs)
-and OUT run there on the model's inputs. It counts what runs and matches before and after, and
-``exit 0, wrong`` (written, yet failing or differing there: must be 0):
+outputs: the case's own, else onnxruntime's on the original). ``--static-shapes`` lowers each
+with ``--overwrite-input-shape`` fixing every tensor input to the shape of its given input.
+For each: the original run there, then ``seqlower MODEL -o OUT --target T`` (``lower_file``,
+the check included, generated inputs) and OUT run there on the model's inputs. It counts what
+runs and matches before and after, and ``exit 0, wrong`` (written, yet failing or differing
+there: must be 0):
 
     .venv/bin/python benchmarks/target_samples.py ../shared/realworld-samples --corpus \
         --converters tinygrad,onnx2torch
@@ -206,7 +208,19 @@ def on_oracle(name: str, model: Any, feeds: Feeds, expected: list[Any], seconds:
     return compare(expected, actual)
 
 
-def converters(cases: dict[str, Case], names: list[str], seconds: int) -> dict[str, dict]:
+def fixed_shapes(model: Any, feeds: Feeds) -> dict[str, tuple[int, ...]]:
+    """``--overwrite-input-shape`` for every tensor input: the shape of its given input."""
+    tensors = {i.name for i in model.graph.input if i.type.HasField("tensor_type")}
+    return {
+        name: tuple(np.asarray(value).shape)
+        for name, value in feeds.items()
+        if name in tensors and isinstance(value, np.ndarray)
+    }
+
+
+def converters(
+    cases: dict[str, Case], names: list[str], seconds: int, static: bool = False
+) -> dict[str, dict]:
     import onnx
 
     from seqlower.errors import SeqlowerError, first_line
@@ -233,9 +247,11 @@ def converters(cases: dict[str, Case], names: list[str], seconds: int) -> dict[s
                 out = Path(folder) / f"{name}.onnx"
                 out.unlink(missing_ok=True)
                 try:
-                    result = lower_file(
-                        source, out, LowerOptions(check_options=CheckOptions(targets=(name,)))
+                    options = LowerOptions(
+                        check_options=CheckOptions(targets=(name,)),
+                        overwrite_input_shapes=fixed_shapes(model, feeds) if static else {},
                     )
+                    result = lower_file(source, out, options)
                     code = int(result.exit_code)
                     why = "" if result.verification is None else result.verification.reason
                 except SeqlowerError as e:
@@ -287,6 +303,11 @@ def main() -> None:
     parser.add_argument("--converters", help="comma-separated oracle names (tinygrad, ...)")
     parser.add_argument("--corpus", action="store_true", help="also the test and ONNX cases")
     parser.add_argument("--timeout", type=int, default=300, help="seconds per converter run")
+    parser.add_argument(
+        "--static-shapes",
+        action="store_true",
+        help="lower with --overwrite-input-shape set to each input's shape in the .npz",
+    )
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
     if args.converters:
@@ -294,7 +315,7 @@ def main() -> None:
         cases = folder_cases(args.folder)
         if args.corpus:
             cases.update(corpus_cases())
-        cells = converters(cases, names, args.timeout)
+        cells = converters(cases, names, args.timeout, args.static_shapes)
         converter_totals(cells, names)
         if args.json:
             args.json.write_text(json.dumps(cells, indent=1))

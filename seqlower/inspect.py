@@ -238,7 +238,7 @@ def _dry_run(ir_model: Any, name: str, before: Counter[str]) -> PipelineView:
             newest = None if row is None else row.max_opset
             if newest is not None and ir_model.opset_imports.get("", 1) > newest:
                 view.notes.append(f"converted to opset {newest}, the newest its converters know")
-                restamp(ir_model, ir_version=None, opset=newest)
+                restamp(ir_model, ir_version=None, opset=newest, flag=f"--target {name}")
     except (SequenceFreeError, TargetError) as e:
         view.blockers = list(e.blockers)
         return view

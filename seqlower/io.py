@@ -587,7 +587,11 @@ def version_converter_problem(error: BaseException, current: int | None, opset: 
             f"onnx's version converter cannot convert {op} below opset {since} "
             f"(try --opset {since} or newer)"
         )
-    match = re.search(r"No (?:Previous Version of|Adapter To Version \$\d+ for) (\w+)", text)
+    match = re.search(r"No Adapter To Version \$(\d+) for (\w+)", text)
+    if match:
+        version, op = match.groups()
+        return f"onnx's version converter has no adapter for {op} to opset {version}"
+    match = re.search(r"No Previous Version of (\w+)", text)
     if match:
         op = match.group(1)
         if current is not None and opset < current:

@@ -294,7 +294,12 @@ def lower_file(
         notes_unchanged: list[str] = []
         if unchanged:
             ir_model, as_read = _as_read(model, opset, repaired=bool(load_notes))
-        notes = load_notes + restamp(ir_model, ir_version=options.ir_version, opset=opset)
+        flag = None
+        if options.opset is None and opset is not None and deploy.target is not None:
+            flag = f"--target {deploy.target.name} (converting to opset {opset})"
+        notes = load_notes + restamp(
+            ir_model, ir_version=options.ir_version, opset=opset, flag=flag
+        )
         if as_read is not None:
             as_read.ir_version = ir_model.ir_version  # re-stamped only when asked
         if unchanged and _kept_unchecked(original, options, deploy.proofs, opset):
@@ -691,10 +696,13 @@ def _target_opset(
     return opset, notes
 
 
-def restamp(model: ir.Model, *, ir_version: int | None, opset: int | None) -> list[str]:
+def restamp(
+    model: ir.Model, *, ir_version: int | None, opset: int | None, flag: str | None = None
+) -> list[str]:
     """Re-stamp ``model`` for older runtimes: a lower IR version, another default opset.
 
-    The opset goes through onnx's version converter (which knows each op's changes); the IR
+    The opset goes through onnx's version converter (which knows each op's changes), nodes
+    whose op changed only in its type lists re-stamped as they are (``_op_versions``); the IR
     version is only lowered as far as the model's own opsets allow (ONNX ties each opset to a
     minimal IR version). Raises InvalidModelError, naming the reason, when it cannot be done.
     """
@@ -702,14 +710,14 @@ def restamp(model: ir.Model, *, ir_version: int | None, opset: int | None) -> li
     if opset is not None and model.opset_imports.get("", None) != opset:
         proto = seqlower.io.self_contained_proto(model)
         try:
-            from onnx import version_converter
+            from seqlower.passes._op_versions import convert_version
 
-            converted = version_converter.convert_version(proto, opset)
+            converted = convert_version(proto, opset)
             onnx.checker.check_model(converted, full_check=True)
         except Exception as e:
             current = model.opset_imports.get("", None)
             problem = seqlower.io.version_converter_problem(e, current, opset)
-            raise InvalidModelError(f"--opset {opset}: {problem}") from None
+            raise InvalidModelError(f"{flag or f'--opset {opset}'}: {problem}") from None
         new = ir.serde.deserialize_model(converted)
         for slot in ir.Model.__slots__:
             setattr(model, slot, getattr(new, slot))

@@ -35,8 +35,12 @@ if TYPE_CHECKING:
     from seqlower.passes.sequence_free.scan_sequence_map import ScanSequenceMap, StackRowMaps
     from seqlower.passes.sequence_free.stack_loop_sequences import StackLoopSequences
     from seqlower.passes.sequence_free.unroll_sequence_map import UnrollSequenceMap
+    from seqlower.passes.targets.cast_like_as_cast import CastLikeAsCast
     from seqlower.passes.targets.constant_values_as_tensors import ConstantValuesAsTensors
     from seqlower.passes.targets.expand_function_ops import ExpandFunctionOps
+    from seqlower.passes.targets.expand_unconverted_function_ops import (
+        ExpandUnconvertedFunctionOps,
+    )
     from seqlower.passes.targets.explicit_attribute_defaults import ExplicitAttributeDefaults
     from seqlower.passes.targets.inline_functions import (
         InlineFunctions,
@@ -65,8 +69,10 @@ if TYPE_CHECKING:
 __all__ = [
     "PASSES",
     "SEQUENCE_OPS",
+    "CastLikeAsCast",
     "ConstantValuesAsTensors",
     "ExpandFunctionOps",
+    "ExpandUnconvertedFunctionOps",
     "ExplicitAttributeDefaults",
     "ExplicitConstantOfShapeValue",
     "FixInputShapes",
@@ -122,6 +128,7 @@ _MODULES = {
     "StackRowMaps": "sequence_free.scan_sequence_map",
     "UnrollSequenceMap": "sequence_free.unroll_sequence_map",
     "ExpandFunctionOps": "targets.expand_function_ops",
+    "ExpandUnconvertedFunctionOps": "targets.expand_unconverted_function_ops",
     "InlineFunctions": "targets.inline_functions",
     "InlineUntypedSequenceMapFunctions": "targets.inline_functions",
     "LoopToScan": "targets.loop_to_scan",
@@ -130,6 +137,7 @@ _MODULES = {
     "RequireNoLoop": "targets.require_no_loop",
     "RequireShapeSliceBounds": "targets.require_slice_bounds",
     "RequireOnnx2TorchOps": "targets.require_converter_ops",
+    "CastLikeAsCast": "targets.cast_like_as_cast",
     "ConstantValuesAsTensors": "targets.constant_values_as_tensors",
     "ExplicitAttributeDefaults": "targets.explicit_attribute_defaults",
     "LowerReverseSequenceGaps": "default.lower_reverse_sequence",
@@ -206,6 +214,7 @@ PASSES: MutableMapping[str, type[ir.passes.InPlacePass]] = _Registry(
         "fold-static-shapes": "FoldStaticShapes",
         "variable-then-branches": "VariableThenBranches",
         "expand-function-ops": "ExpandFunctionOps",
+        "expand-unconverted-function-ops": "ExpandUnconvertedFunctionOps",
         "split-as-slices": "SplitAsSlices",
         "shape-values-as-tensors": "ShapeValuesAsTensors",
         "strict-loop-bodies": "StrictLoopBodies",
@@ -217,6 +226,7 @@ PASSES: MutableMapping[str, type[ir.passes.InPlacePass]] = _Registry(
         "require-onnx2torch-ops": "RequireOnnx2TorchOps",
         "require-shape-slice-bounds": "RequireShapeSliceBounds",
         "constant-values-as-tensors": "ConstantValuesAsTensors",
+        "cast-like-as-cast": "CastLikeAsCast",
     }
 )
 

@@ -51,16 +51,31 @@ def test_computed_and_constant_sizes_become_slices(rows: int) -> None:
     assert_same(run("onnxruntime", model, feeds), run("onnxruntime", lowered, feeds))
 
 
-def test_equal_split_without_sizes_is_left() -> None:
-    model = onnx.parser.parse_model(
-        """
+def _equal(rows: str, pieces: int) -> onnx.ModelProto:
+    outputs = ", ".join(f"float[M, 4] p{k}" for k in range(pieces))
+    names = ", ".join(f"p{k}" for k in range(pieces))
+    return onnx.parser.parse_model(
+        f"""
         <ir_version: 8, opset_import: ["" : 18]>
-        g (float[4,4] x) => (float[2,4] a, float[2,4] b) {
-            a, b = Split <axis = 0, num_outputs = 2> (x)
-        }
+        g (float[{rows}, 4] x) => ({outputs}) {{
+            {names} = Split <axis = 0, num_outputs = {pieces}> (x)
+        }}
         """
     )
-    assert "Split" in all_op_types(_lowered(model))
+
+
+def test_equal_split_along_a_dynamic_axis_is_left() -> None:
+    assert "Split" in all_op_types(_lowered(_equal("N", 2)))
+
+
+@pytest.mark.parametrize(("rows", "pieces"), [(4, 2), (5, 2), (7, 3), (1, 1)])
+def test_equal_split_along_a_static_axis_is_sliced(rows: int, pieces: int) -> None:
+    """Pieces of ceil(rows / pieces), the last the rest (ONNX's num_outputs)."""
+    model = _equal(str(rows), pieces)
+    lowered = _lowered(model)
+    assert "Split" not in all_op_types(lowered)
+    feeds = {"x": np.arange(rows * 4, dtype=np.float32).reshape(rows, 4)}
+    assert_same(run("onnxruntime", model, feeds), run("onnxruntime", lowered, feeds))
 
 
 def test_onnx2torch_target_runs_it() -> None:

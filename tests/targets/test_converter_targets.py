@@ -16,7 +16,7 @@ import seqlower
 from seqlower.errors import TargetError
 from seqlower.passes.targets._converter_ops import ONNX2TORCH, ONNX2TORCH_VERSION
 from tests.helpers import run_cli
-from tests.runtimes import require, run
+from tests.runtimes import assert_same, require, run
 
 # onnxscript's shape: a ReverseSequence of the input and the model's own CumSum, whose
 # 'reverse' is left out (ONNX: 0; onnx2torch 1.5.15 read it as 1).
@@ -135,10 +135,6 @@ def test_ops_onnx2torch_cannot_convert_are_named_before_any_check(tmp_path: Path
         f"LSTM node producing 'y' in graph 'g' remains: onnx2torch {ONNX2TORCH_VERSION} has no "
         "converter for LSTM"
     ]
-    with pytest.raises(TargetError) as caught:
-        seqlower.lower(SPLIT_18, target="onnx2torch", check=False)
-    (blocker,) = caught.value.blockers
-    assert "converts Split only as defined in opsets 2, 11, 13, not as of opset 18" in blocker
     source, out = tmp_path / "m.onnx", tmp_path / "out.onnx"
     onnx.save(LSTM, source)
     # --no-check: the blockers come first either way; without onnx2torch installed (CI) the
@@ -151,9 +147,19 @@ def test_ops_onnx2torch_cannot_convert_are_named_before_any_check(tmp_path: Path
     seqlower.lower(LSTM, target="openvino", check=False)
 
 
+def test_a_split_into_equal_pieces_of_opset_18_is_written_as_slices() -> None:
+    """onnx2torch converts as of opset 17, where the version converter has no adapter for
+    Split-18's num_outputs: along a static axis, the pieces are Slices."""
+    lowered = seqlower.lower(SPLIT_18, target="onnx2torch", check=False)
+    ops = {n.op_type for n in lowered.graph.node}
+    assert "Slice" in ops and "Split" not in ops, ops
+    feeds = {"x": np.arange(12, dtype=np.float32).reshape(4, 3)}
+    assert_same(run("onnxruntime", SPLIT_18, feeds), run("onnxruntime", lowered, feeds))
+
+
 def test_a_converted_opset_is_what_is_looked_up() -> None:
-    """A model newer than opset 18 is converted to 18 for onnx2torch: versions are those of
-    opset 18 (Split 18 has no converter), not of the model's."""
+    """A model newer than opset 17 is converted to 17 for onnx2torch: versions are those of
+    opset 17, not of the model's."""
     newer = onnx.parser.parse_model(
         """
         <ir_version: 10, opset_import: ["" : 21]>
@@ -243,3 +249,47 @@ def test_flatten_axis_0_fails_in_onnx2torch() -> None:
     )
     with pytest.raises(IndexError, match="Dimension out of range"):
         _run_torch(model, {"x": np.ones((1, 3), np.float32)})
+
+
+# A torch2 export's ops newer than onnx2torch's converters: Gelu (a function op of opset 20),
+# ConstantOfShape-20 and ReduceMean-18 (axes as an input).
+NEWER_OPS = onnx.parser.parse_model(
+    """
+    <ir_version: 9, opset_import: ["" : 20]>
+    g (float[4, 3] x) => (float[4, 3] y, float[4] r, float[2, 2] c) {
+        y = Gelu(x)
+        ax = Constant<value = int64[1] {1}>()
+        r = ReduceMean<keepdims = 0>(x, ax)
+        s = Constant<value = int64[2] {2, 2}>()
+        c = ConstantOfShape<value = float[1] {1.5}>(s)
+    }
+    """
+)
+
+
+def test_newer_ops_are_rewritten_and_restamped_for_onnx2torch(tmp_path: Path) -> None:
+    """Gelu expanded (its CastLikes as Casts), ConstantOfShape re-stamped as it is (only its
+    type lists changed since 9), ReduceMean's axes an attribute: nothing refused."""
+    source, out = tmp_path / "m.onnx", tmp_path / "out.onnx"
+    onnx.save(NEWER_OPS, source)
+    result = run_cli(source, "-o", out, "--target", "onnx2torch", "--no-check")
+    assert result.exit_code == 0, result.output
+    written = onnx.load(out)
+    onnx.checker.check_model(written, full_check=True)
+    assert [o.version for o in written.opset_import if o.domain in ("", "ai.onnx")] == [17]
+    ops = {n.op_type for n in written.graph.node}
+    assert not ops & {"Gelu", "CastLike"} and "ConstantOfShape" in ops, ops
+    (mean,) = [n for n in written.graph.node if n.op_type == "ReduceMean"]
+    assert len(mean.input) == 1 and [a.name for a in mean.attribute] == ["keepdims", "axes"]
+    assert all(op in ONNX2TORCH for op in ops), ops - set(ONNX2TORCH)
+    feeds = {"x": np.linspace(-3, 3, 12, dtype=np.float32).reshape(4, 3)}
+    assert_same(run("onnxruntime", NEWER_OPS, feeds), run("onnxruntime", written, feeds))
+
+
+def test_newer_ops_run_on_onnx2torch(tmp_path: Path) -> None:
+    require("onnx2torch")
+    source, out = tmp_path / "m.onnx", tmp_path / "out.onnx"
+    onnx.save(NEWER_OPS, source)
+    result = run_cli(source, "-o", out, "--target", "onnx2torch")
+    assert result.exit_code == 0, result.output
+    assert "runs and matches on onnx2torch" in result.output

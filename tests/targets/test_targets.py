@@ -231,10 +231,10 @@ def test_unproven_target_gets_its_opset(tmp_path: Path) -> None:
     )
     assert result.exit_code == 0, result.output
     written = onnx.load(out)
-    assert {o.version for o in written.opset_import if o.domain in ("", "ai.onnx")} == {18}
+    assert {o.version for o in written.opset_import if o.domain in ("", "ai.onnx")} == {17}
     assert "ReverseSequence" not in {n.op_type for n in written.graph.node}
     assert "not proven on onnx2torch" in result.output
-    assert "converting to opset 18" in result.output
+    assert "converting to opset 17" in result.output
 
 
 def test_target_not_installed_lowers_unproven_when_asked(

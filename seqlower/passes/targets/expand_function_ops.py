@@ -76,6 +76,8 @@ def _function_of(node: ir.Node, opset: int, name: str) -> tuple[ir.Function, lis
         return None
     version = max(versions)
     if version in schema.context_dependent_function_opset_versions:
+        if any(value is not None and value.type is None for value in node.inputs):
+            return None  # onnx 1.23's builders crash the process on an unknown input type
         types = [_type_proto(value).SerializeToString() for value in node.inputs]
         node_bytes = ir.serde.serialize_node(node).SerializeToString()
         raw = schema.get_context_dependent_function_with_opset_version(version, node_bytes, types)

@@ -5,7 +5,10 @@ models converted to its opset 18 — PyTorch's ``split``/``chunk`` exports, and 
 sequence-free lowering of ``SplitToSequence`` writes — hold opset-18 ``Split``s. With the sizes
 given as an input, piece k is ``Slice(x, start_k, start_k + size_k, [axis])``: constant bounds
 for constant sizes, else the ``CumSum`` of the sizes (ends) minus the sizes (starts). A
-``Split`` without sizes (equal pieces, ``num_outputs``) is left.
+``Split`` of opset 18 on without sizes (``num_outputs`` pieces of ``ceil(dim / n)``, the last
+the rest) takes the sizes that gives where the split axis is static (``--overwrite-input-shape``
+makes it so): onnx's version converter has no adapter for it below 18, and onnx2torch converts
+as of 17. Other ``Split``s without sizes are left.
 """
 
 from __future__ import annotations
@@ -39,14 +42,15 @@ class SplitAsSlices(NodeLoweringPass):
 
     def plan(self, site: Site, types: TypeOracle) -> _Plan | None:
         node = site.node
-        if site.opset < 13 or len(node.inputs) < 2 or node.inputs[1] is None:
-            return None
-        if node.inputs[0] is None:
+        if site.opset < 13 or node.inputs[0] is None:
             return None
         attr = node.attributes.get("axis")
         if attr is not None and (attr.is_ref() or attr.type != ir.AttributeType.INT):
             return None
         axis = 0 if attr is None else attr.as_int()
+        if len(node.inputs) < 2 or node.inputs[1] is None:
+            equal = _equal_sizes(node, axis, types) if site.opset >= 18 else None
+            return None if equal is None else _Plan(node, site.opset, axis, equal)
         sizes = constant_array(node.inputs[1])
         if sizes is not None and sizes.size != len(node.outputs):
             return None  # invalid as written: leave it to fail where it did
@@ -56,13 +60,15 @@ class SplitAsSlices(NodeLoweringPass):
         node = plan.node
         graph = node.graph
         assert graph is not None
-        x, sizes = node.inputs[0], node.inputs[1]
-        assert x is not None and sizes is not None
+        x = node.inputs[0]
+        sizes = node.inputs[1] if len(node.inputs) > 1 else None
+        assert x is not None
         op = Emitter(names, node.name or "Split", plan.opset, self.constant_pool(graph))
         axes = op.int64s([plan.axis], hint="axis")
         outputs = list(node.outputs)
         starts = ends = None
         if plan.sizes is None:
+            assert sizes is not None
             zero = op.int64s(0, hint="zero")
             sizes_64 = op.Cast(sizes, to=ir.DataType.INT64.value, _hint="sizes")
             ends = op.CumSum(sizes_64, zero, _hint="ends")
@@ -92,3 +98,26 @@ class SplitAsSlices(NodeLoweringPass):
         for old, new in zip(outputs, new_outputs, strict=True):
             old.replace_all_uses_with(new, replace_graph_outputs=True)
         graph.remove(node, safe=True)
+
+
+def _equal_sizes(node: ir.Node, axis: int, types: TypeOracle) -> np.ndarray | None:
+    """The piece sizes of an opset-18 ``Split`` into ``num_outputs`` along a static axis."""
+    attr = node.attributes.get("num_outputs")
+    if attr is None or attr.is_ref() or attr.type != ir.AttributeType.INT:
+        return None
+    count = attr.as_int()
+    x = node.inputs[0]
+    shape = None if x is None else types.shape_of(x)
+    if (
+        count != len(node.outputs)
+        or count < 1
+        or shape is None
+        or not -len(shape) <= axis < len(shape)
+    ):
+        return None
+    dim = shape[axis]
+    if not isinstance(dim, int):
+        return None
+    chunk = -(-dim // count)
+    sizes = [chunk] * (count - 1) + [dim - chunk * (count - 1)]
+    return None if sizes[-1] < 0 else np.array(sizes, dtype=np.int64)

@@ -1,0 +1,146 @@
+"""Which op versions differ only in their type lists, and re-stamping across them.
+
+ONNX gives an op a new version for every change, most of them new element types (float8,
+bfloat16, int4, strings) with the same inputs, outputs and attributes. A node of such an op
+means the same under either version, so a model can move to another opset across it as it is,
+where onnx's version converter has no adapter (``No Adapter To Version $19 for
+ConstantOfShape``) or refuses outright: :func:`same_but_types` compares the two schemas (inputs,
+outputs, attributes with their defaults, type parameters: everything but the allowed types),
+and :func:`convert_version` hides such nodes from the converter (a private domain), converts
+the rest with its adapters (``ReduceMean``-18's ``axes`` input to the attribute of 13, ...), and
+puts them back. The checker then verifies that each node's types are in its new type lists.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterator
+from typing import Any
+
+import onnx
+
+__all__ = ["convert_version", "same_but_types", "since_version"]
+
+_HIDDEN = "seqlower.restamp"  # the private domain of hidden nodes, gone after the conversion
+#: Attributes a newer version added whose absence means the older behaviour for the types the
+#: older version has (Cast's ``saturate`` is about float8 alone).
+_ADDED_FOR_NEW_TYPES = {("Cast", "saturate"), ("CastLike", "saturate")}
+_FLOAT8 = {
+    onnx.TensorProto.FLOAT8E4M3FN,
+    onnx.TensorProto.FLOAT8E4M3FNUZ,
+    onnx.TensorProto.FLOAT8E5M2,
+    onnx.TensorProto.FLOAT8E5M2FNUZ,
+}
+
+
+@functools.cache
+def since_version(op: str, opset: int, domain: str = "") -> int | None:
+    """The ``since_version`` of ``op`` at ``opset`` (None: the op does not exist there)."""
+    try:
+        return int(onnx.defs.get_schema(op, opset, domain).since_version)
+    except onnx.defs.SchemaError:
+        return None
+
+
+def _signature(schema: Any, skip: frozenset[str] = frozenset()) -> tuple[Any, ...]:
+    return (
+        [(i.name, i.type_str, int(i.option)) for i in schema.inputs],
+        [(o.name, o.type_str, int(o.option)) for o in schema.outputs],
+        sorted(
+            (a.name, int(a.type), a.required, a.default_value.SerializeToString())
+            for a in schema.attributes.values()
+            if a.name not in skip
+        ),
+        sorted(t.type_param_str for t in schema.type_constraints),
+        (schema.min_input, schema.max_input, schema.min_output, schema.max_output),
+    )
+
+
+@functools.cache
+def same_but_types(op: str, opset_a: int, opset_b: int, domain: str = "") -> bool:
+    """Whether ``op`` at ``opset_a`` and at ``opset_b`` exists and differs at most in the
+    element types it allows (Cast's float8-only ``saturate`` aside)."""
+    a, b = since_version(op, opset_a, domain), since_version(op, opset_b, domain)
+    if a is None or b is None:
+        return False
+    if a == b:
+        return True
+    skip = frozenset(name for o, name in _ADDED_FOR_NEW_TYPES if o == op)
+    return _signature(onnx.defs.get_schema(op, a, domain), skip) == _signature(
+        onnx.defs.get_schema(op, b, domain), skip
+    )
+
+
+def _hideable(node: onnx.NodeProto, current: int, opset: int) -> bool:
+    """Whether ``node`` can be re-stamped as it is: its op differs only in type lists and so
+    do the ops of its subgraphs (hidden, it hides them from the converter)."""
+    if node.domain not in ("", "ai.onnx") or not same_but_types(node.op_type, current, opset):
+        return False
+    for attr in node.attribute:
+        bodies = [attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)
+        for body in bodies:
+            if not all(_hideable(inner, current, opset) for inner in body.node):
+                return False
+    for attr in node.attribute:
+        if (node.op_type, attr.name) in _ADDED_FOR_NEW_TYPES and since_version(
+            node.op_type, opset
+        ) != since_version(node.op_type, current):
+            to = next((a.i for a in node.attribute if a.name == "to"), None)
+            if to in _FLOAT8:
+                return False
+    return True
+
+
+def _graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
+    yield graph
+    for node in graph.node:
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                yield from _graphs(attr.g)
+            elif attr.type == onnx.AttributeProto.GRAPHS:
+                for g in attr.graphs:
+                    yield from _graphs(g)
+
+
+def _nested(node: onnx.NodeProto) -> Iterator[onnx.NodeProto]:
+    for attr in node.attribute:
+        bodies = [attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)
+        for body in bodies:
+            for graph in _graphs(body):
+                yield from graph.node
+
+
+def _all_graphs(model: onnx.ModelProto) -> Iterator[onnx.GraphProto | onnx.FunctionProto]:
+    yield from _graphs(model.graph)
+    yield from model.functions
+
+
+def convert_version(model: onnx.ModelProto, opset: int) -> onnx.ModelProto:
+    """onnx's version converter to ``opset``, the nodes whose op differs only in type lists
+    between the model's opset and ``opset`` re-stamped as they are (a node holding subgraphs
+    only when its bodies' nodes are all such). Raises what the converter raises."""
+    current = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), opset)
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    hidden: list[onnx.NodeProto] = []
+    for graph in _all_graphs(copy):
+        for node in graph.node:
+            if node.domain != _HIDDEN and _hideable(node, current, opset):
+                for inner in [node, *_nested(node)]:
+                    inner.domain = _HIDDEN
+                    hidden.append(inner)
+    if hidden:
+        copy.opset_import.append(onnx.helper.make_opsetid(_HIDDEN, 1))
+    converted = onnx.version_converter.convert_version(copy, opset)
+    for graph in _all_graphs(converted):
+        for node in graph.node:
+            if node.domain == _HIDDEN:
+                node.domain = ""
+    kept = [o for o in converted.opset_import if o.domain != _HIDDEN]
+    del converted.opset_import[:]
+    converted.opset_import.extend(kept)
+    for function in converted.functions:
+        for entry in function.opset_import:
+            if entry.domain in ("", "ai.onnx") and entry.version == current:
+                entry.version = opset
+    return converted
