@@ -17,8 +17,8 @@ from typing import ClassVar
 import onnx_ir as ir
 
 from seqlower.passes._base import ONNX_DOMAINS
-from seqlower.passes._op_versions import since_version
 from seqlower.passes._ir import SEQUENCE_OPS
+from seqlower.passes._op_versions import since_version
 from seqlower.passes.targets._converter_ops import ONNX2TORCH
 from seqlower.passes.targets.expand_function_ops import ExpandFunctionOps
 
