@@ -91,7 +91,7 @@ def missing(runtime: str) -> str | None:
 
     module, _ = _ALL[runtime]
     try:  # onnx2torch is imported by its oracle (which stands in for a broken torchvision)
-        found = importlib.util.find_spec(module) if runtime in TARGETS else __import__(module)
+        found = importlib.util.find_spec(module) if runtime in TARGET_ORACLES else __import__(module)
     except ImportError:
         found = None
     if found is None:
