@@ -91,7 +91,8 @@ def missing(runtime: str) -> str | None:
 
     module, _ = _ALL[runtime]
     try:  # onnx2torch is imported by its oracle (which stands in for a broken torchvision)
-        found = importlib.util.find_spec(module) if runtime in TARGET_ORACLES else __import__(module)
+        oracle = runtime in TARGET_ORACLES
+        found = importlib.util.find_spec(module) if oracle else __import__(module)
     except ImportError:
         found = None
     if found is None:
