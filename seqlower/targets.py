@@ -74,7 +74,9 @@ class Target(Pipeline):
     """One runtime or converter a model is lowered for (``--target NAME``)."""
 
     #: ``Loop``: "kept" (the runtime runs it), "scan" (fixed trip counts become ``Scan``) or
-    #: "unrolled" (as "scan", then the Scans of a constant trip count unrolled).
+    #: "unrolled" (as "scan", then the Scans of a constant trip count unrolled) or "counted"
+    #: (every Loop given an explicit trip count and condition, those of a constant count
+    #: unrolled).
     loops: str
     #: ``ReverseSequence``: "native" (kept; onnxruntime's row: except the types it lacks), or
     #: lowered to one ``Slice`` where lengths are
@@ -187,9 +189,17 @@ PIPELINES: dict[str, Pipeline] = {
         ),
         Target(
             name="onnx2tf",
-            passes=(*_SEQUENCE_FREE,),
+            passes=(
+                *_SEQUENCE_FREE,
+                "explicit-loop-counts",
+                "loop-to-scan-constant",
+                "unroll-constant-scans",
+                "reverse-sequence-casts",
+                "constant-values-as-tensors",
+                "outputs-without-identity",
+            ),
             requires=(),
-            loops="kept",
+            loops="counted",
             reverse_sequence="native",
             max_opset=None,
             strip_symbolic_dims=False,

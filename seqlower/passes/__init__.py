@@ -42,19 +42,23 @@ if TYPE_CHECKING:
         ExpandUnconvertedFunctionOps,
     )
     from seqlower.passes.targets.explicit_attribute_defaults import ExplicitAttributeDefaults
+    from seqlower.passes.targets.explicit_loop_counts import ExplicitLoopCounts
     from seqlower.passes.targets.inline_functions import (
         InlineFunctions,
         InlineUntypedSequenceMapFunctions,
     )
     from seqlower.passes.targets.loop_to_scan import (
         LoopToScan,
+        LoopToScanConstant,
         LoopToScanReads,
         LoopToScanRows,
     )
+    from seqlower.passes.targets.outputs_without_identity import OutputsWithoutIdentity
     from seqlower.passes.targets.require_converter_ops import RequireOnnx2TorchOps
     from seqlower.passes.targets.require_no_loop import RequireNoLoop
     from seqlower.passes.targets.require_slice_bounds import RequireShapeSliceBounds
     from seqlower.passes.targets.shape_values_as_tensors import ShapeValuesAsTensors
+    from seqlower.passes.targets.reverse_sequence_casts import ReverseSequenceCasts
     from seqlower.passes.targets.split_as_slices import SplitAsSlices
     from seqlower.passes.targets.strict_loop_bodies import StrictLoopBodies
     from seqlower.passes.targets.strict_scan_bodies import StrictScanBodies, TypedScanBodies
@@ -76,6 +80,7 @@ __all__ = [
     "ExplicitAttributeDefaults",
     "ExplicitConstantOfShapeValue",
     "FixInputShapes",
+    "ExplicitLoopCounts",
     "FoldOptionals",
     "FoldSequenceOps",
     "FoldStaticIfs",
@@ -83,6 +88,7 @@ __all__ = [
     "InlineFunctions",
     "InlineUntypedSequenceMapFunctions",
     "LoopToScan",
+    "LoopToScanConstant",
     "LoopToScanReads",
     "LoopToScanRows",
     "LowerReverseSequence",
@@ -90,10 +96,12 @@ __all__ = [
     "LowerReverseSequenceRows",
     "LowerSequenceMap",
     "NodeLoweringPass",
+    "OutputsWithoutIdentity",
     "RequireNoLoop",
     "RequireOnnx2TorchOps",
     "RequireSequenceFree",
     "RequireShapeSliceBounds",
+    "ReverseSequenceCasts",
     "ScanSequenceMap",
     "ShapeValuesAsTensors",
     "SplitAsSlices",
@@ -134,6 +142,8 @@ _MODULES = {
     "LoopToScan": "targets.loop_to_scan",
     "LoopToScanRows": "targets.loop_to_scan",
     "LoopToScanReads": "targets.loop_to_scan",
+    "LoopToScanConstant": "targets.loop_to_scan",
+    "ExplicitLoopCounts": "targets.explicit_loop_counts",
     "RequireNoLoop": "targets.require_no_loop",
     "RequireShapeSliceBounds": "targets.require_slice_bounds",
     "RequireOnnx2TorchOps": "targets.require_converter_ops",
@@ -142,6 +152,8 @@ _MODULES = {
     "ExplicitAttributeDefaults": "targets.explicit_attribute_defaults",
     "LowerReverseSequenceGaps": "default.lower_reverse_sequence",
     "ShapeValuesAsTensors": "targets.shape_values_as_tensors",
+    "ReverseSequenceCasts": "targets.reverse_sequence_casts",
+    "OutputsWithoutIdentity": "targets.outputs_without_identity",
     "SplitAsSlices": "targets.split_as_slices",
     "StrictLoopBodies": "targets.strict_loop_bodies",
     "StrictScanBodies": "targets.strict_scan_bodies",
@@ -195,6 +207,8 @@ PASSES: MutableMapping[str, type[ir.passes.InPlacePass]] = _Registry(
         "lower-reverse-sequence": "LowerReverseSequence",
         "lower-reverse-sequence-rows": "LowerReverseSequenceRows",
         "lower-reverse-sequence-gaps": "LowerReverseSequenceGaps",
+        "reverse-sequence-casts": "ReverseSequenceCasts",
+        "outputs-without-identity": "OutputsWithoutIdentity",
         "fold-optionals": "FoldOptionals",
         "fold-sequence-ops": "FoldSequenceOps",
         "unroll-sequence-map": "UnrollSequenceMap",
@@ -207,6 +221,8 @@ PASSES: MutableMapping[str, type[ir.passes.InPlacePass]] = _Registry(
         "loop-to-scan": "LoopToScan",
         "loop-to-scan-rows": "LoopToScanRows",
         "loop-to-scan-reads": "LoopToScanReads",
+        "loop-to-scan-constant": "LoopToScanConstant",
+        "explicit-loop-counts": "ExplicitLoopCounts",
         "require-no-loop": "RequireNoLoop",
         "explicit-constant-of-shape-value": "ExplicitConstantOfShapeValue",
         "strip-symbolic-dims": "StripSymbolicDims",

@@ -492,8 +492,9 @@ class Onnx2Tf:
     layout (``keep_shape_absolutely_input_names``: onnx2tf would make 4-D inputs NHWC).
 
     onnx2tf rewrites names it dislikes (``out:0`` becomes ``out__0``), so the copy converted has
-    its inputs and outputs renamed to plain positional names through ``Identity`` nodes (which
-    onnx2tf removes): feeds and outputs are matched by those names, never by position. TFLite
+    its inputs and outputs renamed to plain positional names (inputs through ``Identity`` nodes,
+    which onnx2tf removes; outputs where they are computed): feeds and outputs are matched by
+    those names, never by position. TFLite
     narrows 64-bit integers to 32 bits; an integer output narrowed so (its values exact) is
     widened back to the declared type, an input is narrowed only when its values fit."""
 
@@ -611,12 +612,34 @@ def _positional_names(
             )
             value.name = new
     outputs: dict[str, str] = {}
+    produced = {name for node in graph.node for name in node.output if name}
+    renamed: set[str] = set()
     for k, value in enumerate(graph.output):
         new = fresh(f"seqlower_output_{k}")
         outputs[new] = value.name
-        graph.node.append(onnx.helper.make_node("Identity", [value.name], [new]))
+        if value.name in produced and value.name not in renamed:
+            # Renamed where it is computed: onnx2tf 2.6.9 drops an Identity to an output whose
+            # value other nodes also read, and LiteRT then fails ("Input tensor 1 lacks data").
+            renamed.add(value.name)
+            _rename(graph, value.name, new)
+        else:  # an input passed through, or an output listed twice: an Identity
+            graph.node.append(onnx.helper.make_node("Identity", [value.name], [new]))
         value.name = new
     return copy, inputs, outputs
+
+
+def _rename(graph: onnx.GraphProto, old: str, new: str) -> None:
+    """Every use of ``old`` in ``graph`` and the graphs inside it (names are unique in a valid
+    model, so a body that reads ``old`` reads the outer value) as ``new``."""
+    for inner in _graphs(graph):
+        for node in inner.node:
+            for names in (node.input, node.output):
+                for j, name in enumerate(names):
+                    if name == old:
+                        names[j] = new
+    for info in graph.value_info:
+        if info.name == old:
+            info.name = new
 
 
 def _litert_feed(value: Any, dtype: Any, name: str) -> Any:

@@ -194,11 +194,14 @@ def test_every_target_names_registered_passes() -> None:
     for target in TARGETS.values():
         for name in [*target.passes, *target.requires]:
             assert name in PASSES, (target.name, name)
-        assert target.loops in ("kept", "scan", "unrolled")
+        assert target.loops in ("kept", "scan", "unrolled", "counted")
         assert target.reverse_sequence in ("native", "gathernd", "gather")
-        scans = {"loop-to-scan", "loop-to-scan-reads"} & set(target.passes)
-        assert bool(scans) == (target.loops in ("scan", "unrolled"))
-        assert ("unroll-constant-scans" in target.passes) == (target.loops == "unrolled")
+        scans = {"loop-to-scan", "loop-to-scan-reads", "loop-to-scan-constant"} & set(target.passes)
+        assert bool(scans) == (target.loops in ("scan", "unrolled", "counted"))
+        unrolls = "unroll-constant-scans" in target.passes
+        assert unrolls == (target.loops in ("unrolled", "counted"))
+        counts = "explicit-loop-counts" in target.passes
+        assert counts == (target.loops == "counted") == ("loop-to-scan-constant" in scans)
         form = {"lower-reverse-sequence": "gathernd", "lower-reverse-sequence-rows": "gather"}
         chosen = [form[name] for name in target.passes if name in form] or ["native"]
         assert chosen == [target.reverse_sequence], target.name
@@ -573,7 +576,8 @@ def test_every_target_pipeline_lowers_an_exporter_model(target: str) -> None:
         return
     lowered_loop = seqlower.lower(loop_model, target=target, check=False)
     assert_valid(lowered_loop)
-    assert ("Loop" in all_op_types(lowered_loop)) == (row.loops == "kept")
+    # A Loop of a run-time count: kept (onnx2tf's with its count written out).
+    assert ("Loop" in all_op_types(lowered_loop)) == (row.loops in ("kept", "counted"))
     assert_same(run("onnxruntime", loop_model, feeds), run("onnxruntime", lowered_loop, feeds))
 
 

@@ -194,6 +194,26 @@ def test_onnx2tf_runs_what_onnxruntime_runs() -> None:
     assert_same(expected[1:], actual[1:])
 
 
+def test_onnx2tf_runs_an_output_other_nodes_read() -> None:
+    """onnx2tf 2.6.9 drops an ``Identity`` to an output whose value other nodes read, and
+    LiteRT then fails (``Input tensor 1 lacks data``): the oracle renames such an output where
+    it is computed instead (an RNN's last state is one, an unrolled loop's too)."""
+    require("onnx2tf")
+    model = onnx.parser.parse_model(
+        """
+        <ir_version: 8, opset_import: ["" : 17]>
+        g (float[4, 3] x) => (float[4, 3] y, float[4, 3] z) {
+            y = Tanh(x)
+            z = Neg(y)
+        }
+        """
+    )
+    feeds = {"x": np.random.default_rng(1).standard_normal((4, 3)).astype(np.float32)}
+    expected, actual = run("onnxruntime", model, feeds), run("onnx2tf", model, feeds)
+    for want, got in zip(expected, actual, strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
 def test_target_onnx2tf_is_proven_on_litert(tmp_path: Path) -> None:
     require("onnx2tf")
     litert = importlib.metadata.version("ai-edge-litert")

@@ -1004,3 +1004,25 @@ class LoopToScanReads(LoopToScan):
 def _block(node: ir.Node, reason: str) -> None:
     """Why the Loop stays a Loop, for ``require-no-loop`` to name."""
     block(node, reason, NO_LOOP)
+
+
+class LoopToScanConstant(LoopToScanReads):
+    """Loops as Scans (as ``LoopToScanReads``) only where ``M`` is a constant the body's
+    condition does not shorten and ``unroll-constant-scans`` unrolls (1 to 256 iterations):
+    the converters that lack Scan but run Loops of an explicit count (onnx2tf, after
+    ``explicit-loop-counts``) keep their other Loops."""
+
+    def plan(self, site: Site, types: TypeOracle) -> _Plan | None:
+        from seqlower.passes.targets.unroll_constant_scans import UNROLL_LIMIT, evaluate
+
+        node = site.node
+        body = node.attributes["body"].as_graph() if "body" in node.attributes else None
+        m = node.inputs[0] if node.inputs else None
+        if body is None or m is None or len(body.inputs) < 2 or len(body.outputs) < 1:
+            return None
+        if not _passes_through(body.outputs[0], body.inputs[1]):
+            return None
+        count = evaluate(m, site.opset)
+        if count is None or count.size != 1 or not 1 <= int(count.reshape(-1)[0]) <= UNROLL_LIMIT:
+            return None
+        return super().plan(site, types)

@@ -28,7 +28,7 @@ from seqlower.passes._types import TypeOracle
 
 __all__ = ["UnrollConstantScans"]
 
-_UNROLL_LIMIT = 256  # iterations; past this the model grows more than a converter wants
+UNROLL_LIMIT = 256  # iterations; past this the model grows more than a converter wants
 _EXPRESSION_LIMIT = 64  # nodes of the constant expression evaluated for the trip count
 
 
@@ -73,7 +73,7 @@ class UnrollConstantScans(NodeLoweringPass):
         first = node.inputs[states]
         assert first is not None
         trips = _length(first, site.opset)
-        if trips is None or not 1 <= trips <= _UNROLL_LIMIT:
+        if trips is None or not 1 <= trips <= UNROLL_LIMIT:
             return None
         return _Plan(node, body, site.opset, trips, states)
 
@@ -132,13 +132,13 @@ def _length(value: ir.Value, opset: int) -> int | None:
     shape = value.shape
     if shape is not None and len(shape) > 0 and isinstance(shape[0], int):
         return shape[0]
-    array = _evaluate(value, opset)
+    array = evaluate(value, opset)
     if array is None or array.ndim == 0:
         return None
     return int(array.shape[0])
 
 
-def _evaluate(value: ir.Value, opset: int) -> np.ndarray | None:
+def evaluate(value: ir.Value, opset: int) -> np.ndarray | None:
     """``value`` computed by onnx's reference evaluator, when it depends on constants only
     (Constant nodes and initializers that are not graph inputs), through a few nodes."""
     constant = constant_array(value)

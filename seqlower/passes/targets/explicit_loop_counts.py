@@ -1,0 +1,103 @@
+"""Give every ``Loop`` an explicit trip count ``M`` and initial condition (target ``onnx2tf``).
+
+onnx2tf 2.6.9's ``flatbuffer_direct`` backend writes a ``Loop`` as TFLite ops only when both
+``M`` and ``cond`` are inputs: unrolled when both are constants (at most 1024 iterations, scan
+outputs only when the body passes its condition through an ``Identity``), else as a TFLite
+``WHILE`` when the loop carries states only; any other ``Loop`` becomes an ``ONNX_LOOP`` custom
+op, which LiteRT cannot run. tf2onnx's ``while_loop``s and PyTorch's ``while_loop`` leave ``M``
+empty.
+
+A Loop whose trip count ``N`` seqlower derives (the condition analysis of
+:mod:`~seqlower.passes.targets.loop_to_scan`: iteration ``i + 1`` runs iff ``i < bound``, a
+bound computed before the loop) gets ``M = N``, ``cond = true`` and a body that passes its
+condition through (``Identity``): it runs exactly N times, as before. Where N is a constant
+after static shapes, ``loop-to-scan-constant`` then turns the loop into a Scan that
+``unroll-constant-scans`` unrolls. A Loop whose condition depends on what the body computes
+keeps its condition and, without ``M``, gets ``M = 2**31 - 1`` (TFLite narrows 64-bit integers
+to 32 bits, so no larger bound is safe): a loop of more iterations than that would stop there,
+which no model deployed on TFLite reaches. A Loop without ``cond`` (a for-loop: the body's
+condition is ignored) gets ``cond = true`` and a body that passes it through.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import onnx_ir as ir
+
+from seqlower.passes._base import NameGenerator, NodeLoweringPass, Site
+from seqlower.passes._emit import Emitter
+from seqlower.passes._types import TypeOracle
+from seqlower.passes.targets.loop_to_scan import (
+    _Condition,
+    _passes_through,
+    _remove_dead,
+    _Term,
+    _trip_count,
+)
+
+__all__ = ["ExplicitLoopCounts"]
+
+#: The ``M`` written where the trip count is not known before the loop runs.
+UNBOUNDED = 2**31 - 1
+
+
+@dataclasses.dataclass
+class _Plan:
+    node: ir.Node
+    body: ir.Graph
+    opset: int
+    terms: list[_Term] | None  # the derived bound (None: not derived)
+
+
+class ExplicitLoopCounts(NodeLoweringPass):
+    """Every ``Loop`` with its trip count as ``M`` (derived where possible) and a ``cond``."""
+
+    op_type = "Loop"
+    takes_all = False
+    repairs = True
+
+    def plan(self, site: Site, types: TypeOracle) -> _Plan | None:
+        node = site.node
+        if "body" not in node.attributes:
+            return None
+        body = node.attributes["body"].as_graph()
+        if body is None or len(body.inputs) < 2 or len(body.outputs) < 1:
+            return None
+        m = node.inputs[0] if node.inputs else None
+        cond = node.inputs[1] if len(node.inputs) > 1 else None
+        terms = None
+        if not _passes_through(body.outputs[0], body.inputs[1]):
+            terms = _Condition(node, body, types).terms(body.outputs[0])
+        if terms is None and m is not None and cond is not None:
+            return None  # explicit already, and nothing tighter is known
+        if terms is None and _passes_through(body.outputs[0], body.inputs[1]) and m is None:
+            return None  # an infinite loop (invalid for any runtime): left as written
+        return _Plan(node, body, site.opset, terms)
+
+    def rewrite(self, plan: _Plan, names: NameGenerator) -> None:
+        node, body = plan.node, plan.body
+        graph = node.graph
+        assert graph is not None
+        op = Emitter(names, node.name or "Loop", plan.opset, self.constant_pool(graph))
+        inputs = list(node.inputs)
+        while len(inputs) < 2:
+            inputs.append(None)
+        m, cond = inputs[0], inputs[1]
+        if plan.terms is not None or cond is None:
+            if plan.terms is not None:
+                m = _trip_count(op, node, plan.terms)  # cond0 included: zero when false
+            cond = op.constant(np.array(True), hint="runs")
+            inner = Emitter(names, node.name or "Loop", plan.opset)
+            passed = inner.Identity(body.inputs[1], _hint="cond_through")
+            passed.type, passed.shape = ir.TensorType(ir.DataType.BOOL), ir.Shape([])
+            body.inputs[1].type = body.inputs[1].type or ir.TensorType(ir.DataType.BOOL)
+            body.extend(inner.nodes)
+            body.outputs[0] = passed
+            _remove_dead(body)
+        if m is None:
+            m = op.int64s(UNBOUNDED, hint="max_trip_count")
+        graph.insert_before(node, op.nodes)
+        node.replace_input_with(0, m)
+        node.replace_input_with(1, cond)

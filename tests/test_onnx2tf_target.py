@@ -1,0 +1,210 @@
+"""The ``onnx2tf`` target's passes: explicit Loop counts (``explicit-loop-counts``), Loops of a
+constant count unrolled (``loop-to-scan-constant`` + ``unroll-constant-scans``), a bool
+``ReverseSequence`` run as int32 (``reverse-sequence-casts``) and ``Constant`` values as tensors.
+Each lowered model runs on onnxruntime against the original (bit-exact for integers); where
+onnx2tf is installed (Python >= 3.12, never in CI), on TFLite too."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnx.parser
+import pytest
+from click.testing import CliRunner
+
+import seqlower
+from seqlower.cli.commands import cli
+from tests import loop_cases as cases
+from tests.helpers import all_nodes, all_op_types
+from tests.runtimes import RuntimeFailure, assert_same, require, run
+from tests.test_unroll_constant_scans import FIXED_LENGTH_RNN
+
+_RNG = np.random.default_rng(32)
+
+
+def _valid(model: onnx.ModelProto) -> None:
+    onnx.checker.check_model(model, full_check=True)
+    onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
+
+
+def _loops(model: onnx.ModelProto) -> list[onnx.NodeProto]:
+    return [node for node in all_nodes(model) if node.op_type == "Loop"]
+
+
+def _close(expected: list[np.ndarray], actual: list[np.ndarray]) -> None:
+    assert len(expected) == len(actual)
+    for want, got in zip(expected, actual, strict=True):
+        got = np.asarray(got)
+        assert want.shape == got.shape and want.dtype == got.dtype
+        if want.dtype.kind == "f":
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+        else:
+            np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("name", list(cases.CASES))
+def test_every_loop_gets_its_count_and_condition(name: str) -> None:
+    """What onnx2tf needs to write a Loop as TFLite ops: ``M`` and ``cond`` both given."""
+    model, feeds = cases.CASES[name]()
+    lowered = seqlower.lower(model, target="onnx2tf", check=False)
+    _valid(lowered)
+    for loop in _loops(lowered):
+        assert len(loop.input) >= 2 and loop.input[0] and loop.input[1], loop.name
+    _close(run("onnxruntime", model, feeds), run("onnxruntime", lowered, feeds))
+
+
+@pytest.mark.parametrize(
+    "lengths",
+    # the condition's bound below M, one iteration, none (a Loop runs zero; a Scan would not).
+    [np.array([2, 1], dtype=np.int32), np.array([1, 0], dtype=np.int32)],
+)
+def test_a_derived_count_runs_as_often_as_the_condition(lengths: np.ndarray) -> None:
+    model, feeds = cases.dynamic_rnn()
+    feeds = {**feeds, "lengths": lengths}
+    lowered = seqlower.lower(model, target="onnx2tf", check=False)
+    (loop,) = _loops(lowered)
+    body = next(a.g for a in loop.attribute if a.name == "body")
+    # The body passes its condition through: the count is M alone.
+    assert [n.op_type for n in body.node if body.output[0].name in n.output] == ["Identity"]
+    _close(run("onnxruntime", model, feeds), run("onnxruntime", lowered, feeds))
+
+
+def test_a_loop_that_stops_on_data_keeps_its_condition_with_a_bound() -> None:
+    """No count before it runs and no M (PyTorch's ``while_loop``): M = 2**31 - 1, the largest
+    TFLite keeps (it narrows int64 to int32); the body's condition still stops it."""
+    model, feeds = cases.data_stop()
+    lowered = seqlower.lower(model, target="onnx2tf", check=False)
+    (loop,) = _loops(lowered)
+    (m,) = [n for n in lowered.graph.node if loop.input[0] in n.output]
+    assert onnx.numpy_helper.to_array(m.attribute[0].t) == 2**31 - 1
+    body = next(a.g for a in loop.attribute if a.name == "body")
+    assert [n.op_type for n in body.node if body.output[0].name in n.output] == ["Less"]
+    assert_same(run("onnxruntime", model, feeds), run("onnxruntime", lowered, feeds))
+
+
+def test_a_loop_of_a_constant_count_is_unrolled() -> None:
+    """tf2onnx's loop over an input of a fixed length: neither Loop nor Scan left."""
+    model = onnx.parser.parse_model(FIXED_LENGTH_RNN)
+    lowered = seqlower.lower(model, target="onnx2tf", check=False)
+    _valid(lowered)
+    assert not {"Loop", "Scan"} & set(all_op_types(lowered))
+    feeds = {"x": _RNG.standard_normal((7, 2, 3)).astype(np.float32)}
+    _close(run("onnxruntime", model, feeds), run("onnxruntime", lowered, feeds))
+
+
+def test_a_loop_of_a_run_time_count_stays_a_loop() -> None:
+    """onnx2tf runs a Loop of an explicit count as WHILE, but writes any Scan as ONNX_SCAN."""
+    model, _ = cases.map_fn()
+    lowered = seqlower.lower(model, target="onnx2tf", check=False)
+    assert "Loop" in all_op_types(lowered) and "Scan" not in all_op_types(lowered)
+
+
+# tf2onnx's Keras Masking before a Bidirectional RNN reverses the bool mask.
+BOOL_REVERSE = onnx.parser.parse_model(
+    """
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (bool[4, 3] mask, int64[3] lens) => (bool[4, 3] reversed) {
+        reversed = ReverseSequence<batch_axis = 1, time_axis = 0>(mask, lens)
+    }
+    """
+)
+
+
+def test_a_bool_reverse_sequence_runs_as_int32() -> None:
+    """TFLite's REVERSE_SEQUENCE has no bool kernel; the node stays, on int32 data."""
+    lowered = seqlower.lower(BOOL_REVERSE, target="onnx2tf", check=False)
+    _valid(lowered)
+    (node,) = [n for n in lowered.graph.node if n.op_type == "ReverseSequence"]
+    assert [o.name for o in lowered.graph.output] == ["reversed"]
+    assert node.output[0] != "reversed"
+    feeds = {"mask": _RNG.random((4, 3)) < 0.5, "lens": np.array([4, 2, 0], dtype=np.int64)}
+    assert_same(run("onnxruntime", BOOL_REVERSE, feeds), run("onnxruntime", lowered, feeds))
+
+
+def test_constants_of_plain_values_become_tensors() -> None:
+    """onnx2tf 2.6.9: ``Constant node without value is not supported`` (value_int(s)/float(s))."""
+    model = onnx.parser.parse_model(
+        """
+        <ir_version: 8, opset_import: ["" : 17]>
+        g (float[2, 3] x) => (float[3, 2] y, float[2, 3] z) {
+            shape = Constant<value_ints = [3, 2]>()
+            y = Reshape(x, shape)
+            half = Constant<value_float = 0.5>()
+            z = Mul(x, half)
+        }
+        """
+    )
+    lowered = seqlower.lower(model, target="onnx2tf", check=False)
+    for node in lowered.graph.node:
+        if node.op_type == "Constant":
+            assert [a.name for a in node.attribute] == ["value"]
+    feeds = {"x": _RNG.standard_normal((2, 3)).astype(np.float32)}
+    assert_same(run("onnxruntime", model, feeds), run("onnxruntime", lowered, feeds))
+
+
+# onnx2tf 2.6.9 drops the Identity to an output whose value other nodes read: LiteRT then
+# fails with "Input tensor 1 lacks data" (an RNN's last state is such an output).
+IDENTITY_OUTPUT = onnx.parser.parse_model(
+    """
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[4, 3] x) => (float[4, 3] z, float[4, 3] last) {
+        h = Tanh(x)
+        z = Neg(h)
+        last = Identity(h)
+    }
+    """
+)
+
+
+def test_an_identity_output_is_written_by_its_producer() -> None:
+    lowered = seqlower.lower(IDENTITY_OUTPUT, target="onnx2tf", check=False)
+    _valid(lowered)
+    assert [n.op_type for n in lowered.graph.node] == ["Tanh", "Neg"]
+    assert [o.name for o in lowered.graph.output] == ["z", "last"]
+    feeds = {"x": _RNG.standard_normal((4, 3)).astype(np.float32)}
+    assert_same(run("onnxruntime", IDENTITY_OUTPUT, feeds), run("onnxruntime", lowered, feeds))
+
+
+def test_onnx2tf_still_drops_an_identity_output() -> None:
+    """The onnx2tf bug ``outputs-without-identity`` works around (fails when onnx2tf fixes it:
+    then the pass can go)."""
+    require("onnx2tf")
+    feeds = {"x": _RNG.standard_normal((4, 3)).astype(np.float32)}
+    with pytest.raises(RuntimeFailure, match="lacks data"):
+        run("onnx2tf", IDENTITY_OUTPUT, feeds)
+
+
+def _static(model: onnx.ModelProto) -> onnx.ModelProto:
+    """``model`` with its inputs' symbolic dimensions fixed (5): its loop counts constants."""
+    for value in model.graph.input:
+        for dim in value.type.tensor_type.shape.dim:
+            if dim.dim_param:
+                dim.dim_value = 5
+    return model
+
+
+def _lower_cli(tmp_path: Path, model: onnx.ModelProto, *flags: str) -> tuple[int, str, Path]:
+    source, out = tmp_path / "in.onnx", tmp_path / "out.onnx"
+    onnx.save(model, source)
+    result = CliRunner().invoke(cli, [str(source), "-o", str(out), *flags])
+    return result.exit_code, result.output, out
+
+
+@pytest.mark.parametrize(
+    "model",
+    [
+        pytest.param(lambda: onnx.parser.parse_model(FIXED_LENGTH_RNN), id="fixed-length-rnn"),
+        pytest.param(lambda: _static(cases.torch_while_loop()[0]), id="torch-while-loop"),
+        pytest.param(lambda: BOOL_REVERSE, id="bool-reverse-sequence"),
+        pytest.param(lambda: IDENTITY_OUTPUT, id="identity-output"),
+    ],
+)
+def test_target_onnx2tf_runs_them_on_litert(tmp_path: Path, model: object) -> None:
+    """Each refused by onnx2tf 2.6.9 or LiteRT as exported (ONNX_LOOP, no max trip count,
+    no bool REVERSE_SEQUENCE kernel); proven on TFLite after ``--target onnx2tf``."""
+    require("onnx2tf")
+    code, output, out = _lower_cli(tmp_path, model(), "--target", "onnx2tf")  # type: ignore[operator]
+    assert code == 0 and out.exists(), output
+    assert "runs and matches on onnx2tf" in output
