@@ -194,6 +194,9 @@ PIPELINES: dict[str, Pipeline] = {
                 "explicit-loop-counts",
                 "loop-to-scan-constant",
                 "unroll-constant-scans",
+                # again: a second stacked layer's count is the unrolled first one's length
+                "loop-to-scan-constant",
+                "unroll-constant-scans",
                 "reverse-sequence-casts",
                 "constant-values-as-tensors",
                 "outputs-without-identity",

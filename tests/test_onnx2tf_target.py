@@ -208,3 +208,27 @@ def test_target_onnx2tf_runs_them_on_litert(tmp_path: Path, model: object) -> No
     code, output, out = _lower_cli(tmp_path, model(), "--target", "onnx2tf")  # type: ignore[operator]
     assert code == 0 and out.exists(), output
     assert "runs and matches on onnx2tf" in output
+
+
+@pytest.mark.parametrize("float32_written", [True, False])
+def test_a_conversion_that_crashes_is_a_refusal_not_a_crash(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, float32_written: bool
+) -> None:
+    """onnx2tf 2.6.9 segfaults writing the float16 ``.tflite`` of some models: the conversion
+    runs in a child process, so seqlower survives; the float32 file, written before the crash,
+    is what a user deploys and what the check runs (runs without onnx2tf: a stand-in crashes)."""
+    from seqlower.verification import oracles
+
+    write = "open(sys.argv[2] + '/model_float32.tflite', 'wb').close()" if float32_written else ""
+    monkeypatch.setattr(
+        oracles,
+        "_ONNX2TF_CHILD",
+        f"import os, signal, sys\nos.makedirs(sys.argv[2])\n{write}\n"
+        "os.kill(os.getpid(), signal.SIGSEGV)\n",
+    )
+    folder = str(tmp_path / "tflite")
+    if float32_written:
+        oracles._onnx2tf_convert(str(tmp_path / "m.onnx"), folder, ["x"])
+    else:
+        with pytest.raises(RuntimeError, match=r"onnx2tf crashed converting the model \(SIGSEGV\)"):
+            oracles._onnx2tf_convert(str(tmp_path / "m.onnx"), folder, ["x"])

@@ -27,7 +27,6 @@ import contextlib
 import dataclasses
 import functools
 import importlib.metadata
-import io
 import os
 import re
 import shutil
@@ -538,27 +537,50 @@ class Onnx2Tf:
         return Runner(oracle_label(self), run)
 
 
-def _onnx2tf_convert(source: str, folder: str, inputs: list[str]) -> None:
-    """onnx2tf's conversion to ``folder``, its progress bars and notes kept off the console. It
-    ends a failed conversion with ``sys.exit(1)`` after printing why: that is a refusal here,
-    with its last error line."""
-    import onnx2tf
+#: onnx2tf's conversion, run in a child process (see :func:`_onnx2tf_convert`).
+_ONNX2TF_CHILD = """
+import contextlib, io, json, sys
+import onnx2tf
+printed = io.StringIO()
+try:
+    with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
+        onnx2tf.convert(
+            input_onnx_file_path=sys.argv[1],
+            output_folder_path=sys.argv[2],
+            keep_shape_absolutely_input_names=json.loads(sys.argv[3]),
+            non_verbose=True,
+        )
+except SystemExit:
+    sys.stdout.write(printed.getvalue())
+    sys.exit(1)
+"""
 
-    printed = io.StringIO()
-    try:
-        with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
-            onnx2tf.convert(
-                input_onnx_file_path=source,
-                output_folder_path=folder,
-                keep_shape_absolutely_input_names=inputs,
-                non_verbose=True,
-            )
-    except SystemExit:
-        lines = [
-            re.sub(r"\x1b\[[0-9;]*m", "", line).strip() for line in printed.getvalue().splitlines()
-        ]
+
+def _onnx2tf_convert(source: str, folder: str, inputs: list[str]) -> None:
+    """onnx2tf's conversion to ``folder``, in a child process, its progress bars and notes
+    kept off the console. onnx2tf 2.6.9 crashes the process writing the float16 ``.tflite`` of
+    some models (a segmentation fault; it has no option to skip that file): the float32 one,
+    written before, is the one proven; a crash before it is a refusal, as is a conversion it
+    ends with ``sys.exit(1)`` after printing why (with its last error line)."""
+    import json
+    import subprocess
+
+    done = subprocess.run(
+        [sys.executable, "-c", _ONNX2TF_CHILD, source, folder, json.dumps(inputs)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode < 0:
+        if os.path.exists(os.path.join(folder, "model_float32.tflite")):
+            return  # written before the float16 one it crashed on: what a user deploys
+        name = signal.Signals(-done.returncode).name
+        raise RuntimeError(f"onnx2tf crashed converting the model ({name})")
+    if done.returncode != 0:
+        text = done.stdout + done.stderr
+        lines = [re.sub(r"\x1b\[[0-9;]*m", "", line).strip() for line in text.splitlines()]
         errors = [line for line in lines if "ERROR" in line or "Error" in line] or lines or [""]
-        raise RuntimeError(f"onnx2tf could not convert the model: {errors[-1]}") from None
+        raise RuntimeError(f"onnx2tf could not convert the model: {errors[-1]}")
 
 
 def _refuse_custom_ops(path: str) -> None:

@@ -1010,7 +1010,9 @@ class LoopToScanConstant(LoopToScanReads):
     """Loops as Scans (as ``LoopToScanReads``) only where ``M`` is a constant the body's
     condition does not shorten and ``unroll-constant-scans`` unrolls (1 to 256 iterations):
     the converters that lack Scan but run Loops of an explicit count (onnx2tf, after
-    ``explicit-loop-counts``) keep their other Loops."""
+    ``explicit-loop-counts``) keep their other Loops. A loop whose count is the length of
+    another one's result becomes constant only once that one is unrolled: the onnx2tf row runs
+    the pair twice (stacked RNNs of two layers)."""
 
     def plan(self, site: Site, types: TypeOracle) -> _Plan | None:
         from seqlower.passes.targets.unroll_constant_scans import UNROLL_LIMIT, evaluate
@@ -1022,7 +1024,9 @@ class LoopToScanConstant(LoopToScanReads):
             return None
         if not _passes_through(body.outputs[0], body.inputs[1]):
             return None
-        count = evaluate(m, site.opset)
+        # Shapes as ONNX infers them: a stacked RNN's second layer counts the rows the first
+        # one, unrolled by the previous run of these passes, computes.
+        count = evaluate(m, site.opset, self._inferred_shape)
         if count is None or count.size != 1 or not 1 <= int(count.reshape(-1)[0]) <= UNROLL_LIMIT:
             return None
         return super().plan(site, types)

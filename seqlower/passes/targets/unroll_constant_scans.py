@@ -15,6 +15,7 @@ left (its empty scan outputs have a shape no copy computes).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 import numpy as np
 import onnx
@@ -138,9 +139,13 @@ def _length(value: ir.Value, opset: int) -> int | None:
     return int(array.shape[0])
 
 
-def evaluate(value: ir.Value, opset: int) -> np.ndarray | None:
+def evaluate(
+    value: ir.Value, opset: int, shapes: Callable[[ir.Value], ir.Shape | None] | None = None
+) -> np.ndarray | None:
     """``value`` computed by onnx's reference evaluator, when it depends on constants only
-    (Constant nodes and initializers that are not graph inputs), through a few nodes."""
+    (Constant nodes and initializers that are not graph inputs), through a few nodes; a
+    ``Shape`` of a value whose shape is declared static, or static in ``shapes``, is a
+    constant."""
     constant = constant_array(value)
     if constant is not None:
         return constant
@@ -154,7 +159,7 @@ def evaluate(value: ir.Value, opset: int) -> np.ndarray | None:
             leaves[current.name] = known
             continue
         producer = current.producer()
-        shape = _static_shape_of(producer)
+        shape = _static_shape_of(producer, shapes)
         if shape is not None and current.name:
             leaves[current.name] = shape  # Shape of a value whose shape is declared static
             continue
@@ -196,17 +201,25 @@ def evaluate(value: ir.Value, opset: int) -> np.ndarray | None:
     return np.asarray(result)
 
 
-def _static_shape_of(node: ir.Node | None) -> np.ndarray | None:
+def _static_shape_of(
+    node: ir.Node | None, shapes: Callable[[ir.Value], ir.Shape | None] | None = None
+) -> np.ndarray | None:
     """What a ``Shape`` node gives when its input's shape is declared static (the second layer
     of a stacked RNN over a fixed length reads its length so)."""
     if not is_onnx(node, "Shape"):
         return None
     source = node.inputs[0] if node.inputs else None
     shape = None if source is None else source.shape
-    if shape is None or not all(isinstance(d, int) for d in shape):
+    if source is not None and shapes is not None and not _static(shape):
+        shape = shapes(source)
+    if shape is None or not _static(shape):
         return None
     dims = np.array([int(d) for d in shape], dtype=np.int64)  # type: ignore[arg-type]
     first, last = int_attr(node, "start", 0), int_attr(node, "end", len(dims))
     if first is None or last is None:
         return None
     return dims[first:last]
+
+
+def _static(shape: ir.Shape | None) -> bool:
+    return shape is not None and all(isinstance(d, int) for d in shape)
