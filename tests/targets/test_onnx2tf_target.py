@@ -18,8 +18,8 @@ import seqlower
 from seqlower.cli.commands import cli
 from tests import loop_cases as cases
 from tests.helpers import all_nodes, all_op_types
+from tests.passes.test_unroll_constant_scans import FIXED_LENGTH_RNN
 from tests.runtimes import RuntimeFailure, assert_same, require, run
-from tests.test_unroll_constant_scans import FIXED_LENGTH_RNN
 
 _RNG = np.random.default_rng(32)
 
