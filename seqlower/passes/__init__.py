@@ -57,8 +57,8 @@ if TYPE_CHECKING:
     from seqlower.passes.targets.require_converter_ops import RequireOnnx2TorchOps
     from seqlower.passes.targets.require_no_loop import RequireNoLoop
     from seqlower.passes.targets.require_slice_bounds import RequireShapeSliceBounds
-    from seqlower.passes.targets.shape_values_as_tensors import ShapeValuesAsTensors
     from seqlower.passes.targets.reverse_sequence_casts import ReverseSequenceCasts
+    from seqlower.passes.targets.shape_values_as_tensors import ShapeValuesAsTensors
     from seqlower.passes.targets.split_as_slices import SplitAsSlices
     from seqlower.passes.targets.strict_loop_bodies import StrictLoopBodies
     from seqlower.passes.targets.strict_scan_bodies import StrictScanBodies, TypedScanBodies
