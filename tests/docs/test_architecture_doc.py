@@ -110,3 +110,34 @@ def test_verification_knows_nothing_of_passes() -> None:
         if name.startswith("seqlower.verification"):
             wrong = sorted(m for m in imported if m.startswith((*above, "seqlower.cli")))
             assert not wrong, f"{name} imports {wrong}"
+
+
+def _documented_pipelines() -> dict[str, list[str]]:
+    """The "Pipelines" section: each row's list, ``[sequence-free passes]`` expanded."""
+    section = DOC.split("\n## Pipelines\n", 1)[1].split("\n## ", 1)[0]
+    words = " ".join(section.split())
+    shared = words.split("`[sequence-free passes]` stands for: ", 1)[1].split(".", 1)[0]
+    listed = words[words.index("- `") :]
+    rows = re.findall(r"- `([\w-]+)`: (.*?)(?= - `|$)", listed)
+    return {
+        name: [p.strip() for p in text.replace("[sequence-free passes]", shared).split(",")]
+        for name, text in rows
+    }
+
+
+def test_the_documented_pipelines_are_the_tables() -> None:
+    """ARCHITECTURE.md's "Pipelines" lists, row by row, what build_pipeline runs."""
+    from seqlower.pipeline import build_pipeline, pass_name
+    from seqlower.targets import PIPELINES, TARGETS
+
+    built = {}
+    for name in PIPELINES:
+        if name in TARGETS:
+            pipeline = build_pipeline(target=name)
+        else:
+            pipeline = build_pipeline(sequence_free=name == "sequence-free")
+        built[name] = [pass_name(p) for p in pipeline.passes]
+    documented = _documented_pipelines()
+    assert list(documented) == list(built), "ARCHITECTURE.md's pipelines are not the table's rows"
+    for name, passes in built.items():
+        assert documented[name] == passes, f"ARCHITECTURE.md's {name} pipeline: {passes}"
