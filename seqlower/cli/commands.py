@@ -35,6 +35,7 @@ from seqlower.cli.options import (
     save_options,
     saving,
     unroll_inputs,
+    verify_check_options,
 )
 from seqlower.cli.output import Printer
 from seqlower.errors import ExitCode, SeqlowerError, first_line
@@ -295,9 +296,10 @@ def cli() -> None:
 
     The default output may still hold sequence ops (SequenceAt, SequenceInsert, ...), which
     onnxruntime runs. For another runtime, name it: `--target tract` or `--target openvino`
-    runs what that runtime needs (sequence-free, Loops as Scans, ...) and proves the result on
-    it (`seqlower --list-targets`); `--sequence-free` alone removes every sequence op.
-    `seqlower inspect MODEL` says what each mode and target would do, running nothing.
+    runs what that runtime needs (sequence-free; Loops as Scans for tract, repaired for
+    OpenVINO; ...) and proves the result on it (`seqlower --list-targets`); `--sequence-free`
+    alone removes every sequence op. `seqlower inspect MODEL` says what each mode and target
+    would do, running nothing.
     """
 
 
@@ -514,7 +516,7 @@ def lower(
 )
 @click.argument("reference", type=click.Path(path_type=Path))
 @click.argument("candidate", type=click.Path(path_type=Path))
-@check_options
+@verify_check_options
 @save_options
 @click.option("-v", "--verbose", count=True, help="Say more; -v also shows tracebacks.")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing on success.")

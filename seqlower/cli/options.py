@@ -34,6 +34,7 @@ __all__ = [
     "choose_passes",
     "repro_flags",
     "unroll_inputs",
+    "verify_check_options",
 ]
 
 SEED_MAX = 2**32 - 1  # numpy's seeds
@@ -261,17 +262,6 @@ _LIMIT_AND_FILE_OPTIONS: list[_Decorator] = [
         "may be the --inputs file, which it also supplies when --inputs is not given.",
     ),
     click.option(
-        "--target",
-        "targets",
-        multiple=True,
-        metavar="NAME",
-        callback=_check_targets,
-        help="Lower for this runtime and prove the result on it (repeatable; see "
-        "--list-targets): openvino, tract (tract-symbolic: with its declared facts), "
-        "onnxruntime, tinygrad; onnx2torch, onnx2tf, tvm where installed; tensorrt is lowered for, "
-        "not run.",
-    ),
-    click.option(
         "--report",
         "report_path",
         type=click.Path(path_type=Path),
@@ -314,11 +304,49 @@ _SAVE_OPTIONS: list[_Decorator] = [
 ]
 
 
-def check_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """The numerical-check flags shared by `lower` and `verify`."""
-    for option in reversed([*_INPUT_OPTIONS, *_LIMIT_AND_FILE_OPTIONS]):
+#: The runtimes ``--target`` names, for both commands' help.
+_TARGET_NAMES = (
+    "openvino, tract (tract-symbolic: with its declared facts), onnxruntime, tinygrad; "
+    "onnx2torch, onnx2tf, tvm where installed"
+)
+
+
+def _target_option(help_text: str) -> _Decorator:
+    return click.option(
+        "--target",
+        "targets",
+        multiple=True,
+        metavar="NAME",
+        callback=_check_targets,
+        help=help_text,
+    )
+
+
+def _with_check_options(command: Callable[..., Any], target: _Decorator) -> Callable[..., Any]:
+    options = [*_INPUT_OPTIONS, *_LIMIT_AND_FILE_OPTIONS]
+    options.insert(len(options) - 1, target)  # before --report, as the help lists them
+    for option in reversed(options):
         command = option(command)
     return command
+
+
+def check_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """The numerical-check flags of `lower` (``--target`` lowers for the runtime)."""
+    target = _target_option(
+        "Lower for this runtime and prove the result on it (repeatable; see --list-targets): "
+        f"{_TARGET_NAMES}; tensorrt is lowered for, not run."
+    )
+    return _with_check_options(command, target)
+
+
+def verify_check_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """The numerical-check flags of `verify`, the same as `lower`'s but for ``--target``, which
+    there only runs CANDIDATE on the runtime too (nothing is lowered)."""
+    target = _target_option(
+        "Also run CANDIDATE on this runtime and compare its outputs with REFERENCE's "
+        f"(repeatable; see --list-targets): {_TARGET_NAMES}."
+    )
+    return _with_check_options(command, target)
 
 
 def save_options(command: Callable[..., Any]) -> Callable[..., Any]:
