@@ -6,8 +6,8 @@ Not a seqlower measurement: it explains one. The pass (onnxruntime 1.32) hashes 
 inputs' hashes, each multiplied by an odd number. A value reached from the layer before by an
 even number of paths (``Add(Neg(p), p)``: two) gets an even factor, so after about 64 such
 layers every layer's nodes hash alike and the pass compares each node with all the earlier ones:
-load time grows quadratically. Three paths a layer keep the factor odd. The README's
-"Speed and load time" section uses these figures for the 2-node ReverseSequence forms (each
+load time grows quadratically. Three paths a layer keep the factor odd. docs/measurements.md's
+"ReverseSequence: speed and load time" uses these figures for the 2-node ReverseSequence forms (each
 reads its input directly and through a ``GatherND``), which grow for this reason.
 """
 

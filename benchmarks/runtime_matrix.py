@@ -3,7 +3,7 @@
 Run by hand (not in CI: onnx2torch and onnx2tf need torch / TensorFlow, gigabytes):
 
     .venv/bin/python benchmarks/runtime_matrix.py            # the runtimes installed here
-    .venv/bin/python benchmarks/runtime_matrix.py --markdown # the table for the README
+    .venv/bin/python benchmarks/runtime_matrix.py --markdown # the table of docs/measurements.md
 
 Every model is the original (with ``ReverseSequence``) and its lowering; the expected outputs are
 onnxruntime's on the original. A cell is ``ok`` (ran and matched: bit-exact here, since the op

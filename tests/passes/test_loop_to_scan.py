@@ -67,7 +67,7 @@ def test_exporter_loops_become_scans_that_run(name: str, runtime: str) -> None:
 
 def test_tract_refuses_the_loops_as_written() -> None:
     """What the rewrite is for: tract has no Loop (OpenVINO runs these small ones; its
-    conversion fails on the real tf2onnx loops, see the README's measurements)."""
+    conversion fails on the real tf2onnx loops, see docs/measurements.md)."""
     for name in ("map_fn", "dynamic_rnn", "for_loop"):
         model, feeds = cases.CASES[name]()
         with pytest.raises(RuntimeFailure, match="Loop"):
