@@ -36,8 +36,16 @@ class Site:
 class _Walk:
     """One traversal of every scope: the nodes a pass takes and, if asked, every name in use."""
 
-    def __init__(self, matches: Callable[[ir.Node], bool], names: bool) -> None:
+    def __init__(
+        self,
+        matches: Callable[[ir.Node], bool],
+        names: bool,
+        op_types: frozenset[str] | None = None,
+    ) -> None:
+        """``op_types``: when given, only nodes of these op types are asked ``matches`` (a set
+        lookup instead of a call for every other node of the model)."""
         self.matches = matches
+        self.op_types = op_types
         self.sites: list[Site] = []
         self.defined: list[str] | None = [] if names else None
         self.read: set[str] = set()
@@ -50,7 +58,7 @@ class _Walk:
     def graph(self, graph: ir.Graph | ir.Function, opset: int) -> None:
         # The hot loop of every pass on large models: attribute lookups are hoisted, and
         # subgraphs are only looked for in nodes that have attributes at all.
-        matches, sites, defined = self.matches, self.sites, self.defined
+        matches, sites, defined, op_types = self.matches, self.sites, self.defined, self.op_types
         if defined is not None:
             if isinstance(graph, ir.Graph):
                 if graph.name:
@@ -73,7 +81,7 @@ class _Walk:
             if node.attributes.data:
                 for subgraph in subgraphs_of(node):
                     self.graph(subgraph, opset)
-            if matches(node):
+            if (op_types is None or node.op_type in op_types) and matches(node):
                 sites.append(Site(node, opset))
         if defined is not None:
             self.read.update(value.name for value in graph.outputs if value.name)
@@ -88,9 +96,14 @@ class _Walk:
         return taken
 
 
-def find_sites(model: ir.Model, matches: Callable[[ir.Node], bool]) -> list[Site]:
-    """The nodes ``matches`` takes, in every scope, nested nodes before the node holding them."""
-    walk = _Walk(matches, names=False)
+def find_sites(
+    model: ir.Model,
+    matches: Callable[[ir.Node], bool],
+    op_types: frozenset[str] | None = None,
+) -> list[Site]:
+    """The nodes ``matches`` takes, in every scope, nested nodes before the node holding them
+    (``op_types``: the op types it can take, when known: the others are not asked)."""
+    walk = _Walk(matches, names=False, op_types=op_types)
     walk.model(model)
     return walk.sites
 
@@ -166,13 +179,17 @@ class NodeLoweringPass(ir.passes.InPlacePass):
     def rewrite(self, plan: Any, names: NameGenerator) -> None:
         """Replace the planned node in its graph."""
 
+    def _op_types(self) -> frozenset[str] | None:
+        """What :meth:`matches` can take, when it is the default (a subclass's may differ)."""
+        return frozenset([self.op_type]) if type(self).matches is NodeLoweringPass.matches else None
+
     def find_sites(self, model: ir.Model) -> list[Site]:
-        return find_sites(model, self.matches)
+        return find_sites(model, self.matches, self._op_types())
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         self.rewritten = 0
         self._constant_pools = {}
-        walk = _Walk(self.matches, names=True)
+        walk = _Walk(self.matches, names=True, op_types=self._op_types())
         walk.model(model)
         if not walk.sites:
             return ir.passes.PassResult(model, modified=False)
