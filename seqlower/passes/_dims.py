@@ -17,6 +17,8 @@ from __future__ import annotations
 import onnx_ir as ir
 
 from seqlower.passes._ir import (
+    ELEMENTWISE,
+    SAME_SHAPE,
     constant_array,
     graph_attr,
     int_attr,
@@ -39,20 +41,6 @@ __all__ = [
 #: A dimension: its static size, or the (value, axis) it is the size of.
 Dim = int | tuple[ir.Value, int]
 
-#: Unary ops that act on each element alone, whatever the axes of their input.
-ELEMENTWISE = frozenset(
-    {
-        "Identity", "Cast", "Abs", "Neg", "Relu", "Sigmoid", "Tanh", "Exp", "Log", "Sqrt",
-        "Reciprocal", "Floor", "Ceil", "Round", "Sign", "Not", "Erf", "Softplus", "Softsign",
-        "LeakyRelu", "Elu", "Selu", "Celu", "HardSigmoid", "HardSwish", "Gelu", "Mish", "IsNaN",
-        "IsInf", "Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh",
-        "Atanh", "BitwiseNot", "ThresholdedRelu", "Shrink",
-    }
-)  # fmt: skip
-# Ops whose first output has the first input's shape (some act along an axis).
-SAME_SHAPE = ELEMENTWISE | {
-    "CastLike", "Clip", "Dropout", "Softmax", "LogSoftmax", "ReverseSequence", "Hardmax",
-}  # fmt: skip
 # Casts that keep any dimension's value (dimensions are below 2**31 in every runtime).
 _DIM_PRESERVING_CASTS = frozenset(
     {ir.DataType.INT32, ir.DataType.INT64, ir.DataType.UINT32, ir.DataType.UINT64}

@@ -21,8 +21,10 @@ from seqlower.errors import describe_node
 
 __all__ = [
     "BLOCKED_KEY",
+    "ELEMENTWISE",
     "NO_LOOP",
     "ONNX_DOMAINS",
+    "SAME_SHAPE",
     "SEQUENCE_FREE",
     "SEQUENCE_OPS",
     "all_graphs",
@@ -60,6 +62,20 @@ SEQUENCE_OPS = frozenset(
     }
 )
 
+#: Unary ops that act on each element alone, whatever the axes of their input.
+ELEMENTWISE = frozenset(
+    {
+        "Identity", "Cast", "Abs", "Neg", "Relu", "Sigmoid", "Tanh", "Exp", "Log", "Sqrt",
+        "Reciprocal", "Floor", "Ceil", "Round", "Sign", "Not", "Erf", "Softplus", "Softsign",
+        "LeakyRelu", "Elu", "Selu", "Celu", "HardSigmoid", "HardSwish", "Gelu", "Mish", "IsNaN",
+        "IsInf", "Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh",
+        "Atanh", "BitwiseNot", "ThresholdedRelu", "Shrink",
+    }
+)  # fmt: skip
+# Ops whose first output has the first input's shape (some act along an axis).
+SAME_SHAPE = ELEMENTWISE | {
+    "CastLike", "Clip", "Dropout", "Softmax", "LogSoftmax", "ReverseSequence", "Hardmax",
+}  # fmt: skip
 #: ``node.meta`` key prefix: why a pass left the node (meta is never serialized), one record per
 #: check that names what stays, so a reason for one check never reads as the other's.
 BLOCKED_KEY = "seqlower.blocked"

@@ -16,7 +16,7 @@ import onnx_ir as ir
 
 from seqlower._graphs import all_graphs
 from seqlower.errors import InvalidModelError, describe_node
-from seqlower.passes._ir import is_onnx
+from seqlower.passes._ir import SAME_SHAPE, is_onnx
 
 __all__ = ["TypeOracle", "element_dtype", "weightless_proto"]
 
@@ -165,9 +165,13 @@ class TypeOracle:
         return None
 
     def shape_of(self, value: ir.Value) -> ir.Shape | None:
-        """The declared shape, else the inferred one (this may run shape inference)."""
+        """The declared shape, else one followed back through ops that keep their first input's
+        shape, else the inferred one (this may run shape inference)."""
         if value.shape is not None:
             return value.shape
+        traced = _traced_shape(value)
+        if traced is not None:
+            return traced
         inferred = self._lookup(value)
         return None if inferred is None else inferred.shape
 
@@ -197,6 +201,22 @@ class TypeOracle:
         return {
             id(original): _Inferred(original, copy.type, copy.shape) for original, copy in pairs
         }
+
+
+def _traced_shape(value: ir.Value) -> ir.Shape | None:
+    """The declared shape of the value ``value`` is a shape-keeping op's first output of (a
+    ``ReverseSequence``'s, a ``Relu``'s, ... in a chain): whole-model shape inference costs
+    seconds on a large model, for shapes that are often one op away (issue 33)."""
+    for _ in range(_TRACE_LIMIT):
+        node = value.producer()
+        if not is_onnx(node) or node.op_type not in SAME_SHAPE or value is not node.outputs[0]:
+            return None
+        if not node.inputs or node.inputs[0] is None:
+            return None
+        value = node.inputs[0]
+        if value.shape is not None:
+            return value.shape
+    return None
 
 
 def weightless_proto(model: ir.Model, keep: int = 0) -> onnx.ModelProto:
