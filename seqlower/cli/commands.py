@@ -203,7 +203,8 @@ def _list_passes(ctx: click.Context, _param: click.Parameter, value: bool) -> No
         printer.line(f"{name:24} {_pipelines_of(name):24} {_plain_summary(cls.__doc__)}")
     printer.line(
         "Every pipeline then runs remove-unused-nodes and topological-sort (--no-cleanup skips "
-        "them); --passes and --skip change the pipeline."
+        "the sort, and the default pipeline's remove-unused-nodes); --passes and --skip change "
+        "the default and sequence-free pipelines."
     )
     ctx.exit(ExitCode.OK)
 
@@ -395,7 +396,8 @@ def help_command(ctx: click.Context, command: str | None) -> None:
 @click.option(
     "--no-cleanup",
     is_flag=True,
-    help="Keep nodes nothing reads and the original node order (skip dead-node removal/sort).",
+    help="Keep the original node order (skip the sort) and, in the default pipeline, nodes "
+    "nothing reads (--sequence-free and --target remove them before their checks).",
 )
 @click.option("--no-check", is_flag=True, help="Skip the numerical check after lowering.")
 @click.option(

@@ -254,14 +254,6 @@ _LIMIT_AND_FILE_OPTIONS: list[_Decorator] = [
         help="Inputs to use instead: an .npz file or ONNX test-data directory.",
     ),
     click.option(
-        "--expected",
-        "expected",
-        type=click.Path(path_type=Path),
-        help="The framework's outputs to compare the lowered model with: an .npz "
-        "(output.NAME keys, __outputs__, or output names) or test-data folder (output_K.pb); "
-        "may be the --inputs file, which it also supplies when --inputs is not given.",
-    ),
-    click.option(
         "--report",
         "report_path",
         type=click.Path(path_type=Path),
@@ -322,9 +314,23 @@ def _target_option(help_text: str) -> _Decorator:
     )
 
 
-def _with_check_options(command: Callable[..., Any], target: _Decorator) -> Callable[..., Any]:
+def _expected_option(compared: str) -> _Decorator:
+    return click.option(
+        "--expected",
+        "expected",
+        type=click.Path(path_type=Path),
+        help=f"The framework's outputs to compare {compared} with: an .npz (output.NAME keys, "
+        "__outputs__, or output names) or test-data folder (output_K.pb); may be the --inputs "
+        "file, which it also supplies when --inputs is not given.",
+    )
+
+
+def _with_check_options(
+    command: Callable[..., Any], target: _Decorator, compared: str
+) -> Callable[..., Any]:
     options = [*_INPUT_OPTIONS, *_LIMIT_AND_FILE_OPTIONS]
-    options.insert(len(options) - 1, target)  # before --report, as the help lists them
+    # --expected and --target before --report, as the help lists them
+    options[len(options) - 1 : len(options) - 1] = [_expected_option(compared), target]
     for option in reversed(options):
         command = option(command)
     return command
@@ -336,7 +342,7 @@ def check_options(command: Callable[..., Any]) -> Callable[..., Any]:
         "Lower for this runtime and prove the result on it (repeatable; see --list-targets): "
         f"{_TARGET_NAMES}; tensorrt is lowered for, not run."
     )
-    return _with_check_options(command, target)
+    return _with_check_options(command, target, "the lowered model")
 
 
 def verify_check_options(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -346,7 +352,7 @@ def verify_check_options(command: Callable[..., Any]) -> Callable[..., Any]:
         "Also run CANDIDATE on this runtime and compare its outputs with REFERENCE's "
         f"(repeatable; see --list-targets): {_TARGET_NAMES}."
     )
-    return _with_check_options(command, target)
+    return _with_check_options(command, target, "CANDIDATE")
 
 
 def save_options(command: Callable[..., Any]) -> Callable[..., Any]:

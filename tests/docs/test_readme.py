@@ -86,6 +86,7 @@ def test_the_help_says_what_each_target_does() -> None:
     assert "Lower for this runtime" in run_cli("lower", "--help").stdout
     verify = " ".join(run_cli("verify", "--help").stdout.split())
     assert "Lower for this runtime" not in verify and "Also run CANDIDATE on this runtime" in verify
+    assert "compare CANDIDATE with" in verify and "lowered model" not in verify
     main = " ".join(run_cli("--help").stdout.split())
     assert "Loops as Scans for tract, repaired for OpenVINO" in main
 
