@@ -1,11 +1,13 @@
-"""Real exports through a converter seqlower cannot run in CI (onnx2torch), before and after
-``--target`` (run by hand: the converter needs torch, gigabytes, in a venv of its own).
+"""Real exports through a converter seqlower cannot run in CI (onnx2torch, TVM), before and
+after ``--target`` (run by hand: the converter needs torch, gigabytes, in a venv of its own).
 
-Two steps, two venvs. First the project's venv lowers every model of a family folder for the
-target (a refusal is recorded with its first line)::
+Two steps. First every model of a family folder is lowered for the target, the proof on the
+converter included (so in a venv that has it and seqlower, e.g. ``PYTHONPATH=.``; a refusal is
+recorded with its first line); ``--static-shapes`` lowers with ``--overwrite-input-shape`` set
+to the shapes of the ``.npz`` inputs::
 
-    .venv/bin/python benchmarks/families/converters.py lower /work/exports/torch /tmp/lowered \\
-        --target onnx2torch
+    PYTHONPATH=. /work/venvs/torch/bin/python benchmarks/families/converters.py lower \\
+        /work/exports/torch /tmp/lowered --target onnx2torch [--static-shapes]
 
 then the converter's venv (``/work/venvs/torch`` of ``torch_family.py`` plus
 ``pip install onnx2torch``) converts each original and each lowered model, runs it on the
@@ -31,17 +33,25 @@ from typing import Any
 import numpy as np
 
 
-def lower(folder: Path, out: Path, target: str) -> None:
+def lower(folder: Path, out: Path, target: str, static: bool = False) -> None:
     """What ``seqlower MODEL -o OUT --target T --inputs MODEL.npz`` does (the opset the target
-    needs included), the check run with the framework's inputs."""
+    needs included), the check run with the framework's inputs (and at their shapes, fixed by
+    ``--overwrite-input-shape``, when ``static``)."""
+    import onnx
+
     from seqlower.errors import SeqlowerError
     from seqlower.job import LowerOptions, lower_file
     from seqlower.verification import CheckOptions
 
     out.mkdir(parents=True, exist_ok=True)
     for path in sorted(folder.glob("*.onnx")):
+        shapes = {}
+        if static:
+            inputs, _ = _io(path, onnx.load(str(path), load_external_data=False))
+            shapes = {name: tuple(np.asarray(value).shape) for name, value in inputs.items()}
         options = LowerOptions(
-            check_options=CheckOptions(inputs=str(path.with_suffix(".npz")), targets=(target,))
+            check_options=CheckOptions(inputs=str(path.with_suffix(".npz")), targets=(target,)),
+            overwrite_input_shapes=shapes,
         )
         try:
             result = lower_file(path, out / path.name, options)
@@ -77,9 +87,21 @@ def _onnx2torch(model: Any, inputs: dict[str, np.ndarray]) -> list[np.ndarray]:
     return [r.numpy() for r in results]
 
 
-def _cell(model: Any, inputs: dict[str, np.ndarray], want: list[np.ndarray]) -> str:
+def _on_oracle(target: str, model: Any, inputs: dict[str, np.ndarray]) -> list[np.ndarray]:
+    from seqlower.verification.oracles import TARGET_ORACLES
+
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        return [np.asarray(v) for v in TARGET_ORACLES[target].load(model).run(inputs)]
+
+
+def _cell(
+    model: Any, inputs: dict[str, np.ndarray], want: list[np.ndarray], target: str = "onnx2torch"
+) -> str:
     try:
-        got = _onnx2torch(model, inputs)
+        if target == "onnx2torch":
+            got = _onnx2torch(model, inputs)
+        else:
+            got = _on_oracle(target, model, inputs)
     except Exception as e:
         text = str(e).strip()
         op = re.search(r"operation_type='(\w+)', version=(\d+)", text)
@@ -94,7 +116,7 @@ def _cell(model: Any, inputs: dict[str, np.ndarray], want: list[np.ndarray]) -> 
     return "ok"
 
 
-def run(folder: Path, lowered: Path) -> None:
+def run(folder: Path, lowered: Path, target: str = "onnx2torch") -> None:
     import onnx
 
     ran = {"original": 0, "lowered": 0}
@@ -103,12 +125,12 @@ def run(folder: Path, lowered: Path) -> None:
     for path in paths:
         model = onnx.load(str(path))
         inputs, want = _io(path, model)
-        before = _cell(model, inputs, want)
+        before = _cell(model, inputs, want, target)
         refused = lowered / f"{path.stem}.refused.txt"
         if refused.exists():
             after = f"refused: {refused.read_text()[:60]}"
         else:
-            after = _cell(onnx.load(str(lowered / path.name)), inputs, want)
+            after = _cell(onnx.load(str(lowered / path.name)), inputs, want, target)
         ran["original"] += before == "ok"
         ran["lowered"] += after == "ok"
         print(f"| {path.stem} | {before} | {after} |", flush=True)
@@ -121,11 +143,12 @@ def main() -> int:
     parser.add_argument("folder", type=Path)
     parser.add_argument("lowered", type=Path)
     parser.add_argument("--target", default="onnx2torch")
+    parser.add_argument("--static-shapes", action="store_true")
     args = parser.parse_args()
     if args.step == "lower":
-        lower(args.folder, args.lowered, args.target)
+        lower(args.folder, args.lowered, args.target, args.static_shapes)
     else:
-        run(args.folder, args.lowered)
+        run(args.folder, args.lowered, args.target)
     return 0
 
 

@@ -20,7 +20,7 @@ import onnx_ir as ir
 
 from seqlower._graphs import subgraphs_of
 from seqlower.passes._base import NameGenerator
-from seqlower.passes._ir import all_graphs, model_nodes
+from seqlower.passes._ir import SEQUENCE_OPS, all_graphs, model_nodes
 
 __all__ = ["REGION_KEY", "detach", "fold_model", "fold_region", "mark_region"]
 
@@ -150,15 +150,45 @@ def fold_model(model: ir.Model, names: NameGenerator) -> int:
     mark_region(list(model.graph))
     for function in model.functions.values():
         mark_region(list(function))
+    for node in nodes:  # onnxscript 0.7's SplitToSequence folding fails on unknown splits
+        if node.op_type in SEQUENCE_OPS and id(node) not in marked:
+            node.meta.pop(REGION_KEY, None)
+    backup = model.clone()
     try:
         if not fold_region(model, names):
             return 0
+    except Exception as e:  # the folder's own failure: the model stays as it was, unfolded
+        logger.warning("onnxscript's constant folder failed (%s): nothing folded", e)
+        for slot in ir.Model.__slots__:
+            setattr(model, slot, getattr(backup, slot))
+        return 0
     finally:
         for node in model_nodes(model):
             if id(node) not in marked:
                 node.meta.pop(REGION_KEY, None)
+    _body_constants_as_nodes(model.graph)
     kept = {id(node) for node in model_nodes(model)}
     return sum(id(node) not in kept for node in nodes)
+
+
+def _body_constants_as_nodes(graph: ir.Graph) -> None:
+    """The folder's constants in subgraphs are subgraph initializers; the passes that prove a
+    loop's count read ``Constant`` nodes there (and several runtimes ignore body initializers),
+    so each becomes one, first in its body."""
+    for node in graph:
+        for body in subgraphs_of(node):
+            if isinstance(body, ir.Graph):
+                for name, value in list(body.initializers.items()):
+                    tensor = value.const_value
+                    if tensor is None or value in body.inputs:
+                        continue
+                    body.initializers.pop(name)
+                    constant = ir.node(
+                        "Constant", [], {"value": ir.AttrTensor("value", tensor)}, outputs=[value]
+                    )
+                    constant.name = f"{name}_constant"
+                    body.insert_before(body[0], constant) if len(body) else body.append(constant)
+                _body_constants_as_nodes(body)
 
 
 def detach(graph: ir.Graph | ir.Function) -> None:
@@ -189,5 +219,7 @@ def _drop_stale_uses(model: ir.Model) -> None:
 def _clean(value: ir.Value, names: NameGenerator, *, fresh: bool, key: str) -> None:
     value.metadata_props.pop(key, None)
     value.meta.pop(key, None)
+    if value.is_graph_output() and value.name:
+        return  # the folder gave a graph's output value its name: the interface keeps it
     if (fresh or not value.name) and not value.is_initializer():
         value.name = names.fresh(value.name or "folded")

@@ -13,7 +13,7 @@ import pytest
 
 import seqlower
 from seqlower.errors import BadOptionError, TargetError
-from tests.helpers import all_op_types, assert_one_line_error, run_cli
+from tests.helpers import REALWORLD, all_op_types, assert_one_line_error, parse, run_cli
 from tests.runtimes import assert_same, run
 
 _RNG = np.random.default_rng(32)
@@ -179,3 +179,68 @@ def test_the_check_runs_at_the_fixed_shapes(tmp_path: Path) -> None:
         tensor.ParseFromString(saved.read_bytes())
         assert list(tensor.dims) == [6, 1, 3]
     assert list(kept.glob("test_data_set_*"))
+
+
+# tf2onnx's map_fn loop: the limit is read from outside and compared as a float
+# (Less(Cast<float>(counter), Cast<float>(limit))); fixed, the folder makes Cast(limit) a float
+# constant in the body, which still fixes the count.
+FLOAT_LIMIT = """
+<ir_version: 8, opset_import: ["" : 17]>
+m (float[T, 3] x) => (float[T2, 3] ys) {
+    shape = Shape(x)
+    zero = Constant<value = int64[1] {0}>()
+    t64 = Gather<axis = 0>(shape, zero)
+    t1 = Cast<to = 6>(t64)
+    limit = Squeeze(t1, zero)
+    start = Constant<value = int32 {0}>()
+    go = Constant<value = bool {1}>()
+    count, ys = Loop(, go, start) <body = b (int64 i, bool c, int32 counter)
+        => (bool c_out, int32 next, float[3] y) {
+        one = Constant<value = int32 {1}>()
+        next = Add(counter, one)
+        row = Gather<axis = 0>(x, counter)
+        y = Neg(row)
+        f_next = Cast<to = 1>(next)
+        f_lim = Cast<to = 1>(limit)
+        c_out = Less(f_next, f_lim)
+    }>
+}
+"""
+
+
+def test_a_float_limit_folded_to_a_constant_still_fixes_the_count() -> None:
+    model = parse(FLOAT_LIMIT)
+    lowered = seqlower.lower(model, target="onnx2torch", check=False, input_shapes={"x": (4, 3)})
+    assert not set(all_op_types(lowered)) & {"Loop", "Scan"}
+    feeds = {"x": _RNG.standard_normal((4, 3)).astype(np.float32)}
+    assert_same(run("onnxruntime", model, feeds), run("onnxruntime", lowered, feeds))
+
+
+def test_an_output_the_folder_replaces_keeps_its_name() -> None:
+    """TorchScript's hstack: an If on the inputs' ranks, folded at fixed shapes, whose branch's
+    value becomes the graph output."""
+    model = onnx.load(REALWORLD / "legacy_hstack_1d_dyn.onnx")
+    lowered = seqlower.lower(model, input_shapes={"a": (5,), "b": (4,)})
+    assert [o.name for o in lowered.graph.output] == [o.name for o in model.graph.output]
+
+
+def test_a_split_the_folder_cannot_fold_is_left_unfolded() -> None:
+    """onnxscript 0.7's folder fails on a SplitToSequence of a scalar split given as an input
+    (ONNX's test_split_to_sequence_1)."""
+    model = parse(
+        """
+        <ir_version: 8, opset_import: ["" : 17]>
+        g (float[3, 6] data, int64 split) => (float[3, N] first) {
+            s = SplitToSequence<axis = 1>(data, split)
+            zero = Constant<value = int64 {0}>()
+            first = SequenceAt(s, zero)
+        }
+        """
+    )
+    lowered = seqlower.lower(model, input_shapes={"data": (3, 6)})
+    onnx.checker.check_model(lowered, full_check=True)
+    feeds = {
+        "data": np.arange(18, dtype=np.float32).reshape(3, 6),
+        "split": np.array(2, dtype=np.int64),
+    }
+    assert_same(run("onnxruntime", model, feeds), run("onnxruntime", lowered, feeds))

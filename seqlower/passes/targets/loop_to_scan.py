@@ -742,7 +742,11 @@ class _Condition:
         return (a is state and _step(b) == 1) or (b is state and _step(a) == 1)
 
     def invariant(self, value: ir.Value) -> ir.Value | None:
-        """The outer integer value ``value`` equals at every iteration, if there is one."""
+        """The outer integer value ``value`` equals at every iteration, if there is one (or a
+        float constant of an integer value: tf2onnx's ``Cast<float>(limit)`` once folded at fixed
+        input shapes)."""
+        if _integral_float(value):
+            return value
         if not self._inside(value):
             return value if self._dtype(value) in _INTS else None
         if id(value) in self._body_ids:
@@ -999,6 +1003,15 @@ class LoopToScanReads(LoopToScan):
     them (tract), so onnxruntime copies nothing extra per iteration."""
 
     outer_reads_as_states = False
+
+
+def _integral_float(value: ir.Value) -> bool:
+    """A one-element float constant holding an integer (exact in float32: below 2**24)."""
+    array = constant_array(value)
+    if array is None or array.size != 1 or array.dtype.kind != "f":
+        return False
+    number = float(array.reshape(()))
+    return number.is_integer() and abs(number) < 2**24
 
 
 def _block(node: ir.Node, reason: str) -> None:
