@@ -34,6 +34,7 @@ from seqlower.passes import (
     ExplicitAttributeDefaults,
     FixInputShapes,
     FoldStaticShapes,
+    RestampOpVersions,
     ValidateNodes,
     create_pass,
 )
@@ -128,6 +129,7 @@ _CLEANUP_NAMES = {
     UnrollInputs: "unroll-inputs",
     FixOptionalInputs: "fix-optional-inputs",
     FixInputShapes: "fix-input-shapes",
+    RestampOpVersions: "restamp-op-versions",
 }
 
 
@@ -193,6 +195,8 @@ def build_pipeline(
         steps.append(ExplicitAttributeDefaults(row.attribute_defaults))
     if cleanup or row.requires or target is not None:
         steps.append(RemoveUnusedNodes())
+    if isinstance(row, Target) and row.op_versions:
+        steps.append(RestampOpVersions(row.op_versions, row.name, row.versions))
     steps += [create_pass(p) for p in row.requires]
     if cleanup:
         steps.append(SortIfNeeded())

@@ -104,6 +104,11 @@ class Target(Pipeline):
     #: ``--overwrite-input-shape`` fixes them (its blockers' error then names the flag). Every
     #: tf2onnx Loop counts an input's time axis: fixed, the count is a constant.
     static_shapes: str = ""
+    #: (op, newest version the runtime runs) where that lags onnx's newest, measured one op
+    #: at a time (``benchmarks/op_versions.py``): a model whose opset resolves such an op to a
+    #: newer version is re-stamped to an older opset when ONNX changed only type lists in
+    #: between (``RestampOpVersions``, after dead-node removal), else refused naming the node.
+    op_versions: tuple[tuple[str, int], ...] = ()
 
 
 PIPELINES: dict[str, Pipeline] = {
@@ -132,6 +137,8 @@ PIPELINES: dict[str, Pipeline] = {
             measured="CI",
             still_blocks="nothing known (the default pipeline)",
             proofs=("onnxruntime",),
+            # onnxruntime 1.32 has no kernel for the opset-28 optional ops.
+            op_versions=(("Optional", 15), ("OptionalGetElement", 18), ("OptionalHasElement", 18)),
         ),
         Target(
             name="openvino",
@@ -382,6 +389,9 @@ def describe_targets() -> str:
             lines.append(
                 f"  expanded:         {', '.join(target.expand_ops)} (ONNX function bodies)"
             )
+        if target.op_versions:
+            newest = ", ".join(f"{op}-{v}" for op, v in target.op_versions)
+            lines.append(f"  op versions:      {newest} (newer: re-stamped if only types changed)")
         if target.attribute_defaults:
             written = ", ".join(f"{op}.{name}={v}" for op, name, v in target.attribute_defaults)
             lines.append(f"  defaults written: {written} (the converter misreads them)")

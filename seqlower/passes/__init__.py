@@ -57,6 +57,7 @@ if TYPE_CHECKING:
     from seqlower.passes.targets.require_converter_ops import RequireOnnx2TorchOps
     from seqlower.passes.targets.require_no_loop import RequireNoLoop
     from seqlower.passes.targets.require_slice_bounds import RequireShapeSliceBounds
+    from seqlower.passes.targets.restamp_op_versions import RestampOpVersions
     from seqlower.passes.targets.reverse_sequence_casts import ReverseSequenceCasts
     from seqlower.passes.targets.shape_values_as_tensors import ShapeValuesAsTensors
     from seqlower.passes.targets.split_as_slices import SplitAsSlices
@@ -101,6 +102,7 @@ __all__ = [
     "RequireOnnx2TorchOps",
     "RequireSequenceFree",
     "RequireShapeSliceBounds",
+    "RestampOpVersions",
     "ReverseSequenceCasts",
     "ScanSequenceMap",
     "ShapeValuesAsTensors",
@@ -150,6 +152,7 @@ _MODULES = {
     "CastLikeAsCast": "targets.cast_like_as_cast",
     "ConstantValuesAsTensors": "targets.constant_values_as_tensors",
     "ExplicitAttributeDefaults": "targets.explicit_attribute_defaults",
+    "RestampOpVersions": "targets.restamp_op_versions",
     "LowerReverseSequenceGaps": "default.lower_reverse_sequence",
     "ShapeValuesAsTensors": "targets.shape_values_as_tensors",
     "ReverseSequenceCasts": "targets.reverse_sequence_casts",
