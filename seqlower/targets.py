@@ -164,6 +164,7 @@ PIPELINES: dict[str, Pipeline] = {
             passes=(
                 "inline-functions",
                 *_SEQUENCE_FREE,
+                "freeze-bounded-loops",
                 "loop-to-scan-reads",
                 "lower-reverse-sequence",
                 "fold-static-ifs",

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     )
     from seqlower.passes.targets.explicit_attribute_defaults import ExplicitAttributeDefaults
     from seqlower.passes.targets.explicit_loop_counts import ExplicitLoopCounts
+    from seqlower.passes.targets.freeze_bounded_loops import FreezeBoundedLoops
     from seqlower.passes.targets.inline_functions import (
         InlineFunctions,
         InlineUntypedSequenceMapFunctions,
@@ -86,6 +87,7 @@ __all__ = [
     "FoldSequenceOps",
     "FoldStaticIfs",
     "FoldStaticShapes",
+    "FreezeBoundedLoops",
     "InlineFunctions",
     "InlineUntypedSequenceMapFunctions",
     "LoopToScan",
@@ -139,6 +141,7 @@ _MODULES = {
     "UnrollSequenceMap": "sequence_free.unroll_sequence_map",
     "ExpandFunctionOps": "targets.expand_function_ops",
     "ExpandUnconvertedFunctionOps": "targets.expand_unconverted_function_ops",
+    "FreezeBoundedLoops": "targets.freeze_bounded_loops",
     "InlineFunctions": "targets.inline_functions",
     "InlineUntypedSequenceMapFunctions": "targets.inline_functions",
     "LoopToScan": "targets.loop_to_scan",
@@ -222,6 +225,7 @@ PASSES: MutableMapping[str, type[ir.passes.InPlacePass]] = _Registry(
         "inline-untyped-functions": "InlineUntypedSequenceMapFunctions",
         "inline-functions": "InlineFunctions",
         "loop-to-scan": "LoopToScan",
+        "freeze-bounded-loops": "FreezeBoundedLoops",
         "loop-to-scan-rows": "LoopToScanRows",
         "loop-to-scan-reads": "LoopToScanReads",
         "loop-to-scan-constant": "LoopToScanConstant",

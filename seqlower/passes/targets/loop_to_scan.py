@@ -58,7 +58,15 @@ import onnx_ir as ir
 from seqlower._graphs import subgraphs_of
 from seqlower.passes._base import NameGenerator, NodeLoweringPass, Site
 from seqlower.passes._emit import Emitter
-from seqlower.passes._ir import NO_LOOP, block, constant_array, constant_int, is_onnx, nodes_in
+from seqlower.passes._ir import (
+    NO_LOOP,
+    block,
+    blocked,
+    constant_array,
+    constant_int,
+    is_onnx,
+    nodes_in,
+)
 from seqlower.passes._shared import outer_reads, prepend, read_inside
 from seqlower.passes._types import TypeOracle, element_dtype
 
@@ -1015,8 +1023,10 @@ def _integral_float(value: ir.Value) -> bool:
 
 
 def _block(node: ir.Node, reason: str) -> None:
-    """Why the Loop stays a Loop, for ``require-no-loop`` to name."""
-    block(node, reason, NO_LOOP)
+    """Why the Loop stays a Loop, for ``require-no-loop`` to name (unless a pass before, which
+    knows more, said: ``freeze-bounded-loops``)."""
+    if blocked(node, NO_LOOP) is None:
+        block(node, reason, NO_LOOP)
 
 
 class LoopToScanConstant(LoopToScanReads):

@@ -1,0 +1,198 @@
+"""A ``Loop`` that stops on data before a bound, as a ``Loop`` that runs to its bound with its
+states frozen once the data says stop (target ``tract``, before ``loop-to-scan-reads``).
+
+``torch.while_loop`` iterations such as Sinkhorn's (``i < max_iter and err > tol``) or a greedy
+decode's (``i < max_len and not eos``) stop on what the body computes, so no trip count is
+known when they start and ``LoopToScan`` leaves them; tract has no ``Loop``. Their condition
+is an ``And`` whose leaves are bounds on the iteration number (what ``LoopToScan`` reads) and
+data. The Loop is rewritten to run while the bounds hold, with one more state, ``alive``
+(the initial condition; then ``alive and data``), and every state that is not a counter or
+passed through updated by ``Where(alive, new, old)``: once the data says stop, the states keep
+the values they had, as in the original, and the remaining iterations change nothing. Its
+trip count is then fixed when it starts (the bound), so ``LoopToScan`` makes it a ``Scan``. A
+counter (the bound reads it) keeps stepping; where its final value is read, a frozen copy
+gives it. The iterations after the stop still run the body on the frozen states (their
+results are discarded), which costs time, and can raise where the body would fail on them.
+
+Scan outputs would get one row per iteration of the bound, not per iteration run: a Loop whose
+scan outputs are read is left, with that reason (``require-no-loop`` names it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import onnx_ir as ir
+
+from seqlower.passes._base import NameGenerator, NodeLoweringPass, Site
+from seqlower.passes._emit import Emitter
+from seqlower.passes._ir import NO_LOOP, block, is_onnx
+from seqlower.passes._types import TypeOracle
+from seqlower.passes.targets.loop_to_scan import _Condition as Condition
+from seqlower.passes.targets.loop_to_scan import _passes_through as passes_through
+
+__all__ = ["FreezeBoundedLoops"]
+
+
+@dataclasses.dataclass
+class _Plan:
+    node: ir.Node
+    body: ir.Graph
+    opset: int
+    bounds: list[ir.Value]  # the condition's leaves that bound the iteration number
+    data: list[ir.Value]  # the others
+    frozen: list[int]  # states updated only while alive
+    counters: list[int]  # counters whose final value is read: a frozen copy gives it
+
+
+class FreezeBoundedLoops(NodeLoweringPass):
+    """Loops that stop on data before a bound: run to the bound, states frozen (module
+    docstring)."""
+
+    op_type = "Loop"
+    takes_all = False
+
+    def plan(self, site: Site, types: TypeOracle) -> _Plan | None:
+        node = site.node
+        body = node.attributes["body"].as_graph() if "body" in node.attributes else None
+        carried = len(node.inputs) - 2
+        if (
+            body is None
+            or site.opset < 11
+            or carried < 0
+            or len(body.inputs) != carried + 2
+            or len(body.outputs) < carried + 1
+        ):
+            return None
+        cond_out = body.outputs[0]
+        analysis = Condition(node, body, types)
+        if passes_through(cond_out, body.inputs[1]) or analysis.terms(cond_out) is not None:
+            return None  # its trip count is fixed when it starts: LoopToScan's already
+        bounds: list[ir.Value] = []
+        data: list[ir.Value] = []
+        for leaf in _leaves(cond_out, body):
+            if leaf is body.inputs[1]:
+                continue  # the condition itself: true whenever an iteration runs
+            (bounds if analysis.terms(leaf) is not None else data).append(leaf)
+        if not bounds or not data:
+            return None
+        read = [v.name or "?" for v in node.outputs[carried:] if v.uses() or v.is_graph_output()]
+        if read:
+            why = (
+                f"it stops on data before its bound and its scan outputs ({', '.join(read)}) "
+                "are read: a Scan to the bound would give them a row per iteration of the "
+                "bound, not per iteration run"
+            )
+            block(node, why, NO_LOOP)
+            return None
+        counters = [k for k in range(carried) if analysis.is_counter(k)]
+        frozen = [
+            k
+            for k in range(carried)
+            if k not in counters and not passes_through(body.outputs[1 + k], body.inputs[2 + k])
+        ]
+        read_counters = [
+            k for k in counters if node.outputs[k].uses() or node.outputs[k].is_graph_output()
+        ]
+        return _Plan(node, body, site.opset, bounds, data, frozen, read_counters)
+
+    def rewrite(self, plan: _Plan, names: NameGenerator) -> None:
+        node, body = plan.node, plan.body
+        graph = node.graph
+        assert graph is not None
+        base = node.name or "Loop"
+        carried = len(node.inputs) - 2
+        outside = Emitter(names, base, plan.opset, self.constant_pool(graph))
+        inside = Emitter(names, base, plan.opset, self.constant_pool(body))
+        scalar = outside.int64s([], hint="scalar")
+        cond0 = node.inputs[1]
+        alive0 = (
+            outside.constant(np.array(True), hint="alive_start")
+            if cond0 is None
+            else outside.reshape(cond0, scalar, hint="alive_start")
+        )
+        alive = ir.Value(
+            name=names.fresh(f"{base}_alive"),
+            type=ir.TensorType(ir.DataType.BOOL),
+            shape=ir.Shape([]),
+        )
+        data = plan.data[0]
+        for leaf in plan.data[1:]:
+            data = inside.And(data, leaf, _hint="data")
+        still = inside.And(
+            alive,
+            inside.reshape(data, inside.int64s([], hint="scalar"), hint="data_scalar"),
+            _hint="alive_next",
+        )
+        outs = list(body.outputs)
+        for k in plan.frozen:
+            new, old = outs[1 + k], body.inputs[2 + k]
+            kept = inside.Where(alive, new, old, _hint=f"{old.name or k}_frozen")
+            kept.type, kept.shape = new.type or old.type, new.shape
+            outs[1 + k] = kept
+        cond = plan.bounds[0]
+        for leaf in plan.bounds[1:]:
+            cond = inside.And(cond, leaf, _hint="bounds")
+        extra_inputs, extra_outs, extra_inits, extra_finals = [alive], [still], [alive0], []
+        extra_finals.append(
+            ir.Value(name=names.fresh(f"{base}_alive_final"), type=alive.type, shape=alive.shape)
+        )
+        for k in plan.counters:
+            counter = body.inputs[2 + k]
+            copy = ir.Value(
+                name=names.fresh(f"{counter.name or base}_stopped"),
+                type=counter.type,
+                shape=counter.shape,
+            )
+            kept = inside.Where(alive, outs[1 + k], copy, _hint=f"{copy.name}_next")
+            kept.type, kept.shape = counter.type, counter.shape
+            extra_inputs.append(copy)
+            extra_outs.append(kept)
+            extra_inits.append(node.inputs[2 + k])  # type: ignore[arg-type]
+            extra_finals.append(
+                ir.Value(name=names.fresh(f"{copy.name}_final"), type=copy.type, shape=copy.shape)
+            )
+        body.extend(inside.nodes)
+        body.outputs.clear()
+        body.outputs.extend([cond, *outs[1 : 1 + carried], *extra_outs, *outs[1 + carried :]])
+        inputs = list(body.inputs)
+        body.inputs.clear()
+        body.inputs.extend([*inputs, *extra_inputs])
+        finals = [ir.Value(name=names.fresh(f"{v.name or base}_loop")) for v in node.outputs]
+        for new, old in zip(finals, node.outputs, strict=True):
+            new.type, new.shape = old.type, old.shape
+        del node.attributes["body"]
+        outside.Loop(
+            node.inputs[0],
+            None,
+            *node.inputs[2:],
+            *extra_inits,
+            body=body,
+            _outputs=[*finals[:carried], *extra_finals, *finals[carried:]],
+            _name=node.name,
+            _doc_string=node.doc_string,
+        )
+        graph.insert_before(node, outside.nodes)
+        replaced = list(finals)
+        for j, k in enumerate(plan.counters):  # a read counter: its value when the data stopped
+            replaced[k] = extra_finals[1 + j]
+        for old, new in zip(list(node.outputs), replaced, strict=True):
+            name = old.name
+            old.replace_all_uses_with(new, replace_graph_outputs=True)
+            old.name = None
+            new.name = name
+        graph.remove(node, safe=True)
+
+
+def _leaves(cond: ir.Value, body: ir.Graph) -> list[ir.Value]:
+    """The operands of the ``And`` tree (through ``Identity``) the body computes ``cond`` by."""
+    producer = cond.producer()
+    if producer is not None and producer.graph is body and is_onnx(producer, "And", "Identity"):
+        found: list[ir.Value] = []
+        for operand in producer.inputs:
+            if operand is None:
+                return [cond]
+            found += _leaves(operand, body)
+        return found
+    return [cond]
