@@ -244,3 +244,18 @@ def test_a_split_the_folder_cannot_fold_is_left_unfolded() -> None:
         "split": np.array(2, dtype=np.int64),
     }
     assert_same(run("onnxruntime", model, feeds), run("onnxruntime", lowered, feeds))
+
+
+@pytest.mark.parametrize("position", [-2, 0, 4, -5])
+def test_a_run_time_position_in_a_split_of_fixed_count_is_gathered(position: int) -> None:
+    """At a fixed N the SplitToSequence's count is known and its pieces folded; SequenceAt at a
+    run-time position then gathers from the stacked pieces (it was refused: not a constant)."""
+    from tests import sequence_free_cases
+
+    model, feeds = sequence_free_cases.CASES["split_rows_at_and_length"]()
+    feeds = {**feeds, "i": np.array(position, dtype=np.int64)}
+    lowered = seqlower.lower(
+        model, target="onnx2torch", check=False, input_shapes={"x": (5, 3), "i": ()}
+    )
+    onnx.checker.check_model(lowered, full_check=True)
+    assert_same(run("onnxruntime", model, feeds), run("onnxruntime", lowered, feeds))
