@@ -204,8 +204,9 @@ g (float[3] a, float[3] b) => (seq(float[3]) mapped) {
     mapped = SequenceMap<body = f (float[3] e) => (float[3] r) { r = Neg(e) }>(seq)
 }"""
 
+# Elements of two shapes (of one shape they are stacked and gathered).
 RUNTIME_POSITION = """<ir_version: 8, opset_import: ["" : 18]>
-g (float[3] a, float[3] b, int64 i) => (float[3] y) {
+g (float[3] a, float[4] b, int64 i) => (float[N] y) {
     seq = SequenceConstruct(a, b)
     y = SequenceAt(seq, i)
 }"""
