@@ -77,6 +77,14 @@ def keras_models(time: int | None = None) -> dict[str, tuple[keras.Model, list[n
     inputs = keras.Input((time, F))
     h = layers.TimeDistributed(layers.Dense(6))(inputs)
     out["k2_time_distributed_dense"] = (keras.Model(inputs, h), [_masked()])
+    # Masked: a Loop (TimeDistributed over the time axis) around others (the LSTMs' over the 3
+    # steps of each time step).
+    inputs = keras.Input((time, 3, F))
+    lstm = layers.LSTM(4, return_sequences=True)
+    h = layers.TimeDistributed(layers.Bidirectional(lstm))(layers.Masking(0.0)(inputs))
+    nested = _RNG.standard_normal((B, T, 3, F)).astype(np.float32)
+    nested[1, :, 2:] = 0.0  # the second row's last step masked at every time step
+    out["k2_time_distributed_bilstm_mask"] = (keras.Model(inputs, h), [nested])
     inputs = keras.Input((time, F))
     h = layers.Masking(0.0)(inputs)
     h = layers.LSTM(5, return_sequences=True, return_state=True)(h)
@@ -151,7 +159,7 @@ def main() -> int:
         for opset in opsets:
             label = f"{name}_op{opset}"
             try:
-                spec = [tf.TensorSpec((None, time, F), tf.float32, name="x")]
+                spec = [tf.TensorSpec(model.input_shape, tf.float32, name="x")]
                 proto, _ = tf2onnx.convert.from_keras(model, input_signature=spec, opset=opset)
                 _save(args.folder, label, proto, arrays, outs)
                 print(f"{label:40} ok", flush=True)
