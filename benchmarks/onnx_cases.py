@@ -193,8 +193,11 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="also write the cells here")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
-    help_text = subprocess.run(
-        [sys.executable, "-m", "seqlower", "--help"], capture_output=True, text=True, cwd=ROOT
+    help_text = subprocess.run(  # the lower command's options (older CLIs: the top level's)
+        [sys.executable, "-m", "seqlower", "lower", "--help"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
     ).stdout
     optional_flag = "--optional-input" in help_text
     chosen = [case for case in cases() if args.k in case.name]
