@@ -19,7 +19,7 @@ from onnx import numpy_helper
 import seqlower
 from seqlower.errors import BadOptionError
 from tests.helpers import all_op_types, assert_one_line_error, assert_same, run_cli
-from tests.runtimes import run
+from tests.runtimes import require, run
 
 
 def _cases() -> list[Any]:
@@ -164,6 +164,7 @@ def test_cli(tmp_path: Path) -> None:
     source = tmp_path / "maybe.onnx"
     onnx.save(onnx.parser.parse_model(MAYBE), source)
     out = tmp_path / "out.onnx"
+    require("openvino")
     result = run_cli(source, "-o", out, "--target", "openvino", "--optional-input", "o=absent")
     assert result.exit_code == 0, result.output
     lowered = onnx.load(out)
