@@ -113,6 +113,7 @@ def test_optional_input_cases(name: str, target: str) -> None:
         i.type.optional_type.elem_type.HasField("sequence_type") for i in case.model.graph.input
     ):
         pytest.skip("an optional sequence input: no sequence-free form")
+    require(target)  # lower(target=) proves there
     lowered = seqlower.lower(case.model, target=target, optional_inputs=_presence(case))
     if name.startswith("test_optional_"):  # the others carry optionals through If/Loop
         assert not [op for op in all_op_types(lowered) if op.startswith("Optional")]
@@ -149,6 +150,7 @@ def test_presence_folds_in_the_default_pipeline(present: bool) -> None:
     has, y, _ = run("onnxruntime", lowered, feeds)
     assert bool(has) is present
     np.testing.assert_array_equal(y, X + feeds["o"] if present else X)
+    require("tract")
     seqlower.lower(model, optional_inputs={"o": present}, target="tract")  # proven there
 
 

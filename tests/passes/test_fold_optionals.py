@@ -18,7 +18,7 @@ import pytest
 import seqlower
 from seqlower.passes import FoldOptionals
 from tests.helpers import all_op_types
-from tests.runtimes import assert_same, run
+from tests.runtimes import assert_same, require, run
 
 # Optional(x) read by OptionalHasElement/OptionalGetElement in the main graph and in an If
 # branch; the If's output is a graph output.
@@ -114,6 +114,7 @@ def test_an_optional_input_is_left() -> None:
 @pytest.mark.parametrize("target", ["onnxruntime", "openvino", "tract"])
 def test_targets_fold_them(target: str) -> None:
     model = onnx.parser.parse_model(WRAPPED)
+    require(target)  # lower(target=) proves there
     lowered = seqlower.lower(model, target=target)
     assert not {op for op in all_op_types(lowered) if op.startswith("Optional")}
     assert_same(run("onnxruntime", model, FEEDS), run(target, lowered, FEEDS))
@@ -148,6 +149,7 @@ def test_onnx_optional_cases(name: str, target: str) -> None:
     if name == "test_optional_get_element_sequence" and target != "onnxruntime":
         pytest.skip("a sequence input: no sequence-free form")
     feeds = dict(zip((i.name for i in model.graph.input), inputs, strict=True))
+    require(target)  # lower(target=) proves there
     lowered = seqlower.lower(model, target=target)
     got = run(target, lowered, feeds)
     for want, have in zip(expected, got, strict=True):

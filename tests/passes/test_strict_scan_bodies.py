@@ -17,7 +17,7 @@ import pytest
 import seqlower
 from seqlower.passes import StrictScanBodies, TypedScanBodies
 from tests.helpers import all_nodes
-from tests.runtimes import RuntimeFailure, assert_same, run
+from tests.runtimes import RuntimeFailure, assert_same, require, run
 
 # A running sum scaled by a computed outer value and reshaped by an outer constant; the body's
 # inputs are left untyped after parsing (the text format cannot write a value without a type).
@@ -112,6 +112,7 @@ def test_typed_bodies_keep_their_reads() -> None:
 @pytest.mark.parametrize("target", ["openvino", "tract"])
 def test_targets_run_the_scan(target: str) -> None:
     model = _scan()
+    require(target)  # lower(target=) proves there
     lowered = seqlower.lower(model, target=target)
     assert_same(run("onnxruntime", model, FEEDS), run(target, lowered, FEEDS))
 
