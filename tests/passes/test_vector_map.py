@@ -434,14 +434,13 @@ def test_rows_passed_through_keep_their_own_name() -> None:
 
 
 def _constructed_map(concat: str, returns: str = "float[M, 3] y") -> onnx.ModelProto:
-    """A SequenceConstruct of three [2, 3] tensors, mapped (Relu then Add, issue 33's body) and
-    joined by ``concat``."""
+    """A SequenceConstruct of three tensors declared [2, 3], mapped (Relu then Add, issue 33's
+    body) and joined by ``concat``."""
     return onnx.parser.parse_model(
         f"""
         <ir_version: {IR_VERSION}, opset_import: ["" : 17]>
         g (float[2, 3] a, float[2, 3] b) => ({returns}) {{
-            c = Neg (a)
-            s = SequenceConstruct (a, b, c)
+            s = SequenceConstruct (a, b, a)
             m = SequenceMap (s) <body = f (float[2, 3] x) => (float[2, 3] r) {{
                 p = Relu (x)
                 r = Add (p, x)
@@ -493,5 +492,28 @@ def test_a_constructed_sequence_read_elsewhere_is_split_back() -> None:
     lowered = seqlower.lower(model)
     assert_lowered_ok(model, lowered)
     assert "If" not in all_op_types(lowered)
+    feeds = {name: _RNG.standard_normal((2, 3)).astype(np.float32) for name in "ab"}
+    assert_equivalent(model, lowered, feeds)
+
+
+def test_a_shape_the_values_do_not_have_is_no_constant() -> None:
+    # An element declared [2, 3] by the body but given as [?, 3]: the joined shape is computed
+    # from the values, not made a constant from the declaration.
+    model = onnx.parser.parse_model(
+        f"""
+        <ir_version: {IR_VERSION}, opset_import: ["" : 17]>
+        g (float[N, 3] a, float[2, 3] b) => (float[M, 3] y) {{
+            s = SequenceConstruct (a, b)
+            m = SequenceMap (s) <body = f (float[2, 3] x) => (float[2, 3] r) {{
+                r = Relu (x)
+            }}>
+            y = ConcatFromSequence <axis = 0> (m)
+        }}
+        """
+    )
+    lowered = seqlower.lower(model)
+    assert_lowered_ok(model, lowered)
+    ops = all_op_types(lowered)
+    assert "If" not in ops and "Shape" in ops
     feeds = {name: _RNG.standard_normal((2, 3)).astype(np.float32) for name in "ab"}
     assert_equivalent(model, lowered, feeds)

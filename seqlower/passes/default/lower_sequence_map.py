@@ -263,9 +263,13 @@ def _vectorized(
         param = body.inputs[0]
         assert param.shape is not None  # the vector form needs the element's static shape
         stacked.type = param.type or _element_type_of(sequence)
-        stacked.shape = ir.Shape([elements, *param.shape])
+        # The count goes into the stacked shapes (and so into a constant Reshape target) only
+        # where every element and every result is declared with the element's static shape: a
+        # declaration the values contradict must not become a constant.
+        known = elements if _declared_alike(sequence, body) else None
+        stacked.shape = ir.Shape([known, *param.shape])
         graph.insert_before(node, stack.nodes)
-        _vectorized_in_place(plan, names, stacked, outer_pool, count=elements)
+        _vectorized_in_place(plan, names, stacked, outer_pool, count=known)
         return
     before = Emitter(names, base, plan.opset, outer_pool)
     reads = Emitter(names, base, plan.opset, body_pool)
@@ -324,6 +328,17 @@ def _constructed(sequence: ir.Value) -> int | None:
     if is_onnx(producer, "SequenceConstruct") and producer.inputs:
         return len(producer.inputs)
     return None
+
+
+def _declared_alike(sequence: ir.Value, body: ir.Graph) -> bool:
+    """Whether the ``SequenceConstruct`` making ``sequence`` takes values all declared with the
+    static shape the body's input declares, and the body's outputs are declared so too."""
+    element = body.inputs[0].shape
+    producer = sequence.producer()
+    if element is None or not _static(element) or producer is None:
+        return False
+    values = [*producer.inputs, *body.outputs]
+    return all(value is not None and value.shape == element for value in values)
 
 
 def _vectorized_in_place(
