@@ -251,11 +251,10 @@ PIPELINES: dict[str, Pipeline] = {
             measured="by hand",
             still_blocks="every node its registry has no converter for, named before the "
             "check (require-onnx2torch-ops): Loops and Scans whose trip count is not a constant "
-            "(at most 256), If, LSTM, GRU, ops newer than its converters; Reshape with "
-            "allowzero=1 (sequence-free lowering writes it) and Flatten with axis=0 "
-            "(benchmarks/families/converters.py: PyTorch family 0/20 -> 10/20, tf2onnx family "
-            "2/48 -> 6/48, at a fixed length 1/20 -> 11/20); newer models are converted to "
-            "opset 18",
+            "(at most 256; --overwrite-input-shape makes tf2onnx's constant), If, LSTM, GRU; "
+            "Reshape with allowzero=1 (sequence-free lowering writes it) and Flatten with axis=0; "
+            "newer models are converted to opset 17 (ops changed only in their type lists "
+            "re-stamped as they are, function ops it lacks expanded, CastLike as Cast)",
             proofs=("onnx2torch",),
             static_shapes="for Loops and Scans (unrolled when their count is a constant)",
         ),
