@@ -185,7 +185,9 @@ PIPELINES: dict[str, Pipeline] = {
             expand_ops=("CenterCropPad",),
             versions="tract 0.23.9 (python tract, concrete input facts)",
             measured="CI",
-            still_blocks="Loops whose trip count is known only inside; sequences whose length "
+            still_blocks="Loops whose trip count is known only inside (bounded ones that stop "
+            "on data run to their bound, frozen, unless their scan outputs are read); the "
+            "opset-8 Scan (batch axis); sequences whose length "
             "is known only at run time; Scans with data-dependent trip counts computed "
             "differently and joined later (tract gives each its own symbol); Scans of zero "
             "iterations; Slices whose starts, ends, axes or steps are computed from tensor "
