@@ -34,6 +34,10 @@ if TYPE_CHECKING:
     from seqlower.passes.sequence_free.require_sequence_free import RequireSequenceFree
     from seqlower.passes.sequence_free.scan_sequence_map import ScanSequenceMap, StackRowMaps
     from seqlower.passes.sequence_free.stack_loop_sequences import StackLoopSequences
+    from seqlower.passes.sequence_free.stack_sequences import (
+        StackSequences,
+        StackSequencesGatherChecked,
+    )
     from seqlower.passes.sequence_free.unroll_sequence_map import UnrollSequenceMap
     from seqlower.passes.targets.cast_like_as_cast import CastLikeAsCast
     from seqlower.passes.targets.constant_values_as_tensors import ConstantValuesAsTensors
@@ -111,6 +115,8 @@ __all__ = [
     "SplitAsSlices",
     "StackLoopSequences",
     "StackRowMaps",
+    "StackSequences",
+    "StackSequencesGatherChecked",
     "StrictLoopBodies",
     "StrictScanBodies",
     "StripSymbolicDims",
@@ -137,6 +143,8 @@ _MODULES = {
     "RequireSequenceFree": "sequence_free.require_sequence_free",
     "ScanSequenceMap": "sequence_free.scan_sequence_map",
     "StackLoopSequences": "sequence_free.stack_loop_sequences",
+    "StackSequences": "sequence_free.stack_sequences",
+    "StackSequencesGatherChecked": "sequence_free.stack_sequences",
     "StackRowMaps": "sequence_free.scan_sequence_map",
     "UnrollSequenceMap": "sequence_free.unroll_sequence_map",
     "ExpandFunctionOps": "targets.expand_function_ops",
@@ -221,6 +229,8 @@ PASSES: MutableMapping[str, type[ir.passes.InPlacePass]] = _Registry(
         "scan-sequence-map": "ScanSequenceMap",
         "stack-row-maps": "StackRowMaps",
         "stack-loop-sequences": "StackLoopSequences",
+        "stack-sequences": "StackSequences",
+        "stack-sequences-gather-checked": "StackSequencesGatherChecked",
         "require-sequence-free": "RequireSequenceFree",
         "inline-untyped-functions": "InlineUntypedSequenceMapFunctions",
         "inline-functions": "InlineFunctions",

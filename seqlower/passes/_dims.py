@@ -14,6 +14,7 @@ same static size, or the same axis of the same value. Declared symbolic names ar
 
 from __future__ import annotations
 
+import numpy as np
 import onnx_ir as ir
 
 from seqlower.passes._ir import (
@@ -46,6 +47,14 @@ _DIM_PRESERVING_CASTS = frozenset(
     {ir.DataType.INT32, ir.DataType.INT64, ir.DataType.UINT32, ir.DataType.UINT64}
 )
 _WALK_LIMIT = 256  # producers followed back, at most, per question (one-element values)
+
+
+def _squeeze_axes(node: ir.Node) -> list[int] | None:
+    """A Squeeze's or Unsqueeze's constant axes (an input from opset 13, else an attribute)."""
+    if len(node.inputs) > 1:
+        array = constant_array(node.inputs[1])
+        return None if array is None else [int(a) for a in array.reshape(-1)]
+    return ints_attr(node, "axes")
 
 
 # Elementwise ops with multidirectional broadcasting: an output dimension is proven when every
@@ -84,6 +93,8 @@ class DimProver:
         node = onnx_producer(value)
         if node is not None and node.op_type in _RECURRENT:
             found = 4 if value is node.outputs[0] else 3  # Y; Y_h and Y_c
+        elif node is not None and node.op_type == "Split" and node.inputs and node.inputs[0]:
+            found = self.rank(node.inputs[0], depth + 1) if depth < _DEPTH_LIMIT else None
         elif node is not None and depth < _DEPTH_LIMIT and value is node.outputs[0]:
             inputs = [v for v in node.inputs if v is not None]
             if node.op_type in SAME_SHAPE or node.op_type in ("Transpose", "Slice"):
@@ -97,6 +108,10 @@ class DimProver:
                     found = max(r for r in ranks if r is not None)
             elif node.op_type == "Concat" and inputs:
                 found = self.rank(inputs[0], depth + 1)
+            elif node.op_type in ("Squeeze", "Unsqueeze") and inputs:
+                axes, rank = _squeeze_axes(node), self.rank(inputs[0], depth + 1)
+                if axes is not None and rank is not None:
+                    found = rank + (len(axes) if node.op_type == "Unsqueeze" else -len(axes))
             elif node.op_type == "Reshape" and (like := _shape_source(node)) is not None:
                 found = self.rank(like, depth + 1)
             elif node.op_type == "ConcatFromSequence" and (joined := _mapped_output(node)):
@@ -134,6 +149,8 @@ class DimProver:
             if op == "Scan":
                 found = self._scan(node, value, axis, depth)
             return (value, axis) if found is None else found
+        if op == "Split":
+            return self._split(node, value, axis, depth) or (value, axis)
         if value is not node.outputs[0]:
             return value, axis
         if op in ("Squeeze", "Unsqueeze"):
@@ -278,15 +295,29 @@ class DimProver:
             proven = dim
         return proven
 
+    def _split(self, node: ir.Node, value: ir.Value, axis: int, depth: int) -> Dim | None:
+        """A ``Split`` piece keeps every axis but the split one, whose size is the piece's
+        constant size (``FoldSequenceOps`` splits a sequence's tensor so)."""
+        source = node.inputs[0]
+        rank = None if source is None else self.rank(source, depth + 1)
+        split_axis = int_attr(node, "axis", 0)
+        if source is None or rank is None or split_axis is None:
+            return None
+        if axis != split_axis % rank:
+            return self.dim(source, axis, depth + 1)
+        sizes = constant_array(node.inputs[1]) if len(node.inputs) > 1 else None
+        if sizes is None:
+            listed = ints_attr(node, "split")
+            sizes = None if listed is None else np.array(listed)
+        if sizes is None or sizes.ndim != 1 or len(sizes) != len(node.outputs):
+            return None
+        return int(sizes[node.outputs.index(value)])
+
     def _squeeze(self, node: ir.Node, axis: int, depth: int) -> Dim | None:
         """Squeeze/Unsqueeze with constant axes: an output axis is an input axis, or a 1."""
         source = node.inputs[0]
         assert source is not None
-        if len(node.inputs) > 1:
-            array = constant_array(node.inputs[1])
-            axes = None if array is None else [int(a) for a in array.reshape(-1)]
-        else:
-            axes = ints_attr(node, "axes")
+        axes = _squeeze_axes(node)
         rank = self.rank(source, depth + 1)
         if axes is None or rank is None:
             return None

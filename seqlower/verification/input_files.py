@@ -60,7 +60,8 @@ def _load(
     if not path.exists():
         raise InputError(f"{flag} {path}: no such file or directory")
     if path.is_file():
-        return [_load_npz(path, specs, outputs, flag)]
+        types = {o.name: o.type.tensor_type.elem_type for o in model.graph.output}
+        return [_load_npz(path, specs, outputs, flag, types)]
     if not path.is_dir():
         raise InputError(f"{flag} {path}: not a regular file or a folder")
     sets = sorted(p for p in path.iterdir() if p.is_dir() and p.name.startswith("test_data_set"))
@@ -98,8 +99,13 @@ def _npz_roles(
 
 
 def _load_npz(
-    path: Path, specs: list[InputSpec], outputs: list[str], flag: str
+    path: Path,
+    specs: list[InputSpec],
+    outputs: list[str],
+    flag: str,
+    types: Mapping[str, int],
 ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``types``: each output's ONNX element type (bfloat16 is stored as bytes)."""
     try:
         archive = np.load(path, allow_pickle=False)
     except Exception as e:
@@ -138,7 +144,8 @@ def _load_npz(
                 # Sequences are stored as NAME/0, NAME/1, ...; an empty one as a size-0 NAME.
                 elements: list[np.ndarray] = []
                 while f"{spec.name}/{len(elements)}" in by_name:
-                    elements.append(read(by_name[f"{spec.name}/{len(elements)}"]))
+                    element = read(by_name[f"{spec.name}/{len(elements)}"])
+                    elements.append(_typed(element, spec.dtype))
                 if not elements and (
                     spec.name not in by_name or read(by_name[spec.name]).size != 0
                 ):
@@ -149,10 +156,14 @@ def _load_npz(
                     )
                 feeds[spec.name] = elements
             elif spec.name in by_name:
-                feeds[spec.name] = read(by_name[spec.name])
+                feeds[spec.name] = _typed(read(by_name[spec.name]), spec.dtype)
             else:
                 raise InputError(f"{flag} {path}: no value for the input '{spec.name}'")
-        expected = {name: read(key) for key, name in as_output.items() if name in outputs}
+        expected = {
+            name: _typed(read(key), types.get(name, 0))
+            for key, name in as_output.items()
+            if name in outputs
+        }
         unknown = [key for key, name in as_output.items() if name not in outputs]
         if unknown:
             raise InputError(
@@ -160,6 +171,20 @@ def _load_npz(
                 f"{', '.join(outputs)})"
             )
     return feeds, expected
+
+
+def _typed(array: np.ndarray, elem_type: int) -> np.ndarray:
+    """``array`` as the model's bfloat16 or float8 when ``.npz`` kept only its bytes: numpy
+    writes ml_dtypes' arrays as void (``V2``) and reads them back so."""
+    if array.dtype.kind != "V" or array.dtype.names is not None or not elem_type:
+        return array
+    try:
+        wanted = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem_type))
+    except (KeyError, ValueError, TypeError):
+        return array
+    if wanted.kind == "V" and wanted.itemsize == array.dtype.itemsize:
+        return array.view(wanted)
+    return array
 
 
 def _load_test_data_set(

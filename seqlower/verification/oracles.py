@@ -238,13 +238,66 @@ def _ort_runner(model: onnx.ModelProto, name: str) -> Runner:
 
     def run(feeds: Mapping[str, Any]) -> list[Any]:
         run_options[:] = [ort.RunOptions()]
-        return session.run(None, dict(feeds), run_options[0])
+        if not any(_ml_dtype(value) for value in feeds.values()):
+            return session.run(None, dict(feeds), run_options[0])
+        # numpy has no bfloat16 (or float8): ml_dtypes' arrays, which onnx reads them as, go
+        # in and come out as OrtValues ("Numpy_type 256 can't be converted to MLDataType").
+        values = {name: _ort_value(value) for name, value in feeds.items()}
+        outputs = session.run_with_ort_values(None, values, run_options[0])
+        return [_from_ort_value(value) for value in outputs]
 
     def stop() -> None:
         for options in run_options:
             options.terminate = True
 
     return Runner(name, run, stop)
+
+
+def _ml_dtype(value: Any) -> bool:
+    """Whether ``value`` is an array of one of ml_dtypes' types (bfloat16, float8s)."""
+    return isinstance(value, np.ndarray) and value.dtype.kind == "V" and value.dtype.names is None
+
+
+def _c_order(value: Any) -> np.ndarray:
+    """``value`` as a C-ordered array of its own rank (``np.ascontiguousarray`` makes a
+    scalar 1-D, which a runtime then refuses for a scalar input)."""
+    array = np.asarray(value)
+    return array if array.flags.c_contiguous else array.copy(order="C")
+
+
+def _ort_value(value: Any) -> Any:
+    import onnxruntime as ort
+
+    if not _ml_dtype(value):
+        return (
+            value
+            if isinstance(value, ort.OrtValue)
+            else ort.OrtValue.ortvalue_from_numpy(_c_order(value))
+        )
+    array = _c_order(value)
+    onnx_type = onnx.helper.np_dtype_to_tensor_dtype(array.dtype)
+    bits = np.dtype(f"u{array.dtype.itemsize}")
+    return ort.OrtValue.ortvalue_from_numpy_with_onnx_type(array.view(bits), onnx_type)
+
+
+def _from_ort_value(value: Any) -> Any:
+    """An output as numpy, those numpy lacks as ml_dtypes' arrays (copied from its buffer)."""
+    try:
+        return value.numpy()
+    except Exception:
+        kind = value.data_type()  # "tensor(bfloat16)"
+        if not (kind.startswith("tensor(") and value.is_tensor()):
+            raise
+        onnx_type = getattr(onnx.TensorProto, kind[len("tensor(") : -1].upper())
+        dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(onnx_type))
+        shape = tuple(value.shape())
+        count = int(np.prod(shape, dtype=np.int64))
+        if count == 0:
+            return np.zeros(shape, dtype)
+        import ctypes
+
+        buffer = (ctypes.c_char * (count * dtype.itemsize)).from_address(value.data_ptr())
+        return np.frombuffer(bytes(buffer), dtype=dtype).reshape(shape)
 
 
 # ---------------------------------------------------------------- targets
@@ -280,11 +333,42 @@ class OpenVino:
         chosen = [port(name, k) for k, name in enumerate(names)]
 
         def run(feeds: Mapping[str, Any]) -> list[Any]:
+            given = {name: _openvino_feed(value) for name, value in feeds.items()}
             with _runtime_errors():
-                result = compiled.create_infer_request().infer(dict(feeds))
-            return [np.array(result[p]) for p in chosen]
+                result = compiled.create_infer_request().infer(given)
+            return [_openvino_output(result[p], p) for p in chosen]
 
         return Runner(oracle_label(self), run)
+
+
+#: ml_dtypes' types by OpenVINO's name for them. OpenVINO 2026.4.1 takes an ml_dtypes array as
+#: float16 values (bfloat16 1.5 in, 0.125 read: wrong numbers, no error) and returns these
+#: types as float16 arrays of their bits, so both ways go through the bits.
+_OPENVINO_BITS = {"bf16": "bfloat16", "f8e4m3": "float8_e4m3fn", "f8e5m2": "float8_e5m2"}
+
+
+def _openvino_feed(value: Any) -> Any:
+    if not _ml_dtype(value):
+        return value
+    import openvino as ov
+
+    array = _c_order(value)
+    names = {v: k for k, v in _OPENVINO_BITS.items()}
+    if array.dtype.name not in names:
+        raise TypeError(f"OpenVINO takes no {array.dtype.name} input here")
+    bits = array.view(np.dtype(f"u{array.dtype.itemsize}"))
+    return ov.Tensor(bits, list(array.shape), getattr(ov.Type, names[array.dtype.name]))
+
+
+def _openvino_output(value: Any, port: Any) -> np.ndarray:
+    array = np.array(value)
+    wanted = _OPENVINO_BITS.get(port.get_element_type().get_type_name())
+    if wanted is None:
+        return array
+    import ml_dtypes
+
+    dtype = np.dtype(getattr(ml_dtypes, wanted))
+    return array.view(np.dtype(f"u{dtype.itemsize}")).view(dtype)
 
 
 @functools.cache
