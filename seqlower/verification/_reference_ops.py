@@ -10,6 +10,9 @@ onnx 1.23's reference runtime gets these wrong, and each is something a valid mo
   crashes.
 - ``Optional``: wraps its input in a list, so an empty ``Optional()`` holds ``[None]`` and
   ``OptionalHasElement`` of it is true (and ``OptionalGetElement`` returns the list).
+- ``SequenceInsert``: the position is taken modulo the length, so inserting at ``n`` (the end)
+  inserts at the front and a position out of ``[-n, n]`` inserts somewhere instead of failing
+  (onnxruntime: "Invalid sequence index").
 
 :class:`Evaluator` is a ``ReferenceEvaluator`` that uses them everywhere: in subgraphs, and in
 model-local functions too (onnx builds those without the ``new_ops`` it was given).
@@ -24,7 +27,7 @@ import onnx
 from onnx.reference import ReferenceEvaluator
 from onnx.reference.op_run import OpRun
 
-__all__ = ["Evaluator", "Loop", "Optional", "SequenceMap"]
+__all__ = ["Evaluator", "Loop", "Optional", "SequenceInsert", "SequenceMap"]
 
 
 class SequenceMap(OpRun):
@@ -111,7 +114,27 @@ class Optional(OpRun):
         return res if len(res) == 1 and res[0] is None else super()._check_and_fix_outputs(res)
 
 
-CORRECTED = (SequenceMap, Loop, Optional)
+class SequenceInsert(OpRun):
+    """Inserts before position ``p`` in ``[-n, n]`` (negative: ``p + n``; ``n``: appends, as
+    without a position); any other position is an error."""
+
+    op_domain = ""
+
+    def _run(self, sequence: list[Any], tensor: Any, position: Any = None) -> tuple:
+        result = list(sequence)
+        if position is None:
+            result.append(tensor)
+            return (result,)
+        p = int(np.asarray(position).reshape(()))
+        if not -len(result) <= p <= len(result):
+            raise IndexError(
+                f"SequenceInsert: position {p} out of range for {len(result)} elements"
+            )
+        result.insert(p + len(result) if p < 0 else p, tensor)
+        return (result,)
+
+
+CORRECTED = (SequenceMap, Loop, Optional, SequenceInsert)
 
 
 class Evaluator(ReferenceEvaluator):

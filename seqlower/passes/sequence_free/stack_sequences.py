@@ -16,7 +16,8 @@ equal), the sequence is exactly a tensor ``S`` of shape ``[n, *element]``:
 - ``SequenceInsert(S, t, i)``: ``Gather(Concat(S, Unsqueeze(t)), idx)`` with
   ``idx = [0 .. q-1, n, q .. n-1]`` (``q``: ``i`` counted from the back when negative); no
   ``Slice`` with computed bounds, which tract 0.23.9 cannot load; appending is a ``Concat``;
-- ``SequenceErase(S, i)``: ``Gather(S, [0 .. q-1, q+1 .. n-1])``;
+- ``SequenceErase(S, i)``: ``Gather(S, [0 .. q-1, q+1 .. n-1, n-1])`` less its last row (row
+  counts from shapes only);
 - ``SequenceLength(S)``: ``Shape(S)[0]``; ``ConcatFromSequence(S)``: ``S`` transposed and, without
   ``new_axis``, reshaped (:func:`.._shared.concat_stacked`).
 
@@ -40,6 +41,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import onnx_ir as ir
 
 from seqlower._graphs import subgraphs_of
@@ -72,6 +74,10 @@ class StackSequences(FoldSequenceOps):
 
     #: Whether each index also goes through the ``Reshape`` that fails for a bad position.
     reshape_check = True
+    #: Whether a length the graph returns is counted from data (a ``ReduceSum`` of ones), not
+    #: read from a shape: tract 0.23.9 types a value computed from shapes alone as a symbolic
+    #: dimension and returns none ("Unsupported DatumType in the public API TDim").
+    lengths_as_data = False
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         self._stacks: dict[int, _Stack] = {}
@@ -240,12 +246,17 @@ class StackSequences(FoldSequenceOps):
             _hint="bad_position",
         )
         bad_int = emit.Cast(bad, to=_INT64, _hint="bad_int")
-        # n - 1 rows kept; a bad position gathers n + 1 (one even from an empty sequence)
-        rows = emit.Add(last, emit.Add(bad_int, bad_int, _hint="two_if_bad"), _hint="row_count")
+        # max(n, 1) rows gathered (counts from shapes alone: tract gives a count computed from
+        # data a symbol it cannot resolve), the n - 1 kept ones first, the last one sliced off;
+        # an empty sequence gathers one row, so a bad position has an index to fail on.
+        rows = emit.Max(count, one, _hint="gathered")
         j = emit.arange(rows, hint="rows")
         later = emit.Cast(emit.GreaterOrEqual(j, q, _hint="later"), to=_INT64, _hint="later_int")
-        index = self._checked(emit, emit.Add(j, later, _hint="kept"), bad, count, bad_int)
-        stacked = emit.Gather(stack.value, index, axis=0, _hint="erased")
+        kept = emit.Min(emit.Add(j, later, _hint="shifted"), last, _hint="kept")
+        index = self._checked(emit, kept, bad, count, bad_int)
+        gathered = emit.Gather(stack.value, index, axis=0, _hint="gathered_rows")
+        end = emit.Sub(emit.dims(stack.value, 0, 1, hint="length_1d"), one, _hint="end")
+        stacked = emit.slice(gathered, 0, end, 0, hint="erased")
         graph.insert_before(node, emit.nodes)
         return _Stack(stacked, stack.dims)
 
@@ -318,6 +329,8 @@ class StackSequences(FoldSequenceOps):
         emit = self._emitter(graph, opset, node)
         p = emit.Reshape(position, emit.int64s([], hint="scalar"), _hint="position")
         if self.reshape_check:
+            if position.dtype != ir.DataType.INT64:
+                p = emit.Cast(p, to=_INT64, _hint="position_int")
             count = self._count(emit, stack.value)
             bad = emit.Or(
                 emit.Less(p, emit.Neg(count, _hint="minus_length"), _hint="before_first"),
@@ -336,8 +349,20 @@ class StackSequences(FoldSequenceOps):
         if stack.value is None:
             return False
         emit = self._emitter(graph, opset, node)
-        self._replace(node, graph, list(emit.nodes), self._count(emit, stack.value), opset)
+        count = self._as_data(emit, node, self._count(emit, stack.value))
+        self._replace(node, graph, list(emit.nodes), count, opset)
         return True
+
+    def _as_data(self, emit: Emitter, node: ir.Node, count: ir.Value) -> ir.Value:
+        """A length the graph returns, counted from data for tract (:attr:`lengths_as_data`)."""
+        if not self.lengths_as_data or not node.outputs[0].is_graph_output():
+            return count
+        ones = emit.ConstantOfShape(
+            emit.unsqueeze(count, [0], hint="count_1d"),
+            value=ir.Tensor(np.array([1], dtype=np.int64)),
+            _hint="ones",
+        )
+        return emit.ReduceSum(ones, keepdims=0, _hint="counted")
 
     def _split_length(self, node: ir.Node, graph: ir.Graph | ir.Function, opset: int) -> bool:
         """The length of ``SplitToSequence(x, split)`` whatever its pieces: the length of a 1-D
@@ -385,7 +410,7 @@ class StackSequences(FoldSequenceOps):
             )
             bad = emit.LessOrEqual(sizes, emit.int64s(0, hint="zero"), _hint="bad_sizes")
         bad_int = emit.Cast(bad, to=_INT64, _hint="bad_int")
-        result = self._fails_if(emit, count, bad_int, gathered=False)
+        result = self._as_data(emit, node, self._fails_if(emit, count, bad_int, gathered=False))
         self._replace(node, graph, list(emit.nodes), result, opset)
         return True
 
@@ -413,6 +438,7 @@ class StackSequencesGatherChecked(StackSequences):
     alone (tract 0.23.9 aborts on one, and loads no ``Reshape`` to a computed shape)."""
 
     reshape_check = False
+    lengths_as_data = True
 
 
 _MAKERS = {
