@@ -48,7 +48,9 @@ def _run_onnxruntime(model: onnx.ModelProto, feeds: Feeds) -> list[np.ndarray]:
     session = ort.InferenceSession(
         model.SerializeToString(), options, providers=["CPUExecutionProvider"]
     )
-    return session.run(None, dict(feeds))
+    from seqlower.verification.oracles import ort_run
+
+    return ort_run(session, feeds)  # bfloat16 arrays too
 
 
 def _run_on(target: str) -> Callable[[onnx.ModelProto, Feeds], list[np.ndarray]]:

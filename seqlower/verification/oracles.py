@@ -63,6 +63,7 @@ __all__ = [
     "load_runner",
     "load_target",
     "oracle_label",
+    "ort_run",
 ]
 
 
@@ -238,19 +239,24 @@ def _ort_runner(model: onnx.ModelProto, name: str) -> Runner:
 
     def run(feeds: Mapping[str, Any]) -> list[Any]:
         run_options[:] = [ort.RunOptions()]
-        if not any(_ml_dtype(value) for value in feeds.values()):
-            return session.run(None, dict(feeds), run_options[0])
-        # numpy has no bfloat16 (or float8): ml_dtypes' arrays, which onnx reads them as, go
-        # in and come out as OrtValues ("Numpy_type 256 can't be converted to MLDataType").
-        values = {name: _ort_value(value) for name, value in feeds.items()}
-        outputs = session.run_with_ort_values(None, values, run_options[0])
-        return [_from_ort_value(value) for value in outputs]
+        return ort_run(session, feeds, run_options[0])
 
     def stop() -> None:
         for options in run_options:
             options.terminate = True
 
     return Runner(name, run, stop)
+
+
+def ort_run(session: Any, feeds: Mapping[str, Any], run_options: Any = None) -> list[Any]:
+    """``session.run`` that also takes and returns bfloat16/float8 (ml_dtypes') arrays: numpy
+    has no such type, so onnxruntime refuses them ("Numpy_type 256 can't be converted to
+    MLDataType"); they go in and come out as OrtValues."""
+    if not any(_ml_dtype(value) for value in feeds.values()):
+        return session.run(None, dict(feeds), run_options)
+    values = {name: _ort_value(value) for name, value in feeds.items()}
+    outputs = session.run_with_ort_values(None, values, run_options)
+    return [_from_ort_value(value) for value in outputs]
 
 
 def _ml_dtype(value: Any) -> bool:
