@@ -164,14 +164,20 @@ def test_targets_give_the_sequence_ops_values(target: str) -> None:
         assert_equal_outcomes(want, outcome(lambda f=feeds: run(target, result, f)))
 
 
-def test_openvino_fails_on_a_bad_position() -> None:
+@pytest.mark.parametrize("target", ["openvino", "tinygrad"])
+def test_bad_positions_fail(target: str) -> None:
     """OpenVINO's Gather returns zeros for an out-of-range index: the Reshape check fails."""
+    require(target)
     model = chain(3, ["erase", "insert"], concat=False)
-    result = lowered(model, "openvino")
+    result = lowered(model, target)
     assert any("fails_if_position_out_of_range" in n.name for n in result.graph.node)
+    assert_same(
+        run("onnxruntime", model, feeds_for(model, [-1, 2], -1)),
+        run(target, result, feeds_for(model, [-1, 2], -1)),
+    )
     for positions, at in (([3, 0], 0), ([0, 4], 0), ([0, 0], 3), ([-4, 0], 0), ([0, 0], -4)):
         with pytest.raises(RuntimeFailure):
-            run("openvino", result, feeds_for(model, positions, at))
+            run(target, result, feeds_for(model, positions, at))
 
 
 _TRACT_CHILD = """
