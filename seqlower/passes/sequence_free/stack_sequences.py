@@ -47,7 +47,7 @@ import onnx_ir as ir
 from seqlower._graphs import subgraphs_of
 from seqlower.passes._dims import Dim, DimProver
 from seqlower.passes._emit import Emitter
-from seqlower.passes._sequences import block, constant_int, is_onnx
+from seqlower.passes._ir import block, constant_int, is_onnx
 from seqlower.passes._shared import concat_problem, concat_stacked
 from seqlower.passes.sequence_free.fold_sequence_ops import FoldSequenceOps
 

@@ -11,7 +11,7 @@ import onnx
 import onnx.parser
 from onnx import numpy_helper
 
-from tests.conftest import run_cli
+from tests.helpers import run_cli
 from tests.runtimes import require, run
 
 # The smallest model that shows OpenVINO 2026.4.1's Python API misreading an ml_dtypes array.
