@@ -410,7 +410,7 @@ class StackSequences(FoldSequenceOps):
             )
             bad = emit.LessOrEqual(sizes, emit.int64s(0, hint="zero"), _hint="bad_sizes")
         bad_int = emit.Cast(bad, to=_INT64, _hint="bad_int")
-        result = self._as_data(emit, node, self._fails_if(emit, count, bad_int, gathered=False))
+        result = self._fails_if(emit, self._as_data(emit, node, count), bad_int, gathered=False)
         self._replace(node, graph, list(emit.nodes), result, opset)
         return True
 
