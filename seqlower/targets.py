@@ -157,7 +157,8 @@ PIPELINES: dict[str, Pipeline] = {
             strip_symbolic_dims=False,
             versions="OpenVINO 2026.4.1 (CPU, INFERENCE_PRECISION_HINT=f32)",
             measured="CI",
-            still_blocks="sequences whose length is known only at run time",
+            still_blocks="sequences whose length is known only at run time and whose elements "
+            "are not proven one shape (those are stacked)",
             proofs=("openvino",),
         ),
         Target(
@@ -188,16 +189,18 @@ PIPELINES: dict[str, Pipeline] = {
             expand_ops=("CenterCropPad",),
             versions="tract 0.23.9 (python tract, concrete input facts)",
             measured="CI",
-            still_blocks="Loops whose trip count is known only inside (bounded ones that stop "
-            "on data run to their bound, frozen, unless their scan outputs are read); the "
-            "opset-8 Scan (batch axis); sequences whose length "
-            "is known only at run time; Scans with data-dependent trip counts computed "
-            "differently and joined later (tract gives each its own symbol); Scans of zero "
-            "iterations; Slices whose starts, ends, axes or steps are computed from tensor "
-            "values, anywhere (tract 0.23.9's typed StridedSlice: 'Symbol points to an invalid "
-            "(dead ?) SymbolScope'; inside an If branch first 'Source node without a determined "
-            "fact'), as PyTorch's embedding_bag writes: named before the check "
-            "(require-shape-slice-bounds; bounds from constants and shapes run)",
+            still_blocks=(
+                "Loops whose trip count is known only inside (bounded ones that stop on data run "
+                "to their bound, frozen, unless their scan outputs are read); the opset-8 Scan "
+                "(batch axis); sequences whose length is known only at run time and whose "
+                "elements are not proven one shape; Scans with data-dependent trip counts "
+                "computed differently and joined later (tract gives each its own symbol); Scans "
+                "of zero iterations; Slices whose starts, ends, axes or steps are computed from "
+                "tensor values, anywhere (tract 0.23.9's typed StridedSlice: 'Symbol points to an"
+                " invalid (dead ?) SymbolScope'; inside an If branch first 'Source node without a"
+                " determined fact'), as PyTorch's embedding_bag writes: named before the check "
+                "(require-shape-slice-bounds; bounds from constants and shapes run)"
+            ),
             proofs=("tract", "tract-symbolic"),
         ),
         Target(
@@ -316,7 +319,8 @@ PIPELINES: dict[str, Pipeline] = {
             versions="not measured (documented: TensorRT's ONNX parser has Loop, Scan and "
             "ReverseSequence, no sequence ops)",
             measured="by hand (documented only)",
-            still_blocks="sequences whose length is known only at run time",
+            still_blocks="sequences whose length is known only at run time and whose elements "
+            "are not proven one shape (those are stacked)",
         ),
     )
 }
