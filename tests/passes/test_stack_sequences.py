@@ -178,6 +178,16 @@ def test_bad_positions_fail(target: str) -> None:
     for positions, at in (([3, 0], 0), ([0, 4], 0), ([0, 0], 3), ([-4, 0], 0), ([0, 0], -4)):
         with pytest.raises(RuntimeFailure):
             run(target, result, feeds_for(model, positions, at))
+    # SequenceAt of the constructed sequence itself (fold-sequence-ops leaves it to the stack)
+    direct = chain(3, [], concat=False)
+    lowered_direct = lowered(direct, target)
+    assert_same(
+        run("onnxruntime", direct, feeds_for(direct, [], -3)),
+        run(target, lowered_direct, feeds_for(direct, [], -3)),
+    )
+    for at in (3, -4):
+        with pytest.raises(RuntimeFailure):
+            run(target, lowered_direct, feeds_for(direct, [], at))
 
 
 _TRACT_CHILD = """

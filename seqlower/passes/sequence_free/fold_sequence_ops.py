@@ -45,7 +45,7 @@ from seqlower.passes._shared import (
     known_elements,
     unit_split,
 )
-from seqlower.passes._types import TypeOracle, element_dtype
+from seqlower.passes._types import TypeOracle
 
 __all__ = ["SPLIT_LIMIT", "FoldSequenceOps", "known_elements", "unit_split"]
 
@@ -191,44 +191,14 @@ class FoldSequenceOps(ir.passes.InPlacePass):
             return self._at_split(node, graph, opset, position)
         index = constant_int(position)
         if index is None:
-            if position is not None and self._one_static_shape(elements):
-                return self._at_stacked(node, graph, opset, elements, position)
+            # Left for StackSequences (stack-sequences), which stacks elements of one shape and
+            # makes a bad position fail on every runtime (OpenVINO's Gather returns zeros).
             block(node, f"its position '{getattr(position, 'name', '')}' is not a constant")
             return False
         if not -len(elements) <= index < len(elements):
             block(node, f"its position {index} is out of range for {len(elements)} elements")
             return False
         self._replace(node, graph, [], elements[index], opset)
-        return True
-
-    def _one_static_shape(self, elements: list[ir.Value]) -> bool:
-        """Whether the elements all have one static shape and one element type."""
-        shapes = set()
-        for element in elements:
-            shape = self._types.shape_of(element)
-            dtype = element_dtype(self._types.type_of(element))
-            if shape is None or not shape.is_static() or dtype is None:
-                return False
-            shapes.add((tuple(shape), dtype))
-        return len(shapes) == 1
-
-    def _at_stacked(
-        self,
-        node: ir.Node,
-        graph: ir.Graph | ir.Function,
-        opset: int,
-        elements: list[ir.Value],
-        position: ir.Value,
-    ) -> bool:
-        """``SequenceAt`` at a run-time position of known elements of one static shape (a
-        ``SplitToSequence`` of a count fixed by ``--overwrite-input-shape``): the elements
-        stacked, the position gathered (Gather takes and refuses the positions SequenceAt
-        does)."""
-        emit = self._emitter(graph, opset, node)
-        rows = [emit.unsqueeze(e, [0], hint=f"element_{k}") for k, e in enumerate(elements)]
-        stacked = emit.Concat(*rows, axis=0, _hint="stacked")
-        result = emit.Gather(stacked, position, axis=0, _hint="element")
-        self._replace(node, graph, list(emit.nodes), result, opset)
         return True
 
     def _at_split(

@@ -51,6 +51,9 @@ from seqlower.passes._ir import block, constant_int, is_onnx
 from seqlower.passes._shared import concat_problem, concat_stacked
 from seqlower.passes.sequence_free.fold_sequence_ops import FoldSequenceOps
 
+# Comparisons are Less/Greater/Equal/Not only: onnx2torch 1.5.15 converts GreaterOrEqual and
+# LessOrEqual only as opset 12 defines them.
+
 __all__ = ["StackSequences", "StackSequencesGatherChecked"]
 
 _INT64 = int(ir.DataType.INT64)
@@ -242,7 +245,7 @@ class StackSequences(FoldSequenceOps):
         q = last if position is None else self._position(emit, position, count)
         bad = emit.Or(
             emit.Less(q, emit.int64s(0, hint="zero"), _hint="before_first"),
-            emit.GreaterOrEqual(q, count, _hint="after_last"),
+            emit.Not(emit.Less(q, count, _hint="inside"), _hint="after_last"),
             _hint="bad_position",
         )
         bad_int = emit.Cast(bad, to=_INT64, _hint="bad_int")
@@ -251,7 +254,9 @@ class StackSequences(FoldSequenceOps):
         # an empty sequence gathers one row, so a bad position has an index to fail on.
         rows = emit.Max(count, one, _hint="gathered")
         j = emit.arange(rows, hint="rows")
-        later = emit.Cast(emit.GreaterOrEqual(j, q, _hint="later"), to=_INT64, _hint="later_int")
+        later = emit.Cast(
+            emit.Not(emit.Less(j, q, _hint="earlier"), _hint="later"), to=_INT64, _hint="later_int"
+        )
         kept = emit.Min(emit.Add(j, later, _hint="shifted"), last, _hint="kept")
         index = self._checked(emit, kept, bad, count, bad_int)
         gathered = emit.Gather(stack.value, index, axis=0, _hint="gathered_rows")
@@ -334,7 +339,7 @@ class StackSequences(FoldSequenceOps):
             count = self._count(emit, stack.value)
             bad = emit.Or(
                 emit.Less(p, emit.Neg(count, _hint="minus_length"), _hint="before_first"),
-                emit.GreaterOrEqual(p, count, _hint="after_last"),
+                emit.Not(emit.Less(p, count, _hint="inside"), _hint="after_last"),
                 _hint="bad_position",
             )
             p = self._fails_if(emit, p, emit.Cast(bad, to=_INT64, _hint="bad_int"))
@@ -408,7 +413,10 @@ class StackSequences(FoldSequenceOps):
                 sizes,
                 _hint="count",
             )
-            bad = emit.LessOrEqual(sizes, emit.int64s(0, hint="zero"), _hint="bad_sizes")
+            bad = emit.Not(
+                emit.Greater(sizes, emit.int64s(0, hint="zero"), _hint="positive"),
+                _hint="bad_sizes",
+            )
         bad_int = emit.Cast(bad, to=_INT64, _hint="bad_int")
         result = self._fails_if(emit, self._as_data(emit, node, count), bad_int, gathered=False)
         self._replace(node, graph, list(emit.nodes), result, opset)
