@@ -84,11 +84,47 @@ def test_a_loop_that_stops_on_data_keeps_its_condition_with_a_bound() -> None:
     assert_same(run("onnxruntime", model, feeds), run("onnxruntime", lowered, feeds))
 
 
+def _outer_limit(model: onnx.ModelProto) -> onnx.ModelProto:
+    """``data_stop`` with its limit a constant of the main graph, as PyTorch writes them."""
+    body = model.graph.node[-1].attribute[0].g
+    (limit,) = [n for n in body.node if n.output[0] == "limit"]
+    body.node.remove(limit)
+    model.graph.node.insert(0, limit)
+    return model
+
+
+def test_small_outer_constants_are_copied_into_the_body() -> None:
+    """onnx2tf 2.6.9 does not see an outer constant from inside a WHILE body (a Less against
+    one compares with float32: 'Comparison op input dtypes must be compatible')."""
+    model = _outer_limit(cases.data_stop()[0])
+    feeds = cases.data_stop()[1]
+    lowered = seqlower.lower(model, target="onnx2tf", check=False)
+    _valid(lowered)
+    (loop,) = _loops(lowered)
+    body = next(a.g for a in loop.attribute if a.name == "body")
+    inside = {o for n in body.node for o in n.output} | {i.name for i in body.input}
+    assert all(name in inside for n in body.node for name in n.input if name)
+    assert_same(run("onnxruntime", model, feeds), run("onnxruntime", lowered, feeds))
+
+
 def test_a_loop_of_a_constant_count_is_unrolled() -> None:
     """tf2onnx's loop over an input of a fixed length: neither Loop nor Scan left."""
     model = onnx.parser.parse_model(FIXED_LENGTH_RNN)
     lowered = seqlower.lower(model, target="onnx2tf", check=False)
     _valid(lowered)
+    assert not {"Loop", "Scan"} & set(all_op_types(lowered))
+    feeds = {"x": _RNG.standard_normal((7, 2, 3)).astype(np.float32)}
+    _close(run("onnxruntime", model, feeds), run("onnxruntime", lowered, feeds))
+
+
+def test_a_limit_folded_to_a_float_constant_is_a_count() -> None:
+    """tf2onnx compares ``Cast<to=float>`` of its counter and limit; with the input shapes fixed
+    the limit's Cast folds to a float constant (7.0), still an integer bound."""
+    text = FIXED_LENGTH_RNN.replace(
+        "f_lim = Cast<to = 1>(lim)", "f_lim = Constant<value = float {7.0}>()"
+    )
+    model = onnx.parser.parse_model(text)
+    lowered = seqlower.lower(model, target="onnx2tf", check=False)
     assert not {"Loop", "Scan"} & set(all_op_types(lowered))
     feeds = {"x": _RNG.standard_normal((7, 2, 3)).astype(np.float32)}
     _close(run("onnxruntime", model, feeds), run("onnxruntime", lowered, feeds))
@@ -197,6 +233,8 @@ def _lower_cli(tmp_path: Path, model: onnx.ModelProto, *flags: str) -> tuple[int
     [
         pytest.param(lambda: onnx.parser.parse_model(FIXED_LENGTH_RNN), id="fixed-length-rnn"),
         pytest.param(lambda: _static(cases.torch_while_loop()[0]), id="torch-while-loop"),
+        pytest.param(lambda: cases.data_stop()[0], id="while-loop-stopping-on-data"),
+        pytest.param(lambda: _outer_limit(cases.data_stop()[0]), id="while-loop-outer-constant"),
         pytest.param(lambda: BOOL_REVERSE, id="bool-reverse-sequence"),
         pytest.param(lambda: IDENTITY_OUTPUT, id="identity-output"),
     ],

@@ -16,7 +16,9 @@ after static shapes, ``loop-to-scan-constant`` then turns the loop into a Scan t
 keeps its condition and, without ``M``, gets ``M = 2**31 - 1`` (TFLite narrows 64-bit integers
 to 32 bits, so no larger bound is safe): a loop of more iterations than that would stop there,
 which no model deployed on TFLite reaches. A Loop without ``cond`` (a for-loop: the body's
-condition is ignored) gets ``cond = true`` and a body that passes it through.
+condition is ignored) gets ``cond = true`` and a body that passes it through. The small
+constants of the enclosing graph a body reads are copied into it: onnx2tf does not see them as
+constants from inside a ``WHILE`` body.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ import onnx_ir as ir
 
 from seqlower.passes._base import NameGenerator, NodeLoweringPass, Site
 from seqlower.passes._emit import Emitter
+from seqlower.passes._ir import constant_array, nodes_in
+from seqlower.passes._shared import outer_reads, prepend, read_inside
 from seqlower.passes._types import TypeOracle
 from seqlower.passes.targets.loop_to_scan import (
     _Condition,
@@ -41,6 +45,8 @@ __all__ = ["ExplicitLoopCounts"]
 
 #: The ``M`` written where the trip count is not known before the loop runs.
 UNBOUNDED = 2**31 - 1
+#: Outer constants up to this many elements read by a body are copied into it.
+_COPIED_CONSTANT_SIZE = 64
 
 
 @dataclasses.dataclass
@@ -49,6 +55,8 @@ class _Plan:
     body: ir.Graph
     opset: int
     terms: list[_Term] | None  # the derived bound (None: not derived)
+    explicit: bool  # M and cond given already, nothing tighter known: constants only
+    constants: list[tuple[ir.Value, np.ndarray]]  # small outer constants the body reads
 
 
 class ExplicitLoopCounts(NodeLoweringPass):
@@ -70,16 +78,34 @@ class ExplicitLoopCounts(NodeLoweringPass):
         terms = None
         if not _passes_through(body.outputs[0], body.inputs[1]):
             terms = _Condition(node, body, types).terms(body.outputs[0])
-        if terms is None and m is not None and cond is not None:
-            return None  # explicit already, and nothing tighter is known
+        constants = []
+        for value in outer_reads(body, list(body.inputs)):
+            array = constant_array(value)
+            if array is not None and array.size <= _COPIED_CONSTANT_SIZE:
+                constants.append((value, array))
+        explicit = terms is None and m is not None and cond is not None
         if terms is None and _passes_through(body.outputs[0], body.inputs[1]) and m is None:
             return None  # an infinite loop (invalid for any runtime): left as written
-        return _Plan(node, body, site.opset, terms)
+        if explicit and not constants:
+            return None  # explicit already, and nothing tighter is known
+        return _Plan(node, body, site.opset, terms, explicit, constants)
 
     def rewrite(self, plan: _Plan, names: NameGenerator) -> None:
         node, body = plan.node, plan.body
         graph = node.graph
         assert graph is not None
+        if plan.constants:
+            # onnx2tf 2.6.9 does not see an outer constant from inside a WHILE body: a Reshape
+            # or Squeeze reading one becomes a custom op (ONNX_RESHAPE), a Less against one
+            # compares with a float32 ('Comparison op input dtypes must be compatible').
+            copies = Emitter(names, node.name or "Loop", plan.opset, {})
+            inside = {id(n) for n in nodes_in(body)}
+            for value, array in plan.constants:
+                copy = copies.constant(array, hint=f"{value.name}_inside")
+                read_inside(body, value, copy, inside)
+            prepend(body, list(copies.nodes))
+        if plan.explicit:
+            return
         op = Emitter(names, node.name or "Loop", plan.opset, self.constant_pool(graph))
         inputs = list(node.inputs)
         while len(inputs) < 2:
