@@ -222,14 +222,15 @@ PIPELINES: dict[str, Pipeline] = {
             reverse_sequence="native",
             max_opset=None,
             strip_symbolic_dims=False,
-            versions="onnx2tf 2.6.9 (pipeline: TensorFlow 2.21's converter; proofs: its "
-            "flatbuffer_direct .tflite in ai-edge-litert 2.1.2)",
+            versions="onnx2tf 2.6.9 (its flatbuffer_direct .tflite in ai-edge-litert 2.1.2)",
             measured="by hand",
-            still_blocks="while-loops without an explicit max trip count; TFLite's SELECT "
-            "rejects the lowered ReverseSequence's Where, so the native kernel is kept; "
-            "onnx2tf 2.6.9's flatbuffer_direct backend writes Loop, Scan, sequence and "
-            "optional ops as TFLite custom ops LiteRT cannot run (ONNX_LOOP, ...: refused by "
-            "the proof)",
+            still_blocks="Loops of a run-time count with scan outputs (its WHILE carries states "
+            "only); at dynamic shapes a WHILE whose body reads an outer tensor ('Input tensor N "
+            "lacks data'); Scans of a run-time count, sequence and optional ops, some Ifs: "
+            "custom ops LiteRT cannot run (ONNX_SCAN, ...: refused by the proof); its fused "
+            "bidirectional LSTM differs from the framework on tf2onnx's unmasked Keras "
+            "Bidirectional(LSTM); TFLite's SELECT rejects the lowered ReverseSequence's Where, "
+            "so the native kernel is kept",
             proofs=("onnx2tf",),
             static_shapes="for Loops (unrolled when their count is a constant)",
         ),
