@@ -130,6 +130,37 @@ def test_a_limit_folded_to_a_float_constant_is_a_count() -> None:
     _close(run("onnxruntime", model, feeds), run("onnxruntime", lowered, feeds))
 
 
+def test_a_count_read_from_an_unrolled_loop_unrolls_too() -> None:
+    """A stacked RNN's second layer counts the rows of the first one's output: constant only
+    once the first loop is unrolled (ONNX's inference, then a constant M for the Scan)."""
+    model = onnx.parser.parse_model(
+        """
+        <ir_version: 8, opset_import: ["" : 17]>
+        g (float[7, 3] x) => (float[unk__1, 3] z) {
+            go = Constant<value = bool {1}>()
+            m1 = Constant<value = int64 {7}>()
+            y = Loop(m1, go) <body = b1 (int64 i, bool c) => (bool c_out, float[3] r) {
+                c_out = Identity(c)
+                row = Gather<axis = 0>(x, i)
+                r = Neg(row)
+            }>
+            s = Shape<start = 0, end = 1>(y)
+            zero = Constant<value = int64[1] {0}>()
+            m2 = Squeeze(s, zero)
+            z = Loop(m2, go) <body = b2 (int64 j, bool c2) => (bool c2_out, float[3] r2) {
+                c2_out = Identity(c2)
+                row2 = Gather<axis = 0>(y, j)
+                r2 = Abs(row2)
+            }>
+        }
+        """
+    )
+    lowered = seqlower.lower(model, target="onnx2tf", check=False)
+    assert not {"Loop", "Scan"} & set(all_op_types(lowered))
+    feeds = {"x": _RNG.standard_normal((7, 3)).astype(np.float32)}
+    _close(run("onnxruntime", model, feeds), run("onnxruntime", lowered, feeds))
+
+
 def test_a_loop_of_a_run_time_count_stays_a_loop() -> None:
     """onnx2tf runs a Loop of an explicit count as WHILE, but writes any Scan as ONNX_SCAN."""
     model, _ = cases.map_fn()

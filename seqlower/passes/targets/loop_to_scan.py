@@ -115,6 +115,7 @@ class _Plan:
     terms: list[_Term] | None  # None: the condition is passed through (the trip count is M)
     counters: list[int]  # carried values that start from the Loop's input and step by one
     types: dict[int, tuple[ir.TypeProtocol | None, ir.Shape | None]]  # of the outer reads
+    constant_count: int | None = None  # M evaluated at planning (LoopToScanConstant)
 
 
 class LoopToScan(NodeLoweringPass):
@@ -1052,4 +1053,18 @@ class LoopToScanConstant(LoopToScanReads):
         count = evaluate(m, site.opset, self._inferred_shape)
         if count is None or count.size != 1 or not 1 <= int(count.reshape(-1)[0]) <= UNROLL_LIMIT:
             return None
-        return super().plan(site, types)
+        plan = super().plan(site, types)
+        if plan is not None:
+            plan.constant_count = int(count.reshape(-1)[0])
+        return plan
+
+    def rewrite(self, plan: _Plan, names: NameGenerator) -> None:
+        # The count as a constant: unroll-constant-scans reads the Scan's length from it (it
+        # does not infer the shapes this count was evaluated with).
+        graph = plan.node.graph
+        assert graph is not None and plan.constant_count is not None
+        emit = Emitter(names, plan.node.name or "Loop", plan.opset, self.constant_pool(graph))
+        count = emit.int64s(plan.constant_count, hint="constant_count")
+        graph.insert_before(plan.node, emit.nodes)
+        plan.node.replace_input_with(0, count)
+        super().rewrite(plan, names)
