@@ -13,16 +13,30 @@ from __future__ import annotations
 import abc
 import dataclasses
 from collections import Counter
-from collections.abc import Callable
-from typing import Any, ClassVar
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar, Generic, Literal, TypeVar
 
 import onnx_ir as ir
 
 from seqlower._graphs import iter_graph_likes, subgraphs_of
+from seqlower.passes._emit import Emitter
 from seqlower.passes._ir import ONNX_DOMAINS
 from seqlower.passes._types import TypeOracle
 
-__all__ = ["NameGenerator", "NodeLoweringPass", "Site", "find_sites"]
+__all__ = [
+    "NameGenerator",
+    "NodeLoweringPass",
+    "Pool",
+    "Rewrite",
+    "Scope",
+    "Site",
+    "find_sites",
+    "model_names",
+    "rewire",
+]
+
+#: A pass's plan of one node (see :class:`NodeLoweringPass`).
+P = TypeVar("P")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,6 +129,10 @@ class NameGenerator:
         self._taken = taken
         self._next_suffix: dict[str, int] = {}
 
+    def __contains__(self, name: object) -> bool:
+        """Whether ``name`` is in use (in the model, or handed out)."""
+        return name in self._taken
+
     def fresh(self, base: str) -> str:
         """``base`` itself when free, else ``base_N`` for the smallest free N."""
         base = base or "seqlower"
@@ -140,10 +158,163 @@ class NameGenerator:
         return self.fresh(name or fallback)
 
 
-class NodeLoweringPass(ir.passes.InPlacePass):
+def model_names(model: ir.Model) -> NameGenerator:
+    """A name generator that knows every name in use anywhere in ``model``."""
+    walk = _Walk(lambda _: False, names=True)
+    walk.model(model)
+    return NameGenerator(walk.name_counts())
+
+
+def rewire(old: ir.Value, new: ir.Value, *, graph_outputs: bool = True) -> None:
+    """Every reader of ``old`` (with ``graph_outputs``, a graph returning it too) reads ``new``:
+    a body input replaced by what a rewrite computes, a node's output by its replacement."""
+    old.replace_all_uses_with(new, replace_graph_outputs=graph_outputs)
+
+
+#: Which small constants an emitter shares: ``"graph"``, with every emitter of the run into the
+#: same graph; ``"own"``, only among its own; None, none (each constant where it is used).
+Pool = Literal["graph", "own"] | None
+
+
+class Scope:
+    """What every emitter of one pass run shares: the names in use and a constant pool per
+    graph. :class:`NodeLoweringPass` makes one per run; passes that walk the model themselves
+    (``FoldSequenceOps``) make theirs with :meth:`of`."""
+
+    def __init__(
+        self,
+        names: NameGenerator,
+        pools: dict[int, dict[tuple[Any, ...], ir.Value]] | None = None,
+    ) -> None:
+        self.names = names
+        self._pools = {} if pools is None else pools
+
+    @classmethod
+    def of(cls, model: ir.Model) -> Scope:
+        return cls(model_names(model))
+
+    def emitter(
+        self, graph: ir.Graph | ir.Function, prefix: str, opset: int, pool: Pool = "graph"
+    ) -> Emitter:
+        """An emitter for nodes going into ``graph``, named from ``prefix``."""
+        constants: dict[tuple[Any, ...], ir.Value] | None = None
+        if pool == "graph":
+            constants = self._pools.setdefault(id(graph), {})
+        elif pool == "own":
+            constants = {}
+        return Emitter(self.names, prefix, opset, constants)
+
+    def at(self, site: Site) -> Rewrite:
+        """The context for rewriting the node of ``site``."""
+        return Rewrite(self, site)
+
+
+class Rewrite:
+    """What :meth:`NodeLoweringPass.rewrite` is handed for one node: the emitters for its site
+    and the surgery that puts their nodes in the node's place.
+
+    :meth:`before` and :meth:`after` record nodes for the node's graph (small constants pooled
+    with every rewrite in that graph); :meth:`replace` inserts them where the node is (the
+    ``before`` ones first), moves each output's readers (graph outputs included) to its
+    replacement and removes the node. :meth:`into` records nodes for another graph (a body),
+    for the rewrite to place (``_shared.prepend``, ``body.extend``); :meth:`at` is the context
+    of another node the rewrite replaces too (a ``ConcatFromSequence`` of the result).
+    """
+
+    def __init__(self, scope: Scope, site: Site) -> None:
+        self.scope = scope
+        self.site = site
+        self.node = site.node
+        self.opset = site.opset
+        self.names = scope.names
+        #: What the names the rewrite makes start with: the node's name, else its op type.
+        self.base = site.node.name or site.node.op_type
+        self._before: list[Emitter] = []
+        self._after: list[Emitter] = []
+
+    @property
+    def graph(self) -> ir.Graph:
+        """The graph the node is in."""
+        graph = self.node.graph
+        assert graph is not None, "the node is in a graph"
+        return graph
+
+    def at(self, node: ir.Node) -> Rewrite:
+        """The context for replacing ``node`` as well (same names, pools and opset)."""
+        return self.scope.at(Site(node, self.opset))
+
+    def into(
+        self, graph: ir.Graph | ir.Function, *, pool: Pool = "graph", prefix: str | None = None
+    ) -> Emitter:
+        """An emitter for nodes the rewrite places in ``graph`` itself (a body)."""
+        return self.scope.emitter(graph, prefix or self.base, self.opset, pool)
+
+    def before(self, *, pool: Pool = "graph", prefix: str | None = None) -> Emitter:
+        """An emitter whose nodes :meth:`replace` (or :meth:`insert`) puts where the node is."""
+        emit = self.into(self.graph, pool=pool, prefix=prefix)
+        self._before.append(emit)
+        return emit
+
+    def after(self, *, pool: Pool = "graph", prefix: str | None = None) -> Emitter:
+        """As :meth:`before`, its nodes after every ``before`` emitter's (they read the node
+        that replaces this one)."""
+        emit = self.into(self.graph, pool=pool, prefix=prefix)
+        self._after.append(emit)
+        return emit
+
+    def insert(self, nodes: Sequence[ir.Node] = ()) -> None:
+        """Put ``nodes``, then the ``before`` and ``after`` emitters' nodes, where the node is
+        (the node stays)."""
+        emitted = [n for emit in (*self._before, *self._after) for n in emit.nodes]
+        self._before, self._after = [], []
+        if nodes or emitted:
+            self.graph.insert_before(self.node, [*nodes, *emitted])
+
+    def redirect(
+        self,
+        outputs: Sequence[ir.Value | None],
+        *,
+        rename: bool | Sequence[bool] = False,
+        nodes: Sequence[ir.Node] = (),
+    ) -> None:
+        """:meth:`insert`, then each output's readers (graph outputs included) read
+        ``outputs[k]`` instead (None: left as it is). ``rename`` (for all, or per output): the
+        replacement takes the output's name, for one made under a name of its own; a value the
+        rewrite made for the output is named for it already, and one from elsewhere keeps its
+        name (a graph output then needs an ``Identity``)."""
+        self.insert(nodes)
+        renames = [rename] * len(outputs) if isinstance(rename, bool) else list(rename)
+        for old, new, moves in zip(self.node.outputs, outputs, renames, strict=True):
+            if new is None:
+                continue
+            name = old.name
+            rewire(old, new)
+            if moves and name:
+                old.name = None
+                new.name = name
+
+    def remove(self) -> None:
+        """Take the node out of its graph (nothing may read its outputs any more)."""
+        self.graph.remove(self.node, safe=True)
+
+    def replace(
+        self,
+        outputs: Sequence[ir.Value | None],
+        *,
+        rename: bool | Sequence[bool] = False,
+        nodes: Sequence[ir.Node] = (),
+    ) -> None:
+        """Replace the node: the emitted nodes in, its outputs' readers moved to ``outputs``
+        (:meth:`redirect`), the node out."""
+        self.redirect(outputs, rename=rename, nodes=nodes)
+        self.remove()
+
+
+class NodeLoweringPass(ir.passes.InPlacePass, Generic[P]):
     """Base of passes that replace every node of one op type, in every scope of a model.
 
-    After a run, :attr:`rewritten` holds how many nodes the run replaced.
+    ``P`` is the pass's plan: what :meth:`plan` works out for one node and :meth:`rewrite`
+    builds from. After a run, :attr:`rewritten` holds how many nodes the run replaced.
     """
 
     #: The op type this pass removes from models.
@@ -168,7 +339,7 @@ class NodeLoweringPass(ir.passes.InPlacePass):
         return node.op_type == self.op_type and node.domain in ONNX_DOMAINS
 
     @abc.abstractmethod
-    def plan(self, site: Site, types: TypeOracle) -> Any:
+    def plan(self, site: Site, types: TypeOracle) -> P | None:
         """Check one node and work out its rewrite, without changing anything.
 
         Raises :class:`seqlower.errors.InvalidNodeError` when the node cannot be lowered; passes
@@ -176,8 +347,9 @@ class NodeLoweringPass(ir.passes.InPlacePass):
         """
 
     @abc.abstractmethod
-    def rewrite(self, plan: Any, names: NameGenerator) -> None:
-        """Replace the planned node in its graph."""
+    def rewrite(self, plan: P, ctx: Rewrite) -> None:
+        """Replace the planned node (``ctx.node``) in its graph: build with ``ctx.before()``,
+        then ``ctx.replace(outputs)``."""
 
     def _op_types(self) -> frozenset[str] | None:
         """What :meth:`matches` can take, when it is the default (a subclass's may differ)."""
@@ -194,15 +366,15 @@ class NodeLoweringPass(ir.passes.InPlacePass):
         if not walk.sites:
             return ir.passes.PassResult(model, modified=False)
         types = TypeOracle(model)
-        plans = [self.plan(site, types) for site in walk.sites]
-        plans = [plan for plan in plans if plan is not None]
+        planned = [(site, self.plan(site, types)) for site in walk.sites]
+        plans = [(site, plan) for site, plan in planned if plan is not None]
         if not plans:
             return ir.passes.PassResult(model, modified=False)
-        names = NameGenerator(walk.name_counts())
-        for plan in plans:
-            self.rewrite(plan, names)
+        scope = Scope(NameGenerator(walk.name_counts()), self._constant_pools)
+        for site, plan in plans:
+            self.rewrite(plan, scope.at(site))
         self.rewritten = len(plans)
-        self.finish(model, names)
+        self.finish(model, scope.names)
         return ir.passes.PassResult(model, modified=True)
 
     def finish(self, model: ir.Model, names: NameGenerator) -> None:

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import onnx
 import onnx_ir as ir
 
-from seqlower.passes._base import NameGenerator
 from seqlower.passes._ir import constant_array
+
+if TYPE_CHECKING:
+    from seqlower.passes._base import NameGenerator
 
 __all__ = ["Emitter"]
 
@@ -24,8 +26,8 @@ class Emitter(ir.tape.Tape):
     A rewrite reads like the ONNX it builds, as onnxscript's rules do:
     ``op.Where(op.Less(lens, zero, _hint="short"), rev, steps, _hint="index")``; attributes are
     keywords (``axis=-1``, ``body=graph``). Keywords with a leading underscore are about naming:
-    ``_hint`` names the new output, ``_node`` the node (default: the op type), ``_dtype`` types
-    the output; ``_output`` is an existing value to produce instead, ``_outputs`` all of a
+    ``_hint`` names the new output, ``_node`` the node (both default to the op type), ``_dtype``
+    types the output; ``_output`` is an existing value to produce instead, ``_outputs`` all of a
     multi-output or control-flow node's values (the call returns the first), with ``_name``,
     ``_doc_string`` and ``_metadata`` carried over from the node it replaces.
 
@@ -45,7 +47,8 @@ class Emitter(ir.tape.Tape):
         (a pool per graph, shared by all rewrites in it, keeps lowered models small)."""
         super().__init__()
         self._names = names
-        self._prefix = prefix
+        #: What the names of the nodes and values it builds start with.
+        self.prefix = prefix
         self.opset = opset
         self._constants = constants
 
@@ -74,14 +77,13 @@ class Emitter(ir.tape.Tape):
     ) -> ir.Value:
         """One node on the tape (what ``op.X(...)`` calls); see the class docstring."""
         if outputs is None:
-            if hint is None:
-                raise TypeError(f"{op_type}: name its output (_hint) or pass its _outputs")
-            output = ir.Value(name=self._names.fresh(f"{self._prefix}_{hint}"))
+            # Without a hint the output is named for the op: ``<prefix>_relu``.
+            output = ir.Value(name=self._names.fresh(f"{self.prefix}_{hint or op_type.lower()}"))
             if dtype is not None:
                 output.dtype = dtype
             outputs = [output]
         if name is None:
-            name = self._names.fresh(f"{self._prefix}_{node or op_type}")
+            name = self._names.fresh(f"{self.prefix}_{node or op_type}")
         # ir.Node directly rather than Tape.op_multi_out: its general attribute conversion
         # costs a few microseconds a node, which adds up over 100k-node models.
         built = ir.Node(

@@ -7,7 +7,6 @@ Passes import these from here, never from one another.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import onnx
 import onnx_ir as ir
@@ -15,7 +14,7 @@ from onnx_ir.passes.common import InlinePass
 
 from seqlower._graphs import subgraphs_of
 from seqlower.errors import InvalidNodeError
-from seqlower.passes._base import NameGenerator
+from seqlower.passes._base import NameGenerator, Rewrite, rewire
 from seqlower.passes._emit import Emitter
 from seqlower.passes._ir import is_onnx, nodes_in
 from seqlower.passes._types import TypeOracle
@@ -66,22 +65,16 @@ def known_elements(sequence: ir.Value | None) -> list[ir.Value] | None:
 
 
 def concat_stacked(
-    concat: ir.Node,
-    stacked: ir.Value,
-    rank: int,
-    opset: int,
-    names: NameGenerator,
-    pool: dict[tuple[Any, ...], ir.Value] | None = None,
-    named: set[int] | None = None,
+    ctx: Rewrite, stacked: ir.Value, rank: int, named: set[int] | None = None
 ) -> None:
-    """Replace a ConcatFromSequence of results of rank ``rank`` by ops on ``stacked``, the same
-    results stacked along a new axis 0 (its axis already checked by ``concat_problem``).
+    """Replace a ConcatFromSequence (``ctx.node``) of results of rank ``rank`` by ops on
+    ``stacked``, the same results stacked along a new axis 0 (its axis already checked by
+    ``concat_problem``).
 
     ``named``: ids of values a rewrite made that may take the concat's name themselves rather
     than through an ``Identity`` (each once: the id is then dropped)."""
-    graph = concat.graph
-    assert graph is not None
-    emit = Emitter(names, concat.name or "ConcatFromSequence", opset, pool)
+    concat = ctx.node
+    emit = ctx.before()
     axis = concat.attributes["axis"].as_int()
     new_axis = "new_axis" in concat.attributes and concat.attributes["new_axis"].as_int() == 1
     out_rank = rank + 1 if new_axis else rank
@@ -96,14 +89,10 @@ def concat_stacked(
         moved = emit.Transpose(stacked, perm=perm, _hint="moved")
         dims = [dims[p] for p in perm] if static else []
     producer = stacked.producer()
-    same_graph = producer is not None and producer.graph is graph  # else a subgraph's output
+    same_graph = producer is not None and producer.graph is ctx.graph  # else a subgraph's output
     if new_axis and moved is stacked and same_graph and named is not None and id(stacked) in named:
         named.discard(id(stacked))
-        old = concat.outputs[0]
-        name = old.name
-        old.replace_all_uses_with(stacked, replace_graph_outputs=True)
-        graph.remove(concat, safe=True)
-        stacked.name = name
+        ctx.replace([stacked], rename=True)
         stacked.type, stacked.shape = old.type or stacked.type, old.shape or stacked.shape
         return
     if new_axis:
@@ -114,26 +103,26 @@ def concat_stacked(
         joined = [*dims[:axis], dims[axis] * dims[axis + 1], *dims[axis + 2 :]]
         result = emit.reshape(moved, emit.int64s(joined, hint="target"), hint="concat")
     else:
-        pieces = []
-        if axis > 0:
-            pieces.append(emit.dims(moved, 0, axis, hint="before"))
-        merged = emit.Mul(
-            emit.dims(moved, axis, axis + 1, hint="count"),
-            emit.dims(moved, axis + 1, axis + 2, hint="size"),
-            _hint="merged",
-        )
-        pieces.append(merged)
-        if axis + 2 <= rank:
-            pieces.append(emit.dims(moved, axis + 2, hint="after"))
-        target = pieces[0] if len(pieces) == 1 else emit.Concat(*pieces, axis=0, _hint="target")
-        result = emit.reshape(moved, target, hint="concat")
-    graph.insert_before(concat, emit.nodes)
-    name = old.name
+        result = emit.reshape(moved, _merged_shape(emit, moved, axis, rank), hint="concat")
     result.type = old.type or stacked.type
     result.shape = old.shape
-    old.replace_all_uses_with(result, replace_graph_outputs=True)
-    graph.remove(concat, safe=True)
-    result.name = name
+    ctx.replace([result], rename=True)
+
+
+def _merged_shape(emit: Emitter, moved: ir.Value, axis: int, rank: int) -> ir.Value:
+    """The shape of ``moved`` with axis ``axis`` and the next merged into one."""
+    pieces = []
+    if axis > 0:
+        pieces.append(emit.dims(moved, 0, axis, hint="before"))
+    merged = emit.Mul(
+        emit.dims(moved, axis, axis + 1, hint="count"),
+        emit.dims(moved, axis + 1, axis + 2, hint="size"),
+        _hint="merged",
+    )
+    pieces.append(merged)
+    if axis + 2 <= rank:
+        pieces.append(emit.dims(moved, axis + 2, hint="after"))
+    return pieces[0] if len(pieces) == 1 else emit.Concat(*pieces, axis=0, _hint="target")
 
 
 def outer_reads(body: ir.Graph, inputs: list[ir.Value]) -> list[ir.Value]:
@@ -230,7 +219,7 @@ def cut_interface(
     body.inputs.clear()
     body.outputs.clear()
     for param, replacement in replacements.items():
-        param.replace_all_uses_with(replacement)
+        rewire(param, replacement, graph_outputs=False)
     return [replacements.get(result, result) for result in results]
 
 
@@ -282,24 +271,21 @@ def prepend(body: ir.Graph, nodes: Sequence[ir.Node]) -> None:
 
 
 def inline_copy(
-    body: ir.Graph,
-    arguments: Sequence[ir.Value],
-    names: NameGenerator,
-    base: str,
-    opset: int,
+    ctx: Rewrite, body: ir.Graph, arguments: Sequence[ir.Value], base: str
 ) -> tuple[list[ir.Node], list[ir.Value]]:
     """A copy of ``body``'s nodes reading ``arguments`` for its inputs, every node, value and
     subgraph renamed to names of its own (from ``base``), its initializers as Constants (the
     copy may land in a function); returns the nodes, to insert, and what the body's outputs
     are in the copy (an argument, where the body returns an input)."""
+    names = ctx.names
     copy = body.clone(allow_outer_scope_values=True)
     outputs = list(copy.outputs)
     copy.outputs.clear()
     for param, argument in zip(list(copy.inputs), arguments, strict=True):
-        param.replace_all_uses_with(argument)
+        rewire(param, argument, graph_outputs=False)
     mapping = dict(zip(copy.inputs, arguments, strict=True))
     copy.inputs.clear()
-    constants = initializers_as_constants(copy, names, base, opset)
+    constants = initializers_as_constants(copy, ctx.into(copy, pool=None, prefix=base), names)
     nodes = [*constants, *copy]
     copy.remove(list(copy))
     for inner in nodes:
@@ -308,10 +294,11 @@ def inline_copy(
 
 
 def initializers_as_constants(
-    body: ir.Graph, names: NameGenerator, base: str, opset: int
+    body: ir.Graph, emit: Emitter, names: NameGenerator
 ) -> Sequence[ir.Node]:
-    """The body's own initializers as Constant nodes (the copy may land in a function)."""
-    emit = Emitter(names, base, opset)
+    """The body's own initializers as Constant nodes, built by ``emit`` (unpooled, named from
+    its prefix) for the caller to place (the copy may land in a function)."""
+    base = emit.prefix
     for name in list(body.initializers):
         value = body.initializers.pop(name)
         tensor = value.const_value
@@ -320,7 +307,7 @@ def initializers_as_constants(
         node_name = names.fresh(f"{base}_Constant")
         result = ir.Value(name=names.fresh(f"{base}_{name}"), type=value.type, shape=value.shape)
         emit.Constant(value=tensor, _outputs=[result], _name=node_name)
-        value.replace_all_uses_with(result)
+        rewire(value, result, graph_outputs=False)
     return emit.nodes
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from seqlower.passes._base import NameGenerator
+from seqlower.passes._base import Rewrite
 from seqlower.passes._dims import BROADCASTING, ELEMENTWISE
 from seqlower.passes._ir import constant_array, is_onnx
 from seqlower.passes._shared import cut_interface, initializers_as_constants, unit_split
@@ -70,23 +70,16 @@ def stacked_source(sequence: ir.Value, body: ir.Graph) -> ir.Value | None:
 
 
 def run_on_stack(
-    node: ir.Node,
-    body: ir.Graph,
-    stacked: ir.Value,
-    names: NameGenerator,
-    opset: int,
-    count: int | None = None,
+    ctx: Rewrite, body: ir.Graph, stacked: ir.Value, count: int | None = None
 ) -> tuple[list[ir.Value], set[int]]:
-    """Move the nodes of ``body`` (a map's, :func:`elementwise`) into ``node``'s graph ahead of
+    """Move the nodes of ``body`` (a map's, :func:`elementwise`) into ``ctx.node``'s graph ahead of
     it, reading ``stacked`` for the element; returns what its outputs are there, and the ids of
     those the moved nodes compute (not ``stacked`` or an outer value the body returns as is:
     only those may be renamed). Its initializers become Constants and every name is kept where
     the model has it once (sibling bodies may reuse names; one graph may not). ``count``: the
     number of elements stacked, when known (the stacked axis' size in every value's shape)."""
-    graph = node.graph
-    assert graph is not None
-    base = node.name or "SequenceMap"
-    constants = initializers_as_constants(body, names, base, opset)
+    names, base = ctx.names, ctx.base
+    constants = initializers_as_constants(body, ctx.into(body, pool=None), names)
     for inner in body:  # every value the body computes gains the stacked axis in front
         if inner.op_type != "Constant":
             for value in inner.outputs:
@@ -100,6 +93,6 @@ def run_on_stack(
             inner.name = names.take_over(inner.name, f"{base}_{inner.op_type}")
         for value in inner.outputs:
             value.name = names.take_over(value.name, f"{base}_value")
-    graph.insert_before(node, moved)
+    ctx.insert(moved)
     computed = {id(value) for inner in moved for value in inner.outputs}
     return results, {id(r) for r in results if id(r) in computed}

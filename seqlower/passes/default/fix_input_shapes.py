@@ -20,7 +20,7 @@ import onnx
 import onnx_ir as ir
 
 from seqlower.errors import BadOptionError
-from seqlower.passes._base import NameGenerator, _Walk
+from seqlower.passes._base import model_names
 from seqlower.passes._fold import fold_model
 from seqlower.passes._types import weightless_proto
 
@@ -107,9 +107,7 @@ class FixInputShapes(ir.passes.InPlacePass):
             for value, new in new_shapes:
                 value.shape = new
             self._refuse_failing(model, before)
-        walk = _Walk(lambda _: False, names=True)
-        walk.model(model)
-        folded = fold_model(model, NameGenerator(walk.name_counts()))
+        folded = fold_model(model, model_names(model))
         self.rewritten = len(new_shapes) + folded
         return ir.passes.PassResult(model, modified=bool(self.rewritten))
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from seqlower.passes._base import NameGenerator, _Walk
+from seqlower.passes._base import model_names
 from seqlower.passes._fold import fold_model
 
 __all__ = ["FoldStaticShapes"]
@@ -25,7 +25,5 @@ class FoldStaticShapes(ir.passes.InPlacePass):
         self.rewritten = 0
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
-        walk = _Walk(lambda _: False, names=True)
-        walk.model(model)
-        self.rewritten = fold_model(model, NameGenerator(walk.name_counts()))
+        self.rewritten = fold_model(model, model_names(model))
         return ir.passes.PassResult(model, modified=bool(self.rewritten))

@@ -50,7 +50,7 @@ from typing import Any
 import numpy as np
 import onnx_ir as ir
 
-from seqlower.passes._base import NameGenerator, NodeLoweringPass, Site
+from seqlower.passes._base import NodeLoweringPass, Rewrite, Site
 from seqlower.passes._dims import Dim, DimProver, filled_vector
 from seqlower.passes._emit import Emitter
 from seqlower.passes._ir import ints_attr, is_onnx
@@ -105,7 +105,7 @@ class _Plan:
 FORMS = ("gathernd", "gather")
 
 
-class LowerReverseSequence(NodeLoweringPass):
+class LowerReverseSequence(NodeLoweringPass[_Plan]):
     """Replace every ``ReverseSequence`` with a ``Slice`` or a ``GatherND`` (see the module
     docstring); the count of each form chosen is in :attr:`forms` after a run.
 
@@ -141,7 +141,7 @@ class LowerReverseSequence(NodeLoweringPass):
             # These hold values of the model: let them go.
             self._dims, self._indices, self._lengths = DimProver(), {}, {}
 
-    def plan(self, site: Site, types: TypeOracle) -> _Plan:
+    def plan(self, site: Site, types: TypeOracle) -> _Plan | None:
         node = site.node
         time_axis, batch_axis, lens = validate_reverse_sequence(node)
         data, lens_value = node.inputs
@@ -189,30 +189,38 @@ class LowerReverseSequence(NodeLoweringPass):
             elements=elements,
         )
 
-    def rewrite(self, plan: _Plan, names: NameGenerator) -> None:
-        node = plan.node
-        graph = node.graph
-        assert graph is not None
-        data, lens = node.inputs
-        assert data is not None and lens is not None
-        emit = Emitter(names, node.name or "ReverseSequence", plan.opset, self.constant_pool(graph))
+    def rewrite(self, plan: _Plan, ctx: Rewrite) -> None:
+        node = ctx.node
+        data = node.inputs[0]
+        assert data is not None
+        emit = ctx.before()
         old = node.outputs[0]
         # Constant lengths out of range: the model can only fail at run time, and the index
         # that makes it fail need not produce the input's shape.
         doomed = plan.lens is not None and bool(invalid_lengths(plan.lens, plan.time_size).any())
         result = ir.Value(
-            name=old.name or names.fresh("ReverseSequence_out"),
+            name=old.name or ctx.names.fresh("ReverseSequence_out"),
             type=old.type or data.type,
             # ReverseSequence keeps the input's shape; saying so helps runtimes plan memory.
             shape=_copy(old.shape) if doomed else _output_shape(old.shape, data.shape),
             doc_string=old.doc_string,
             metadata_props=dict(old.metadata_props) or None,
         )
+        self._reverse(emit, plan, result)
+        self.forms[plan.form.value] = self.forms.get(plan.form.value, 0) + 1
+        ctx.replace([result])
+
+    def _reverse(self, emit: Emitter, plan: _Plan, result: ir.Value) -> None:
+        """``result`` computed in the planned form."""
+        data, lens = plan.node.inputs
+        assert data is not None and lens is not None
         form = plan.form
         if form is _Form.SLICE:
             _reverse_axis(emit, data, plan.time_axis, result)
         elif form is _Form.COPY:
             emit.Identity(data, _hint="unchanged", _output=result)
+        elif form is _Form.ROWS:
+            reverse_rows(emit, data, lens, plan, result)
         elif form is _Form.CONSTANT:
             index = self._indices.get(plan.share_key) if plan.share_key else None
             if index is None:
@@ -223,30 +231,32 @@ class LowerReverseSequence(NodeLoweringPass):
                 _gather_steps(emit, data, index, plan, result)
             else:
                 emit.GatherND(data, index, _hint="reversed", _output=result)
-        elif form is _Form.ROWS:
-            reverse_rows(emit, data, lens, plan, result)
         else:
-            index = self._indices.get(plan.share_key) if plan.share_key else None
-            if index is None:
-                # Before opset 15 every read of a dimension slices one Shape of the input.
-                shape = emit.Shape(data, _hint="shape") if emit.opset < 15 else None
-                shared = self._lengths.get(plan.lengths_key) if plan.lengths_key else None
-                if shared is None:
-                    shared = _lengths_part(emit, data, lens, plan, shape)
-                    if plan.lengths_key is not None:
-                        self._lengths[plan.lengths_key] = shared
-                index = _computed_index(emit, data, shared, plan, shape)
-                if plan.share_key is not None:
-                    self._indices[plan.share_key] = index
+            index = self._run_time_index(emit, data, lens, plan)
             if form is _Form.ELEMENTS:
                 _gather_steps(emit, data, index, plan, result)
             else:
                 emit.GatherND(data, index, _hint="reversed", _output=result)
-        self.forms[form.value] = self.forms.get(form.value, 0) + 1
 
-        graph.insert_before(node, emit.nodes)
-        old.replace_all_uses_with(result, replace_graph_outputs=True)
-        graph.remove(node, safe=True)
+    def _run_time_index(
+        self, emit: Emitter, data: ir.Value, lens: ir.Value, plan: _Plan
+    ) -> ir.Value:
+        """The (time, batch) index for lengths known at run time, shared with the nodes of the
+        graph whose keys are equal (and its lengths part with those of equal lengths keys)."""
+        index = self._indices.get(plan.share_key) if plan.share_key else None
+        if index is not None:
+            return index
+        # Before opset 15 every read of a dimension slices one Shape of the input.
+        shape = emit.Shape(data, _hint="shape") if emit.opset < 15 else None
+        shared = self._lengths.get(plan.lengths_key) if plan.lengths_key else None
+        if shared is None:
+            shared = _lengths_part(emit, data, lens, plan, shape)
+            if plan.lengths_key is not None:
+                self._lengths[plan.lengths_key] = shared
+        index = _computed_index(emit, data, shared, plan, shape)
+        if plan.share_key is not None:
+            self._indices[plan.share_key] = index
+        return index
 
 
 def _reverse_axis(emit: Emitter, data: ir.Value, axis: int, result: ir.Value) -> None:
@@ -550,7 +560,7 @@ class LowerReverseSequenceGaps(LowerReverseSequence):
     def __init__(self) -> None:
         super().__init__(form="gather")
 
-    def plan(self, site: Site, types: TypeOracle) -> _Plan | None:  # type: ignore[override]
+    def plan(self, site: Site, types: TypeOracle) -> _Plan | None:
         data = site.node.inputs[0] if site.node.inputs else None
         dtype = None if data is None else element_dtype(types.type_of(data))
         if dtype is not None and dtype not in ONNXRUNTIME_LACKS:

@@ -45,12 +45,13 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import onnx_ir as ir
 
 from seqlower.errors import InvalidNodeError
-from seqlower.passes._base import NameGenerator, NodeLoweringPass, Site
+from seqlower.passes._base import NameGenerator, NodeLoweringPass, Rewrite, Site
 from seqlower.passes._emit import Emitter
 from seqlower.passes._ir import is_onnx
 from seqlower.passes._shared import (
@@ -83,7 +84,7 @@ class _Plan:
     vector: bool = False  # an elementwise body over one static sequence: run once, stacked
 
 
-class LowerSequenceMap(NodeLoweringPass):
+class LowerSequenceMap(NodeLoweringPass[_Plan]):
     """Replace every ``SequenceMap`` with an equivalent ``Loop`` (see the module docstring);
     the count of each form chosen (``scan``, ``carried``) is in :attr:`forms` after a run."""
 
@@ -120,48 +121,25 @@ class LowerSequenceMap(NodeLoweringPass):
             vector = split or (static is not None and _static(element))
         return _Plan(node, body, site.opset, sequence_inputs, dtypes, static, vector)
 
-    def rewrite(self, plan: _Plan, names: NameGenerator) -> None:
-        node, body = plan.node, plan.body
-        graph = node.graph
-        assert graph is not None
+    def rewrite(self, plan: _Plan, ctx: Rewrite) -> None:
+        node, body, names, base = ctx.node, plan.body, ctx.names, ctx.base
         if plan.vector:
             self.forms["vector"] = self.forms.get("vector", 0) + 1
-            _vectorized(plan, names, self.constant_pool(graph), self.constant_pool(body))
+            _vectorized(ctx, plan)
             return
         form = "carried" if plan.static_shapes is None else "scan"
         self.forms[form] = self.forms.get(form, 0) + 1
-        base = node.name or "SequenceMap"
-        results = list(body.outputs)
-        outer_inputs: list[ir.Value] = list(node.inputs)  # type: ignore[arg-type]
-        outer_pool, body_pool = self.constant_pool(graph), self.constant_pool(body)
-        before = Emitter(names, base, plan.opset, outer_pool)  # outer graph, ahead of the Loop
-        after = Emitter(names, base, plan.opset, outer_pool)  # outer graph, after the Loop
-        reads = Emitter(names, base, plan.opset, body_pool)  # body, ahead of the original nodes
-        tail = Emitter(names, base, plan.opset, body_pool)  # body, after them
-
-        count = before.SequenceLength(outer_inputs[0], _hint="length", _dtype=_INT64)
+        before, after = ctx.before(), ctx.after()  # outer graph, ahead of and after the Loop
+        reads, tail = ctx.into(body), ctx.into(body)  # body, ahead of and after its own nodes
+        count = before.SequenceLength(node.inputs[0], _hint="length", _dtype=_INT64)
         count.shape = _SCALAR
-
         # The body becomes the Loop body: element reads first, then the original nodes.
         iteration = _scalar_input(names.fresh(f"{base}_iteration"), _INT64)
         cond_in = _scalar_input(names.fresh(f"{base}_cond_in"), ir.DataType.BOOL)
-        replacements: dict[ir.Value, ir.Value] = {}
-        for k, (param, outer) in enumerate(zip(body.inputs, outer_inputs, strict=True)):
-            if not plan.input_is_sequence[k]:
-                replacements[param] = outer  # tensors are read from the outer scope
-                continue
-            element = ir.Value(
-                name=names.take_over(param.name, f"{base}_element_{k}"),
-                type=param.type or _element_type_of(outer),
-                shape=param.shape,
-            )
-            reads.SequenceAt(outer, iteration, _hint=f"element_{k}", _output=element)
-            replacements[param] = element
-        results = cut_interface(body, replacements, results)
+        results = _read_elements(ctx, plan, reads, iteration)
         cond_out = ir.Value(name=names.fresh(f"{base}_cond_out"), type=_tensor(ir.DataType.BOOL))
         cond_out.shape = _SCALAR
         tail.Identity(cond_in, _hint="cond_out", _output=cond_out)
-
         loop_outputs = _new_outputs(plan, names, base)
         if plan.static_shapes is not None:
             body.inputs.extend([iteration, cond_in])
@@ -174,24 +152,45 @@ class LowerSequenceMap(NodeLoweringPass):
             )
             body.inputs.extend([iteration, cond_in, *carried_in])
             node_outputs = loop_outputs
-
         prepend(body, reads.nodes)
         body.extend(tail.nodes)
         body.outputs.extend([cond_out, *body_outputs])
-
         del node.attributes["body"]
-        before.Loop(
-            *loop_inputs,
-            body=body,
-            _outputs=node_outputs,
-            _name=node.name or names.fresh("SequenceMap_Loop"),
-            _doc_string=node.doc_string,
-            _metadata=node.metadata_props,
+        before.Loop(*loop_inputs, body=body, _outputs=node_outputs, **_carried_over(ctx, "Loop"))
+        ctx.replace(loop_outputs)
+
+
+def _read_elements(
+    ctx: Rewrite, plan: _Plan, reads: Emitter, iteration: ir.Value
+) -> list[ir.Value]:
+    """Each body input of a sequence read as the iteration's element (``SequenceAt``), each of
+    a tensor as the outer tensor itself; returns the body's results, its interface cut."""
+    body, names, base = plan.body, ctx.names, ctx.base
+    outer_inputs: list[ir.Value] = list(ctx.node.inputs)  # type: ignore[arg-type]
+    replacements: dict[ir.Value, ir.Value] = {}
+    for k, (param, outer) in enumerate(zip(body.inputs, outer_inputs, strict=True)):
+        if not plan.input_is_sequence[k]:
+            replacements[param] = outer  # tensors are read from the outer scope
+            continue
+        element = ir.Value(
+            name=names.take_over(param.name, f"{base}_element_{k}"),
+            type=param.type or _element_type_of(outer),
+            shape=param.shape,
         )
-        graph.insert_before(node, [*before.nodes, *after.nodes])
-        for old, new in zip(node.outputs, loop_outputs, strict=True):
-            old.replace_all_uses_with(new, replace_graph_outputs=True)
-        graph.remove(node, safe=True)
+        reads.SequenceAt(outer, iteration, _hint=f"element_{k}", _output=element)
+        replacements[param] = element
+    return cut_interface(body, replacements, list(body.outputs))
+
+
+def _carried_over(ctx: Rewrite, op_type: str) -> dict[str, Any]:
+    """What the node that replaces the map keeps of it: its name (a fresh one without), doc
+    string and metadata."""
+    node = ctx.node
+    return {
+        "_name": node.name or ctx.names.fresh(f"SequenceMap_{op_type}"),
+        "_doc_string": node.doc_string,
+        "_metadata": node.metadata_props,
+    }
 
 
 def _new_outputs(plan: _Plan, names: NameGenerator, base: str) -> list[ir.Value]:
@@ -238,27 +237,20 @@ def _stacked(
     return scanned, stacked, [count, keep_going]
 
 
-def _vectorized(
-    plan: _Plan,
-    names: NameGenerator,
-    outer_pool: dict[tuple[object, ...], ir.Value],
-    body_pool: dict[tuple[object, ...], ir.Value],
-) -> None:
+def _vectorized(ctx: Rewrite, plan: _Plan) -> None:
     """The map as one run of its elementwise body on the stacked elements (module docstring),
     the body graph becoming the ``If``'s then branch."""
-    node, body = plan.node, plan.body
-    graph = node.graph
+    node, body, names, base = ctx.node, plan.body, ctx.names, ctx.base
     sequence = node.inputs[0]
-    assert graph is not None and sequence is not None
-    base = node.name or "SequenceMap"
+    assert sequence is not None
     split = stacked_source(sequence, body)
     if split is not None:
-        _vectorized_in_place(plan, names, split, outer_pool)
+        _vectorized_in_place(ctx, plan, split)
         return
     elements = _constructed(sequence)
     if elements is not None:
         # Never empty (SequenceConstruct takes one element or more): no If to guard it.
-        stack = Emitter(names, base, plan.opset, outer_pool)
+        stack = ctx.before()
         stacked = stack.ConcatFromSequence(sequence, axis=0, new_axis=1, _hint="stacked")
         param = body.inputs[0]
         assert param.shape is not None  # the vector form needs the element's static shape
@@ -268,12 +260,11 @@ def _vectorized(
         # declaration the values contradict must not become a constant.
         known = elements if _declared_alike(sequence, body) else None
         stacked.shape = ir.Shape([known, *param.shape])
-        graph.insert_before(node, stack.nodes)
-        _vectorized_in_place(plan, names, stacked, outer_pool, count=known)
+        ctx.insert()
+        _vectorized_in_place(ctx, plan, stacked, count=known)
         return
-    before = Emitter(names, base, plan.opset, outer_pool)
-    reads = Emitter(names, base, plan.opset, body_pool)
-    tail = Emitter(names, base, plan.opset, body_pool)
+    before = ctx.before()
+    reads, tail = ctx.into(body), ctx.into(body)
     count = before.SequenceLength(sequence, _hint="length", _dtype=_INT64)
     nonempty = before.Greater(count, before.int64s(0, hint="zero"), _hint="nonempty")
     param = body.inputs[0]
@@ -295,7 +286,7 @@ def _vectorized(
     prepend(body, reads.nodes)
     body.extend(tail.nodes)
     body.outputs.extend(pieces)
-    empty = Emitter(names, base, plan.opset)
+    empty = ctx.into(body, pool=None)
     empties = []
     for j, dtype in enumerate(plan.output_dtypes):
         value = empty.SequenceEmpty(dtype=dtype.value, _hint=f"empty_{j}")
@@ -311,14 +302,9 @@ def _vectorized(
         then_branch=body,
         else_branch=nothing,
         _outputs=outputs,
-        _name=node.name or names.fresh("SequenceMap_If"),
-        _doc_string=node.doc_string,
-        _metadata=node.metadata_props,
+        **_carried_over(ctx, "If"),
     )
-    graph.insert_before(node, before.nodes)
-    for old, new in zip(node.outputs, outputs, strict=True):
-        old.replace_all_uses_with(new, replace_graph_outputs=True)
-    graph.remove(node, safe=True)
+    ctx.replace(outputs)
 
 
 def _constructed(sequence: ir.Value) -> int | None:
@@ -342,21 +328,16 @@ def _declared_alike(sequence: ir.Value, body: ir.Graph) -> bool:
 
 
 def _vectorized_in_place(
-    plan: _Plan,
-    names: NameGenerator,
-    stacked: ir.Value,
-    outer_pool: dict[tuple[object, ...], ir.Value],
-    count: int | None = None,
+    ctx: Rewrite, plan: _Plan, stacked: ir.Value, count: int | None = None
 ) -> None:
     """The map of a split tensor (module docstring): its body runs on the tensor that was split,
     no ``If`` needed (zero rows run as well); each ``ConcatFromSequence`` of a result reads the
     result, and only an output something else reads is split back into a sequence. ``count``:
     the number of elements, when known."""
-    node, body = plan.node, plan.body
-    graph = node.graph
-    assert graph is not None and body.inputs[0].shape is not None
+    node, body, graph = ctx.node, plan.body, ctx.graph
+    assert body.inputs[0].shape is not None
     rank = len(body.inputs[0].shape)  # every result's: the body is elementwise
-    results, named = run_on_stack(node, body, stacked, names, plan.opset, count)
+    results, named = run_on_stack(ctx, body, stacked, count)
     # A result the body computed may take a concat's name; a tensor it passes through may not.
     for result, old in zip(results, node.outputs, strict=True):
         for use in list(old.uses()):
@@ -366,15 +347,17 @@ def _vectorized_in_place(
                 and concat.graph is graph
                 and concat_problem(concat, rank) is None
             ):
-                concat_stacked(concat, result, rank, plan.opset, names, outer_pool, named)
-    emit = Emitter(names, node.name or "SequenceMap", plan.opset, outer_pool)
-    outputs = _new_outputs(plan, names, node.name or "SequenceMap")
+                concat_stacked(ctx.at(concat), result, rank, named)
+    emit = ctx.before()
+    outputs = _new_outputs(plan, ctx.names, ctx.base)
+    replacements: list[ir.Value | None] = []
     for j, (result, old, sequence) in enumerate(zip(results, node.outputs, outputs, strict=True)):
         if old.uses() or old.is_graph_output():
             emit.SplitToSequence(result, axis=0, keepdims=0, _hint=f"split_{j}", _output=sequence)
-            old.replace_all_uses_with(sequence, replace_graph_outputs=True)
-    graph.insert_before(node, emit.nodes)
-    graph.remove(node, safe=True)
+            replacements.append(sequence)
+        else:
+            replacements.append(None)
+    ctx.replace(replacements)
 
 
 def _carried(

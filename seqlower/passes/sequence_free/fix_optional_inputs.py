@@ -18,8 +18,7 @@ from collections.abc import Mapping
 import onnx_ir as ir
 
 from seqlower.errors import BadOptionError
-from seqlower.passes._base import NameGenerator, _Walk
-from seqlower.passes._emit import Emitter
+from seqlower.passes._base import Scope, rewire
 
 __all__ = ["FixOptionalInputs"]
 
@@ -48,9 +47,7 @@ class FixOptionalInputs(ir.passes.InPlacePass):
                 )
         if not self.presence:
             return ir.passes.PassResult(model, modified=False)
-        walk = _Walk(lambda _: False, names=True)
-        walk.model(model)
-        names = NameGenerator(walk.name_counts())
+        scope = Scope.of(model)
         opset = model.opset_imports.get("", 1)
         optionals: list[ir.Node] = []
         new_inputs: list[ir.Value] = []
@@ -69,7 +66,7 @@ class FixOptionalInputs(ir.passes.InPlacePass):
             output = value.is_graph_output()
             value.name = None
             element = ir.Value(name=name, type=value.type.elem_type, shape=value.shape)
-            op = Emitter(names, name or "optional", opset)
+            op = scope.emitter(graph, name or "optional", opset, pool=None)
             if present:
                 held = op.Optional(element, _hint="present")
             else:
@@ -77,7 +74,7 @@ class FixOptionalInputs(ir.passes.InPlacePass):
                 held = op.Optional(type=kind, _hint="absent")
             held.type, held.shape = value.type, value.shape
             optionals.extend(op.nodes)
-            value.replace_all_uses_with(held, replace_graph_outputs=True)
+            rewire(value, held)
             if present:
                 new_inputs.append(element)
             if output:  # the graph output keeps its name

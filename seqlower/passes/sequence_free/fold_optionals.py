@@ -24,8 +24,7 @@ import dataclasses
 import numpy as np
 import onnx_ir as ir
 
-from seqlower.passes._base import NameGenerator, NodeLoweringPass, Site
-from seqlower.passes._emit import Emitter
+from seqlower.passes._base import NodeLoweringPass, Rewrite, Site
 from seqlower.passes._ir import is_onnx
 from seqlower.passes._types import TypeOracle
 
@@ -44,7 +43,7 @@ class _Plan:
     element: ir.Value | None
 
 
-class FoldOptionals(NodeLoweringPass):
+class FoldOptionals(NodeLoweringPass[_Plan]):
     """``OptionalHasElement``/``OptionalGetElement`` of optionals whose presence is known."""
 
     op_type = "OptionalGetElement"
@@ -64,14 +63,10 @@ class FoldOptionals(NodeLoweringPass):
         element = _element(value)
         return None if element is None else _Plan(node, site.opset, None, element)
 
-    def rewrite(self, plan: _Plan, names: NameGenerator) -> None:
-        node = plan.node
-        graph = node.graph
-        assert graph is not None
-        old = node.outputs[0]
+    def rewrite(self, plan: _Plan, ctx: Rewrite) -> None:
+        old = ctx.node.outputs[0]
         # A graph output gets a constant of its own (it takes the output's name).
-        pool = {} if old.is_graph_output() else self.constant_pool(graph)
-        op = Emitter(names, node.name or node.op_type, plan.opset, pool)
+        op = ctx.before(pool="own" if old.is_graph_output() else "graph")
         if plan.element is None:
             new = op.constant(np.array(plan.present), hint="present")
         elif old.is_graph_output():
@@ -80,15 +75,7 @@ class FoldOptionals(NodeLoweringPass):
             new = plan.element
         if new.type is None:
             new.type, new.shape = old.type, old.shape
-        graph.insert_before(node, op.nodes)
-        if old.is_graph_output() and new is not plan.element:
-            name = old.name
-            old.replace_all_uses_with(new, replace_graph_outputs=True)
-            old.name = None
-            new.name = name
-        else:
-            old.replace_all_uses_with(new)
-        graph.remove(node, safe=True)
+        ctx.replace([new], rename=old.is_graph_output() and new is not plan.element)
 
 
 def _presence(value: ir.Value | None) -> bool | None:

@@ -30,13 +30,11 @@ nodes computing its condition, :mod:`._fold`); otherwise the node stays, named a
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import onnx_ir as ir
 
 from seqlower._graphs import subgraphs_of
-from seqlower.passes._base import NameGenerator, _Walk
+from seqlower.passes._base import Scope, Site
 from seqlower.passes._emit import Emitter
 from seqlower.passes._fold import REGION_KEY, fold_region, mark_region
 from seqlower.passes._ir import block, constant_array, constant_int, is_onnx
@@ -63,11 +61,9 @@ class FoldSequenceOps(ir.passes.InPlacePass):
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         self.rewritten = 0
         inlined = inline_untyped_sequence_map_functions(model)
-        walk = _Walk(lambda _: False, names=True)
-        walk.model(model)
-        self._names = NameGenerator(walk.name_counts())
+        self._scope = Scope.of(model)
+        self._names = self._scope.names
         self._types = TypeOracle(model)
-        self._pools: dict[int, dict[tuple[Any, ...], ir.Value]] = {}
         self._model = model
         default = model.opset_imports.get("", 1)
         self._graph(model.graph, default)
@@ -107,8 +103,7 @@ class FoldSequenceOps(ir.passes.InPlacePass):
                 marked.meta.pop(REGION_KEY, None)
 
     def _emitter(self, graph: ir.Graph | ir.Function, opset: int, node: ir.Node) -> Emitter:
-        pool = self._pools.setdefault(id(graph), {})
-        return Emitter(self._names, node.name or node.op_type, opset, pool)
+        return self._scope.emitter(graph, node.name or node.op_type, opset)
 
     def _replace(
         self,
@@ -119,27 +114,22 @@ class FoldSequenceOps(ir.passes.InPlacePass):
         opset: int,
     ) -> None:
         """Put ``new_nodes`` before ``node``, let ``result`` stand for its output, drop it."""
+        ctx = self._scope.at(Site(node, opset))
         old = node.outputs[0]
         new_nodes = list(new_nodes)
         fresh = any(result.producer() is made for made in new_nodes)
         if not fresh and old.is_graph_output():
             # A graph output keeps its name (and a subgraph cannot return an outer-scope value
             # directly: onnxruntime refuses it), so it gets an Identity of its own.
-            forward = Emitter(self._names, node.name or node.op_type, opset)
+            forward = ctx.into(graph, pool=None)
             identity = forward.Identity(result, _hint="value")
             identity.type, identity.shape = result.type, result.shape
             new_nodes += forward.nodes
             result, fresh = identity, True
-        if new_nodes:
-            graph.insert_before(node, new_nodes)
-        name = old.name
         if fresh:
             result.type = result.type or old.type
             result.shape = result.shape or old.shape
-        old.replace_all_uses_with(result, replace_graph_outputs=True)
-        graph.remove(node, safe=True)
-        if fresh and name:
-            result.name = name
+        ctx.replace([result], rename=fresh, nodes=new_nodes)
 
     # ------------------------------------------------------------------ the folds
 

@@ -35,7 +35,7 @@ from typing import Any
 import onnx_ir as ir
 
 from seqlower.errors import describe_node
-from seqlower.passes._base import NameGenerator, NodeLoweringPass, Site
+from seqlower.passes._base import NodeLoweringPass, Rewrite, Site
 from seqlower.passes._emit import Emitter
 from seqlower.passes._ir import block, is_onnx, nodes_in
 from seqlower.passes._shared import (
@@ -76,7 +76,7 @@ class _Plan:
     stacked: ir.Value | None = None  # an elementwise map of x's rows: its body runs on x
 
 
-class ScanSequenceMap(NodeLoweringPass):
+class ScanSequenceMap(NodeLoweringPass[_Plan]):
     """SplitToSequence → SequenceMap → ConcatFromSequence as a Scan (module docstring)."""
 
     op_type = "SequenceMap"
@@ -145,50 +145,20 @@ class ScanSequenceMap(NodeLoweringPass):
             stacked = stacked_source(node.inputs[0], body)  # type: ignore[arg-type]
         return _Plan(node, body, site.opset, reads, ranks, dtypes, stacked)
 
-    def rewrite(self, plan: _Plan, names: NameGenerator) -> None:
-        node, body = plan.node, plan.body
-        graph = node.graph
-        assert graph is not None
-        base = node.name or "SequenceMap"
+    def rewrite(self, plan: _Plan, ctx: Rewrite) -> None:
+        node, body, names, base = ctx.node, plan.body, ctx.names, ctx.base
         if plan.stacked is not None:
-            results, computed = run_on_stack(node, body, plan.stacked, names, plan.opset)
-            self._concats(plan, results, names, computed)
+            results, computed = run_on_stack(ctx, body, plan.stacked)
+            self._concats(ctx, plan, results, computed)
             return
-        results = list(body.outputs)
-        reads = Emitter(names, base, plan.opset, self.constant_pool(body))
-        tail = Emitter(names, base, plan.opset, self.constant_pool(body))
-
-        # The body becomes the Scan body: one input per scanned tensor (the element itself, or
-        # for keepdims=1 the element before its size-1 axis is put back); tensor inputs are read
-        # from the outer scope.
-        scanned_inputs: list[ir.Value] = []
-        body_inputs: list[ir.Value] = []
-        axes: list[int] = []
-        replacements: dict[ir.Value, ir.Value] = {}
-        for k, (param, read) in enumerate(zip(body.inputs, plan.reads, strict=True)):
-            given = node.inputs[k]
-            assert given is not None
-            if read is None:
-                replacements[param] = given
-                continue
-            scanned_inputs.append(read.source)
-            axes.append(read.axis)
-            if not read.keepdims:
-                body_inputs.append(param)
-                continue
-            piece = ir.Value(name=names.fresh(f"{base}_slice_{k}"), type=param.type)
-            element = reads.unsqueeze(piece, [read.axis], hint=f"element_{k}")
-            element.type, element.shape = param.type, param.shape
-            body_inputs.append(piece)
-            replacements[param] = element
-        results = cut_interface(body, replacements, results)
+        reads, tail = ctx.into(body), ctx.into(body)
+        scanned_inputs, body_inputs, axes, results = _scanned(ctx, plan, reads)
         scanned = scan_outputs(tail, body, results)
         prepend(body, reads.nodes)
         body.extend(tail.nodes)
-        outer, states, state_outs = _outer_reads_as_states(body, body_inputs, names, base, plan)
+        outer, states, state_outs = _outer_reads_as_states(ctx, body, body_inputs)
         body.inputs.extend([*states, *body_inputs])
         body.outputs.extend([*state_outs, *scanned])
-
         stacked = [
             ir.Value(
                 name=names.fresh(f"{base}_stacked_{j}"),
@@ -199,8 +169,7 @@ class ScanSequenceMap(NodeLoweringPass):
         del node.attributes["body"]
         input_axes: dict[str, Any] = {"scan_input_axes": axes} if any(axes) else {}
         finals = [ir.Value(name=names.fresh(f"{base}_{v.name}_final")) for v in outer]
-        around = Emitter(names, base, plan.opset)
-        around.Scan(
+        ctx.before(pool=None).Scan(
             *outer,
             *scanned_inputs,
             body=body,
@@ -210,23 +179,48 @@ class ScanSequenceMap(NodeLoweringPass):
             _name=node.name or names.fresh("SequenceMap_Scan"),
             _doc_string=node.doc_string,
         )
-        graph.insert_before(node, around.nodes)
-        self._concats(plan, stacked, names, {id(value) for value in stacked})
+        ctx.insert()
+        self._concats(ctx, plan, stacked, {id(value) for value in stacked})
 
-    def _concats(
-        self, plan: _Plan, stacked: list[ir.Value], names: NameGenerator, named: set[int]
-    ) -> None:
+    def _concats(self, ctx: Rewrite, plan: _Plan, stacked: list[ir.Value], named: set[int]) -> None:
         """Each ConcatFromSequence of the map's outputs reads the results ``stacked`` along a
         new axis 0 instead (those in ``named`` may take its name); the map goes."""
-        node = plan.node
-        assert node.graph is not None
-        for j, old in enumerate(node.outputs):
+        for j, old in enumerate(ctx.node.outputs):
             for use in list(old.uses()):
-                concat = use.node
-                assert concat.graph is not None
-                pool = self.constant_pool(concat.graph)
-                concat_stacked(concat, stacked[j], plan.ranks[j], plan.opset, names, pool, named)
-        node.graph.remove(node, safe=True)
+                concat_stacked(ctx.at(use.node), stacked[j], plan.ranks[j], named)
+        ctx.remove()
+
+
+def _scanned(
+    ctx: Rewrite, plan: _Plan, reads: Emitter
+) -> tuple[list[ir.Value], list[ir.Value], list[int], list[ir.Value]]:
+    """The body as the Scan body: one input per scanned tensor (the element itself, or for
+    keepdims=1 the element before its size-1 axis is put back); tensor inputs are read from the
+    outer scope. Returns the scanned tensors, the body's inputs for them, their axes, and the
+    body's results, its interface cut."""
+    node, body = ctx.node, plan.body
+    scanned_inputs: list[ir.Value] = []
+    body_inputs: list[ir.Value] = []
+    axes: list[int] = []
+    replacements: dict[ir.Value, ir.Value] = {}
+    for k, (param, read) in enumerate(zip(body.inputs, plan.reads, strict=True)):
+        given = node.inputs[k]
+        assert given is not None
+        if read is None:
+            replacements[param] = given
+            continue
+        scanned_inputs.append(read.source)
+        axes.append(read.axis)
+        if not read.keepdims:
+            body_inputs.append(param)
+            continue
+        piece = ir.Value(name=ctx.names.fresh(f"{ctx.base}_slice_{k}"), type=param.type)
+        element = reads.unsqueeze(piece, [read.axis], hint=f"element_{k}")
+        element.type, element.shape = param.type, param.shape
+        body_inputs.append(piece)
+        replacements[param] = element
+    results = cut_interface(body, replacements, list(body.outputs))
+    return scanned_inputs, body_inputs, axes, results
 
 
 class StackRowMaps(ScanSequenceMap):
@@ -247,13 +241,14 @@ class StackRowMaps(ScanSequenceMap):
 
 
 def _outer_reads_as_states(
-    body: ir.Graph, body_inputs: list[ir.Value], names: NameGenerator, base: str, plan: _Plan
+    ctx: Rewrite, body: ir.Graph, body_inputs: list[ir.Value]
 ) -> tuple[list[ir.Value], list[ir.Value], list[ir.Value]]:
     """Every outer-scope read becomes a state carried through unchanged: OpenVINO's Scan
     takes no outer-scope reads ("Number of Scan node inputs is less than required"). Returns
     the outer values (the Scan's initial states), the body's states and their outputs."""
+    names, base = ctx.names, ctx.base
     outer = outer_reads(body, body_inputs)
-    passes = Emitter(names, base, plan.opset)
+    passes = ctx.into(body, pool=None)
     states, state_outs = [], []
     inside = {id(n) for n in nodes_in(body)}
     for value in outer:

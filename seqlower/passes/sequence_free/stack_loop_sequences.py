@@ -34,7 +34,7 @@ import numpy as np
 import onnx_ir as ir
 
 from seqlower.errors import describe_node
-from seqlower.passes._base import NameGenerator, NodeLoweringPass, Site
+from seqlower.passes._base import NodeLoweringPass, Rewrite, Site
 from seqlower.passes._dims import BROADCASTING, SAME_SHAPE
 from seqlower.passes._emit import Emitter
 from seqlower.passes._ir import block, constant_array, graph_attr, is_onnx
@@ -62,7 +62,7 @@ class _Plan:
     carries: list[_Carry]
 
 
-class StackLoopSequences(NodeLoweringPass):
+class StackLoopSequences(NodeLoweringPass[_Plan]):
     """Loop-built sequences read by ConcatFromSequence as scan outputs or carried tensors."""
 
     op_type = "Loop"
@@ -167,65 +167,62 @@ class StackLoopSequences(NodeLoweringPass):
         )
         return None
 
-    def rewrite(self, plan: _Plan, names: NameGenerator) -> None:
-        node, body = plan.node, plan.body
-        graph = node.graph
-        assert graph is not None
-        base = node.name or "Loop"
+    def rewrite(self, plan: _Plan, ctx: Rewrite) -> None:
+        node, body, names, base = ctx.node, plan.body, ctx.names, ctx.base
         carried = len(node.inputs) - 2
-        before = Emitter(names, base, plan.opset, self.constant_pool(graph))
-        tail = Emitter(names, base, plan.opset, self.constant_pool(body))
-
+        before, tail = ctx.before(), ctx.into(body)
         split = _split_carries(plan, before, tail)
-        inputs, body_inputs, body_outputs = split.inputs, split.body_inputs, split.body_outputs
-        kept_finals, accumulated = split.kept_finals, split.accumulated
-        stacked_carries = split.stacked
         scans = list(body.outputs[1 + carried :])
-        appended = [carry.insert.inputs[1] for carry in stacked_carries]
+        appended = [carry.insert.inputs[1] for carry in split.stacked]
         body.inputs.clear()
         body.outputs.clear()
-        body.inputs.extend(body_inputs)
+        body.inputs.extend(split.body_inputs)
         scanned = scan_outputs(tail, body, [*scans, *appended])  # type: ignore[list-item]
         for carry in plan.carries:
             body.remove(carry.insert, safe=True)
         body.extend(tail.nodes)
-        body.outputs.extend([*body_outputs, *scanned])
-
-        old_outputs = [*kept_finals, *node.outputs[carried:]]
+        body.outputs.extend([*split.body_outputs, *scanned])
+        old_outputs = [*split.kept_finals, *node.outputs[carried:]]
         new_outputs = [
             ir.Value(name=names.fresh(f"{old.name or base}_new"), type=old.type, shape=old.shape)
             for old in old_outputs
         ]
         stacked = [
             ir.Value(name=names.fresh(f"{base}_stacked"), type=ir.TensorType(carry.dtype))
-            for carry in stacked_carries
+            for carry in split.stacked
         ]
         del node.attributes["body"]
         before.Loop(
-            *inputs,
+            *split.inputs,
             body=body,
             _outputs=[*new_outputs, *stacked],
             _name=node.name or names.fresh("Loop"),
             _doc_string=node.doc_string,
         )
-        graph.insert_before(node, before.nodes)
-        dropped = [node.outputs[carry.index] for carry in stacked_carries]
-        for old, new in zip(old_outputs, new_outputs, strict=True):
-            old.replace_all_uses_with(new, replace_graph_outputs=True)
-        for carry, old in accumulated:
+        new_of = {id(old): new for old, new in zip(old_outputs, new_outputs, strict=True)}
+        ctx.redirect([new_of.get(id(old)) for old in node.outputs], rename=True)
+        self._concats(ctx, split, old_outputs, new_outputs, stacked)
+        ctx.remove()
+
+    def _concats(
+        self,
+        ctx: Rewrite,
+        split: _Split,
+        old_outputs: list[ir.Value],
+        new_outputs: list[ir.Value],
+        stacked: list[ir.Value],
+    ) -> None:
+        """Each ConcatFromSequence of an accumulated sequence reads the grown tensor, each of a
+        stacked one the scan output."""
+        for carry, old in split.accumulated:
             new = new_outputs[old_outputs.index(old)]
             new.type, new.shape = ir.TensorType(carry.dtype), _grown_shape(carry)
             for use in list(new.uses()):
-                _forward(use.node, new, plan.opset, names)
-        for carry, old, value in zip(stacked_carries, dropped, stacked, strict=True):
+                _forward(ctx.at(use.node), new)
+        dropped = [ctx.node.outputs[carry.index] for carry in split.stacked]
+        for carry, old, value in zip(split.stacked, dropped, stacked, strict=True):
             for use in list(old.uses()):
-                concat_stacked(
-                    use.node, value, carry.rank, plan.opset, names, self.constant_pool(graph)
-                )
-        graph.remove(node, safe=True)
-        for old, new in zip(old_outputs, new_outputs, strict=True):
-            if old.name:
-                new.name = old.name
+                concat_stacked(ctx.at(use.node), value, carry.rank)
 
 
 @dataclasses.dataclass
@@ -267,20 +264,13 @@ def _split_carries(plan: _Plan, before: Emitter, tail: Emitter) -> _Split:
     return split
 
 
-def _forward(concat: ir.Node, tensor: ir.Value, opset: int, names: NameGenerator) -> None:
-    """A ConcatFromSequence of the accumulated tensor: the tensor itself (an Identity keeps the
-    output's name)."""
-    graph = concat.graph
-    assert graph is not None
-    emit = Emitter(names, concat.name or "ConcatFromSequence", opset)
-    result = emit.Identity(tensor, _hint="y")
-    old = concat.outputs[0]
-    graph.insert_before(concat, emit.nodes)
+def _forward(ctx: Rewrite, tensor: ir.Value) -> None:
+    """A ConcatFromSequence (``ctx.node``) of the accumulated tensor: the tensor itself (an
+    Identity keeps the output's name)."""
+    result = ctx.before(pool=None).Identity(tensor, _hint="y")
+    old = ctx.node.outputs[0]
     result.type, result.shape = old.type or tensor.type, old.shape
-    name = old.name
-    old.replace_all_uses_with(result, replace_graph_outputs=True)
-    graph.remove(concat, safe=True)
-    result.name = name
+    ctx.replace([result], rename=True)
 
 
 def _seed(emit: Emitter, carry: _Carry, trip_count: ir.Value | None) -> ir.Value:

@@ -17,8 +17,7 @@ from collections.abc import Mapping
 import onnx_ir as ir
 
 from seqlower.errors import BadOptionError
-from seqlower.passes._base import NameGenerator, _Walk
-from seqlower.passes._emit import Emitter
+from seqlower.passes._base import Scope, rewire
 
 __all__ = ["UnrollInputs"]
 
@@ -46,10 +45,8 @@ class UnrollInputs(ir.passes.InPlacePass):
                 raise BadOptionError(f"--unroll-input {name}={count}: K must be at least 1")
         if not self.counts:
             return ir.passes.PassResult(model, modified=False)
-        walk = _Walk(lambda _: False, names=True)
-        walk.model(model)
-        taken = walk.name_counts()
-        names = NameGenerator(taken)
+        scope = Scope.of(model)
+        names = scope.names
         constructs: list[ir.Node] = []
         new_inputs: list[ir.Value] = []
         for value in list(graph.inputs):
@@ -62,17 +59,18 @@ class UnrollInputs(ir.passes.InPlacePass):
             tensors = []
             for k in range(count):
                 tensor_name = f"{value.name}_{k}"
-                if tensor_name in taken:
+                if tensor_name in names:
                     raise BadOptionError(
                         f"--unroll-input {value.name}: the model already has a value named "
                         f"'{tensor_name}'"
                     )
                 tensors.append(ir.Value(name=tensor_name, type=element, shape=value.shape))
             sequence = ir.Value(name=names.fresh(f"{value.name}_sequence"), type=value.type)
-            emit = Emitter(names, value.name or "", model.opset_imports.get("", 1))
+            opset = model.opset_imports.get("", 1)
+            emit = scope.emitter(graph, value.name or "", opset, pool=None)
             emit.SequenceConstruct(*tensors, _outputs=[sequence])
             constructs.extend(emit.nodes)
-            value.replace_all_uses_with(sequence, replace_graph_outputs=True)
+            rewire(value, sequence)
             new_inputs.extend(tensors)
         graph.inputs.clear()
         graph.inputs.extend(new_inputs)

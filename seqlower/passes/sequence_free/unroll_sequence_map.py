@@ -29,8 +29,7 @@ import dataclasses
 
 import onnx_ir as ir
 
-from seqlower.passes._base import NameGenerator, NodeLoweringPass, Site
-from seqlower.passes._emit import Emitter
+from seqlower.passes._base import NameGenerator, NodeLoweringPass, Rewrite, Site
 from seqlower.passes._fold import detach, fold_region, mark_region
 from seqlower.passes._ir import block, origin
 from seqlower.passes._shared import body_of, inline_copy, is_sequence, known_elements
@@ -52,7 +51,7 @@ class _Plan:
     opset: int
 
 
-class UnrollSequenceMap(NodeLoweringPass):
+class UnrollSequenceMap(NodeLoweringPass[_Plan]):
     """Inline a ``SequenceMap``'s body once per element when its inputs are known sequences."""
 
     op_type = "SequenceMap"
@@ -105,16 +104,13 @@ class UnrollSequenceMap(NodeLoweringPass):
                     annotations.append((value, type_, value.shape or types.shape_of(value)))
         return _Plan(node, body, elements, length, annotations, site.opset)
 
-    def rewrite(self, plan: _Plan, names: NameGenerator) -> None:
-        node = plan.node
-        graph = node.graph
-        assert graph is not None
+    def rewrite(self, plan: _Plan, ctx: Rewrite) -> None:
+        node, names, base = ctx.node, ctx.names, ctx.base
         for value, type_, shape in plan.annotations:
             if value.type is None and type_ is not None:
                 value.type = type_
             if value.shape is None and shape is not None:
                 value.shape = shape
-        base = node.name or "SequenceMap"
         results: list[list[ir.Value]] = [[] for _ in node.outputs]
         copies: list[ir.Node] = []
         for i in range(plan.length):
@@ -123,13 +119,12 @@ class UnrollSequenceMap(NodeLoweringPass):
                 argument = node.inputs[k] if known is None else known[i]
                 assert argument is not None
                 arguments.append(argument)
-            nodes, outputs = inline_copy(plan.body, arguments, names, f"{base}_{i}", plan.opset)
-            graph.insert_before(node, nodes)
+            nodes, outputs = inline_copy(ctx, plan.body, arguments, f"{base}_{i}")
             copies += nodes
             for j, result in enumerate(outputs):
                 results[j].append(result)
 
-        emit = Emitter(names, base, plan.opset)
+        emit = ctx.before(pool=None)
         sequences = []
         for j, old in enumerate(node.outputs):
             dtype = element_dtype(old.type) or _common_dtype(results[j])
@@ -139,10 +134,7 @@ class UnrollSequenceMap(NodeLoweringPass):
                 doc_string=old.doc_string,
             )
             sequences.append(emit.SequenceConstruct(*results[j], _outputs=[new]))
-        graph.insert_before(node, emit.nodes)
-        for old, new in zip(node.outputs, sequences, strict=True):
-            old.replace_all_uses_with(new, replace_graph_outputs=True)
-        graph.remove(node, safe=True)
+        ctx.replace(sequences, nodes=copies)
         detach(plan.body)
         self._copies += copies
 

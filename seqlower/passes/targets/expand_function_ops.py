@@ -19,7 +19,7 @@ import onnx
 import onnx_ir as ir
 from onnx_ir.passes.common import InlinePass
 
-from seqlower.passes._base import _Walk
+from seqlower.passes._base import find_sites
 from seqlower.passes._ir import is_onnx
 
 __all__ = ["ExpandFunctionOps"]
@@ -41,10 +41,9 @@ class ExpandFunctionOps(ir.passes.InPlacePass):
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         self.rewritten = 0
-        walk = _Walk(self.matches, names=False)  # every scope, with the opset in force there
-        walk.model(model)
         planned: list[tuple[ir.Node, ir.Function, list[ir.Attr]]] = []
-        for site in walk.sites:
+        # Every scope, with the opset in force there.
+        for site in find_sites(model, self.matches):
             found = _function_of(site.node, site.opset, f"{site.node.op_type}_{len(planned)}")
             if found is not None:
                 planned.append((site.node, *found))

@@ -4,22 +4,8 @@ tract has no ``Loop`` at all, but runs ``Scan``; OpenVINO runs both (its target 
 made strict by :class:`~seqlower.passes.targets.strict_loop_bodies.StrictLoopBodies`). The loops
 tf2onnx writes for ``tf.while_loop`` (Keras ``Bidirectional``/``TimeDistributed``,
 ``tf.map_fn``, ``bidirectional_dynamic_rnn``) stop on a condition that is
-known when the loop starts::
-
-    ..., ys = Loop(M, cond0, c0, limit, ...) with body (i, cond_in, c, limit_in, ...) ->
-        c1 = Add(c, 1)
-        go = And(Less(Cast<float>(i), Cast<float>(max)),          # optional, tf2onnx v1 RNNs
-                 Less(Cast<float>(c1), Cast<float>(limit_in)))
-        -> (go, c1, limit_in, ..., y)                             # y: a TensorArray write
-
-Every ``And`` leaf is ``Less``/``LessOrEqual``/``Greater``/``GreaterOrEqual`` of an
-*iteration-linear* side (the iteration number, a counter state that steps by one from its
-initial value, either plus a constant, through integer-to-any ``Cast``s) and a *loop-invariant*
-integer side (an outer-scope value or a state the body passes through, through ``Cast``s), so
-iteration ``i + 1`` runs iff ``i < bound`` for a bound computed before the loop. The trip count is
-then ``N = min(M, max(bound + 1, 1))`` (without ``M``: the second term; a condition the body passes
-through unchanged: ``M``), zero when the initial condition is false. (Comparisons through a float
-``Cast`` are taken as exact: they are for counts below 2**24.)
+known when the loop starts: ``_trip_count.py`` reads the condition as bounds on the iteration
+number and computes the trip count ``N`` before the loop.
 
 The rewrite is the form both tract and OpenVINO accept: a ``Scan`` whose scan input is
 ``Range(0, N)`` (the iteration number, read where the Loop read ``i``); a counter is computed
@@ -56,7 +42,7 @@ import onnx
 import onnx_ir as ir
 
 from seqlower._graphs import subgraphs_of
-from seqlower.passes._base import NameGenerator, NodeLoweringPass, Site
+from seqlower.passes._base import NodeLoweringPass, Rewrite, Site, rewire
 from seqlower.passes._emit import Emitter
 from seqlower.passes._ir import (
     NO_LOOP,
@@ -68,7 +54,16 @@ from seqlower.passes._ir import (
     nodes_in,
 )
 from seqlower.passes._shared import outer_reads, prepend, read_inside
-from seqlower.passes._types import TypeOracle, element_dtype
+from seqlower.passes._trip_count import (
+    Condition,
+    Term,
+    extreme,
+    passes_through,
+    through_identity,
+    trip_count,
+    trip_count_key,
+)
+from seqlower.passes._types import TypeOracle
 
 __all__ = [
     "LoopToScan",
@@ -76,49 +71,19 @@ __all__ = [
     "strip_symbolic",
 ]
 
-_INTS = frozenset(
-    {
-        ir.DataType.INT8,
-        ir.DataType.INT16,
-        ir.DataType.INT32,
-        ir.DataType.INT64,
-        ir.DataType.UINT8,
-        ir.DataType.UINT16,
-        ir.DataType.UINT32,
-        ir.DataType.UINT64,
-    }
-)
-
-
-@dataclasses.dataclass(frozen=True)
-class _Linear:
-    """``base + offset + i`` at iteration ``i``; ``base`` an outer value (None: 0)."""
-
-    base: ir.Value | None
-    offset: int
-
-
-@dataclasses.dataclass(frozen=True)
-class _Term:
-    """Iteration ``i`` continues while ``i < limit - linear.base - linear.offset + extra``."""
-
-    linear: _Linear
-    limit: ir.Value  # an outer integer value, or one the body computes from such (hoisted)
-    extra: int  # 1 for LessOrEqual
-
 
 @dataclasses.dataclass
 class _Plan:
     node: ir.Node
     body: ir.Graph
     opset: int
-    terms: list[_Term] | None  # None: the condition is passed through (the trip count is M)
+    terms: list[Term] | None  # None: the condition is passed through (the trip count is M)
     counters: list[int]  # carried values that start from the Loop's input and step by one
     types: dict[int, tuple[ir.TypeProtocol | None, ir.Shape | None]]  # of the outer reads
     constant_count: int | None = None  # M evaluated at planning (LoopToScanConstant)
 
 
-class LoopToScan(NodeLoweringPass):
+class LoopToScan(NodeLoweringPass[_Plan]):
     """Loops whose trip count is fixed when they start, as Scans over ``Range(0, N)``."""
 
     op_type = "Loop"
@@ -168,10 +133,10 @@ class LoopToScan(NodeLoweringPass):
                 _block(node, f"it carries '{value.name}', a {type_}, and a Scan carries tensors")
                 return None
         m = node.inputs[0] if node.inputs else None
-        analysis = _Condition(node, body, types)
+        analysis = Condition(node, body, types)
         cond_out = body.outputs[0]
-        terms: list[_Term] | None
-        if _passes_through(cond_out, body.inputs[1]):
+        terms: list[Term] | None
+        if passes_through(cond_out, body.inputs[1]):
             terms = None
             if m is None:
                 _block(
@@ -197,16 +162,13 @@ class LoopToScan(NodeLoweringPass):
         }
         return _Plan(node, body, site.opset, terms, counters, known)
 
-    def rewrite(self, plan: _Plan, names: NameGenerator) -> None:
-        node, body = plan.node, plan.body
-        graph = node.graph
-        assert graph is not None
-        base = node.name or "Loop"
-        emit = Emitter(names, base, plan.opset, self.constant_pool(graph))
-        count, iterations = self._iterations(emit, graph, plan)
+    def rewrite(self, plan: _Plan, ctx: Rewrite) -> None:
+        node, body = ctx.node, plan.body
+        emit = ctx.before()
+        count, iterations = self._iterations(emit, ctx.graph, plan)
         carried = len(node.inputs) - 2
         iteration = body.inputs[0]
-        outer_finals = _counters_from_iterations(plan, names, base, emit, count)
+        outer_finals = _counters_from_iterations(ctx, plan, emit, count)
         results = list(body.outputs)
         _remove_dead(body, keep=results)
         kept = [k for k in range(carried) if k not in plan.counters]
@@ -222,44 +184,27 @@ class LoopToScan(NodeLoweringPass):
         body.outputs.clear()
         body.outputs.extend([*(results[1 + k] for k in kept), *scan_outs])
         _remove_dead(body)
-        extra = self._carry_outer_reads(plan, names, base, emit, count, kept, results)
+        extra = self._carry_outer_reads(ctx, plan, emit, count, kept, results)
         body.inputs.clear()
         if iteration.uses() or not extra.scanned:
             if not iteration.uses():
-                _read_iteration(plan, names, base, emit, extra, iteration)
+                _read_iteration(ctx, plan, emit, extra, iteration)
             extra.scanned.append(iterations)
             extra.elements.append(iteration)
-        body.inputs.extend([*states, *extra.states, *extra.elements])
-        outputs_now = list(body.outputs)
-        body.outputs.clear()
-        body.outputs.extend([*outputs_now[: len(kept)], *extra.outs, *outputs_now[len(kept) :]])
-        _distinct_outputs(
-            body, Emitter(names, base, plan.opset), len(body.outputs) - len(scan_outs)
-        )
-        for k, state in zip(kept, states, strict=True):
-            if state.type is None:  # PyTorch leaves the body's inputs untyped; tract needs types
-                state.type = node.inputs[2 + k].type  # type: ignore[union-attr]
-        for value in [*body.inputs, *body.outputs]:
-            strip_symbolic(value)
-        _replace_by_scan(
-            _Replacement(node, graph, body, results, kept, dropped, last_rows, outer_finals),
-            names,
-            base,
-            emit,
-            Emitter(names, base, plan.opset, self.constant_pool(graph)),
-            extra,
-        )
+        _scan_body(ctx, plan, extra, states, kept, len(scan_outs))
+        loop = _Replacement(node, body, results, kept, dropped, last_rows, outer_finals)
+        _replace_by_scan(ctx, loop, emit, ctx.after(), extra)
 
     def _iterations(self, emit: Emitter, graph: ir.Graph, plan: _Plan) -> tuple[ir.Value, ir.Value]:
         """The trip count and ``Range(0, count)``. Loops of one graph whose trip counts are
         computed alike (a bidirectional layer's two directions) share one Range: tract gives
         each Range of a data-dependent length its own symbol and then cannot join the two
         directions' outputs."""
-        key = (id(graph), _trip_count_key(plan.node, plan.terms))
+        key = (id(graph), trip_count_key(plan.node, plan.terms))
         shared = self._trip_counts.get(key)
         if shared is not None:
             return shared
-        count = _trip_count(emit, plan.node, plan.terms)
+        count = trip_count(emit, plan.node, plan.terms)
         iterations = emit.arange(count, hint="iterations")
         iterations.shape = ir.Shape([None])
         self._trip_counts[key] = (count, iterations)
@@ -267,9 +212,8 @@ class LoopToScan(NodeLoweringPass):
 
     def _carry_outer_reads(
         self,
+        ctx: Rewrite,
         plan: _Plan,
-        names: NameGenerator,
-        base: str,
         emit: Emitter,
         count: ir.Value,
         kept: list[int],
@@ -277,19 +221,19 @@ class LoopToScan(NodeLoweringPass):
     ) -> _Extra:
         """Every value the body reads from outside becomes a state passed through (OpenVINO's
         Scan takes no outer reads), or a scan input when read only as row i (``rows``)."""
-        node, body = plan.node, plan.body
+        node, body, names, base = ctx.node, plan.body, ctx.names, ctx.base
         iteration = body.inputs[0]
         states = [body.inputs[2 + k] for k in kept]
         # A state of an outer value the Loop passes through already is reused.
         invariant = {
             id(node.inputs[2 + k]): body.inputs[2 + k]
             for k in kept
-            if _through_identity(results[1 + k], body) is body.inputs[2 + k]
+            if through_identity(results[1 + k], body) is body.inputs[2 + k]
             and node.inputs[2 + k] is not None
         }
         inside = {id(n) for n in nodes_in(body)}
-        passes = Emitter(names, base, plan.opset)
-        constants = Emitter(names, base, plan.opset, {})
+        passes = ctx.into(body, pool=None)
+        constants = ctx.into(body, pool="own")
         extra = _Extra()
         # Outer reads stay reads where the form allows it (tract's), and always in a loop nested
         # in another loop's body (which OpenVINO cannot run as a Scan anyway): tract gives a
@@ -310,7 +254,7 @@ class LoopToScan(NodeLoweringPass):
                 element.shape = None if value.shape is None else ir.Shape(value.shape[1:])
                 for gather in reads:
                     row = gather.outputs[0]
-                    row.replace_all_uses_with(element, replace_graph_outputs=True)
+                    rewire(row, element)
                     body.remove(gather, safe=True)
                 count_1d = emit.unsqueeze(count, [0], hint="trips_1d")
                 extra.scanned.append(emit.slice(value, 0, count_1d, 0, hint=f"{value.name}_rows"))
@@ -360,7 +304,6 @@ class _Replacement:
     """The Loop being replaced and what the rewrite decided about its carried values."""
 
     node: ir.Node
-    graph: ir.Graph
     body: ir.Graph
     results: list[ir.Value]  # the body's outputs as they were
     kept: list[int]  # carried values that stay states
@@ -369,8 +312,31 @@ class _Replacement:
     outer_finals: dict[int, ir.Value]  # carried values computed outside (counters, last rows)
 
 
+def _scan_body(
+    ctx: Rewrite,
+    plan: _Plan,
+    extra: _Extra,
+    states: list[ir.Value],
+    kept: list[int],
+    scanned: int,
+) -> None:
+    """The body's interface as the Scan's: the kept states, then the outer reads carried, then
+    the scan inputs; outputs distinct, every input typed, no symbolic dimension names."""
+    node, body = ctx.node, plan.body
+    body.inputs.extend([*states, *extra.states, *extra.elements])
+    outputs_now = list(body.outputs)
+    body.outputs.clear()
+    body.outputs.extend([*outputs_now[: len(kept)], *extra.outs, *outputs_now[len(kept) :]])
+    _distinct_outputs(body, ctx.into(body, pool=None), len(body.outputs) - scanned)
+    for k, state in zip(kept, states, strict=True):
+        if state.type is None:  # PyTorch leaves the body's inputs untyped; tract needs types
+            state.type = node.inputs[2 + k].type  # type: ignore[union-attr]
+    for value in [*body.inputs, *body.outputs]:
+        strip_symbolic(value)
+
+
 def _counters_from_iterations(
-    plan: _Plan, names: NameGenerator, base: str, emit: Emitter, count: ir.Value
+    ctx: Rewrite, plan: _Plan, emit: Emitter, count: ir.Value
 ) -> dict[int, ir.Value]:
     """Type the iteration number, read the condition as true, and read each counter from the
     iteration number; returns the counters' final values, computed outside the loop."""
@@ -378,10 +344,10 @@ def _counters_from_iterations(
     iteration, cond_in = body.inputs[0], body.inputs[1]
     iteration.type = ir.TensorType(ir.DataType.INT64)
     iteration.shape = ir.Shape([])
-    inner = Emitter(names, base, plan.opset)
+    inner = ctx.into(body, pool=None)
     # The body runs only while the condition holds: a read of cond_in is a read of true.
     if cond_in.uses():
-        cond_in.replace_all_uses_with(inner.constant(np.array(True), hint="cond_true"))
+        rewire(cond_in, inner.constant(np.array(True), hint="cond_true"), graph_outputs=False)
     # A counter is its start plus the iteration number: read from the scan input, it needs
     # no state (tract discards a state input no node reads, then fails), and its final
     # value is its start plus the trip count.
@@ -398,7 +364,7 @@ def _counters_from_iterations(
         else:
             counter = inner.Add(start, step, _hint=f"{state.name}_now")
         counter.type, counter.shape = state.type or ir.TensorType(dtype), ir.Shape([])
-        state.replace_all_uses_with(counter, replace_graph_outputs=True)
+        rewire(state, counter)
         trips = count
         if dtype != ir.DataType.INT64:
             trips = emit.Cast(count, to=dtype.value, _hint="counter_trips")
@@ -433,24 +399,19 @@ def _unread_states(
 
 
 def _read_iteration(
-    plan: _Plan,
-    names: NameGenerator,
-    base: str,
-    emit: Emitter,
-    extra: _Extra,
-    iteration: ir.Value,
+    ctx: Rewrite, plan: _Plan, emit: Emitter, extra: _Extra, iteration: ir.Value
 ) -> None:
     """Nothing reads the iteration number: OpenVINO then runs the Scan once and tract drops
     the scan input and fails, so a state reads it (Max(k, i), the last iteration's number at
     the end; nothing reads that)."""
     body = plan.body
-    reader = Emitter(names, base, plan.opset)
+    reader = ctx.into(body, pool=None)
     seen = ir.Value(
-        name=names.fresh(f"{base}_last_iteration"),
+        name=ctx.names.fresh(f"{ctx.base}_last_iteration"),
         type=ir.TensorType(ir.DataType.INT64),
         shape=ir.Shape([]),
     )
-    latest = _extreme(reader, "Max", seen, iteration, "last_iteration")
+    latest = extreme(reader, "Max", seen, iteration, "last_iteration")
     latest.type, latest.shape = seen.type, seen.shape
     body.extend(reader.nodes)
     extra.states.append(seen)
@@ -459,15 +420,11 @@ def _read_iteration(
 
 
 def _replace_by_scan(
-    loop: _Replacement,
-    names: NameGenerator,
-    base: str,
-    emit: Emitter,
-    after: Emitter,
-    extra: _Extra,
+    ctx: Rewrite, loop: _Replacement, emit: Emitter, after: Emitter, extra: _Extra
 ) -> None:
     """Put the Scan in the Loop's place: its outputs take the Loop outputs' names and uses."""
     node, results, kept, last_rows = loop.node, loop.results, loop.kept, loop.last_rows
+    names, base = ctx.names, ctx.base
     carried = len(node.inputs) - 2
     finals = [ir.Value(name=names.fresh(f"{base}_{v.name}_final")) for v in extra.inits]
     # Shapes from the body (the exporter's declarations of the Loop's outputs may be wrong:
@@ -506,9 +463,10 @@ def _replace_by_scan(
         _name=names.fresh(f"{base}_scan"),
         _doc_string=node.doc_string,
     )
-    loop.graph.insert_before(node, [*emit.nodes, *after.nodes])
+    replacements: list[ir.Value | None] = []
     for j, old in enumerate(node.outputs):
         if j in loop.dropped:
+            replacements.append(None)
             continue
         new = new_outputs.get(j) or loop.outer_finals[j]
         if new.type is None:
@@ -517,11 +475,8 @@ def _replace_by_scan(
             new.shape = old.shape  # the graph's interface, as declared
         elif j in loop.outer_finals and j not in last_rows and new.shape is None:
             new.shape = ir.Shape([])  # a counter
-        name = old.name
-        old.replace_all_uses_with(new, replace_graph_outputs=True)
-        old.name = None
-        new.name = name
-    loop.graph.remove(node, safe=True)
+        replacements.append(new)
+    ctx.replace(replacements, rename=True)
 
 
 def strip_symbolic(value: ir.Value) -> None:
@@ -610,366 +565,7 @@ def _graphs_in_loop_bodies(model: ir.Model) -> set[int]:
     return found
 
 
-def _through_identity(value: ir.Value, body: ir.Graph) -> ir.Value:
-    """What ``value`` copies through the body's ``Identity`` nodes (itself when none)."""
-    producer = value.producer()
-    while is_onnx(producer, "Identity") and producer is not None and producer.graph is body:
-        source = producer.inputs[0]
-        if source is None:
-            break
-        value, producer = source, source.producer()
-    return value
-
-
-def _passes_through(cond_out: ir.Value, cond_in: ir.Value) -> bool:
-    value = cond_out
-    while value is not cond_in:
-        producer = value.producer()
-        if is_onnx(producer, "Identity") and producer is not None:
-            value = producer.inputs[0]  # type: ignore[assignment]
-            continue
-        array = None if producer is None else _bool_constant(value)
-        return array is True
-    return True
-
-
-def _bool_constant(value: ir.Value) -> bool | None:
-    array = constant_array(value)
-    if array is None or array.size != 1:
-        return None
-    return bool(array.reshape(()))
-
-
-class _Condition:
-    """Reads a Loop body's condition as ``And`` of bounds on the iteration number."""
-
-    _COMPARE: ClassVar[dict[str, tuple[int, int]]] = {
-        "Less": (0, 0),
-        "LessOrEqual": (0, 1),
-        "Greater": (1, 0),
-        "GreaterOrEqual": (1, 1),
-    }
-
-    def __init__(self, node: ir.Node, body: ir.Graph, types: TypeOracle) -> None:
-        self.types = types
-        self.node = node
-        self.body = body
-        self.inputs = list(body.inputs)
-        self.carried = len(node.inputs) - 2
-        self.why = ""
-        self._body_ids = {id(v) for v in body.inputs}
-
-    def terms(self, cond: ir.Value) -> list[_Term] | None:
-        producer = cond.producer()
-        if is_onnx(producer, "Identity") and producer is not None and producer.graph is self.body:
-            return self.terms(producer.inputs[0])  # type: ignore[arg-type]
-        if is_onnx(producer, "And") and producer is not None and producer.graph is self.body:
-            found: list[_Term] = []
-            for operand in producer.inputs:
-                if operand is None:
-                    return None
-                sub = self.terms(operand)
-                if sub is None:
-                    return None
-                found += sub
-            return found
-        if (
-            producer is not None
-            and producer.graph is self.body
-            and is_onnx(producer, *self._COMPARE)
-        ):
-            side, extra = self._COMPARE[producer.op_type]
-            a, b = producer.inputs[side], producer.inputs[1 - side]
-            if a is None or b is None:
-                return None
-            linear = self.linear(a)
-            limit = self.invariant(b)
-            if linear is None:
-                self.why = f"'{a.name}' does not step by one per iteration"
-                return None
-            if limit is None:
-                self.why = f"'{b.name}' is not fixed when the loop starts"
-                return None
-            return [_Term(linear, limit, extra)]
-        self.why = f"'{cond.name}' is not an And of comparisons with the iteration number"
-        return None
-
-    def _dtype(self, value: ir.Value) -> ir.DataType | None:
-        return value.dtype or element_dtype(self.types.type_of(value))
-
-    def _inside(self, value: ir.Value) -> bool:
-        producer = value.producer()
-        if producer is None:
-            return id(value) in self._body_ids or (
-                value.is_initializer() and value.graph is self.body
-            )
-        return producer.graph is self.body
-
-    def linear(self, value: ir.Value) -> _Linear | None:
-        producer = value.producer()
-        if value is self.inputs[0]:
-            return _Linear(None, 0)
-        if id(value) in self._body_ids:
-            k = self.inputs.index(value) - 2
-            if k >= 0 and self.is_counter(k):
-                return _Linear(self.node.inputs[2 + k], 0)
-            return None
-        if producer is None or producer.graph is not self.body:
-            return None
-        if is_onnx(producer, "Identity"):
-            return self.linear(producer.inputs[0])  # type: ignore[arg-type]
-        if is_onnx(producer, "Cast"):
-            source = producer.inputs[0]
-            if source is None or self._dtype(source) not in _INTS:
-                return None
-            return self.linear(source)
-        if is_onnx(producer, "Add", "Sub") and len(producer.inputs) == 2:
-            a, b = producer.inputs
-            step = _step(b)
-            if step is not None and a is not None:
-                inner = self.linear(a)
-                sign = 1 if producer.op_type == "Add" else -1
-                return None if inner is None else _Linear(inner.base, inner.offset + sign * step)
-            step = _step(a)
-            if step is not None and b is not None and producer.op_type == "Add":
-                inner = self.linear(b)
-                return None if inner is None else _Linear(inner.base, inner.offset + step)
-        return None
-
-    def is_counter(self, k: int) -> bool:
-        """Whether carried value ``k`` starts from the Loop's input and steps by one."""
-        state = self.inputs[2 + k]
-        if self._dtype(state) not in _INTS or self.node.inputs[2 + k] is None:
-            return False
-        out = self.body.outputs[1 + k]
-        producer = out.producer()
-        while is_onnx(producer, "Identity") and producer is not None:
-            producer = producer.inputs[0].producer()  # type: ignore[union-attr]
-        if not is_onnx(producer, "Add") or producer is None or producer.graph is not self.body:
-            return False
-        a, b = producer.inputs
-        return (a is state and _step(b) == 1) or (b is state and _step(a) == 1)
-
-    def invariant(self, value: ir.Value) -> ir.Value | None:
-        """The outer integer value ``value`` equals at every iteration, if there is one (or a
-        float constant of an integer value: tf2onnx's ``Cast<float>(limit)`` once folded at fixed
-        input shapes)."""
-        if _integral_float(value):
-            return value
-        if not self._inside(value):
-            return value if self._dtype(value) in _INTS else None
-        if id(value) in self._body_ids:
-            outer = self._pass_through(value)
-            return outer if outer is not None and self._dtype(outer) in _INTS else None
-        producer = value.producer()
-        if is_onnx(producer, "Cast", "Identity") and producer is not None:
-            source = producer.inputs[0]
-            if source is None or self._dtype(source) not in _INTS:
-                return None
-            return self.invariant(source)
-        if self._dtype(value) in _INTS and self._hoistable(value):
-            return value  # the body recomputes it from outer values: computed once, before
-        return None
-
-    def _hoistable(self, value: ir.Value, depth: int = 0) -> bool:
-        """Whether the body computes ``value`` from outer values, pass-through states and
-        constants only, through ops without side effects (PyTorch's ``while_loop`` recomputes
-        its limit, ``Squeeze(Shape(xs, 0, 1))``, inside the body on every iteration)."""
-        if depth > _HOIST_DEPTH:
-            return False
-        if not self._inside(value) or constant_array(value) is not None:
-            return True
-        if id(value) in self._body_ids:
-            return self._pass_through(value) is not None
-        producer = value.producer()
-        if producer is None or producer.graph is not self.body:
-            return False
-        if not is_onnx(producer, *_HOISTABLE) or producer.outputs[0] is not value:
-            return False
-        return all(v is None or self._hoistable(v, depth + 1) for v in producer.inputs)
-
-    def _pass_through(self, value: ir.Value) -> ir.Value | None:
-        """The Loop input a body input equals at every iteration (a state passed through)."""
-        k = self.inputs.index(value) - 2
-        if k >= 0 and _through_identity(self.body.outputs[1 + k], self.body) is value:
-            return self.node.inputs[2 + k]
-        return None
-
-
-#: Ops a loop-invariant limit is recomputed with inside a body (no side effects, no subgraphs).
-_HOISTABLE = frozenset(
-    {
-        "Identity", "Cast", "Shape", "Size", "Squeeze", "Unsqueeze", "Reshape", "Gather",
-        "Slice", "Concat", "Add", "Sub", "Mul", "Div", "Min", "Max", "Neg", "Abs", "Constant",
-    }
-)  # fmt: skip
-_HOIST_DEPTH = 32
 _INLINED_CONSTANT_SIZE = 64  # outer constants up to this many elements are copied into a body
-
-#: Ops whose output has the shape of their first input: ``Shape`` of their output is ``Shape`` of
-#: that input, for telling trip counts computed alike.
-_SHAPE_OF_FIRST = frozenset(
-    {"ReverseSequence", "Identity", "Cast", "Neg", "Abs", "Relu", "Sigmoid", "Tanh", "Not"}
-)
-
-
-def _trip_count_key(node: ir.Node, terms: list[_Term] | None) -> Any:
-    """A value equal for two Loops whose trip counts are computed alike from the same values."""
-    memo: dict[int, Any] = {}
-
-    def key(value: ir.Value | None, depth: int = 0) -> Any:
-        if value is None:
-            return None
-        if id(value) in memo:
-            return memo[id(value)]
-        array = constant_array(value)
-        producer = value.producer()
-        result: Any
-        if array is not None:
-            result = ("const", array.dtype.str, array.shape, array.tobytes())
-        elif producer is None or depth > 32 or producer.graph is not node.graph:
-            result = ("value", id(value))
-        else:
-            attributes = tuple(
-                sorted((name, repr(attr.value)) for name, attr in producer.attributes.items())
-            )
-            if is_onnx(producer, "Shape"):
-                inputs = (shape_key(producer.inputs[0], depth + 1),)
-            else:
-                inputs = tuple(key(v, depth + 1) for v in producer.inputs)
-            result = (
-                producer.domain,
-                producer.op_type,
-                attributes,
-                list(producer.outputs).index(value),
-                inputs,
-            )
-        memo[id(value)] = result
-        return result
-
-    def shape_key(value: ir.Value | None, depth: int) -> Any:
-        """The key of what decides ``value``'s shape: through shape-keeping ops, and through
-        ``Transpose`` (keeping its permutation)."""
-        producer = None if value is None else value.producer()
-        if producer is not None and producer.graph is node.graph and depth <= 32:
-            if is_onnx(producer, *_SHAPE_OF_FIRST):
-                return shape_key(producer.inputs[0], depth + 1)
-            if is_onnx(producer, "Transpose"):
-                perm = producer.attributes.get("perm")
-                return (
-                    "Transpose",
-                    repr(perm.value if perm else None),
-                    shape_key(producer.inputs[0], depth + 1),
-                )
-        return key(value, depth)
-
-    m = node.inputs[0] if node.inputs else None
-    cond0 = node.inputs[1] if len(node.inputs) > 1 else None
-    term_keys = None
-    if terms is not None:
-        term_keys = tuple(
-            sorted(
-                (
-                    repr(key(t.limit)),
-                    repr(key(t.linear.base)),
-                    t.linear.offset,
-                    t.extra,
-                )
-                for t in terms
-            )
-        )
-    return (repr(key(m)), repr(key(cond0)), term_keys)
-
-
-def _trip_count(emit: Emitter, node: ir.Node, terms: list[_Term] | None) -> ir.Value:
-    """The Loop's trip count as an int64 scalar, computed before it."""
-    m = node.inputs[0] if node.inputs else None
-    scalar = emit.int64s([], hint="scalar")
-    count: ir.Value | None = None
-    if m is not None:
-        count = emit.reshape(m, scalar, hint="max_trip_count")
-    if terms is not None:
-        bound: ir.Value | None = None
-        hoisted: dict[int, ir.Value] = {}
-        body = node.attributes["body"].as_graph()
-        for j, term in enumerate(terms):
-            limit = _int64(emit, _hoist(emit, node, body, term.limit, hoisted), f"limit_{j}")
-            shift = term.extra - term.linear.offset
-            if term.linear.base is not None:
-                limit = emit.Sub(
-                    limit, _int64(emit, term.linear.base, f"start_{j}"), _hint=f"span_{j}"
-                )
-            # iteration i + 1 runs while i < limit + shift, so i + 1 iterations while i < that.
-            value = emit.Add(limit, emit.int64s(shift + 1, hint="shift"), _hint=f"runs_{j}")
-            bound = value if bound is None else _extreme(emit, "Min", bound, value, "runs")
-        assert bound is not None
-        bound = _extreme(emit, "Max", bound, emit.int64s(1, hint="one"), "at_least_one")
-        count = bound if count is None else _extreme(emit, "Min", count, bound, "trips")
-    assert count is not None
-    count = emit.reshape(count, scalar, hint="trip_count")
-    cond0 = node.inputs[1] if len(node.inputs) > 1 else None
-    if cond0 is not None:
-        cond0 = emit.reshape(cond0, scalar, hint="runs_at_all")
-        count = emit.Where(cond0, count, emit.int64s(0, hint="zero"), _hint="trips")
-    count = _extreme(emit, "Max", count, emit.int64s(0, hint="zero"), "trip_count")
-    count.dtype = ir.DataType.INT64
-    count.shape = ir.Shape([])
-    return count
-
-
-def _step(value: ir.Value | None) -> int | None:
-    """A constant integer step, also as PyTorch writes it: ``CastLike(1, counter)`` (the
-    counter is an integer, or the comparison it feeds is refused as not stepping by one)."""
-    if value is None:
-        return None
-    producer = value.producer()
-    if is_onnx(producer, "CastLike") and producer is not None and producer.inputs[0] is not None:
-        return constant_int(producer.inputs[0])
-    return constant_int(value)
-
-
-def _hoist(
-    emit: Emitter, node: ir.Node, body: ir.Graph, value: ir.Value, done: dict[int, ir.Value]
-) -> ir.Value:
-    """``value`` computed before the Loop: a body value ``_Condition._hoistable`` accepted is
-    rebuilt from the Loop's inputs with the same ops; an outer value is itself."""
-    if id(value) in done:
-        return done[id(value)]
-    producer = value.producer()
-    inside = (producer.graph is body) if producer is not None else value.graph is body
-    result = value
-    if value in body.inputs:
-        outer = node.inputs[list(body.inputs).index(value)]
-        assert outer is not None  # a pass-through state, checked when planning
-        result = outer
-    elif inside and (array := constant_array(value)) is not None:
-        result = emit.constant(array, hint=f"{value.name}_outside")
-    elif inside and producer is not None:
-        inputs = [None if v is None else _hoist(emit, node, body, v, done) for v in producer.inputs]
-        result = getattr(emit, producer.op_type)(
-            *inputs, **dict(producer.attributes), _hint=f"{value.name}_outside"
-        )
-        if value.dtype is not None:
-            result.dtype = value.dtype
-    done[id(value)] = result
-    return result
-
-
-def _extreme(emit: Emitter, op: str, a: ir.Value, b: ir.Value, hint: str) -> ir.Value:
-    """``Min``/``Max`` of two int64 values (int64 ``Min``/``Max`` exist from opset 12; before,
-    a ``Where`` on ``Less``)."""
-    if emit.opset >= 12:
-        return getattr(emit, op)(a, b, _hint=hint)
-    less = emit.Less(a, b, _hint=f"{hint}_less")
-    first, second = (a, b) if op == "Min" else (b, a)
-    return emit.Where(less, first, second, _hint=hint)
-
-
-def _int64(emit: Emitter, value: ir.Value, hint: str) -> ir.Value:
-    flat = emit.reshape(value, emit.int64s([], hint="scalar"), hint=hint)
-    if value.dtype == ir.DataType.INT64:
-        return flat
-    return emit.Cast(flat, to=ir.DataType.INT64.value, _hint=f"{hint}_int64")
 
 
 def _remove_dead(body: ir.Graph, keep: list[ir.Value] | None = None) -> None:
@@ -1012,15 +608,6 @@ class LoopToScanReads(LoopToScan):
     them (tract), so onnxruntime copies nothing extra per iteration."""
 
     outer_reads_as_states = False
-
-
-def _integral_float(value: ir.Value) -> bool:
-    """A one-element float constant holding an integer (exact in float32: below 2**24)."""
-    array = constant_array(value)
-    if array is None or array.size != 1 or array.dtype.kind != "f":
-        return False
-    number = float(array.reshape(()))
-    return number.is_integer() and abs(number) < 2**24
 
 
 def _block(node: ir.Node, reason: str) -> None:

@@ -18,8 +18,7 @@ import dataclasses
 import numpy as np
 import onnx_ir as ir
 
-from seqlower.passes._base import NameGenerator, NodeLoweringPass, Site
-from seqlower.passes._emit import Emitter
+from seqlower.passes._base import NodeLoweringPass, Rewrite, Site
 from seqlower.passes._ir import constant_array
 from seqlower.passes._types import TypeOracle
 
@@ -34,7 +33,7 @@ class _Plan:
     sizes: np.ndarray | None  # constant sizes, else computed at run time
 
 
-class SplitAsSlices(NodeLoweringPass):
+class SplitAsSlices(NodeLoweringPass[_Plan]):
     """Every ``Split`` with a sizes input (opset 13 on) as ``Slice``s, one per output."""
 
     op_type = "Split"
@@ -56,14 +55,12 @@ class SplitAsSlices(NodeLoweringPass):
             return None  # invalid as written: leave it to fail where it did
         return _Plan(node, site.opset, axis, None if sizes is None else sizes.astype(np.int64))
 
-    def rewrite(self, plan: _Plan, names: NameGenerator) -> None:
-        node = plan.node
-        graph = node.graph
-        assert graph is not None
+    def rewrite(self, plan: _Plan, ctx: Rewrite) -> None:
+        node, names = ctx.node, ctx.names
         x = node.inputs[0]
         sizes = node.inputs[1] if len(node.inputs) > 1 else None
         assert x is not None
-        op = Emitter(names, node.name or "Split", plan.opset, self.constant_pool(graph))
+        op = ctx.before()
         axes = op.int64s([plan.axis], hint="axis")
         outputs = list(node.outputs)
         starts = ends = None
@@ -94,10 +91,7 @@ class SplitAsSlices(NodeLoweringPass):
                 shape=old.shape,
             )
             new_outputs.append(op.Slice(x, begin, end, axes, _output=piece))
-        graph.insert_before(node, op.nodes)
-        for old, new in zip(outputs, new_outputs, strict=True):
-            old.replace_all_uses_with(new, replace_graph_outputs=True)
-        graph.remove(node, safe=True)
+        ctx.replace(new_outputs)
 
 
 def _equal_sizes(node: ir.Node, axis: int, types: TypeOracle) -> np.ndarray | None:

@@ -29,8 +29,7 @@ import dataclasses
 import numpy as np
 import onnx_ir as ir
 
-from seqlower.passes._base import NameGenerator, NodeLoweringPass, Site
-from seqlower.passes._emit import Emitter
+from seqlower.passes._base import NodeLoweringPass, Rewrite, Site
 from seqlower.passes._ir import graph_attr
 from seqlower.passes._shared import prepend
 from seqlower.passes._types import TypeOracle
@@ -51,7 +50,7 @@ class _Plan:
     types: list[tuple[ir.Value, ir.TypeProtocol, ir.Shape | None]]
 
 
-class StrictLoopBodies(NodeLoweringPass):
+class StrictLoopBodies(NodeLoweringPass[_Plan]):
     """Every ``Loop`` body: no input returned as an output, the condition input read only by the
     condition output, every input typed."""
 
@@ -89,9 +88,9 @@ class StrictLoopBodies(NodeLoweringPass):
             return None
         return _Plan(node, body, site.opset, passed, cond_reads, typed)
 
-    def rewrite(self, plan: _Plan, names: NameGenerator) -> None:
+    def rewrite(self, plan: _Plan, ctx: Rewrite) -> None:
         body = plan.body
-        op = Emitter(names, plan.node.name or "Loop", plan.opset)
+        op = ctx.into(body, pool=None)
         for value, type_, shape in plan.types:
             value.type, value.shape = type_, shape
         if plan.cond_reads:
@@ -99,7 +98,7 @@ class StrictLoopBodies(NodeLoweringPass):
             for user, index in plan.cond_reads:
                 user.replace_input_with(index, true)
             prepend(body, list(op.nodes))
-        copies = Emitter(names, plan.node.name or "Loop", plan.opset)
+        copies = ctx.into(body, pool=None)
         for k in plan.passed:
             value = body.outputs[k]
             copy = copies.Identity(value, _hint=f"{value.name or 'state'}_out")

@@ -25,8 +25,7 @@ import dataclasses
 
 import onnx_ir as ir
 
-from seqlower.passes._base import NameGenerator, NodeLoweringPass, Site
-from seqlower.passes._emit import Emitter
+from seqlower.passes._base import NodeLoweringPass, Rewrite, Site
 from seqlower.passes._ir import constant_array, graph_attr, nodes_in
 from seqlower.passes._shared import outer_reads, prepend, read_inside
 from seqlower.passes._types import TypeOracle
@@ -47,7 +46,7 @@ class _Plan:
     reads: list[tuple[ir.Value, ir.TypeProtocol | None, ir.Shape | None]]
 
 
-class StrictScanBodies(NodeLoweringPass):
+class StrictScanBodies(NodeLoweringPass[_Plan]):
     """Every ``Scan`` body (opset 9 and later): every input typed, no read from outside."""
 
     op_type = "Scan"
@@ -82,15 +81,14 @@ class StrictScanBodies(NodeLoweringPass):
             return None
         return _Plan(node, body, site.opset, typed, reads)
 
-    def rewrite(self, plan: _Plan, names: NameGenerator) -> None:
-        node, body = plan.node, plan.body
-        base = node.name or "Scan"
+    def rewrite(self, plan: _Plan, ctx: Rewrite) -> None:
+        body, names, base = plan.body, ctx.names, ctx.base
         for value, type_, shape in plan.types:
             value.type, value.shape = type_, shape
         if not plan.reads:
             return
-        inside = Emitter(names, base, plan.opset, {})
-        passes = Emitter(names, base, plan.opset)
+        inside = ctx.into(body, pool="own")
+        passes = ctx.into(body, pool=None)
         carried: list[ir.Value] = []  # outer values carried as states
         states_in: list[ir.Value] = []
         states_out: list[ir.Value] = []
@@ -112,7 +110,7 @@ class StrictScanBodies(NodeLoweringPass):
         prepend(body, list(inside.nodes))
         body.extend(passes.nodes)
         if carried:
-            _with_states(plan, names, base, carried, states_in, states_out)
+            _with_states(ctx, plan, carried, states_in, states_out)
 
 
 class TypedScanBodies(StrictScanBodies):
@@ -122,17 +120,14 @@ class TypedScanBodies(StrictScanBodies):
 
 
 def _with_states(
+    ctx: Rewrite,
     plan: _Plan,
-    names: NameGenerator,
-    base: str,
     carried: list[ir.Value],
     states_in: list[ir.Value],
     states_out: list[ir.Value],
 ) -> None:
     """Replace ``node`` by a Scan carrying ``carried`` as extra states after its own."""
-    node, body = plan.node, plan.body
-    graph = node.graph
-    assert graph is not None
+    node, body, names, base = ctx.node, plan.body, ctx.names, ctx.base
     states = len(node.inputs) - node.attributes["num_scan_inputs"].as_int()
     inputs = list(body.inputs)
     body.inputs.clear()
@@ -147,7 +142,7 @@ def _with_states(
     ]
     del node.attributes["body"]
     attributes = {name: attr.value for name, attr in node.attributes.items()}
-    emit = Emitter(names, base, plan.opset)
+    emit = ctx.before(pool=None)
     emit.Scan(
         *node.inputs[:states],
         *carried,
@@ -158,10 +153,4 @@ def _with_states(
         _name=names.fresh(f"{base}_strict"),
         _doc_string=node.doc_string,
     )
-    graph.insert_before(node, emit.nodes)
-    for old, new in zip(node.outputs, new_outputs, strict=True):
-        name = old.name
-        old.replace_all_uses_with(new, replace_graph_outputs=True)
-        old.name = None
-        new.name = name
-    graph.remove(node, safe=True)
+    ctx.replace(new_outputs, rename=True)

@@ -28,8 +28,7 @@ import numpy as np
 import onnx_ir as ir
 
 from seqlower._graphs import subgraphs_of
-from seqlower.passes._base import NameGenerator, NodeLoweringPass, Site
-from seqlower.passes._emit import Emitter
+from seqlower.passes._base import NodeLoweringPass, Rewrite, Site, rewire
 from seqlower.passes._fold import detach
 from seqlower.passes._ir import constant_array, is_onnx, model_nodes
 from seqlower.passes._types import TypeOracle
@@ -128,7 +127,7 @@ def _inline_branch(node: ir.Node, branch: ir.Graph) -> None:
             new.shape = old.shape
         name = old.name
         is_output = old.is_graph_output()
-        old.replace_all_uses_with(new, replace_graph_outputs=True)
+        rewire(old, new)
         if is_output and new.producer() is not None:
             old.name = None
             new.name = name
@@ -164,7 +163,7 @@ def _strip(value: ir.Value) -> bool:
     return True
 
 
-class VariableThenBranches(NodeLoweringPass):
+class VariableThenBranches(NodeLoweringPass["_IfPlan"]):
     """Swap the branches of each ``If`` whose then branch returns a constant, negating the
     condition, or make it a ``Where`` when both return constants (tract folds the If to the
     then constant)."""
@@ -197,25 +196,23 @@ class VariableThenBranches(NodeLoweringPass):
             return _IfPlan(site, alike)
         return None  # constants on both sides, unlike: swapped, tract would fold the other
 
-    def rewrite(self, plan: _IfPlan, names: NameGenerator) -> None:
-        node = plan.site.node
-        graph = node.graph
+    def rewrite(self, plan: _IfPlan, ctx: Rewrite) -> None:
+        node = ctx.node
         cond = node.inputs[0]
-        assert graph is not None and cond is not None
-        op = Emitter(names, node.name or "If", plan.site.opset, self.constant_pool(graph))
+        assert cond is not None
+        op = ctx.before()
         if plan.constants is not None:
+            chosen = []
             for old, (a, b) in zip(node.outputs, plan.constants, strict=True):
-                chosen = op.Where(
+                where = op.Where(
                     cond, op.constant(a, hint="then"), op.constant(b, hint="else"), _hint="chosen"
                 )
-                chosen.type, chosen.shape = old.type, old.shape
-                old.replace_all_uses_with(chosen, replace_graph_outputs=True)
-                chosen.name, old.name = old.name, None
-            graph.insert_before(node, op.nodes)
-            graph.remove(node, safe=True)
+                where.type, where.shape = old.type, old.shape
+                chosen.append(where)
+            ctx.replace(chosen, rename=True)
             return
         negated = op.Not(cond, _hint="not_cond")
-        graph.insert_before(node, op.nodes)
+        ctx.insert()
         node.replace_input_with(0, negated)
         then_branch = node.attributes["then_branch"].as_graph()
         else_branch = node.attributes["else_branch"].as_graph()

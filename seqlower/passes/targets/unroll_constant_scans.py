@@ -21,8 +21,7 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 
-from seqlower.passes._base import NameGenerator, NodeLoweringPass, Site
-from seqlower.passes._emit import Emitter
+from seqlower.passes._base import NodeLoweringPass, Rewrite, Site
 from seqlower.passes._ir import constant_array, int_attr, ints_attr, is_onnx
 from seqlower.passes._shared import initializers_as_constants, inline_copy
 from seqlower.passes._types import TypeOracle
@@ -42,7 +41,7 @@ class _Plan:
     states: int
 
 
-class UnrollConstantScans(NodeLoweringPass):
+class UnrollConstantScans(NodeLoweringPass[_Plan]):
     """Every forward ``Scan`` over axis 0 whose trip count is a constant in [1, 256], as copies
     of its body."""
 
@@ -78,32 +77,15 @@ class UnrollConstantScans(NodeLoweringPass):
             return None
         return _Plan(node, body, site.opset, trips, states)
 
-    def rewrite(self, plan: _Plan, names: NameGenerator) -> None:
-        node, body, states = plan.node, plan.body, plan.states
-        graph = node.graph
-        assert graph is not None
-        base = node.name or "Scan"
+    def rewrite(self, plan: _Plan, ctx: Rewrite) -> None:
+        node, base = ctx.node, ctx.base
         inputs: list[ir.Value] = list(node.inputs)  # type: ignore[arg-type]
-        carried = inputs[:states]
-        rows: list[list[ir.Value]] = [[] for _ in node.outputs[states:]]
         # The body's own initializers (tf2onnx keeps constants, some exporters weights, there):
         # one Constant each in the enclosing graph, read by every copy, not one per copy.
-        inserted = list(initializers_as_constants(body, names, f"{base}_weights", plan.opset))
-        for k in range(plan.trips):
-            op = Emitter(names, f"{base}_{k}", plan.opset, self.constant_pool(graph))
-            index = op.int64s(k, hint="step")
-            elements = [
-                op.Gather(x, index, axis=0, _hint=f"row_{j}") for j, x in enumerate(inputs[states:])
-            ]
-            # Copies are named "step<k>_<original>": the exporter's names are long already.
-            copied, results = inline_copy(
-                body, [*carried, *elements], names, f"step{k}", plan.opset
-            )
-            inserted += [*op.nodes, *copied]
-            carried = results[:states]
-            for j, result in enumerate(results[states:]):
-                rows[j].append(result)
-        op = Emitter(names, base, plan.opset, self.constant_pool(graph))
+        weights = ctx.into(ctx.graph, pool=None, prefix=f"{base}_weights")
+        inserted = list(initializers_as_constants(plan.body, weights, ctx.names))
+        carried, rows = self._copies(plan, ctx, inputs, inserted)
+        op = ctx.before()
         stacked = [
             op.Concat(
                 *(op.unsqueeze(row, [0], hint=f"row_{j}") for row in column),
@@ -119,13 +101,30 @@ class UnrollConstantScans(NodeLoweringPass):
                 new = op.Identity(new, _hint="state")
             new.type, new.shape = old.type or new.type, old.shape or new.shape
             finals.append(new)
-        graph.insert_before(node, [*inserted, *op.nodes])
-        for old, new in zip(node.outputs, finals, strict=True):
-            old.replace_all_uses_with(new, replace_graph_outputs=True)
-            if old.name:  # the Scan's output names (the graph's, maybe) stay
-                name, old.name = old.name, None
-                new.name = name
-        graph.remove(node, safe=True)
+        # The Scan's output names (the graph's, maybe) stay.
+        ctx.replace(finals, rename=True, nodes=inserted)
+
+    def _copies(
+        self, plan: _Plan, ctx: Rewrite, inputs: list[ir.Value], inserted: list[ir.Node]
+    ) -> tuple[list[ir.Value], list[list[ir.Value]]]:
+        """One copy of the body per step, reading row k of each scanned input (their nodes
+        added to ``inserted``); the final states and each scan output's rows."""
+        states = plan.states
+        carried = inputs[:states]
+        rows: list[list[ir.Value]] = [[] for _ in ctx.node.outputs[states:]]
+        for k in range(plan.trips):
+            op = ctx.into(ctx.graph, prefix=f"{ctx.base}_{k}")
+            index = op.int64s(k, hint="step")
+            elements = [
+                op.Gather(x, index, axis=0, _hint=f"row_{j}") for j, x in enumerate(inputs[states:])
+            ]
+            # Copies are named "step<k>_<original>": the exporter's names are long already.
+            copied, results = inline_copy(ctx, plan.body, [*carried, *elements], f"step{k}")
+            inserted += [*op.nodes, *copied]
+            carried = results[:states]
+            for j, result in enumerate(results[states:]):
+                rows[j].append(result)
+        return carried, rows
 
 
 def _length(value: ir.Value, opset: int) -> int | None:
