@@ -262,28 +262,33 @@ class Rewrite:
         self._after.append(emit)
         return emit
 
-    def insert(self, nodes: Sequence[ir.Node] = ()) -> None:
+    def insert(self, nodes: Sequence[ir.Node] = ()) -> list[ir.Node]:
         """Put ``nodes``, then the ``before`` and ``after`` emitters' nodes, where the node is
-        (the node stays)."""
-        emitted = [n for emit in (*self._before, *self._after) for n in emit.nodes]
+        (the node stays); returns what was inserted."""
+        inserted = [*nodes, *(n for emit in (*self._before, *self._after) for n in emit.nodes)]
         self._before, self._after = [], []
-        if nodes or emitted:
-            self.graph.insert_before(self.node, [*nodes, *emitted])
+        if inserted:
+            self.graph.insert_before(self.node, inserted)
+        return inserted
 
     def redirect(
         self,
         outputs: Sequence[ir.Value | None],
         *,
-        rename: bool | Sequence[bool] = False,
+        rename: bool | Sequence[bool] | None = None,
         nodes: Sequence[ir.Node] = (),
     ) -> None:
         """:meth:`insert`, then each output's readers (graph outputs included) read
-        ``outputs[k]`` instead (None: left as it is). ``rename`` (for all, or per output): the
-        replacement takes the output's name, for one made under a name of its own; a value the
-        rewrite made for the output is named for it already, and one from elsewhere keeps its
-        name (a graph output then needs an ``Identity``)."""
-        self.insert(nodes)
-        renames = [rename] * len(outputs) if isinstance(rename, bool) else list(rename)
+        ``outputs[k]`` instead (None: left as it is), and the replacement takes the output's
+        name when ``rename`` says so (for all, or per output); by default when the rewrite made
+        it (an inserted node computes it), not when it comes from elsewhere (a graph output
+        then needs an ``Identity``, as a value keeps one name)."""
+        inserted = self.insert(nodes)
+        if rename is None:
+            made = {id(value) for node in inserted for value in node.outputs}
+            renames = [new is not None and id(new) in made for new in outputs]
+        else:
+            renames = [rename] * len(outputs) if isinstance(rename, bool) else list(rename)
         for old, new, moves in zip(self.node.outputs, outputs, renames, strict=True):
             if new is None:
                 continue
@@ -301,7 +306,7 @@ class Rewrite:
         self,
         outputs: Sequence[ir.Value | None],
         *,
-        rename: bool | Sequence[bool] = False,
+        rename: bool | Sequence[bool] | None = None,
         nodes: Sequence[ir.Node] = (),
     ) -> None:
         """Replace the node: the emitted nodes in, its outputs' readers moved to ``outputs``
