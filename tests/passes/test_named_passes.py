@@ -117,10 +117,12 @@ def test_a_loop_reason_is_not_a_sequence_reason() -> None:
 _LOOP = """
     agraph (int64 n, float[2] x) => (float[2] y) {
         cond = Constant<value = bool {1}>()
-        y = Loop(n, cond, x) <body = body (int64 i, bool c, float[2] acc) => (bool c_out, float[2] acc_out) {
+        y = Loop(n, cond, x) <
+            body = body (int64 i, bool c, float[2] acc) => (bool c_out, float[2] acc_out) {
             c_out = Identity(c)
             acc_out = Neg(acc)
-        }>
+        }
+        >
     }
 """
 
