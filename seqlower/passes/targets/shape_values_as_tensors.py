@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from seqlower.passes._base import ONNX_DOMAINS, NameGenerator, _Walk
+from seqlower.passes._base import model_names
+from seqlower.passes._ir import is_onnx
 
 __all__ = ["ShapeValuesAsTensors"]
 
@@ -52,9 +53,7 @@ class ShapeValuesAsTensors(ir.passes.InPlacePass):
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         self.rewritten = 0
-        walk = _Walk(lambda _: False, names=True)
-        walk.model(model)
-        self._names = NameGenerator(walk.name_counts())
+        self._names = model_names(model)
         shapes: set[int] = set()
         self._graph(model.graph, shapes)
         for function in model.functions.values():
@@ -64,7 +63,7 @@ class ShapeValuesAsTensors(ir.passes.InPlacePass):
     def _graph(self, graph: ir.Graph | ir.Function, shapes: set[int]) -> None:
         casts: dict[int, ir.Value] = {}
         for node in list(graph):
-            onnx_op = node.domain in ONNX_DOMAINS
+            onnx_op = is_onnx(node)
             if onnx_op and node.op_type not in _TAKES_SHAPES:
                 for index, value in enumerate(node.inputs):
                     if value is not None and id(value) in shapes:
