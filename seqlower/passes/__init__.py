@@ -41,8 +41,8 @@ if TYPE_CHECKING:
     from seqlower.passes.sequence_free.unroll_sequence_map import UnrollSequenceMap
     from seqlower.passes.targets.cast_like_as_cast import CastLikeAsCast
     from seqlower.passes.targets.constant_values_as_tensors import ConstantValuesAsTensors
-    from seqlower.passes.targets.expand_function_ops import ExpandFunctionOps
-    from seqlower.passes.targets.expand_unconverted_function_ops import (
+    from seqlower.passes.targets.expand_function_ops import (
+        ExpandFunctionOps,
         ExpandUnconvertedFunctionOps,
     )
     from seqlower.passes.targets.explicit_attribute_defaults import ExplicitAttributeDefaults
@@ -148,7 +148,7 @@ _MODULES = {
     "StackRowMaps": "sequence_free.scan_sequence_map",
     "UnrollSequenceMap": "sequence_free.unroll_sequence_map",
     "ExpandFunctionOps": "targets.expand_function_ops",
-    "ExpandUnconvertedFunctionOps": "targets.expand_unconverted_function_ops",
+    "ExpandUnconvertedFunctionOps": "targets.expand_function_ops",
     "FreezeBoundedLoops": "targets.freeze_bounded_loops",
     "InlineFunctions": "targets.inline_functions",
     "InlineUntypedSequenceMapFunctions": "targets.inline_functions",

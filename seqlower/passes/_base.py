@@ -19,7 +19,7 @@ from typing import Any, ClassVar, Generic, Literal, TypeVar
 import onnx_ir as ir
 
 from seqlower._graphs import iter_graph_likes, subgraphs_of
-from seqlower.passes._emit import Emitter
+from seqlower.passes._emit import Emitter, NameGenerator
 from seqlower.passes._ir import ONNX_DOMAINS
 from seqlower.passes._types import TypeOracle
 
@@ -120,42 +120,6 @@ def find_sites(
     walk = _Walk(matches, names=False, op_types=op_types)
     walk.model(model)
     return walk.sites
-
-
-class NameGenerator:
-    """Hands out names unused anywhere in a model: every scope, values, nodes and graphs."""
-
-    def __init__(self, taken: Counter[str]) -> None:
-        self._taken = taken
-        self._next_suffix: dict[str, int] = {}
-
-    def __contains__(self, name: object) -> bool:
-        """Whether ``name`` is in use (in the model, or handed out)."""
-        return name in self._taken
-
-    def fresh(self, base: str) -> str:
-        """``base`` itself when free, else ``base_N`` for the smallest free N."""
-        base = base or "seqlower"
-        if base not in self._taken:
-            self._taken[base] += 1
-            return base
-        suffix = self._next_suffix.get(base, 1)
-        while f"{base}_{suffix}" in self._taken:
-            suffix += 1
-        self._next_suffix[base] = suffix + 1
-        name = f"{base}_{suffix}"
-        self._taken[name] += 1
-        return name
-
-    def take_over(self, name: str | None, fallback: str) -> str:
-        """A name for a value that replaces the (only) definition of ``name``.
-
-        The old name is reused when nothing else in the model defines it, so a lowered body keeps
-        the names its author gave; otherwise a fresh name is made from it.
-        """
-        if name and self._taken.get(name) == 1:
-            return name
-        return self.fresh(name or fallback)
 
 
 def model_names(model: ir.Model) -> NameGenerator:

@@ -1,9 +1,11 @@
-"""Building the replacement nodes of one rewrite, named and versioned for where they go."""
+"""Building the replacement nodes of one rewrite, named and versioned for where they go, with
+names unused anywhere in the model (:class:`NameGenerator`)."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import onnx
@@ -11,13 +13,46 @@ import onnx_ir as ir
 
 from seqlower.passes._ir import constant_array
 
-if TYPE_CHECKING:
-    from seqlower.passes._base import NameGenerator
-
-__all__ = ["Emitter"]
+__all__ = ["Emitter", "NameGenerator"]
 
 _POOLED_SIZE = 16  # constants up to this many elements are shared within a graph
 _INT64_MAX = np.iinfo(np.int64).max  # a Slice end meaning "to the last element"
+
+
+class NameGenerator:
+    """Hands out names unused anywhere in a model: every scope, values, nodes and graphs."""
+
+    def __init__(self, taken: Counter[str]) -> None:
+        self._taken = taken
+        self._next_suffix: dict[str, int] = {}
+
+    def __contains__(self, name: object) -> bool:
+        """Whether ``name`` is in use (in the model, or handed out)."""
+        return name in self._taken
+
+    def fresh(self, base: str) -> str:
+        """``base`` itself when free, else ``base_N`` for the smallest free N."""
+        base = base or "seqlower"
+        if base not in self._taken:
+            self._taken[base] += 1
+            return base
+        suffix = self._next_suffix.get(base, 1)
+        while f"{base}_{suffix}" in self._taken:
+            suffix += 1
+        self._next_suffix[base] = suffix + 1
+        name = f"{base}_{suffix}"
+        self._taken[name] += 1
+        return name
+
+    def take_over(self, name: str | None, fallback: str) -> str:
+        """A name for a value that replaces the (only) definition of ``name``.
+
+        The old name is reused when nothing else in the model defines it, so a lowered body keeps
+        the names its author gave; otherwise a fresh name is made from it.
+        """
+        if name and self._taken.get(name) == 1:
+            return name
+        return self.fresh(name or fallback)
 
 
 class Emitter(ir.tape.Tape):
