@@ -30,6 +30,7 @@ __all__ = [
     "outer_reads",
     "prepend",
     "read_inside",
+    "remove_dead",
     "scan_outputs",
     "unit_split",
 ]
@@ -333,3 +334,13 @@ def _rename(node: ir.Node, names: NameGenerator, base: str) -> None:
             subgraph.name = names.fresh(f"{base}_{subgraph.name}")
         for inner in subgraph:
             _rename(inner, names, base)
+
+
+def remove_dead(body: ir.Graph, keep: list[ir.Value] | None = None) -> None:
+    """Remove the body's nodes whose outputs nothing reads (the condition, mostly); ``keep``:
+    values to keep besides the body's outputs."""
+    outputs = {id(v) for v in [*body.outputs, *(keep or [])]}
+    for node in reversed(list(body)):
+        if any(v.uses() or id(v) in outputs for v in node.outputs):
+            continue
+        body.remove(node, safe=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import onnx_ir as ir
 
 from seqlower._graphs import all_graphs
-from seqlower.passes._base import ONNX_DOMAINS
+from seqlower.passes._ir import is_onnx
 from seqlower.passes._types import TypeOracle, element_dtype
 
 __all__ = ["CastLikeAsCast"]
@@ -34,7 +34,7 @@ class CastLikeAsCast(ir.passes.InPlacePass):
             node
             for graph in all_graphs(model)
             for node in graph
-            if node.op_type == "CastLike" and node.domain in ONNX_DOMAINS and len(node.inputs) == 2
+            if is_onnx(node, "CastLike") and len(node.inputs) == 2
         ]
         planned = []
         for node in found:

@@ -28,18 +28,11 @@ import dataclasses
 import numpy as np
 import onnx_ir as ir
 
-from seqlower.passes._base import NameGenerator, NodeLoweringPass, Site
-from seqlower.passes._emit import Emitter
+from seqlower.passes._base import NodeLoweringPass, Rewrite, Site
 from seqlower.passes._ir import constant_array, nodes_in
-from seqlower.passes._shared import outer_reads, prepend, read_inside
+from seqlower.passes._shared import outer_reads, prepend, read_inside, remove_dead
+from seqlower.passes._trip_count import Condition, Term, passes_through, trip_count
 from seqlower.passes._types import TypeOracle
-from seqlower.passes.targets.loop_to_scan import (
-    _Condition,
-    _passes_through,
-    _remove_dead,
-    _Term,
-    _trip_count,
-)
 
 __all__ = ["ExplicitLoopCounts"]
 
@@ -54,12 +47,12 @@ class _Plan:
     node: ir.Node
     body: ir.Graph
     opset: int
-    terms: list[_Term] | None  # the derived bound (None: not derived)
+    terms: list[Term] | None  # the derived bound (None: not derived)
     explicit: bool  # M and cond given already, nothing tighter known: constants only
     constants: list[tuple[ir.Value, np.ndarray]]  # small outer constants the body reads
 
 
-class ExplicitLoopCounts(NodeLoweringPass):
+class ExplicitLoopCounts(NodeLoweringPass[_Plan]):
     """Every ``Loop`` with its trip count as ``M`` (derived where possible) and a ``cond``."""
 
     op_type = "Loop"
@@ -76,29 +69,27 @@ class ExplicitLoopCounts(NodeLoweringPass):
         m = node.inputs[0] if node.inputs else None
         cond = node.inputs[1] if len(node.inputs) > 1 else None
         terms = None
-        if not _passes_through(body.outputs[0], body.inputs[1]):
-            terms = _Condition(node, body, types).terms(body.outputs[0])
+        if not passes_through(body.outputs[0], body.inputs[1]):
+            terms = Condition(node, body, types).terms(body.outputs[0])
         constants = []
         for value in outer_reads(body, list(body.inputs)):
             array = constant_array(value)
             if array is not None and array.size <= _COPIED_CONSTANT_SIZE:
                 constants.append((value, array))
         explicit = terms is None and m is not None and cond is not None
-        if terms is None and _passes_through(body.outputs[0], body.inputs[1]) and m is None:
+        if terms is None and passes_through(body.outputs[0], body.inputs[1]) and m is None:
             return None  # an infinite loop (invalid for any runtime): left as written
         if explicit and not constants:
             return None  # explicit already, and nothing tighter is known
         return _Plan(node, body, site.opset, terms, explicit, constants)
 
-    def rewrite(self, plan: _Plan, names: NameGenerator) -> None:
-        node, body = plan.node, plan.body
-        graph = node.graph
-        assert graph is not None
+    def rewrite(self, plan: _Plan, ctx: Rewrite) -> None:
+        node, body = ctx.node, plan.body
         if plan.constants:
             # onnx2tf 2.6.9 does not see an outer constant from inside a WHILE body: a Reshape
             # or Squeeze reading one becomes a custom op (ONNX_RESHAPE), a Less against one
             # compares with a float32 ('Comparison op input dtypes must be compatible').
-            copies = Emitter(names, node.name or "Loop", plan.opset, {})
+            copies = ctx.into(body, pool="own")
             inside = {id(n) for n in nodes_in(body)}
             for value, array in plan.constants:
                 copy = copies.constant(array, hint=f"{value.name}_inside")
@@ -106,24 +97,24 @@ class ExplicitLoopCounts(NodeLoweringPass):
             prepend(body, list(copies.nodes))
         if plan.explicit:
             return
-        op = Emitter(names, node.name or "Loop", plan.opset, self.constant_pool(graph))
+        op = ctx.before()
         inputs = list(node.inputs)
         while len(inputs) < 2:
             inputs.append(None)
         m, cond = inputs[0], inputs[1]
         if plan.terms is not None or cond is None:
             if plan.terms is not None:
-                m = _trip_count(op, node, plan.terms)  # cond0 included: zero when false
+                m = trip_count(op, node, plan.terms)  # cond0 included: zero when false
             cond = op.constant(np.array(True), hint="runs")
-            inner = Emitter(names, node.name or "Loop", plan.opset)
+            inner = ctx.into(body, pool=None)
             passed = inner.Identity(body.inputs[1], _hint="cond_through")
             passed.type, passed.shape = ir.TensorType(ir.DataType.BOOL), ir.Shape([])
             body.inputs[1].type = body.inputs[1].type or ir.TensorType(ir.DataType.BOOL)
             body.extend(inner.nodes)
             body.outputs[0] = passed
-            _remove_dead(body)
+            remove_dead(body)
         if m is None:
             m = op.int64s(UNBOUNDED, hint="max_trip_count")
-        graph.insert_before(node, op.nodes)
+        ctx.insert()
         node.replace_input_with(0, m)
         node.replace_input_with(1, cond)

@@ -53,10 +53,12 @@ from seqlower.passes._ir import (
     is_onnx,
     nodes_in,
 )
-from seqlower.passes._shared import outer_reads, prepend, read_inside
+from seqlower.passes._shared import outer_reads, prepend, read_inside, remove_dead
 from seqlower.passes._trip_count import (
+    UNROLL_LIMIT,
     Condition,
     Term,
+    evaluate,
     extreme,
     passes_through,
     through_identity,
@@ -170,7 +172,7 @@ class LoopToScan(NodeLoweringPass[_Plan]):
         iteration = body.inputs[0]
         outer_finals = _counters_from_iterations(ctx, plan, emit, count)
         results = list(body.outputs)
-        _remove_dead(body, keep=results)
+        remove_dead(body, keep=results)
         kept = [k for k in range(carried) if k not in plan.counters]
         dropped, last_rows, unchanged = _unread_states(node, body, kept)
         for k in unchanged:  # its final value is where it started
@@ -183,7 +185,7 @@ class LoopToScan(NodeLoweringPass[_Plan]):
         scan_outs = [*results[carried + 1 :], *(results[1 + k] for k in last_rows)]
         body.outputs.clear()
         body.outputs.extend([*(results[1 + k] for k in kept), *scan_outs])
-        _remove_dead(body)
+        remove_dead(body)
         extra = self._carry_outer_reads(ctx, plan, emit, count, kept, results)
         body.inputs.clear()
         if iteration.uses() or not extra.scanned:
@@ -281,7 +283,7 @@ class LoopToScan(NodeLoweringPass[_Plan]):
                 extra.inits.append(value)
             read_inside(body, value, target, inside)
         if extra.scanned:
-            _remove_dead(body)  # the index computations of the rows now scanned
+            remove_dead(body)  # the index computations of the rows now scanned
         prepend(body, list(constants.nodes))
         body.extend(passes.nodes)
         return extra
@@ -568,16 +570,6 @@ def _graphs_in_loop_bodies(model: ir.Model) -> set[int]:
 _INLINED_CONSTANT_SIZE = 64  # outer constants up to this many elements are copied into a body
 
 
-def _remove_dead(body: ir.Graph, keep: list[ir.Value] | None = None) -> None:
-    """Remove the body's nodes whose outputs nothing reads (the condition, mostly); ``keep``:
-    values to keep besides the body's outputs."""
-    outputs = {id(v) for v in [*body.outputs, *(keep or [])]}
-    for node in reversed(list(body)):
-        if any(v.uses() or id(v) in outputs for v in node.outputs):
-            continue
-        body.remove(node, safe=True)
-
-
 def _distinct_outputs(body: ir.Graph, emit: Emitter, first_scanned: int) -> None:
     """An ``Identity`` for each body output that is a body input or an earlier output (tract
     asserts that a graph's outputs are distinct outlets), and for each scan output the body also
@@ -626,14 +618,12 @@ class LoopToScanConstant(LoopToScanReads):
     the pair twice (stacked RNNs of two layers)."""
 
     def plan(self, site: Site, types: TypeOracle) -> _Plan | None:
-        from seqlower.passes.targets.unroll_constant_scans import UNROLL_LIMIT, evaluate
-
         node = site.node
         body = node.attributes["body"].as_graph() if "body" in node.attributes else None
         m = node.inputs[0] if node.inputs else None
         if body is None or m is None or len(body.inputs) < 2 or len(body.outputs) < 1:
             return None
-        if not _passes_through(body.outputs[0], body.inputs[1]):
+        if not passes_through(body.outputs[0], body.inputs[1]):
             return None
         # Shapes as ONNX infers them: a stacked RNN's second layer counts the rows the first
         # one, unrolled by the previous run of these passes, computes.

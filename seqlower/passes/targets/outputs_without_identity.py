@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from seqlower.passes._base import ONNX_DOMAINS
+from seqlower.passes._base import rewire
+from seqlower.passes._ir import is_onnx
 
 __all__ = ["OutputsWithoutIdentity"]
 
@@ -33,7 +34,7 @@ class OutputsWithoutIdentity(ir.passes.InPlacePass):
         graph = model.graph
         for k, out in enumerate(list(graph.outputs)):
             node = out.producer()
-            if node is None or node.op_type != "Identity" or node.domain not in ONNX_DOMAINS:
+            if not is_onnx(node, "Identity"):
                 continue
             source = node.inputs[0] if node.inputs else None
             producer = None if source is None else source.producer()
@@ -44,7 +45,7 @@ class OutputsWithoutIdentity(ir.passes.InPlacePass):
             if sum(value is out for value in graph.outputs) != 1:
                 continue  # listed twice: the Identity's output stays
             graph.outputs[k] = source
-            out.replace_all_uses_with(source)  # readers of the copy read the value itself
+            rewire(out, source, graph_outputs=False)  # readers of the copy read the value
             graph.remove(node, safe=True)
             name, out.name = out.name, None
             source.name = name

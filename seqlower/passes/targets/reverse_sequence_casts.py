@@ -15,8 +15,7 @@ import dataclasses
 
 import onnx_ir as ir
 
-from seqlower.passes._base import NameGenerator, NodeLoweringPass, Site
-from seqlower.passes._emit import Emitter
+from seqlower.passes._base import NodeLoweringPass, Rewrite, Site
 from seqlower.passes._types import TypeOracle, element_dtype
 
 __all__ = ["ReverseSequenceCasts"]
@@ -38,7 +37,7 @@ class _Plan:
     wide: ir.DataType
 
 
-class ReverseSequenceCasts(NodeLoweringPass):
+class ReverseSequenceCasts(NodeLoweringPass[_Plan]):
     """Every ``ReverseSequence`` of bool, int8, uint16 or float16 data, run on a wider type."""
 
     op_type = "ReverseSequence"
@@ -54,22 +53,18 @@ class ReverseSequenceCasts(NodeLoweringPass):
         assert dtype is not None
         return _Plan(node, site.opset, dtype, CASTS[dtype])
 
-    def rewrite(self, plan: _Plan, names: NameGenerator) -> None:
-        node = plan.node
-        graph = node.graph
-        assert graph is not None
+    def rewrite(self, plan: _Plan, ctx: Rewrite) -> None:
+        node, graph, names, base = ctx.node, ctx.graph, ctx.names, ctx.base
         data = node.inputs[0]
         assert data is not None
-        base = node.name or "ReverseSequence"
-        op = Emitter(names, base, plan.opset)
-        wide = op.Cast(data, to=plan.wide.value, _hint="wide")
-        graph.insert_before(node, op.nodes)
+        wide = ctx.before(pool=None).Cast(data, to=plan.wide.value, _hint="wide")
+        ctx.insert()
         node.replace_input_with(0, wide)
         # The node now writes the wide value; a Cast back takes over its output's readers,
         # name, type and shape (it may be a graph output).
         result = node.outputs[0]
         readers = list(result.uses())
-        back = Emitter(names, base, plan.opset)
+        back = ctx.into(graph, pool=None)  # after the node, which stays
         restored = back.Cast(result, to=plan.dtype.value, _hint="narrow")
         restored.type, restored.shape = result.type, result.shape
         for user, index in readers:
