@@ -1,10 +1,10 @@
-"""Direct tests of passes no other test named (issue 31): each run on a small model written in
-ONNX's text format, its result checked against what it promises."""
+"""What ``test_direct_passes.py`` leaves of the passes issue 31 found untested: the one
+blocked-node record (a reason is for one check, and the check names it), dimensions not proven
+by declared names, ``scalar_dim``, ``UnrollInputs``' count check, an ``If`` with a computed then
+branch left as it is."""
 
 from __future__ import annotations
 
-import numpy as np
-import onnx
 import onnx_ir as ir
 import pytest
 
@@ -13,7 +13,7 @@ from seqlower.passes import RequireNoLoop, RequireSequenceFree, VariableThenBran
 from seqlower.passes._dims import DimProver, scalar_dim
 from seqlower.passes._ir import NO_LOOP, block
 from seqlower.passes.sequence_free.unroll_inputs import UnrollInputs
-from tests.helpers import ort_run, parse
+from tests.helpers import parse
 
 
 def _ir(text: str) -> ir.Model:
@@ -96,11 +96,6 @@ def test_require_sequence_free_names_each_sequence_op_and_the_reason_recorded() 
     assert "its split count is known only at run time" in message
 
 
-def test_require_sequence_free_passes_a_model_without_sequences_unchanged() -> None:
-    model = _ir("agraph (float[2] x) => (float[2] y) { y = Neg(x) }")
-    assert not RequireSequenceFree()(model).modified
-
-
 def test_a_loop_reason_is_not_a_sequence_reason() -> None:
     """The blocked-node record is per check: require-no-loop's reason stays out of
     require-sequence-free's message."""
@@ -139,11 +134,6 @@ def test_require_no_loop_names_every_loop_and_why_it_stays() -> None:
     assert "remains: its trip count is known only inside" in str(raised.value)
 
 
-def test_require_no_loop_passes_a_model_without_loops() -> None:
-    model = _ir("agraph (float[2] x) => (float[2] y) { y = Neg(x) }")
-    assert not RequireNoLoop()(model).modified
-
-
 # ----------------------------------------------------------------------------- UnrollInputs
 
 
@@ -154,24 +144,11 @@ _SEQUENCE_INPUT = """
 """
 
 
-def test_unroll_inputs_makes_a_sequence_input_k_tensor_inputs() -> None:
-    model = ir.serde.deserialize_model(parse(_SEQUENCE_INPUT))
-    assert UnrollInputs({"xs": 2})(model).modified
-    proto = ir.serde.serialize_model(model)
-    onnx.checker.check_model(proto, full_check=True)
-    assert [i.name for i in proto.graph.input] == ["xs_0", "xs_1", "w"]
-    assert proto.graph.node[0].op_type == "SequenceConstruct"
-    a, b = np.arange(3, dtype=np.float32), np.ones(3, dtype=np.float32)
-    (y,) = ort_run(proto, {"xs_0": a, "xs_1": b, "w": a})
-    assert np.array_equal(y, np.stack([a, b]))
-
-
 @pytest.mark.parametrize(
     ("counts", "words"),
     [
-        ({"nope": 2}, "no input of that name"),
-        ({"w": 2}, "not a sequence"),
         ({"xs": 0}, "at least 1"),
+        ({"xs": -1}, "at least 1"),
     ],
 )
 def test_unroll_inputs_refuses_what_it_cannot_unroll(counts: dict[str, int], words: str) -> None:
@@ -192,40 +169,6 @@ def _if(then_output: str, else_output: str) -> str:
             >
         }}
     """
-
-
-@pytest.mark.parametrize(
-    ("then_output", "else_output", "op_after"),
-    [
-        ("a = Constant<value = float[2] {1, 2}>()", "b = Neg(x)", "If"),  # swapped under Not
-        (
-            "a = Constant<value = float[2] {1, 2}>()",
-            "b = Constant<value = float[2] {3, 4}>()",
-            "Where",
-        ),
-    ],
-)
-def test_variable_then_branches_keeps_the_numbers(
-    then_output: str, else_output: str, op_after: str
-) -> None:
-    model = parse(_if(then_output, else_output))
-    lowered = ir.serde.deserialize_model(model)
-    repair = VariableThenBranches()
-    repair(lowered)
-    assert repair.rewritten == 1
-    proto = ir.serde.serialize_model(lowered)
-    onnx.checker.check_model(proto, full_check=True)
-    ops = [n.op_type for n in proto.graph.node]
-    assert op_after in ops and (op_after == "Where") == ("If" not in ops)
-    if op_after == "If":
-        (node,) = [n for n in proto.graph.node if n.op_type == "If"]
-        then_graph = next(a.g for a in node.attribute if a.name == "then_branch")
-        assert then_graph.node[-1].op_type == "Neg"  # the computed branch comes first now
-    assert [o.name for o in proto.graph.output] == ["y"]
-    x = np.array([5.0, -6.0], dtype=np.float32)
-    for c in (True, False):
-        feeds = {"c": np.array(c), "x": x}
-        assert np.array_equal(ort_run(proto, feeds)[0], ort_run(model, feeds)[0])
 
 
 def test_variable_then_branches_leaves_a_computed_then_branch() -> None:
