@@ -25,12 +25,11 @@ import dataclasses
 import numpy as np
 import onnx_ir as ir
 
-from seqlower.passes._base import NameGenerator, NodeLoweringPass, Site
+from seqlower.passes._base import NodeLoweringPass, Rewrite, Site
 from seqlower.passes._emit import Emitter
 from seqlower.passes._ir import NO_LOOP, block, is_onnx
+from seqlower.passes._trip_count import Condition, passes_through
 from seqlower.passes._types import TypeOracle
-from seqlower.passes.targets.loop_to_scan import _Condition as Condition
-from seqlower.passes.targets.loop_to_scan import _passes_through as passes_through
 
 __all__ = ["FreezeBoundedLoops"]
 
@@ -46,7 +45,7 @@ class _Plan:
     counters: list[int]  # counters whose final value is read: a frozen copy gives it
 
 
-class FreezeBoundedLoops(NodeLoweringPass):
+class FreezeBoundedLoops(NodeLoweringPass[_Plan]):
     """Loops that stop on data before a bound: run to the bound, states frozen (module
     docstring)."""
 
@@ -97,68 +96,20 @@ class FreezeBoundedLoops(NodeLoweringPass):
         ]
         return _Plan(node, body, site.opset, bounds, data, frozen, read_counters)
 
-    def rewrite(self, plan: _Plan, names: NameGenerator) -> None:
-        node, body = plan.node, plan.body
-        graph = node.graph
-        assert graph is not None
-        base = node.name or "Loop"
+    def rewrite(self, plan: _Plan, ctx: Rewrite) -> None:
+        node, body, names, base = ctx.node, plan.body, ctx.names, ctx.base
         carried = len(node.inputs) - 2
-        outside = Emitter(names, base, plan.opset, self.constant_pool(graph))
-        inside = Emitter(names, base, plan.opset, self.constant_pool(body))
-        scalar = outside.int64s([], hint="scalar")
-        cond0 = node.inputs[1]
-        alive0 = (
-            outside.constant(np.array(True), hint="alive_start")
-            if cond0 is None
-            else outside.reshape(cond0, scalar, hint="alive_start")
-        )
-        alive = ir.Value(
-            name=names.fresh(f"{base}_alive"),
-            type=ir.TensorType(ir.DataType.BOOL),
-            shape=ir.Shape([]),
-        )
-        data = plan.data[0]
-        for leaf in plan.data[1:]:
-            data = inside.And(data, leaf, _hint="data")
-        still = inside.And(
-            alive,
-            inside.reshape(data, inside.int64s([], hint="scalar"), hint="data_scalar"),
-            _hint="alive_next",
-        )
-        outs = list(body.outputs)
-        for k in plan.frozen:
-            new, old = outs[1 + k], body.inputs[2 + k]
-            kept = inside.Where(alive, new, old, _hint=f"{old.name or k}_frozen")
-            kept.type, kept.shape = new.type or old.type, new.shape
-            outs[1 + k] = kept
-        cond = plan.bounds[0]
-        for leaf in plan.bounds[1:]:
-            cond = inside.And(cond, leaf, _hint="bounds")
-        extra_inputs, extra_outs, extra_inits, extra_finals = [alive], [still], [alive0], []
-        extra_finals.append(
-            ir.Value(name=names.fresh(f"{base}_alive_final"), type=alive.type, shape=alive.shape)
-        )
-        for k in plan.counters:
-            counter = body.inputs[2 + k]
-            copy = ir.Value(
-                name=names.fresh(f"{counter.name or base}_stopped"),
-                type=counter.type,
-                shape=counter.shape,
-            )
-            kept = inside.Where(alive, outs[1 + k], copy, _hint=f"{copy.name}_next")
-            kept.type, kept.shape = counter.type, counter.shape
-            extra_inputs.append(copy)
-            extra_outs.append(kept)
-            extra_inits.append(node.inputs[2 + k])  # type: ignore[arg-type]
-            extra_finals.append(
-                ir.Value(name=names.fresh(f"{copy.name}_final"), type=copy.type, shape=copy.shape)
-            )
+        outside, inside = ctx.before(), ctx.into(body)
+        extra = _freeze(ctx, plan, outside, inside)
+        outs = extra.outs
         body.extend(inside.nodes)
         body.outputs.clear()
-        body.outputs.extend([cond, *outs[1 : 1 + carried], *extra_outs, *outs[1 + carried :]])
+        body.outputs.extend(
+            [extra.cond, *outs[1 : 1 + carried], *extra.body_outs, *outs[1 + carried :]]
+        )
         inputs = list(body.inputs)
         body.inputs.clear()
-        body.inputs.extend([*inputs, *extra_inputs])
+        body.inputs.extend([*inputs, *extra.body_inputs])
         finals = [ir.Value(name=names.fresh(f"{v.name or base}_loop")) for v in node.outputs]
         for new, old in zip(finals, node.outputs, strict=True):
             new.type, new.shape = old.type, old.shape
@@ -167,22 +118,81 @@ class FreezeBoundedLoops(NodeLoweringPass):
             node.inputs[0],
             None,
             *node.inputs[2:],
-            *extra_inits,
+            *extra.inits,
             body=body,
-            _outputs=[*finals[:carried], *extra_finals, *finals[carried:]],
+            _outputs=[*finals[:carried], *extra.finals, *finals[carried:]],
             _name=node.name,
             _doc_string=node.doc_string,
         )
-        graph.insert_before(node, outside.nodes)
         replaced = list(finals)
         for j, k in enumerate(plan.counters):  # a read counter: its value when the data stopped
-            replaced[k] = extra_finals[1 + j]
-        for old, new in zip(list(node.outputs), replaced, strict=True):
-            name = old.name
-            old.replace_all_uses_with(new, replace_graph_outputs=True)
-            old.name = None
-            new.name = name
-        graph.remove(node, safe=True)
+            replaced[k] = extra.finals[1 + j]
+        ctx.replace(replaced, rename=True)
+
+
+@dataclasses.dataclass
+class _Frozen:
+    """What freezing adds to the loop: the body's outputs (frozen states), its condition (the
+    bounds alone), the states it adds (``alive``, the read counters' copies) with their body
+    outputs, initial values and final values."""
+
+    outs: list[ir.Value]
+    cond: ir.Value
+    body_inputs: list[ir.Value]
+    body_outs: list[ir.Value]
+    inits: list[ir.Value]
+    finals: list[ir.Value]
+
+
+def _freeze(ctx: Rewrite, plan: _Plan, outside: Emitter, inside: Emitter) -> _Frozen:
+    """The states carried as before while ``alive`` (the data condition held on every iteration
+    so far), as they were once it fails; the counters read after the loop copied likewise."""
+    node, body, names, base = ctx.node, plan.body, ctx.names, ctx.base
+    scalar = outside.int64s([], hint="scalar")
+    cond0 = node.inputs[1]
+    alive0 = (
+        outside.constant(np.array(True), hint="alive_start")
+        if cond0 is None
+        else outside.reshape(cond0, scalar, hint="alive_start")
+    )
+    alive = ir.Value(
+        name=names.fresh(f"{base}_alive"), type=ir.TensorType(ir.DataType.BOOL), shape=ir.Shape([])
+    )
+    data = plan.data[0]
+    for leaf in plan.data[1:]:
+        data = inside.And(data, leaf, _hint="data")
+    still = inside.And(
+        alive,
+        inside.reshape(data, inside.int64s([], hint="scalar"), hint="data_scalar"),
+        _hint="alive_next",
+    )
+    outs = list(body.outputs)
+    for k in plan.frozen:
+        new, old = outs[1 + k], body.inputs[2 + k]
+        kept = inside.Where(alive, new, old, _hint=f"{old.name or k}_frozen")
+        kept.type, kept.shape = new.type or old.type, new.shape
+        outs[1 + k] = kept
+    cond = plan.bounds[0]
+    for leaf in plan.bounds[1:]:
+        cond = inside.And(cond, leaf, _hint="bounds")
+    final = ir.Value(name=names.fresh(f"{base}_alive_final"), type=alive.type, shape=alive.shape)
+    extra = _Frozen(outs, cond, [alive], [still], [alive0], [final])
+    for k in plan.counters:
+        counter = body.inputs[2 + k]
+        copy = ir.Value(
+            name=names.fresh(f"{counter.name or base}_stopped"),
+            type=counter.type,
+            shape=counter.shape,
+        )
+        kept = inside.Where(alive, outs[1 + k], copy, _hint=f"{copy.name}_next")
+        kept.type, kept.shape = counter.type, counter.shape
+        extra.body_inputs.append(copy)
+        extra.body_outs.append(kept)
+        extra.inits.append(node.inputs[2 + k])  # type: ignore[arg-type]
+        extra.finals.append(
+            ir.Value(name=names.fresh(f"{copy.name}_final"), type=copy.type, shape=copy.shape)
+        )
+    return extra
 
 
 def _leaves(cond: ir.Value, body: ir.Graph) -> list[ir.Value]:
