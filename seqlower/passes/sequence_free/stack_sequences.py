@@ -45,6 +45,7 @@ import numpy as np
 import onnx_ir as ir
 
 from seqlower._graphs import subgraphs_of
+from seqlower.passes._base import Site
 from seqlower.passes._dims import Dim, DimProver
 from seqlower.passes._emit import Emitter
 from seqlower.passes._ir import block, constant_int, is_onnx
@@ -430,14 +431,7 @@ class StackSequences(FoldSequenceOps):
         if problem is not None:
             block(node, problem)
             return False
-        concat_stacked(
-            node,
-            stack.value,
-            len(stack.dims),
-            opset,
-            self._names,
-            self._pools.setdefault(id(graph), {}),
-        )
+        concat_stacked(self._scope.at(Site(node, opset)), stack.value, len(stack.dims))
         return True
 
 
