@@ -635,13 +635,11 @@ class LoopToScanConstant(LoopToScanReads):
             plan.constant_count = int(count.reshape(-1)[0])
         return plan
 
-    def rewrite(self, plan: _Plan, names: NameGenerator) -> None:
+    def rewrite(self, plan: _Plan, ctx: Rewrite) -> None:
         # The count as a constant: unroll-constant-scans reads the Scan's length from it (it
         # does not infer the shapes this count was evaluated with).
-        graph = plan.node.graph
-        assert graph is not None and plan.constant_count is not None
-        emit = Emitter(names, plan.node.name or "Loop", plan.opset, self.constant_pool(graph))
-        count = emit.int64s(plan.constant_count, hint="constant_count")
-        graph.insert_before(plan.node, emit.nodes)
-        plan.node.replace_input_with(0, count)
-        super().rewrite(plan, names)
+        assert plan.constant_count is not None
+        count = ctx.before().int64s(plan.constant_count, hint="constant_count")
+        ctx.insert()
+        ctx.node.replace_input_with(0, count)
+        super().rewrite(plan, ctx)
