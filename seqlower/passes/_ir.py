@@ -41,6 +41,7 @@ __all__ = [
     "onnx_producer",
     "origin",
     "rank_of",
+    "strip_symbolic",
     "subgraphs_of",
 ]
 
@@ -179,6 +180,16 @@ def graph_attr(node: ir.Node, name: str) -> ir.Graph | None:
 def rank_of(value: ir.Value) -> int | None:
     """The declared rank (None when the shape is not declared)."""
     return None if value.shape is None else len(value.shape)
+
+
+def strip_symbolic(value: ir.Value) -> bool:
+    """Forget the symbolic names in ``value``'s shape (unknown dimensions stay unknown);
+    whether anything was forgotten."""
+    shape = value.shape
+    if shape is None or not any(isinstance(d, ir.SymbolicDim) for d in shape):
+        return False
+    value.shape = ir.Shape([d if isinstance(d, int) else None for d in shape])
+    return True
 
 
 def nodes_in(graph: ir.Graph | ir.Function) -> list[ir.Node]:

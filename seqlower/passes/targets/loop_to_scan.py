@@ -52,6 +52,7 @@ from seqlower.passes._ir import (
     constant_int,
     is_onnx,
     nodes_in,
+    strip_symbolic,
 )
 from seqlower.passes._shared import outer_reads, prepend, read_inside, remove_dead
 from seqlower.passes._trip_count import (
@@ -70,7 +71,6 @@ from seqlower.passes._types import TypeOracle
 __all__ = [
     "LoopToScan",
     "LoopToScanRows",
-    "strip_symbolic",
 ]
 
 
@@ -479,13 +479,6 @@ def _replace_by_scan(
             new.shape = ir.Shape([])  # a counter
         replacements.append(new)
     ctx.replace(replacements, rename=True)
-
-
-def strip_symbolic(value: ir.Value) -> None:
-    """Forget the symbolic names in ``value``'s shape (unknown dimensions stay unknown)."""
-    shape = value.shape
-    if shape is not None and any(isinstance(d, ir.SymbolicDim) for d in shape):
-        value.shape = ir.Shape([d if isinstance(d, int) else None for d in shape])
 
 
 def _infer_shapes(model: ir.Model) -> dict[str, ir.Shape]:

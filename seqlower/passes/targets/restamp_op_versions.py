@@ -26,6 +26,7 @@ import onnx_ir as ir
 from seqlower._graphs import all_graphs
 from seqlower.errors import TargetError, describe_node
 from seqlower.passes._ir import is_onnx
+from seqlower.passes._op_versions import since_version
 
 __all__ = ["TYPES_ONLY", "RestampOpVersions"]
 
@@ -43,15 +44,6 @@ TYPES_ONLY: dict[str, frozenset[int]] = {
     "If": frozenset({13, 16, 19, 21, 23, 24, 25}),
     "Identity": frozenset({16, 19, 21, 23, 24, 25}),
 }
-
-
-@functools.cache
-def since(op: str, opset: int) -> int | None:
-    """The version of default-domain ``op`` in force at ``opset`` (None: none yet)."""
-    try:
-        return int(onnx.defs.get_schema(op, opset, "").since_version)
-    except onnx.defs.SchemaError:
-        return None
 
 
 @functools.cache
@@ -128,7 +120,7 @@ class RestampOpVersions(ir.passes.InPlacePass):
             node.op_type
             for node in nodes
             if node.op_type in self.newest
-            and (since(node.op_type, current) or 0) > self.newest[node.op_type]
+            and (since_version(node.op_type, current) or 0) > self.newest[node.op_type]
         }
         if not lagging:
             return ir.passes.PassResult(model, modified=False)
@@ -136,7 +128,7 @@ class RestampOpVersions(ir.passes.InPlacePass):
         blockers = []
         changed = 0
         for node in nodes:
-            old, new = since(node.op_type, current), since(node.op_type, target)
+            old, new = since_version(node.op_type, current), since_version(node.op_type, target)
             if old == new:
                 continue
             where = f"{describe_node(node)} ({node.op_type}-{old})"

@@ -30,7 +30,7 @@ import onnx_ir as ir
 from seqlower._graphs import subgraphs_of
 from seqlower.passes._base import NodeLoweringPass, Rewrite, Site, rewire
 from seqlower.passes._fold import detach
-from seqlower.passes._ir import constant_array, is_onnx, model_nodes
+from seqlower.passes._ir import constant_array, is_onnx, model_nodes, strip_symbolic
 from seqlower.passes._types import TypeOracle
 
 __all__ = [
@@ -150,17 +150,9 @@ class StripSymbolicDims(ir.passes.InPlacePass):
                 values += node.outputs
                 graphs += subgraphs_of(node)
             for value in values:
-                if id(value) not in interface and _strip(value):
+                if id(value) not in interface and strip_symbolic(value):
                     self.rewritten += 1
         return ir.passes.PassResult(model, modified=self.rewritten > 0)
-
-
-def _strip(value: ir.Value) -> bool:
-    shape = value.shape
-    if shape is None or not any(isinstance(d, ir.SymbolicDim) for d in shape):
-        return False
-    value.shape = ir.Shape([d if isinstance(d, int) else None for d in shape])
-    return True
 
 
 class VariableThenBranches(NodeLoweringPass["_IfPlan"]):
