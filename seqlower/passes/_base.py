@@ -27,6 +27,7 @@ __all__ = [
     "NameGenerator",
     "NodeLoweringPass",
     "Pool",
+    "RepairPass",
     "Rewrite",
     "Scope",
     "Site",
@@ -277,6 +278,26 @@ class Rewrite:
         (:meth:`redirect`), the node out."""
         self.redirect(outputs, rename=rename, nodes=nodes)
         self.remove()
+
+
+class RepairPass(ir.passes.InPlacePass):
+    """A pass that repairs nodes for a runtime, keeping their op, with no site to plan: it
+    implements :meth:`repair` and counts what it changed in ``rewritten`` (reports read it)."""
+
+    repairs: ClassVar[bool] = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rewritten = 0
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        self.rewritten = 0
+        self.repair(model)
+        return ir.passes.PassResult(model, modified=self.rewritten > 0)
+
+    def repair(self, model: ir.Model) -> None:
+        """Repair ``model`` in place, adding to ``rewritten`` per node changed."""
+        raise NotImplementedError
 
 
 class NodeLoweringPass(ir.passes.InPlacePass, Generic[P]):

@@ -11,24 +11,19 @@ from __future__ import annotations
 import onnx_ir as ir
 
 from seqlower._graphs import all_graphs
+from seqlower.passes._base import RepairPass
 from seqlower.passes._ir import is_onnx
 from seqlower.passes._types import TypeOracle, element_dtype
 
 __all__ = ["CastLikeAsCast"]
 
 
-class CastLikeAsCast(ir.passes.InPlacePass):
+class CastLikeAsCast(RepairPass):
     """Every ``CastLike`` whose target type is known becomes a ``Cast`` (module docstring)."""
 
     op_type = "CastLike"
-    repairs = True
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.rewritten = 0
-
-    def call(self, model: ir.Model) -> ir.passes.PassResult:
-        self.rewritten = 0
+    def repair(self, model: ir.Model) -> None:
         types = TypeOracle(model)
         found = [
             node
@@ -50,4 +45,3 @@ class CastLikeAsCast(ir.passes.InPlacePass):
             if saturate is not None and not saturate.is_ref() and saturate.as_int() == 1:
                 del node.attributes["saturate"]  # Cast's default; absent before opset 19
             self.rewritten += 1
-        return ir.passes.PassResult(model, modified=self.rewritten > 0)

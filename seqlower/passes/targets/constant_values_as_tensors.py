@@ -15,6 +15,7 @@ import numpy as np
 import onnx_ir as ir
 
 from seqlower._graphs import all_graphs
+from seqlower.passes._base import RepairPass
 from seqlower.passes._ir import is_onnx
 
 __all__ = ["ConstantValuesAsTensors"]
@@ -27,18 +28,12 @@ _DTYPES = {
 }
 
 
-class ConstantValuesAsTensors(ir.passes.InPlacePass):
+class ConstantValuesAsTensors(RepairPass):
     """Every ``Constant`` whose value is an int, float or list of them gets it as a tensor."""
 
     op_type = "Constant"
-    repairs = True
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.rewritten = 0
-
-    def call(self, model: ir.Model) -> ir.passes.PassResult:
-        self.rewritten = 0
+    def repair(self, model: ir.Model) -> None:
         for graph in all_graphs(model):
             for node in graph:
                 if not is_onnx(node, "Constant"):
@@ -52,4 +47,3 @@ class ConstantValuesAsTensors(ir.passes.InPlacePass):
                 del node.attributes[name]
                 node.attributes["value"] = ir.AttrTensor("value", ir.tensor(array))
                 self.rewritten += 1
-        return ir.passes.PassResult(model, modified=self.rewritten > 0)

@@ -16,6 +16,7 @@ from collections.abc import Iterable
 import onnx_ir as ir
 
 from seqlower._graphs import all_graphs
+from seqlower.passes._base import RepairPass
 from seqlower.passes._ir import is_onnx
 
 __all__ = ["ExplicitAttributeDefaults"]
@@ -23,11 +24,9 @@ __all__ = ["ExplicitAttributeDefaults"]
 AttributeDefault = tuple[str, str, int | float | str]
 
 
-class ExplicitAttributeDefaults(ir.passes.InPlacePass):
+class ExplicitAttributeDefaults(RepairPass):
     """Give every node of the ``defaults``' ops the attributes it leaves out, at their ONNX
     defaults."""
-
-    repairs = True
 
     def __init__(self, defaults: Iterable[AttributeDefault] = ()) -> None:
         super().__init__()
@@ -35,10 +34,8 @@ class ExplicitAttributeDefaults(ir.passes.InPlacePass):
         for op, name, value in defaults:
             self.defaults.setdefault(op, []).append((name, value))
         self.op_type = ", ".join(sorted(self.defaults)) or None
-        self.rewritten = 0
 
-    def call(self, model: ir.Model) -> ir.passes.PassResult:
-        self.rewritten = 0
+    def repair(self, model: ir.Model) -> None:
         for graph in all_graphs(model):
             for node in graph:
                 wanted = self.defaults.get(node.op_type)
@@ -48,7 +45,6 @@ class ExplicitAttributeDefaults(ir.passes.InPlacePass):
                 for name, value in missing:
                     node.attributes[name] = _attribute(name, value)
                 self.rewritten += bool(missing)
-        return ir.passes.PassResult(model, modified=self.rewritten > 0)
 
 
 def _attribute(name: str, value: int | float | str) -> ir.Attr:

@@ -13,24 +13,18 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from seqlower.passes._base import rewire
+from seqlower.passes._base import RepairPass, rewire
 from seqlower.passes._ir import is_onnx
 
 __all__ = ["OutputsWithoutIdentity"]
 
 
-class OutputsWithoutIdentity(ir.passes.InPlacePass):
+class OutputsWithoutIdentity(RepairPass):
     """Every main-graph output ``Identity(h)`` of a computed ``h``: ``h``'s producer writes it."""
 
     op_type = "Identity"
-    repairs = True
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.rewritten = 0
-
-    def call(self, model: ir.Model) -> ir.passes.PassResult:
-        self.rewritten = 0
+    def repair(self, model: ir.Model) -> None:
         graph = model.graph
         for k, out in enumerate(list(graph.outputs)):
             node = out.producer()
@@ -52,4 +46,3 @@ class OutputsWithoutIdentity(ir.passes.InPlacePass):
             source.type = out.type or source.type
             source.shape = out.shape or source.shape
             self.rewritten += 1
-        return ir.passes.PassResult(model, modified=self.rewritten > 0)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from seqlower.passes._base import model_names
+from seqlower.passes._base import RepairPass, model_names
 from seqlower.passes._ir import is_onnx
 
 __all__ = ["ShapeValuesAsTensors"]
@@ -42,23 +42,15 @@ _TAKES_SHAPES = frozenset(
 _KEEP_SHAPES = frozenset({"Gather", "Slice", "Squeeze", "Concat"})
 
 
-class ShapeValuesAsTensors(ir.passes.InPlacePass):
+class ShapeValuesAsTensors(RepairPass):
     """Insert ``Cast(to=int64)`` between a shape value and an op TVM cannot give it to."""
 
-    repairs = True
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.rewritten = 0
-
-    def call(self, model: ir.Model) -> ir.passes.PassResult:
-        self.rewritten = 0
+    def repair(self, model: ir.Model) -> None:
         self._names = model_names(model)
         shapes: set[int] = set()
         self._graph(model.graph, shapes)
         for function in model.functions.values():
             self._graph(function, set())
-        return ir.passes.PassResult(model, modified=self.rewritten > 0)
 
     def _graph(self, graph: ir.Graph | ir.Function, shapes: set[int]) -> None:
         casts: dict[int, ir.Value] = {}
