@@ -145,6 +145,8 @@ PIPELINES: dict[str, Pipeline] = {
             name="openvino",
             passes=(
                 "inline-functions",
+                # it refuses sequence_lens (it runs the opset-8 Scan's other forms)
+                "lower-scan-8-lengths",
                 *_SEQUENCE_FREE,
                 "fold-static-ifs",
                 "strict-loop-bodies",
@@ -165,6 +167,8 @@ PIPELINES: dict[str, Pipeline] = {
             name="tract",
             passes=(
                 "inline-functions",
+                # it runs no opset-8 Scan: one opset-9 Scan per batch entry, opset 9
+                "lower-scan-8",
                 # tract loads no Reshape to a computed shape; its Gather aborts on a bad index.
                 *_SEQUENCE_FREE[:-1],
                 "stack-sequences-gather-checked",

@@ -58,6 +58,7 @@ if TYPE_CHECKING:
         LoopToScanReads,
         LoopToScanRows,
     )
+    from seqlower.passes.targets.lower_scan8 import LowerScan8, LowerScan8Lengths
     from seqlower.passes.targets.outputs_without_identity import OutputsWithoutIdentity
     from seqlower.passes.targets.require_converter_ops import RequireOnnx2TorchOps
     from seqlower.passes.targets.require_no_loop import RequireNoLoop
@@ -101,6 +102,8 @@ __all__ = [
     "LowerReverseSequence",
     "LowerReverseSequenceGaps",
     "LowerReverseSequenceRows",
+    "LowerScan8",
+    "LowerScan8Lengths",
     "LowerSequenceMap",
     "NodeLoweringPass",
     "OutputsWithoutIdentity",
@@ -156,6 +159,8 @@ _MODULES = {
     "LoopToScanRows": "targets.loop_to_scan",
     "LoopToScanReads": "targets.loop_to_scan",
     "LoopToScanConstant": "targets.loop_to_scan",
+    "LowerScan8": "targets.lower_scan8",
+    "LowerScan8Lengths": "targets.lower_scan8",
     "ExplicitLoopCounts": "targets.explicit_loop_counts",
     "RequireNoLoop": "targets.require_no_loop",
     "RequireShapeSliceBounds": "targets.require_slice_bounds",
@@ -236,6 +241,8 @@ PASSES: MutableMapping[str, type[ir.passes.InPlacePass]] = _Registry(
         "inline-functions": "InlineFunctions",
         "loop-to-scan": "LoopToScan",
         "freeze-bounded-loops": "FreezeBoundedLoops",
+        "lower-scan-8": "LowerScan8",
+        "lower-scan-8-lengths": "LowerScan8Lengths",
         "loop-to-scan-rows": "LoopToScanRows",
         "loop-to-scan-reads": "LoopToScanReads",
         "loop-to-scan-constant": "LoopToScanConstant",

@@ -18,8 +18,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import onnx
+import onnx_ir as ir
 
-__all__ = ["convert_version", "same_but_types", "since_version"]
+__all__ = ["convert_model", "convert_version", "same_but_types", "since_version"]
 
 _HIDDEN = "seqlower.restamp"  # the private domain of hidden nodes, gone after the conversion
 #: Attributes a newer version added whose absence means the older behaviour for the types the
@@ -115,17 +116,24 @@ def _all_graphs(model: onnx.ModelProto) -> Iterator[onnx.GraphProto | onnx.Funct
     yield from model.functions
 
 
-def convert_version(model: onnx.ModelProto, opset: int) -> onnx.ModelProto:
+def convert_version(
+    model: onnx.ModelProto, opset: int, as_is: frozenset[str] = frozenset()
+) -> onnx.ModelProto:
     """onnx's version converter to ``opset``, the nodes whose op differs only in type lists
     between the model's opset and ``opset`` re-stamped as they are (a node holding subgraphs
-    only when its bodies' nodes are all such). Raises what the converter raises."""
+    only when its bodies' nodes are all such). Raises what the converter raises.
+
+    ``as_is``: default-domain ops whose nodes are re-stamped as they are whatever changed, with
+    the nodes of their bodies, for the caller to rewrite (``LowerScan8``: the opset-8 ``Scan``,
+    whose adapter to 9 drops the batch axis)."""
     current = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), opset)
     copy = onnx.ModelProto()
     copy.CopyFrom(model)
     hidden: list[onnx.NodeProto] = []
     for graph in _all_graphs(copy):
         for node in graph.node:
-            if node.domain != _HIDDEN and _hideable(node, current, opset):
+            kept = node.op_type in as_is and node.domain in ("", "ai.onnx")
+            if node.domain != _HIDDEN and (kept or _hideable(node, current, opset)):
                 for inner in [node, *_nested(node)]:
                     inner.domain = _HIDDEN
                     hidden.append(inner)
@@ -144,3 +152,16 @@ def convert_version(model: onnx.ModelProto, opset: int) -> onnx.ModelProto:
             if entry.domain in ("", "ai.onnx") and entry.version == current:
                 entry.version = opset
     return converted
+
+
+def convert_model(model: ir.Model, opset: int, as_is: frozenset[str] = frozenset()) -> None:
+    """:func:`convert_version` on ``model`` in place (its weights read in; ``model.meta``
+    kept). Raises what the converter raises; unchecked (``as_is`` nodes are not valid yet)."""
+    import seqlower.io
+
+    proto = seqlower.io.self_contained_proto(model)
+    converted = convert_version(proto, opset, as_is)
+    new = ir.serde.deserialize_model(converted)
+    for slot in ir.Model.__slots__:
+        if slot != "_metadata":
+            setattr(model, slot, getattr(new, slot))

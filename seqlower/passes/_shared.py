@@ -20,6 +20,7 @@ from seqlower.passes._ir import is_onnx, nodes_in
 from seqlower.passes._types import TypeOracle
 
 __all__ = [
+    "body_copy",
     "body_of",
     "concat_problem",
     "concat_stacked",
@@ -318,22 +319,34 @@ def _rename(node: ir.Node, names: NameGenerator, base: str) -> None:
     for value in node.outputs:
         value.name = names.fresh(f"{base}_{value.name or 'value'}")
     for subgraph in subgraphs_of(node):
-        for value in subgraph.inputs:
-            value.name = names.fresh(f"{base}_{value.name or 'input'}")
-        for name in list(subgraph.initializers):
-            value = subgraph.initializers.pop(name)
-            # Renaming a value renames its tensor, which the body copied from shares (and,
-            # read from a proto, the proto's own TensorProto): the copy gets a tensor of its own.
-            if isinstance(value.const_value, ir.serde.TensorProtoTensor):
-                own = onnx.TensorProto()
-                own.CopyFrom(value.const_value.raw)
-                value.const_value = ir.serde.TensorProtoTensor(own)
-            value.name = names.fresh(f"{base}_{name}")
-            subgraph.register_initializer(value)
-        if subgraph.name:
-            subgraph.name = names.fresh(f"{base}_{subgraph.name}")
-        for inner in subgraph:
-            _rename(inner, names, base)
+        _rename_graph(subgraph, names, base)
+
+
+def _rename_graph(subgraph: ir.Graph, names: NameGenerator, base: str) -> None:
+    """Give a copied body's inputs, initializers, name and nodes names of their own."""
+    for value in subgraph.inputs:
+        value.name = names.fresh(f"{base}_{value.name or 'input'}")
+    for name in list(subgraph.initializers):
+        value = subgraph.initializers.pop(name)
+        # Renaming a value renames its tensor, which the body copied from shares (and,
+        # read from a proto, the proto's own TensorProto): the copy gets a tensor of its own.
+        if isinstance(value.const_value, ir.serde.TensorProtoTensor):
+            own = onnx.TensorProto()
+            own.CopyFrom(value.const_value.raw)
+            value.const_value = ir.serde.TensorProtoTensor(own)
+        value.name = names.fresh(f"{base}_{name}")
+        subgraph.register_initializer(value)
+    if subgraph.name:
+        subgraph.name = names.fresh(f"{base}_{subgraph.name}")
+    for inner in subgraph:
+        _rename(inner, names, base)
+
+
+def body_copy(body: ir.Graph, names: NameGenerator, base: str) -> ir.Graph:
+    """A copy of ``body`` for another node (outer reads kept), every name in it its own."""
+    copy = body.clone(allow_outer_scope_values=True)
+    _rename_graph(copy, names, base)
+    return copy
 
 
 def remove_dead(body: ir.Graph, keep: list[ir.Value] | None = None) -> None:

@@ -1,0 +1,244 @@
+"""The opset-8 ``Scan`` as one opset-9 ``Scan`` per batch entry (target ``tract``; ``openvino``
+when a ``Scan`` has ``sequence_lens``), the model moved to opset 9.
+
+``Scan``-8 has a batch axis: states and scan inputs are ``[B, ...]`` and ``[B, T, ...]``, each
+batch entry is scanned on its own, an optional ``sequence_lens`` (``[B]``, first input) gives
+each entry's length (onnxruntime refuses one outside ``[1, T]``), a reverse scan input is read
+from row ``length - 1`` down to 0, and the scan outputs hold ``T`` rows per entry, those past the
+entry's length zero (onnxruntime writes zeros; the spec calls them undefined). tract 0.23.9
+cannot type it (``Impossible to unify Val(2) with Val(1)``; with ``sequence_lens``, ``Scan
+receives 4 inputs, mappings expects 3``), OpenVINO 2026.4.1 refuses ``sequence_lens``
+(``is_null(node.get_ov_inputs().at(0))``), and onnx's 8 -> 9 adapter drops the batch axis
+(shapes and numbers wrong).
+
+The model goes to opset 9 first (``_op_versions.convert_model``: onnx's adapters for the other
+ops, ``BatchNormalization``/``Upsample`` among them, the ``Scan`` nodes re-stamped as they are),
+then each becomes, for ``b`` in ``range(B)``: ``Gather(v, b, axis=0)`` of every state and scan
+input (``Slice``d to the entry's length when a constant length is shorter than ``T``), a
+``Scan``-9 on a copy of the body with the same ``directions``, each result ``Unsqueeze``d (a scan
+output first padded with zero rows to ``T``), the entries joined by ``Concat``. Nodes are
+planned on the model as read, so a refusal (exit 2, naming the node) leaves it untouched:
+a batch size or (with lengths) a ``T`` not known when lowering (``--overwrite-input-shape``
+fixes both), a batch of 0, lengths computed at run time, a node in a body that changed
+between opsets 8 and 9 other than a ``Scan`` (the converter does not reach into a body kept
+as it is).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import ClassVar
+
+import numpy as np
+import onnx_ir as ir
+
+from seqlower.errors import TargetError, describe_node
+from seqlower.passes._base import NodeLoweringPass, Rewrite, Site, find_sites, model_names
+from seqlower.passes._emit import Emitter
+from seqlower.passes._ir import constant_array, graph_attr, int_attr, ints_attr, is_onnx, nodes_in
+from seqlower.passes._op_versions import convert_model, same_but_types
+from seqlower.passes._shared import body_copy
+from seqlower.passes._types import TypeOracle
+
+__all__ = ["LowerScan8", "LowerScan8Lengths"]
+
+_OPSET = 9  # the first opset of the batch-free Scan
+_FIX = "--overwrite-input-shape fixes it"
+
+
+@dataclasses.dataclass
+class _Plan:
+    body: ir.Graph
+    states: int  # N: the body's first N inputs and outputs
+    batch: int
+    directions: list[int]
+    #: Each entry's length when sequence_lens is a constant (None: every entry scans T rows).
+    lengths: list[int] | None
+    time: int  # T (0 when not needed: no lengths)
+    #: The scan outputs' element types (for the zero rows that pad a short entry).
+    dtypes: list[ir.DataType]
+
+
+class LowerScan8(NodeLoweringPass[_Plan]):
+    """Every opset-8 ``Scan`` as one opset-9 ``Scan`` per batch entry (module docstring)."""
+
+    op_type = "Scan"
+    takes_all = False  # the opset-9 Scans it writes stay
+    target: ClassVar[str] = "tract"
+    #: Lower only a model with a Scan-8 that has sequence_lens (OpenVINO runs the others).
+    only_with_lengths: ClassVar[bool] = False
+
+    def __init__(self) -> None:
+        super().__init__()
+        #: The plans made on the model as read, by node name (the conversion makes new nodes).
+        self._plans: dict[str, _Plan] = {}
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        self._plans = {}
+        sites = [s for s in find_sites(model, lambda n: is_onnx(n, "Scan")) if s.opset < _OPSET]
+        if not sites or (self.only_with_lengths and not any(_lengths(s.node) for s in sites)):
+            return ir.passes.PassResult(model, modified=False)
+        types = TypeOracle(model)
+        planned = [(site, *self._problems(model, site, types)) for site in sites]
+        blockers = [problem for _, _, problems in planned for problem in problems]
+        if blockers:
+            raise TargetError(self.target, blockers, f"it runs no opset-8 Scan; {_FIX}")
+        names = model_names(model)
+        for site, plan, _ in planned:
+            if not site.node.name or site.node.name in self._plans:
+                site.node.name = names.fresh("Scan")
+            assert plan is not None
+            self._plans[site.node.name] = plan
+        convert_model(model, _OPSET, frozenset({"Scan"}))
+        try:
+            return super().call(model)
+        finally:
+            self._plans = {}
+
+    def matches(self, node: ir.Node) -> bool:
+        return is_onnx(node, "Scan") and node.name in self._plans
+
+    def _problems(
+        self, model: ir.Model, site: Site, types: TypeOracle
+    ) -> tuple[_Plan | None, list[str]]:
+        """The node's plan, or why it cannot be made exact, asked of the model as read."""
+        node = site.node
+        owners = [f for f in model.functions.values() if f.opset_imports.get("", 0) >= _OPSET]
+        if owners:
+            return None, [f"{describe_node(node)}: function '{owners[0].name}' has another opset"]
+        try:
+            plan = _plan(node, types)
+        except _Refused as refused:
+            return None, [f"{describe_node(node)}: {refused}"]
+        return plan, [
+            f"{describe_node(inner)} in the body of {describe_node(node)}: "
+            f"{inner.op_type} changed in opset {_OPSET} and a kept body is not converted"
+            for inner in nodes_in(plan.body)
+            if is_onnx(inner)
+            and inner.op_type != "Scan"
+            and not same_but_types(inner.op_type, site.opset, _OPSET)
+        ]
+
+    def plan(self, site: Site, types: TypeOracle) -> _Plan:
+        """The plan made before the conversion, on the converted node's body."""
+        body = graph_attr(site.node, "body")
+        assert body is not None, "planned with a body"
+        return dataclasses.replace(self._plans[site.node.name or ""], body=body)
+
+    def rewrite(self, plan: _Plan, ctx: Rewrite) -> None:
+        op = ctx.before()
+        values = [v for v in ctx.node.inputs[1:] if v is not None]
+        entries = [_entry(op, ctx, plan, values, b) for b in range(plan.batch)]
+        joined = [
+            op.Concat(*column, axis=0, _hint="batch") if len(column) > 1 else column[0]
+            for column in zip(*entries, strict=True)
+        ]
+        for new, old in zip(joined, ctx.node.outputs, strict=True):
+            new.type, new.shape = old.type, old.shape  # the same values, batch axis and all
+        ctx.replace(joined)
+
+
+class LowerScan8Lengths(LowerScan8):
+    """:class:`LowerScan8` for OpenVINO: only in a model where a Scan-8 has ``sequence_lens``
+    (it runs the others; every Scan of such a model is lowered, since the model's opset moves)."""
+
+    target = "openvino"
+    only_with_lengths = True
+
+
+class _Refused(Exception):
+    """Why one Scan-8 cannot be made exact (becomes a blocker naming the node)."""
+
+
+def _plan(node: ir.Node, types: TypeOracle) -> _Plan:
+    """What lowering ``node`` needs; raises _Refused when it cannot be made exact."""
+    body = graph_attr(node, "body")
+    scanned = int_attr(node, "num_scan_inputs")
+    values = list(node.inputs[1:])
+    if body is None or scanned is None or not 0 < scanned <= len(values):
+        raise _Refused("a body and num_scan_inputs between 1 and its inputs are needed")
+    states = len(values) - scanned
+    directions = ints_attr(node, "directions") or [0] * scanned
+    if len(directions) != scanned or not set(directions) <= {0, 1}:
+        raise _Refused(f"directions {directions} must be {scanned} flags of 0 or 1")
+    batch = _dim(types, values, 0)
+    if batch is None or batch == 0:
+        raise _Refused(f"its batch size is {'0' if batch == 0 else 'not known'}; {_FIX}")
+    lengths, time = _entry_lengths(node, types, values[states:], batch)
+    dtypes = [_dtype(types, v) for v in body.outputs[states:]]
+    return _Plan(body, states, batch, directions, lengths, time, dtypes)
+
+
+def _lengths(node: ir.Node) -> ir.Value | None:
+    return node.inputs[0] if node.inputs else None
+
+
+def _dim(types: TypeOracle, values: list[ir.Value | None], axis: int) -> int | None:
+    """Dimension ``axis`` of the first of ``values`` that has it static."""
+    for value in values:
+        shape = None if value is None else types.shape_of(value)
+        if shape is not None and len(shape) > axis and isinstance(shape[axis], int):
+            return int(shape[axis])
+    return None
+
+
+def _entry_lengths(
+    node: ir.Node, types: TypeOracle, scanned: list[ir.Value | None], batch: int
+) -> tuple[list[int] | None, int]:
+    """Each entry's length (None: all T) and T, from a constant ``sequence_lens``."""
+    lens = _lengths(node)
+    if lens is None:
+        return None, 0
+    array = constant_array(lens)
+    if array is None:
+        raise _Refused(f"sequence_lens '{lens.name}' is computed at run time")
+    time = _dim(types, scanned, 1)
+    if time is None:
+        raise _Refused(f"the length of its scan axis is not known; {_FIX}")
+    lengths = [int(v) for v in array.reshape(-1)]
+    if len(lengths) != batch or not all(1 <= v <= time for v in lengths):
+        raise _Refused(f"sequence_lens {lengths} is not {batch} lengths in [1, {time}]")
+    return (None if all(v == time for v in lengths) else lengths), time
+
+
+def _dtype(types: TypeOracle, value: ir.Value) -> ir.DataType:
+    kind = types.type_of(value)
+    if not isinstance(kind, ir.TensorType):
+        raise _Refused(f"the element type of '{value.name}' is not known")
+    return kind.dtype
+
+
+def _entry(
+    op: Emitter, ctx: Rewrite, plan: _Plan, values: list[ir.Value], b: int
+) -> list[ir.Value]:
+    """Batch entry ``b``: its rows, its Scan-9, its results with a batch axis of 1."""
+    index = op.int64s(b, hint="entry")
+    rows = [op.Gather(v, index, axis=0, _hint="entry") for v in values]
+    length = plan.time if plan.lengths is None else plan.lengths[b]
+    short = plan.lengths is not None and length < plan.time
+    if short:
+        rows[plan.states :] = [
+            op.Slice(r, starts=[0], ends=[length], axes=[0], _hint="steps")
+            for r in rows[plan.states :]
+        ]
+    body = body_copy(plan.body, ctx.names, f"{ctx.base}_{b}")
+    results = [ir.Value(name=ctx.names.fresh(f"{ctx.base}_{b}_out")) for _ in body.outputs]
+    attributes = {"scan_input_directions": plan.directions} if any(plan.directions) else {}
+    scanned = len(values) - plan.states
+    op.Scan(*rows, body=body, num_scan_inputs=scanned, **attributes, _outputs=results)
+    if short:
+        results[plan.states :] = [
+            _padded(op, r, plan.time - length, dtype)
+            for r, dtype in zip(results[plan.states :], plan.dtypes, strict=True)
+        ]
+    return [op.unsqueeze(r, [0], hint="entry_out") for r in results]
+
+
+def _padded(op: Emitter, rows: ir.Value, missing: int, dtype: ir.DataType) -> ir.Value:
+    """``rows`` and ``missing`` rows of zeros after them (what onnxruntime writes)."""
+    shape = op.Shape(rows, _hint="rows_shape")
+    inner = op.Slice(shape, starts=[1], ends=[np.iinfo(np.int64).max], axes=[0], _hint="row")
+    zeros_shape = op.Concat(op.int64s([missing], hint="padding"), inner, axis=0, _hint="pad")
+    zero = ir.Tensor(np.zeros(1, dtype=dtype.numpy()))
+    zeros = op.ConstantOfShape(zeros_shape, value=zero, _hint="zeros")
+    return op.Concat(rows, zeros, axis=0, _hint="padded")
