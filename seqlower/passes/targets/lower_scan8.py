@@ -27,7 +27,7 @@ as it is).
 from __future__ import annotations
 
 import dataclasses
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 import onnx_ir as ir
@@ -223,9 +223,10 @@ def _entry(
         ]
     body = body_copy(plan.body, ctx.names, f"{ctx.base}_{b}")
     results = [ir.Value(name=ctx.names.fresh(f"{ctx.base}_{b}_out")) for _ in body.outputs]
-    attributes = {"scan_input_directions": plan.directions} if any(plan.directions) else {}
-    scanned = len(values) - plan.states
-    op.Scan(*rows, body=body, num_scan_inputs=scanned, **attributes, _outputs=results)
+    attributes: dict[str, Any] = {"num_scan_inputs": len(values) - plan.states}
+    if any(plan.directions):
+        attributes["scan_input_directions"] = plan.directions
+    op.Scan(*rows, body=body, **attributes, _outputs=results)
     if short:
         results[plan.states :] = [
             _padded(op, r, plan.time - length, dtype)
