@@ -132,8 +132,8 @@ def convert_version(
     hidden: list[onnx.NodeProto] = []
     for graph in _all_graphs(copy):
         for node in graph.node:
-            kept = node.op_type in as_is and node.domain in ("", "ai.onnx")
-            if node.domain != _HIDDEN and (kept or _hideable(node, current, opset)):
+            forced = node.op_type in as_is and node.domain in ("", "ai.onnx")
+            if node.domain != _HIDDEN and (forced or _hideable(node, current, opset)):
                 for inner in [node, *_nested(node)]:
                     inner.domain = _HIDDEN
                     hidden.append(inner)

@@ -177,8 +177,9 @@ def _dim(types: TypeOracle, values: list[ir.Value | None], axis: int) -> int | N
     """Dimension ``axis`` of the first of ``values`` that has it static."""
     for value in values:
         shape = None if value is None else types.shape_of(value)
-        if shape is not None and len(shape) > axis and isinstance(shape[axis], int):
-            return int(shape[axis])
+        dim = shape[axis] if shape is not None and len(shape) > axis else None
+        if isinstance(dim, int):
+            return dim
     return None
 
 
