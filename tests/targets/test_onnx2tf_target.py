@@ -290,6 +290,7 @@ def _lower_cli(tmp_path: Path, model: onnx.ModelProto, *flags: str) -> tuple[int
         pytest.param(lambda: SINKHORN_LIKE, id="while-loop-stopping-on-data"),
         pytest.param(lambda: BOOL_REVERSE, id="bool-reverse-sequence"),
         pytest.param(lambda: IDENTITY_OUTPUT, id="identity-output"),
+        pytest.param(lambda: OUTER_READ, id="while-body-reading-an-outer-tensor"),
     ],
 )
 def test_target_onnx2tf_runs_them_on_litert(tmp_path: Path, model: object) -> None:
@@ -323,3 +324,43 @@ def test_a_conversion_that_crashes_is_a_refusal_not_a_crash(
     else:
         with pytest.raises(RuntimeError, match=r"onnx2tf crashed converting the model \(SIGSEGV\)"):
             oracles._onnx2tf_convert(str(tmp_path / "m.onnx"), folder, ["x"])
+
+
+# A WHILE (a count known only when it runs) whose body reads a tensor of the main graph:
+# onnx2tf 2.6.9 gives the WHILE body no access to it ("Input tensor N lacks data ... (WHILE)
+# failed to invoke").
+OUTER_READ = onnx.parser.parse_model(
+    """
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (int64 n, float[2] x) => (float[2] total) {
+        go = Constant<value = bool {1}>()
+        start = Constant<value = float[2] {0.0, 0.0}>()
+        total = Loop(n, go, start) <body = b (int64 i, bool c, float[2] s)
+            => (bool c_out, float[2] s_next) {
+            c_out = Identity(c)
+            s_next = Add(s, x)
+        }>
+    }
+    """
+)
+
+
+@pytest.mark.parametrize("n", [3, 0])
+def test_an_outer_tensor_a_body_reads_is_carried_as_a_state(n: int) -> None:
+    lowered = seqlower.lower(OUTER_READ, target="onnx2tf", check=False)
+    _valid(lowered)
+    (loop,) = _loops(lowered)
+    body = next(a.g for a in loop.attribute if a.name == "body")
+    inside = {o for node in body.node for o in node.output} | {i.name for i in body.input}
+    assert all(name in inside for node in body.node for name in node.input if name)
+    assert loop.input[-1] == "x" and len(body.input) == 4
+    feeds = {"n": np.array(n), "x": _RNG.standard_normal(2).astype(np.float32)}
+    assert_same(run("onnxruntime", OUTER_READ, feeds), run("onnxruntime", lowered, feeds))
+
+
+def test_onnx2tf_still_loses_outer_tensors_in_a_while_body() -> None:
+    """The onnx2tf bug the carried states work around (fails when onnx2tf fixes it)."""
+    require("onnx2tf")
+    feeds = {"n": np.array(3), "x": _RNG.standard_normal(2).astype(np.float32)}
+    with pytest.raises(RuntimeFailure, match="lacks data"):
+        run("onnx2tf", OUTER_READ, feeds)

@@ -18,7 +18,10 @@ to 32 bits, so no larger bound is safe): a loop of more iterations than that wou
 which no model deployed on TFLite reaches. A Loop without ``cond`` (a for-loop: the body's
 condition is ignored) gets ``cond = true`` and a body that passes it through. The small
 constants of the enclosing graph a body reads are copied into it: onnx2tf does not see them as
-constants from inside a ``WHILE`` body.
+constants from inside a ``WHILE`` body. Every other value it reads from outside is carried as a
+loop state the body passes through unchanged (after the loop's own states): onnx2tf 2.6.9
+gives a ``WHILE`` body no access to the enclosing subgraph's tensors, and LiteRT fails ("Input
+tensor N lacks data ... (WHILE) failed to invoke"). A read whose type is unknown stays a read.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import numpy as np
 import onnx_ir as ir
 
 from seqlower.passes._base import NodeLoweringPass, Rewrite, Site
+from seqlower.passes._emit import Emitter
 from seqlower.passes._ir import constant_array, nodes_in
 from seqlower.passes._shared import outer_reads, prepend, read_inside, remove_dead
 from seqlower.passes._trip_count import Condition, Term, passes_through, trip_count
@@ -50,6 +54,9 @@ class _Plan:
     terms: list[Term] | None  # the derived bound (None: not derived)
     explicit: bool  # M and cond given already, nothing tighter known: constants only
     constants: list[tuple[ir.Value, np.ndarray]]  # small outer constants the body reads
+    # the type of each other outer read, in read order (None: unknown, left a read); the
+    # values themselves are read again when rewriting: a loop rewritten before renews them
+    carried: list[tuple[ir.TypeProtocol, ir.Shape | None] | None]
 
 
 class ExplicitLoopCounts(NodeLoweringPass[_Plan]):
@@ -71,17 +78,21 @@ class ExplicitLoopCounts(NodeLoweringPass[_Plan]):
         terms = None
         if not passes_through(body.outputs[0], body.inputs[1]):
             terms = Condition(node, body, types).terms(body.outputs[0])
-        constants = []
+        constants, carried = [], []
         for value in outer_reads(body, list(body.inputs)):
             array = constant_array(value)
             if array is not None and array.size <= _COPIED_CONSTANT_SIZE:
                 constants.append((value, array))
+            else:
+                type_ = value.type or types.type_of(value)
+                shape = value.shape or types.shape_of(value)
+                carried.append(None if type_ is None else (type_, shape))
         explicit = terms is None and m is not None and cond is not None
         if terms is None and passes_through(body.outputs[0], body.inputs[1]) and m is None:
             return None  # an infinite loop (invalid for any runtime): left as written
-        if explicit and not constants:
-            return None  # explicit already, and nothing tighter is known
-        return _Plan(node, body, site.opset, terms, explicit, constants)
+        if explicit and not constants and not any(carried):
+            return None  # explicit already, nothing tighter known, nothing read from outside
+        return _Plan(node, body, site.opset, terms, explicit, constants, carried)
 
     def rewrite(self, plan: _Plan, ctx: Rewrite) -> None:
         node, body = ctx.node, plan.body
@@ -95,14 +106,12 @@ class ExplicitLoopCounts(NodeLoweringPass[_Plan]):
                 copy = copies.constant(array, hint=f"{value.name}_inside")
                 read_inside(body, value, copy, inside)
             prepend(body, list(copies.nodes))
-        if plan.explicit:
-            return
         op = ctx.before()
         inputs = list(node.inputs)
         while len(inputs) < 2:
             inputs.append(None)
         m, cond = inputs[0], inputs[1]
-        if plan.terms is not None or cond is None:
+        if not plan.explicit and (plan.terms is not None or cond is None):
             if plan.terms is not None:
                 m = trip_count(op, node, plan.terms)  # cond0 included: zero when false
             cond = op.constant(np.array(True), hint="runs")
@@ -115,6 +124,58 @@ class ExplicitLoopCounts(NodeLoweringPass[_Plan]):
             remove_dead(body)
         if m is None:
             m = op.int64s(UNBOUNDED, hint="max_trip_count")
+        reads = outer_reads(body, list(body.inputs))  # the constants copied in are no more
+        if any(plan.carried) and len(reads) == len(plan.carried):
+            _carry_reads(ctx, plan, op, m, cond, reads)
+            return
         ctx.insert()
         node.replace_input_with(0, m)
         node.replace_input_with(1, cond)
+
+
+def _carry_reads(
+    ctx: Rewrite,
+    plan: _Plan,
+    op: Emitter,
+    m: ir.Value,
+    cond: ir.Value | None,
+    reads: list[ir.Value],
+) -> None:
+    """The Loop rebuilt with the typed ``reads`` as states after its own, which the body
+    passes through (``Identity``) and reads instead of the outer values."""
+    node, body, names, base = ctx.node, plan.body, ctx.names, ctx.base
+    passes = ctx.into(body, pool=None)
+    inside = {id(n) for n in nodes_in(body)}
+    carried = [(v, *t) for v, t in zip(reads, plan.carried, strict=True) if t is not None]
+    states_in, states_out = [], []
+    for value, type_, shape in carried:
+        state = ir.Value(name=names.fresh(f"{base}_{value.name}_state"), type=type_, shape=shape)
+        out = passes.Identity(state, _hint=f"{value.name}_through")
+        out.type, out.shape = type_, shape
+        read_inside(body, value, state, inside)
+        states_in.append(state)
+        states_out.append(out)
+    body.extend(passes.nodes)
+    k = len(node.inputs) - 2  # the loop's own states
+    inputs, outputs = list(body.inputs), list(body.outputs)
+    body.inputs.clear()
+    body.inputs.extend([*inputs, *states_in])
+    body.outputs.clear()
+    body.outputs.extend([*outputs[: 1 + k], *states_out, *outputs[1 + k :]])
+    finals = [
+        ir.Value(name=names.fresh(f"{v.name or base}_loop"), type=v.type, shape=v.shape)
+        for v in node.outputs
+    ]
+    unread = [ir.Value(name=names.fresh(f"{base}_{v.name}_final")) for v, _, _ in carried]
+    del node.attributes["body"]
+    op.Loop(
+        m,
+        cond,
+        *node.inputs[2:],
+        *(value for value, _, _ in carried),
+        body=body,
+        _outputs=[*finals[:k], *unread, *finals[k:]],
+        _name=node.name or names.fresh("Loop"),
+        _doc_string=node.doc_string,
+    )
+    ctx.replace(finals, rename=True)
