@@ -164,9 +164,10 @@ def build_pipeline(
     (input name to its dimensions) fixes those inputs' shapes and folds what that makes
     constant (:class:`~seqlower.passes.default.fix_input_shapes.FixInputShapes`); the row's
     passes, or ``passes`` (names or instances; not with a target, which chooses its own); with
-    ``input_shapes`` a second fold (``FoldStaticShapes``); the row's function-op expansion and
-    explicit attribute defaults; dead-node removal (onnx_ir's, made cheaper:
-    :mod:`seqlower._cleanup`); the row's checks (which raise
+    ``input_shapes`` a second fold (``FoldStaticShapes``: after them, or where the row names
+    ``fold-static-shapes``; without ``input_shapes`` that name is skipped); the row's
+    function-op expansion and explicit attribute defaults; dead-node removal (onnx_ir's, made
+    cheaper: :mod:`seqlower._cleanup`); the row's checks (which raise
     naming every node that blocks it); onnx_ir's stable topological sort when anything is out
     of order. ``cleanup=False`` skips the sort, and the dead-node removal of the default row (a
     row with checks, or a target's, always removes dead nodes: dead sequence ops count).
@@ -181,13 +182,20 @@ def build_pipeline(
             "a target chooses its own passes: give target or passes/sequence_free"
         )
     row = get_target(target) if target is not None else get_pipeline(sequence_free)
-    lowering = [create_pass(p) if isinstance(p, str) else p for p in (passes or row.passes)]
+    names = passes or row.passes
+    # A row may place the second fold itself ("fold-static-shapes": passes after it see the
+    # folded shapes); it runs only with fixed input shapes, as the one appended otherwise.
+    lowering = [
+        create_pass(p) if isinstance(p, str) else p
+        for p in names
+        if p != "fold-static-shapes" or input_shapes
+    ]
     steps: list[ir.passes.PassBase] = [ValidateNodes()]
     steps += interface_passes(unroll_inputs, optional_inputs, lowering)
     if input_shapes:
         steps.append(FixInputShapes(input_shapes))
     steps += lowering
-    if input_shapes:
+    if input_shapes and "fold-static-shapes" not in names:
         steps.append(FoldStaticShapes())
     if row.expand_ops:
         steps.append(ExpandFunctionOps(row.expand_ops))

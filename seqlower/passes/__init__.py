@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from seqlower.passes.targets.explicit_attribute_defaults import ExplicitAttributeDefaults
     from seqlower.passes.targets.explicit_loop_counts import ExplicitLoopCounts
     from seqlower.passes.targets.freeze_bounded_loops import FreezeBoundedLoops
+    from seqlower.passes.targets.if_as_where import IfAsWhere
     from seqlower.passes.targets.inline_functions import (
         InlineFunctions,
         InlineUntypedSequenceMapFunctions,
@@ -60,6 +61,7 @@ if TYPE_CHECKING:
     )
     from seqlower.passes.targets.lower_scan8 import LowerScan8, LowerScan8Lengths
     from seqlower.passes.targets.outputs_without_identity import OutputsWithoutIdentity
+    from seqlower.passes.targets.pad_empty_reductions import PadEmptyReductions
     from seqlower.passes.targets.require_converter_ops import RequireOnnx2TorchOps
     from seqlower.passes.targets.require_no_loop import RequireNoLoop
     from seqlower.passes.targets.require_slice_bounds import RequireShapeSliceBounds
@@ -93,6 +95,7 @@ __all__ = [
     "FoldStaticIfs",
     "FoldStaticShapes",
     "FreezeBoundedLoops",
+    "IfAsWhere",
     "InlineFunctions",
     "InlineUntypedSequenceMapFunctions",
     "LoopToScan",
@@ -107,6 +110,7 @@ __all__ = [
     "LowerSequenceMap",
     "NodeLoweringPass",
     "OutputsWithoutIdentity",
+    "PadEmptyReductions",
     "RequireNoLoop",
     "RequireOnnx2TorchOps",
     "RequireSequenceFree",
@@ -172,6 +176,8 @@ _MODULES = {
     "LowerReverseSequenceGaps": "default.lower_reverse_sequence",
     "ShapeValuesAsTensors": "targets.shape_values_as_tensors",
     "ReverseSequenceCasts": "targets.reverse_sequence_casts",
+    "IfAsWhere": "targets.if_as_where",
+    "PadEmptyReductions": "targets.pad_empty_reductions",
     "OutputsWithoutIdentity": "targets.outputs_without_identity",
     "SplitAsSlices": "targets.split_as_slices",
     "StrictLoopBodies": "targets.strict_loop_bodies",
@@ -227,6 +233,8 @@ PASSES: MutableMapping[str, type[ir.passes.InPlacePass]] = _Registry(
         "lower-reverse-sequence-rows": "LowerReverseSequenceRows",
         "lower-reverse-sequence-gaps": "LowerReverseSequenceGaps",
         "reverse-sequence-casts": "ReverseSequenceCasts",
+        "if-as-where": "IfAsWhere",
+        "pad-empty-reductions": "PadEmptyReductions",
         "outputs-without-identity": "OutputsWithoutIdentity",
         "fold-optionals": "FoldOptionals",
         "fold-sequence-ops": "FoldSequenceOps",

@@ -364,3 +364,120 @@ def test_onnx2tf_still_loses_outer_tensors_in_a_while_body() -> None:
     feeds = {"n": np.array(3), "x": _RNG.standard_normal(2).astype(np.float32)}
     with pytest.raises(RuntimeFailure, match="lacks data"):
         run("onnx2tf", OUTER_READ, feeds)
+
+
+# PyTorch's embedding_bag, one bag once its Loop is unrolled: an empty bag's zeros, else the
+# bag's rows reduced (the axes a constant of the main graph, as the unrolled copies read it).
+# onnx2tf 2.6.9 lowers the branch's ReduceSum without that constant: ONNX_REDUCESUM.
+EMPTY_BAG_IF = """
+    <ir_version: 8, opset_import: ["" : 18]>
+    g (int64[1] start, int64[1] end) => (float[1, 3] bag) <float[8, 3] rows = {
+        1.0, -2.0, 3.0, 4.5, 5.0, -6.0, 7.0, 8.0, 9.0, 10.0, -11.0, 12.0,
+        13.0, 14.0, 15.5, 16.0, -17.0, 18.0, 19.0, 20.0, 21.0, -22.0, 23.0, 24.0},
+        int64[1] axis = {0}> {
+        empty = Equal(start, end)
+        bag = If(empty) <then_branch = t () => (float[1, 3] zeros) {
+            zeros = Constant<value = float[1, 3] {0.0, 0.0, 0.0}>()
+        }, else_branch = f () => (float[1, ?] reduced) {
+            taken = Slice(rows, start, end)
+            reduced = REDUCE(taken, axis)
+        }>
+    }
+"""
+# start == end, in order, out of order, negative, past the end
+_BOUNDS = [(3, 3), (2, 5), (5, 2), (-3, 7), (6, 12), (12, 20), (0, 8)]
+
+
+def _bag(reduce: str = "ReduceSum") -> onnx.ModelProto:
+    return onnx.parser.parse_model(EMPTY_BAG_IF.replace("REDUCE", reduce))
+
+
+def _bounds(start: int, end: int) -> dict[str, np.ndarray]:
+    return {"start": np.array([start]), "end": np.array([end])}
+
+
+@pytest.mark.parametrize("reduce", ["ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd"])
+def test_an_if_that_cannot_fail_becomes_a_where(reduce: str) -> None:
+    """Both branches inlined and a Where: exact where the untaken branch cannot fail and both
+    give one static shape; the reduction's input padded with its identity (LiteRT reduces an
+    empty axis to arbitrary numbers)."""
+    model = _bag(reduce)
+    lowered = seqlower.lower(model, target="onnx2tf", check=False)
+    _valid(lowered)
+    assert "If" not in all_op_types(lowered)
+    assert {"Where", "Pad"} <= set(all_op_types(lowered))
+    for start, end in _BOUNDS:
+        feeds = _bounds(start, end)
+        assert_same(run("onnxruntime", model, feeds), run("onnxruntime", lowered, feeds))
+
+
+def test_a_condition_of_rank_one_keeps_the_outputs_rank() -> None:
+    model = onnx.parser.parse_model(
+        """
+        <ir_version: 8, opset_import: ["" : 18]>
+        g (float x, bool[1, 1] c) => (float y) {
+            y = If(c) <then_branch = t () => (float a) { a = Neg(x) },
+                       else_branch = f () => (float b) { b = Abs(x) }>
+        }
+        """
+    )
+    lowered = seqlower.lower(model, target="onnx2tf", check=False)
+    _valid(lowered)
+    assert "If" not in all_op_types(lowered)
+    for flag in (True, False):
+        feeds = {"x": np.array(-1.5, dtype=np.float32), "c": np.array([[flag]])}
+        assert_same(run("onnxruntime", model, feeds), run("onnxruntime", lowered, feeds))
+
+
+@pytest.mark.parametrize(
+    "else_branch",
+    [
+        # a Gather that fails when its index is out of range
+        "taken = Gather(rows, start)  reduced = ReduceSum(taken, axis)",
+        # an integer division by zero
+        "n = Sub(end, start)  q = Div(start, n)  f = Cast<to = 1>(q)  reduced = Unsqueeze(f, axis)",
+        # a shape that differs from the then branch's
+        "reduced = ReduceSum<keepdims = 0>(rows, axis)",
+    ],
+)
+def test_an_if_whose_untaken_branch_could_fail_is_left(else_branch: str) -> None:
+    text = EMPTY_BAG_IF.replace(
+        "taken = Slice(rows, start, end)\n            reduced = REDUCE(taken, axis)", else_branch
+    )
+    lowered = seqlower.lower(onnx.parser.parse_model(text), target="onnx2tf", check=False)
+    assert "If" in all_op_types(lowered)
+
+
+def test_onnx2tf_still_cannot_lower_such_an_if() -> None:
+    """The onnx2tf bug ``if-as-where`` works around (fails when onnx2tf fixes it)."""
+    require("onnx2tf")
+    with pytest.raises(RuntimeFailure, match="ONNX_REDUCESUM"):
+        run("onnx2tf", _bag(), _bounds(2, 5))
+
+
+def test_litert_still_reduces_an_empty_axis_to_other_numbers() -> None:
+    """The LiteRT bug ``pad-empty-reductions`` works around (fails when it is fixed)."""
+    require("onnx2tf")
+    model = onnx.parser.parse_model(
+        """
+        <ir_version: 8, opset_import: ["" : 18]>
+        g (int64[1] start, int64[1] end) => (float[1, 3] bag) <float[8, 3] rows = {
+            1.0, -2.0, 3.0, 4.5, 5.0, -6.0, 7.0, 8.0, 9.0, 10.0, -11.0, 12.0,
+            13.0, 14.0, 15.5, 16.0, -17.0, 18.0, 19.0, 20.0, 21.0, -22.0, 23.0, 24.0},
+            int64[1] axis = {0}> {
+            taken = Slice(rows, start, end)
+            bag = ReduceSum(taken, axis)
+        }
+        """
+    )
+    expected = run("onnxruntime", model, _bounds(5, 2))
+    assert not np.array_equal(run("onnx2tf", model, _bounds(5, 2))[0], expected[0])
+    lowered = seqlower.lower(model, target="onnx2tf", check=False)
+    assert_same(expected, run("onnx2tf", lowered, _bounds(5, 2)))
+
+
+def test_target_onnx2tf_runs_an_empty_bag_if(tmp_path: Path) -> None:
+    require("onnx2tf")
+    code, output, out = _lower_cli(tmp_path, _bag("ReduceMax"), "--target", "onnx2tf")
+    assert code == 0 and out.exists(), output
+    assert "runs and matches on onnx2tf" in output

@@ -1,0 +1,246 @@
+"""An ``If`` whose branches cannot fail and agree in shape as a ``Where`` (target ``onnx2tf``).
+
+onnx2tf 2.6.9 writes an ``If`` as both branches and a ``Where`` itself (its "generic branch
+mux"), but lowers the branch nodes without the enclosing graph's constants: a ``ReduceSum``
+whose axes the branch reads from outside becomes an ``ONNX_REDUCESUM`` custom op, a constant
+moved into the branch a tensor LiteRT has no data for ("Input tensor N lacks data"); what is
+left is an ``ONNX_IF`` custom op or a failed conversion. PyTorch's ``embedding_bag`` writes an
+``If`` per bag (an empty bag's zeros, else the reduced rows), one per bag once its ``Loop`` is
+unrolled. The same ``Where`` written in the graph runs.
+
+Evaluating both branches is exact only when the untaken one cannot fail and both give one
+shape: every branch node is an op that cannot fail on the shapes it gets (a constant, an
+elementwise op, a ``Slice`` with constant axes and steps, a float reduction over constant
+axes: onnxruntime reduces an empty slice to its identity), with no subgraph, and each output's
+shape is static and the same in both branches (traced through those ops). Any other ``If`` is
+left (onnx2tf's ``ONNX_IF``, refused by the proof at load). The condition, one element of any
+shape, is reshaped to a scalar so ``Where`` keeps the branches' rank.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+import numpy as np
+import onnx_ir as ir
+
+from seqlower.passes._base import NodeLoweringPass, Rewrite, Site
+from seqlower.passes._fold import detach
+from seqlower.passes._ir import constant_array, graph_attr, int_attr, ints_attr
+from seqlower.passes._shared import inline_copy
+from seqlower.passes._types import TypeOracle, element_dtype
+
+__all__ = ["IfAsWhere"]
+
+Dims = tuple[int | None, ...]
+
+#: Ops that cannot fail on any input of their types, keeping the input's shape.
+_UNARY = frozenset(
+    {"Identity", "Neg", "Abs", "Relu", "Exp", "Log", "Sqrt", "Tanh", "Sigmoid", "Cast",
+     "Not", "Floor", "Ceil", "Sign", "Erf", "Sin", "Cos", "Softplus", "IsNaN", "IsInf"}
+)  # fmt: skip
+#: Broadcasting ops that cannot fail once their inputs' shapes broadcast (``Div`` on floats).
+_BINARY = frozenset(
+    {"Add", "Sub", "Mul", "Div", "Max", "Min", "Equal", "Less", "LessOrEqual", "Greater",
+     "GreaterOrEqual", "And", "Or", "Xor", "Where"}
+)  # fmt: skip
+#: Float reductions: over an empty axis onnxruntime gives the identity (0, -inf, ...).
+_REDUCE = frozenset(
+    {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceSumSquare",
+     "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp"}
+)  # fmt: skip
+_FLOATS = frozenset({ir.DataType.FLOAT, ir.DataType.DOUBLE, ir.DataType.FLOAT16})
+
+
+@dataclasses.dataclass
+class _Plan:
+    node: ir.Node
+    opset: int
+    scalar_cond: bool  # the condition is declared rank 0 already
+    shapes: list[tuple[int, ...]]  # each output's, the same in both branches
+
+
+class IfAsWhere(NodeLoweringPass[_Plan]):
+    """Every ``If`` whose branches cannot fail and give outputs of one static shape, as both
+    branches inlined and a ``Where`` per output."""
+
+    op_type = "If"
+    takes_all = False
+    repairs = True
+
+    def plan(self, site: Site, types: TypeOracle) -> _Plan | None:
+        node = site.node
+        then_branch, else_branch = graph_attr(node, "then_branch"), graph_attr(node, "else_branch")
+        cond = node.inputs[0] if node.inputs else None
+        if then_branch is None or else_branch is None or cond is None or not node.outputs:
+            return None
+        shapes = [_branch_shapes(b, types) for b in (then_branch, else_branch)]
+        if shapes[0] is None or shapes[0] != shapes[1]:
+            return None
+        for a, b in zip(then_branch.outputs, else_branch.outputs, strict=True):
+            dtype = element_dtype(types.type_of(a))
+            if dtype is None or dtype != element_dtype(types.type_of(b)):
+                return None
+            if not isinstance(types.type_of(a), ir.TensorType):
+                return None
+        shape = cond.shape or types.shape_of(cond)
+        return _Plan(node, site.opset, shape is not None and shape.rank() == 0, shapes[0])
+
+    def rewrite(self, plan: _Plan, ctx: Rewrite) -> None:
+        node, base = ctx.node, ctx.base
+        cond = node.inputs[0]
+        assert cond is not None
+        op = ctx.before()
+        if not plan.scalar_cond:  # one element of any shape: Where would broadcast its rank
+            cond = op.Reshape(cond, op.constant(np.zeros(0, np.int64), hint="scalar"))
+        branches = [graph_attr(node, "then_branch"), graph_attr(node, "else_branch")]
+        copies: list[ir.Node] = []
+        results = []
+        for branch, label in zip(branches, ("then", "else"), strict=True):
+            assert branch is not None
+            nodes, outputs = inline_copy(ctx, branch, [], f"{base}_{label}")
+            copies += nodes
+            results.append(outputs)
+        chosen: list[ir.Value] = []
+        for old, a, b in zip(node.outputs, *results, strict=True):
+            where = op.Where(cond, a, b, _hint="chosen")
+            where.type, where.shape = old.type or a.type, ir.Shape(plan.shapes[len(chosen)])
+            chosen.append(where)
+        ctx.replace(chosen, rename=True, nodes=copies)
+        for branch in branches:
+            if branch is not None:  # its outer reads would keep what they read alive
+                detach(branch)
+
+
+def _branch_shapes(branch: ir.Graph, types: TypeOracle) -> list[tuple[int, ...]] | None:
+    """Each output's static shape, when every node of ``branch`` cannot fail and each output's
+    shape is static (traced from the shapes read from outside); else None."""
+    known: dict[int, Dims | None] = {}
+
+    def dims(value: ir.Value | None) -> Dims | None:
+        if value is None:
+            return None
+        if id(value) in known:
+            return known[id(value)]
+        array = constant_array(value)
+        if array is not None:
+            return tuple(array.shape)
+        shape = value.shape or types.shape_of(value)
+        if shape is None:
+            return None
+        return tuple(d if isinstance(d, int) else None for d in shape)
+
+    for node in branch:
+        if node.domain not in ("", "ai.onnx") or any(True for _ in _subgraphs(node)):
+            return None
+        rule = _RULES.get(node.op_type)
+        if rule is None or len(node.outputs) != 1:
+            return None
+        floats = all(
+            element_dtype(types.type_of(v)) in _FLOATS for v in node.inputs[:1] if v is not None
+        )
+        result = rule(node, [dims(v) for v in node.inputs], floats)
+        if result is _FAILS:
+            return None
+        known[id(node.outputs[0])] = result  # type: ignore[assignment]
+    shapes = []
+    for output in branch.outputs:
+        shape = dims(output)
+        if shape is None or any(d is None for d in shape):
+            return None
+        shapes.append(tuple(int(d) for d in shape))  # type: ignore[arg-type]
+    return shapes
+
+
+def _subgraphs(node: ir.Node) -> list[ir.Graph]:
+    return [a.as_graph() for a in node.attributes.values() if a.type == ir.AttributeType.GRAPH]
+
+
+#: What a rule returns for a node that could fail.
+_FAILS = object()
+Rule = Callable[[ir.Node, list["Dims | None"], bool], object]
+
+
+def _unary(node: ir.Node, shapes: list[Dims | None], floats: bool) -> object:
+    return shapes[0] if node.inputs else _FAILS
+
+
+def _constant(node: ir.Node, shapes: list[Dims | None], floats: bool) -> object:
+    array = constant_array(node.outputs[0])
+    return _FAILS if array is None else tuple(array.shape)
+
+
+def _binary(node: ir.Node, shapes: list[Dims | None], floats: bool) -> object:
+    if node.op_type == "Div" and not floats:
+        return _FAILS  # an integer division by zero
+    if not shapes or any(s is None or None in s for s in shapes):
+        return _FAILS  # unknown sizes may not broadcast
+    try:
+        return tuple(np.broadcast_shapes(*shapes))  # type: ignore[arg-type]
+    except ValueError:
+        return _FAILS
+
+
+def _slice(node: ir.Node, shapes: list[Dims | None], floats: bool) -> object:
+    data, starts, ends = (shapes + [None] * 3)[:3]
+    if data is None or starts is None or ends is None or len(starts) != 1 or starts != ends:
+        return _FAILS
+    count = starts[0]
+    axes_in = node.inputs[3] if len(node.inputs) > 3 else None
+    steps_in = node.inputs[4] if len(node.inputs) > 4 else None
+    axes = list(range(count or 0)) if axes_in is None else constant_array(axes_in)
+    steps = None if steps_in is None else constant_array(steps_in)
+    if count is None or axes is None or len(axes) != count:
+        return _FAILS
+    if steps_in is not None and steps is None:
+        return _FAILS
+    rank = len(data)
+    normal = [int(a) + rank if int(a) < 0 else int(a) for a in axes]
+    if any(not 0 <= a < rank for a in normal) or len(set(normal)) != len(normal):
+        return _FAILS
+    if steps is not None and (len(steps) != count or not np.all(steps != 0)):
+        return _FAILS
+    bounds = [constant_array(v) for v in node.inputs[1:3]]
+    out = list(data)
+    for k, axis in enumerate(normal):
+        size = data[axis]
+        if size is None or bounds[0] is None or bounds[1] is None:
+            out[axis] = None
+            continue
+        step = 1 if steps is None else int(steps[k])
+        out[axis] = len(range(size)[slice(int(bounds[0][k]), int(bounds[1][k]), step)])
+    return tuple(out)
+
+
+def _reduce(node: ir.Node, shapes: list[Dims | None], floats: bool) -> object:
+    data = shapes[0] if shapes else None
+    if data is None or not floats:
+        return _FAILS
+    if len(node.inputs) > 1 and node.inputs[1] is not None:
+        array = constant_array(node.inputs[1])
+        if array is None:
+            return _FAILS
+        axes: list[int] | None = [int(a) for a in array.reshape(-1)]
+    else:
+        axes = ints_attr(node, "axes")
+    rank = len(data)
+    if not axes:
+        if int_attr(node, "noop_with_empty_axes", 0):
+            return data  # opset 18 on: no axes, no reduction
+        axes = list(range(rank))
+    if any(not -rank <= a < rank for a in axes):
+        return _FAILS
+    reduced = {a % rank for a in axes}
+    if int_attr(node, "keepdims", 1):
+        return tuple(1 if k in reduced else d for k, d in enumerate(data))
+    return tuple(d for k, d in enumerate(data) if k not in reduced)
+
+
+_RULES: dict[str, Rule] = {
+    "Constant": _constant,
+    "Slice": _slice,
+    **dict.fromkeys(_UNARY, _unary),
+    **dict.fromkeys(_BINARY, _binary),
+    **dict.fromkeys(_REDUCE, _reduce),
+}
