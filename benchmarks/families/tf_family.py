@@ -85,6 +85,18 @@ def keras_models(time: int | None = None) -> dict[str, tuple[keras.Model, list[n
     nested = _RNG.standard_normal((B, T, 3, F)).astype(np.float32)
     nested[1, :, 2:] = 0.0  # the second row's last step masked at every time step
     out["k2_time_distributed_bilstm_mask"] = (keras.Model(inputs, h), [nested])
+    # Unmasked, GRU and LSTM, with and without return_sequences (issue 30: tract's numbers
+    # wrong after the first step on one such export).
+    for kind in ("gru", "lstm"):
+        for sequences in (True, False):
+            inputs = keras.Input((time, 3, F))
+            inner = _rnn(kind, 4, return_sequences=sequences)
+            h = layers.TimeDistributed(layers.Bidirectional(inner))(inputs)
+            label = f"k2_time_distributed_bi{kind}{'_seq' if sequences else ''}"
+            out[label] = (
+                keras.Model(inputs, h),
+                [_RNG.standard_normal((B, T, 3, F)).astype(np.float32)],
+            )
     inputs = keras.Input((time, F))
     h = layers.Masking(0.0)(inputs)
     h = layers.LSTM(5, return_sequences=True, return_state=True)(h)
@@ -110,6 +122,14 @@ def functions() -> dict[str, tuple[Callable[..., Any], list[tf.TensorSpec], list
     def reverse_sequence(x: tf.Tensor, lens: tf.Tensor) -> tf.Tensor:
         return tf.reverse_sequence(x, lens, seq_axis=0, batch_axis=1)
 
+    def band_part(x: tf.Tensor) -> tf.Tensor:
+        return tf.linalg.band_part(x, 1, 2) * 2.0
+
+    def causal_mask(x: tf.Tensor) -> tf.Tensor:
+        steps = tf.shape(x)[0]
+        mask = tf.linalg.band_part(tf.ones(tf.stack([steps, steps])), -1, 0)
+        return tf.einsum("ts,sbf->tbf", mask, x)
+
     def bidir_dynamic_rnn(x: tf.Tensor, lens: tf.Tensor) -> tf.Tensor:
         fw = tf.compat.v1.nn.rnn_cell.BasicRNNCell(3, name="fw")
         bw = tf.compat.v1.nn.rnn_cell.BasicRNNCell(3, name="bw")
@@ -122,6 +142,8 @@ def functions() -> dict[str, tuple[Callable[..., Any], list[tf.TensorSpec], list
         "tf_map_fn_reverse": (map_fn_reverse, [spec3], [x]),
         "tf_map_fn_cumsum": (map_fn_cumsum, [spec3], [x]),
         "tf_reverse_time": (reverse_time, [spec3], [x]),
+        "tf_band_part": (band_part, [spec3], [x]),
+        "tf_causal_mask": (causal_mask, [spec3], [x]),
         "tf_reverse_sequence_lens": (reverse_sequence, [spec3, lens_spec], [x, lens]),
         "v1_bidir_dynamic_rnn_lens": (bidir_dynamic_rnn, [spec3, lens_spec], [x, lens]),
     }
@@ -143,6 +165,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folder", type=Path)
     parser.add_argument("--opsets", default="13,17")
+    parser.add_argument("--only", default="", help="comma-separated names (without _opN)")
     parser.add_argument(
         "--fixed-length",
         action="store_true",
@@ -153,7 +176,10 @@ def main() -> int:
     args.folder.mkdir(parents=True, exist_ok=True)
     opsets = [int(o) for o in args.opsets.split(",")]
     time = T if args.fixed_length else None
+    only = {n for n in args.only.split(",") if n}
     for name, (model, arrays) in keras_models(time).items():
+        if only and name not in only:
+            continue
         outs = model(*arrays)
         outs = list(outs) if isinstance(outs, list | tuple) else [outs]
         for opset in opsets:
@@ -166,6 +192,8 @@ def main() -> int:
             except Exception as e:  # report and go on
                 print(f"{label:40} not exported: {str(e).splitlines()[0][:120]}", flush=True)
     for name, (function, specs, arrays) in ({} if args.fixed_length else functions()).items():
+        if only and name not in only:
+            continue
         traced = tf.function(function, input_signature=specs)
         try:
             outs = [traced(*arrays)]

@@ -209,6 +209,31 @@ def control_flow() -> dict[str, Export]:
     }
 
 
+def recurrent() -> dict[str, Export]:
+    """A bidirectional GRU whose two directions' outputs are flipped and dstacked (issue 30:
+    tract failed to unify a PermuteAxes)."""
+
+    class BiGruDstack(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.gru = nn.GRU(4, 3, batch_first=True, bidirectional=True)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y, _ = self.gru(x)
+            forward, backward = y.split(3, dim=-1)
+            return torch.dstack((forward, torch.flip(backward, dims=[1])))
+
+    return {
+        "bigru_flip_dstack": (BiGruDstack(), (_randn(2, 5, 4),), None, True),
+        "bigru_flip_dstack_dyn": (
+            BiGruDstack(),
+            (_randn(2, 5, 4),),
+            ({1: torch.export.Dim("t", min=2, max=64)},),
+            True,
+        ),
+    }
+
+
 def embedding_bags() -> dict[str, Export]:
     out: dict[str, Export] = {}
     for mode in ("sum", "mean", "max"):
@@ -249,7 +274,13 @@ def main() -> int:
     parser.add_argument("--only", default="", help="comma-separated names")
     args = parser.parse_args()
     args.folder.mkdir(parents=True, exist_ok=True)
-    family = {**stacking(), **splits(), **control_flow(), **embedding_bags()}
+    family = {
+        **stacking(),
+        **splits(),
+        **control_flow(),
+        **recurrent(),
+        **embedding_bags(),
+    }
     only = {n for n in args.only.split(",") if n}
     failed = 0
     for name, item in family.items():
