@@ -206,3 +206,29 @@ def test_what_cannot_be_made_exact_is_named(tmp_path: Path) -> None:
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     assert "runs and matches on tract" in result.stdout
+
+
+def test_a_state_the_body_returns_as_it_is() -> None:
+    """A body input returned as a body output gets an ``Identity`` in each copy: without it
+    onnxruntime 1.32 returns another entry's values for the Scan-9's state and tract 0.23.9
+    panics. (onnxruntime's own Scan-8 returns zeros for that state, so the expected values are
+    written here.)"""
+    model = onnx.parser.parse_model(
+        """
+        <ir_version: 4, opset_import: ["" : 8]>
+        g (float[3,2] init, float[3,4,2] x) => (float[3,2] y, float[3,2] k) {
+            y, k = Scan ("", init, init, x) <num_scan_inputs = 1,
+                body = b (float[2] a, float[2] kept, float[2] n) => (float[2] o, float[2] kept) {
+                    o = Add(a, n)
+                }>
+        }
+        """
+    )
+    init = np.arange(6, dtype=np.float32).reshape(3, 2)
+    x = np.random.default_rng(1).normal(size=(3, 4, 2)).astype(np.float32)
+    expected = [init + x.sum(axis=1, dtype=np.float32), init]
+    lowered = _lowered(model)
+    for runtime in ("onnxruntime", "tract", "openvino"):
+        outputs = run(runtime, lowered, {"init": init, "x": x})
+        np.testing.assert_allclose(outputs[0], expected[0], rtol=1e-6)
+        np.testing.assert_array_equal(outputs[1], expected[1])

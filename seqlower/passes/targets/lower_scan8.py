@@ -222,7 +222,7 @@ def _entry(
             op.Slice(r, starts=[0], ends=[length], axes=[0], _hint="steps")
             for r in rows[plan.states :]
         ]
-    body = body_copy(plan.body, ctx.names, f"{ctx.base}_{b}")
+    body = _own_outputs(ctx, body_copy(plan.body, ctx.names, f"{ctx.base}_{b}"))
     results = [ir.Value(name=ctx.names.fresh(f"{ctx.base}_{b}_out")) for _ in body.outputs]
     attributes: dict[str, Any] = {"num_scan_inputs": len(values) - plan.states}
     if any(plan.directions):
@@ -234,6 +234,21 @@ def _entry(
             for r, dtype in zip(results[plan.states :], plan.dtypes, strict=True)
         ]
     return [op.unsqueeze(r, [0], hint="entry_out") for r in results]
+
+
+def _own_outputs(ctx: Rewrite, body: ir.Graph) -> ir.Graph:
+    """``body`` with an ``Identity`` for each input it returns as an output: onnxruntime 1.32
+    returns another entry's values for such a state of a Scan-9 and tract 0.23.9 panics on it
+    (onnxruntime's Scan-8 returns zeros for it)."""
+    inputs = {id(v) for v in body.inputs}
+    copies = ctx.into(body, pool=None)
+    for k, value in enumerate(body.outputs):
+        if id(value) in inputs:
+            copy = copies.Identity(value, _hint=f"{value.name or 'state'}_out")
+            copy.type, copy.shape = value.type, value.shape
+            body.outputs[k] = copy
+    body.extend(copies.nodes)
+    return body
 
 
 def _padded(op: Emitter, rows: ir.Value, missing: int, dtype: ir.DataType) -> ir.Value:
