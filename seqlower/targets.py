@@ -225,6 +225,7 @@ PIPELINES: dict[str, Pipeline] = {
                 "reverse-sequence-casts",
                 "constant-values-as-tensors",
                 "outputs-without-identity",
+                "scalar-outputs",
             ),
             requires=(),
             loops="counted",

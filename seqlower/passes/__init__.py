@@ -67,6 +67,7 @@ if TYPE_CHECKING:
     from seqlower.passes.targets.require_slice_bounds import RequireShapeSliceBounds
     from seqlower.passes.targets.restamp_op_versions import RestampOpVersions
     from seqlower.passes.targets.reverse_sequence_casts import ReverseSequenceCasts
+    from seqlower.passes.targets.scalar_outputs import ScalarOutputs
     from seqlower.passes.targets.shape_values_as_tensors import ShapeValuesAsTensors
     from seqlower.passes.targets.split_as_slices import SplitAsSlices
     from seqlower.passes.targets.strict_loop_bodies import StrictLoopBodies
@@ -117,6 +118,7 @@ __all__ = [
     "RequireShapeSliceBounds",
     "RestampOpVersions",
     "ReverseSequenceCasts",
+    "ScalarOutputs",
     "ScanSequenceMap",
     "ShapeValuesAsTensors",
     "SplitAsSlices",
@@ -178,6 +180,7 @@ _MODULES = {
     "ReverseSequenceCasts": "targets.reverse_sequence_casts",
     "IfAsWhere": "targets.if_as_where",
     "PadEmptyReductions": "targets.pad_empty_reductions",
+    "ScalarOutputs": "targets.scalar_outputs",
     "OutputsWithoutIdentity": "targets.outputs_without_identity",
     "SplitAsSlices": "targets.split_as_slices",
     "StrictLoopBodies": "targets.strict_loop_bodies",
@@ -235,6 +238,7 @@ PASSES: MutableMapping[str, type[ir.passes.InPlacePass]] = _Registry(
         "reverse-sequence-casts": "ReverseSequenceCasts",
         "if-as-where": "IfAsWhere",
         "pad-empty-reductions": "PadEmptyReductions",
+        "scalar-outputs": "ScalarOutputs",
         "outputs-without-identity": "OutputsWithoutIdentity",
         "fold-optionals": "FoldOptionals",
         "fold-sequence-ops": "FoldSequenceOps",

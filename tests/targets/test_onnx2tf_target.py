@@ -481,3 +481,45 @@ def test_target_onnx2tf_runs_an_empty_bag_if(tmp_path: Path) -> None:
     code, output, out = _lower_cli(tmp_path, _bag("ReduceMax"), "--target", "onnx2tf")
     assert code == 0 and out.exists(), output
     assert "runs and matches on onnx2tf" in output
+
+
+# Rank-0 outputs of a Gather, a Squeeze and a comparison: onnx2tf 2.6.9 gives them shape [1].
+SCALARS = onnx.parser.parse_model(
+    """
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[3] x, int64[3] k) => (float first, float total, bool positive, int64 second) {
+        one = Constant<value = int64 {1}>()
+        first = Gather(x, one)
+        kept = ReduceSum<keepdims = 1>(x)
+        total = Squeeze(kept)
+        zero = Constant<value = float {0.0}>()
+        positive = Greater(total, zero)
+        second = Gather(k, one)
+    }
+    """
+)
+
+
+@pytest.mark.parametrize(
+    "x", [[1.5, -2.0, 4.0], [np.nan, -0.0, 1.0], [0.0, -0.0, -0.0], [1.0, np.inf, -np.inf]]
+)
+def test_a_rank_0_output_is_reduced_from_one_element(x: list[float]) -> None:
+    lowered = seqlower.lower(SCALARS, target="onnx2tf", check=False)
+    _valid(lowered)
+    assert [o.name for o in lowered.graph.output] == [o.name for o in SCALARS.graph.output]
+    assert all(not o.type.tensor_type.shape.dim for o in lowered.graph.output)
+    assert [n.op_type for n in lowered.graph.node].count("ReduceMax") == 4
+    feeds = {"x": np.array(x, dtype=np.float32), "k": np.array([7, -(2**40), 3])}
+    expected, actual = run("onnxruntime", SCALARS, feeds), run("onnxruntime", lowered, feeds)
+    for want, got in zip(expected, actual, strict=True):  # bit for bit: NaN and -0.0 too
+        assert want.shape == got.shape == () and want.dtype == got.dtype
+        assert want.tobytes() == got.tobytes()
+
+
+def test_onnx2tf_still_gives_rank_0_outputs_shape_1() -> None:
+    """The onnx2tf bug ``scalar-outputs`` works around (fails when onnx2tf fixes it)."""
+    require("onnx2tf")
+    feeds = {"x": np.array([1.5, -2.0, 4.0], dtype=np.float32), "k": np.array([7, 8, 9])}
+    assert [np.shape(v) for v in run("onnx2tf", SCALARS, feeds)] == [(1,)] * 4
+    lowered = seqlower.lower(SCALARS, target="onnx2tf", check=False)
+    assert_same(run("onnxruntime", SCALARS, feeds), run("onnx2tf", lowered, feeds))
