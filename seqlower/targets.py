@@ -218,6 +218,7 @@ PIPELINES: dict[str, Pipeline] = {
                 # again: a second stacked layer's count is the unrolled first one's length
                 "loop-to-scan-constant",
                 "unroll-constant-scans",
+                "scan-outputs-as-states",
                 # at fixed input shapes, the unrolled copies' shapes folded for if-as-where
                 "fold-static-shapes",
                 "if-as-where",

@@ -68,6 +68,7 @@ if TYPE_CHECKING:
     from seqlower.passes.targets.restamp_op_versions import RestampOpVersions
     from seqlower.passes.targets.reverse_sequence_casts import ReverseSequenceCasts
     from seqlower.passes.targets.scalar_outputs import ScalarOutputs
+    from seqlower.passes.targets.scan_outputs_as_states import ScanOutputsAsStates
     from seqlower.passes.targets.shape_values_as_tensors import ShapeValuesAsTensors
     from seqlower.passes.targets.split_as_slices import SplitAsSlices
     from seqlower.passes.targets.strict_loop_bodies import StrictLoopBodies
@@ -119,6 +120,7 @@ __all__ = [
     "RestampOpVersions",
     "ReverseSequenceCasts",
     "ScalarOutputs",
+    "ScanOutputsAsStates",
     "ScanSequenceMap",
     "ShapeValuesAsTensors",
     "SplitAsSlices",
@@ -181,6 +183,7 @@ _MODULES = {
     "IfAsWhere": "targets.if_as_where",
     "PadEmptyReductions": "targets.pad_empty_reductions",
     "ScalarOutputs": "targets.scalar_outputs",
+    "ScanOutputsAsStates": "targets.scan_outputs_as_states",
     "OutputsWithoutIdentity": "targets.outputs_without_identity",
     "SplitAsSlices": "targets.split_as_slices",
     "StrictLoopBodies": "targets.strict_loop_bodies",
@@ -239,6 +242,7 @@ PASSES: MutableMapping[str, type[ir.passes.InPlacePass]] = _Registry(
         "if-as-where": "IfAsWhere",
         "pad-empty-reductions": "PadEmptyReductions",
         "scalar-outputs": "ScalarOutputs",
+        "scan-outputs-as-states": "ScanOutputsAsStates",
         "outputs-without-identity": "OutputsWithoutIdentity",
         "fold-optionals": "FoldOptionals",
         "fold-sequence-ops": "FoldSequenceOps",

@@ -523,3 +523,63 @@ def test_onnx2tf_still_gives_rank_0_outputs_shape_1() -> None:
     assert [np.shape(v) for v in run("onnx2tf", SCALARS, feeds)] == [(1,)] * 4
     lowered = seqlower.lower(SCALARS, target="onnx2tf", check=False)
     assert_same(run("onnxruntime", SCALARS, feeds), run("onnx2tf", lowered, feeds))
+
+
+# A Loop of a run-time count at most 5 with a scan output (tf2onnx's bidirectional_dynamic_rnn
+# with sequence_length counts min(longest length, time axis)): onnx2tf 2.6.9 writes ONNX_LOOP.
+BOUNDED_SCAN = """
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (int64 n, float[2] x) => (float[2] last, float[?, 2] rows) {
+        go = Constant<value = bool {1}>()
+        start = Constant<value = float[2] {0.0, 0.0}>()
+        most = Constant<value = int64 {5}>()
+        count = Min(n, most)
+        last, rows = Loop(count, go, start) <body = b (int64 i, bool c, float[2] s)
+            => (bool c_out, float[2] s_next, float[2] row) {
+            c_out = Identity(c)
+            s_next = Add(s, x)
+            fi = Cast<to = 1>(i)
+            row = Mul(s_next, fi)
+        }>
+    }
+"""
+
+
+@pytest.mark.parametrize("n", [0, 1, 3, 5, 9, -2])
+def test_scan_outputs_of_a_bounded_count_become_written_states(n: int) -> None:
+    model = onnx.parser.parse_model(BOUNDED_SCAN)
+    lowered = seqlower.lower(model, target="onnx2tf", check=False)
+    _valid(lowered)
+    (loop,) = _loops(lowered)
+    body = next(a.g for a in loop.attribute if a.name == "body")
+    assert len(body.output) == len(body.input) - 1  # states only (i is no output): a WHILE
+    feeds = {"n": np.array(n), "x": _RNG.standard_normal(2).astype(np.float32)}
+    assert_same(run("onnxruntime", model, feeds), run("onnxruntime", lowered, feeds))
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        ("count = Min(n, most)", "count = Identity(n)"),  # no bound
+        ("row = Mul(s_next, fi)", "sizes = Reshape(i, i1)  row = Expand(fi, sizes)"),  # ragged
+    ],
+)
+def test_scan_outputs_without_a_bound_or_static_rows_are_left(change: tuple[str, str]) -> None:
+    text = BOUNDED_SCAN.replace(*change).replace("float[2] row", "float[?] row")
+    one = "i1 = Constant<value = int64[1] {1}>()"
+    text = text.replace("c_out = Identity(c)", f"c_out = Identity(c)  {one}")
+    lowered = seqlower.lower(onnx.parser.parse_model(text), target="onnx2tf", check=False)
+    (loop,) = _loops(lowered)
+    body = next(a.g for a in loop.attribute if a.name == "body")
+    assert len(body.output) == len(body.input)  # the scan output stays
+
+
+def test_target_onnx2tf_runs_scan_outputs_of_a_bounded_count(tmp_path: Path) -> None:
+    require("onnx2tf")
+    model = onnx.parser.parse_model(BOUNDED_SCAN)
+    feeds = {"n": np.array(3), "x": np.array([1.0, 2.0], dtype=np.float32)}
+    with pytest.raises(RuntimeFailure, match="ONNX_LOOP"):
+        run("onnx2tf", model, feeds)
+    code, output, out = _lower_cli(tmp_path, model, "--target", "onnx2tf")
+    assert code == 0 and out.exists(), output
+    assert "runs and matches on onnx2tf" in output

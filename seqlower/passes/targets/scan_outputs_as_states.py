@@ -1,0 +1,152 @@
+"""A ``Loop``'s scan outputs as states it writes row by row (target ``onnx2tf``).
+
+onnx2tf 2.6.9 writes a ``Loop`` of a run-time count as a TFLite ``WHILE`` only when it carries
+states alone; with scan outputs it becomes an ``ONNX_LOOP`` custom op LiteRT cannot run
+(tf2onnx's ``bidirectional_dynamic_rnn`` with ``sequence_length``: its count is the longest
+length, at most the time axis). Where the trip count has a constant upper bound ``K`` (traced
+back from ``M`` through ``Min``, ``Max``, ``Where``, ``Add``, casts and reshapes of constants)
+and each scan output's row has a static shape, every scan output becomes a state preallocated
+as ``K`` zero rows, which iteration ``i`` writes row ``i`` of (a ``Where`` on ``i`` equal to a
+constant row index: TFLite keeps states of one static shape; a growing ``Concat`` fails in
+XNNPACK, ``SCATTER_ND`` builds a new tensor), and a counter state counts the iterations run;
+after the loop the first ``count`` rows are the scan output. Exact for every count from 0 to
+``K``, which the bound proves is every count the loop runs. Other Loops are left.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import onnx_ir as ir
+
+from seqlower.passes._base import NodeLoweringPass, Rewrite, Site
+from seqlower.passes._ir import constant_array, graph_attr
+from seqlower.passes._types import TypeOracle, element_dtype
+
+__all__ = ["ScanOutputsAsStates"]
+
+#: The largest bound written as preallocated rows (K rows per scan output, K compares a step).
+ROWS_LIMIT = 4096
+_INTEGERS = {ir.DataType.INT64, ir.DataType.INT32, ir.DataType.INT16, ir.DataType.INT8}
+
+
+@dataclasses.dataclass
+class _Plan:
+    node: ir.Node
+    body: ir.Graph
+    opset: int
+    bound: int  # no run of the loop makes more iterations
+    rows: list[tuple[tuple[int, ...], np.dtype]]  # each scan output's row shape and type
+
+
+class ScanOutputsAsStates(NodeLoweringPass[_Plan]):
+    """Every ``Loop`` of a bounded count with scan outputs of static rows, its scan outputs
+    written into preallocated states."""
+
+    op_type = "Loop"
+    takes_all = False
+    repairs = True
+
+    def plan(self, site: Site, types: TypeOracle) -> _Plan | None:
+        node = site.node
+        body = graph_attr(node, "body")
+        if body is None or len(node.inputs) < 2 or node.inputs[0] is None:
+            return None
+        states = len(node.inputs) - 2
+        scanned = body.outputs[1 + states :]
+        if not scanned or len(body.outputs) != len(node.outputs) + 1:
+            return None
+        bound = upper_bound(node.inputs[0])
+        if bound is None or bound > ROWS_LIMIT:
+            return None
+        rows = []
+        for value in scanned:
+            shape = value.shape or types.shape_of(value)
+            dtype = element_dtype(types.type_of(value))
+            if shape is None or dtype is None or not all(isinstance(d, int) for d in shape):
+                return None
+            rows.append((tuple(int(d) for d in shape), dtype.numpy()))  # type: ignore[arg-type]
+        return _Plan(node, body, site.opset, max(bound, 0), rows)
+
+    def rewrite(self, plan: _Plan, ctx: Rewrite) -> None:
+        node, body, names = ctx.node, plan.body, ctx.names
+        states = len(node.inputs) - 2
+        op, inside, tail = ctx.before(), ctx.into(body, pool="own"), ctx.after()
+        i = body.inputs[0]
+        count_in = ir.Value(name=names.fresh(f"{ctx.base}_count"), type=_INT64, shape=ir.Shape([]))
+        count_out = inside.Add(count_in, inside.int64s(1, hint="one"), _hint="count_next")
+        buffers, ins, outs = [], [], []
+        for (shape, dtype), row in zip(plan.rows, body.outputs[1 + states :], strict=True):
+            zeros = np.zeros((plan.bound, *shape), dtype=dtype)
+            buffers.append(op.constant(zeros, hint="rows"))
+            index = np.arange(plan.bound, dtype=np.int64).reshape((-1,) + (1,) * len(shape))
+            hit = inside.Equal(inside.constant(index, hint="row_index"), i, _hint="this_row")
+            held = ir.Value(name=names.fresh(f"{ctx.base}_rows"), type=row.type)
+            held.shape = ir.Shape([plan.bound, *shape])
+            written = inside.Where(hit, inside.unsqueeze(row, [0], hint="row"), held, _hint="rows")
+            written.type, written.shape = row.type, held.shape
+            ins.append(held)
+            outs.append(written)
+        body.extend(inside.nodes)
+        _restate(body, states, [count_in, *ins], [count_out, *outs])
+        finals = [ir.Value(name=names.fresh(f"{v.name or ctx.base}_loop")) for v in node.outputs]
+        for new, old in zip(finals, node.outputs, strict=True):
+            new.type, new.shape = old.type, old.shape
+        count = ir.Value(name=names.fresh(f"{ctx.base}_iterations"))
+        filled = [ir.Value(name=names.fresh(f"{ctx.base}_filled")) for _ in plan.rows]
+        del node.attributes["body"]
+        zero = op.int64s(0, hint="zero")
+        op.Loop(
+            *node.inputs, zero, *buffers, body=body,
+            _outputs=[*finals[:states], count, *filled],
+            _name=node.name or names.fresh("Loop"), _doc_string=node.doc_string,
+        )  # fmt: skip
+        end = tail.Reshape(count, tail.int64s([1], hint="one_d"), _hint="end")
+        start = tail.int64s([0], hint="start")
+        scans = [tail.Slice(rows, start, end, start, _hint="scan") for rows in filled]
+        for new, old in zip(scans, node.outputs[states:], strict=True):
+            new.type, new.shape = old.type, old.shape
+        ctx.replace([*finals[:states], *scans], rename=True)
+
+
+_INT64 = ir.TensorType(ir.DataType.INT64)
+
+
+def _restate(body: ir.Graph, states: int, ins: list[ir.Value], outs: list[ir.Value]) -> None:
+    """The body with ``ins``/``outs`` as states after its own, and no scan output."""
+    inputs, outputs = list(body.inputs), list(body.outputs[: 1 + states])
+    body.inputs.clear()
+    body.inputs.extend([*inputs, *ins])
+    body.outputs.clear()
+    body.outputs.extend([*outputs, *outs])
+
+
+def upper_bound(value: ir.Value | None, depth: int = 0) -> int | None:
+    """A constant no run of ``value`` (an integer) exceeds, traced through what computes it
+    from constants; None when none is found."""
+    if value is None or depth > 24:
+        return None
+    array = constant_array(value)
+    if array is not None:
+        if array.size == 0 or not np.all(np.isfinite(array)):
+            return None
+        return int(np.ceil(np.max(array)))  # a float cast to an integer truncates: below it
+    node = value.producer()
+    if node is None or node.domain not in ("", "ai.onnx"):
+        return None
+    bounds = [upper_bound(v, depth + 1) for v in node.inputs]
+    op = node.op_type
+    if op in ("Identity", "Reshape", "Squeeze", "Unsqueeze", "Flatten", "Expand"):
+        return bounds[0]
+    if op == "Cast":
+        to = node.attributes["to"].as_int() if "to" in node.attributes else None
+        return bounds[0] if to is not None and ir.DataType(to) in _INTEGERS else None
+    if op == "Min":
+        known = [b for b in bounds if b is not None]
+        return min(known) if known else None
+    if op in ("Max", "Add") and bounds and all(b is not None for b in bounds):
+        return max(bounds) if op == "Max" else sum(bounds)  # type: ignore[arg-type, type-var]
+    if op == "Where" and len(bounds) == 3 and None not in bounds[1:]:
+        return max(bounds[1:])  # type: ignore[type-var]
+    return None
