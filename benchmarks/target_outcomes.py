@@ -1,13 +1,17 @@
 """What ``seqlower M -o O --target T`` gives over the test corpus, the samples and ONNX's node
 cases with Loop/Scan/If/sequence/ReverseSequence/Slice, and whether T then runs O right.
 
-Per model: the exit code, and for an exit 0 on onnx2torch (which seqlower cannot run itself)
-whether onnx2torch converts O and matches onnxruntime on the original (the count that must be
-0: exit 0 with a model the converter refuses or gets wrong). For tract the exit 0 is proven on
-tract by the check itself. Issue 29's figures:
+Per model: the exit code, and for an exit 0 on a converter (onnx2torch, TVM, tinygrad) whether
+it converts O and, run on the model's own inputs, matches onnxruntime on the original (the count
+that must be 0: exit 0 with a model the converter refuses or gets wrong; the check proves TVM's
+and tinygrad's on generated inputs). For tract the exit 0 is proven on tract by the check
+itself. Issue 29's figures, and issue 32's (exit 1, a proof failing on what the converter lacks,
+becomes exit 2 naming it; nothing that ran is refused):
 
     /work/venvs/torch/bin/python benchmarks/target_outcomes.py onnx2torch  # torch 2.13.0 CPU
     .venv/bin/python benchmarks/target_outcomes.py tract
+    .venv/bin/python benchmarks/target_outcomes.py tinygrad
+    PYTHONPATH=. /work/venvs/tvm/bin/python benchmarks/target_outcomes.py tvm
 
 ``PYTHONPATH=<an older checkout>`` measures that version of seqlower the same way.
 """
@@ -63,6 +67,16 @@ def models() -> Iterator[tuple[str, onnx.ModelProto, dict[str, Any] | None]]:
             )
 
 
+def converter_outputs(
+    target: str, model: onnx.ModelProto, feeds: dict[str, Any]
+) -> list[np.ndarray]:
+    if target == "onnx2torch":
+        return onnx2torch_outputs(model, feeds)
+    from seqlower.verification.oracles import TARGET_ORACLES
+
+    return [np.asarray(o) for o in TARGET_ORACLES[target].load(model).run(feeds)]
+
+
 def onnx2torch_outputs(model: onnx.ModelProto, feeds: dict[str, Any]) -> list[np.ndarray]:
     import torch
 
@@ -113,7 +127,7 @@ def same(got: list[Any], want: list[Any]) -> bool:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("target", choices=["onnx2torch", "tract"])
+    parser.add_argument("target", choices=["onnx2torch", "tract", "tvm", "tinygrad"])
     target = parser.parse_args().target
     warnings.filterwarnings("ignore")
     logging.disable(logging.WARNING)
@@ -137,9 +151,9 @@ def main() -> None:
                 code = int(e.exit_code)
             counts[f"exit {code}"] += 1
             verdict = ""
-            if code == 0 and target == "onnx2torch" and feeds is not None:
+            if code == 0 and target != "tract" and feeds is not None:
                 try:
-                    got = onnx2torch_outputs(onnx.load(out), feeds)
+                    got = converter_outputs(target, onnx.load(out), feeds)
                     verdict = "matches" if same(got, reference(model, feeds)) else "WRONG"
                 except Exception as e:
                     verdict = f"REFUSED ({str(e).splitlines()[0][:120]})"

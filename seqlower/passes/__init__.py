@@ -62,7 +62,11 @@ if TYPE_CHECKING:
     from seqlower.passes.targets.lower_scan8 import LowerScan8, LowerScan8Lengths
     from seqlower.passes.targets.outputs_without_identity import OutputsWithoutIdentity
     from seqlower.passes.targets.pad_empty_reductions import PadEmptyReductions
-    from seqlower.passes.targets.require_converter_ops import RequireOnnx2TorchOps
+    from seqlower.passes.targets.require_converter_ops import (
+        RequireOnnx2TorchOps,
+        RequireTinygradOps,
+        RequireTvmOps,
+    )
     from seqlower.passes.targets.require_no_loop import RequireNoLoop
     from seqlower.passes.targets.require_slice_bounds import RequireShapeSliceBounds
     from seqlower.passes.targets.restamp_op_versions import RestampOpVersions
@@ -117,6 +121,8 @@ __all__ = [
     "RequireOnnx2TorchOps",
     "RequireSequenceFree",
     "RequireShapeSliceBounds",
+    "RequireTinygradOps",
+    "RequireTvmOps",
     "RestampOpVersions",
     "ReverseSequenceCasts",
     "ScalarOutputs",
@@ -173,6 +179,8 @@ _MODULES = {
     "RequireNoLoop": "targets.require_no_loop",
     "RequireShapeSliceBounds": "targets.require_slice_bounds",
     "RequireOnnx2TorchOps": "targets.require_converter_ops",
+    "RequireTvmOps": "targets.require_converter_ops",
+    "RequireTinygradOps": "targets.require_converter_ops",
     "CastLikeAsCast": "targets.cast_like_as_cast",
     "ConstantValuesAsTensors": "targets.constant_values_as_tensors",
     "ExplicitAttributeDefaults": "targets.explicit_attribute_defaults",
@@ -280,6 +288,8 @@ PASSES: MutableMapping[str, type[ir.passes.InPlacePass]] = _Registry(
         "validate-nodes": "ValidateNodes",
         "explicit-attribute-defaults": "ExplicitAttributeDefaults",
         "require-onnx2torch-ops": "RequireOnnx2TorchOps",
+        "require-tvm-ops": "RequireTvmOps",
+        "require-tinygrad-ops": "RequireTinygradOps",
         "require-shape-slice-bounds": "RequireShapeSliceBounds",
         "constant-values-as-tensors": "ConstantValuesAsTensors",
         "cast-like-as-cast": "CastLikeAsCast",

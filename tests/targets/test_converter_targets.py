@@ -1,6 +1,7 @@
-"""What onnx2torch cannot convert is exit 2 before any check, and what it misreads is written out
-(issue 29): its converter table, its CumSum default, checked against onnx2torch itself where it
-is installed (by hand: it needs torch; skipped otherwise, in CI too)."""
+"""What onnx2torch, TVM or tinygrad cannot convert is exit 2 before any check, and what
+onnx2torch misreads is written out (issues 29, 32): their converter tables, its CumSum default,
+checked against the converters themselves where they are installed (onnx2torch and TVM by hand,
+skipped otherwise, in CI too)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,14 @@ import pytest
 
 import seqlower
 from seqlower.errors import TargetError
-from seqlower.passes.targets._converter_ops import ONNX2TORCH, ONNX2TORCH_VERSION
+from seqlower.passes.targets._converter_ops import (
+    ONNX2TORCH,
+    ONNX2TORCH_VERSION,
+    TINYGRAD,
+    TINYGRAD_VERSION,
+    TVM,
+    TVM_VERSION,
+)
 from tests.helpers import run_cli
 from tests.runtimes import assert_same, require, run
 
@@ -91,23 +99,6 @@ def test_each_default_written_is_one_onnx2torch_misreads(op: str, name: str, def
     assert not np.allclose(_run_torch(model, FEEDS)[0], expected)
     written = seqlower.lower(REVERSE_CUMSUM, target="onnx2torch", check=False)
     np.testing.assert_allclose(_run_torch(written, FEEDS)[0], expected, rtol=1e-5, atol=1e-6)
-
-
-def test_the_converter_table_is_onnx2torchs_registry() -> None:
-    """``benchmarks/converter_ops.py`` wrote the table from this registry (rerun it on a new
-    onnx2torch)."""
-    import importlib.metadata
-
-    _onnx2torch()
-    from onnx2torch.node_converters.registry import _CONVERTER_REGISTRY
-
-    if importlib.metadata.version("onnx2torch") != ONNX2TORCH_VERSION:
-        pytest.skip(f"the table is of onnx2torch {ONNX2TORCH_VERSION}")
-    registry: dict[str, set[int]] = {}
-    for description in _CONVERTER_REGISTRY:
-        domain = "" if description.domain in ("", "ai.onnx") else f"{description.domain}::"
-        registry.setdefault(domain + description.operation_type, set()).add(description.version)
-    assert {op: tuple(sorted(v)) for op, v in registry.items()} == ONNX2TORCH
 
 
 LSTM = onnx.parser.parse_model(
@@ -293,3 +284,113 @@ def test_newer_ops_run_on_onnx2torch(tmp_path: Path) -> None:
     result = run_cli(source, "-o", out, "--target", "onnx2torch")
     assert result.exit_code == 0, result.output
     assert "runs and matches on onnx2torch" in result.output
+
+
+# tf2onnx's shape: a loop over the time axis of the input, whose count is known only when it runs.
+TIME_LOOP = onnx.parser.parse_model(
+    """
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[T, 3] x) => (float[3] total) {
+        zero = Constant<value = float[3] {0, 0, 0}>()
+        shape = Shape(x)
+        zero_i = Constant<value = int64 {0}>()
+        t = Gather<axis = 0>(shape, zero_i)
+        total = Loop(t, , zero) <
+            body = step (int64 i, bool c, float[3] acc_in) => (bool c_out, float[3] acc_out) {
+            c_out = Identity(c)
+            row = Gather<axis = 0>(x, i)
+            acc_out = Add(acc_in, row)
+        }
+        >
+    }
+    """
+)
+# An LSTM in a branch of an If (both converters convert If, and the nodes of its branches).
+LSTM_IN_IF = onnx.parser.parse_model(
+    """
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (bool flag, float[5, 2, 3] x, float[1, 16, 3] w, float[1, 16, 4] r)
+        => (float[5, 1, 2, 4] y) {
+        y = If(flag) <
+            then_branch = yes () => (float[5, 1, 2, 4] a) {
+                a = LSTM<hidden_size = 4>(x, w, r)
+            },
+            else_branch = no () => (float[5, 1, 2, 4] b) {
+                dims = Constant<value = int64[4] {5, 1, 2, 4}>()
+                b = ConstantOfShape<value = float {0}>(dims)
+            }
+        >
+    }
+    """
+)
+
+
+@pytest.mark.parametrize(
+    ("target", "converter"),
+    [("tvm", f"TVM {TVM_VERSION}"), ("tinygrad", f"tinygrad {TINYGRAD_VERSION}")],
+)
+def test_loops_tvm_and_tinygrad_cannot_run_are_named_before_any_check(
+    target: str, converter: str, tmp_path: Path
+) -> None:
+    """A Loop of a run-time count: exit 2 naming it, the converter and the flag that makes the
+    count a constant (then it is unrolled), not a failed proof (exit 1)."""
+    with pytest.raises(TargetError) as caught:
+        seqlower.lower(TIME_LOOP, target=target, check=False)
+    (blocker,) = caught.value.blockers
+    assert blocker.startswith("Scan node ") and "remains: " in blocker, blocker
+    assert f"{converter} has no converter for Scan" in blocker, blocker
+    assert "--overwrite-input-shape" in blocker, blocker
+    source, out = tmp_path / "m.onnx", tmp_path / "out.onnx"
+    onnx.save(TIME_LOOP, source)
+    result = run_cli(source, "-o", out, "--target", target, "--no-check")
+    assert result.exit_code == 2, result.output
+    assert f"cannot lower the model for {converter}" in result.stderr, result.stderr
+    assert "--overwrite-input-shape x=?,3" in result.stderr and not out.exists()
+    # At a fixed length the loop is unrolled: nothing is left to name.
+    lowered = seqlower.lower(TIME_LOOP, target=target, check=False, input_shapes={"x": [4, 3]})
+    assert {n.op_type for n in lowered.graph.node}.isdisjoint({"Loop", "Scan"})
+
+
+@pytest.mark.parametrize("target", ["tvm", "tinygrad"])
+def test_nodes_in_the_branches_of_an_if_are_looked_up(target: str) -> None:
+    with pytest.raises(TargetError) as caught:
+        seqlower.lower(LSTM_IN_IF, target=target, check=False)
+    (blocker,) = caught.value.blockers
+    assert blocker.startswith("LSTM node producing 'a' in graph 'yes'"), blocker
+    assert blocker.endswith("has no converter for LSTM"), blocker
+
+
+def test_tvm_finds_an_op_whatever_its_domain() -> None:
+    """TVM's frontend looks ops up by type alone (com.microsoft's Gelu is its Gelu); onnx2torch
+    by domain too."""
+    model = onnx.parser.parse_model(
+        """
+        <ir_version: 8, opset_import: ["" : 17, "com.microsoft" : 1]>
+        g (float[3] x) => (float[3] y) {
+            y = com.microsoft.Gelu(x)
+        }
+        """
+    )
+    seqlower.lower(model, target="tvm", check=False)
+    with pytest.raises(TargetError, match=r"no converter for com\.microsoft::Gelu"):
+        seqlower.lower(model, target="onnx2torch", check=False)
+
+
+@pytest.mark.parametrize("converter", ["onnx2torch", "tvm", "tinygrad"])
+def test_the_converter_table_is_the_converters_own(converter: str) -> None:
+    """``benchmarks/converter_ops.py`` wrote the table from the installed converter (rerun it on
+    a new version)."""
+    import importlib.metadata
+
+    from benchmarks import converter_ops
+
+    require(converter)
+    _, package, read, _ = converter_ops.CONVERTERS[converter]
+    version, table = {
+        "onnx2torch": (ONNX2TORCH_VERSION, ONNX2TORCH),
+        "tvm": (TVM_VERSION, TVM),
+        "tinygrad": (TINYGRAD_VERSION, TINYGRAD),
+    }[converter]
+    if importlib.metadata.version(package) != version:
+        pytest.skip(f"the table is of {converter} {version}")
+    assert read() == table

@@ -1,13 +1,17 @@
 """Check that a converter has a converter for every node left, naming each one it lacks.
 
-A converter target (onnx2torch) turns each node of the main graph into a module by looking
-up (domain, op, version) in its registry, the version being the op's ONNX ``since_version``
-at the model's opset, and refuses the whole model for one it lacks (``Converter is not
-implemented ... 'Scan'``). The registry is copied into ``_converter_ops.py`` by
-``benchmarks/converter_ops.py``; this pass, last in the target's pipeline, resolves each node's
-version the same way (at the opset the model is converted to for the target, when newer) and
-raises :class:`~seqlower.errors.TargetError` naming every node without a converter, before
-any check. It changes nothing.
+A converter target turns each node into its own form by looking the op up in a registry and
+refuses the whole model for one it lacks: onnx2torch by (domain, op, the op's ONNX
+``since_version`` at the model's opset: ``Converter is not implemented ... 'Scan'``), TVM's
+Relax ONNX frontend by op type alone (``The following operators are not supported``), tinygrad's
+``OnnxRunner`` by op type and, for a few ops, the newest version at most the opset of the
+node's domain (``op='Loop' is not supported``). The registries are copied into
+``_converter_ops.py`` by ``benchmarks/converter_ops.py``; this pass, last in the target's
+pipeline, resolves each node the way its converter does (at the opset the model is converted
+to for the target, when newer), in the main graph and the subgraphs of the nodes it converts
+(TVM's and tinygrad's ``If``), and raises :class:`~seqlower.errors.TargetError` naming every
+node without a converter, before any check (otherwise the proof fails, exit 1, on the runtime's
+own words). It changes nothing.
 """
 
 from __future__ import annotations
@@ -18,24 +22,39 @@ from typing import ClassVar
 import onnx
 import onnx_ir as ir
 
+from seqlower._graphs import subgraphs_of
 from seqlower.errors import TargetError, describe_node
-from seqlower.passes._ir import is_onnx
-from seqlower.passes.targets._converter_ops import ONNX2TORCH, ONNX2TORCH_VERSION
+from seqlower.passes._ir import NO_LOOP, blocked, is_onnx
+from seqlower.passes.targets._converter_ops import (
+    ONNX2TORCH,
+    ONNX2TORCH_VERSION,
+    TINYGRAD,
+    TINYGRAD_VERSION,
+    TVM,
+    TVM_VERSION,
+)
 
-__all__ = ["RequireConverterOps", "RequireOnnx2TorchOps"]
+__all__ = ["RequireConverterOps", "RequireOnnx2TorchOps", "RequireTinygradOps", "RequireTvmOps"]
 
 
 class RequireConverterOps(ir.passes.InPlacePass):
-    """Raise TargetError unless ``table`` has a converter for every node of the main graph."""
+    """Raise TargetError unless ``table`` has a converter for every node the converter reads."""
 
     #: The converter's name and version, for messages.
     converter: ClassVar[str]
-    #: Op (``domain::Op`` outside the default domain) -> the since_versions it converts.
+    #: Op (``domain::Op`` outside the default domain) -> the versions it converts.
     table: ClassVar[dict[str, tuple[int, ...]]]
     #: The target row whose ``max_opset`` the model is converted to.
     target: ClassVar[str]
     #: (op, attribute, value) the converter refuses (or fails on when run), read in its source.
     refused: ClassVar[tuple[tuple[str, str, int], ...]] = ()
+    #: How the converter picks a node's version: ``since``, the op's ONNX ``since_version`` at
+    #: the opset must be one of the table's (onnx2torch); ``newest``, the newest of them at most
+    #: the opset of the node's domain (tinygrad); ``any``, every listed op converts (TVM: the
+    #: newest at most the opset, else the oldest).
+    resolves: ClassVar[str] = "since"
+    #: Whether an op type is found whatever its domain (``Op`` read for ``domain::Op``).
+    any_domain: ClassVar[bool] = False
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         from seqlower.targets import get_target
@@ -44,11 +63,20 @@ class RequireConverterOps(ir.passes.InPlacePass):
         opsets = dict(model.opset_imports)
         if newest is not None and opsets.get("", 1) > newest:
             opsets[""] = newest
+        dynamic = any(
+            isinstance(value.type, ir.TensorType)
+            and (value.shape is None or not value.shape.is_static())
+            for value in model.graph.inputs
+        )
         blockers = []
-        for node in model.graph:
-            why = self._missing(node, opsets)
-            if why:
-                blockers.append(f"{describe_node(node)} remains: {why}")
+        graphs = [model.graph]
+        while graphs:
+            for node in graphs.pop(0):
+                why = self._missing(node, opsets)
+                if why:
+                    blockers.append(f"{describe_node(node)} remains: {why}{_help(node, dynamic)}")
+                else:
+                    graphs += subgraphs_of(node)
         if blockers:
             raise TargetError(self.converter, blockers)
         return ir.passes.PassResult(model, modified=False)
@@ -57,6 +85,8 @@ class RequireConverterOps(ir.passes.InPlacePass):
         domain = "" if is_onnx(node) else node.domain
         op = node.op_type if not domain else f"{domain}::{node.op_type}"
         known = self.table.get(op)
+        if not known and self.any_domain:
+            known = self.table.get(node.op_type)
         if not known:
             return f"{self.converter} has no converter for {op}"
         for refused_op, name, value in self.refused:
@@ -64,7 +94,13 @@ class RequireConverterOps(ir.passes.InPlacePass):
             if op == refused_op and attr is not None and not attr.is_ref() and attr.value == value:
                 return f"{self.converter} cannot convert {op} with {name}={value}"
         opset = opsets.get(domain)
-        since = _since_version(node.op_type, domain, opset) if opset is not None else None
+        if self.resolves == "any" or opset is None:
+            return None
+        if self.resolves == "newest":
+            if min(known) <= opset:
+                return None
+            return f"{self.converter} converts {op} only as of opset {min(known)}, not {opset}"
+        since = _since_version(node.op_type, domain, opset)
         if since is None or since in known:
             return None
         versions = ", ".join(str(v) for v in known)
@@ -72,6 +108,17 @@ class RequireConverterOps(ir.passes.InPlacePass):
             f"{self.converter} converts {op} only as defined in opsets {versions}, not as of "
             f"opset {since} (the model's opset is {opset})"
         )
+
+
+def _help(node: ir.Node, dynamic: bool) -> str:
+    """What makes a loop the converter lacks go: a constant trip count unrolls it."""
+    if node.op_type not in ("Loop", "Scan") or not is_onnx(node):
+        return ""
+    why = blocked(node, NO_LOOP)
+    reason = f" ({why})" if why else ""
+    if not dynamic:
+        return f"; its trip count is not a constant at these input shapes{reason}"
+    return f"; unrolled when its trip count is a constant: --overwrite-input-shape{reason}"
 
 
 @functools.cache
@@ -92,3 +139,25 @@ class RequireOnnx2TorchOps(RequireConverterOps):
     # reshape.py raises for allowzero=1; flatten.py's axis=0 module flattens to one dimension,
     # then asks torch.flatten(start_dim=1) of it (IndexError when run).
     refused = (("Reshape", "allowzero", 1), ("Flatten", "axis", 0))
+
+
+class RequireTvmOps(RequireConverterOps):
+    """Raise TargetError naming every node TVM's Relax ONNX frontend has no converter for (no
+    Loop, Scan, LSTM, GRU, RNN; it converts If and the nodes of its branches)."""
+
+    converter = f"TVM {TVM_VERSION}"
+    table = TVM
+    target = "tvm"
+    resolves = "any"
+    any_domain = True
+
+
+class RequireTinygradOps(RequireConverterOps):
+    """Raise TargetError naming every node tinygrad's OnnxRunner has no implementation for (no
+    Loop, Scan, LSTM, GRU, RNN, sequence op; it runs If and the nodes of its branches)."""
+
+    converter = f"tinygrad {TINYGRAD_VERSION}"
+    table = TINYGRAD
+    target = "tinygrad"
+    resolves = "newest"
+    any_domain = True
