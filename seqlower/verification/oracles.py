@@ -567,7 +567,7 @@ class Tvm:
         names = _feed_names(model)
 
         def run(feeds: Mapping[str, Any]) -> list[Any]:
-            arrays = [tvm.runtime.tensor(np.ascontiguousarray(feeds[n])) for n in names]
+            arrays = [tvm.runtime.tensor(_c_order(feeds[n])) for n in names]
             out = machine["main"](*arrays)
             return _flat_numpy(out)
 

@@ -164,6 +164,27 @@ CUMSUM_T = onnx.parser.parse_model(
 )
 
 
+# A scalar input, as PyTorch's atleast_1d exports take: the oracle once fed it as shape [1]
+# (np.ascontiguousarray makes a scalar 1-D) and TVM refused the run (``expect Tensor with ndim 0
+# but get 1``).
+SCALAR_INPUT = onnx.parser.parse_model(
+    """
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float a, float[3] b) => (float[4] cat) {
+        one = Constant<value = int64[1] {1}>()
+        a1 = Reshape(a, one)
+        cat = Concat<axis = 0>(a1, b)
+    }
+    """
+)
+
+
+def test_tvm_runs_a_scalar_input() -> None:
+    require("tvm")
+    feeds = {"a": np.array(2.5, dtype=np.float32), "b": np.arange(3, dtype=np.float32)}
+    assert_same(run("onnxruntime", SCALAR_INPUT, feeds), run("tvm", SCALAR_INPUT, feeds))
+
+
 def test_target_tvm_is_proven_on_tvm(tmp_path: Path) -> None:
     require("tvm")
     code, output, _ = _lower(tmp_path, CUMSUM_T, "--target", "tvm")
