@@ -286,6 +286,10 @@ PIPELINES: dict[str, Pipeline] = {
                 "loop-to-scan-reads",
                 "unroll-constant-scans",
                 "lower-reverse-sequence",
+                # at fixed input shapes a stacked RNN's second count is constant only once the
+                # first layer is unrolled and folded
+                "fold-static-shapes",
+                "unroll-constant-scans",
             ),
             requires=("require-sequence-free", "require-tinygrad-ops"),
             loops="unrolled",
@@ -305,6 +309,11 @@ PIPELINES: dict[str, Pipeline] = {
                 "loop-to-scan-reads",
                 "unroll-constant-scans",
                 "lower-reverse-sequence",
+                # at fixed input shapes: a stacked RNN's second count is constant only once the
+                # first layer is unrolled and folded; the fold would remove the Casts of
+                # shape-values-as-tensors (a Cast to the type a value has), so they come after
+                "fold-static-shapes",
+                "unroll-constant-scans",
                 "shape-values-as-tensors",
                 "constant-values-as-tensors",
             ),
