@@ -19,7 +19,7 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import onnx
 
@@ -32,6 +32,9 @@ from seqlower.errors import (
     first_line,
 )
 from seqlower.passes import SEQUENCE_OPS
+
+if TYPE_CHECKING:
+    from seqlower.job import LowerOptions
 
 #: What a runtime without sequence support refuses, in a stable order.
 _SEQUENCE_OPS = tuple(sorted(SEQUENCE_OPS))
@@ -165,9 +168,14 @@ class Inspection:
 def inspect_model(
     model: str | os.PathLike[str] | onnx.ModelProto,
     pipelines: Sequence[str] = GENERAL,
+    planning: LowerOptions | None = None,
 ) -> Inspection:
     """Say what each named pipeline would do to ``model``, writing and running nothing: each
-    is run as ``lower`` runs it, on a copy read as ``lower`` reads it, without the check."""
+    is run as ``lower`` runs it, on a copy read as ``lower`` reads it, without the check.
+
+    ``planning`` holds what ``lower`` is told besides the pipeline (its ``opset``,
+    ``unroll_inputs``, ``optional_inputs`` and ``overwrite_input_shapes``: the CLI's planning
+    flags); its passes, check and output are not read."""
     start = time.perf_counter()
     from seqlower.pipeline import op_counts
     from seqlower.targets import PIPELINES
@@ -181,8 +189,11 @@ def inspect_model(
     where = "the model" if isinstance(model, onnx.ModelProto) else str(model)
     first = _load(model)  # a model lower refuses to read is refused here, as there
     counts = op_counts(first)
+    from seqlower.job import LowerOptions
+
+    plan = LowerOptions() if planning is None else planning
     views = [
-        _dry_run(first if i == 0 else _load(model), name, counts)
+        _dry_run(first if i == 0 else _load(model), name, counts, plan)
         for i, name in enumerate(pipelines)
     ]
     found = {op: counts[op] for op in (*_LOWERED, *_SEQUENCE_OPS) if counts[op]}
@@ -218,27 +229,35 @@ def _load(model: str | os.PathLike[str] | onnx.ModelProto) -> Any:
     return ir_model
 
 
-def _dry_run(ir_model: Any, name: str, before: Counter[str]) -> PipelineView:
-    """The pipeline ``lower`` runs for ``name``, on ``ir_model`` (a copy of its own): the
-    passes, the target's checks, and the opset a target's converter needs; no check."""
+def _dry_run(
+    ir_model: Any, name: str, before: Counter[str], planning: LowerOptions
+) -> PipelineView:
+    """The pipeline ``lower`` runs for ``name`` (``job.lower_pipeline``, with ``planning``'s
+    interface and shapes), on ``ir_model`` (a copy of its own): the passes, the target's
+    checks, and the opset asked for or a target's converter needs; no check."""
+    import dataclasses
+
     from seqlower._gc import gc_paused
-    from seqlower.job import restamp
-    from seqlower.pipeline import build_pipeline, op_counts, pass_rows, run_pipeline
+    from seqlower.job import lower_pipeline, restamp
+    from seqlower.pipeline import op_counts
     from seqlower.targets import TARGETS
 
     view = PipelineView(name)
     row = TARGETS.get(name)
-    if row is None:
-        pipeline = build_pipeline(timed=True, sequence_free=name == "sequence-free")
-    else:
-        pipeline = build_pipeline(timed=True, target=name)
+    options = dataclasses.replace(
+        planning, passes=None, cleanup=True, sequence_free=name == "sequence-free"
+    )
     try:
         with gc_paused():
-            run_pipeline(ir_model, pipeline)
+            rows = lower_pipeline(ir_model, options, None if row is None else name)
             newest = None if row is None else row.max_opset
-            if newest is not None and ir_model.opset_imports.get("", 1) > newest:
+            opset = planning.opset
+            if opset is None and newest is not None and ir_model.opset_imports.get("", 1) > newest:
                 view.notes.append(f"converted to opset {newest}, the newest its converters know")
-                restamp(ir_model, ir_version=None, opset=newest, flag=f"--target {name}")
+                opset = newest
+            if opset is not None:
+                flag = "--opset" if planning.opset is not None else f"--target {name}"
+                restamp(ir_model, ir_version=None, opset=opset, flag=flag)
     except (SequenceFreeError, TargetError) as e:
         view.blockers = list(e.blockers)
         return view
@@ -246,7 +265,7 @@ def _dry_run(ir_model: Any, name: str, before: Counter[str]) -> PipelineView:
         view.error = first_line(e)
         return view
     after = op_counts(ir_model)
-    for pass_row in pass_rows(pipeline.passes):
+    for pass_row in rows:
         op, n = pass_row.op_type, pass_row.rewritten
         if op and n and pass_row.repairs:
             done, names = view.repaired.get(op, (0, ""))

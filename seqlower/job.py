@@ -282,7 +282,9 @@ def lower_file(
         check_names(original, check_options)
     opset, target_notes = _target_opset(ir_model, deploy, options.opset, check=options.check)
     with progress("lowering"):
-        rows = _lower(ir_model, options, None if deploy.target is None else deploy.target.name)
+        rows = lower_pipeline(
+            ir_model, options, None if deploy.target is None else deploy.target.name
+        )
         load_notes = seqlower.io.load_notes(ir_model)
         unchanged = (
             not options.unroll_inputs
@@ -350,9 +352,10 @@ def _files_read(
     return reads, [model] if in_place else reads
 
 
-def _lower(ir_model: ir.Model, options: LowerOptions, target: str | None) -> list[PassRow]:
-    """Run the passes ``options`` (or the ``target``'s row) ask for on ``ir_model``; a row per
-    pass."""
+def lower_pipeline(ir_model: ir.Model, options: LowerOptions, target: str | None) -> list[PassRow]:
+    """Run the passes ``options`` (or the ``target``'s row) ask for on ``ir_model``, with its
+    interface and shape flags; a row per pass. What ``lower_file`` runs and ``inspect``
+    runs dry."""
     pipeline = build_pipeline(
         options.passes,
         cleanup=options.cleanup,

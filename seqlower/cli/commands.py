@@ -25,16 +25,14 @@ import click
 import seqlower
 from seqlower._fs import write_file_atomically
 from seqlower.cli.options import (
-    OPTIONAL_INPUT,
-    OVERWRITE_INPUT_SHAPE,
-    UNROLL_INPUT,
     check_options,
     checking,
     choose_passes,
+    planning,
+    planning_options,
     repro_flags,
     save_options,
     saving,
-    unroll_inputs,
     verify_check_options,
 )
 from seqlower.cli.output import Printer
@@ -356,42 +354,12 @@ def help_command(ctx: click.Context, command: str | None) -> None:
     help="Re-stamp OUT with this IR version (for older runtimes; no lower than its opset needs).",
 )
 @click.option(
-    "--opset",
-    type=click.IntRange(1),
-    help="Convert OUT to this default-domain opset with onnx's version converter.",
-)
-@click.option(
     "--sequence-free",
     is_flag=True,
     help="Leave no sequence op or sequence value (for OpenVINO, tract, TensorRT, ...): unroll "
     "maps over known sequences, fold the plumbing; exit 2 naming what blocks it otherwise.",
 )
-@click.option(
-    "--unroll-input",
-    "unroll_specs",
-    type=UNROLL_INPUT,
-    multiple=True,
-    help="Replace the sequence input NAME by K tensor inputs NAME_0..NAME_{K-1} (a new "
-    "interface; with --sequence-free, for a model that takes a sequence). Repeatable.",
-)
-@click.option(
-    "--optional-input",
-    "optional_specs",
-    type=OPTIONAL_INPUT,
-    multiple=True,
-    help="Fix the presence of the optional input NAME: present (it becomes its element type) "
-    "or absent (removed); the optional ops reading it fold away (a new interface; OpenVINO, "
-    "tract and onnxruntime 1.32 run no optional op of opset 28). Repeatable.",
-)
-@click.option(
-    "--overwrite-input-shape",
-    "overwrite_specs",
-    type=OVERWRITE_INPUT_SHAPE,
-    multiple=True,
-    help="Lower with the input NAME fixed to this shape, e.g. --overwrite-input-shape "
-    "x=1,8,16 (repeatable; as onnxsim's): shape arithmetic folds, loop counts become constants "
-    "(converters unroll them); the check runs at these shapes.",
-)
+@planning_options
 @click.option("--dry-run", is_flag=True, help="Run everything, write no model (-o optional).")
 @click.option(
     "--no-cleanup",
@@ -426,11 +394,7 @@ def lower(
     skip_names: tuple[str, ...],
     external_data: str | None,
     ir_version: int | None,
-    opset: int | None,
     sequence_free: bool,
-    unroll_specs: tuple[tuple[str, int], ...],
-    optional_specs: tuple[tuple[str, bool], ...],
-    overwrite_specs: tuple[tuple[str, tuple[int, ...]], ...],
     dry_run: bool,
     no_cleanup: bool,
     no_check: bool,
@@ -466,6 +430,7 @@ def lower(
             raise click.BadParameter("an empty path", param_hint="-o")
         report_path = check.pop("report_path")
         save = saving(check)
+        planned = planning(check)
         options = LowerOptions(
             passes=None
             if pass_names is None and not skip_names
@@ -479,12 +444,9 @@ def lower(
             # Op counts are for the summary and the report only (a walk of the model each).
             count_ops=not quiet or report_path is not None,
             ir_version=ir_version,
-            opset=opset,
             sequence_free=sequence_free,
-            unroll_inputs=unroll_inputs(unroll_specs),
-            optional_inputs=dict(optional_specs),
-            overwrite_input_shapes=dict(overwrite_specs),
             save=save,
+            **planned,
         )
         check_paths(model, None if dry_run else out, external_data, report_path)
         result = lower_file(model, out, options, progress=show.step, on_run=show.run_progress)
@@ -579,16 +541,21 @@ def example_command(output: Path) -> None:
     help="Say what lowering for this target would do and what would still block it "
     "(repeatable; default: the default and sequence-free modes, openvino and tract).",
 )
+@planning_options
 @click.option("--json", "as_json", is_flag=True, help="Print the answer as JSON, for scripts.")
-def inspect_command(model: Path, targets: tuple[str, ...], as_json: bool) -> None:
+def inspect_command(model: Path, targets: tuple[str, ...], as_json: bool, **flags: Any) -> None:
     """Say what each mode and target would lower in MODEL, leave, or be blocked by.
 
-    Each pipeline is the one `seqlower MODEL -o OUT` runs, run in memory without the check;
-    nothing is written and nothing is run on a runtime.
+    Each pipeline is the one `seqlower MODEL -o OUT` runs (with the same --opset,
+    --unroll-input, --optional-input and --overwrite-input-shape), run in memory without the
+    check; nothing is written and nothing is run on a runtime.
     """
     show = Printer(quiet=False)
     with _user_errors(0, show):
         from seqlower.inspect import inspect_model
+        from seqlower.job import LowerOptions
+
+        planned = LowerOptions(**planning(flags))
 
         rows = [] if not targets else [deployment([name]).target for name in targets]
         names = [row.name for row in rows if row is not None] or [
@@ -597,7 +564,7 @@ def inspect_command(model: Path, targets: tuple[str, ...], as_json: bool) -> Non
             "openvino",
             "tract",
         ]
-        inspection = inspect_model(model, list(dict.fromkeys(names)))
+        inspection = inspect_model(model, list(dict.fromkeys(names)), planned)
         if as_json:
             show.line(json.dumps(inspection.to_dict(), indent=2))
         else:

@@ -455,6 +455,63 @@ def repro_flags(options: CheckOptions, *, expected: Path | None = None) -> list[
     return flags + [f"--target={t}" for t in options.targets]
 
 
+#: The flags that decide what a lowering plans (the interface and shapes it lowers at, the opset
+#: it converts to): `lower` and `inspect` declare them once, here, and read them with
+#: :func:`planning`, so inspect runs the planning lower runs.
+_PLANNING_OPTIONS = [
+    click.option(
+        "--opset",
+        type=click.IntRange(1),
+        help="Convert OUT to this default-domain opset with onnx's version converter.",
+    ),
+    click.option(
+        "--unroll-input",
+        "unroll_specs",
+        type=UNROLL_INPUT,
+        multiple=True,
+        help="Replace the sequence input NAME by K tensor inputs NAME_0..NAME_{K-1} (a new "
+        "interface; with --sequence-free, for a model that takes a sequence). Repeatable.",
+    ),
+    click.option(
+        "--optional-input",
+        "optional_specs",
+        type=OPTIONAL_INPUT,
+        multiple=True,
+        help="Fix the presence of the optional input NAME: present (it becomes its element "
+        "type) or absent (removed); the optional ops reading it fold away (a new interface; "
+        "OpenVINO, tract and onnxruntime 1.32 run no optional op of opset 28). Repeatable.",
+    ),
+    click.option(
+        "--overwrite-input-shape",
+        "overwrite_specs",
+        type=OVERWRITE_INPUT_SHAPE,
+        multiple=True,
+        help="Lower with the input NAME fixed to this shape, e.g. --overwrite-input-shape "
+        "x=1,8,16 (repeatable; as onnxsim's): shape arithmetic folds, loop counts become "
+        "constants (converters unroll them); the check runs at these shapes.",
+    ),
+]
+
+
+def planning_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """The planning flags (``--opset``, ``--unroll-input``, ``--optional-input``,
+    ``--overwrite-input-shape``), shared by `lower` and `inspect` (read by :func:`planning`)."""
+    for option in reversed(_PLANNING_OPTIONS):
+        command = option(command)
+    return command
+
+
+def planning(flags: dict[str, Any]) -> dict[str, Any]:
+    """The :class:`~seqlower.job.LowerOptions` fields the planning flags ask for, taken out of
+    ``flags``."""
+    return {
+        "opset": flags.pop("opset"),
+        "unroll_inputs": unroll_inputs(flags.pop("unroll_specs")),
+        "optional_inputs": dict(flags.pop("optional_specs")),
+        "overwrite_input_shapes": dict(flags.pop("overwrite_specs")),
+    }
+
+
 def unroll_inputs(pairs: tuple[tuple[str, int], ...]) -> dict[str, int]:
     """``--unroll-input NAME=K`` flags as a dict; K at least 1."""
     counts = dict(pairs)

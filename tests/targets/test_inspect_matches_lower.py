@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import onnx
 import onnx_ir as ir
@@ -17,7 +18,7 @@ import seqlower
 from seqlower.cli.commands import cli
 from seqlower.errors import SeqlowerError, SequenceFreeError, TargetError, first_line
 from seqlower.inspect import PipelineView, inspect_model
-from seqlower.job import restamp
+from seqlower.job import LowerOptions, restamp
 from seqlower.pipeline import op_counts
 from seqlower.targets import PIPELINES, TARGETS
 from tests import loop_cases, sequence_free_cases, sequence_map_cases
@@ -49,17 +50,28 @@ for _row in PIPELINES.values():
 NAMES = list(_DISTINCT.values())
 
 
-def _lowered(model: onnx.ModelProto, name: str) -> tuple[str, list[str], str, dict[str, int]]:
+def _lowered(
+    model: onnx.ModelProto, name: str, planning: LowerOptions | None = None
+) -> tuple[str, list[str], str, dict[str, int]]:
     """What ``lower`` does: ok/blocked/error, the blockers, the error's line, the op counts."""
+    plan = planning or LowerOptions()
     ir_model = ir.serde.deserialize_model(model)
+    flags: dict[str, Any] = {
+        "unroll_inputs": plan.unroll_inputs,
+        "optional_inputs": plan.optional_inputs,
+        "input_shapes": plan.overwrite_input_shapes,
+    }
     try:
         if name not in TARGETS:
-            seqlower.lower(ir_model, sequence_free=name == "sequence-free")
+            seqlower.lower(ir_model, sequence_free=name == "sequence-free", **flags)
         else:
-            seqlower.lower(ir_model, target=name, check=False)
-            newest = TARGETS[name].max_opset
-            if newest is not None and ir_model.opset_imports.get("", 1) > newest:
-                restamp(ir_model, ir_version=None, opset=newest)  # as the command line does
+            seqlower.lower(ir_model, target=name, check=False, **flags)
+        newest = TARGETS[name].max_opset if name in TARGETS else None
+        opset = plan.opset
+        if opset is None and newest is not None and ir_model.opset_imports.get("", 1) > newest:
+            opset = newest
+        if opset is not None:
+            restamp(ir_model, ir_version=None, opset=opset)  # as the command line does
     except (SequenceFreeError, TargetError) as e:
         return "blocked", list(e.blockers), "", {}
     except SeqlowerError as e:
@@ -72,10 +84,10 @@ def _claimed(view: PipelineView) -> tuple[str, list[str], str, dict[str, int]]:
     return outcome, view.blockers, view.error, view.ops_after
 
 
-def _assert_inspect_tells(model: onnx.ModelProto) -> None:
-    inspection = inspect_model(model, NAMES)
+def _assert_inspect_tells(model: onnx.ModelProto, planning: LowerOptions | None = None) -> None:
+    inspection = inspect_model(model, NAMES, planning)
     for view in inspection.pipelines:
-        assert _claimed(view) == _lowered(model, view.name), view.name
+        assert _claimed(view) == _lowered(model, view.name, planning), view.name
 
 
 @pytest.mark.parametrize("name", list(CORPUS))
@@ -86,6 +98,64 @@ def test_inspect_claims_what_lower_does_on_the_corpus(name: str) -> None:
 @pytest.mark.parametrize("path", SAMPLES, ids=[p.stem for p in SAMPLES])
 def test_inspect_claims_what_lower_does_on_the_samples(path: Path) -> None:
     _assert_inspect_tells(onnx.load(path))
+
+
+#: Models lowered with the planning flags (``inspect`` takes them as ``lower`` does): a stacked
+#: tf2onnx RNN at a fixed length (both layers unrolled, the second once the fold makes its count
+#: constant), an optional input made present, a sequence input unrolled, a converted opset.
+PLANNED: dict[str, tuple[Callable[[], onnx.ModelProto], LowerOptions]] = {
+    "stacked-rnn-at-fixed-shapes": (
+        lambda: onnx.load(DATA / "k2_stacked_bisimple_op13.onnx"),
+        LowerOptions(overwrite_input_shapes={"x": (3, 7, 4)}),
+    ),
+    "optional-input-present": (
+        lambda: onnx.parser.parse_model(
+            """
+            <ir_version: 8, opset_import: ["" : 18]>
+            maybe (float[2] x, optional(float[2]) o) => (float[2] y) {
+                has = OptionalHasElement(o)
+                y = If(has) <then_branch = t () => (float[2] a) {
+                    e = OptionalGetElement(o)
+                    a = Add(x, e)
+                }, else_branch = f () => (float[2] b) { b = Identity(x) }>
+            }
+            """
+        ),
+        LowerOptions(optional_inputs={"o": True}),
+    ),
+    "sequence-input-unrolled": (
+        lambda: onnx.parser.parse_model(
+            """
+            <ir_version: 8, opset_import: ["" : 18]>
+            g (seq(float[3]) s) => (float[n] y) {
+                mapped = SequenceMap<body = f (float[3] e) => (float[3] r) { r = Neg(e) }>(s)
+                y = ConcatFromSequence<axis = 0>(mapped)
+            }
+            """
+        ),
+        LowerOptions(unroll_inputs={"s": 3}),
+    ),
+    "opset-16": (lambda: onnx.load(DATA / "hstack_1d_dyn.onnx"), LowerOptions(opset=16)),
+}
+
+
+@pytest.mark.parametrize("name", list(PLANNED))
+def test_inspect_takes_the_planning_flags_lower_takes(name: str) -> None:
+    make, planning = PLANNED[name]
+    _assert_inspect_tells(make(), planning)
+
+
+def test_inspect_fixes_input_shapes_on_the_command_line(tmp_path: Path) -> None:
+    source = tmp_path / "rnn.onnx"
+    onnx.save(onnx.load(DATA / "k2_stacked_bisimple_op13.onnx"), source)
+    args = ["inspect", str(source), "--target", "tinygrad", "--json"]
+    dynamic = json.loads(CliRunner().invoke(cli, args).output)["pipelines"][0]
+    assert dynamic["blocked"] and "--overwrite-input-shape" in dynamic["blockers"][0]
+    result = CliRunner().invoke(cli, [*args, "--overwrite-input-shape", "x=3,7,4"])
+    assert result.exit_code == 0, result.output
+    (view,) = json.loads(result.output)["pipelines"]
+    assert not view["blocked"] and "Scan" not in view["ops_after"], view
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rnn.onnx"]  # nothing written
 
 
 def test_openvino_keeps_reverse_sequence_at_any_size(tmp_path: Path) -> None:
