@@ -4,16 +4,18 @@ ONNX gives an op a new version for every change, most of them new element types 
 bfloat16, int4, strings) with the same inputs, outputs and attributes. A node of such an op
 means the same under either version, so a model can move to another opset across it as it is,
 where onnx's version converter has no adapter (``No Adapter To Version $19 for
-ConstantOfShape``) or refuses outright: :func:`same_but_types` compares the two schemas (inputs,
-outputs, attributes with their defaults, type parameters: everything but the allowed types),
-and :func:`convert_version` hides such nodes from the converter (a private domain), converts
-the rest with its adapters (``ReduceMean``-18's ``axes`` input to the attribute of 13, ...), and
-puts them back. The checker then verifies that each node's types are in its new type lists.
+ConstantOfShape``) or refuses outright: :func:`same_but_types` compares the schemas of every
+version in between (inputs, outputs, attributes with their defaults, type parameters: the same;
+type lists: each grown; ``RestampOpVersions`` asks it too), and :func:`convert_version` hides
+such nodes from the converter (a private domain), converts the rest with its adapters
+(``ReduceMean``-18's ``axes`` input to the attribute of 13, ...), and puts them back. The
+checker then verifies that each node's types are in its new type lists.
 """
 
 from __future__ import annotations
 
 import functools
+import itertools
 from collections.abc import Iterator
 from typing import Any
 
@@ -58,18 +60,44 @@ def _signature(schema: Any, skip: frozenset[str] = frozenset()) -> tuple[Any, ..
 
 
 @functools.cache
+def _history(op: str, domain: str) -> tuple[int, ...]:
+    """Every ``since_version`` of ``op``, oldest first."""
+    return tuple(
+        sorted(
+            {
+                s.since_version
+                for s in onnx.defs.get_all_schemas_with_history()
+                if s.name == op and s.domain == domain
+            }
+        )
+    )
+
+
+def _types_added(op: str, older: int, newer: int, domain: str) -> bool:
+    """Whether version ``newer`` of ``op`` changed version ``older`` by adding element types
+    alone: the same signature, every type list kept and one grown. A version whose schema is
+    the same as the one before changed what the op does (Max-8's broadcasting, Mod-28, Gather-11's
+    negative indices), not its types."""
+    skip = frozenset(name for o, name in _ADDED_FOR_NEW_TYPES if o == op)
+    old, new = onnx.defs.get_schema(op, older, domain), onnx.defs.get_schema(op, newer, domain)
+    if _signature(old, skip) != _signature(new, skip):
+        return False
+    before = {c.type_param_str: set(c.allowed_type_strs) for c in old.type_constraints}
+    after = {c.type_param_str: set(c.allowed_type_strs) for c in new.type_constraints}
+    return before != after and all(types <= after[name] for name, types in before.items())
+
+
+@functools.cache
 def same_but_types(op: str, opset_a: int, opset_b: int, domain: str = "") -> bool:
-    """Whether ``op`` at ``opset_a`` and at ``opset_b`` exists and differs at most in the
-    element types it allows (Cast's float8-only ``saturate`` aside)."""
+    """Whether ``op`` at ``opset_a`` and at ``opset_b`` exists and every version between
+    them only added element types (Cast's float8-only ``saturate`` aside): a node of it
+    means the same under either."""
     a, b = since_version(op, opset_a, domain), since_version(op, opset_b, domain)
     if a is None or b is None:
         return False
-    if a == b:
-        return True
-    skip = frozenset(name for o, name in _ADDED_FOR_NEW_TYPES if o == op)
-    return _signature(onnx.defs.get_schema(op, a, domain), skip) == _signature(
-        onnx.defs.get_schema(op, b, domain), skip
-    )
+    low, high = min(a, b), max(a, b)
+    steps = [v for v in _history(op, domain) if low <= v <= high]
+    return all(_types_added(op, x, y, domain) for x, y in itertools.pairwise(steps))
 
 
 def _hideable(node: onnx.NodeProto, current: int, opset: int) -> bool:

@@ -10,9 +10,10 @@ ONNX's change log says 28 only added types (float8, 4-bit, ... elements). A targ
 this pass lowers the model's default-domain opset (and its functions') to the newest opset
 that resolves every such op to a version the runtime runs, but only when every op of the model
 whose version differs between the two opsets changed there by type lists alone
-(:data:`TYPES_ONLY`, from ONNX's change log) and each such node's types are in the older
-version's lists: the same model, read the same, by an older name. Otherwise it raises
-``TargetError`` naming the node, its version and why (the runtime would refuse the node).
+(``_op_versions.same_but_types``, the schemas compared: what ``job.restamp`` asks too) and each
+such node's types are in the older version's lists: the same model, read the same, by an older
+name. Otherwise it raises ``TargetError`` naming the node, its
+version and why (the runtime would refuse the node).
 """
 
 from __future__ import annotations
@@ -26,24 +27,9 @@ import onnx_ir as ir
 from seqlower._graphs import all_graphs
 from seqlower.errors import TargetError, describe_node
 from seqlower.passes._ir import is_onnx
-from seqlower.passes._op_versions import since_version
+from seqlower.passes._op_versions import same_but_types, since_version
 
-__all__ = ["TYPES_ONLY", "RestampOpVersions"]
-
-#: op -> the versions whose change from the version before only added types to the type
-#: lists (ONNX's Changelog.md); a re-stamp across any other version of an op in the model is
-#: refused. ``tests/targets/test_restamp_op_versions.py`` checks each entry against the schemas
-#: (the same inputs, outputs and attributes; every older type list inside the newer one).
-TYPES_ONLY: dict[str, frozenset[int]] = {
-    "Optional": frozenset({28}),
-    "OptionalHasElement": frozenset({28}),
-    "OptionalGetElement": frozenset({28}),
-    "ReverseSequence": frozenset({28}),
-    "Scan": frozenset({16, 19, 21, 23, 24, 25}),
-    "Loop": frozenset({13, 16, 19, 21, 23, 24, 25}),
-    "If": frozenset({13, 16, 19, 21, 23, 24, 25}),
-    "Identity": frozenset({16, 19, 21, 23, 24, 25}),
-}
+__all__ = ["RestampOpVersions"]
 
 
 @functools.cache
@@ -135,8 +121,7 @@ class RestampOpVersions(ir.passes.InPlacePass):
             if new is None:
                 blockers.append(f"{where}: no version of {node.op_type} at opset {target}")
                 continue
-            steps = [v for v in _versions(node.op_type) if new < v <= (old or 0)]
-            if not set(steps) <= TYPES_ONLY.get(node.op_type, frozenset()):
+            if not same_but_types(node.op_type, target, current):
                 blockers.append(
                     f"{where}: ONNX changed more than its types after {node.op_type}-{new}"
                 )
