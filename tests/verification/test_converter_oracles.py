@@ -185,6 +185,29 @@ def test_tvm_runs_a_scalar_input() -> None:
     assert_same(run("onnxruntime", SCALAR_INPUT, feeds), run("tvm", SCALAR_INPUT, feeds))
 
 
+# A scalar output computed from a shape: TVM's VM returns it as a Python number (the oracle once
+# failed on it: 'float' object is not iterable).
+SHAPE_SCALAR = onnx.parser.parse_model(
+    """
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[N, 3] x) => (float n, float[N, 3] y) {
+        s = Shape(x)
+        zero = Constant<value = int64 {0}>()
+        rows = Gather(s, zero)
+        n = Cast<to = 1>(rows)
+        y = Neg(x)
+    }
+    """
+)
+
+
+def test_tvm_gives_a_scalar_it_computes_from_shapes_as_declared() -> None:
+    feeds = {"x": np.ones((5, 3), dtype=np.float32)}
+    got = run("tvm", SHAPE_SCALAR, feeds)
+    assert got[0].dtype == np.float32 and got[0].shape == () and got[0] == 5
+    assert_same(run("onnxruntime", SHAPE_SCALAR, feeds), got)
+
+
 def test_target_tvm_is_proven_on_tvm(tmp_path: Path) -> None:
     require("tvm")
     code, output, _ = _lower(tmp_path, CUMSUM_T, "--target", "tvm")
