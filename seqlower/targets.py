@@ -298,7 +298,9 @@ PIPELINES: dict[str, Pipeline] = {
             strip_symbolic_dims=False,
             versions="tinygrad 0.14.0 (CPU device, clang 14)",
             measured="CI",
-            still_blocks="Loops and Scans whose trip count is not a constant (no Loop, Scan)",
+            still_blocks="every node OnnxRunner has no implementation for, named before the "
+            "check (require-tinygrad-ops): Loops and Scans whose trip count is not a constant "
+            "(--overwrite-input-shape makes tf2onnx's constant), LSTM, GRU, RNN",
             proofs=("tinygrad",),
             static_shapes="for Loops and Scans (unrolled when their count is a constant)",
         ),
@@ -324,8 +326,10 @@ PIPELINES: dict[str, Pipeline] = {
             strip_symbolic_dims=False,
             versions="Apache TVM 0.27 (Relax ONNX frontend)",
             measured="by hand",
-            still_blocks="Loops and Scans whose trip count is not a constant, LSTM, GRU (no "
-            "converter)",
+            still_blocks="every node its converter map lacks, named before the check "
+            "(require-tvm-ops): Loops and Scans whose trip count is not a constant "
+            "(--overwrite-input-shape makes tf2onnx's constant), LSTM, GRU, RNN; a Cast of a shape "
+            "TVM 0.27.0 computes at run time (embedding_bag's If)",
             proofs=("tvm",),
             static_shapes="for Loops (unrolled when their count is a constant)",
         ),
