@@ -69,6 +69,10 @@ def cases() -> dict[str, tuple[onnx.ModelProto, Feeds]]:
                 parse(general_model("float", time_axis, kind, static=static)),
                 feeds_for("float", time_axis, kind, [4, 0, 2], shape),
             )
+        found[f"{layout}, lengths input, static slice"] = (
+            parse(general_model("float", time_axis, "input", static_slice=True)),
+            feeds_for("float", time_axis, "input", [4, 0, 2], shape),
+        )
     for opset in (11, 13):
         found[f"opset {opset}, lengths input"] = (
             parse(general_model("float", 0, "input"), opset=opset),

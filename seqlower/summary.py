@@ -31,6 +31,7 @@ FORM_WORDS = {
     "constant": "as a Gather with a constant index (constant lengths, static time axis)",
     "computed": "as a GatherND with its index computed at run time",
     "elements": "as a GatherElements with its index computed at run time (one element per step)",
+    "row_gather": "as a Gather of whole slices with its index computed at run time",
     "rows": "as a row Gather (opset 10)",
     "scan": "as a Loop stacking scan outputs",
     "carried": "as a Loop carrying a sequence",

@@ -332,7 +332,8 @@ class DimProver:
         return self.dim(source, axis - sum(1 for a in added if a < axis), depth + 1)
 
     def _recurrent(self, node: ir.Node, value: ir.Value, axis: int, depth: int) -> Dim | None:
-        """RNN/GRU/LSTM: the sequence and batch axes of every output are X's."""
+        """RNN/GRU/LSTM: the sequence and batch axes of every output are X's; the last axis is
+        the ``hidden_size`` attribute (a reversal after the layer moves slices of that size)."""
         x = node.inputs[0]
         assert x is not None
         layout = int_attr(node, "layout", 0)
@@ -341,8 +342,12 @@ class DimProver:
         x_seq, x_batch = (0, 1) if layout == 0 else (1, 0)
         if value is node.outputs[0]:  # Y: [seq, dirs, batch, hidden] or [batch, seq, dirs, hidden]
             axes = {0: x_seq, 2: x_batch} if layout == 0 else {0: x_batch, 1: x_seq}
+            hidden_axis = 3
         else:  # Y_h, Y_c: [dirs, batch, hidden] or [batch, dirs, hidden]
             axes = {1: x_batch} if layout == 0 else {0: x_batch}
+            hidden_axis = 2
+        if axis == hidden_axis:
+            return int_attr(node, "hidden_size")
         return self.dim(x, axes[axis], depth + 1) if axis in axes else None
 
     def _scan(self, node: ir.Node, value: ir.Value, axis: int, depth: int) -> Dim | None:

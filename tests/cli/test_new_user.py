@@ -189,7 +189,7 @@ def test_pass_table_says_forms_in_words(tmp_path: Path) -> None:
     result = run_cli(source, "-o", tmp_path / "out.onnx", "--no-check")
     assert result.exit_code == 0, result.stderr
     line = next(x for x in result.stdout.splitlines() if x.startswith("lower-reverse-sequence"))
-    assert "1 as a GatherND with its index computed at run time" in line, line
+    assert "1 as a Gather of whole slices with its index computed at run time" in line, line
     mapped = run_cli(save(MAP_INPUT, tmp_path, "map.onnx"), "-o", tmp_path / "m.onnx", "--no-check")
     assert "(1 as its elementwise body run once on the stacked elements (no Loop))" in mapped.stdout
     # A body that is not elementwise (a Flatten) keeps the loop.
@@ -260,7 +260,7 @@ def test_lower_with_report_gives_pass_rows_and_op_counts() -> None:
     assert isinstance(report.model, onnx.ModelProto)
     rows = {row.name: row for row in report.passes}
     assert rows["lower-reverse-sequence"].rewritten == 1
-    assert rows["lower-reverse-sequence"].forms == {"computed": 1}
+    assert rows["lower-reverse-sequence"].forms == {"row_gather": 1}
     assert report.ops_before["ReverseSequence"] == 1 and report.ops_after["ReverseSequence"] == 0
     assert report.rewritten == 1
     assert str(report).splitlines()[0].split() == ["pass", "rewritten", "time"]

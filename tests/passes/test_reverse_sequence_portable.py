@@ -200,13 +200,20 @@ def test_lengths_not_proven_full_keep_the_general_form(name: str) -> None:
 
 
 def general_model(
-    dtype: str, time_axis: int, lens_kind: str, opset: int = 17, static: bool = False
+    dtype: str,
+    time_axis: int,
+    lens_kind: str,
+    opset: int = 17,
+    static: bool = False,
+    static_slice: bool = False,
 ) -> str:
     """ReverseSequence with lengths from an input, an int32 input cast (tf.reverse_sequence),
-    or a constant."""
-    dims = "4, 3, 2" if static else "T, N, C"
+    or a constant; ``static_slice``: time and batch symbolic, the slice size static (as
+    exporters declare features: the row ``Gather`` form)."""
+    inner = "2" if static_slice else "C"
+    dims = "4, 3, 2" if static else f"T, N, {inner}"
     if time_axis == 1:
-        dims = "3, 4, 2" if static else "N, T, C"
+        dims = "3, 4, 2" if static else f"N, T, {inner}"
     lens_in = {"input": ", int64[N] lens", "int32": ", int32[N] lens32", "constant": ""}[lens_kind]
     lens_node = {
         "input": "",
@@ -245,16 +252,78 @@ def test_general_form_runs_everywhere(
 ) -> None:
     model = parse(general_model(dtype, time_axis, lens_kind, static=static))
     _, forms = lowered_forms(model)
-    # Constant lengths on a static time axis need no index computed at run time.
-    assert forms == {"constant" if static and lens_kind == "constant" else "computed": 1}
+    # Constant lengths on a static time axis need no index computed at run time; a static
+    # slice shape takes the row Gather, a symbolic one GatherND.
+    general = "row_gather" if static else "computed"
+    assert forms == {"constant" if static and lens_kind == "constant" else general: 1}
     shape = (4, 3, 2) if time_axis == 0 else (3, 4, 2)
     assert_runs_everywhere(model, feeds_for(dtype, time_axis, lens_kind, [4, 0, 2], shape))
 
 
+@pytest.mark.parametrize("dtype", ["float", "int64", "uint8", "bool", "double"])
+@pytest.mark.parametrize("time_axis", [0, 1])
+@pytest.mark.parametrize("lens_kind", ["input", "int32", "constant"])
+def test_row_gather_runs_everywhere(dtype: str, time_axis: int, lens_kind: str) -> None:
+    """Time and batch symbolic, the slice size static (as exporters declare features): one
+    ``Gather`` of whole slices from the input seen as [T*B, 2] rows, its index int32 behind a
+    check that every row number fits (the sizes are not static)."""
+    model = parse(general_model(dtype, time_axis, lens_kind, static_slice=True))
+    lowered, forms = lowered_forms(model)
+    assert forms == {"row_gather": 1}
+    ops = all_op_types(lowered)
+    assert "GatherND" not in ops and "Flatten" not in ops, ops
+    names = [node.name for node in lowered.graph.node]
+    assert any("fails_unless_row_numbers_fit_int32" in name for name in names), names
+    shape = (4, 3, 2) if time_axis == 0 else (3, 4, 2)
+    np_dtype = {"bool": np.bool_, "double": np.float64}.get(dtype)
+    feeds = feeds_for("float" if np_dtype else dtype, time_axis, lens_kind, [4, 0, 2], shape)
+    if np_dtype is not None:
+        feeds["x"] = (feeds["x"] > 0) if dtype == "bool" else feeds["x"].astype(np_dtype)
+    assert_runs_everywhere(model, feeds)
+
+
+@pytest.mark.parametrize("time_axis", [0, 1])
+def test_row_gather_refuses_row_numbers_past_int32(time_axis: int) -> None:
+    """2**31 rows or more would wrap the int32 index: the check fails instead. The sizes are
+    static here, so the check is made of constants alone: run it by itself (no such tensor is
+    allocated), as the part of the model that computes the stride it guards."""
+    dims = "65536, 32768, 2" if time_axis == 0 else "32768, 65536, 2"
+    model = parse(f"""
+        g (float[{dims}] x, int64[32768] lens) => (float[{dims}] y) {{
+            y = ReverseSequence<batch_axis = {1 - time_axis}, time_axis = {time_axis}>(x, lens)
+        }}""")
+    lowered, forms = lowered_forms(model)
+    assert forms == {"row_gather": 1}
+    stride = next(n for n in lowered.graph.node if n.output[0].endswith("_stride"))
+    producers = {out: index for index, node in enumerate(lowered.graph.node) for out in node.output}
+    needed: set[int] = set()
+    todo = [producers[stride.output[0]]]
+    while todo:
+        index = todo.pop()
+        needed.add(index)
+        todo += [producers[name] for name in lowered.graph.node[index].input if name in producers]
+    needed_nodes = [lowered.graph.node[index] for index in sorted(needed)]
+    assert {node.op_type for node in needed_nodes} <= {"Constant", "Mul", "Div", "Gather", "Add"}
+    out = onnx.helper.make_tensor_value_info(stride.output[0], onnx.TensorProto.INT64, None)
+    guard = onnx.helper.make_model(
+        onnx.helper.make_graph(needed_nodes, "guard", [], [out]),
+        opset_imports=list(lowered.opset_import),
+        ir_version=IR_VERSION,
+    )
+    with pytest.raises(RuntimeFailure, match="fails_unless_row_numbers_fit_int32"):
+        run("onnxruntime", guard, {})
+    # Static sizes that fit need no check.
+    lowered, _ = lowered_forms(parse(general_model("float", time_axis, "input", static=True)))
+    assert not any("int32" in node.name for node in lowered.graph.node)
+
+
 @pytest.mark.parametrize("opset", [11, 12, 13, 14, 15, 16, 17, 18, 21, 26])
 @pytest.mark.parametrize("time_axis", [0, 1])
-def test_every_opset_runs_everywhere(opset: int, time_axis: int) -> None:
-    model = parse(general_model("float", time_axis, "input"), opset=opset)
+@pytest.mark.parametrize("static_slice", [False, True])
+def test_every_opset_runs_everywhere(opset: int, time_axis: int, static_slice: bool) -> None:
+    model = parse(
+        general_model("float", time_axis, "input", static_slice=static_slice), opset=opset
+    )
     shape = (4, 3, 2) if time_axis == 0 else (3, 4, 2)
     runtimes = RUNTIMES if opset <= 21 else ["onnxruntime"]  # OpenVINO/tract read up to ~21
     assert_runs_everywhere(
@@ -560,11 +629,15 @@ def test_a_shared_count_check_fails_a_wrong_count() -> None:
 BAD_LENGTHS = [[5, 1, 0], [-1, 1, 0], [1, 2], [1, 2, 3, 4]]
 
 
+@pytest.mark.parametrize("static_slice", [False, True])
 @pytest.mark.parametrize("time_axis", [0, 1])
 @pytest.mark.parametrize("lens", BAD_LENGTHS, ids=["long", "negative", "too_few", "too_many"])
-def test_bad_lengths_fail_on_onnxruntime(time_axis: int, lens: list[int]) -> None:
-    model = parse(general_model("float", time_axis, "input"))
-    lowered, _ = lowered_forms(model)
+def test_bad_lengths_fail_on_onnxruntime(
+    time_axis: int, lens: list[int], static_slice: bool
+) -> None:
+    model = parse(general_model("float", time_axis, "input", static_slice=static_slice))
+    lowered, forms = lowered_forms(model)
+    assert forms == {"row_gather" if static_slice else "computed": 1}
     shape = (4, 3, 2) if time_axis == 0 else (3, 4, 2)
     feeds = feeds_for("float", time_axis, "input", lens, shape)
     with pytest.raises(RuntimeFailure):
@@ -630,7 +703,7 @@ def test_reversals_around_an_lstm_share_one_index() -> None:
         graph, opset_imports=[onnx.helper.make_opsetid("", 17)], ir_version=IR_VERSION
     )
     lowered, forms = lowered_forms(model)
-    assert forms == {"computed": 2}
+    assert forms == {"row_gather": 2}  # static slices: x's features, the LSTM's hidden_size
     assert all_op_types(lowered).count("Range") == 3  # one index
     feeds = {
         "x": rng.standard_normal((5, 3, features)).astype(np.float32),
@@ -641,11 +714,13 @@ def test_reversals_around_an_lstm_share_one_index() -> None:
 
 
 def test_reversals_around_a_scan_share_one_index() -> None:
-    """A custom recurrent cell as a Scan over time: its scan output is as long as its input."""
+    """A custom recurrent cell as a Scan over time: its scan output is as long as its input.
+    (A symbolic slice size: both take GatherND; a row ``Gather`` and a ``GatherND`` index
+    differ, so a static size on one side only would share nothing.)"""
     model = onnx.parser.parse_model(
         f"""
         <ir_version: {IR_VERSION}, opset_import: ["" : 17]>
-        scan_rnn (float[T,N,2] x, int64[N] lens) => (float[T,N,2] out) {{
+        scan_rnn (float[T,N,C] x, int64[N] lens) => (float[T,N,C] out) {{
             xr = ReverseSequence <batch_axis = 1> (x, lens)
             ys = Scan <num_scan_inputs = 1, body = cell (float[] e) => (float[] o) {{
                 o = Neg (e)
@@ -722,10 +797,13 @@ SHAPE_PROOFS = {
     "concat": ("m = Concat <axis = 2> (xr, xr)", 3),  # other axes agree or it fails
     "reshape_like": ("m = Reshape (xr, shape)", 3),  # Reshape(_, Shape(x)): x's shape
     "reshape_fixed": ("m = Reshape (xr, fixed)", 6),  # a constant target proves nothing
-    "slice_inner": ("m = Slice (xr, zero, two, two)", 3),  # cuts neither time nor batch
+    "slice_inner": ("m = Slice (xr, zero, two, two)", 6),  # cuts neither time nor batch, but
+    # its slice size is not proven static: GatherND there, the row Gather for x, two indices
     "slice_time": ("m = Slice (xr, zero, two)", 5),  # axes default to the first: time
     "slice_batch": ("m = Slice (xr, zero, three, one)", 6),  # the count checked again
 }
+#: The cases whose second reversal's slice size is not proven static (GatherND there).
+_SYMBOLIC_SLICE = {"reshape_fixed", "slice_inner"}
 
 
 @pytest.mark.parametrize("case", list(SHAPE_PROOFS))
@@ -748,7 +826,8 @@ def test_reversals_share_an_index_through_shape_proofs(case: str) -> None:
         """
     )
     lowered, forms = lowered_forms(model)
-    assert forms == {"computed": 2}
+    both = {"row_gather": 1, "computed": 1} if case in _SYMBOLIC_SLICE else {"row_gather": 2}
+    assert forms == both
     assert all_op_types(lowered).count("Range") == ranges
     feeds = {
         "x": np.random.default_rng(3).standard_normal((5, 3, 4)).astype(np.float32),
@@ -791,7 +870,7 @@ def test_reversals_share_an_index_through_a_mapped_split(case: str) -> None:
         """
     )
     lowered, forms = lowered_forms(model)
-    assert forms == {"computed": 2}
+    assert forms == {"row_gather": 2}
     assert all_op_types(lowered).count("Range") == (3 if shared else 6)
     feeds = {
         "x": np.random.default_rng(5).standard_normal((5, 3, 4)).astype(np.float32),
@@ -819,7 +898,7 @@ def test_a_mapped_split_whose_body_changes_the_element_proves_only_what_it_keeps
         """
     )
     lowered, forms = lowered_forms(model)
-    assert forms == {"computed": 2}
+    assert forms == {"row_gather": 1, "computed": 1}  # [T, 4, N]: N is not static
     assert all_op_types(lowered).count("Range") == 6
     feeds = {
         "x": np.random.default_rng(6).standard_normal((5, 4, 4)).astype(np.float32),
@@ -957,7 +1036,7 @@ def test_constant_lengths_on_a_dynamic_time_axis_share_a_constant_lengths_part()
             y = ReverseSequence<batch_axis = 1, time_axis = 0>(x, lens)
         }""")
     lowered, forms = lowered_forms(model)
-    assert forms == {"computed": 1}
+    assert forms == {"row_gather": 1}
     ops = all_op_types(lowered)
     assert "Abs" not in ops and ops.count("Range") == 2, ops  # the time steps only
     assert_runs_everywhere(model, {"x": np.arange(30, dtype=np.float32).reshape(5, 3, 2)})
@@ -968,7 +1047,7 @@ def test_constant_lengths_on_a_dynamic_time_axis_share_a_constant_lengths_part()
 def test_lengths_at_run_time_on_a_static_time_axis_take_constant_steps() -> None:
     model = parse(general_model("float", 0, "input", static=True))
     lowered, forms = lowered_forms(model)
-    assert forms == {"computed": 1}
+    assert forms == {"row_gather": 1}
     assert "Range" in all_op_types(lowered)  # the batch coordinates, not the steps
     assert all_op_types(lowered).count("Range") == 1
     assert_runs_everywhere(model, feeds_for("float", 0, "input", [4, 0, 2], (4, 3, 2)))

@@ -80,6 +80,7 @@ class _Form(enum.Enum):
     CONSTANT = "constant"  # constant lengths and a static T: a constant index
     COMPUTED = "computed"  # lengths known at run time: a computed GatherND index
     ELEMENTS = "elements"  # the same, one element per step: a computed GatherElements index
+    ROW_GATHER = "row_gather"  # the same, static slices: a Gather of [T*B, *slice] rows
     ROWS = "rows"  # opset 10: a row Gather (no GatherND or Range there)
 
 
@@ -96,9 +97,11 @@ class _Plan:
     gather_elementwise: bool  # strings (or an unknown type): rows form gathers single elements
     batch_checked: bool  # the lengths are proven one per batch entry
     rank: int | None  # the input's rank, when known (the ELEMENTS form needs it)
+    batch_size: int | None  # B, when static
     share_key: tuple[Any, ...] | None  # nodes with equal keys share a computed index
     lengths_key: tuple[Any, ...] | None  # ... and its lengths part (see _LengthsPart)
     elements: bool = False  # one element per (time, batch) entry: GatherElements
+    slice_shape: tuple[int, ...] | None = None  # the static shape of one (time, batch) slice
 
 
 #: The general forms :class:`LowerReverseSequence` can be asked for (``form=``).
@@ -156,13 +159,20 @@ class LowerReverseSequence(NodeLoweringPass[_Plan]):
         form = _choose_form(site.opset, filled, time_dim, batch_dim, rows=self.form == "gather")
         full_rank = self._dims.rank(data) if form is _Form.COMPUTED else None
         elements = full_rank is not None and _one_per_step(self._dims, data, full_rank)
+        slice_shape = None
         if elements:
             form = _Form.ELEMENTS
-        if form in (_Form.COMPUTED, _Form.ELEMENTS) and batch_checked:
+        elif full_rank is not None:
+            slice_shape = _static_slice(self._dims, types, data, full_rank)
+            if slice_shape is not None and _not_strings(types, data):
+                form = _Form.ROW_GATHER
+            else:
+                slice_shape = None
+        if form in _COMPUTED_FORMS and batch_checked:
             form = _constant_form(lens, time_size) or form
         graph = node.graph
         share_key = lengths_key = None
-        if form in (_Form.COMPUTED, _Form.ELEMENTS, _Form.CONSTANT) and graph is not None:
+        if form in (*_COMPUTED_FORMS, _Form.CONSTANT) and graph is not None:
             # Constant lengths are the same lengths wherever they are written (exporters write
             # one Constant per layer).
             lengths_id = id(lens_value) if lens is None else ("constant", lens.tobytes())
@@ -184,9 +194,11 @@ class LowerReverseSequence(NodeLoweringPass[_Plan]):
             gather_elementwise=rows and (dtype is None or dtype == ir.DataType.STRING),
             batch_checked=batch_checked,
             rank=full_rank,
+            batch_size=batch_dim if isinstance(batch_dim, int) else None,
             share_key=share_key,
             lengths_key=lengths_key,
             elements=elements,
+            slice_shape=slice_shape if form is _Form.ROW_GATHER else None,
         )
 
     def rewrite(self, plan: _Plan, ctx: Rewrite) -> None:
@@ -235,6 +247,11 @@ class LowerReverseSequence(NodeLoweringPass[_Plan]):
             index = self._run_time_index(emit, data, lens, plan)
             if form is _Form.ELEMENTS:
                 _gather_steps(emit, data, index, plan, result)
+            elif form is _Form.ROW_GATHER:
+                assert plan.slice_shape is not None
+                shape = emit.int64s([-1, *plan.slice_shape], hint="row_shape")
+                rows = emit.Reshape(data, shape, _hint="rows")
+                emit.Gather(rows, index, axis=0, _hint="reversed", _output=result)
             else:
                 emit.GatherND(data, index, _hint="reversed", _output=result)
 
@@ -253,10 +270,17 @@ class LowerReverseSequence(NodeLoweringPass[_Plan]):
             shared = _lengths_part(emit, data, lens, plan, shape)
             if plan.lengths_key is not None:
                 self._lengths[plan.lengths_key] = shared
-        index = _computed_index(emit, data, shared, plan, shape)
+        if plan.form is _Form.ROW_GATHER:
+            index = _row_index(emit, data, shared, plan, shape)
+        else:
+            index = _computed_index(emit, data, shared, plan, shape)
         if plan.share_key is not None:
             self._indices[plan.share_key] = index
         return index
+
+
+#: The forms whose index is computed at run time (unless the lengths are constants).
+_COMPUTED_FORMS = (_Form.COMPUTED, _Form.ELEMENTS, _Form.ROW_GATHER)
 
 
 def _reverse_axis(emit: Emitter, data: ir.Value, axis: int, result: ir.Value) -> None:
@@ -364,6 +388,37 @@ def _one_per_step(dims: DimProver, data: ir.Value, rank: int) -> bool:
     return rank >= 2 and all(dims.dim(data, axis) == 1 for axis in range(2, rank))
 
 
+def _static_slice(
+    dims: DimProver, types: TypeOracle, data: ir.Value, rank: int
+) -> tuple[int, ...] | None:
+    """The shape of one (time, batch) slice of ``data`` when every axis after the first two is
+    static and positive (so ``Reshape(data, [-1, *slice])`` needs no product of symbolic
+    dimensions, which tract cannot always solve, and no zero, which ``Reshape`` reads as "copy"
+    before opset 14), else None. The proofs first, then the declared or inferred shape (a
+    reversal after an ``LSTM`` or a ``MatMul``: its slice is the hidden size)."""
+    if rank <= 2:
+        return None
+    proven = [dims.dim(data, axis) for axis in range(2, rank)]
+    sizes: list[object] = list(proven)
+    if not all(isinstance(size, int) for size in proven):
+        shape = types.shape_of(data)
+        if shape is None or len(shape) != rank:
+            return None
+        sizes = [
+            mine if isinstance(mine, int) else shape[axis] for axis, mine in enumerate(proven, 2)
+        ]
+    if not all(isinstance(size, int) and size > 0 for size in sizes):
+        return None
+    return tuple(size for size in sizes if isinstance(size, int))
+
+
+def _not_strings(types: TypeOracle, data: ir.Value) -> bool:
+    """Whether ``data`` is known not to hold strings: onnxruntime's ``Gather`` mishandles string
+    slices of more than one element (see :mod:`._reverse_rows`)."""
+    dtype = element_dtype(types.type_of(data))
+    return dtype is not None and dtype != ir.DataType.STRING
+
+
 def _key(dim: Dim | None) -> Any:
     """A hashable stand-in for a dimension (values by identity)."""
     if isinstance(dim, tuple):
@@ -443,26 +498,7 @@ def _computed_index(
     index of its own took 27: the fewer nodes, the faster a large model lowers and loads.
     """
     time_first = plan.time_axis == 0
-    column = _column_axes(plan)[0]
-    # A static T: the steps are constants. Not for T = 0: OpenVINO 2026.4.1 broadcasts an empty
-    # constant away (Sub([1, 1], [0, 1, 1]) gives [1, 1]; tests/passes/test_reverse_sequence.py).
-    if plan.time_size:
-        last_steps = emit.constant(np.arange(-1, plan.time_size, dtype=np.int64), hint="last_steps")
-        steps = emit.constant(
-            np.arange(plan.time_size, dtype=np.int64).reshape(
-                [plan.time_size if axis not in column else 1 for axis in range(len(column) + 1)]
-            ),
-            hint="steps",
-        )
-    else:
-        time_1d = emit.dims(data, plan.time_axis, plan.time_axis + 1, hint="time", shape=shape)
-        zero = emit.int64s(0, hint="zero")
-        one = emit.int64s(1, hint="one")
-        time = emit.squeeze(time_1d, [0], hint="time_scalar")
-        last_steps = emit.Range(emit.int64s(-1, hint="minus_one"), time, one, _hint="last_steps")
-        steps = _unsqueezed(
-            emit, emit.Range(zero, time, one, _hint="steps"), column, "steps_column"
-        )
+    last_steps, steps = _time_steps(emit, data, plan, shape)
     last = emit.Gather(
         last_steps,
         shared.lengths,
@@ -485,12 +521,117 @@ def _computed_index(
     return emit.Concat(*pair, axis=-1, _hint="index")
 
 
+def _time_steps(
+    emit: Emitter, data: ir.Value, plan: _Plan, shape: ir.Value | None
+) -> tuple[ir.Value, ir.Value]:
+    """``Range(-1, T)`` (gathered at the lengths: the last step of each, which fails unless every
+    length is in [0, T]) and the steps ``Range(0, T)`` shaped for the index's layout."""
+    column = _column_axes(plan)[0]
+    # A static T: the steps are constants. Not for T = 0: OpenVINO 2026.4.1 broadcasts an empty
+    # constant away (Sub([1, 1], [0, 1, 1]) gives [1, 1]; tests/passes/test_reverse_sequence.py).
+    if plan.time_size:
+        last_steps = emit.constant(np.arange(-1, plan.time_size, dtype=np.int64), hint="last_steps")
+        steps = emit.constant(
+            np.arange(plan.time_size, dtype=np.int64).reshape(
+                [plan.time_size if axis not in column else 1 for axis in range(len(column) + 1)]
+            ),
+            hint="steps",
+        )
+    else:
+        time_1d = emit.dims(data, plan.time_axis, plan.time_axis + 1, hint="time", shape=shape)
+        zero = emit.int64s(0, hint="zero")
+        one = emit.int64s(1, hint="one")
+        time = emit.squeeze(time_1d, [0], hint="time_scalar")
+        last_steps = emit.Range(emit.int64s(-1, hint="minus_one"), time, one, _hint="last_steps")
+        steps = _unsqueezed(
+            emit, emit.Range(zero, time, one, _hint="steps"), column, "steps_column"
+        )
+    return last_steps, steps
+
+
+def _row_index(
+    emit: Emitter, data: ir.Value, shared: _LengthsPart, plan: _Plan, shape: ir.Value | None
+) -> ir.Value:
+    """The row of ``data`` seen as [T*B, *slice] that output entry (t, b) reads, [T, B] or
+    [B, T] like the output's first two axes: ``src * B + b`` time-major, ``b * T + src``
+    batch-major (``src`` as in :func:`_computed_index`).
+
+    Only ``Less``, ``Sub``, ``Add`` and ``Where`` touch T*B entries: the per-batch and per-step
+    parts (``(len - 1) * B + b``, ``t * B``...) are computed on [B] and [T] and combined once.
+    Those four run on int32 (half the bytes of int64; onnxruntime's ``Gather`` takes either), cast
+    from int64 on [B] and [T] only; a ``Gather`` at ``T*B // 2**31`` from a one-element vector
+    fails first unless every row number fits, unless static sizes prove it.
+    """
+    time_first = plan.time_axis == 0
+    last_steps, steps = _time_steps(emit, data, plan, shape)
+    last = emit.Gather(
+        last_steps,
+        shared.lengths,
+        axis=0,
+        _hint="last",
+        _node="fails_if_sequence_lens_out_of_range",
+    )  # len - 1 for each batch entry, shaped like the batch coordinates
+    time_size = _size(emit, data, plan.time_axis, plan.time_size, shape, "time")
+    batch_size = _size(emit, data, plan.batch_axis, plan.batch_size, shape, "batch")
+    stride = batch_size if time_first else time_size  # rows between two steps, or two batches
+    if not _fits_int32(plan):
+        count = emit.Mul(time_size, batch_size, _hint="row_count")
+        over = emit.Div(count, emit.int64s([2**31], hint="int32_rows"), _hint="over_int32")
+        fits = emit.Gather(
+            emit.int64s([0], hint="zero_vec"),
+            over,
+            axis=0,
+            _hint="fits",
+            _node="fails_unless_row_numbers_fit_int32",
+        )
+        stride = emit.Add(stride, fits, _hint="stride")
+
+    def narrow(value: ir.Value, hint: str) -> ir.Value:
+        return emit.Cast(value, to=ir.DataType.INT32, _hint=hint)
+
+    if time_first:
+        step_rows = narrow(emit.Mul(steps, stride, _hint="step_rows"), "step_rows32")  # [T, 1]
+        batches = narrow(shared.batches, "batches32")  # [B]
+        first = emit.Add(emit.Mul(last, stride, _hint="last_rows"), shared.batches, _hint="first")
+        same = emit.Add(step_rows, batches, _hint="same_rows")
+        mirrored = emit.Sub(narrow(first, "first32"), step_rows, _hint="mirrored_rows")
+    else:
+        batch_rows = emit.Mul(shared.batches, stride, _hint="batch_rows")  # [B, 1]
+        steps32 = narrow(steps, "steps32")  # [T]
+        first = emit.Add(batch_rows, last, _hint="first")
+        same = emit.Add(narrow(batch_rows, "batch_rows32"), steps32, _hint="same_rows")
+        mirrored = emit.Sub(narrow(first, "first32"), steps32, _hint="mirrored_rows")
+    # Steps past the last stay where they are, the others mirror.
+    return emit.Where(emit.Less(last, steps, _hint="past"), same, mirrored, _hint="source_rows")
+
+
+def _size(
+    emit: Emitter,
+    data: ir.Value,
+    axis: int,
+    static: int | None,
+    shape: ir.Value | None,
+    hint: str,
+) -> ir.Value:
+    """The size of ``data``'s ``axis`` as a one-element int64 vector (a constant when static)."""
+    if static is not None:
+        return emit.int64s([static], hint=f"{hint}_size")
+    return emit.dims(data, axis, axis + 1, hint=f"{hint}_size", shape=shape)
+
+
+def _fits_int32(plan: _Plan) -> bool:
+    """Whether static sizes prove that every row number of the row form fits in int32."""
+    if plan.time_size is None or plan.batch_size is None:
+        return False
+    return plan.time_size * plan.batch_size < 2**31
+
+
 def _column_axes(plan: _Plan) -> tuple[list[int], list[int]]:
     """The axes unsqueezed into the [T] steps and the [B] batch coordinates (and lengths) so
     that they broadcast to the index's layout: [T, B, 1] or [B, T, 1] pieces for ``GatherND``,
     [T, B] or [B, T] for ``GatherElements`` (time-, batch-major)."""
     time_first = plan.time_axis == 0
-    if plan.form is _Form.ELEMENTS:
+    if plan.form in (_Form.ELEMENTS, _Form.ROW_GATHER):
         return ([1], []) if time_first else ([], [1])
     return ([1, 2], [1]) if time_first else ([1], [1, 2])
 
