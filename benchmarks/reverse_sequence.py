@@ -5,6 +5,20 @@ Run by hand (not a test):  .venv/bin/python benchmarks/reverse_sequence.py [--re
              slice, where GatherND of small slices is slowest
     --form gathernd|gather: the general form to lower to (LowerReverseSequence(form=...))
 
+Issue 33 item 3 (the portable forms at most 1.5x the native kernel, ``--target onnxruntime``
+1.0x), in one table:
+
+    .venv/bin/python benchmarks/reverse_sequence.py --portable            # ~10 min, 200 runs
+    .venv/bin/python benchmarks/reverse_sequence.py --portable --quick    # ~2 min, 30 runs
+
+Every shape of this script with at least 1M elements (the three sets above and issue 33's
+2048x256x8 and 64x512x256), both layouts, each kind of lengths, 1 and 2 threads: the default
+pipeline's lowering (``seqlower.lower(model)``, the portable one; its form named) and
+``--target onnxruntime``'s, each against the native kernel, interleaved in one process, medians
+of per-round ratios; then the worst cell per thread count. ``--cpu-time`` times 1-thread runs by
+the calling thread's CPU time (onnxruntime runs a 1-thread session on it), steadier on a loaded
+machine; 2-thread runs stay wall time.
+
 For each shape, layout, kind of lengths (a graph input with symbolic dimensions, so the index is
 computed at run time; a constant with static dimensions, so it is folded; or the full time
 length as tf2onnx writes it, so one Slice) and thread count, all
@@ -137,16 +151,119 @@ def bench(
     return result
 
 
+#: Issue 33's shapes besides the sets above (its worst cells: 8 floats a slice, and 256).
+ISSUE_33_SHAPES = [(2048, 256, 8), (64, 512, 256)]
+
+
+def portable_shapes() -> list[tuple[int, ...]]:
+    """Every shape this script measures with at least 1M elements, each once."""
+    every = [*SHAPES[3], *SHAPES[4], *INNER_SHAPES, *ISSUE_33_SHAPES]
+    return [s for s in dict.fromkeys(every) if int(np.prod(s)) >= 1 << 20]
+
+
+def _form_of(model: onnx.ModelProto) -> str:
+    """The form the default pipeline chose, named by its data-moving op."""
+    ops = [node.op_type for node in model.graph.node]
+    for op in ("ReverseSequence", "GatherND", "GatherElements", "Slice"):
+        if op in ops:
+            return op
+    return "Gather" if "Gather" in ops else "Identity"
+
+
+def portable(
+    shape: tuple[int, ...], time_axis: int, kind: str, threads: int, repeat: int, cpu: bool
+) -> tuple[str, dict[str, float]]:
+    """The default pipeline's and ``--target onnxruntime``'s lowering against the native kernel:
+    its form and the medians (seconds, and per-round ratios)."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(shape).astype(np.float32)
+    batch, steps = shape[1 - time_axis], shape[time_axis]
+    lens = rng.integers(0, steps + 1, size=batch).astype(np.int64)
+    native = models(shape, time_axis, kind, lens)["native"]
+    built = {
+        "native": native,
+        "portable": seqlower.lower(native),
+        "onnxruntime": seqlower.lower(native, target="onnxruntime", check=False),
+    }
+    runners = {}
+    expected = None
+    for name, model in built.items():
+        sess = session(model, threads)
+        binding = sess.io_binding()
+        binding.bind_cpu_input("x", x)
+        if kind == "input":
+            binding.bind_cpu_input("lens", lens)
+        binding.bind_output("y")
+        sess.run_with_iobinding(binding)
+        out = binding.copy_outputs_to_cpu()[0]
+        if expected is None:
+            expected = out
+        assert np.array_equal(out, expected), f"{name} != native"
+        runners[name] = (sess, binding)
+    clock = time.thread_time if cpu and threads == 1 else time.perf_counter
+    times: dict[str, list[float]] = {name: [] for name in runners}
+    for _ in range(repeat):
+        for name, (sess, binding) in runners.items():
+            start = clock()
+            sess.run_with_iobinding(binding)
+            times[name].append(clock() - start)
+    result = {name: statistics.median(values) for name, values in times.items()}
+    for name in ("portable", "onnxruntime"):
+        result[f"{name}/native"] = statistics.median(
+            mine / ref for mine, ref in zip(times[name], times["native"], strict=True)
+        )
+    return _form_of(built["portable"]), result
+
+
+def portable_table(args: argparse.Namespace) -> None:
+    repeat = 30 if args.quick else args.repeat or 200
+    print(
+        f"onnxruntime {ort.__version__}, float32, median of {repeat} interleaved runs"
+        f"{', 1-thread runs by CPU time' if args.cpu_time else ''}; lengths: input (a graph "
+        "input, time and batch symbolic), constant (static dims), full (tf2onnx's full length)"
+    )
+    print(
+        f"{'shape':>14} {'layout':>11} {'lens':>8} {'form':>14} {'thr':>3} {'native ms':>10} "
+        f"{'portable ms':>12} {'port/nat':>9} {'ort-target/nat':>15}"
+    )
+    worst: dict[int, tuple[float, str]] = {}
+    for shape in portable_shapes():
+        for time_axis in (0, 1):
+            layout = "time-major" if time_axis == 0 else "batch-major"
+            for kind in args.kinds:
+                for threads in (1, 2):
+                    form, t = portable(shape, time_axis, kind, threads, repeat, args.cpu_time)
+                    ratio = t["portable/native"]
+                    label = f"{'x'.join(map(str, shape))} {layout} {kind}"
+                    if ratio > worst.get(threads, (0.0, ""))[0]:
+                        worst[threads] = (ratio, label)
+                    print(
+                        f"{'x'.join(map(str, shape)):>14} {layout:>11} {kind:>8} {form:>14} "
+                        f"{threads:>3} {t['native'] * 1e3:>10.3f} {t['portable'] * 1e3:>12.3f} "
+                        f"{ratio:>9.3f} {t['onnxruntime/native']:>15.3f}",
+                        flush=True,
+                    )
+    for threads, (ratio, label) in sorted(worst.items()):
+        print(f"worst portable/native, {threads} thread(s): {ratio:.3f} ({label})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=300)
+    parser.add_argument("--repeat", type=int, help="runs per cell (300; --portable 200)")
     parser.add_argument(
         "--kinds", nargs="+", default=["input", "constant", "full"], help="kinds of lengths"
     )
     parser.add_argument("--ranks", nargs="+", type=int, default=[3, 4])
     parser.add_argument("--inner", action="store_true", help="issue 20's inner sizes 1, 8, 256")
     parser.add_argument("--form", default="gathernd", choices=["gathernd", "gather"])
+    parser.add_argument("--portable", action="store_true", help="issue 33 item 3's table")
+    parser.add_argument("--quick", action="store_true", help="--portable with 30 runs a cell")
+    parser.add_argument("--cpu-time", action="store_true", help="1-thread runs by CPU time")
     args = parser.parse_args()
+    if args.portable:
+        portable_table(args)
+        return
+    args.repeat = args.repeat or 300
     print(
         f"onnxruntime {ort.__version__}, median of {args.repeat} interleaved runs, float32, "
         f"form {args.form}"

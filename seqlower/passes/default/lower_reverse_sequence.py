@@ -270,7 +270,7 @@ class LowerReverseSequence(NodeLoweringPass[_Plan]):
             shared = _lengths_part(emit, data, lens, plan, shape)
             if plan.lengths_key is not None:
                 self._lengths[plan.lengths_key] = shared
-        if plan.form is _Form.ROW_GATHER:
+        if plan.form in (_Form.ROW_GATHER, _Form.ELEMENTS):
             index = _row_index(emit, data, shared, plan, shape)
         else:
             index = _computed_index(emit, data, shared, plan, shape)
@@ -494,8 +494,9 @@ def _computed_index(
     The last step of each length is ``Range(-1, T)`` gathered at it: that fails unless every
     length is in [0, T] (the validation, on [B] values), and every later node reads it. The
     pieces carry a trailing 1 ([T, B, 1] or [B, T, 1]) so that the two coordinates stack
-    with one ``Concat``. 13 nodes besides the shared part (10 for ``GatherElements``), where an
-    index of its own took 27: the fewer nodes, the faster a large model lowers and loads.
+    with one ``Concat``. 13 nodes besides the shared part, where an index of its own took 27:
+    the fewer nodes, the faster a large model lowers and loads. (``GatherND`` takes int64
+    indices only; the row and element forms' int32 index is :func:`_row_index`.)
     """
     time_first = plan.time_axis == 0
     last_steps, steps = _time_steps(emit, data, plan, shape)
@@ -513,9 +514,7 @@ def _computed_index(
         steps,
         emit.Sub(last, steps, _hint="mirrored"),
         _hint="source_step",
-    )  # [T, B, 1] or [B, T, 1]; GatherElements: [T, B] or [B, T]
-    if plan.form is _Form.ELEMENTS:
-        return src
+    )  # [T, B, 1] or [B, T, 1]
     batch_coord = emit.Expand(shared.batches, emit.Shape(src, _hint="lead"), _hint="b")
     pair = [src, batch_coord] if time_first else [batch_coord, src]
     return emit.Concat(*pair, axis=-1, _hint="index")
@@ -554,15 +553,21 @@ def _row_index(
 ) -> ir.Value:
     """The row of ``data`` seen as [T*B, *slice] that output entry (t, b) reads, [T, B] or
     [B, T] like the output's first two axes: ``src * B + b`` time-major, ``b * T + src``
-    batch-major (``src`` as in :func:`_computed_index`).
+    batch-major; ``GatherElements``' source steps ``src`` themselves for one element a slice.
 
-    Only ``Less``, ``Sub``, ``Add`` and ``Where`` touch T*B entries: the per-batch and per-step
-    parts (``(len - 1) * B + b``, ``t * B``...) are computed on [B] and [T] and combined once.
-    Those four run on int32 (half the bytes of int64; onnxruntime's ``Gather`` takes either), cast
-    from int64 on [B] and [T] only; a ``Gather`` at ``T*B // 2**31`` from a one-element vector
-    fails first unless every row number fits, unless static sizes prove it.
+    ``src`` is ``len - 1 - t`` up to the last step and ``t`` past it: with ``d = t - (len - 1)``
+    that is ``|d| + (d > 0) * (len - 1)``, five passes over T*B entries (``Sub``, ``Abs``, ``Less``,
+    ``Cast``, ``Mul``, ``Add`` where ``Less`` writes bytes) in place of ``Where``, which
+    onnxruntime runs at several times the cost of an ``Add``. Time-major, the row itself takes
+    the same five: ``e = t*B - (len - 1)*B - b`` is <= 0 exactly up to the last step, and the
+    row is ``|e| + (e > 0) * ((len - 1)*B + 2b)``; batch-major adds ``b*T`` once more. The
+    per-batch and per-step parts are computed on [B] and [T] in int64 and narrowed to int32
+    there (half the bytes over T*B; every runtime's gathers take int32): a ``Gather`` at
+    ``count // 2**31`` from a one-element vector (count T, or (T + 1) * B for rows) fails first
+    unless every number fits, unless static sizes prove it.
     """
     time_first = plan.time_axis == 0
+    elements = plan.form is _Form.ELEMENTS
     last_steps, steps = _time_steps(emit, data, plan, shape)
     last = emit.Gather(
         last_steps,
@@ -572,37 +577,53 @@ def _row_index(
         _node="fails_if_sequence_lens_out_of_range",
     )  # len - 1 for each batch entry, shaped like the batch coordinates
     time_size = _size(emit, data, plan.time_axis, plan.time_size, shape, "time")
-    batch_size = _size(emit, data, plan.batch_axis, plan.batch_size, shape, "batch")
-    stride = batch_size if time_first else time_size  # rows between two steps, or two batches
+    if elements:
+        count, stride = time_size, None
+    else:
+        batch_size = _size(emit, data, plan.batch_axis, plan.batch_size, shape, "batch")
+        # (T + 1) * B: time-major's ((len - 1) * B + 2b) reaches past T*B where it is not used
+        above = emit.Add(time_size, emit.int64s([1], hint="one_vec"), _hint="time_above")
+        count = emit.Mul(above, batch_size, _hint="row_count")
+        stride = batch_size if time_first else time_size  # rows between steps, or batches
     if not _fits_int32(plan):
-        count = emit.Mul(time_size, batch_size, _hint="row_count")
-        over = emit.Div(count, emit.int64s([2**31], hint="int32_rows"), _hint="over_int32")
         fits = emit.Gather(
             emit.int64s([0], hint="zero_vec"),
-            over,
+            emit.Div(count, emit.int64s([2**31], hint="int32_rows"), _hint="over_int32"),
             axis=0,
             _hint="fits",
-            _node="fails_unless_row_numbers_fit_int32",
+            _node="fails_unless_index_fits_int32",
         )
-        stride = emit.Add(stride, fits, _hint="stride")
+        # Every number read goes through it. (tract 0.23.9 cannot declutter a Mul of a symbolic
+        # dimension read by Shape, 'Undetermined symbol in expression': the check's Gather,
+        # being data, keeps the stride opaque to it.)
+        if stride is None:
+            last = emit.Add(last, fits, _hint="last_checked")
+        else:
+            stride = emit.Add(stride, fits, _hint="stride")
 
     def narrow(value: ir.Value, hint: str) -> ir.Value:
         return emit.Cast(value, to=ir.DataType.INT32, _hint=hint)
 
-    if time_first:
-        step_rows = narrow(emit.Mul(steps, stride, _hint="step_rows"), "step_rows32")  # [T, 1]
-        batches = narrow(shared.batches, "batches32")  # [B]
-        first = emit.Add(emit.Mul(last, stride, _hint="last_rows"), shared.batches, _hint="first")
-        same = emit.Add(step_rows, batches, _hint="same_rows")
-        mirrored = emit.Sub(narrow(first, "first32"), step_rows, _hint="mirrored_rows")
-    else:
-        batch_rows = emit.Mul(shared.batches, stride, _hint="batch_rows")  # [B, 1]
-        steps32 = narrow(steps, "steps32")  # [T]
-        first = emit.Add(batch_rows, last, _hint="first")
-        same = emit.Add(narrow(batch_rows, "batch_rows32"), steps32, _hint="same_rows")
-        mirrored = emit.Sub(narrow(first, "first32"), steps32, _hint="mirrored_rows")
-    # Steps past the last stay where they are, the others mirror.
-    return emit.Where(emit.Less(last, steps, _hint="past"), same, mirrored, _hint="source_rows")
+    def mirror(lower: ir.Value, upper: ir.Value, add: ir.Value) -> ir.Value:
+        """``|upper - lower| + (lower < upper) * add``."""
+        past = emit.Cast(emit.Less(lower, upper, _hint="past"), to=ir.DataType.INT32)
+        distance = emit.Abs(emit.Sub(upper, lower, _hint="from_last"), _hint="distance")
+        return emit.Add(distance, emit.Mul(past, add, _hint="moved"), _hint="source")
+
+    if elements or not time_first:
+        last32 = narrow(last, "last32")
+        src = mirror(last32, narrow(steps, "steps32"), last32)
+        if elements:
+            return src
+        assert stride is not None
+        batch_rows = narrow(emit.Mul(shared.batches, stride, _hint="batch_rows"), "batch_rows32")
+        return emit.Add(src, batch_rows, _hint="source_rows")  # [B, T]
+    assert stride is not None
+    last_rows = emit.Mul(last, stride, _hint="last_rows")
+    first = narrow(emit.Add(last_rows, shared.batches, _hint="first"), "first32")  # [B]
+    step_rows = narrow(emit.Mul(steps, stride, _hint="step_rows"), "step_rows32")  # [T, 1]
+    doubled = emit.Add(first, narrow(shared.batches, "batches32"), _hint="moved_rows")
+    return mirror(first, step_rows, doubled)  # [T, B]
 
 
 def _size(
@@ -620,10 +641,13 @@ def _size(
 
 
 def _fits_int32(plan: _Plan) -> bool:
-    """Whether static sizes prove that every row number of the row form fits in int32."""
+    """Whether static sizes prove that every number :func:`_row_index` computes fits in int32:
+    source steps up to T, row numbers up to (T + 1) * B."""
+    if plan.form is _Form.ELEMENTS:
+        return plan.time_size is not None and plan.time_size < 2**31
     if plan.time_size is None or plan.batch_size is None:
         return False
-    return plan.time_size * plan.batch_size < 2**31
+    return (plan.time_size + 1) * plan.batch_size < 2**31
 
 
 def _column_axes(plan: _Plan) -> tuple[list[int], list[int]]:
