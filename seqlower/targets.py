@@ -148,6 +148,11 @@ PIPELINES: dict[str, Pipeline] = {
                 # it refuses sequence_lens (it runs the opset-8 Scan's other forms)
                 "lower-scan-8-lengths",
                 *_SEQUENCE_FREE,
+                # maps over pieces of run-time sizes: a Loop over Slices growing tensors
+                "lower-ragged-maps",
+                "slice-split-pieces",
+                "stack-loop-sequences",
+                "stack-sequences",
                 "fold-static-ifs",
                 "strict-loop-bodies",
                 "strict-scan-bodies",

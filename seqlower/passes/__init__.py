@@ -27,7 +27,10 @@ if TYPE_CHECKING:
         LowerReverseSequenceGaps,
         LowerReverseSequenceRows,
     )
-    from seqlower.passes.default.lower_sequence_map import LowerSequenceMap
+    from seqlower.passes.default.lower_sequence_map import (
+        LowerRaggedSequenceMap,
+        LowerSequenceMap,
+    )
     from seqlower.passes.default.validate_nodes import ValidateNodes
     from seqlower.passes.sequence_free.fold_optionals import FoldOptionals
     from seqlower.passes.sequence_free.fold_sequence_ops import FoldSequenceOps
@@ -74,6 +77,7 @@ if TYPE_CHECKING:
     from seqlower.passes.targets.scalar_outputs import ScalarOutputs
     from seqlower.passes.targets.scan_outputs_as_states import ScanOutputsAsStates
     from seqlower.passes.targets.shape_values_as_tensors import ShapeValuesAsTensors
+    from seqlower.passes.targets.slice_split_pieces import SliceSplitPieces
     from seqlower.passes.targets.split_as_slices import SplitAsSlices
     from seqlower.passes.targets.strict_loop_bodies import StrictLoopBodies
     from seqlower.passes.targets.strict_scan_bodies import StrictScanBodies, TypedScanBodies
@@ -108,6 +112,7 @@ __all__ = [
     "LoopToScanConstant",
     "LoopToScanReads",
     "LoopToScanRows",
+    "LowerRaggedSequenceMap",
     "LowerReverseSequence",
     "LowerReverseSequenceGaps",
     "LowerReverseSequenceRows",
@@ -129,6 +134,7 @@ __all__ = [
     "ScanOutputsAsStates",
     "ScanSequenceMap",
     "ShapeValuesAsTensors",
+    "SliceSplitPieces",
     "SplitAsSlices",
     "StackLoopSequences",
     "StackRowMaps",
@@ -156,6 +162,7 @@ _MODULES = {
     "LowerReverseSequence": "default.lower_reverse_sequence",
     "LowerReverseSequenceRows": "default.lower_reverse_sequence",
     "LowerSequenceMap": "default.lower_sequence_map",
+    "LowerRaggedSequenceMap": "default.lower_sequence_map",
     "ValidateNodes": "default.validate_nodes",
     "RequireSequenceFree": "sequence_free.require_sequence_free",
     "ScanSequenceMap": "sequence_free.scan_sequence_map",
@@ -193,6 +200,7 @@ _MODULES = {
     "ScalarOutputs": "targets.scalar_outputs",
     "ScanOutputsAsStates": "targets.scan_outputs_as_states",
     "OutputsWithoutIdentity": "targets.outputs_without_identity",
+    "SliceSplitPieces": "targets.slice_split_pieces",
     "SplitAsSlices": "targets.split_as_slices",
     "StrictLoopBodies": "targets.strict_loop_bodies",
     "StrictScanBodies": "targets.strict_scan_bodies",
@@ -243,6 +251,7 @@ class _Registry(MutableMapping[str, "type[ir.passes.InPlacePass]"]):
 PASSES: MutableMapping[str, type[ir.passes.InPlacePass]] = _Registry(
     {
         "lower-sequence-map": "LowerSequenceMap",
+        "lower-ragged-maps": "LowerRaggedSequenceMap",
         "lower-reverse-sequence": "LowerReverseSequence",
         "lower-reverse-sequence-rows": "LowerReverseSequenceRows",
         "lower-reverse-sequence-gaps": "LowerReverseSequenceGaps",
@@ -279,6 +288,7 @@ PASSES: MutableMapping[str, type[ir.passes.InPlacePass]] = _Registry(
         "variable-then-branches": "VariableThenBranches",
         "expand-function-ops": "ExpandFunctionOps",
         "expand-unconverted-function-ops": "ExpandUnconvertedFunctionOps",
+        "slice-split-pieces": "SliceSplitPieces",
         "split-as-slices": "SplitAsSlices",
         "shape-values-as-tensors": "ShapeValuesAsTensors",
         "strict-loop-bodies": "StrictLoopBodies",

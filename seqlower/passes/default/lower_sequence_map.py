@@ -53,7 +53,7 @@ import onnx_ir as ir
 from seqlower.errors import InvalidNodeError
 from seqlower.passes._base import NameGenerator, NodeLoweringPass, Rewrite, Site
 from seqlower.passes._emit import Emitter
-from seqlower.passes._ir import is_onnx
+from seqlower.passes._ir import constant_array, is_onnx, rank_of
 from seqlower.passes._shared import (
     concat_problem,
     concat_stacked,
@@ -158,6 +158,26 @@ class LowerSequenceMap(NodeLoweringPass[_Plan]):
         del node.attributes["body"]
         before.Loop(*loop_inputs, body=body, _outputs=node_outputs, **_carried_over(ctx, "Loop"))
         ctx.replace(loop_outputs)
+
+
+class LowerRaggedSequenceMap(LowerSequenceMap):
+    """Only the maps over the pieces of a split by run-time sizes (``SplitToSequence(x,
+    lens)``, a 1-D ``lens`` computed at run time): target ``openvino``, which runs the ``Loop``
+    once ``slice-split-pieces`` reads the pieces as ``Slice``s and ``stack-loop-sequences`` grows
+    the results as tensors (the sequence-free passes leave such maps: the pieces differ in
+    length)."""
+
+    takes_all = False
+
+    def plan(self, site: Site, types: TypeOracle) -> _Plan | None:  # type: ignore[override]
+        source = site.node.inputs[0] if site.node.inputs else None
+        split = None if source is None else source.producer()
+        if not is_onnx(split, "SplitToSequence") or split is None or len(split.inputs) < 2:
+            return None
+        sizes = split.inputs[1]
+        if sizes is None or rank_of(sizes) != 1 or constant_array(sizes) is not None:
+            return None
+        return super().plan(site, types)
 
 
 def _read_elements(

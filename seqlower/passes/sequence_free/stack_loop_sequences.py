@@ -52,6 +52,8 @@ class _Carry:
     rank: int
     accumulate_shape: list[int] | None  # the empty seed's shape, in the accumulated form
     axis: int  # the accumulated form's concatenation axis (normalized)
+    #: Seed dimensions named on a main-graph input, by position: (that input, its axis, name).
+    named: dict[int, tuple[ir.Value, int, str]] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass
@@ -76,6 +78,12 @@ class StackLoopSequences(NodeLoweringPass[_Plan]):
             for d in (value.shape or ())
             if isinstance(d, ir.SymbolicDim) and d.value
         }
+        # Where each such name can be read (the first input holding it), for a ragged seed.
+        self._dim_at: dict[str, tuple[ir.Value, int]] = {}
+        for value in model.graph.inputs:
+            for k, d in enumerate(value.shape or ()):
+                if isinstance(d, ir.SymbolicDim) and d.value:
+                    self._dim_at.setdefault(str(d), (value, k))
         return super().call(model)
 
     def plan(self, site: Site, types: TypeOracle) -> _Plan | None:
@@ -159,6 +167,10 @@ class StackLoopSequences(NodeLoweringPass[_Plan]):
             if not new_axis and all(isinstance(d, int) for d in others):
                 seed = [0 if k == axis else int(d) for k, d in enumerate(shape)]  # type: ignore[arg-type]
                 return _Carry(c, insert, dtype, len(shape), seed, axis)
+            named = self._named_dims(node, shape, axis)
+            if not new_axis and named is not None and dtype != ir.DataType.STRING:
+                seed = [0 if k == axis or k in named else int(d) for k, d in enumerate(shape)]  # type: ignore[arg-type]
+                return _Carry(c, insert, dtype, len(shape), seed, axis, named)
         block(
             node,
             f"what it appends to '{state.name}' may change shape from one iteration to the next "
@@ -166,6 +178,24 @@ class StackLoopSequences(NodeLoweringPass[_Plan]):
             "dimension known",
         )
         return None
+
+    def _named_dims(
+        self, node: ir.Node, shape: ir.Shape, axis: int
+    ) -> dict[int, tuple[ir.Value, int, str]] | None:
+        """The dimensions but ``axis`` that are named on a main-graph input (one size for the
+        whole run, read from that input's shape for the seed), when all others are numbers and
+        the Loop is not in a function (which cannot read the inputs); else None."""
+        if isinstance(node.graph, ir.Function) or node.inputs[0] is None:
+            return None
+        named = {}
+        for k, d in enumerate(shape):
+            if k == axis or isinstance(d, int):
+                continue
+            at = self._dim_at.get(str(d)) if isinstance(d, ir.SymbolicDim) and d.value else None
+            if at is None:
+                return None
+            named[k] = (*at, str(d))
+        return named or None
 
     def rewrite(self, plan: _Plan, ctx: Rewrite) -> None:
         node, body, names, base = ctx.node, plan.body, ctx.names, ctx.base
@@ -286,7 +316,11 @@ def _seed(emit: Emitter, carry: _Carry, trip_count: ir.Value | None) -> ir.Value
     count = emit.Reshape(trip_count, emit.int64s([1], hint="one"), _hint="count")
     none = emit.Mul(count, emit.int64s([0], hint="zero"), _hint="none")
     dims = [
-        none if k == carry.axis else emit.int64s([d], hint=f"dim_{k}")
+        none
+        if k == carry.axis
+        else emit.dims(carry.named[k][0], carry.named[k][1], carry.named[k][1] + 1, hint="dim")
+        if k in carry.named
+        else emit.int64s([d], hint=f"dim_{k}")
         for k, d in enumerate(carry.accumulate_shape)
     ]
     shape = dims[0] if len(dims) == 1 else emit.Concat(*dims, axis=0, _hint="shape")
@@ -297,7 +331,9 @@ def _seed(emit: Emitter, carry: _Carry, trip_count: ir.Value | None) -> ir.Value
 def _grown_shape(carry: _Carry) -> ir.Shape:
     """The accumulated tensor's shape: the seed's, with the growing axis unknown."""
     assert carry.accumulate_shape is not None
-    return ir.Shape([None if k == carry.axis else d for k, d in enumerate(carry.accumulate_shape)])
+    dims = carry.accumulate_shape
+    named = {k: ir.SymbolicDim(name) for k, (_, _, name) in carry.named.items()}
+    return ir.Shape([None if k == carry.axis else named.get(k, d) for k, d in enumerate(dims)])
 
 
 def _new_axis(concat: ir.Node) -> bool:
