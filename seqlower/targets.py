@@ -185,6 +185,7 @@ PIPELINES: dict[str, Pipeline] = {
                 "explicit-constant-of-shape-value",
                 "strip-symbolic-dims",
                 "typed-scan-bodies",
+                "run-time-slices-as-gathers",
             ),
             requires=("require-sequence-free", "require-no-loop", "require-shape-slice-bounds"),
             loops="scan",
@@ -205,11 +206,12 @@ PIPELINES: dict[str, Pipeline] = {
                 "length is known only at run time and whose "
                 "elements are not proven one shape; Scans with data-dependent trip counts "
                 "computed differently and joined later (tract gives each its own symbol); Scans "
-                "of zero iterations; Slices whose starts, ends, axes or steps are computed from "
-                "tensor values, anywhere (tract 0.23.9's typed StridedSlice: 'Symbol points to an"
-                " invalid (dead ?) SymbolScope'; inside an If branch first 'Source node without a"
-                " determined fact'), as PyTorch's embedding_bag writes: named before the check "
-                "(require-shape-slice-bounds; bounds from constants and shapes run)"
+                "of zero iterations; Slices whose axes or steps are computed from tensor values "
+                "(tract 0.23.9's typed StridedSlice: 'Symbol points to an invalid (dead ?) "
+                "SymbolScope'): named before the check (require-shape-slice-bounds; run-time "
+                "starts/ends become a Gather of a Range, run-time-slices-as-gathers); values "
+                "whose size such a slice makes known only at run time where tract needs it "
+                "fixed (a Scan state: test_loop11; an If condition: PyTorch's embedding_bag)"
             ),
             proofs=("tract", "tract-symbolic"),
         ),

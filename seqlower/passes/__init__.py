@@ -74,6 +74,7 @@ if TYPE_CHECKING:
     from seqlower.passes.targets.require_slice_bounds import RequireShapeSliceBounds
     from seqlower.passes.targets.restamp_op_versions import RestampOpVersions
     from seqlower.passes.targets.reverse_sequence_casts import ReverseSequenceCasts
+    from seqlower.passes.targets.run_time_slices import RunTimeSlicesAsGathers
     from seqlower.passes.targets.scalar_outputs import ScalarOutputs
     from seqlower.passes.targets.scan_outputs_as_states import ScanOutputsAsStates
     from seqlower.passes.targets.shape_values_as_tensors import ShapeValuesAsTensors
@@ -130,6 +131,7 @@ __all__ = [
     "RequireTvmOps",
     "RestampOpVersions",
     "ReverseSequenceCasts",
+    "RunTimeSlicesAsGathers",
     "ScalarOutputs",
     "ScanOutputsAsStates",
     "ScanSequenceMap",
@@ -185,6 +187,7 @@ _MODULES = {
     "ExplicitLoopCounts": "targets.explicit_loop_counts",
     "RequireNoLoop": "targets.require_no_loop",
     "RequireShapeSliceBounds": "targets.require_slice_bounds",
+    "RunTimeSlicesAsGathers": "targets.run_time_slices",
     "RequireOnnx2TorchOps": "targets.require_converter_ops",
     "RequireTvmOps": "targets.require_converter_ops",
     "RequireTinygradOps": "targets.require_converter_ops",
@@ -301,6 +304,7 @@ PASSES: MutableMapping[str, type[ir.passes.InPlacePass]] = _Registry(
         "require-tvm-ops": "RequireTvmOps",
         "require-tinygrad-ops": "RequireTinygradOps",
         "require-shape-slice-bounds": "RequireShapeSliceBounds",
+        "run-time-slices-as-gathers": "RunTimeSlicesAsGathers",
         "constant-values-as-tensors": "ConstantValuesAsTensors",
         "cast-like-as-cast": "CastLikeAsCast",
     }

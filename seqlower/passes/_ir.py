@@ -41,6 +41,7 @@ __all__ = [
     "onnx_producer",
     "origin",
     "rank_of",
+    "runtime_source",
     "strip_symbolic",
     "subgraphs_of",
 ]
@@ -222,3 +223,46 @@ def origin(value: ir.Value) -> str:
     if value.is_initializer():
         return "an initializer"
     return "an outer scope"
+
+
+#: Ops whose output is known at load time whatever their inputs hold.
+_LOAD_TIME = frozenset({"Shape", "Size", "Constant"})
+#: Ops whose output is known at load time when every input is.
+_LOAD_TIME_IF_INPUTS = frozenset(
+    {
+        "Abs", "Add", "And", "Cast", "CastLike", "Ceil", "Clip", "Concat", "ConstantOfShape",
+        "Div", "Equal", "Expand", "Flatten", "Floor", "Gather", "Greater", "GreaterOrEqual",
+        "Identity", "Less", "LessOrEqual", "Max", "Min", "Mod", "Mul", "Neg", "Not", "Or",
+        "Range", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceSum", "Reshape", "Slice",
+        "Squeeze", "Sub", "Tile", "Unsqueeze", "Where",
+    }
+)  # fmt: skip
+
+
+def runtime_source(value: ir.Value, memo: dict[int, ir.Value | None]) -> ir.Value | None:
+    """A value known only at run time that ``value`` is computed from, or None when it is
+    known at load time (constants, shapes and arithmetic on them: what tract 0.23.9 can type a
+    ``Slice`` bound by). ``memo`` carries the answers across calls of one walk."""
+    stack = [value]
+    while stack:
+        top = stack[-1]
+        if id(top) in memo:
+            stack.pop()
+            continue
+        producer = top.producer()
+        if top.const_value is not None or (producer is not None and producer.op_type in _LOAD_TIME):
+            memo[id(top)] = None
+            stack.pop()
+            continue
+        if producer is None or producer.op_type not in _LOAD_TIME_IF_INPUTS:
+            memo[id(top)] = top
+            stack.pop()
+            continue
+        inputs = [i for i in producer.inputs if i is not None]
+        pending = [i for i in inputs if id(i) not in memo]
+        if pending:
+            stack.extend(pending)
+            continue
+        memo[id(top)] = next((memo[id(i)] for i in inputs if memo[id(i)] is not None), None)
+        stack.pop()
+    return memo[id(value)]

@@ -1,6 +1,7 @@
 """tract 0.23.9 cannot load a Slice whose bounds are computed from tensor values (issue 29):
-``--target tract`` names each such Slice before any check (exit 2), and leaves the Slices whose
-bounds follow from shapes, which tract runs."""
+``--target tract`` rewrites those it can (``run-time-slices-as-gathers``,
+``tests/passes/test_run_time_slices.py``), names each one left before any check (exit 2), and
+leaves the Slices whose bounds follow from shapes, which tract runs."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ import onnx.parser
 import pytest
 
 import seqlower
-from seqlower.errors import TargetError
-from tests.helpers import REALWORLD, run_cli
+from seqlower.errors import ProofFailedError, TargetError
+from tests.helpers import REALWORLD, all_op_types, run_cli
 from tests.runtimes import RuntimeFailure, assert_same, require, run
 
 # The smallest model that shows it: bounds from a graph input's values.
@@ -28,6 +29,18 @@ RUNTIME_BOUNDS = onnx.parser.parse_model(
     """
 )
 FEEDS = {"x": np.arange(12, dtype=np.float32).reshape(6, 2), "s": np.array([1], np.int64)}
+
+# What the rewrite leaves: steps known only at run time.
+RUNTIME_STEPS = onnx.parser.parse_model(
+    """
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[6, 2] x, int64[1] s, int64[1] k) => (float[N, 2] y) {
+        axes = Constant<value = int64[1] {0}>()
+        e = Constant<value = int64[1] {5}>()
+        y = Slice(x, s, e, axes, k)
+    }
+    """
+)
 
 # Bounds from shapes: split([1, N-1]), the form tract runs.
 SHAPE_BOUNDS = onnx.parser.parse_model(
@@ -52,16 +65,21 @@ def test_tract_cannot_load_a_slice_by_run_time_bounds() -> None:
         run("tract", RUNTIME_BOUNDS, FEEDS)
 
 
-def test_run_time_bounds_are_named_before_the_check(tmp_path: Path) -> None:
+def test_run_time_bounds_run_on_tract_once_rewritten() -> None:
+    lowered = seqlower.lower(RUNTIME_BOUNDS, target="tract")  # proven on tract
+    assert_same(run("onnxruntime", RUNTIME_BOUNDS, FEEDS), run("tract", lowered, FEEDS))
+
+
+def test_run_time_bounds_left_are_named_before_the_check(tmp_path: Path) -> None:
     with pytest.raises(TargetError) as caught:
-        seqlower.lower(RUNTIME_BOUNDS, target="tract", check=False)
+        seqlower.lower(RUNTIME_STEPS, target="tract", check=False)
     (blocker,) = caught.value.blockers
     assert blocker.startswith("Slice node producing 'y' in graph 'g' remains: its starts 's'")
     assert "values of 's'" in blocker and "tract 0.23.9 cannot load" in blocker
     # Other targets' runtimes slice so: not asked there.
-    seqlower.lower(RUNTIME_BOUNDS, target="openvino", check=False)
+    seqlower.lower(RUNTIME_STEPS, target="openvino", check=False)
     source, out = tmp_path / "m.onnx", tmp_path / "out.onnx"
-    onnx.save(RUNTIME_BOUNDS, source)
+    onnx.save(RUNTIME_STEPS, source)
     require("tract")  # --target names a missing runtime before the blockers
     result = run_cli(source, "-o", out, "--target", "tract")
     assert result.exit_code == 2 and "Slice node producing 'y'" in result.stderr
@@ -74,13 +92,15 @@ def test_shape_bounds_are_left_and_run_on_tract() -> None:
     assert_same(run("onnxruntime", SHAPE_BOUNDS, feeds), run("tract", lowered, feeds))
 
 
-def test_embedding_bag_is_blocked_by_its_slices_and_inspect_says_so() -> None:
-    """PyTorch's embedding_bag slices the weight rows by its offsets: exit 1 in the check
-    before, while inspect named no blocker; now both name the Slices."""
-    with pytest.raises(TargetError) as caught:
-        seqlower.lower(onnx.load(BAG), target="tract", check=False)
-    assert caught.value.blockers and all(
-        "Slice node" in b and "tract 0.23.9 cannot load" in b for b in caught.value.blockers
-    )
+def test_embedding_bag_slices_are_rewritten_and_what_blocks_it_is_tract_s() -> None:
+    """PyTorch's embedding_bag slices the weight rows by its offsets (``offsets[i:i+1]``, 0 or
+    1 rows known only at run time): its Slices are rewritten, and tract 0.23.9 then refuses to
+    type the If it branches on that (a condition of run-time length, or a branch reading such a
+    value): the check says so, the lowering did reach past the Slices."""
+    lowered = seqlower.lower(onnx.load(BAG), target="tract", check=False)
+    assert "Slice" not in all_op_types(lowered)
     view = seqlower.inspect_model(BAG, ["tract"]).pipelines[0]
-    assert view.blockers == caught.value.blockers
+    assert not view.blockers
+    require("tract")
+    with pytest.raises(ProofFailedError, match=r"does not load on tract 0\.23\.9"):
+        seqlower.lower(onnx.load(BAG), target="tract")

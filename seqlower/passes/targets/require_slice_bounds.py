@@ -7,9 +7,10 @@ tensor *values* (a graph input, a ``Scan`` body's row, ``Gather`` of data: PyTor
 ``embedding_bag`` slices its weight rows by its ``offsets``) fails to load, in the main graph
 and in any body ('Symbol <Sym0> points to an invalid (dead ?) SymbolScope'; inside an ``If``
 branch first 'Source node without a determined fact'; ``tests/passes/test_slice_bounds.py``
-keeps the smallest models). The last check of the ``tract`` target: it raises
-:class:`~seqlower.errors.TargetError` naming each such ``Slice`` and where its bound comes from,
-before any check, and changes nothing.
+keeps the smallest models). ``run-time-slices-as-gathers`` rewrites those it can into what tract
+runs; the last check of the ``tract`` target raises :class:`~seqlower.errors.TargetError`
+naming each one left, where its bound comes from and why it was left, before any check, and
+changes nothing.
 """
 
 from __future__ import annotations
@@ -18,22 +19,9 @@ import onnx_ir as ir
 
 from seqlower._graphs import all_graphs
 from seqlower.errors import TargetError, describe_node
-from seqlower.passes._ir import is_onnx, origin
+from seqlower.passes._ir import blocked, is_onnx, origin, runtime_source
 
 __all__ = ["RequireShapeSliceBounds"]
-
-#: Ops whose output is known at load time whatever their inputs hold.
-_SHAPES = frozenset({"Shape", "Size", "Constant"})
-#: Ops whose output is known at load time when every input is.
-_FOLLOWS = frozenset(
-    {
-        "Abs", "Add", "And", "Cast", "CastLike", "Ceil", "Clip", "Concat", "ConstantOfShape",
-        "Div", "Equal", "Expand", "Flatten", "Floor", "Gather", "Greater", "GreaterOrEqual",
-        "Identity", "Less", "LessOrEqual", "Max", "Min", "Mod", "Mul", "Neg", "Not", "Or",
-        "Range", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceSum", "Reshape", "Slice",
-        "Squeeze", "Sub", "Tile", "Unsqueeze", "Where",
-    }
-)  # fmt: skip
 
 
 class RequireShapeSliceBounds(ir.passes.InPlacePass):
@@ -50,43 +38,16 @@ class RequireShapeSliceBounds(ir.passes.InPlacePass):
                     continue
                 for position, role in ((1, "starts"), (2, "ends"), (3, "axes"), (4, "steps")):
                     bound = node.inputs[position] if len(node.inputs) > position else None
-                    source = None if bound is None else _runtime_source(bound, runtime)
+                    source = None if bound is None else runtime_source(bound, runtime)
                     if source is not None:
+                        why = blocked(node, "require-shape-slice-bounds")
                         blockers.append(
                             f"{describe_node(node)} remains: its {role} '{bound.name}' "  # type: ignore[union-attr]
                             f"depends on the values of '{source.name}' (from "
                             f"{origin(source)}); tract 0.23.9 cannot load a Slice by run-time "
-                            "bounds"
+                            "bounds" + (f", and it is no Gather of a Range: {why}" if why else "")
                         )
                         break
         if blockers:
             raise TargetError(self.target, blockers)
         return ir.passes.PassResult(model, modified=False)
-
-
-def _runtime_source(value: ir.Value, memo: dict[int, ir.Value | None]) -> ir.Value | None:
-    """A value known only at run time that ``value`` is computed from, or None when it is
-    known at load time (constants, shapes and arithmetic on them)."""
-    stack = [value]
-    while stack:
-        top = stack[-1]
-        if id(top) in memo:
-            stack.pop()
-            continue
-        producer = top.producer()
-        if top.const_value is not None or (producer is not None and producer.op_type in _SHAPES):
-            memo[id(top)] = None
-            stack.pop()
-            continue
-        if producer is None or producer.op_type not in _FOLLOWS:
-            memo[id(top)] = top
-            stack.pop()
-            continue
-        inputs = [i for i in producer.inputs if i is not None]
-        pending = [i for i in inputs if id(i) not in memo]
-        if pending:
-            stack.extend(pending)
-            continue
-        memo[id(top)] = next((memo[id(i)] for i in inputs if memo[id(i)] is not None), None)
-        stack.pop()
-    return memo[id(value)]
