@@ -248,6 +248,15 @@ _LIMIT_AND_FILE_OPTIONS: list[_Decorator] = [
         help="Stop the check after this long in all (default 600); exit 3.",
     ),
     click.option(
+        "--target-timeout",
+        "target_timeout",
+        type=click.FloatRange(0, min_open=True),
+        metavar="SECONDS",
+        help="Stop one run on a --target runtime that runs in a child process (tract) after "
+        "this long (default 120): the run fails, the runtime's fault when the original times "
+        "out there too.",
+    ),
+    click.option(
         "--inputs",
         "inputs",
         type=click.Path(path_type=Path),
@@ -390,6 +399,7 @@ def checking(
     seq_len: int | None,
     memory_budget: int | None,
     timeout: float | None,
+    target_timeout: float | None,
     inputs: Path | None,
     expected: Path | None,
     targets: tuple[str, ...],
@@ -407,6 +417,7 @@ def checking(
         seq_len=seq_len,
         memory_budget=memory_budget,
         timeout=timeout,
+        target_timeout=target_timeout,
         targets=tuple(targets),
         expected=expected,
         force_input_shape=force_input_shape,
@@ -452,6 +463,8 @@ def repro_flags(options: CheckOptions, *, expected: Path | None = None) -> list[
     ]
     flags += ["--force-input-shape"] if options.force_input_shape else []
     flags += [] if options.seq_len is None else [f"--seq-len={options.seq_len}"]
+    if options.target_timeout is not None and options.targets:
+        flags.append(f"--target-timeout={options.target_timeout:g}")
     return flags + [f"--target={t}" for t in options.targets]
 
 

@@ -101,6 +101,10 @@ class CheckOptions:
     seq_len: int | None = None
     memory_budget: int | None = None
     timeout: float | None = None
+    #: Seconds one run may take on a target that runs in a child process (tract; default
+    #: :data:`~.oracles.DEFAULT_TARGET_TIMEOUT`): past it the run fails, the runtime's fault
+    #: when the original times out there too.
+    target_timeout: float | None = None
     on_run: Callable[[int, int], None] | None = None
     oracles: tuple[Oracle, ...] = ORACLES
     targets: tuple[str, ...] = ()
@@ -215,7 +219,10 @@ def verify(
         raise TypeError("give verify() either a CheckOptions or keywords, not both")
     if options.expected is not None and options.inputs is None:
         options = dataclasses.replace(options, inputs=options.expected)
-    targets = [load_target(name, lowering=False) for name in options.targets]  # exit 2 at once
+    targets = [  # exit 2 at once when one is missing
+        _limited(load_target(name, lowering=False), options.target_timeout)
+        for name in options.targets
+    ]
     reference_proto = _as_proto(reference)
     candidate_proto = _as_proto(candidate)
     budget = default_memory_budget() if options.memory_budget is None else options.memory_budget
@@ -534,6 +541,13 @@ class _Check:
             )
         count = f"{len(runs)} run{'s' if len(runs) > 1 else ''}"
         return self.report("equivalent", f"all outputs match in {count}" + _skips(skipped), **extra)
+
+
+def _limited(target: Oracle, timeout: float | None) -> Oracle:
+    """``target`` with its runs stopped after ``timeout`` seconds, when it runs them in a
+    child process it can stop (tract); the others are bounded by the check's time limit."""
+    with_timeout = getattr(target, "with_timeout", None)
+    return target if with_timeout is None else with_timeout(timeout)
 
 
 def _strict_inference_problem(model: onnx.ModelProto) -> str:

@@ -45,6 +45,7 @@ import onnx
 from seqlower.errors import BadOptionError, CheckLimitError, first_line
 
 __all__ = [
+    "DEFAULT_TARGET_TIMEOUT",
     "ORACLES",
     "TARGET_ORACLES",
     "CandidateRefused",
@@ -389,48 +390,181 @@ def _openvino_core() -> Any:
     return ov.Core()
 
 
+#: How long one run on a target that runs in a child process (tract) may take, in seconds
+#: (``--target-timeout``): tract 0.23.9 hung over 10 minutes on ONNX's expanded LinearAttention.
+DEFAULT_TARGET_TIMEOUT = 120.0
+
+
 class Tract:
     """tract, with input facts (shape and dtype) set from each run's feeds, as a deployment
-    gives them (``concrete``); or the model's declared, often symbolic, facts."""
+    gives them (``concrete``); or the model's declared, often symbolic, facts. It runs in a
+    child process (:mod:`._tract_worker`): tract aborts the process on some models and hangs
+    on others; a run past ``timeout`` seconds is stopped and fails."""
 
     package = "tract"
     extra = "runtimes"
 
-    def __init__(self, *, concrete: bool = True) -> None:
+    def __init__(self, *, concrete: bool = True, timeout: float = DEFAULT_TARGET_TIMEOUT) -> None:
         self.concrete = concrete
+        self.timeout = timeout
         self.name = "tract" if concrete else "tract (symbolic facts)"
 
-    def load(self, model: onnx.ModelProto) -> Runner:
-        import tract
+    def with_timeout(self, timeout: float | None) -> Tract:
+        """The same oracle with runs stopped after ``timeout`` seconds (None: the default)."""
+        return Tract(concrete=self.concrete, timeout=timeout or DEFAULT_TARGET_TIMEOUT)
 
-        data = model.SerializeToString()
+    def load(self, model: onnx.ModelProto) -> Runner:
         initializers = {t.name for t in model.graph.initializer}
         names = [i.name for i in model.graph.input if i.name not in initializers]
-        with _model_file(model) as path, _runtime_errors():
-            tract.onnx().load(path)  # refuses what it cannot parse, at load like the others
-        cache: dict[Any, Any] = {}
-
-        def runnable(feeds: Mapping[str, Any]) -> Any:
-            arrays = [np.asarray(feeds[name]) for name in names]
-            key = tuple((a.shape, a.dtype.str) for a in arrays) if self.concrete else None
-            if key not in cache:
-                with _model_file(data) as path:
-                    inference = tract.onnx().load(path)
-                for index, array in enumerate(arrays if self.concrete else []):
-                    inference.set_input_fact(index, _tract_fact(array))
-                cache[key] = inference.into_model().into_runnable()
-            return cache[key], arrays
+        label = oracle_label(self)
+        child = _TractChild(model.SerializeToString(), self.concrete, self.timeout, label)
+        child.load()  # refuses what it cannot parse, at load like the others
 
         def run(feeds: Mapping[str, Any]) -> list[Any]:
+            return child.run([np.asarray(feeds[name]) for name in names])
+
+        return Runner(label, run, child.stop)
+
+
+class _TractChild:
+    """One model in the tract worker process (one worker per process, started when needed,
+    shared by every model loaded; killed on a time-out, a Ctrl-C or the check's time limit,
+    and started again for the next run)."""
+
+    #: The worker script (tests point it at one that hangs).
+    worker = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_tract_worker.py")
+    _lock = threading.Lock()
+    _process: Any = None
+    _stderr: Any = None
+    _generation = 0
+    _keys = 0
+
+    def __init__(self, data: bytes, concrete: bool, timeout: float, label: str) -> None:
+        self.data, self.concrete, self.timeout, self.label = data, concrete, timeout, label
+        _TractChild._keys += 1
+        self.key = _TractChild._keys
+        self.generation = -1  # the worker this model is loaded in
+
+    def load(self) -> None:
+        with self._lock:
+            self._ensure_loaded()
+
+    def run(self, arrays: list[np.ndarray]) -> list[Any]:
+        with self._lock:
+            self._ensure_loaded()
+            answer = self._ask(("run", self.key, arrays), self.timeout)
+        if answer[0] == "error":
             try:
                 with _runtime_errors():
-                    ready, arrays = runnable(feeds)
-            except RuntimeRefusal as e:  # typing the model with these shapes: still its load
-                raise NotLoaded(str(e)) from e.__cause__
-            with _runtime_errors():
-                return [output.to_numpy() for output in ready.run(arrays)]
+                    raise RuntimeError(answer[2])
+            except RuntimeRefusal as e:
+                if answer[1] == "load":  # typing the model with these shapes: its load
+                    raise NotLoaded(str(e)) from None
+                raise
+        return list(answer[1])
 
-        return Runner(oracle_label(self), run)
+    def stop(self) -> None:
+        _TractChild._kill()
+
+    def _ensure_loaded(self) -> None:
+        if self.generation == _TractChild._generation and _TractChild._alive():
+            return
+        # Starting the worker and parsing are not the run the limit is for: a minute at least.
+        answer = self._ask(("load", self.key, self.data, self.concrete), max(self.timeout, 60))
+        if answer[0] == "error":
+            with _runtime_errors():
+                raise RuntimeError(answer[2])
+        self.generation = _TractChild._generation
+
+    def _ask(self, request: tuple[Any, ...], timeout: float) -> tuple[Any, ...]:
+        """Send one request and wait for its answer, at most ``timeout`` seconds."""
+        import pickle
+
+        process = _TractChild._start()
+        try:
+            pickle.dump(request, process.stdin, protocol=pickle.HIGHEST_PROTOCOL)
+            process.stdin.flush()
+            head = _read_within(process.stdout, 8, timeout)
+            if head is None:
+                _TractChild._kill()
+                raise RuntimeRefusal(
+                    f"timed out after {timeout:g} s on {self.label} (--target-timeout)"
+                )
+            body = _read_within(process.stdout, int.from_bytes(head, "little"), None)
+        except (BrokenPipeError, EOFError, OSError):
+            body = None
+        if body is None:
+            raise RuntimeRefusal(_TractChild._death())
+        answer: tuple[Any, ...] = pickle.loads(body)
+        return answer
+
+    @classmethod
+    def _alive(cls) -> bool:
+        return cls._process is not None and cls._process.poll() is None
+
+    @classmethod
+    def _start(cls) -> Any:
+        import subprocess
+
+        if not cls._alive():
+            cls._kill()
+            if cls._generation == 0:  # a hung worker must not outlive the check
+                import atexit
+
+                atexit.register(cls._kill)
+            cls._stderr = tempfile.TemporaryFile()  # noqa: SIM115 (the worker's, kept)
+            cls._process = subprocess.Popen(
+                [sys.executable, cls.worker],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=cls._stderr,
+                start_new_session=True,  # Ctrl-C reaches the check, which stops the worker
+            )
+            cls._generation += 1
+        return cls._process
+
+    @classmethod
+    def _kill(cls) -> None:
+        process, cls._process = cls._process, None
+        if process is not None:
+            process.kill()
+            process.wait()
+            for stream in (process.stdin, process.stdout):
+                with contextlib.suppress(OSError):
+                    stream.close()
+
+    @classmethod
+    def _death(cls) -> str:
+        """Why the worker died: tract's panic message, one line."""
+        process = cls._process
+        code = None if process is None else process.wait()
+        text = ""
+        if cls._stderr is not None:
+            cls._stderr.seek(0)
+            text = cls._stderr.read()[-20000:].decode("utf-8", "replace")
+        cls._kill()
+        lines = [line.strip() for line in text.splitlines()]
+        panic = next((k for k, line in enumerate(lines) if " panicked at " in line), None)
+        why = lines[panic + 1] if panic is not None and panic + 1 < len(lines) else ""
+        return f"tract aborted the process (exit {code})" + (f": {why}" if why else "")
+
+
+def _read_within(stream: Any, size: int, timeout: float | None) -> bytes | None:
+    """``size`` bytes from ``stream``; None when it ends first or nothing comes within
+    ``timeout`` seconds (then the caller decides)."""
+    import select
+
+    if timeout is not None:
+        ready, _, _ = select.select([stream], [], [], timeout)
+        if not ready:
+            return None
+    data = b""
+    while len(data) < size:
+        chunk = stream.read(size - len(data))
+        if not chunk:
+            raise EOFError
+        data += chunk
+    return data
 
 
 def import_onnx2torch() -> Any:
@@ -888,31 +1022,6 @@ def cannot_run(name: str, *, api: bool = False) -> TargetUnavailableError:
 def _wording(name: str, api: bool) -> tuple[str, str]:
     """How the user named the target, and how they lower without the proof."""
     return (f"target={name!r}", "check=False") if api else (f"--target {name}", "--no-check")
-
-
-_TRACT_DTYPES = {
-    "f4": "f32",
-    "f8": "f64",
-    "f2": "f16",
-    "i1": "i8",
-    "i2": "i16",
-    "i4": "i32",
-    "i8": "i64",
-    "u1": "u8",
-    "u2": "u16",
-    "u4": "u32",
-    "u8": "u64",
-    "b1": "bool",
-}
-
-
-def _tract_fact(array: Any) -> str:
-    """tract's fact syntax for an array: ``2,3,f32`` (``f32`` for a scalar)."""
-    dtype = _TRACT_DTYPES.get(array.dtype.str[1:])
-    if dtype is None:
-        raise TypeError(f"tract has no dtype for {array.dtype}")
-    shape = ",".join(str(d) for d in array.shape)
-    return f"{shape},{dtype}" if shape else dtype
 
 
 class RuntimeRefusal(RuntimeError):
