@@ -259,6 +259,10 @@ PIPELINES: dict[str, Pipeline] = {
                 "loop-to-scan-reads",
                 "unroll-constant-scans",
                 "lower-reverse-sequence",
+                # at fixed input shapes a stacked RNN's second count is constant only once the
+                # first layer is unrolled and folded
+                "fold-static-shapes",
+                "unroll-constant-scans",
                 "expand-unconverted-function-ops",
                 "split-as-slices",
                 "constant-values-as-tensors",

@@ -27,6 +27,7 @@ REACH: dict[str, tuple[str, ...]] = {
         "realworld/tf_map_fn_reverse_op13",
         "realworld/tf_map_fn_cumsum_op17",
         "realworld/k2_bigru_mask_sum_op17",
+        "realworld/k2_stacked_bisimple_op13",
         "sequence_free/hstack_atleast_1d",
         "sequence_free/insert_chain",
         "sequence_map/in_scan_body",
