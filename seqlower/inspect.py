@@ -25,6 +25,7 @@ import onnx
 
 from seqlower.errors import (
     BadArgumentError,
+    BadOptionError,
     ModelTypeError,
     SeqlowerError,
     SequenceFreeError,
@@ -261,6 +262,8 @@ def _dry_run(
     except (SequenceFreeError, TargetError) as e:
         view.blockers = list(e.blockers)
         return view
+    except BadOptionError:  # a flag that does not fit the model: lower's exit 2, not a view
+        raise
     except SeqlowerError as e:
         view.error = first_line(e)
         return view

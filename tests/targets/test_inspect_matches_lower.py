@@ -197,3 +197,26 @@ def test_inspect_json_names_blockers(tmp_path: Path) -> None:
         "tract",
     ]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["loop.onnx"]  # nothing written
+
+
+@pytest.mark.parametrize(
+    "flag",
+    [
+        ["--overwrite-input-shape", "nosuch=1,2"],
+        ["--overwrite-input-shape", "x=1,2,3,4,5"],
+        ["--unroll-input", "nosuch=2"],
+        ["--optional-input", "nosuch=present"],
+    ],
+)
+def test_a_flag_that_does_not_fit_is_exit_2_in_inspect_as_in_lower(
+    tmp_path: Path, flag: list[str]
+) -> None:
+    """A planning flag the model cannot take is the user's mistake, not one pipeline's
+    failure: inspect says it once, exit 2, as lower does, and writes nothing."""
+    source = tmp_path / "rnn.onnx"
+    onnx.save(onnx.load(DATA / "k2_stacked_bisimple_op13.onnx"), source)
+    lowered = CliRunner().invoke(cli, [str(source), "-o", str(tmp_path / "out.onnx"), *flag])
+    inspected = CliRunner().invoke(cli, ["inspect", str(source), *flag])
+    assert lowered.exit_code == inspected.exit_code == 2, (lowered.output, inspected.output)
+    assert "fails:" not in inspected.output and flag[1].split("=")[0] in inspected.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rnn.onnx"]
