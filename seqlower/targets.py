@@ -202,7 +202,7 @@ PIPELINES: dict[str, Pipeline] = {
             still_blocks=(
                 "Loops whose trip count is known only inside (bounded ones that stop on data run "
                 "to their bound, frozen, unless their scan outputs are read); opset-8 Scans of a "
-                "batch size not known when lowering or run-time sequence_lens; sequences whose "
+                "batch size not known when lowering; sequences whose "
                 "length is known only at run time and whose "
                 "elements are not proven one shape; Scans with data-dependent trip counts "
                 "computed differently and joined later (tract gives each its own symbol); Scans "

@@ -16,10 +16,15 @@ ops, ``BatchNormalization``/``Upsample`` among them, the ``Scan`` nodes re-stamp
 then each becomes, for ``b`` in ``range(B)``: ``Gather(v, b, axis=0)`` of every state and scan
 input (``Slice``d to the entry's length when a constant length is shorter than ``T``), a
 ``Scan``-9 on a copy of the body with the same ``directions``, each result ``Unsqueeze``d (a scan
-output first padded with zero rows to ``T``), the entries joined by ``Concat``. Nodes are
-planned on the model as read, so a refusal (exit 2, naming the node) leaves it untouched:
-a batch size or (with lengths) a ``T`` not known when lowering (``--overwrite-input-shape``
-fixes both), a batch of 0, lengths computed at run time, a node in a body that changed
+output first padded with zero rows to ``T``), the entries joined by ``Concat``. Lengths
+computed at run time: each entry scans all ``T`` rows (a reverse input's first ``length`` rows
+reversed by a ``Gather`` first) with a step counter, its states kept (``Where``) and its scan
+outputs zero once the counter reaches the length, the lengths checked to be ``B`` values in
+``[1, T]`` (an out-of-range ``Gather``; for OpenVINO a ``Reshape`` of two values to a scalar
+too); the rows past a length still run the body (discarded), which can fail where the
+original would not. Nodes are planned on the model as read, so a refusal (exit 2, naming the
+node) leaves it untouched: a batch size or (with constant lengths) a ``T`` not known when
+lowering (``--overwrite-input-shape`` fixes both), a batch of 0, a node in a body that changed
 between opsets 8 and 9 other than a ``Scan`` (the converter does not reach into a body kept
 as it is).
 """
@@ -57,6 +62,9 @@ class _Plan:
     time: int  # T (0 when not needed: no lengths)
     #: The scan outputs' element types (for the zero rows that pad a short entry).
     dtypes: list[ir.DataType]
+    #: Whether sequence_lens is computed at run time (each entry then scans T rows with its
+    #: states frozen and its scan outputs zero past its length).
+    run_time: bool = False
 
 
 class LowerScan8(NodeLoweringPass[_Plan]):
@@ -65,6 +73,9 @@ class LowerScan8(NodeLoweringPass[_Plan]):
     op_type = "Scan"
     takes_all = False  # the opset-9 Scans it writes stay
     target: ClassVar[str] = "tract"
+    #: Run-time lengths outside [1, T] fail through a Reshape too (OpenVINO's Gather returns
+    #: zeros for an out-of-range index; tract loads no such Reshape, its Gather aborts).
+    reshape_check: ClassVar[bool] = False
     #: Lower only a model with a Scan-8 that has sequence_lens (OpenVINO runs the others).
     only_with_lengths: ClassVar[bool] = False
 
@@ -128,7 +139,8 @@ class LowerScan8(NodeLoweringPass[_Plan]):
     def rewrite(self, plan: _Plan, ctx: Rewrite) -> None:
         op = ctx.before()
         values = [v for v in ctx.node.inputs[1:] if v is not None]
-        entries = [_entry(op, ctx, plan, values, b) for b in range(plan.batch)]
+        lens = _checked_lengths(op, ctx.node, plan, values, self.reshape_check)
+        entries = [_entry(op, ctx, plan, values, b, lens) for b in range(plan.batch)]
         joined = [
             op.Concat(*column, axis=0, _hint="batch") if len(column) > 1 else column[0]
             for column in zip(*entries, strict=True)
@@ -144,6 +156,7 @@ class LowerScan8Lengths(LowerScan8):
 
     target = "openvino"
     only_with_lengths = True
+    reshape_check = True
 
 
 class _Refused(Exception):
@@ -164,9 +177,11 @@ def _plan(node: ir.Node, types: TypeOracle) -> _Plan:
     batch = _dim(types, values, 0)
     if batch is None or batch == 0:
         raise _Refused(f"its batch size is {'0' if batch == 0 else 'not known'}; {_FIX}")
-    lengths, time = _entry_lengths(node, types, values[states:], batch)
+    lens = _lengths(node)
+    run_time = lens is not None and constant_array(lens) is None
+    lengths, time = (None, 0) if run_time else _entry_lengths(node, types, values[states:], batch)
     dtypes = [_dtype(types, v) for v in body.outputs[states:]]
-    return _Plan(body, states, batch, directions, lengths, time, dtypes)
+    return _Plan(body, states, batch, directions, lengths, time, dtypes, run_time)
 
 
 def _lengths(node: ir.Node) -> ir.Value | None:
@@ -191,8 +206,7 @@ def _entry_lengths(
     if lens is None:
         return None, 0
     array = constant_array(lens)
-    if array is None:
-        raise _Refused(f"sequence_lens '{lens.name}' is computed at run time")
+    assert array is not None, "run-time lengths are planned apart"
     time = _dim(types, scanned, 1)
     if time is None:
         raise _Refused(f"the length of its scan axis is not known; {_FIX}")
@@ -210,11 +224,13 @@ def _dtype(types: TypeOracle, value: ir.Value) -> ir.DataType:
 
 
 def _entry(
-    op: Emitter, ctx: Rewrite, plan: _Plan, values: list[ir.Value], b: int
+    op: Emitter, ctx: Rewrite, plan: _Plan, values: list[ir.Value], b: int, lens: ir.Value | None
 ) -> list[ir.Value]:
     """Batch entry ``b``: its rows, its Scan-9, its results with a batch axis of 1."""
     index = op.int64s(b, hint="entry")
     rows = [op.Gather(v, index, axis=0, _hint="entry") for v in values]
+    if lens is not None:
+        return _frozen_entry(op, ctx, plan, rows, op.Gather(lens, index, _hint="length"))
     length = plan.time if plan.lengths is None else plan.lengths[b]
     short = plan.lengths is not None and length < plan.time
     if short:
@@ -259,3 +275,81 @@ def _padded(op: Emitter, rows: ir.Value, missing: int, dtype: ir.DataType) -> ir
     zero = ir.Tensor(np.zeros(1, dtype=dtype.numpy()))
     zeros = op.ConstantOfShape(zeros_shape, value=zero, _hint="zeros")
     return op.Concat(rows, zeros, axis=0, _hint="padded")
+
+
+def _checked_lengths(
+    op: Emitter, node: ir.Node, plan: _Plan, values: list[ir.Value], reshape_check: bool
+) -> ir.Value | None:
+    """Run-time lengths, failing at run time unless there are B of them in [1, T], as
+    onnxruntime's Scan-8 does: an out-of-range ``Gather`` (and, for OpenVINO, a ``Reshape``
+    of two values to a scalar)."""
+    lens = _lengths(node)
+    if not plan.run_time or lens is None:
+        return None
+    one = op.int64s(1, hint="one")
+    steps = op.Gather(op.Shape(values[plan.states], _hint="scan_shape"), one, _hint="steps")
+    short = op.Less(op.ReduceMin(lens, keepdims=0, _hint="shortest"), one, _hint="empty")
+    long = op.Less(steps, op.ReduceMax(lens, keepdims=0, _hint="longest"), _hint="too_long")
+    count = op.Equal(op.Size(lens, _hint="count"), op.int64s(plan.batch, hint="batch"))
+    bad = op.Or(op.Or(short, long, _hint="bad_length"), op.Not(count), _hint="bad")
+    bad_int = op.Cast(bad, to=int(ir.DataType.INT64), _hint="bad_int")
+    check = op.Gather(op.int64s([0], hint="zero_row"), bad_int, _hint="zero_if_good")
+    if reshape_check:
+        ones = op.arange(op.Add(one, bad_int, _hint="check_count"), hint="check")
+        zero = op.Reshape(ones, op.int64s([], hint="scalar"), _hint="zero_unless_bad")
+        check = op.Add(check, zero, _hint="checked")
+    return op.Add(lens, check, _hint="lengths")
+
+
+def _frozen_entry(
+    op: Emitter, ctx: Rewrite, plan: _Plan, rows: list[ir.Value], length: ir.Value
+) -> list[ir.Value]:
+    """An entry of a run-time ``length``: all T rows scanned forward (a reverse input's first
+    ``length`` rows reversed first), a step counter, the states frozen and the scan outputs zero
+    once the counter reaches the length."""
+    n = plan.states
+    for k, direction in enumerate(plan.directions):
+        if direction:
+            rows[n + k] = _reversed_within(op, rows[n + k], length)
+    body = _own_outputs(ctx, body_copy(plan.body, ctx.names, ctx.base))
+    _freeze(ctx, body, plan, length)
+    results = [ir.Value(name=ctx.names.fresh(f"{ctx.base}_out")) for _ in body.outputs]
+    start = op.int64s(0, hint="step")
+    op.Scan(*rows[:n], start, *rows[n:], body=body, num_scan_inputs=len(rows) - n,
+            _outputs=results)  # fmt: skip
+    return [op.unsqueeze(r, [0], hint="entry_out") for r in results[:n] + results[n + 1 :]]
+
+
+def _reversed_within(op: Emitter, rows: ir.Value, length: ir.Value) -> ir.Value:
+    """``rows[length-1], ..., rows[0]``, then the rows after ``length`` as they are."""
+    steps = op.Gather(op.Shape(rows, _hint="rows_shape"), op.int64s(0, hint="zero"))
+    r = op.arange(steps, hint="row")
+    back = op.Sub(op.Sub(length, op.int64s(1, hint="one"), _hint="last"), r, _hint="back")
+    index = op.Where(op.Less(r, length, _hint="inside"), back, r, _hint="reversed_index")
+    return op.Gather(rows, index, axis=0, _hint="reversed")
+
+
+def _freeze(ctx: Rewrite, body: ir.Graph, plan: _Plan, length: ir.Value) -> None:
+    """``body`` with a step counter after its states: each state kept and each scan output zero
+    once the counter reaches ``length`` (read from outside)."""
+    n = plan.states
+    emit = ctx.into(body, pool=None)
+    step = ir.Value(name=ctx.names.fresh(f"{ctx.base}_step"), type=ir.TensorType(ir.DataType.INT64))
+    step.shape = ir.Shape([])
+    alive = emit.Less(step, length, _hint="alive")
+    outputs = list(body.outputs)
+    for k in range(n):
+        outputs[k] = emit.Where(alive, outputs[k], body.inputs[k], _hint="state")
+    for j, dtype in enumerate(plan.dtypes):
+        zero = emit.constant(np.zeros((), dtype=dtype.numpy()), hint="zero")
+        outputs[n + j] = emit.Where(alive, outputs[n + j], zero, _hint="row")
+    for new, old in zip(outputs, body.outputs, strict=True):
+        new.type, new.shape = old.type, old.shape
+    following = emit.Add(step, emit.int64s(1, hint="one"), _hint="next_step")
+    following.type, following.shape = step.type, step.shape
+    body.extend(emit.nodes)
+    inputs = list(body.inputs)
+    body.inputs.clear()
+    body.inputs.extend([*inputs[:n], step, *inputs[n:]])
+    body.outputs.clear()
+    body.outputs.extend([*outputs[:n], following, *outputs[n:]])
