@@ -5,10 +5,13 @@ Run by hand (each runtime run is a child process: tract aborts the process on so
 
     .venv/bin/python benchmarks/onnx_cases.py [--runtimes tract openvino] [-k loop] [--json F]
 
+(``--runtimes tinygrad`` (or ``onnx2torch``, ``tvm``, from their venvs) measures a converter
+target: ``-k lstm``, ``-k gru``, ``-k rnn`` its recurrent cases.)
+
 The cases: ``onnx.backend.test.case.node`` and ``.model`` cases whose graphs (any scope, model
 functions included) hold ``Loop``, ``Scan``, ``If``, ``ReverseSequence``, ``SplitToSequence``,
-``ConcatFromSequence``, ``Sequence*`` or ``Optional*``, and whose graph inputs and outputs are
-tensors or optional tensors. Each is written as an ONNX test folder (``model.onnx``,
+``ConcatFromSequence``, ``Sequence*``, ``Optional*``, ``LSTM``, ``GRU`` or ``RNN``, and whose
+graph inputs and outputs are tensors or optional tensors. Each is written as an ONNX test folder (``model.onnx``,
 ``test_data_set_0/input_K.pb``; an optional input as its tensor, an absent one as no file) and,
 per runtime RT, run as written, then lowered with the CLI as a user would:
 
@@ -37,7 +40,11 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 RUNTIMES = ("onnxruntime", "openvino", "tract")
+#: Converter targets, measured only when named (``--runtimes tinygrad``): their venvs differ.
+CONVERTERS = ("tinygrad", "onnx2torch", "tvm")
 _OPS = {"Loop", "Scan", "If", "ReverseSequence", "SplitToSequence", "ConcatFromSequence"}
+#: Ops the converters lack and seqlower lowers (``unroll-recurrent-ops``), cases chosen too.
+_RECURRENT = {"LSTM", "GRU", "RNN"}
 
 
 def _ops(graph: Any) -> set[str]:
@@ -72,7 +79,7 @@ def cases() -> list[Any]:
         if model is None or not case.data_sets:
             continue
         ops = _ops(model.graph).union(*(_ops(f) for f in model.functions))
-        if not any(o in _OPS or o.startswith(("Sequence", "Optional")) for o in ops):
+        if not any(o in _OPS | _RECURRENT or o.startswith(("Sequence", "Optional")) for o in ops):
             continue
         if all(_plain(v) for v in [*model.graph.input, *model.graph.output]):
             chosen.append(case)
@@ -188,7 +195,9 @@ def _lower(runtime: str, folder: Path, flags: list[str], out: Path) -> str | Non
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runtimes", nargs="+", default=list(RUNTIMES), choices=RUNTIMES)
+    parser.add_argument(
+        "--runtimes", nargs="+", default=list(RUNTIMES), choices=(*RUNTIMES, *CONVERTERS)
+    )
     parser.add_argument("-k", default="", help="only cases whose name holds this")
     parser.add_argument("--json", type=Path, help="also write the cells here")
     args = parser.parse_args()

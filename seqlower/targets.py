@@ -258,6 +258,7 @@ PIPELINES: dict[str, Pipeline] = {
                 *_SEQUENCE_FREE,
                 "loop-to-scan-reads",
                 "unroll-constant-scans",
+                "unroll-recurrent-ops",
                 "lower-reverse-sequence",
                 # at fixed input shapes a stacked RNN's second count is constant only once the
                 # first layer is unrolled and folded
@@ -296,6 +297,7 @@ PIPELINES: dict[str, Pipeline] = {
                 *_SEQUENCE_FREE,
                 "loop-to-scan-reads",
                 "unroll-constant-scans",
+                "unroll-recurrent-ops",
                 "lower-reverse-sequence",
                 # at fixed input shapes a stacked RNN's second count is constant only once the
                 # first layer is unrolled and folded
@@ -321,6 +323,7 @@ PIPELINES: dict[str, Pipeline] = {
                 *_SEQUENCE_FREE,
                 "loop-to-scan-reads",
                 "unroll-constant-scans",
+                "unroll-recurrent-ops",
                 "lower-reverse-sequence",
                 # at fixed input shapes: a stacked RNN's second count is constant only once the
                 # first layer is unrolled and folded; the fold would remove the Casts of

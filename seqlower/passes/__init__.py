@@ -89,6 +89,7 @@ if TYPE_CHECKING:
         VariableThenBranches,
     )
     from seqlower.passes.targets.unroll_constant_scans import UnrollConstantScans
+    from seqlower.passes.targets.unroll_recurrent_ops import UnrollRecurrentOps
 
 __all__ = [
     "PASSES",
@@ -147,6 +148,7 @@ __all__ = [
     "StripSymbolicDims",
     "TypedScanBodies",
     "UnrollConstantScans",
+    "UnrollRecurrentOps",
     "UnrollSequenceMap",
     "ValidateNodes",
     "VariableThenBranches",
@@ -209,6 +211,7 @@ _MODULES = {
     "StrictScanBodies": "targets.strict_scan_bodies",
     "TypedScanBodies": "targets.strict_scan_bodies",
     "UnrollConstantScans": "targets.unroll_constant_scans",
+    "UnrollRecurrentOps": "targets.unroll_recurrent_ops",
     "ExplicitConstantOfShapeValue": "targets.target_repairs",
     "FoldStaticIfs": "targets.target_repairs",
     "StripSymbolicDims": "targets.target_repairs",
@@ -298,6 +301,7 @@ PASSES: MutableMapping[str, type[ir.passes.InPlacePass]] = _Registry(
         "strict-scan-bodies": "StrictScanBodies",
         "typed-scan-bodies": "TypedScanBodies",
         "unroll-constant-scans": "UnrollConstantScans",
+        "unroll-recurrent-ops": "UnrollRecurrentOps",
         "validate-nodes": "ValidateNodes",
         "explicit-attribute-defaults": "ExplicitAttributeDefaults",
         "require-onnx2torch-ops": "RequireOnnx2TorchOps",

@@ -185,6 +185,19 @@ class Emitter(ir.tape.Tape):
         axes = self.int64s([axis], hint=f"{hint}_axis")
         return self.Slice(x, starts, ends, axes, _hint=hint)
 
+    def split(self, x: ir.Value, sizes: Sequence[int], axis: int, *, hint: str) -> list[ir.Value]:
+        """``x`` in pieces of ``sizes`` along ``axis`` (the sizes an attribute before opset 13,
+        an input from 13)."""
+        pieces = [
+            ir.Value(name=self._names.fresh(f"{self.prefix}_{hint}_{k}")) for k in range(len(sizes))
+        ]
+        if self.opset >= 13:
+            sizes_value = self.int64s(list(sizes), hint=f"{hint}_sizes")
+            self.Split(x, sizes_value, axis=axis, _outputs=pieces)
+        else:
+            self.Split(x, axis=axis, split=list(sizes), _outputs=pieces)
+        return pieces
+
     def dims(
         self,
         x: ir.Value,

@@ -81,10 +81,13 @@ SAME_SHAPE = ELEMENTWISE | {
 #: ``node.meta`` key prefix: why a pass left the node (meta is never serialized), one record per
 #: check that names what stays, so a reason for one check never reads as the other's.
 BLOCKED_KEY = "seqlower.blocked"
-#: The checks a reason is for: ``require-sequence-free`` (a sequence op or value stays) and
-#: ``require-no-loop`` (a ``Loop`` stays).
+#: The checks a reason is for: ``require-sequence-free`` (a sequence op or value stays),
+#: ``require-no-loop`` (a ``Loop`` stays)...
 SEQUENCE_FREE = "require-sequence-free"
 NO_LOOP = "require-no-loop"
+#: ... and the converter checks (``require-onnx2torch-ops``): an op a pass could have written
+#: in ops the converter has stays.
+CONVERTER_OPS = "require-converter-ops"
 
 
 def is_onnx(node: ir.Node | None, *op_types: str) -> TypeGuard[ir.Node]:

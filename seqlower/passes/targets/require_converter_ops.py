@@ -24,7 +24,7 @@ import onnx_ir as ir
 
 from seqlower._graphs import subgraphs_of
 from seqlower.errors import TargetError, describe_node
-from seqlower.passes._ir import NO_LOOP, blocked, is_onnx
+from seqlower.passes._ir import CONVERTER_OPS, NO_LOOP, blocked, is_onnx
 from seqlower.passes.targets._converter_ops import (
     ONNX2TORCH,
     ONNX2TORCH_VERSION,
@@ -88,7 +88,8 @@ class RequireConverterOps(ir.passes.InPlacePass):
         if not known and self.any_domain:
             known = self.table.get(node.op_type)
         if not known:
-            return f"{self.converter} has no converter for {op}"
+            why = blocked(node, CONVERTER_OPS)  # a pass that could have rewritten it says why not
+            return f"{self.converter} has no converter for {op}" + (f" ({why})" if why else "")
         for refused_op, name, value in self.refused:
             attr = node.attributes.get(name)
             if op == refused_op and attr is not None and not attr.is_ref() and attr.value == value:
