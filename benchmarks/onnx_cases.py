@@ -11,9 +11,9 @@ target: ``-k lstm``, ``-k gru``, ``-k rnn`` its recurrent cases.)
 The cases: ``onnx.backend.test.case.node`` and ``.model`` cases whose graphs (any scope, model
 functions included) hold ``Loop``, ``Scan``, ``If``, ``ReverseSequence``, ``SplitToSequence``,
 ``ConcatFromSequence``, ``Sequence*``, ``Optional*``, ``LSTM``, ``GRU`` or ``RNN``, and whose
-graph inputs and outputs are tensors or optional tensors. Each is written as an ONNX test folder (``model.onnx``,
-``test_data_set_0/input_K.pb``; an optional input as its tensor, an absent one as no file) and,
-per runtime RT, run as written, then lowered with the CLI as a user would:
+graph inputs and outputs are tensors or optional tensors. Each is written as an ONNX test folder
+(``model.onnx``, ``test_data_set_0/input_K.pb``; an optional input as its tensor, an absent one
+as no file) and, per runtime RT, run as written, then lowered with the CLI as a user would:
 
     seqlower CASE/model.onnx -o OUT --target RT --inputs CASE/test_data_set_0
              [--optional-input NAME=present|absent ...]
