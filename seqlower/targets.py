@@ -283,12 +283,15 @@ PIPELINES: dict[str, Pipeline] = {
             measured="by hand",
             still_blocks="every node its registry has no converter for, named before the "
             "check (require-onnx2torch-ops): Loops and Scans whose trip count is not a constant "
-            "(at most 256; --overwrite-input-shape makes tf2onnx's constant), If, LSTM, GRU; "
+            "(at most 256; --overwrite-input-shape makes tf2onnx's constant), If; LSTM, GRU and "
+            "RNN whose time axis is not static or longer than 256 steps (the others are written as "
+            "primitive ops, unroll-recurrent-ops); "
             "Reshape with allowzero=1 (sequence-free lowering writes it) and Flatten with axis=0; "
             "newer models are converted to opset 17 (ops changed only in their type lists "
             "re-stamped as they are, function ops it lacks expanded, CastLike as Cast)",
             proofs=("onnx2torch",),
-            static_shapes="for Loops and Scans (unrolled when their count is a constant)",
+            static_shapes="for Loops, Scans, LSTM, GRU and RNN (unrolled when their length is a "
+            "constant)",
         ),
         Target(
             name="tinygrad",
@@ -313,9 +316,11 @@ PIPELINES: dict[str, Pipeline] = {
             measured="CI",
             still_blocks="every node OnnxRunner has no implementation for, named before the "
             "check (require-tinygrad-ops): Loops and Scans whose trip count is not a constant "
-            "(--overwrite-input-shape makes tf2onnx's constant), LSTM, GRU, RNN",
+            "(--overwrite-input-shape makes tf2onnx's constant); LSTM, GRU and RNN whose time axis "
+            "is not static or longer than 256 steps (the others are written as primitive ops)",
             proofs=("tinygrad",),
-            static_shapes="for Loops and Scans (unrolled when their count is a constant)",
+            static_shapes="for Loops, Scans, LSTM, GRU and RNN (unrolled when their length is a "
+            "constant)",
         ),
         Target(
             name="tvm",
@@ -342,10 +347,11 @@ PIPELINES: dict[str, Pipeline] = {
             measured="by hand",
             still_blocks="every node its converter map lacks, named before the check "
             "(require-tvm-ops): Loops and Scans whose trip count is not a constant "
-            "(--overwrite-input-shape makes tf2onnx's constant), LSTM, GRU, RNN; a Cast of a shape "
-            "TVM 0.27.0 computes at run time (embedding_bag's If)",
+            "(--overwrite-input-shape makes tf2onnx's constant); LSTM, GRU and RNN whose time axis "
+            "is not static or longer than 256 steps (the others are written as primitive ops); a "
+            "Cast of a shape TVM 0.27.0 computes at run time (embedding_bag's If)",
             proofs=("tvm",),
-            static_shapes="for Loops (unrolled when their count is a constant)",
+            static_shapes="for Loops, LSTM, GRU and RNN (unrolled when their length is a constant)",
         ),
         Target(
             name="tensorrt",
