@@ -191,8 +191,9 @@ def _plan(node: ir.Node, opset: int, types: TypeOracle) -> tuple[str, _Plan | No
     if why:
         return why, None
     clip = node.attributes.get("clip")
-    if op == "LSTM" and len(inputs) > 7 and inputs[7] is not None and opset < 9:
-        return "peepholes before opset 9", None
+    mismatch = _shape_mismatch(op, inputs, len(reverse), hidden, layout, types)
+    if mismatch:
+        return mismatch, None
     return "", _Plan(
         op=op,
         steps=steps,
@@ -227,6 +228,42 @@ def _hidden_size(node: ir.Node, r: ir.Value, types: TypeOracle) -> int | None:
     if declared is not None:
         return declared if declared > 0 else None
     return known if isinstance(known, int) and known > 0 else None
+
+
+def _shape_mismatch(
+    op: str,
+    inputs: list[ir.Value | None],
+    directions: int,
+    hidden: int,
+    layout: int,
+    types: TypeOracle,
+) -> str:
+    """An input whose static shape the spec rejects (W, R, B, P, the initial states), named:
+    a direction's weights are picked by index, which would not fail on a wrong count."""
+    gates = _GATES[op] * hidden
+    expected: dict[int, tuple[str, tuple[int | None, ...]]] = {
+        1: ("W", (directions, gates, None)),
+        2: ("R", (directions, gates, hidden)),
+        3: ("B", (directions, 2 * gates)),
+        5: ("initial_h", (None, directions, hidden) if layout else (directions, None, hidden)),
+        6: ("initial_c", (None, directions, hidden) if layout else (directions, None, hidden)),
+        7: ("P", (directions, 3 * hidden)),
+    }
+    for k, (name, dims) in expected.items():
+        value = inputs[k] if k < len(inputs) else None
+        if value is None or (op != "LSTM" and k > 5):
+            continue
+        shape = types.shape_of(value)
+        if shape is None:
+            continue
+        if len(shape) != len(dims) or any(
+            isinstance(have, int) and want is not None and have != want
+            for have, want in zip(shape, dims, strict=False)
+        ):
+            have = [d if isinstance(d, int) else "?" for d in shape]
+            want = [d if d is not None else "?" for d in dims]
+            return f"{name}'s shape {have} is not the {want} the spec asks"
+    return ""
 
 
 def _activations(
@@ -495,18 +532,9 @@ def _masks(
         masks = [op.constant(running[t][:, None], hint="running") for t in range(steps)]
         return masks, op.constant((plan.lens > 0)[:, None], hint="not_empty")
     # Lengths outside [0, T] fail here (an out-of-range Gather), as onnxruntime refuses them.
-    lens32 = (
-        op.Cast(lens, to=ir.DataType.INT32, _hint="lens")
-        if lens.dtype
-        not in (
-            ir.DataType.INT32,
-            None,
-        )
-        else lens
-    )
     zero = op.constant(np.array(0, dtype=np.int32), hint="zero_length")
     past = op.constant(np.array(_INT32_MAX, dtype=np.int32), hint="past_any_length")
-    moved = op.Where(op.Less(lens32, zero, _hint="negative"), past, lens32, _hint="lens_or_past")
+    moved = op.Where(op.Less(lens, zero, _hint="negative"), past, lens, _hint="lens_or_past")
     valid = op.constant(np.arange(steps + 1, dtype=np.int32), hint="valid_lengths")
     checked = op.Gather(valid, moved, axis=0, _hint="lens_checked")
     column = op.unsqueeze(checked, [0], hint="lens_row")  # [1, B]
