@@ -320,7 +320,7 @@ def _model(spec: dict[str, Any], layout: int) -> tuple[onnx.ModelProto, dict[str
         ],
         [helper.make_tensor_value_info(n, TensorProto.FLOAT, shapes[n]) for n in outputs if n],
     )
-    opset = 14 if layout else 13
+    opset = spec.get("opset", 14 if layout else 13)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
     onnx.checker.check_model(model, full_check=True)
     return model, feeds
@@ -344,3 +344,32 @@ def test_any_node_unrolled_matches_onnxruntime(spec: dict[str, Any]) -> None:
     else:
         want = ort_run(model, feeds)
     _close(got, want)
+
+
+@pytest.mark.parametrize("opset", [9, 10, 11, 12])
+@pytest.mark.parametrize("op", ["RNN", "GRU", "LSTM"])
+def test_older_opsets_take_their_forms(op: str, opset: int) -> None:
+    """Split's sizes and Clip's bounds as attributes before opsets 13 and 11."""
+    spec = {
+        "op": op,
+        "direction": "bidirectional",
+        "directions": 2,
+        "layout": 0,
+        "steps": 3,
+        "batch": 2,
+        "inputs": 3,
+        "hidden": 2,
+        "bias": True,
+        "lens": True,
+        "h0": True,
+        "c0": op == "LSTM",
+        "peepholes": op == "LSTM",
+        "outputs": [True, True, True],
+        "attributes": {"hidden_size": 2, "direction": "bidirectional", "clip": 0.8},
+        "seed": opset,
+        "opset": opset,
+    }
+    model, feeds = _model(spec, 0)
+    lowered, rewritten = _unrolled(model)
+    assert rewritten == 1 and lowered.opset_import[0].version == opset
+    _close(ort_run(lowered, feeds), ort_run(model, feeds))
