@@ -229,6 +229,7 @@ PIPELINES: dict[str, Pipeline] = {
                 # at fixed input shapes, the unrolled copies' shapes folded for if-as-where
                 "fold-static-shapes",
                 "if-as-where",
+                "if-as-where",  # again: an If whose branch held an If rewritten by the first
                 "pad-empty-reductions",
                 "reverse-sequence-casts",
                 "constant-values-as-tensors",

@@ -583,3 +583,26 @@ def test_target_onnx2tf_runs_scan_outputs_of_a_bounded_count(tmp_path: Path) -> 
     code, output, out = _lower_cli(tmp_path, model, "--target", "onnx2tf")
     assert code == 0 and out.exists(), output
     assert "runs and matches on onnx2tf" in output
+
+
+def test_an_if_in_such_a_branch_goes_first_then_the_outer_one() -> None:
+    """embedding_bag's mean: the bag's sum divided by its size when positive, an If inside the
+    else branch (the second ``if-as-where`` takes the outer If once the first took it)."""
+    text = EMPTY_BAG_IF.replace(
+        "reduced = REDUCE(taken, axis)",
+        """summed = ReduceSum(taken, axis)
+            size = Sub(end, start)
+            zero = Constant<value = int64 {0}>()
+            some = Greater(size, zero)
+            reduced = If(some) <then_branch = t2 () => (float[1, ?] mean) {
+                fsize = Cast<to = 1>(size)
+                mean = Div(summed, fsize)
+            }, else_branch = f2 () => (float[1, ?] same) { same = Identity(summed) }>""",
+    )
+    model = onnx.parser.parse_model(text)
+    lowered = seqlower.lower(model, target="onnx2tf", check=False)
+    _valid(lowered)
+    assert "If" not in all_op_types(lowered)
+    for start, end in _BOUNDS:
+        feeds = _bounds(start, end)
+        assert_same(run("onnxruntime", model, feeds), run("onnxruntime", lowered, feeds))

@@ -11,10 +11,12 @@ unrolled. The same ``Where`` written in the graph runs.
 Evaluating both branches is exact only when the untaken one cannot fail and both give one
 shape: every branch node is an op that cannot fail on the shapes it gets (a constant, an
 elementwise op, a ``Slice`` with constant axes and steps, a float reduction over constant
-axes: onnxruntime reduces an empty slice to its identity), with no subgraph, and each output's
-shape is static and the same in both branches (traced through those ops). Any other ``If`` is
-left (onnx2tf's ``ONNX_IF``, refused by the proof at load). The condition, one element of any
-shape, is reshaped to a scalar so ``Where`` keeps the branches' rank.
+axes: onnxruntime reduces an empty slice to its identity, a ``Reshape`` of static shapes), with
+no subgraph, and each output's shape is static and the same in both branches (traced through
+those ops, values read from outside too). The row runs it twice: an ``If`` whose branch held an
+``If`` (``embedding_bag``'s mean divides by a positive size) is taken once that one is. Any
+other ``If`` is left (onnx2tf's ``ONNX_IF``, refused by the proof at load). The condition, one
+element of any shape, is reshaped to a scalar so ``Where`` keeps the branches' rank.
 """
 
 from __future__ import annotations
@@ -118,7 +120,18 @@ def _branch_shapes(branch: ir.Graph, types: TypeOracle) -> list[tuple[int, ...]]
     shape is static (traced from the shapes read from outside); else None."""
     known: dict[int, Dims | None] = {}
 
-    def dims(value: ir.Value | None) -> Dims | None:
+    def apply(node: ir.Node, depth: int) -> object:
+        rule = _RULES.get(node.op_type)
+        if rule is None or len(node.outputs) != 1 or node.domain not in ("", "ai.onnx"):
+            return _FAILS
+        floats = all(
+            element_dtype(types.type_of(v)) in _FLOATS for v in node.inputs[:1] if v is not None
+        )
+        return rule(node, [dims(v, depth + 1) for v in node.inputs], floats)
+
+    def dims(value: ir.Value | None, depth: int = 0) -> Dims | None:
+        """The value's dimensions: traced, declared, or (read from outside) traced through
+        the rules too, a declared static dimension winning over an unknown traced one."""
         if value is None:
             return None
         if id(value) in known:
@@ -127,20 +140,24 @@ def _branch_shapes(branch: ir.Graph, types: TypeOracle) -> list[tuple[int, ...]]
         if array is not None:
             return tuple(array.shape)
         shape = value.shape or types.shape_of(value)
-        if shape is None:
-            return None
-        return tuple(d if isinstance(d, int) else None for d in shape)
+        declared = (
+            None if shape is None else tuple(d if isinstance(d, int) else None for d in shape)
+        )
+        producer = value.producer()
+        if producer is None or depth > 16:
+            return declared
+        traced = apply(producer, depth)
+        if not isinstance(traced, tuple):
+            return declared
+        if declared is not None and len(declared) == len(traced):
+            traced = tuple(a if a is not None else b for a, b in zip(traced, declared, strict=True))
+        known[id(value)] = traced
+        return traced
 
     for node in branch:
-        if node.domain not in ("", "ai.onnx") or any(True for _ in _subgraphs(node)):
+        if any(True for _ in _subgraphs(node)):
             return None
-        rule = _RULES.get(node.op_type)
-        if rule is None or len(node.outputs) != 1:
-            return None
-        floats = all(
-            element_dtype(types.type_of(v)) in _FLOATS for v in node.inputs[:1] if v is not None
-        )
-        result = rule(node, [dims(v) for v in node.inputs], floats)
+        result = apply(node, 0)
         if result is _FAILS:
             return None
         known[id(node.outputs[0])] = result  # type: ignore[assignment]
@@ -237,8 +254,28 @@ def _reduce(node: ir.Node, shapes: list[Dims | None], floats: bool) -> object:
     return tuple(d for k, d in enumerate(data) if k not in reduced)
 
 
+def _reshape(node: ir.Node, shapes: list[Dims | None], floats: bool) -> object:
+    data = shapes[0] if shapes else None
+    target = constant_array(node.inputs[1]) if len(node.inputs) > 1 else None
+    if data is None or None in data or target is None:
+        return _FAILS  # an element count that may not match
+    dims = [int(d) for d in data if d is not None]
+    sizes = [int(d) for d in target.reshape(-1)]
+    if not int_attr(node, "allowzero", 0):
+        sizes = [dims[k] if d == 0 and k < len(dims) else d for k, d in enumerate(sizes)]
+    try:
+        return np.zeros(dims, np.int8).reshape(sizes).shape
+    except ValueError:
+        return _FAILS
+
+
+def _static(dim: object) -> int | None:
+    return dim if isinstance(dim, int) else None
+
+
 _RULES: dict[str, Rule] = {
     "Constant": _constant,
+    "Reshape": _reshape,
     "Slice": _slice,
     **dict.fromkeys(_UNARY, _unary),
     **dict.fromkeys(_BINARY, _binary),
