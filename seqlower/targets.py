@@ -243,10 +243,10 @@ PIPELINES: dict[str, Pipeline] = {
             strip_symbolic_dims=False,
             versions="onnx2tf 2.6.9 (its flatbuffer_direct .tflite in ai-edge-litert 2.1.2)",
             measured="by hand",
-            still_blocks="Loops of a run-time count with scan outputs (its WHILE carries states "
-            "only); at dynamic shapes a WHILE whose body reads an outer tensor ('Input tensor N "
-            "lacks data'); Scans of a run-time count, sequence and optional ops, some Ifs: "
-            "custom ops LiteRT cannot run (ONNX_SCAN, ...: refused by the proof); its fused "
+            still_blocks="Loops with scan outputs of an unbounded count or rows of run-time "
+            "shape; at dynamic shapes WHILE states XNNPACK cannot reshape; Scans of a run-time "
+            "count, sequence and optional ops, Ifs whose branches could fail: custom ops LiteRT "
+            "cannot run (ONNX_SCAN, ...: refused by the proof); its fused "
             "bidirectional LSTM differs from the framework on tf2onnx's unmasked Keras "
             "Bidirectional(LSTM); TFLite's SELECT rejects the lowered ReverseSequence's Where, "
             "so the native kernel is kept",
