@@ -86,7 +86,11 @@ def test_pieces_of_run_time_sizes_match_the_original(
     feeds = _feeds(sizes, seed=len(sizes))
     expected = run("onnxruntime", _model(), feeds)
     assert_same(expected, run("onnxruntime", lowered, feeds))
-    assert_same(expected, run("openvino", lowered, feeds))
+    # OpenVINO sums the weighted chunk in another order than onnxruntime: a total near zero
+    # differs by a few 1e-7 absolute (2.2e-7 drawn once), which no lowering causes.
+    (y, total) = run("openvino", lowered, feeds)
+    assert_same(expected[:1], [y])
+    np.testing.assert_allclose(total, expected[1], rtol=1e-6, atol=1e-6)
 
 
 @pytest.mark.parametrize("runtime", ["onnxruntime", "openvino"])
