@@ -286,6 +286,22 @@ def test_row_gather_runs_everywhere(dtype: str, time_axis: int, lens_kind: str) 
 
 
 @pytest.mark.parametrize("time_axis", [0, 1])
+def test_a_static_empty_axis_keeps_gathernd(time_axis: int) -> None:
+    """OpenVINO 2026.4.1 dies of SIGFPE compiling a Gather along a static axis of size 0 (a
+    hypothesis case found it): such a node keeps GatherND, which it runs."""
+    dims = "0, 2, 1, 2" if time_axis == 0 else "2, 0, 1, 2"
+    model = parse(f"""
+        g (float[{dims}] x, int64[2] lens) => (float[{dims}] y) {{
+            y = ReverseSequence<batch_axis = {1 - time_axis}, time_axis = {time_axis}>(x, lens)
+        }}""")
+    _, forms = lowered_forms(model)
+    assert forms == {"computed": 1}
+    shape = (0, 2, 1, 2) if time_axis == 0 else (2, 0, 1, 2)
+    feeds = {"x": np.zeros(shape, np.float32), "lens": np.array([0, 0], np.int64)}
+    assert_runs_everywhere(model, feeds)
+
+
+@pytest.mark.parametrize("time_axis", [0, 1])
 def test_row_gather_refuses_row_numbers_past_int32(time_axis: int) -> None:
     """2**31 rows or more would wrap the int32 index: the check fails instead. The sizes are
     static here, so the check is made of constants alone: run it by itself (no such tensor is

@@ -164,7 +164,10 @@ class LowerReverseSequence(NodeLoweringPass[_Plan]):
             form = _Form.ELEMENTS
         elif full_rank is not None:
             slice_shape = _static_slice(self._dims, types, data, full_rank)
-            if slice_shape is not None and _not_strings(types, data):
+            # A statically empty time or batch axis keeps GatherND: OpenVINO 2026.4.1 dies of
+            # SIGFPE compiling a Gather along a static axis of size 0 (symbolic, it runs).
+            empty = time_dim == 0 or batch_dim == 0
+            if slice_shape is not None and not empty and _not_strings(types, data):
                 form = _Form.ROW_GATHER
             else:
                 slice_shape = None
