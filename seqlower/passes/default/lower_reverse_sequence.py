@@ -502,14 +502,7 @@ def _computed_index(
     indices only; the row and element forms' int32 index is :func:`_row_index`.)
     """
     time_first = plan.time_axis == 0
-    last_steps, steps = _time_steps(emit, data, plan, shape)
-    last = emit.Gather(
-        last_steps,
-        shared.lengths,
-        axis=0,
-        _hint="last",
-        _node="fails_if_sequence_lens_out_of_range",
-    )  # len - 1 for each batch entry, shaped like the batch coordinates
+    last, steps = _time_steps(emit, data, shared, plan, shape)
     # Steps past the last stay where they are, the others mirror. (Less with the branches
     # swapped, not LessOrEqual: onnx2torch 1.5.15 has no converter for LessOrEqual-16.)
     src = emit.Where(
@@ -524,10 +517,11 @@ def _computed_index(
 
 
 def _time_steps(
-    emit: Emitter, data: ir.Value, plan: _Plan, shape: ir.Value | None
+    emit: Emitter, data: ir.Value, shared: _LengthsPart, plan: _Plan, shape: ir.Value | None
 ) -> tuple[ir.Value, ir.Value]:
-    """``Range(-1, T)`` (gathered at the lengths: the last step of each, which fails unless every
-    length is in [0, T]) and the steps ``Range(0, T)`` shaped for the index's layout."""
+    """Each batch entry's last step, ``len - 1`` shaped like the batch coordinates (``Range(-1,
+    T)`` gathered at the lengths, which fails unless every length is in [0, T]), and the steps
+    ``Range(0, T)`` shaped for the index's layout."""
     column = _column_axes(plan)[0]
     # A static T: the steps are constants. Not for T = 0: OpenVINO 2026.4.1 broadcasts an empty
     # constant away (Sub([1, 1], [0, 1, 1]) gives [1, 1]; tests/passes/test_reverse_sequence.py).
@@ -548,7 +542,14 @@ def _time_steps(
         steps = _unsqueezed(
             emit, emit.Range(zero, time, one, _hint="steps"), column, "steps_column"
         )
-    return last_steps, steps
+    last = emit.Gather(
+        last_steps,
+        shared.lengths,
+        axis=0,
+        _hint="last",
+        _node="fails_if_sequence_lens_out_of_range",
+    )
+    return last, steps
 
 
 def _row_index(
@@ -571,14 +572,7 @@ def _row_index(
     """
     time_first = plan.time_axis == 0
     elements = plan.form is _Form.ELEMENTS
-    last_steps, steps = _time_steps(emit, data, plan, shape)
-    last = emit.Gather(
-        last_steps,
-        shared.lengths,
-        axis=0,
-        _hint="last",
-        _node="fails_if_sequence_lens_out_of_range",
-    )  # len - 1 for each batch entry, shaped like the batch coordinates
+    last, steps = _time_steps(emit, data, shared, plan, shape)
     time_size = _size(emit, data, plan.time_axis, plan.time_size, shape, "time")
     if elements:
         count, stride = time_size, None
