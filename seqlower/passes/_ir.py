@@ -181,6 +181,11 @@ def graph_attr(node: ir.Node, name: str) -> ir.Graph | None:
     return attr.as_graph()
 
 
+def is_static(shape: ir.Shape | None) -> TypeGuard[ir.Shape]:
+    """Whether ``shape`` is declared with every dimension a number (no symbol, no unknown)."""
+    return shape is not None and all(isinstance(d, int) for d in shape)
+
+
 def rank_of(value: ir.Value) -> int | None:
     """The declared rank (None when the shape is not declared)."""
     return None if value.shape is None else len(value.shape)

@@ -35,7 +35,7 @@ import onnx
 import onnx_ir as ir
 
 from seqlower.passes._emit import Emitter
-from seqlower.passes._ir import constant_array, constant_int, int_attr, is_onnx
+from seqlower.passes._ir import constant_array, constant_int, int_attr, is_onnx, is_static
 from seqlower.passes._types import TypeOracle, element_dtype
 
 __all__ = [
@@ -533,16 +533,12 @@ def _static_shape_of(
         return None
     source = node.inputs[0] if node.inputs else None
     shape = None if source is None else source.shape
-    if source is not None and shapes is not None and not _static(shape):
+    if source is not None and shapes is not None and not is_static(shape):
         shape = shapes(source)
-    if shape is None or not _static(shape):
+    if shape is None or not is_static(shape):
         return None
     dims = np.array([int(d) for d in shape], dtype=np.int64)  # type: ignore[arg-type]
     first, last = int_attr(node, "start", 0), int_attr(node, "end", len(dims))
     if first is None or last is None:
         return None
     return dims[first:last]
-
-
-def _static(shape: ir.Shape | None) -> bool:
-    return shape is not None and all(isinstance(d, int) for d in shape)

@@ -16,7 +16,7 @@ import onnx_ir as ir
 
 from seqlower._graphs import all_graphs
 from seqlower.errors import InvalidModelError, describe_node
-from seqlower.passes._ir import SAME_SHAPE, is_onnx
+from seqlower.passes._ir import SAME_SHAPE, is_onnx, is_static
 
 __all__ = ["TypeOracle", "element_dtype", "weightless_proto"]
 
@@ -160,7 +160,7 @@ class TypeOracle:
         if inferred is not None and inferred.value is not value:
             inferred = None
         for shape in (value.shape, getattr(inferred, "shape", None)):
-            if shape is not None and all(isinstance(d, int) for d in shape):
+            if is_static(shape):
                 return tuple(int(d) for d in shape)  # type: ignore[arg-type]
         return None
 

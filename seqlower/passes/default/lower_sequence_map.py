@@ -53,7 +53,7 @@ import onnx_ir as ir
 from seqlower.errors import InvalidNodeError
 from seqlower.passes._base import NameGenerator, NodeLoweringPass, Rewrite, Site
 from seqlower.passes._emit import Emitter
-from seqlower.passes._ir import constant_array, is_onnx, rank_of
+from seqlower.passes._ir import constant_array, is_onnx, is_static, rank_of
 from seqlower.passes._shared import (
     concat_problem,
     concat_stacked,
@@ -118,7 +118,7 @@ class LowerSequenceMap(NodeLoweringPass[_Plan]):
             # Split rows have one shape; elements of another sequence must declare theirs.
             element = body.inputs[0].shape
             split = stacked_source(node.inputs[0], body) is not None  # type: ignore[arg-type]
-            vector = split or (static is not None and _static(element))
+            vector = split or (static is not None and is_static(element))
         return _Plan(node, body, site.opset, sequence_inputs, dtypes, static, vector)
 
     def rewrite(self, plan: _Plan, ctx: Rewrite) -> None:
@@ -341,7 +341,7 @@ def _declared_alike(sequence: ir.Value, body: ir.Graph) -> bool:
     static shape the body's input declares, and the body's outputs are declared so too."""
     element = body.inputs[0].shape
     producer = sequence.producer()
-    if element is None or not _static(element) or producer is None:
+    if element is None or not is_static(element) or producer is None:
         return False
     values = [*producer.inputs, *body.outputs]
     return all(value is not None and value.shape == element for value in values)
@@ -475,10 +475,6 @@ def _tensor(dtype: ir.DataType) -> ir.TensorType:
 
 def _sequence(dtype: ir.DataType) -> ir.SequenceType:
     return ir.SequenceType(ir.TensorType(dtype))
-
-
-def _static(shape: ir.Shape | None) -> bool:
-    return shape is not None and all(isinstance(d, int) for d in shape)
 
 
 def _scalar_input(name: str, dtype: ir.DataType) -> ir.Value:

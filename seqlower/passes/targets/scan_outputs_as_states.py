@@ -21,7 +21,7 @@ import numpy as np
 import onnx_ir as ir
 
 from seqlower.passes._base import NodeLoweringPass, Rewrite, Site
-from seqlower.passes._ir import constant_array, graph_attr
+from seqlower.passes._ir import constant_array, graph_attr, is_static
 from seqlower.passes._types import TypeOracle, element_dtype
 
 __all__ = ["ScanOutputsAsStates"]
@@ -64,7 +64,7 @@ class ScanOutputsAsStates(NodeLoweringPass[_Plan]):
         for value in scanned:
             shape = value.shape or types.shape_of(value)
             dtype = element_dtype(types.type_of(value))
-            if shape is None or dtype is None or not all(isinstance(d, int) for d in shape):
+            if dtype is None or not is_static(shape):
                 return None
             rows.append((tuple(int(d) for d in shape), dtype.numpy()))  # type: ignore[arg-type]
         return _Plan(node, body, site.opset, max(bound, 0), rows)
