@@ -116,7 +116,7 @@ class UnrollRecurrentOps(NodeLoweringPass[_Plan]):
         inputs = [*node.inputs, *[None] * (8 - len(node.inputs))]
         x, w, r, bias, lens, h0, c0, peep = inputs
         assert x is not None and w is not None and r is not None
-        masks, keep = _masks(op, plan, lens)
+        masks, keep = _masks(op, plan, lens, x)
         ys, hs, cs = [], [], []
         for d, backwards in enumerate(plan.reverse):
             weights = _Weights.of(op, plan, d, x, w, r, bias, peep)
@@ -187,7 +187,9 @@ def _plan(node: ir.Node, opset: int, types: TypeOracle) -> tuple[str, _Plan | No
     why, activations = _activations(node, op, len(reverse))
     if activations is None:
         return why, None
-    why, lens = _lengths(inputs[4] if len(inputs) > 4 else None, steps)
+    assert shape is not None
+    batch = shape[0 if layout else 1]
+    why, lens = _lengths(inputs[4] if len(inputs) > 4 else None, steps, batch)
     if why:
         return why, None
     clip = node.attributes.get("clip")
@@ -307,15 +309,18 @@ def _floats(node: ir.Node, name: str) -> list[float] | None:
     return list(attr.as_floats())
 
 
-def _lengths(lens: ir.Value | None, steps: int) -> tuple[str, np.ndarray | None]:
+def _lengths(
+    lens: ir.Value | None, steps: int, batch: int | ir.SymbolicDim
+) -> tuple[str, np.ndarray | None]:
     """sequence_lens: None when absent or every entry is T, the constant lengths, or an empty
-    array for lengths read at run time."""
+    array for lengths read at run time (and for constant ones of a batch size not static: their
+    count is then checked at run time, as onnxruntime does)."""
     if lens is None:
         return "", None
     known = constant_array(lens)
-    if known is None:
+    if known is None or not isinstance(batch, int):
         return "", np.zeros(0, dtype=np.int32)
-    if known.ndim != 1 or ((known < 0) | (known > steps)).any():
+    if known.shape != (batch,) or ((known < 0) | (known > steps)).any():
         return f"sequence_lens {known.tolist()} are not one per batch entry in [0, {steps}]", None
     return "", None if (known == steps).all() else known.astype(np.int32)
 
@@ -519,7 +524,7 @@ def _activation(op: Emitter, plan: _Plan, act: _Activation, x: ir.Value, hint: s
 
 
 def _masks(
-    op: Emitter, plan: _Plan, lens: ir.Value | None
+    op: Emitter, plan: _Plan, lens: ir.Value | None, x: ir.Value
 ) -> tuple[list[ir.Value] | None, ir.Value | None]:
     """Per step, which batch entries still run ([B, 1] booleans), and which have a length
     above 0 (their final states are kept; onnxruntime zeroes the others'); None without
@@ -536,7 +541,12 @@ def _masks(
     past = op.constant(np.array(_INT32_MAX, dtype=np.int32), hint="past_any_length")
     moved = op.Where(op.Less(lens, zero, _hint="negative"), past, lens, _hint="lens_or_past")
     valid = op.constant(np.arange(steps + 1, dtype=np.int32), hint="valid_lengths")
-    checked = op.Gather(valid, moved, axis=0, _hint="lens_checked")
+    in_range = op.Gather(valid, moved, axis=0, _hint="lens_in_range")
+    # One length per batch entry, or fail as onnxruntime does (a [1] would broadcast).
+    batch = op.Gather(
+        op.Shape(x), op.int64s([plan.layout ^ 1], hint="batch_axis"), axis=0, _hint="batch"
+    )
+    checked = op.Reshape(in_range, batch, _hint="lens_checked")
     column = op.unsqueeze(checked, [0], hint="lens_row")  # [1, B]
     times = op.constant(np.arange(steps, dtype=np.int32)[:, None], hint="times")  # [T, 1]
     stepping = op.unsqueeze(op.Less(times, column, _hint="running"), [2], hint="running")
