@@ -169,7 +169,7 @@ class TypeOracle:
         shape, else the inferred one (this may run shape inference)."""
         if value.shape is not None:
             return value.shape
-        traced = _traced_shape(value)
+        traced = _shape_up_the_chain(value)
         if traced is not None:
             return traced
         inferred = self._lookup(value)
@@ -203,7 +203,7 @@ class TypeOracle:
         }
 
 
-def _traced_shape(value: ir.Value) -> ir.Shape | None:
+def _shape_up_the_chain(value: ir.Value) -> ir.Shape | None:
     """The declared shape of the value ``value`` is a shape-keeping op's first output of (a
     ``ReverseSequence``'s, a ``Relu``'s, ... in a chain): whole-model shape inference costs
     seconds on a large model, for shapes that are often one op away (issue 33)."""

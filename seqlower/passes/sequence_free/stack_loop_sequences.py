@@ -140,7 +140,7 @@ class StackLoopSequences(NodeLoweringPass[_Plan]):
         tensor = insert.inputs[1]
         dtype_attr = empty.attributes.get("dtype")
         dtype = ir.DataType(dtype_attr.as_int()) if dtype_attr else ir.DataType.FLOAT
-        shape = None if tensor is None else (tensor.shape or _traced_shape(tensor, types))
+        shape = None if tensor is None else (tensor.shape or _appended_shape(tensor, types))
         if shape is None:
             block(node, f"the rank of what it appends to '{state.name}' is unknown")
             return None
@@ -347,7 +347,7 @@ _REDUCE = frozenset(
 _TRACE_DEPTH = 32
 
 
-def _traced_shape(value: ir.Value, types: TypeOracle, depth: int = 0) -> ir.Shape | None:
+def _appended_shape(value: ir.Value, types: TypeOracle, depth: int = 0) -> ir.Shape | None:
     """The shape of an appended tensor, traced through the ops PyTorch's ``embedding_bag``
     writes around it (nested ``If``s with untyped branches, ``Slice``, ``Reduce*`` keeping
     dims, broadcasting arithmetic); shape inference gives nothing there because the exporter
@@ -366,7 +366,7 @@ def _traced_shape(value: ir.Value, types: TypeOracle, depth: int = 0) -> ir.Shap
     op, inputs = producer.op_type, list(producer.inputs)
 
     def traced(v: ir.Value | None) -> ir.Shape | None:
-        return None if v is None else _traced_shape(v, types, depth + 1)
+        return None if v is None else _appended_shape(v, types, depth + 1)
 
     if op == "If":
         branches = [graph_attr(producer, name) for name in ("then_branch", "else_branch")]
