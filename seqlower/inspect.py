@@ -213,21 +213,11 @@ def inspect_model(
 def _load(model: str | os.PathLike[str] | onnx.ModelProto) -> Any:
     """A fresh ``onnx_ir.Model``, read as ``lower`` reads it (a path with the loader of the
     command line, a proto deserialized from a copy)."""
-    import onnx_ir as ir
-
-    from seqlower.errors import InvalidModelError
-    from seqlower.io import check_names_and_dims, load_model
+    from seqlower.io import load_model, model_from_proto
 
     if not isinstance(model, onnx.ModelProto):
         return load_model(model)
-    own = onnx.ModelProto()
-    own.CopyFrom(model)
-    try:
-        ir_model = ir.serde.deserialize_model(own)
-    except Exception as e:
-        raise InvalidModelError(f"not a valid ONNX model: {e}") from e
-    check_names_and_dims(ir_model)
-    return ir_model
+    return model_from_proto(model)
 
 
 def _dry_run(

@@ -98,6 +98,20 @@ LOAD_NOTES = "seqlower.load_notes"
 _MISSING_SHAPE = "Field 'shape' of 'type' is required but missing"
 
 
+def model_from_proto(proto: onnx.ModelProto) -> ir.Model:
+    """An ``onnx_ir.Model`` of a copy of ``proto``, checked as a loaded file is: onnx_ir's
+    tensors wrap the proto's own TensorProtos, so a pass renaming a body's initializer would
+    otherwise rename the caller's."""
+    own = onnx.ModelProto()
+    own.CopyFrom(proto)
+    try:
+        model = ir.serde.deserialize_model(own)
+    except Exception as e:
+        raise InvalidModelError(f"not a valid ONNX model: {e}") from e
+    check_names_and_dims(model)
+    return model
+
+
 def load_notes(model: ir.Model) -> list[str]:
     """What :func:`load_model` repaired in ``model`` (empty when nothing)."""
     return list(model.meta.get(LOAD_NOTES) or [])

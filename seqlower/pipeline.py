@@ -27,7 +27,7 @@ from seqlower.errors import (
     SeqlowerError,
     TargetError,
 )
-from seqlower.io import check_names_and_dims, load_model, self_contained_proto
+from seqlower.io import load_model, model_from_proto, self_contained_proto
 from seqlower.passes import (
     PASSES,
     ExpandFunctionOps,
@@ -439,15 +439,7 @@ def _lower(
                 setattr(model, slot, getattr(backup, slot))
             raise
     if isinstance(model, onnx.ModelProto):
-        # onnx_ir's tensors wrap the proto's own TensorProtos, and renaming a value renames
-        # its tensor: a pass that renames a body's initializer would rename the caller's.
-        own = onnx.ModelProto()
-        own.CopyFrom(model)
-        try:
-            ir_model = ir.serde.deserialize_model(own)
-        except Exception as e:
-            raise InvalidModelError(f"not a valid ONNX model: {e}") from e
-        check_names_and_dims(ir_model)
+        ir_model = model_from_proto(model)
     elif isinstance(model, (str, os.PathLike)):
         ir_model = load_model(model)
         run(ir_model)
