@@ -398,3 +398,58 @@ def test_the_converter_table_is_the_converters_own(converter: str) -> None:
     if importlib.metadata.version(package) != version:
         pytest.skip(f"the table is of {converter} {version}")
     assert read() == table
+
+
+LOCAL_FUNCTION = onnx.parser.parse_model(
+    """
+    <ir_version: 8, opset_import: ["" : 18, "this" : 1]>
+    g (float[2] x) => (float[2] y) {
+        y = this.f(x)
+    }
+    <domain: "this", opset_import: ["" : 18]>
+    f (a) => (b) {
+        b = Relu(a)
+    }
+    """
+)
+
+
+def test_an_inlined_function_leaves_no_import_of_its_domain() -> None:
+    """tinygrad 0.14 refuses to load a model importing a domain it does not know, used or not:
+    once the function is inlined, its domain's import goes too, and the model runs there."""
+    lowered = seqlower.lower(LOCAL_FUNCTION, target="tinygrad", check=False)
+    assert [o.domain for o in lowered.opset_import] == [""]
+    require("tinygrad")
+    x = np.array([-1.0, 2.0], dtype=np.float32)
+    assert_same(run("tinygrad", lowered, {"x": x}), [np.maximum(x, 0)])
+
+
+def test_a_domain_tinygrad_does_not_load_is_named_before_any_check() -> None:
+    model = onnx.parser.parse_model(
+        """
+        <ir_version: 8, opset_import: ["" : 18, "com.example" : 1]>
+        g (float[2] x) => (float[2] y) {
+            y = com.example.Relu(x)
+        }
+        """
+    )
+    with pytest.raises(TargetError) as caught:
+        seqlower.lower(model, target="tinygrad", check=False)
+    assert caught.value.blockers == [
+        f"the model imports domain 'com.example', which tinygrad {TINYGRAD_VERSION} does not load",
+        "Relu node producing 'y' in graph 'g' remains: "
+        f"tinygrad {TINYGRAD_VERSION} loads no node of domain 'com.example'",
+    ], caught.value.blockers
+
+
+def test_the_domains_tinygrad_loads_are_its_own() -> None:
+    import importlib.metadata
+
+    from seqlower.passes.targets.require_converter_ops import RequireTinygradOps
+
+    require("tinygrad")
+    from tinygrad.nn.onnx import Domain
+
+    if importlib.metadata.version("tinygrad") != TINYGRAD_VERSION:
+        pytest.skip(f"the list is of tinygrad {TINYGRAD_VERSION}")
+    assert RequireTinygradOps.domains == {d.value for d in Domain}

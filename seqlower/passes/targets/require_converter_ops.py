@@ -55,6 +55,8 @@ class RequireConverterOps(ir.passes.InPlacePass):
     resolves: ClassVar[str] = "since"
     #: Whether an op type is found whatever its domain (``Op`` read for ``domain::Op``).
     any_domain: ClassVar[bool] = False
+    #: The only domains the converter loads a model importing or using (None: any).
+    domains: ClassVar[frozenset[str] | None] = None
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         from seqlower.targets import get_target
@@ -68,7 +70,11 @@ class RequireConverterOps(ir.passes.InPlacePass):
             and (value.shape is None or not value.shape.is_static())
             for value in model.graph.inputs
         )
-        blockers = []
+        blockers = [
+            f"the model imports domain {domain!r}, which {self.converter} does not load"
+            for domain in model.opset_imports
+            if not self._loads(domain)
+        ]
         graphs = [model.graph]
         while graphs:
             for node in graphs.pop(0):
@@ -81,8 +87,13 @@ class RequireConverterOps(ir.passes.InPlacePass):
             raise TargetError(self.converter, blockers)
         return ir.passes.PassResult(model, modified=False)
 
+    def _loads(self, domain: str) -> bool:
+        return self.domains is None or (domain or "ai.onnx") in self.domains
+
     def _missing(self, node: ir.Node, opsets: dict[str, int]) -> str | None:
         domain = "" if is_onnx(node) else node.domain
+        if not self._loads(domain):
+            return f"{self.converter} loads no node of domain {domain!r}"
         op = node.op_type if not domain else f"{domain}::{node.op_type}"
         known = self.table.get(op)
         if not known and self.any_domain:
@@ -162,3 +173,17 @@ class RequireTinygradOps(RequireConverterOps):
     target = "tinygrad"
     resolves = "newest"
     any_domain = True
+    # tinygrad.nn.onnx.Domain (0.14.0): its parser raises for any other domain, imported or used
+    # ("'this' is not a valid Domain").
+    domains = frozenset(
+        {
+            "ai.onnx",
+            "ai.onnx.ml",
+            "ai.onnx.training",
+            "ai.onnx.preview.training",
+            "com.microsoft",
+            "com.microsoft.nchwc",
+            "com.microsoft.experimental",
+            "org.pytorch.aten",
+        }
+    )
