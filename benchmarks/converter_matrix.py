@@ -77,7 +77,7 @@ def models(folders: list[tuple[str, str]]) -> dict[str, tuple[str, str]]:
 
 
 def _lower(path: Path, out: Path, target: str, shapes: dict, check: bool) -> tuple[int, str]:
-    from seqlower.errors import SeqlowerError, first_line
+    from seqlower.errors import SeqlowerError
     from seqlower.job import LowerOptions, lower_file
     from seqlower.verification import CheckOptions
 
@@ -89,10 +89,10 @@ def _lower(path: Path, out: Path, target: str, shapes: dict, check: bool) -> tup
     )
     try:
         result = lower_file(path, out, options)
-    except SeqlowerError as e:
-        return int(e.exit_code), first_line(e)
+    except SeqlowerError as e:  # a refusal's blockers are on the lines after its first
+        return int(e.exit_code), " | ".join(line.strip() for line in str(e).splitlines()[:4])
     why = "" if result.verification is None else result.verification.reason
-    return int(result.exit_code), why.splitlines()[0] if why else ""
+    return int(result.exit_code), " | ".join(why.splitlines()[:3])
 
 
 def measure(request: dict[str, Any]) -> dict[str, Any]:
@@ -116,7 +116,7 @@ def measure(request: dict[str, Any]) -> dict[str, Any]:
             answer["original"] = on_oracle(target, model, feeds, expected, request["seconds"])
         code, why = _lower(path, out, target, shapes, check=True)
         if code != 0 or not out.exists():
-            answer["cell"] = f"exit {code}: {why[:150]}"
+            answer["cell"] = f"exit {code}: {why[:300]}"
             return answer
         verdict = on_oracle(target, onnx.load(str(out)), feeds, expected, request["seconds"])
         answer["cell"] = verdict if verdict == "ok" else f"exit 0, wrong: {verdict}"

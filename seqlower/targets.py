@@ -265,10 +265,17 @@ PIPELINES: dict[str, Pipeline] = {
                 # first layer is unrolled and folded
                 "fold-static-shapes",
                 "unroll-constant-scans",
+                # onnx2torch has no If: one whose branches cannot fail is both, then a Where
+                "if-as-where",
+                "if-as-where",  # again: an If whose branch held an If rewritten by the first
+                # torch's max of an empty slice raises: the untaken branch's reductions padded
+                "pad-empty-reductions",
+                "fold-static-shapes",  # again: the shapes of those Wheres (embedding_bag's)
                 "expand-unconverted-function-ops",
                 "split-as-slices",
                 "constant-values-as-tensors",
                 "cast-like-as-cast",
+                "reshape-without-allowzero",
             ),
             requires=("require-sequence-free", "require-onnx2torch-ops"),
             loops="unrolled",

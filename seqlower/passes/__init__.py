@@ -72,6 +72,7 @@ if TYPE_CHECKING:
     )
     from seqlower.passes.targets.require_no_loop import RequireNoLoop
     from seqlower.passes.targets.require_slice_bounds import RequireShapeSliceBounds
+    from seqlower.passes.targets.reshape_without_allowzero import ReshapeWithoutAllowzero
     from seqlower.passes.targets.restamp_op_versions import RestampOpVersions
     from seqlower.passes.targets.reverse_sequence_casts import ReverseSequenceCasts
     from seqlower.passes.targets.run_time_slices import RunTimeSlicesAsGathers
@@ -130,6 +131,7 @@ __all__ = [
     "RequireShapeSliceBounds",
     "RequireTinygradOps",
     "RequireTvmOps",
+    "ReshapeWithoutAllowzero",
     "RestampOpVersions",
     "ReverseSequenceCasts",
     "RunTimeSlicesAsGathers",
@@ -195,6 +197,7 @@ _MODULES = {
     "RequireTinygradOps": "targets.require_converter_ops",
     "CastLikeAsCast": "targets.cast_like_as_cast",
     "ConstantValuesAsTensors": "targets.constant_values_as_tensors",
+    "ReshapeWithoutAllowzero": "targets.reshape_without_allowzero",
     "ExplicitAttributeDefaults": "targets.explicit_attribute_defaults",
     "RestampOpVersions": "targets.restamp_op_versions",
     "LowerReverseSequenceGaps": "default.lower_reverse_sequence",
@@ -311,6 +314,7 @@ PASSES: MutableMapping[str, type[ir.passes.InPlacePass]] = _Registry(
         "run-time-slices-as-gathers": "RunTimeSlicesAsGathers",
         "constant-values-as-tensors": "ConstantValuesAsTensors",
         "cast-like-as-cast": "CastLikeAsCast",
+        "reshape-without-allowzero": "ReshapeWithoutAllowzero",
     }
 )
 

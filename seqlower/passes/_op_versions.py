@@ -100,10 +100,40 @@ def same_but_types(op: str, opset_a: int, opset_b: int, domain: str = "") -> boo
     return all(_types_added(op, x, y, domain) for x, y in itertools.pairwise(steps))
 
 
+def _pad_uses(node: onnx.NodeProto, since: int) -> bool:
+    """Whether a ``Pad`` uses what version ``since`` added (18: ``axes``, 19: ``wrap``)."""
+    if since == 18:
+        return len(node.input) > 3 and node.input[3] != ""
+    return any(a.name == "mode" and a.s == b"wrap" for a in node.attribute)
+
+
+#: Versions that only added something a node may leave unused (an optional input, an attribute
+#: value), the node then meaning the same under the version before: (op, version) -> whether
+#: the node uses it (onnx has no adapter from Pad-18 down: seqlower's own padding is plain).
+_UNUSED_ADDITIONS = {("Pad", 18): _pad_uses, ("Pad", 19): _pad_uses}
+
+
+def _same_for_node(node: onnx.NodeProto, current: int, opset: int) -> bool:
+    """:func:`same_but_types`, or a version between adds only what this node leaves unused."""
+    op = node.op_type
+    if same_but_types(op, current, opset):
+        return True
+    a, b = since_version(op, current), since_version(op, opset)
+    if a is None or b is None or not any(key[0] == op for key in _UNUSED_ADDITIONS):
+        return False
+    steps = [v for v in _history(op, "") if min(a, b) <= v <= max(a, b)]
+    return all(
+        _types_added(op, x, y, "")
+        or ((op, y) in _UNUSED_ADDITIONS and not _UNUSED_ADDITIONS[op, y](node, y))
+        for x, y in itertools.pairwise(steps)
+    )
+
+
 def _hideable(node: onnx.NodeProto, current: int, opset: int) -> bool:
-    """Whether ``node`` can be re-stamped as it is: its op differs only in type lists and so
-    do the ops of its subgraphs (hidden, it hides them from the converter)."""
-    if node.domain not in ("", "ai.onnx") or not same_but_types(node.op_type, current, opset):
+    """Whether ``node`` can be re-stamped as it is: its op differs only in type lists (or in
+    what it leaves unused) and so do the ops of its subgraphs (hidden, it hides them from the
+    converter)."""
+    if node.domain not in ("", "ai.onnx") or not _same_for_node(node, current, opset):
         return False
     for attr in node.attribute:
         bodies = [attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)

@@ -70,3 +70,37 @@ def test_no_adapter_is_not_said_to_be_a_missing_op() -> None:
     text = version_converter_problem(error, 20, 18)
     assert "does not exist" not in text
     assert "no adapter for ConstantOfShape to opset 19" in text
+
+
+# onnx has no adapter from Pad-18 down; a Pad without Pad-18's axes input and Pad-19's wrap
+# mode means what Pad-13 does (seqlower's own padding, pad-empty-reductions, writes such).
+PADS = """
+<ir_version: 8, opset_import: ["" : 19]>
+g (float[2, 3] x) => (float[3, 3] y) {{
+    p = Constant<value = int64[4] {{0, 0, 1, 0}}>()
+    v = Constant<value = float {{-1}}>()
+    {extra}
+    y = Pad<mode = "{mode}">(x, p, v{axes})
+}}
+"""
+
+
+def test_a_pad_using_nothing_newer_moves_down() -> None:
+    model = onnx.parser.parse_model(PADS.format(mode="constant", extra="", axes=""))
+    converted = convert_version(model, 17)
+    onnx.checker.check_model(converted, full_check=True)
+    feeds = {"x": np.arange(6, dtype=np.float32).reshape(2, 3)}
+    assert_same(run("onnxruntime", model, feeds), run("onnxruntime", converted, feeds))
+
+
+@pytest.mark.parametrize(
+    ("mode", "extra", "axes"),
+    [
+        ("wrap", "", ""),
+        ("constant", "a = Constant<value = int64[2] {0, 1}>()", ", a"),
+    ],
+)
+def test_a_pad_using_what_18_or_19_added_does_not(mode: str, extra: str, axes: str) -> None:
+    model = onnx.parser.parse_model(PADS.format(mode=mode, extra=extra, axes=axes))
+    with pytest.raises(Exception, match="No Adapter To Version"):
+        convert_version(model, 17)

@@ -209,8 +209,8 @@ def test_constant_lists_run_in_onnx2torch() -> None:
     ("text", "words"),
     [
         ("y = Flatten<axis = 0>(x)", "cannot convert Flatten with axis=0"),
-        (
-            "s = Constant<value = int64[2] {3, 1}>()\n y = Reshape<allowzero = 1>(x, s)",
+        (  # a 0 in the shape: allowzero matters (without one it is dropped, below)
+            "s = Constant<value = int64[3] {1, 0, 3}>()\n y = Reshape<allowzero = 1>(x, s)",
             "allowzero=1",
         ),
     ],
@@ -242,6 +242,68 @@ def test_flatten_axis_0_fails_in_onnx2torch() -> None:
     )
     with pytest.raises(IndexError, match="Dimension out of range"):
         _run_torch(model, {"x": np.ones((1, 3), np.float32)})
+
+
+# PyTorch's dynamo exporter writes every view as a Reshape with allowzero=1 (column_stack).
+VIEW_ALLOWZERO = onnx.parser.parse_model(
+    """
+    <ir_version: 8, opset_import: ["" : 18]>
+    g (float[2, 3] x) => (float[3, 2] y) {
+        s = Constant<value = int64[2] {-1, 2}>()
+        y = Reshape<allowzero = 1>(x, s)
+    }
+    """
+)
+
+
+def test_a_reshape_to_a_shape_without_zeros_drops_allowzero_for_onnx2torch() -> None:
+    lowered = seqlower.lower(VIEW_ALLOWZERO, target="onnx2torch", check=False)
+    (reshape,) = [node for node in lowered.graph.node if node.op_type == "Reshape"]
+    assert not [a for a in reshape.attribute if a.name == "allowzero"]
+    x = {"x": np.arange(6, dtype=np.float32).reshape(2, 3)}
+    assert_same(run("onnxruntime", VIEW_ALLOWZERO, x), _run_torch(lowered, x))
+
+
+# PyTorch's embedding_bag (max): an If per bag, an empty bag's zeros or the bag's rows reduced
+# (the Slice empty then). onnx2torch 1.5.15 has no If; written as a Where, torch's max of the
+# empty slice the untaken branch computes raises, so that reduction is padded with -inf.
+EMPTY_BAG = onnx.parser.parse_model(
+    """
+    <ir_version: 8, opset_import: ["" : 18]>
+    g (float[4, 2] w, int64[2] bounds) => (float[2] y) {
+        zero = Constant<value = int64[1] {0}>()
+        one = Constant<value = int64[1] {1}>()
+        two = Constant<value = int64[1] {2}>()
+        start = Slice(bounds, zero, one)
+        end = Slice(bounds, one, two)
+        empty = Equal(start, end)
+        y = If(empty) <
+            then_branch = t () => (float[2] a) { a = Constant<value = float[2] {0, 0}>() },
+            else_branch = e () => (float[2] b) {
+                rows = Slice(w, start, end, zero)
+                b = ReduceMax<keepdims = 0>(rows, zero)
+            }
+        >
+    }
+    """
+)
+
+
+def test_an_if_whose_branches_cannot_fail_runs_on_onnx2torch(tmp_path: Path) -> None:
+    source, out = tmp_path / "m.onnx", tmp_path / "out.onnx"
+    onnx.save(EMPTY_BAG, source)
+    result = run_cli(source, "-o", out, "--target", "onnx2torch", "--no-check")
+    assert result.exit_code == 0, result.output
+    lowered = onnx.load(out)
+    ops = {node.op_type for node in lowered.graph.node}
+    assert "If" not in ops and {"Where", "Pad"} <= ops, ops
+    assert lowered.opset_import[0].version == 17  # its Pad (no axes) re-stamped as it is
+    for bounds in ([1, 3], [2, 2], [3, 1]):  # the last two: empty
+        feeds = {
+            "w": np.arange(8, dtype=np.float32).reshape(4, 2),
+            "bounds": np.array(bounds, dtype=np.int64),
+        }
+        assert_same(run("onnxruntime", EMPTY_BAG, feeds), _run_torch(lowered, feeds))
 
 
 # A torch2 export's ops newer than onnx2torch's converters: Gelu (a function op of opset 20),
