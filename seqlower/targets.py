@@ -343,6 +343,14 @@ PIPELINES: dict[str, Pipeline] = {
                 # shape-values-as-tensors (a Cast to the type a value has), so they come after
                 "fold-static-shapes",
                 "unroll-constant-scans",
+                # TVM 0.27 cannot Cast the shape of an If's output (a run-time shape to it), nor
+                # compile a Slice by run-time bounds: an If whose branches cannot fail becomes a
+                # Where, its reductions of such slices masked reductions, its shapes folded
+                # (embedding_bag)
+                "if-as-where",
+                "if-as-where",
+                "slice-reductions-as-masks",
+                "fold-static-shapes",
                 "shape-values-as-tensors",
                 "constant-values-as-tensors",
             ),

@@ -79,6 +79,7 @@ if TYPE_CHECKING:
     from seqlower.passes.targets.scalar_outputs import ScalarOutputs
     from seqlower.passes.targets.scan_outputs_as_states import ScanOutputsAsStates
     from seqlower.passes.targets.shape_values_as_tensors import ShapeValuesAsTensors
+    from seqlower.passes.targets.slice_reductions_as_masks import SliceReductionsAsMasks
     from seqlower.passes.targets.slice_split_pieces import SliceSplitPieces
     from seqlower.passes.targets.split_as_slices import SplitAsSlices
     from seqlower.passes.targets.strict_loop_bodies import StrictLoopBodies
@@ -139,6 +140,7 @@ __all__ = [
     "ScanOutputsAsStates",
     "ScanSequenceMap",
     "ShapeValuesAsTensors",
+    "SliceReductionsAsMasks",
     "SliceSplitPieces",
     "SplitAsSlices",
     "StackLoopSequences",
@@ -208,6 +210,7 @@ _MODULES = {
     "ScalarOutputs": "targets.scalar_outputs",
     "ScanOutputsAsStates": "targets.scan_outputs_as_states",
     "OutputsWithoutIdentity": "targets.outputs_without_identity",
+    "SliceReductionsAsMasks": "targets.slice_reductions_as_masks",
     "SliceSplitPieces": "targets.slice_split_pieces",
     "SplitAsSlices": "targets.split_as_slices",
     "StrictLoopBodies": "targets.strict_loop_bodies",
@@ -298,6 +301,7 @@ PASSES: MutableMapping[str, type[ir.passes.InPlacePass]] = _Registry(
         "expand-function-ops": "ExpandFunctionOps",
         "expand-unconverted-function-ops": "ExpandUnconvertedFunctionOps",
         "slice-split-pieces": "SliceSplitPieces",
+        "slice-reductions-as-masks": "SliceReductionsAsMasks",
         "split-as-slices": "SplitAsSlices",
         "shape-values-as-tensors": "ShapeValuesAsTensors",
         "strict-loop-bodies": "StrictLoopBodies",

@@ -1,0 +1,86 @@
+"""SliceReductionsAsMasks (``slice-reductions-as-masks``, the tvm target): a float reduction of a
+``Slice`` by run-time bounds as a masked reduction of the whole axis, the same numbers for every
+bound (negative, out of range, empty); PyTorch's ``embedding_bag`` on TVM 0.27, which compiles
+no such ``Slice`` ("CodeGenVM cannot emit this Relax operator directly")."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnx.parser
+import pytest
+
+import seqlower
+from tests.runtimes import RuntimeFailure, assert_same, run
+
+# One bag of embedding_bag: rows [start, end) of a weight of static shape, reduced.
+BAG = """
+<ir_version: 8, opset_import: ["" : 18]>
+g (float[5, 3] w, int64[2] bounds) => (float[{out}] y) {{
+    zero = Constant<value = int64[1] {{0}}>()
+    one = Constant<value = int64[1] {{1}}>()
+    two = Constant<value = int64[1] {{2}}>()
+    start = Slice(bounds, zero, one)
+    end = Slice(bounds, one, two)
+    rows = Slice(w, start, end, zero)
+    y = {op}<keepdims = {keep}>(rows, zero)
+}}
+"""
+BOUNDS = [[1, 4], [0, 5], [2, 2], [4, 1], [-3, -1], [-9, 9], [3, 100], [6, 8]]
+
+
+@pytest.mark.parametrize("op", ["ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceMean"])
+@pytest.mark.parametrize("keep", [0, 1])
+def test_a_reduction_of_a_run_time_slice_is_masked(op: str, keep: int) -> None:
+    model = onnx.parser.parse_model(BAG.format(op=op, keep=keep, out="1, 3" if keep else "3"))
+    lowered = seqlower.lower(model, passes=["slice-reductions-as-masks"])
+    onnx.checker.check_model(lowered, full_check=True)
+    assert {"Where", op if op != "ReduceMean" else "ReduceSum"} <= {
+        n.op_type for n in lowered.graph.node
+    }
+    w = np.arange(15, dtype=np.float32).reshape(5, 3) / 4 - 1
+    for bounds in BOUNDS:
+        feeds = {"w": w, "bounds": np.array(bounds, dtype=np.int64)}
+        want = run("onnxruntime", model, feeds)
+        got = run("onnxruntime", lowered, feeds)
+        np.testing.assert_allclose(got[0], want[0], rtol=1e-6, err_msg=str(bounds))
+
+
+def test_a_constant_slice_or_another_axis_is_left() -> None:
+    text = BAG.format(op="ReduceSum", keep=0, out="3").replace(
+        "y = ReduceSum<keepdims = 0>(rows, zero)", "y = ReduceSum<keepdims = 0>(rows, one)"
+    )
+    model = onnx.parser.parse_model(text.replace("float[3] y", "float[N] y"))
+    lowered = seqlower.lower(model, passes=["slice-reductions-as-masks"])
+    assert "Where" not in {n.op_type for n in lowered.graph.node}
+
+
+# TVM 0.27.0 compiles no Where of a reduction of a Slice by run-time bounds ("CodeGenVM cannot
+# emit this Relax operator directly"): embedding_bag's bags once if-as-where makes each If a Where.
+WHERE_OF_A_BAG = """
+<ir_version: 8, opset_import: ["" : 18]>
+g (float[4, 2] w, int64[2] bounds, bool c) => (float[1, 2] y) {
+    zero = Constant<value = int64[1] {0}>()
+    one = Constant<value = int64[1] {1}>()
+    two = Constant<value = int64[1] {2}>()
+    start = Slice(bounds, zero, one)
+    end = Slice(bounds, one, two)
+    rows = Slice(w, start, end, zero)
+    r = ReduceSum(rows, zero)
+    z = Constant<value = float[1, 2] {0, 0}>()
+    y = Where(c, z, r)
+}
+"""
+
+
+def test_tvm_cannot_compile_a_where_of_a_run_time_slice_and_runs_the_masked_form() -> None:
+    model = onnx.parser.parse_model(WHERE_OF_A_BAG)
+    feeds = {"w": np.arange(8, dtype=np.float32).reshape(4, 2), "bounds": np.array([1, 3])}
+    feeds["c"] = np.array(False)
+    with pytest.raises(RuntimeFailure, match="CodeGenVM"):
+        run("tvm", model, feeds)
+    lowered = seqlower.lower(model, passes=["slice-reductions-as-masks"])
+    assert [n.op_type for n in lowered.graph.node].count("Slice") == 2  # the bounds' alone
+    for bounds in ([1, 3], [2, 2], [0, 4]):
+        feeds["bounds"] = np.array(bounds, dtype=np.int64)
+        assert_same(run("onnxruntime", model, feeds), run("tvm", lowered, feeds))
