@@ -186,6 +186,8 @@ PIPELINES: dict[str, Pipeline] = {
                 "strip-symbolic-dims",
                 "typed-scan-bodies",
                 "run-time-slices-as-gathers",
+                "scalar-if-conditions",
+                "scan-iteration-states",
             ),
             requires=("require-sequence-free", "require-no-loop", "require-shape-slice-bounds"),
             loops="scan",

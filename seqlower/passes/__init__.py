@@ -76,7 +76,9 @@ if TYPE_CHECKING:
     from seqlower.passes.targets.restamp_op_versions import RestampOpVersions
     from seqlower.passes.targets.reverse_sequence_casts import ReverseSequenceCasts
     from seqlower.passes.targets.run_time_slices import RunTimeSlicesAsGathers
+    from seqlower.passes.targets.scalar_if_conditions import ScalarIfConditions
     from seqlower.passes.targets.scalar_outputs import ScalarOutputs
+    from seqlower.passes.targets.scan_iteration_states import ScanIterationStates
     from seqlower.passes.targets.scan_outputs_as_states import ScanOutputsAsStates
     from seqlower.passes.targets.shape_values_as_tensors import ShapeValuesAsTensors
     from seqlower.passes.targets.slice_reductions_as_masks import SliceReductionsAsMasks
@@ -136,7 +138,9 @@ __all__ = [
     "RestampOpVersions",
     "ReverseSequenceCasts",
     "RunTimeSlicesAsGathers",
+    "ScalarIfConditions",
     "ScalarOutputs",
+    "ScanIterationStates",
     "ScanOutputsAsStates",
     "ScanSequenceMap",
     "ShapeValuesAsTensors",
@@ -207,7 +211,9 @@ _MODULES = {
     "ReverseSequenceCasts": "targets.reverse_sequence_casts",
     "IfAsWhere": "targets.if_as_where",
     "PadEmptyReductions": "targets.pad_empty_reductions",
+    "ScalarIfConditions": "targets.scalar_if_conditions",
     "ScalarOutputs": "targets.scalar_outputs",
+    "ScanIterationStates": "targets.scan_iteration_states",
     "ScanOutputsAsStates": "targets.scan_outputs_as_states",
     "OutputsWithoutIdentity": "targets.outputs_without_identity",
     "SliceReductionsAsMasks": "targets.slice_reductions_as_masks",
@@ -316,6 +322,8 @@ PASSES: MutableMapping[str, type[ir.passes.InPlacePass]] = _Registry(
         "require-tinygrad-ops": "RequireTinygradOps",
         "require-shape-slice-bounds": "RequireShapeSliceBounds",
         "run-time-slices-as-gathers": "RunTimeSlicesAsGathers",
+        "scalar-if-conditions": "ScalarIfConditions",
+        "scan-iteration-states": "ScanIterationStates",
         "constant-values-as-tensors": "ConstantValuesAsTensors",
         "cast-like-as-cast": "CastLikeAsCast",
         "reshape-without-allowzero": "ReshapeWithoutAllowzero",
