@@ -8,8 +8,12 @@ ops follow each other, it fails: 'Trying to substitute a 1,F64 by 3,F64' for ``C
 ``offsets[i:i+1]``), 'Remove a non-1 axis' for ``Slice(x, Reshape(i), Add(Reshape(i), 1))``.
 The body reads ``Max(i, c)`` instead, ``c`` a state starting at the ``Range``'s start and
 stepping by its delta (the same number: exact), which tract cannot move out. Only forward
-scans over an integer ``Range`` are taken; the scanned input stays (tract drops a ``Scan``
-whose scanned inputs nothing reads: 'No scan input').
+scans over an integer ``Range`` whose numbers a one-input op reads (what tract moves out:
+``Reshape``, ``Unsqueeze``, ``Squeeze``, ``Flatten``, ``Cast``) are taken, and none whose numbers
+a ``Mul``/``Div`` reads: tract 0.23.9 moves an integer ``Mul`` by a constant through the ``Max``
+into the state and fails again ('inconsistent fact: body input 1 is ,I64 🬳 2'), where it runs
+the Scan as written. The scanned input stays (tract drops a ``Scan`` whose scanned inputs
+nothing reads: 'No scan input').
 """
 
 from __future__ import annotations
@@ -25,6 +29,10 @@ from seqlower.passes._types import TypeOracle
 
 __all__ = ["ScanIterationStates"]
 
+#: Ops reading the numbers that tract moves out of the Scan (one input), and that it moves
+#: through the Max into the counter (integer scaling).
+_MOVED = frozenset({"Reshape", "Unsqueeze", "Squeeze", "Flatten", "Cast", "CastLike"})
+_SCALED = frozenset({"Mul", "Div"})
 _INTEGERS = frozenset({ir.DataType.INT64, ir.DataType.INT32, ir.DataType.INT16, ir.DataType.INT8})
 
 
@@ -57,7 +65,10 @@ class ScanIterationStates(NodeLoweringPass[_Plan]):
             source = node.inputs[states + k]
             producer = None if source is None else source.producer()
             element = body.inputs[states + k]
-            if not is_onnx(producer, "Range") or directions[k] != 0 or not element.uses():
+            readers = {use.node.op_type for use in element.uses()}
+            if not is_onnx(producer, "Range") or directions[k] != 0 or readers & _SCALED:
+                continue
+            if not readers & _MOVED:
                 continue
             start, _, delta = producer.inputs[:3]
             dtype = element.dtype or (source.dtype if source is not None else None)
@@ -87,7 +98,9 @@ class ScanIterationStates(NodeLoweringPass[_Plan]):
         prepend(body, list(inside.nodes))
         final = ir.Value(name=names.fresh(f"{ctx.base}_counter_final"))
         results = [
-            ir.Value(name=names.fresh(f"{old.name or ctx.base}_counted"), type=old.type, shape=old.shape)
+            ir.Value(
+                name=names.fresh(f"{old.name or ctx.base}_counted"), type=old.type, shape=old.shape
+            )
             for old in node.outputs
         ]
         del node.attributes["body"]

@@ -1,0 +1,123 @@
+"""``scan-iteration-states`` (tract's row): a ``Scan`` over a ``Range`` reads its numbers as
+``Max(i, counter)``, a counter state stepping as the ``Range`` does: the same numbers, which
+tract 0.23.9 cannot move out of the loop."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnx.parser
+import onnx_ir as ir
+import pytest
+
+import seqlower
+from seqlower.passes import ScanIterationStates
+from tests.helpers import all_op_types
+from tests.runtimes import RuntimeFailure, assert_same, run
+
+# The smallest model that shows it: a Scan over a Range known at load, two ops on each number.
+CONSTANT_RANGE = onnx.parser.parse_model(
+    """
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[2] x) => (double[3] y) {
+        zero = Constant<value = int64 {0}>()
+        three = Constant<value = int64 {3}>()
+        one = Constant<value = int64 {1}>()
+        r = Range(zero, three, one)
+        y = Scan<num_scan_inputs = 1, body = b (int64 i) => (double o) {
+            onef = Constant<value = double {1}>()
+            c = Cast<to = 11>(i)
+            o = Add(c, onef)
+        }>(r)
+    }
+    """
+)
+X = {"x": np.array([1.0, 2.0], np.float32)}
+
+
+def test_tract_fails_on_two_ops_over_a_range_known_at_load() -> None:
+    """The runtime bug the pass stands for (tract 0.23.9); when a tract runs it, it can go."""
+    with pytest.raises(RuntimeFailure, match="substitute"):
+        run("tract", CONSTANT_RANGE, X)
+
+
+def test_read_through_a_counter_it_runs_on_tract() -> None:
+    lowered = seqlower.lower(CONSTANT_RANGE, target="tract")  # proven on tract
+    assert "Max" in all_op_types(lowered)
+    assert_same(run("onnxruntime", CONSTANT_RANGE, X), run("tract", lowered, X))
+
+
+# A state of its own, a Range of another start and step read as a scan output too, a
+# second scanned input: the counter goes after the states, the numbers stay exact.
+STEPPED = """
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[N] w) => (float total, int64[M] seen, float[M] rows) {
+        zero = Constant<value = float {0}>()
+        start = Constant<value = int64 {START}>()
+        step = Constant<value = int64 {STEP}>()
+        stop = Constant<value = int64 {40}>()
+        r = Range(start, stop, step)
+        total, seen, rows = Scan<num_scan_inputs = 2, body = b (float acc, int64 i, float v)
+            => (float next, int64 s, float row) {
+            two = Constant<value = float {2}>()
+            j = Cast<to = 1>(i)
+            f = Mul(j, two)
+            g = Add(f, v)
+            next = Add(acc, g)
+            s = Identity(i)
+            row = Identity(g)
+        }>(zero, r, w)
+    }
+"""
+
+
+@pytest.mark.parametrize(("start", "step"), [(0, 1), (5, 3), (70, -4), (-7, 2)])
+def test_numbers_and_states_are_the_same(start: int, step: int) -> None:
+    count = len(range(start, 40, step))
+    feeds = {"w": np.linspace(-1, 1, count, dtype=np.float32)}
+    text = STEPPED.replace("START", str(start)).replace("STEP", str(step))
+    model = onnx.parser.parse_model(text)
+    lowered = seqlower.lower(model, passes=["scan-iteration-states"], check=False)
+    assert "Max" in all_op_types(lowered)
+    want = run("onnxruntime", model, feeds)
+    assert_same(want, run("onnxruntime", lowered, feeds))
+    assert_same(want, run("tract", lowered, feeds))
+
+
+def test_integer_scaling_is_left() -> None:
+    """tract 0.23.9 runs ``Cast(Mul(i, 2))`` over a Range as written, and fails once the Mul
+    reads the counter's Max (it moves the scaling into the state)."""
+    text = STEPPED.replace("START", "0").replace("STEP", "1")
+    text = text.replace(
+        "two = Constant<value = float {2}>()", "two = Constant<value = int64 {2}>()"
+    )
+    text = text.replace(
+        "j = Cast<to = 1>(i)\n            f = Mul(j, two)",
+        "j = Mul(i, two)\n            f = Cast<to = 1>(j)",
+    )
+    model = onnx.parser.parse_model(text)
+    step = ScanIterationStates()
+    step(ir.serde.deserialize_model(model))
+    assert step.rewritten == 0
+    feeds = {"w": np.linspace(-1, 1, 40, dtype=np.float32)}
+    assert_same(run("onnxruntime", model, feeds), run("tract", model, feeds))
+
+
+def test_reverse_scans_and_other_inputs_are_left() -> None:
+    model = onnx.parser.parse_model(
+        """
+        <ir_version: 8, opset_import: ["" : 17]>
+        g (int64[N] its, int64 n) => (int64[N] y, int64[M] z) {
+            zero = Constant<value = int64 {0}>()
+            one = Constant<value = int64 {1}>()
+            r = Range(zero, n, one)
+            y = Scan<num_scan_inputs = 1,
+                     body = b (int64 i) => (int64 o) { o = Cast<to = 7>(i) }>(its)
+            z = Scan<num_scan_inputs = 1, scan_input_directions = [1],
+                     body = b2 (int64 k) => (int64 o2) { o2 = Cast<to = 7>(k) }>(r)
+        }
+        """
+    )
+    step = ScanIterationStates()
+    step(ir.serde.deserialize_model(model))
+    assert step.rewritten == 0
