@@ -41,10 +41,32 @@ def test_tract_fails_on_two_ops_over_a_range_known_at_load() -> None:
         run("tract", CONSTANT_RANGE, X)
 
 
-def test_read_through_a_counter_it_runs_on_tract() -> None:
-    lowered = seqlower.lower(CONSTANT_RANGE, target="tract")  # proven on tract
+# LoopToScan's form of PyTorch's embedding_bag: the number through an Identity, Reshape(i, [-1]).
+RESHAPED = onnx.parser.parse_model(
+    """
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[2] x) => (double[3, 1] y) {
+        zero = Constant<value = int64 {0}>()
+        three = Constant<value = int64 {3}>()
+        one = Constant<value = int64 {1}>()
+        r = Range(zero, three, one)
+        y = Scan<num_scan_inputs = 1, body = b (int64 i) => (double[1] o) {
+            flat = Constant<value = int64[1] {-1}>()
+            k = Identity(i)
+            s = Reshape(k, flat)
+            e = Add(s, one)
+            o = Cast<to = 11>(e)
+        }>(r)
+    }
+    """
+)
+
+
+@pytest.mark.parametrize("model", [CONSTANT_RANGE, RESHAPED], ids=["cast", "reshape"])
+def test_read_through_a_counter_it_runs_on_tract(model: onnx.ModelProto) -> None:
+    lowered = seqlower.lower(model, target="tract")  # proven on tract
     assert "Max" in all_op_types(lowered)
-    assert_same(run("onnxruntime", CONSTANT_RANGE, X), run("tract", lowered, X))
+    assert_same(run("onnxruntime", model, X), run("tract", lowered, X))
 
 
 # A state of its own, a Range of another start and step read as a scan output too, a

@@ -65,7 +65,7 @@ class ScanIterationStates(NodeLoweringPass[_Plan]):
             source = node.inputs[states + k]
             producer = None if source is None else source.producer()
             element = body.inputs[states + k]
-            readers = {use.node.op_type for use in element.uses()}
+            readers = _readers(element)
             if not is_onnx(producer, "Range") or directions[k] != 0 or readers & _SCALED:
                 continue
             if not readers & _MOVED:
@@ -112,3 +112,14 @@ class ScanIterationStates(NodeLoweringPass[_Plan]):
             _name=names.fresh(f"{ctx.base}_counted"), _doc_string=node.doc_string,
         )  # fmt: skip
         ctx.replace(results, rename=True)
+
+
+def _readers(value: ir.Value) -> set[str]:
+    """The op types reading ``value``, through ``Identity``s (tract removes those)."""
+    found: set[str] = set()
+    for use in value.uses():
+        if is_onnx(use.node, "Identity"):
+            found |= _readers(use.node.outputs[0])
+        else:
+            found.add(use.node.op_type)
+    return found
