@@ -80,3 +80,57 @@ def test_conditions_of_one_element_are_left() -> None:
     step = ScalarIfConditions()
     step(ir_model)
     assert step.rewritten == 0
+
+
+# What still blocks embedding_bag's mean and max on tract 0.23.9 (README, tract's row), each
+# the smallest model that shows it; when a tract runs one, its line in the README can go.
+# mean: a branch reading a value whose length is known only at run time (its offsets slice).
+BRANCH_READS_RUN_TIME_LENGTH = onnx.parser.parse_model(
+    """
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (int64[4] offsets, int64 s, int64 e, bool c) => (int64[N] y) {
+        one = Constant<value = int64 {1}>()
+        rows = Range(s, e, one)
+        v = Gather(offsets, rows)
+        y = If(c) <then_branch = th () => (int64[N] a) { a = Sub(v, one) },
+                   else_branch = el () => (int64[N] b) { b = Identity(v) }>
+    }
+    """
+)
+# max: branches whose outputs' lengths are known only at run time, computed apart (tract gives
+# each its own symbol and requires the branches' facts equal).
+BRANCHES_OF_RUN_TIME_LENGTHS = onnx.parser.parse_model(
+    """
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[6] x, int64 s, int64 e, int64 f, bool c) => (float[N] y) {
+        one = Constant<value = int64 {1}>()
+        y = If(c) <then_branch = th () => (float[N] a) { ra = Range(s, e, one)  a = Gather(x, ra) },
+                   else_branch = el () => (float[N] b) { rb = Range(s, f, one)  b = Gather(x, rb) }>
+    }
+    """
+)
+
+
+@pytest.mark.parametrize(
+    ("model", "words"),
+    [
+        (BRANCH_READS_RUN_TIME_LENGTH, "Source node without a determined fact"),
+        (BRANCHES_OF_RUN_TIME_LENGTHS, "output_fact"),
+    ],
+    ids=["mean", "max"],
+)
+def test_what_tract_still_refuses_in_embedding_bag(model: onnx.ModelProto, words: str) -> None:
+    names = [v.name for v in model.graph.input]
+    values = {
+        "offsets": np.array([0, 3, 5, 8]),
+        "x": np.arange(6, dtype=np.float32),
+        "s": np.array(1),
+        "e": np.array(2),
+        "f": np.array(3),
+        "c": np.array(True),
+    }
+    feeds = {name: values[name] for name in names}
+    run("onnxruntime", model, feeds)
+    lowered = seqlower.lower(model, target="tract", check=False)
+    with pytest.raises(RuntimeFailure, match=words):
+        run("tract", lowered, feeds)
