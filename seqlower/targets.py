@@ -187,6 +187,7 @@ PIPELINES: dict[str, Pipeline] = {
                 "typed-scan-bodies",
                 "run-time-slices-as-gathers",
                 "scalar-if-conditions",
+                "alike-branches-as-where",
                 "scan-iteration-states",
             ),
             requires=("require-sequence-free", "require-no-loop", "require-shape-slice-bounds"),

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
         StackSequencesGatherChecked,
     )
     from seqlower.passes.sequence_free.unroll_sequence_map import UnrollSequenceMap
+    from seqlower.passes.targets.alike_branches_as_where import AlikeBranchesAsWhere
     from seqlower.passes.targets.cast_like_as_cast import CastLikeAsCast
     from seqlower.passes.targets.constant_values_as_tensors import ConstantValuesAsTensors
     from seqlower.passes.targets.expand_function_ops import (
@@ -98,6 +99,7 @@ if TYPE_CHECKING:
 __all__ = [
     "PASSES",
     "SEQUENCE_OPS",
+    "AlikeBranchesAsWhere",
     "CastLikeAsCast",
     "ConstantValuesAsTensors",
     "ExpandFunctionOps",
@@ -201,6 +203,7 @@ _MODULES = {
     "RequireOnnx2TorchOps": "targets.require_converter_ops",
     "RequireTvmOps": "targets.require_converter_ops",
     "RequireTinygradOps": "targets.require_converter_ops",
+    "AlikeBranchesAsWhere": "targets.alike_branches_as_where",
     "CastLikeAsCast": "targets.cast_like_as_cast",
     "ConstantValuesAsTensors": "targets.constant_values_as_tensors",
     "ReshapeWithoutAllowzero": "targets.reshape_without_allowzero",
@@ -323,6 +326,7 @@ PASSES: MutableMapping[str, type[ir.passes.InPlacePass]] = _Registry(
         "require-shape-slice-bounds": "RequireShapeSliceBounds",
         "run-time-slices-as-gathers": "RunTimeSlicesAsGathers",
         "scalar-if-conditions": "ScalarIfConditions",
+        "alike-branches-as-where": "AlikeBranchesAsWhere",
         "scan-iteration-states": "ScanIterationStates",
         "constant-values-as-tensors": "ConstantValuesAsTensors",
         "cast-like-as-cast": "CastLikeAsCast",

@@ -187,6 +187,8 @@ def _per_axis(
     scalars = [
         emit.Gather(value, emit.int64s(k, hint="bound"), _hint=hint) for k in range(len(plan.axes))
     ]
+    for scalar in scalars:  # declared: alike-branches-as-where selects between such scalars
+        scalar.type, scalar.shape = ir.TensorType(ir.DataType.DOUBLE), ir.Shape([])
     if outer and graph is not None:
         producer = bound.producer()
         if producer is not None and producer.graph is graph:
