@@ -186,6 +186,8 @@ PIPELINES: dict[str, Pipeline] = {
                 "strip-symbolic-dims",
                 "typed-scan-bodies",
                 "run-time-slices-as-gathers",
+                "condition-operands-in-branches",
+                "branch-reductions-outside",
                 "scalar-if-conditions",
                 "alike-branches-as-where",
                 "scan-iteration-states",

@@ -43,7 +43,9 @@ if TYPE_CHECKING:
     )
     from seqlower.passes.sequence_free.unroll_sequence_map import UnrollSequenceMap
     from seqlower.passes.targets.alike_branches_as_where import AlikeBranchesAsWhere
+    from seqlower.passes.targets.branch_reductions_outside import BranchReductionsOutside
     from seqlower.passes.targets.cast_like_as_cast import CastLikeAsCast
+    from seqlower.passes.targets.condition_operands import ConditionOperandsInBranches
     from seqlower.passes.targets.constant_values_as_tensors import ConstantValuesAsTensors
     from seqlower.passes.targets.expand_function_ops import (
         ExpandFunctionOps,
@@ -100,7 +102,9 @@ __all__ = [
     "PASSES",
     "SEQUENCE_OPS",
     "AlikeBranchesAsWhere",
+    "BranchReductionsOutside",
     "CastLikeAsCast",
+    "ConditionOperandsInBranches",
     "ConstantValuesAsTensors",
     "ExpandFunctionOps",
     "ExpandUnconvertedFunctionOps",
@@ -204,7 +208,9 @@ _MODULES = {
     "RequireTvmOps": "targets.require_converter_ops",
     "RequireTinygradOps": "targets.require_converter_ops",
     "AlikeBranchesAsWhere": "targets.alike_branches_as_where",
+    "BranchReductionsOutside": "targets.branch_reductions_outside",
     "CastLikeAsCast": "targets.cast_like_as_cast",
+    "ConditionOperandsInBranches": "targets.condition_operands",
     "ConstantValuesAsTensors": "targets.constant_values_as_tensors",
     "ReshapeWithoutAllowzero": "targets.reshape_without_allowzero",
     "ExplicitAttributeDefaults": "targets.explicit_attribute_defaults",
@@ -327,6 +333,8 @@ PASSES: MutableMapping[str, type[ir.passes.InPlacePass]] = _Registry(
         "run-time-slices-as-gathers": "RunTimeSlicesAsGathers",
         "scalar-if-conditions": "ScalarIfConditions",
         "alike-branches-as-where": "AlikeBranchesAsWhere",
+        "condition-operands-in-branches": "ConditionOperandsInBranches",
+        "branch-reductions-outside": "BranchReductionsOutside",
         "scan-iteration-states": "ScanIterationStates",
         "constant-values-as-tensors": "ConstantValuesAsTensors",
         "cast-like-as-cast": "CastLikeAsCast",

@@ -28,6 +28,7 @@ __all__ = [
     "inline_untyped_sequence_map_functions",
     "is_sequence",
     "known_elements",
+    "one_element",
     "outer_reads",
     "prepend",
     "read_inside",
@@ -357,3 +358,17 @@ def remove_dead(body: ir.Graph, keep: list[ir.Value] | None = None) -> None:
         if any(v.uses() or id(v) in outputs for v in node.outputs):
             continue
         body.remove(node, safe=True)
+
+
+def one_element(op: Emitter, value: ir.Value, type_: ir.TypeProtocol | None, hint: str) -> ir.Value:
+    """``value``'s one element as a scalar of a shape known at load, an index out of range
+    (an error) when it holds none (``-1``) or ``n > 1`` (``n * n - 1 >= n``): what tract
+    0.23.9 needs where a value of a size known only at run time must hold one element (an
+    ``If`` condition; what the condition is computed from, read in its branches)."""
+    flat = op.Reshape(value, op.int64s([-1], hint="flat"), _hint=f"{hint}_flat")
+    size = op.Size(value, _hint=f"{hint}_size")
+    last = op.Sub(op.Mul(size, size, _hint=f"{hint}_size_sq"), op.int64s(1, hint="one"))
+    one = op.Gather(flat, last, _hint=f"{hint}_one")
+    if type_ is not None:
+        one.type, one.shape = type_, ir.Shape([])
+    return one

@@ -8,9 +8,10 @@ the same ``Gather`` of a ``Range`` (``run-time-slices-as-gathers``) from differe
 tract refuses the ``If`` ('then_body.output_fact(i) == else_body.output_fact(i)', range_1 vs
 range_2; ``tests/passes/test_alike_branches_as_where.py``). Exact: the copy runs what the taken
 branch runs, on what it reads (``Where`` on a scalar condition between two values of one
-declared static shape and type is the taken one). Taken only then: the condition declared a
-scalar (``scalar-if-conditions`` runs first), node for node the same ops and attributes in both
-branches (no subgraphs, no initializers), branch values read at the same places.
+declared static shape and type is the taken one). Taken only then: the condition a scalar
+(declared or inferred; ``scalar-if-conditions`` runs first), node for node the same ops and
+attributes in both branches (no subgraphs, no initializers), branch values read at the same
+places.
 """
 
 from __future__ import annotations
@@ -52,7 +53,8 @@ class AlikeBranchesAsWhere(NodeLoweringPass[_Plan]):
         cond = node.inputs[0] if node.inputs else None
         if then_branch is None or else_branch is None or cond is None:
             return None
-        if cond.shape is None or len(cond.shape) != 0:
+        shape = cond.shape or types.shape_of(cond)
+        if shape is None or len(shape) != 0:
             return None
         if then_branch.initializers or else_branch.initializers:
             return None

@@ -476,7 +476,8 @@ def _replace_by_scan(
         if old.is_graph_output() and old.shape is not None:
             new.shape = old.shape  # the graph's interface, as declared
         elif j in loop.outer_finals and j not in last_rows and new.shape is None:
-            new.shape = ir.Shape([])  # a counter
+            if new.type is not None:  # a shape without a type is not written (a warning)
+                new.shape = ir.Shape([])  # a counter
         replacements.append(new)
     ctx.replace(replacements, rename=True)
 

@@ -16,6 +16,7 @@ import onnx_ir as ir
 
 from seqlower.passes._base import NodeLoweringPass, Rewrite, Site
 from seqlower.passes._ir import is_static
+from seqlower.passes._shared import one_element
 from seqlower.passes._types import TypeOracle
 
 __all__ = ["ScalarIfConditions"]
@@ -39,11 +40,6 @@ class ScalarIfConditions(NodeLoweringPass[ir.Value]):
         return cond
 
     def rewrite(self, plan: ir.Value, ctx: Rewrite) -> None:
-        op = ctx.before()
-        flat = op.Reshape(plan, op.int64s([-1], hint="flat"), _hint="cond_flat")
-        size = op.Size(plan, _hint="cond_size")
-        last = op.Sub(op.Mul(size, size, _hint="cond_size_sq"), op.int64s(1, hint="one"))
-        one = op.Gather(flat, last, _hint="cond_one")
-        one.type, one.shape = ir.TensorType(ir.DataType.BOOL), ir.Shape([])
+        one = one_element(ctx.before(), plan, ir.TensorType(ir.DataType.BOOL), "cond")
         ctx.insert()
         ctx.node.replace_input_with(0, one)
