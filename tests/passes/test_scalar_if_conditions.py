@@ -80,33 +80,3 @@ def test_conditions_of_one_element_are_left() -> None:
     step = ScalarIfConditions()
     step(ir_model)
     assert step.rewritten == 0
-
-
-# What still blocks embedding_bag's mean on tract 0.23.9 (README, tract's row), the smallest
-# model that shows it: a branch reading a value whose length is known only at run time (its
-# offsets slice, read to divide by the bag's size); when a tract runs it, the line can go.
-BRANCH_READS_RUN_TIME_LENGTH = onnx.parser.parse_model(
-    """
-    <ir_version: 8, opset_import: ["" : 17]>
-    g (int64[4] offsets, int64 s, int64 e, bool c) => (int64[N] y) {
-        one = Constant<value = int64 {1}>()
-        rows = Range(s, e, one)
-        v = Gather(offsets, rows)
-        y = If(c) <then_branch = th () => (int64[N] a) { a = Sub(v, one) },
-                   else_branch = el () => (int64[N] b) { b = Identity(v) }>
-    }
-    """
-)
-
-
-def test_tract_types_no_branch_reading_a_value_of_run_time_length() -> None:
-    feeds = {
-        "offsets": np.array([0, 3, 5, 8]),
-        "s": np.array(1),
-        "e": np.array(2),
-        "c": np.array(True),
-    }
-    run("onnxruntime", BRANCH_READS_RUN_TIME_LENGTH, feeds)
-    lowered = seqlower.lower(BRANCH_READS_RUN_TIME_LENGTH, target="tract", check=False)
-    with pytest.raises(RuntimeFailure, match="Source node without a determined fact"):
-        run("tract", lowered, feeds)

@@ -475,9 +475,8 @@ def _replace_by_scan(
             new.type = old.type
         if old.is_graph_output() and old.shape is not None:
             new.shape = old.shape  # the graph's interface, as declared
-        elif j in loop.outer_finals and j not in last_rows and new.shape is None:
-            if new.type is not None:  # a shape without a type is not written (a warning)
-                new.shape = ir.Shape([])  # a counter
+        elif j in loop.outer_finals and j not in last_rows and new.shape is None and new.type:
+            new.shape = ir.Shape([])  # a counter (typed: a shape alone is not written, warned)
         replacements.append(new)
     ctx.replace(replacements, rename=True)
 
