@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import onnx.parser
+import onnx.printer
 import onnx_ir as ir
 import pytest
 
@@ -137,6 +138,42 @@ def test_reverse_scans_and_other_inputs_are_left() -> None:
                      body = b (int64 i) => (int64 o) { o = Cast<to = 7>(i) }>(its)
             z = Scan<num_scan_inputs = 1, scan_input_directions = [1],
                      body = b2 (int64 k) => (int64 o2) { o2 = Cast<to = 7>(k) }>(r)
+        }
+        """
+    )
+    step = ScanIterationStates()
+    step(ir.serde.deserialize_model(model))
+    assert step.rewritten == 0
+
+
+def test_before_opset_12_the_number_is_a_where() -> None:
+    """Max takes no integers before opset 12: Where(Less(i, c), c, i) there."""
+    text = onnx.printer.to_text(CONSTANT_RANGE).replace('"" : 17', '"" : 11')
+    model = onnx.parser.parse_model(text)
+    lowered = seqlower.lower(model, target="tract")  # proven on tract
+    assert "Max" not in all_op_types(lowered) and "Where" in all_op_types(lowered)
+    assert_same(run("onnxruntime", model, X), run("onnxruntime", lowered, X))
+
+
+def test_scans_inside_loop_bodies_are_left() -> None:
+    """tract 0.23.9 carries a nested Scan's states across the outer iterations: a counter
+    there would be wrong from the second outer iteration on (``loop_cases``' ``nested``)."""
+    model = onnx.parser.parse_model(
+        """
+        <ir_version: 8, opset_import: ["" : 17]>
+        g (float[2] x) => (double[3, 2] y) {
+            zero = Constant<value = int64 {0}>()
+            three = Constant<value = int64 {3}>()
+            two = Constant<value = int64 {2}>()
+            one = Constant<value = int64 {1}>()
+            r = Range(zero, three, one)
+            y = Scan<num_scan_inputs = 1, body = outer (int64 i) => (double[2] o) {
+                q = Range(zero, two, one)
+                o = Scan<num_scan_inputs = 1, body = inner (int64 j) => (double p) {
+                    c = Cast<to = 11>(j)
+                    p = Neg(c)
+                }>(q)
+            }>(r)
         }
         """
     )

@@ -13,7 +13,9 @@ scans over an integer ``Range`` whose numbers a one-input op reads (what tract m
 a ``Mul``/``Div`` reads: tract 0.23.9 moves an integer ``Mul`` by a constant through the ``Max``
 into the state and fails again ('inconsistent fact: body input 1 is ,I64 🬳 2'), where it runs
 the Scan as written. The scanned input stays (tract drops a ``Scan`` whose scanned inputs
-nothing reads: 'No scan input').
+nothing reads: 'No scan input'). A ``Scan`` inside a loop body is left: tract 0.23.9 carries a
+nested ``Scan``'s states across the outer iterations (wrong numbers, ``loop_cases``'s
+``nested``). Before opset 12, whose ``Max`` takes no integers, ``Where(Less(i, c), c, i)``.
 """
 
 from __future__ import annotations
@@ -22,8 +24,9 @@ import dataclasses
 
 import onnx_ir as ir
 
+from seqlower._graphs import subgraphs_of
 from seqlower.passes._base import NodeLoweringPass, Rewrite, Site
-from seqlower.passes._ir import graph_attr, int_attr, ints_attr, is_onnx
+from seqlower.passes._ir import graph_attr, int_attr, ints_attr, is_onnx, model_nodes, nodes_in
 from seqlower.passes._shared import prepend
 from seqlower.passes._types import TypeOracle
 
@@ -53,8 +56,18 @@ class ScanIterationStates(NodeLoweringPass[_Plan]):
     takes_all = False
     repairs = True
 
+    def __init__(self) -> None:
+        super().__init__()
+        self._in_loops: set[int] = set()  # graphs inside loop bodies (per run)
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        self._in_loops = _loop_graphs(model)
+        return super().call(model)
+
     def plan(self, site: Site, types: TypeOracle) -> _Plan | None:
         node = site.node
+        if id(node.graph) in self._in_loops:
+            return None
         body = graph_attr(node, "body")
         scans = int_attr(node, "num_scan_inputs")
         if site.opset < 9 or body is None or scans is None or len(body.inputs) != len(node.inputs):
@@ -82,12 +95,16 @@ class ScanIterationStates(NodeLoweringPass[_Plan]):
         scalar = dict(type=element.type, shape=ir.Shape([]))
         counter = ir.Value(name=names.fresh(f"{ctx.base}_counter"), **scalar)  # type: ignore[arg-type]
         inside = ctx.into(body, pool=None)
-        number = inside.Max(element, counter, _hint="iteration")
+        if ctx.opset >= 12:
+            number = inside.Max(element, counter, _hint="iteration")
+        else:
+            before = inside.Less(element, counter, _hint="behind")
+            number = inside.Where(before, counter, element, _hint="iteration")
         following = inside.Add(counter, plan.delta, _hint="counter_next")
         for value in (number, following):
             value.type, value.shape = element.type, ir.Shape([])
         for use in list(element.uses()):
-            if use.node is not number.producer():
+            if use.node not in inside.nodes:
                 use.node.replace_input_with(use.idx, number)
         outputs = [number if v is element else v for v in body.outputs]
         body.outputs.clear()
@@ -122,4 +139,15 @@ def _readers(value: ir.Value) -> set[str]:
             found |= _readers(use.node.outputs[0])
         else:
             found.add(use.node.op_type)
+    return found
+
+
+def _loop_graphs(model: ir.Model) -> set[int]:
+    """The ids of every graph inside a ``Loop`` or ``Scan`` body, at any depth."""
+    found: set[int] = set()
+    for node in model_nodes(model):
+        if node.op_type in ("Loop", "Scan") and id(node.graph) not in found:
+            for body in subgraphs_of(node):
+                found.add(id(body))
+                found.update(id(g) for inner in nodes_in(body) for g in subgraphs_of(inner))
     return found
