@@ -216,7 +216,8 @@ PIPELINES: dict[str, Pipeline] = {
                 "SymbolScope'): named before the check (require-shape-slice-bounds; run-time "
                 "starts/ends become a Gather of a Range, run-time-slices-as-gathers); values "
                 "whose size such a slice makes known only at run time where tract needs it "
-                "fixed (a Scan state: test_loop11; an If condition: PyTorch's embedding_bag)"
+                "fixed (a Scan state: test_loop11; If conditions and branch reads of such "
+                "values are repaired: PyTorch's embedding_bag runs)"
             ),
             proofs=("tract", "tract-symbolic"),
         ),
