@@ -178,7 +178,7 @@ PIPELINES: dict[str, Pipeline] = {
                 *_SEQUENCE_FREE[:-1],
                 "stack-sequences-gather-checked",
                 "freeze-bounded-loops",
-                "loop-to-scan-reads",
+                "loop-to-scan-fixed-states",
                 "lower-reverse-sequence",
                 "fold-static-ifs",
                 "variable-then-branches",

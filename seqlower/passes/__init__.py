@@ -62,6 +62,7 @@ if TYPE_CHECKING:
     from seqlower.passes.targets.loop_to_scan import (
         LoopToScan,
         LoopToScanConstant,
+        LoopToScanFixedStates,
         LoopToScanReads,
         LoopToScanRows,
     )
@@ -122,6 +123,7 @@ __all__ = [
     "InlineUntypedSequenceMapFunctions",
     "LoopToScan",
     "LoopToScanConstant",
+    "LoopToScanFixedStates",
     "LoopToScanReads",
     "LoopToScanRows",
     "LowerRaggedSequenceMap",
@@ -198,6 +200,7 @@ _MODULES = {
     "LoopToScanRows": "targets.loop_to_scan",
     "LoopToScanReads": "targets.loop_to_scan",
     "LoopToScanConstant": "targets.loop_to_scan",
+    "LoopToScanFixedStates": "targets.loop_to_scan",
     "LowerScan8": "targets.lower_scan8",
     "LowerScan8Lengths": "targets.lower_scan8",
     "ExplicitLoopCounts": "targets.explicit_loop_counts",
@@ -306,6 +309,7 @@ PASSES: MutableMapping[str, type[ir.passes.InPlacePass]] = _Registry(
         "loop-to-scan-rows": "LoopToScanRows",
         "loop-to-scan-reads": "LoopToScanReads",
         "loop-to-scan-constant": "LoopToScanConstant",
+        "loop-to-scan-fixed-states": "LoopToScanFixedStates",
         "explicit-loop-counts": "ExplicitLoopCounts",
         "require-no-loop": "RequireNoLoop",
         "explicit-constant-of-shape-value": "ExplicitConstantOfShapeValue",

@@ -398,7 +398,7 @@ def test_list_passes_says_which_pipelines_run_each() -> None:
     assert "sequence-free (twice)" in rows["fold-sequence-ops"]
     assert "sequence-free" in rows["require-sequence-free"]
     # Passes only a target runs name it (they ran "only with --passes" before).
-    assert "--target tract" in rows["loop-to-scan-reads"]
+    assert "--target tract" in rows["loop-to-scan-fixed-states"]
     assert "--target onnx2torch" in rows["split-as-slices"]
     assert "only with --passes" in rows["loop-to-scan-rows"]
     assert not any("docstring" in line for line in lines)

@@ -196,7 +196,12 @@ def test_every_target_names_registered_passes() -> None:
             assert name in PASSES, (target.name, name)
         assert target.loops in ("kept", "scan", "unrolled", "counted")
         assert target.reverse_sequence in ("native", "gathernd", "gather")
-        scans = {"loop-to-scan", "loop-to-scan-reads", "loop-to-scan-constant"} & set(target.passes)
+        scans = {
+            "loop-to-scan",
+            "loop-to-scan-reads",
+            "loop-to-scan-fixed-states",
+            "loop-to-scan-constant",
+        } & set(target.passes)
         assert bool(scans) == (target.loops in ("scan", "unrolled", "counted"))
         unrolls = "unroll-constant-scans" in target.passes
         assert unrolls == (target.loops in ("unrolled", "counted"))
@@ -692,3 +697,32 @@ def test_a_state_the_body_returns_unchanged_keeps_its_start(runtime: str) -> Non
             "keep": np.array([5, 6, 7], np.float32),
         }
         assert_same(run("onnxruntime", model, feeds), run(runtime, lowered, feeds))
+
+
+# A Loop growing a state by Concat (tf2onnx's ragged loops, the grown form of a map over pieces
+# of run-time sizes): a Scan's states keep their shape (onnxruntime preallocates them).
+GROWN = onnx.parser.parse_model(
+    """
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[5, 2] x, int64 n) => (float[M, 2] acc_out) {
+        true = Constant<value = bool {1}>()
+        empty = Constant<value = float[0, 2] {}>()
+        acc_out = Loop(n, true, empty) <body = b (int64 i, bool c, float[K, 2] acc)
+            => (bool c_out, float[L, 2] grown) {
+            zero = Constant<value = int64[1] {0}>()
+            j = Unsqueeze(i, zero)
+            row = Gather<axis = 0>(x, j)
+            grown = Concat<axis = 0>(acc, row)
+            c_out = Identity(c)
+        }>
+    }
+    """
+)
+
+
+def test_a_grown_state_stays_a_loop_for_tract() -> None:
+    with pytest.raises(seqlower.TargetError, match="'acc' grows by a Concat each iteration"):
+        seqlower.lower(GROWN, target="tract", check=False)
+    # Where the Scans of a constant count are unrolled afterwards, it is still taken.
+    alone = seqlower.lower(GROWN, passes=["loop-to-scan-reads"], check=False)
+    assert [n.op_type for n in alone.graph.node][-1] == "Scan"

@@ -1,5 +1,5 @@
 """A ``Loop`` that stops on data before a bound, as a ``Loop`` that runs to its bound with its
-states frozen once the data says stop (target ``tract``, before ``loop-to-scan-reads``).
+states frozen once the data says stop (target ``tract``, before ``loop-to-scan-fixed-states``).
 
 ``torch.while_loop`` iterations such as Sinkhorn's (``i < max_iter and err > tol``) or a greedy
 decode's (``i < max_len and not eos``) stop on what the body computes, so no trip count is

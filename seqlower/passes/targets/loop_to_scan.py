@@ -101,6 +101,9 @@ class LoopToScan(NodeLoweringPass[_Plan]):
     #: state are (tract panics on those), and the rest stay reads, which onnxruntime does not
     #: copy on every iteration.
     outer_reads_as_states: ClassVar[bool] = True
+    #: Whether a state the body grows by ``Concat`` is carried (the rows that unroll constant
+    #: Scans afterwards, where it may); tract's keeps such a Loop, named.
+    grown_states: ClassVar[bool] = True
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         self._model = model
@@ -157,6 +160,14 @@ class LoopToScan(NodeLoweringPass[_Plan]):
                 )
                 return None
         counters = [k for k in range(carried) if analysis.is_counter(k)]
+        grown = None if self.grown_states else _grown_state(body, carried)
+        if grown is not None:
+            _block(
+                node,
+                f"its state '{grown}' grows by a Concat each iteration, and a Scan's states keep "
+                "their shape (onnxruntime preallocates them, tract fixes their facts)",
+            )
+            return None
         reads = outer_reads(body, list(body.inputs))
         reads += [node.inputs[2 + k] for k in counters]  # type: ignore[misc]
         known = {
@@ -593,6 +604,26 @@ class LoopToScanReads(LoopToScan):
     them (tract), so onnxruntime copies nothing extra per iteration."""
 
     outer_reads_as_states = False
+
+
+class LoopToScanFixedStates(LoopToScanReads):
+    """Loops as Scans (as ``LoopToScanReads``) except those growing a state by ``Concat`` (tract:
+    its Scan states keep their shape, and no Scan of it is unrolled)."""
+
+    grown_states = False
+
+
+def _grown_state(body: ir.Graph, carried: int) -> str | None:
+    """The name of a state the body returns as a ``Concat`` of itself (through ``Identity``s),
+    or None."""
+    for k in range(carried):
+        value = body.outputs[1 + k]
+        while is_onnx(value.producer(), "Identity"):
+            value = value.producer().inputs[0]  # type: ignore[union-attr,assignment]
+        producer = value.producer()
+        if is_onnx(producer, "Concat") and body.inputs[2 + k] in producer.inputs:
+            return body.inputs[2 + k].name or f"state {k}"
+    return None
 
 
 def _block(node: ir.Node, reason: str) -> None:
