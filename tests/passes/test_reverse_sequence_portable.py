@@ -269,12 +269,15 @@ def test_general_form_runs_everywhere(
 def test_row_gather_runs_everywhere(dtype: str, time_axis: int, lens_kind: str) -> None:
     """Time and batch symbolic, the slice size static (as exporters declare features): one
     ``Gather`` of whole slices from the input seen as [T*B, 2] rows, its index int32 behind a
-    check that every row number fits (the sizes are not static)."""
+    check that every row number fits (the sizes are not static); time-major, small slices, a
+    ``GatherND`` of the same rows (int64 index, the same check)."""
     model = parse(general_model(dtype, time_axis, lens_kind, static_slice=True))
     lowered, forms = lowered_forms(model)
     assert forms == {"row_gather": 1}
     ops = all_op_types(lowered)
-    assert "GatherND" not in ops and "Flatten" not in ops, ops
+    gather = "GatherND" if time_axis == 0 else "Gather"
+    assert lowered.graph.node[-1].op_type == gather, ops
+    assert ops.count("GatherND") == (time_axis == 0) and "Flatten" not in ops, ops
     names = [node.name for node in lowered.graph.node]
     assert any("fails_unless_index_fits_int32" in name for name in names), names
     shape = (4, 3, 2) if time_axis == 0 else (3, 4, 2)
@@ -1027,6 +1030,10 @@ def test_constant_lengths_on_a_static_time_axis_compute_no_index(
     assert forms == {form: 1}
     ops = set(all_op_types(lowered))
     assert not ops & {"Shape", "Range", "Where", "Less", "Sub", "Expand"}, ops
+    if form == "constant" and not ones:
+        # A static slice: one constant row index, no coordinate pairs to join.
+        gather = "GatherND" if time_axis == 0 else "Gather"
+        assert "Reshape" in ops and gather in ops and "Concat" not in ops, ops
     feeds = {"x": np.random.default_rng(3).standard_normal([int(d) for d in dims], np.float32)}
     assert_runs_everywhere(model, feeds)
 

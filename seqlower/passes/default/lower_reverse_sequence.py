@@ -22,11 +22,20 @@ tract, onnx2torch, candle, burn, QNN and TVM have no ``ReverseSequence``; all of
   Nodes of one graph with the same lengths value and provably the same dimensions share one
   computed index; with only the batch dimension proven equal they share the index's lengths
   part (the count check and the batch coordinates), and each computes its time-dependent rest.
+- A static slice shape (every axis after the first two; not strings, no statically empty
+  axis): the input seen as [T*B, *slice] rows (a ``Reshape``, which copies nothing) and one
+  gather of whole rows at a [T, B] or [B, T] row index: ``Gather`` with an int32 index,
+  or, time-major with slices of at most 64 elements, ``GatherND`` with the same rows widened
+  to int64 (faster there in onnxruntime, :func:`_nd_rows`). No coordinate pairs, no
+  ``Expand``/``Concat``; the index is computed on [B] and [T] vectors and combined over T*B
+  in a few int32 passes (:func:`_row_index`).
 - Lengths known when lowering (a constant, one per entry of a static batch axis) on a static
   time axis compute nothing at run time: all of them 0 or 1 is a copy (``Identity``), all equal
-  to T one ``Slice``, others a constant index (as below, held as 2-D constants), shared by the
-  graph's reversals with equal lengths wherever they are written. With only the lengths
-  constant, the lengths part below is two constants; with only T static, the steps are.
+  to T one ``Slice``, others a constant index: the row index above when the slice shape is
+  static (one 2-D constant, int32 for ``Gather``, int64 for ``GatherND``), else the
+  ``GatherND`` pairs held as 2-D constants; shared by the graph's reversals with equal lengths
+  wherever they are written. With only the lengths constant, the lengths part below is two
+  constants; with only T static, the steps are.
 - ``GatherElements`` along the time axis with the [T, B] source steps alone when each (time,
   batch) entry is one element (rank 2, or every later axis a static 1, squeezed around it):
   ``GatherND`` pays a fixed cost per slice, which dominates for one-element slices (2-3x
@@ -180,7 +189,7 @@ class LowerReverseSequence(NodeLoweringPass[_Plan]):
             # one Constant per layer).
             lengths_id = id(lens_value) if lens is None else ("constant", lens.tobytes())
             lengths_key = (id(graph), lengths_id, time_axis, _key(batch_dim), form, elements)
-            share_key = (*lengths_key, _key(time_dim))
+            share_key = (*lengths_key, _key(time_dim), slice_shape is not None)
         # Only the row form needs the element type (strings are gathered one by one): asking for
         # it otherwise could start shape inference of the whole model for nothing.
         rows = form is _Form.ROWS
@@ -201,7 +210,7 @@ class LowerReverseSequence(NodeLoweringPass[_Plan]):
             share_key=share_key,
             lengths_key=lengths_key,
             elements=elements,
-            slice_shape=slice_shape if form is _Form.ROW_GATHER else None,
+            slice_shape=slice_shape if form in (_Form.ROW_GATHER, _Form.CONSTANT) else None,
         )
 
     def rewrite(self, plan: _Plan, ctx: Rewrite) -> None:
@@ -244,6 +253,8 @@ class LowerReverseSequence(NodeLoweringPass[_Plan]):
                     self._indices[plan.share_key] = index
             if plan.elements:
                 _gather_steps(emit, data, index, plan, result)
+            elif plan.slice_shape is not None:
+                _gather_rows(emit, data, index, plan, result)
             else:
                 emit.GatherND(data, index, _hint="reversed", _output=result)
         else:
@@ -251,10 +262,7 @@ class LowerReverseSequence(NodeLoweringPass[_Plan]):
             if form is _Form.ELEMENTS:
                 _gather_steps(emit, data, index, plan, result)
             elif form is _Form.ROW_GATHER:
-                assert plan.slice_shape is not None
-                shape = emit.int64s([-1, *plan.slice_shape], hint="row_shape")
-                rows = emit.Reshape(data, shape, _hint="rows")
-                emit.Gather(rows, index, axis=0, _hint="reversed", _output=result)
+                _gather_rows(emit, data, index, plan, result)
             else:
                 emit.GatherND(data, index, _hint="reversed", _output=result)
 
@@ -341,6 +349,14 @@ def _constant_index(emit: Emitter, plan: _Plan) -> ir.Value:
     lens = plan.lens[None, :]
     source = np.where(steps < lens, lens - 1 - steps, steps)  # [T, B]
     batches = np.broadcast_to(np.arange(lens.size, dtype=np.int64)[None, :], source.shape)
+    if plan.slice_shape is not None:
+        # Rows of [T*B, *slice]: one number an entry, int32 for Gather (GatherND takes int64).
+        if plan.time_axis == 0:
+            rows = source * lens.size + batches
+        else:
+            rows = (batches * plan.time_size + source).T
+        dtype = np.int64 if _nd_rows(plan) else np.int32
+        return emit.constant(np.ascontiguousarray(rows, dtype=dtype), hint="source_rows")
     if plan.time_axis != 0:
         source, batches = source.T, batches.T
     src = emit.constant(np.ascontiguousarray(source), hint="source_steps")
@@ -351,6 +367,42 @@ def _constant_index(emit: Emitter, plan: _Plan) -> ir.Value:
         pair.reverse()
     columns = [emit.unsqueeze(value, [2], hint="coordinate") for value in pair]
     return emit.Concat(*columns, axis=-1, _hint="index")
+
+
+def _gather_rows(
+    emit: Emitter, data: ir.Value, index: ir.Value, plan: _Plan, result: ir.Value
+) -> None:
+    """``data`` seen as [T*B, *slice] rows, gathered at the [T, B] or [B, T] row ``index``:
+    int32 into ``Gather``, or int64 into ``GatherND`` (see :func:`_nd_rows`)."""
+    assert plan.slice_shape is not None
+    shape = emit.int64s([-1, *plan.slice_shape], hint="row_shape")
+    rows = emit.Reshape(data, shape, _hint="rows")
+    if _nd_rows(plan):
+        if plan.form is _Form.ROW_GATHER:  # a constant index is int64 already
+            # Computed in int32 and widened last: tract 0.23.9 failed to evaluate a GatherND
+            # on rows computed in int64 from symbolic sizes ('Undetermined symbol').
+            index = emit.Cast(index, to=ir.DataType.INT64, _hint="rows64")
+        coords = emit.unsqueeze(index, [2], hint="row_coords")
+        emit.GatherND(rows, coords, _hint="reversed", _output=result)
+    else:
+        emit.Gather(rows, index, axis=0, _hint="reversed", _output=result)
+
+
+#: The largest slice (elements) a time-major row reversal moves with ``GatherND``.
+_ND_ROWS_MAX = 64
+
+
+def _nd_rows(plan: _Plan) -> bool:
+    """Whether the rows are gathered by ``GatherND`` (int64 index) rather than ``Gather``
+    (int32): time-major with slices of at most 64 elements. There each output row reads a row
+    B rows away from its neighbour's source, and onnxruntime 1.32's ``GatherND`` (offsets
+    computed first, then copied) ran 1.1-1.3x faster than its ``Gather`` (a division per row)
+    on one thread: 2048x256x8, lengths a graph input, 1.33-1.46x native -> 1.10-1.17x;
+    constant 1.24-1.38x -> 0.97-1.05x. Batch-major, or larger slices, ``Gather`` was as fast or
+    faster (docs/measurements.md)."""
+    if plan.time_axis != 0 or plan.slice_shape is None:
+        return False
+    return int(np.prod(plan.slice_shape)) <= _ND_ROWS_MAX
 
 
 def _choose_form(
