@@ -152,6 +152,42 @@ def test_version_names_every_library_and_installed_runtime() -> None:
             assert listed[runtime] == installed
 
 
+def test_versions_read_from_metadata_files_match_importlib_metadata() -> None:
+    """--version reads the metadata headers itself (importlib.metadata is slow to import): the
+    same answer for every distribution it names, installed or not."""
+    from seqlower._version import _OPTIONAL, _REQUIRED, dependency_versions
+
+    listed = dependency_versions()
+    for name in (*_REQUIRED, *_OPTIONAL):
+        try:
+            installed = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            installed = "not installed"
+        assert listed.get(name, "not installed") == installed, name
+
+
+def test_versions_first_on_the_path_and_zip_entries_asked_of_importlib(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from seqlower import _version
+
+    first, second = tmp_path / "first", tmp_path / "second"
+    (first / "Onnx_IR-9.9.dist-info").mkdir(parents=True)
+    (first / "Onnx_IR-9.9.dist-info" / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: onnx-ir\nVersion: 9.9rc1\n\nVersion: body\n"
+    )
+    (second / "onnx_ir-1.0.dist-info").mkdir(parents=True)
+    (second / "onnx_ir-1.0.dist-info" / "METADATA").write_text("Name: onnx-ir\nVersion: 1.0\n")
+    (second / "tract.egg-info").write_text("Metadata-Version: 1.0\nName: tract\nVersion: 7\n")
+    monkeypatch.setattr(sys, "path", [str(first), str(second)])
+    found, complete = _version._scan_path({"onnx_ir": "onnx-ir", "tract": "tract"})
+    assert found == {"onnx-ir": "9.9rc1", "tract": "7"} and complete
+    zipped = tmp_path / "lib.zip"
+    zipped.write_bytes(b"PK")
+    monkeypatch.setattr(sys, "path", [str(zipped), str(second)])
+    assert _version._scan_path({"onnx_ir": "onnx-ir"}) == ({"onnx-ir": "1.0"}, False)
+
+
 def test_console_script_exit_code_and_no_traceback(tmp_path: Path) -> None:
     """The installed entry point, in a real process: exit status and stderr as a shell sees them."""
     target = tmp_path / "out.onnx"
