@@ -3,7 +3,7 @@ versions of what it runs with, for ``--version``, reports and bug reports."""
 
 from __future__ import annotations
 
-__all__ = ["__version__", "dependency_versions"]
+__all__ = ["__version__", "dependency_versions", "version_text"]
 
 __version__ = "0.1.0"
 
@@ -19,6 +19,14 @@ _OPTIONAL = (
     "onnx2tf",
     "ai-edge-litert",
 )
+
+
+def version_text() -> str:
+    """What ``seqlower --version`` prints: seqlower's version, then every library and runtime
+    that decides what a run does."""
+    lines = [f"seqlower {__version__}"]
+    lines += [f"  {name} {version}" for name, version in dependency_versions().items()]
+    return "\n".join(lines) + "\n"
 
 
 def dependency_versions() -> dict[str, str]:

@@ -19,6 +19,14 @@ def main(argv: list[str] | None = None) -> None:
         from seqlower._signals import signals_as_interrupts
 
         with signals_as_interrupts():
+            if (sys.argv[1:] if argv is None else argv) == ["--version"]:
+                # Alone, it needs no command line parser: click and the commands take half
+                # of its time (click's own --version prints the same text, version_text).
+                from seqlower._version import version_text
+
+                sys.stdout.write(version_text())
+                sys.stdout.flush()
+                sys.exit(0)
             from seqlower.cli.commands import main as run
 
             run(argv)

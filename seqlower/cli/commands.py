@@ -211,11 +211,9 @@ def _show_version(ctx: click.Context, _param: click.Parameter, value: bool) -> N
     """seqlower's version, then every library and runtime that decides what a run does."""
     if not value or ctx.resilient_parsing:
         return
-    from seqlower._version import dependency_versions
+    from seqlower._version import version_text
 
-    click.echo(f"seqlower {seqlower.__version__}")
-    for name, version in dependency_versions().items():
-        click.echo(f"  {name} {version}")
+    click.echo(version_text(), nl=False)
     ctx.exit(ExitCode.OK)
 
 

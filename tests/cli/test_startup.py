@@ -43,6 +43,25 @@ def test_printing_commands_import_no_heavy_library(args: list[str]) -> None:
     assert loaded == "", f"seqlower {' '.join(args)} imported {loaded}"
 
 
+def test_version_alone_skips_the_parser_and_prints_what_click_prints() -> None:
+    """``seqlower --version`` alone is answered before click and the commands load (half of
+    its start-up); its text is the same as the parser's ``--version`` (with other flags)."""
+    from tests.helpers import run_cli
+
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
+    probe = PROBE.replace("{heavy!r}", repr(("click", "seqlower.cli.commands")))
+    done = subprocess.run(
+        [sys.executable, "-c", probe, "--version"], capture_output=True, text=True, env=env
+    )
+    printed, loaded = done.stdout.rsplit("\nLOADED:", 1)
+    assert loaded.strip() == "" and done.returncode == 0, loaded
+    code, out, _ = run_cli("--version")
+    assert code == 0 and out == printed
+
+
 def test_pass_registry_still_gives_classes() -> None:
     from seqlower.passes import PASSES, LowerReverseSequence, create_pass
 
