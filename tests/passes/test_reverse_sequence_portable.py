@@ -1038,6 +1038,27 @@ def test_constant_lengths_on_a_static_time_axis_compute_no_index(
     assert_runs_everywhere(model, feeds)
 
 
+def test_constant_row_indices_of_gather_and_gathernd_are_not_shared() -> None:
+    """Equal constant lengths and dims, time-major: slices of 2 gather rows by GatherND (an
+    int64 index), slices of 128 by Gather (int32); each gets an index of its own type."""
+    model = parse("""
+        g (float[4, 3, 2] x, float[4, 3, 128] z) => (float[4, 3, 2] y, float[4, 3, 128] w) {
+            lens = Constant<value = int64[3] {4, 0, 2}>()
+            w = ReverseSequence<batch_axis = 1, time_axis = 0>(z, lens)
+            y = ReverseSequence<batch_axis = 1, time_axis = 0>(x, lens)
+        }""")
+    lowered, forms = lowered_forms(model)
+    assert forms == {"constant": 2}
+    ops = all_op_types(lowered)
+    assert ops.count("GatherND") == 1 and ops.count("Gather") == 1, ops
+    rng = np.random.default_rng(5)
+    feeds = {
+        "x": rng.standard_normal((4, 3, 2)).astype(np.float32),
+        "z": rng.standard_normal((4, 3, 128)).astype(np.float32),
+    }
+    assert_runs_everywhere(model, feeds)
+
+
 def test_constant_lengths_on_a_dynamic_time_axis_share_a_constant_lengths_part() -> None:
     """Constant lengths, one per batch entry of a static batch axis: the lengths part is two
     constants; only the time-dependent rest is computed."""

@@ -189,7 +189,8 @@ class LowerReverseSequence(NodeLoweringPass[_Plan]):
             # one Constant per layer).
             lengths_id = id(lens_value) if lens is None else ("constant", lens.tobytes())
             lengths_key = (id(graph), lengths_id, time_axis, _key(batch_dim), form, elements)
-            share_key = (*lengths_key, _key(time_dim), slice_shape is not None)
+            # A constant row index is int32 for Gather and int64 for GatherND: kept apart.
+            share_key = (*lengths_key, _key(time_dim), _row_op(time_axis, slice_shape))
         # Only the row form needs the element type (strings are gathered one by one): asking for
         # it otherwise could start shape inference of the whole model for nothing.
         rows = form is _Form.ROWS
@@ -393,16 +394,21 @@ _ND_ROWS_MAX = 64
 
 
 def _nd_rows(plan: _Plan) -> bool:
-    """Whether the rows are gathered by ``GatherND`` (int64 index) rather than ``Gather``
-    (int32): time-major with slices of at most 64 elements. There each output row reads a row
+    return _row_op(plan.time_axis, plan.slice_shape) == "GatherND"
+
+
+def _row_op(time_axis: int, slice_shape: tuple[int, ...] | None) -> str | None:
+    """The op that gathers the rows: ``GatherND`` (int64 index) rather than ``Gather``
+    (int32) time-major with slices of at most 64 elements. There each output row reads a row
     B rows away from its neighbour's source, and onnxruntime 1.32's ``GatherND`` (offsets
     computed first, then copied) ran 1.1-1.3x faster than its ``Gather`` (a division per row)
     on one thread: 2048x256x8, lengths a graph input, 1.33-1.46x native -> 1.10-1.17x;
     constant 1.24-1.38x -> 0.97-1.05x. Batch-major, or larger slices, ``Gather`` was as fast or
-    faster (docs/measurements.md)."""
-    if plan.time_axis != 0 or plan.slice_shape is None:
-        return False
-    return int(np.prod(plan.slice_shape)) <= _ND_ROWS_MAX
+    faster (docs/measurements.md). None without a static slice shape (no row form)."""
+    if slice_shape is None:
+        return None
+    small = int(np.prod(slice_shape)) <= _ND_ROWS_MAX
+    return "GatherND" if time_axis == 0 and small else "Gather"
 
 
 def _choose_form(
