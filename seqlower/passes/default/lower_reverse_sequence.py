@@ -189,8 +189,10 @@ class LowerReverseSequence(NodeLoweringPass[_Plan]):
             # one Constant per layer).
             lengths_id = id(lens_value) if lens is None else ("constant", lens.tobytes())
             lengths_key = (id(graph), lengths_id, time_axis, _key(batch_dim), form, elements)
-            # A constant row index is int32 for Gather and int64 for GatherND: kept apart.
-            share_key = (*lengths_key, _key(time_dim), _row_op(time_axis, slice_shape))
+            # A constant row index is int32 for Gather and int64 for GatherND: kept apart (a
+            # computed one is int32 for both, each GatherND node widening it).
+            row_op = _row_op(time_axis, slice_shape) if form is _Form.CONSTANT else None
+            share_key = (*lengths_key, _key(time_dim), row_op)
         # Only the row form needs the element type (strings are gathered one by one): asking for
         # it otherwise could start shape inference of the whole model for nothing.
         rows = form is _Form.ROWS
