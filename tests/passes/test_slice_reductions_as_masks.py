@@ -84,3 +84,25 @@ def test_tvm_cannot_compile_a_where_of_a_run_time_slice_and_runs_the_masked_form
     for bounds in ([1, 3], [2, 2], [0, 4]):
         feeds["bounds"] = np.array(bounds, dtype=np.int64)
         assert_same(run("onnxruntime", model, feeds), run("tvm", lowered, feeds))
+
+
+def test_litert_means_an_empty_slice_wrongly_and_runs_the_masked_form() -> None:
+    """LiteRT 2.1.2 (onnx2tf 2.6.9's .tflite) reduces an empty axis to arbitrary numbers;
+    pad-empty-reductions pads sums, products, maxima and minima, not a mean (its count would
+    change): PyTorch's embedding_bag(mode='mean') on offsets out of order, which the check
+    draws. Masked, the axis is never empty."""
+    model = onnx.parser.parse_model(BAG.format(op="ReduceMean", keep=0, out="3"))
+    w = np.arange(15, dtype=np.float32).reshape(5, 3) / 4 - 1
+    cases = [{"w": w, "bounds": np.array(b, dtype=np.int64)} for b in BOUNDS[:5]]
+    wrong = [
+        c["bounds"].tolist()
+        for c in cases
+        if not np.allclose(run("onnx2tf", model, c)[0], run("onnxruntime", model, c)[0])
+    ]
+    assert wrong, "LiteRT now means an empty slice right: slice-reductions-as-masks may go"
+    lowered = seqlower.lower(model, target="onnx2tf", check=False, input_shapes={"w": [5, 3]})
+    assert "ReduceMean" not in {n.op_type for n in lowered.graph.node}
+    for feeds in cases:
+        np.testing.assert_allclose(
+            run("onnx2tf", lowered, feeds)[0], run("onnxruntime", model, feeds)[0], rtol=1e-6
+        )

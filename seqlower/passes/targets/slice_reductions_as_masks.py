@@ -1,5 +1,5 @@
 """A float reduction of a ``Slice`` by run-time bounds as a reduction of the whole axis with
-the rows outside the bounds masked to the reduction's identity (target ``tvm``).
+the rows outside the bounds masked to the reduction's identity (targets ``tvm``, ``onnx2tf``).
 
 PyTorch's ``embedding_bag`` reduces each bag's rows, ``Slice(weight, start, end)`` with the
 bounds read from ``offsets``. TVM 0.27 compiles no ``Slice`` whose bounds are tensor values
@@ -10,6 +10,9 @@ outside ``[start, end)`` replaced by the identity (0 for a sum, 1 for a product,
 max, +inf for a min) through ``Where(start' <= arange(N) < end', x, identity)``, ``start'`` and
 ``end'`` clamped as ``Slice`` does (a negative bound plus ``N``, then into ``[0, N]``). A mean
 is that sum divided by ``max(end' - start', 1)`` (onnxruntime's mean of an empty slice is 0).
+LiteRT 2.1.2 (onnx2tf's ``.tflite``) reduces an empty axis to arbitrary numbers, which
+``pad-empty-reductions`` pads away for all but a mean: masked, the axis is never empty
+(``embedding_bag(mode='mean')`` on offsets out of order, which the check draws).
 Only a ``Slice`` along one axis, step 1, of a float tensor of static length there, whose
 reduction takes that axis (its axes constant), is rewritten; every shape is then static.
 """
