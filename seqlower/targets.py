@@ -236,7 +236,7 @@ PIPELINES: dict[str, Pipeline] = {
                 "fold-static-shapes",
                 "if-as-where",
                 "if-as-where",  # again: an If whose branch held an If rewritten by the first
-                "slice-reductions-as-masks",
+                "slice-means-as-masks",  # a mean cannot be padded: masked
                 "pad-empty-reductions",
                 "reverse-sequence-casts",
                 "constant-values-as-tensors",

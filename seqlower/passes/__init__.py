@@ -85,7 +85,10 @@ if TYPE_CHECKING:
     from seqlower.passes.targets.scan_iteration_states import ScanIterationStates
     from seqlower.passes.targets.scan_outputs_as_states import ScanOutputsAsStates
     from seqlower.passes.targets.shape_values_as_tensors import ShapeValuesAsTensors
-    from seqlower.passes.targets.slice_reductions_as_masks import SliceReductionsAsMasks
+    from seqlower.passes.targets.slice_reductions_as_masks import (
+        SliceMeansAsMasks,
+        SliceReductionsAsMasks,
+    )
     from seqlower.passes.targets.slice_split_pieces import SliceSplitPieces
     from seqlower.passes.targets.split_as_slices import SplitAsSlices
     from seqlower.passes.targets.strict_loop_bodies import StrictLoopBodies
@@ -152,6 +155,7 @@ __all__ = [
     "ScanOutputsAsStates",
     "ScanSequenceMap",
     "ShapeValuesAsTensors",
+    "SliceMeansAsMasks",
     "SliceReductionsAsMasks",
     "SliceSplitPieces",
     "SplitAsSlices",
@@ -228,6 +232,7 @@ _MODULES = {
     "ScanIterationStates": "targets.scan_iteration_states",
     "ScanOutputsAsStates": "targets.scan_outputs_as_states",
     "OutputsWithoutIdentity": "targets.outputs_without_identity",
+    "SliceMeansAsMasks": "targets.slice_reductions_as_masks",
     "SliceReductionsAsMasks": "targets.slice_reductions_as_masks",
     "SliceSplitPieces": "targets.slice_split_pieces",
     "SplitAsSlices": "targets.split_as_slices",
@@ -321,6 +326,7 @@ PASSES: MutableMapping[str, type[ir.passes.InPlacePass]] = _Registry(
         "expand-unconverted-function-ops": "ExpandUnconvertedFunctionOps",
         "slice-split-pieces": "SliceSplitPieces",
         "slice-reductions-as-masks": "SliceReductionsAsMasks",
+        "slice-means-as-masks": "SliceMeansAsMasks",
         "split-as-slices": "SplitAsSlices",
         "shape-values-as-tensors": "ShapeValuesAsTensors",
         "strict-loop-bodies": "StrictLoopBodies",

@@ -11,8 +11,9 @@ max, +inf for a min) through ``Where(start' <= arange(N) < end', x, identity)``,
 ``end'`` clamped as ``Slice`` does (a negative bound plus ``N``, then into ``[0, N]``). A mean
 is that sum divided by ``max(end' - start', 1)`` (onnxruntime's mean of an empty slice is 0).
 LiteRT 2.1.2 (onnx2tf's ``.tflite``) reduces an empty axis to arbitrary numbers, which
-``pad-empty-reductions`` pads away for all but a mean: masked, the axis is never empty
-(``embedding_bag(mode='mean')`` on offsets out of order, which the check draws).
+``pad-empty-reductions`` pads away for all but a mean: masked (``slice-means-as-masks``), the
+axis is never empty (``embedding_bag(mode='mean')`` on offsets out of order, as the check
+draws).
 Only a ``Slice`` along one axis, step 1, of a float tensor of static length there, whose
 reduction takes that axis (its axes constant), is rewritten; every shape is then static.
 """
@@ -20,6 +21,7 @@ reduction takes that axis (its axes constant), is rewritten; every shape is then
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import numpy as np
 import onnx_ir as ir
@@ -29,7 +31,7 @@ from seqlower.passes._emit import Emitter
 from seqlower.passes._ir import constant_array, int_attr, ints_attr, is_onnx
 from seqlower.passes._types import TypeOracle, element_dtype
 
-__all__ = ["SliceReductionsAsMasks"]
+__all__ = ["SliceMeansAsMasks", "SliceReductionsAsMasks"]
 
 #: Each reduction's identity; a mean sums (its count divides after).
 IDENTITY = {
@@ -71,8 +73,11 @@ class SliceReductionsAsMasks(NodeLoweringPass[_Plan]):
     op_type = "ReduceSum"  # and the others of IDENTITY (matches)
     takes_all = False
 
+    #: The reductions rewritten.
+    reductions: tuple[str, ...] = tuple(IDENTITY)
+
     def matches(self, node: ir.Node) -> bool:
-        return node.op_type in IDENTITY and node.domain in ONNX_DOMAINS
+        return node.op_type in self.reductions and node.domain in ONNX_DOMAINS
 
     def plan(self, site: Site, types: TypeOracle) -> _Plan | None:
         node = site.node
@@ -110,21 +115,52 @@ class SliceReductionsAsMasks(NodeLoweringPass[_Plan]):
         first, last, inside = _inside(op, starts, ends, plan)  # type: ignore[arg-type]
         identity = op.constant(np.array(IDENTITY[node.op_type], dtype=plan.dtype), hint="identity")
         masked = op.Where(inside, x, identity, _hint="masked")
-        if node.op_type != "ReduceMean":
+        if node.op_type in ("ReduceSum", "ReduceProd"):
             node.replace_input_with(0, masked)
             ctx.insert()
             return
-        keep = int_attr(node, "keepdims", 1) or 0
-        noop = int_attr(node, "noop_with_empty_axes", 0) or 0
-        axes = node.inputs[1:]  # opset 18: ReduceMean's axes an input, as ReduceSum's
-        total = op.ReduceSum(masked, *axes, keepdims=keep, noop_with_empty_axes=noop, _hint="total")
-        one = op.int64s([1], hint="one")  # an empty slice's mean is 0 in onnxruntime
-        count = op.Max(op.Sub(last, first, _hint="span"), one, _hint="count")
-        as_float = op.Cast(count, to=ir.DataType.from_numpy(np.dtype(plan.dtype)), _hint="size")
-        size = op.Reshape(as_float, op.int64s([], hint="scalar"), _hint="size_scalar")
-        mean = op.Div(total, size, _hint="mean")
-        mean.type, mean.shape = node.outputs[0].type, node.outputs[0].shape
-        ctx.replace([mean])
+        span = op.Sub(last, first, _hint="span")
+        dtype = ir.DataType.from_numpy(np.dtype(plan.dtype))
+        result = _finished(op, node, masked, identity, span, dtype)
+        result.type, result.shape = node.outputs[0].type, node.outputs[0].shape
+        ctx.replace([result])
+
+
+class SliceMeansAsMasks(SliceReductionsAsMasks):
+    """The means alone (target ``onnx2tf``: its sums, products, maxima and minima are padded
+    by ``pad-empty-reductions``; LiteRT 2.1.2 gives the masked max of an empty slice as the
+    lowest finite float, even through a ``Where`` of -inf)."""
+
+    op_type = "ReduceMean"
+    reductions = ("ReduceMean",)
+
+
+def _finished(
+    op: Emitter,
+    node: ir.Node,
+    masked: ir.Value,
+    identity: ir.Value,
+    span: ir.Value,
+    dtype: ir.DataType,
+) -> ir.Value:
+    """A mean: the masked sum divided by the count, at least 1 (onnxruntime's mean of an empty
+    slice is 0). A max or min: the masked one, or its identity (+-inf) where the slice is empty
+    (TVM 0.27 and LiteRT 2.1.2 start a max at the lowest finite float, not -inf)."""
+    attributes: dict[str, Any] = {"keepdims": int_attr(node, "keepdims", 1) or 0}
+    if "noop_with_empty_axes" in node.attributes:
+        attributes["noop_with_empty_axes"] = int_attr(node, "noop_with_empty_axes", 0) or 0
+    if ints_attr(node, "axes") is not None:
+        attributes["axes"] = ints_attr(node, "axes")
+    mean = node.op_type == "ReduceMean"  # opset 18 (plan): its axes an input, as ReduceSum's
+    reduce = op.ReduceSum if mean else getattr(op, node.op_type)
+    reduced = reduce(masked, *node.inputs[1:], _hint="reduced", **attributes)
+    scalar = op.int64s([], hint="scalar")
+    if mean:
+        count = op.Max(span, op.int64s([1], hint="one"), _hint="count")
+        size = op.Cast(count, to=dtype, _hint="size")
+        return op.Div(reduced, op.Reshape(size, scalar, _hint="size_scalar"), _hint="mean")
+    some = op.Greater(span, op.int64s([0], hint="none"), _hint="some")
+    return op.Where(op.Reshape(some, scalar, _hint="some_scalar"), reduced, identity)
 
 
 def _inside(
