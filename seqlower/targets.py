@@ -188,6 +188,8 @@ PIPELINES: dict[str, Pipeline] = {
                 "run-time-slices-as-gathers",
                 "condition-operands-in-branches",
                 "branch-reductions-outside",
+                # after the reductions move out of branches (tract types no Size read there)
+                "empty-means-as-zero",
                 "scalar-if-conditions",
                 "alike-branches-as-where",
                 "scan-iteration-states",

@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from seqlower.passes.targets.cast_like_as_cast import CastLikeAsCast
     from seqlower.passes.targets.condition_operands import ConditionOperandsInBranches
     from seqlower.passes.targets.constant_values_as_tensors import ConstantValuesAsTensors
+    from seqlower.passes.targets.empty_means_as_zero import EmptyMeansAsZero
     from seqlower.passes.targets.expand_function_ops import (
         ExpandFunctionOps,
         ExpandUnconvertedFunctionOps,
@@ -110,6 +111,7 @@ __all__ = [
     "CastLikeAsCast",
     "ConditionOperandsInBranches",
     "ConstantValuesAsTensors",
+    "EmptyMeansAsZero",
     "ExpandFunctionOps",
     "ExpandUnconvertedFunctionOps",
     "ExplicitAttributeDefaults",
@@ -227,6 +229,7 @@ _MODULES = {
     "ReverseSequenceCasts": "targets.reverse_sequence_casts",
     "IfAsWhere": "targets.if_as_where",
     "PadEmptyReductions": "targets.pad_empty_reductions",
+    "EmptyMeansAsZero": "targets.empty_means_as_zero",
     "ScalarIfConditions": "targets.scalar_if_conditions",
     "ScalarOutputs": "targets.scalar_outputs",
     "ScanIterationStates": "targets.scan_iteration_states",
@@ -293,6 +296,7 @@ PASSES: MutableMapping[str, type[ir.passes.InPlacePass]] = _Registry(
         "reverse-sequence-casts": "ReverseSequenceCasts",
         "if-as-where": "IfAsWhere",
         "pad-empty-reductions": "PadEmptyReductions",
+        "empty-means-as-zero": "EmptyMeansAsZero",
         "scalar-outputs": "ScalarOutputs",
         "scan-outputs-as-states": "ScanOutputsAsStates",
         "outputs-without-identity": "OutputsWithoutIdentity",

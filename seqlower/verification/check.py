@@ -634,7 +634,10 @@ def _shared_numbers(run: RunReport) -> str:
 
 def _numbers(output: OutputReport) -> str:
     """How an output differs: its largest difference, or what is wrong with its shape/type."""
-    return f"max abs {output.max_abs:.3g}" if _numeric(output) else output.message
+    if not _numeric(output):
+        return output.message
+    special = f", {output.special} NaN or infinite values unmatched" if output.special else ""
+    return f"max abs {output.max_abs:.3g}{special}"
 
 
 def _numeric(output: OutputReport) -> bool:

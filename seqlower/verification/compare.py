@@ -106,6 +106,7 @@ def compare_values(
             report.max_abs = max(report.max_abs, element.max_abs)
             report.max_rel = max(report.max_rel, element.max_rel)
             report.mismatches += element.mismatches
+            report.special += element.special
             report.elements += element.elements
             if not element.ok:
                 report.ok = False
@@ -150,6 +151,7 @@ def compare_values(
         # NaN must meet NaN; an infinity must meet the same infinity; finite within tolerance.
         ok = np.where(finite, within, (nan_e & nan_a) | (inf_e & inf_a & (e64 == a64)))
         report.mismatches = int(np.count_nonzero(~ok))
+        report.special = int(np.count_nonzero(~ok & ~finite))
         if diff.size:
             report.max_abs = float(diff.max())
             rel = diff / np.maximum(np.abs(e64), np.finfo(np.float64).tiny)

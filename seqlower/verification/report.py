@@ -34,6 +34,9 @@ class OutputReport:
     max_abs: float = 0.0
     max_rel: float = 0.0
     mismatches: int = 0
+    #: Of the mismatches, those where a NaN or an infinity meets something else (max abs, over
+    #: finite pairs only, says nothing of them).
+    special: int = 0
     elements: int = 0
     reference_shape: list[Any] | None = None
     candidate_shape: list[Any] | None = None

@@ -141,6 +141,9 @@ def test_compare_values_nan_inf_and_exact_types() -> None:
     nan, inf = np.float32("nan"), np.float32("inf")
     assert compare_values("y", np.array([nan, inf, 1]), np.array([nan, inf, 1])).ok
     assert not compare_values("y", np.array([nan, 1.0]), np.array([1.0, nan])).ok
+    # A NaN against a number: max abs (over finite pairs) is 0, so the count says it.
+    report = compare_values("y", np.array([0.0, 2.0, 3.0]), np.array([nan, 2.0, 3.5]))
+    assert (report.mismatches, report.special, report.max_abs) == (2, 1, 0.5)
     assert not compare_values("y", np.array([inf]), np.array([-inf])).ok
     assert not compare_values("y", np.array([1], np.int64), np.array([2], np.int64)).ok
     assert not compare_values("y", np.array(["a"], object), np.array(["b"], object)).ok

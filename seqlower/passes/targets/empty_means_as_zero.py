@@ -1,0 +1,86 @@
+"""A float ``ReduceMean`` over axes that may be empty gives 0 there (target ``tract``).
+
+ONNX leaves the mean of an empty set undefined; onnxruntime, OpenVINO and PyTorch give 0,
+tract 0.23.9 gives NaN. PyTorch's ``embedding_bag(mode="mean")`` relies on it: an empty bag's
+row is 0 in PyTorch and in onnxruntime, NaN on tract. The mean is kept and chosen by
+``Where(Size(x) / Max(Size(mean), 1) > 0, mean, 0)``: the count of reduced elements is 0
+exactly when the reduced axes are empty (with an empty result the choice does not matter), so
+every other mean is the node's own. Only means whose reduced axes are not all known to be
+positive are rewritten.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import onnx_ir as ir
+
+from seqlower.passes._base import NodeLoweringPass, Rewrite, Site
+from seqlower.passes._ir import constant_array, int_attr, ints_attr
+from seqlower.passes._types import TypeOracle, element_dtype
+
+__all__ = ["EmptyMeansAsZero"]
+
+_FLOATS: dict[ir.DataType | None, type[np.floating]] = {
+    ir.DataType.FLOAT: np.float32,
+    ir.DataType.DOUBLE: np.float64,
+    ir.DataType.FLOAT16: np.float16,
+}
+
+
+@dataclasses.dataclass
+class _Plan:
+    dtype: type[np.floating]
+
+
+class EmptyMeansAsZero(NodeLoweringPass[_Plan]):
+    """Every float ``ReduceMean`` over an axis that may be empty, its result 0 where it is."""
+
+    op_type = "ReduceMean"
+    takes_all = False
+    repairs = True
+
+    def plan(self, site: Site, types: TypeOracle) -> _Plan | None:
+        node = site.node
+        data = node.inputs[0] if node.inputs else None
+        if data is None or not node.outputs or site.opset < 9:
+            return None
+        dtype = _FLOATS.get(element_dtype(types.type_of(data)))
+        shape = data.shape or types.shape_of(data)
+        if dtype is None:
+            return None
+        if shape is None:
+            return _Plan(dtype)
+        rank = shape.rank()
+        if len(node.inputs) > 1 and node.inputs[1] is not None:
+            array = constant_array(node.inputs[1])
+            axes = None if array is None else [int(a) for a in array.reshape(-1)]
+        else:
+            axes = ints_attr(node, "axes") or []
+        if axes == [] and int_attr(node, "noop_with_empty_axes", 0):
+            return None  # no reduction
+        reduced = range(rank) if axes is None or not axes else [a % rank for a in axes]
+        if all(isinstance(shape[a], int) and shape[a] > 0 for a in reduced):  # type: ignore[operator]
+            return None  # never empty
+        return _Plan(dtype)
+
+    def rewrite(self, plan: _Plan, ctx: Rewrite) -> None:
+        node = ctx.node
+        data = node.inputs[0]
+        assert data is not None
+        op = ctx.before()
+        mean = op.build("ReduceMean", node.inputs, node.attributes, hint="mean_or_nan")
+        one = op.int64s(1, hint="one")
+        count = op.Div(
+            op.Size(data, _hint="elements"),
+            op.Max(op.Size(mean, _hint="means"), one, _hint="means_or_one"),
+            _hint="count",
+        )
+        some = op.Greater(count, op.int64s(0, hint="zero"), _hint="not_empty")
+        zero = op.constant(np.array(0, dtype=plan.dtype), hint="empty_mean")
+        chosen = op.Where(some, mean, zero, _hint="mean")
+        (old,) = node.outputs
+        mean.type = chosen.type = old.type
+        mean.shape = chosen.shape = old.shape
+        ctx.replace([chosen])
