@@ -178,6 +178,7 @@ PIPELINES: dict[str, Pipeline] = {
                 *_SEQUENCE_FREE[:-1],
                 "stack-sequences-gather-checked",
                 "freeze-bounded-loops",
+                "iteration-row-slices",
                 "loop-to-scan-fixed-states",
                 "lower-reverse-sequence",
                 "fold-static-ifs",

@@ -60,6 +60,7 @@ if TYPE_CHECKING:
         InlineFunctions,
         InlineUntypedSequenceMapFunctions,
     )
+    from seqlower.passes.targets.iteration_row_slices import IterationRowSlices
     from seqlower.passes.targets.loop_to_scan import (
         LoopToScan,
         LoopToScanConstant,
@@ -126,6 +127,7 @@ __all__ = [
     "IfAsWhere",
     "InlineFunctions",
     "InlineUntypedSequenceMapFunctions",
+    "IterationRowSlices",
     "LoopToScan",
     "LoopToScanConstant",
     "LoopToScanFixedStates",
@@ -202,6 +204,7 @@ _MODULES = {
     "FreezeBoundedLoops": "targets.freeze_bounded_loops",
     "InlineFunctions": "targets.inline_functions",
     "InlineUntypedSequenceMapFunctions": "targets.inline_functions",
+    "IterationRowSlices": "targets.iteration_row_slices",
     "LoopToScan": "targets.loop_to_scan",
     "LoopToScanRows": "targets.loop_to_scan",
     "LoopToScanReads": "targets.loop_to_scan",
@@ -313,6 +316,7 @@ PASSES: MutableMapping[str, type[ir.passes.InPlacePass]] = _Registry(
         "inline-functions": "InlineFunctions",
         "loop-to-scan": "LoopToScan",
         "freeze-bounded-loops": "FreezeBoundedLoops",
+        "iteration-row-slices": "IterationRowSlices",
         "lower-scan-8": "LowerScan8",
         "lower-scan-8-lengths": "LowerScan8Lengths",
         "loop-to-scan-rows": "LoopToScanRows",
