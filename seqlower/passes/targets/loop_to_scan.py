@@ -44,6 +44,7 @@ import onnx_ir as ir
 from seqlower._graphs import subgraphs_of
 from seqlower.passes._base import NodeLoweringPass, Rewrite, Site, rewire
 from seqlower.passes._emit import Emitter
+from seqlower.passes._first_iteration import cannot_fail_first
 from seqlower.passes._ir import (
     NO_LOOP,
     block,
@@ -83,6 +84,9 @@ class _Plan:
     counters: list[int]  # carried values that start from the Loop's input and step by one
     types: dict[int, tuple[ir.TypeProtocol | None, ir.Shape | None]]  # of the outer reads
     constant_count: int | None = None  # M evaluated at planning (LoopToScanConstant)
+    #: Run as a Scan of at least one iteration, its results masked when it runs none (the
+    #: body cannot fail on iteration 0: ``_first_iteration``).
+    once: bool = False
 
 
 class LoopToScan(NodeLoweringPass[_Plan]):
@@ -104,12 +108,17 @@ class LoopToScan(NodeLoweringPass[_Plan]):
     #: Whether a state the body grows by ``Concat`` is carried (the rows that unroll constant
     #: Scans afterwards, where it may); tract's keeps such a Loop, named.
     grown_states: ClassVar[bool] = True
+    #: Whether a Loop whose body cannot fail on iteration 0 runs as a Scan of at least one
+    #: iteration, its results masked when the Loop runs none (tract's zero-iteration Scan
+    #: returns wrong states; onnxruntime and OpenVINO fail on it).
+    guards_zero_trips: ClassVar[bool] = False
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         self._model = model
         self._shapes: dict[str, ir.Shape] | None = None
         self._in_loops = _graphs_in_loop_bodies(model)
         self._trip_counts: dict[tuple[int, Any], tuple[ir.Value, ir.Value]] = {}
+        self._masks: dict[int, tuple[ir.Value, ir.Value]] = {}  # by the Range: (ran, rows)
         return super().call(model)
 
     def _inferred_shape(self, value: ir.Value) -> ir.Shape | None:
@@ -173,7 +182,8 @@ class LoopToScan(NodeLoweringPass[_Plan]):
         known = {
             id(v): (types.type_of(v), types.shape_of(v) or self._inferred_shape(v)) for v in reads
         }
-        return _Plan(node, body, site.opset, terms, counters, known)
+        once = self.guards_zero_trips and cannot_fail_first(node, types)
+        return _Plan(node, body, site.opset, terms, counters, known, once=once)
 
     def rewrite(self, plan: _Plan, ctx: Rewrite) -> None:
         node, body = ctx.node, plan.body
@@ -206,6 +216,7 @@ class LoopToScan(NodeLoweringPass[_Plan]):
             extra.elements.append(iteration)
         _scan_body(ctx, plan, extra, states, kept, len(scan_outs))
         loop = _Replacement(node, body, results, kept, dropped, last_rows, outer_finals)
+        loop.mask = self._masks.get(id(iterations))
         _replace_by_scan(ctx, loop, emit, ctx.after(), extra)
 
     def _iterations(self, emit: Emitter, graph: ir.Graph, plan: _Plan) -> tuple[ir.Value, ir.Value]:
@@ -213,12 +224,22 @@ class LoopToScan(NodeLoweringPass[_Plan]):
         computed alike (a bidirectional layer's two directions) share one Range: tract gives
         each Range of a data-dependent length its own symbol and then cannot join the two
         directions' outputs."""
-        key = (id(graph), trip_count_key(plan.node, plan.terms))
+        key = (id(graph), trip_count_key(plan.node, plan.terms), plan.once)
         shared = self._trip_counts.get(key)
         if shared is not None:
             return shared
         count = trip_count(emit, plan.node, plan.terms)
-        iterations = emit.arange(count, hint="iterations")
+        if plan.once:  # at least one iteration; the results masked (_masked)
+            ran = emit.Greater(count, emit.int64s(0, hint="none"), _hint="runs")
+            rows = emit.arange(count, hint="rows")
+            rows.shape = ir.Shape([None])
+            at_least_once = emit.Where(
+                ran, count, emit.int64s(1, hint="once"), _hint="at_least_once"
+            )
+            iterations = emit.arange(at_least_once, hint="iterations")
+            self._masks[id(iterations)] = (ran, rows)
+        else:
+            iterations = emit.arange(count, hint="iterations")
         iterations.shape = ir.Shape([None])
         self._trip_counts[key] = (count, iterations)
         return count, iterations
@@ -323,6 +344,7 @@ class _Replacement:
     dropped: set[int]  # carried values nothing reads, gone
     last_rows: list[int]  # carried values the body never reads: their final value is a last row
     outer_finals: dict[int, ir.Value]  # carried values computed outside (counters, last rows)
+    mask: tuple[ir.Value, ir.Value] | None = None  # ran at all, Range(0, N): run at least once
 
 
 def _scan_body(
@@ -489,7 +511,37 @@ def _replace_by_scan(
         elif j in loop.outer_finals and j not in last_rows and new.shape is None and new.type:
             new.shape = ir.Shape([])  # a counter (typed: a shape alone is not written, warned)
         replacements.append(new)
+    if loop.mask is not None:
+        replacements = _masked(loop, after, replacements)
     ctx.replace(replacements, rename=True)
+
+
+def _masked(
+    loop: _Replacement, after: Emitter, replacements: list[ir.Value | None]
+) -> list[ir.Value | None]:
+    """The results of a Scan run at least once as the Loop's: a state's final value its
+    initial one when the Loop runs no iteration, scan outputs their first N rows."""
+    assert loop.mask is not None
+    ran, rows = loop.mask
+    carried = len(loop.node.inputs) - 2
+    masked: list[ir.Value | None] = []
+    for j, new in enumerate(replacements):
+        computed = j in loop.outer_finals and j not in loop.last_rows  # counters, unchanged
+        if new is not None and j >= carried:
+            raw, new = new, _like(after.Gather(new, rows, axis=0, _hint="ran_rows"), new)
+            if raw.shape is not None:  # N rows, or one when N is 0
+                raw.shape = ir.Shape([None, *raw.shape[1:]])
+        elif new is not None and not computed:
+            initial = loop.node.inputs[2 + j]
+            assert initial is not None
+            new = _like(after.Where(ran, new, initial, _hint="ran_state"), new)
+        masked.append(new)
+    return masked
+
+
+def _like(value: ir.Value, model: ir.Value) -> ir.Value:
+    value.type, value.shape = model.type, model.shape
+    return value
 
 
 def _infer_shapes(model: ir.Model) -> dict[str, ir.Shape]:
@@ -608,9 +660,12 @@ class LoopToScanReads(LoopToScan):
 
 class LoopToScanFixedStates(LoopToScanReads):
     """Loops as Scans (as ``LoopToScanReads``) except those growing a state by ``Concat`` (tract:
-    its Scan states keep their shape, and no Scan of it is unrolled)."""
+    its Scan states keep their shape, and no Scan of it is unrolled); a Loop whose body cannot
+    fail on iteration 0 as a Scan of at least one iteration, its results masked when it runs
+    none (tract's zero-iteration Scan returns wrong states)."""
 
     grown_states = False
+    guards_zero_trips = True
 
 
 def _grown_state(body: ir.Graph, carried: int) -> str | None:
