@@ -24,8 +24,14 @@ import dataclasses
 import onnx_ir as ir
 
 from seqlower.passes._base import NodeLoweringPass, Rewrite, Site
-from seqlower.passes._ir import constant_array, constant_int, graph_attr, is_onnx, model_nodes
-from seqlower.passes._ir import ints_attr
+from seqlower.passes._ir import (
+    constant_array,
+    constant_int,
+    graph_attr,
+    ints_attr,
+    is_onnx,
+    model_nodes,
+)
 from seqlower.passes._types import TypeOracle
 
 __all__ = ["IterationRowSlices"]
@@ -82,11 +88,11 @@ class IterationRowSlices(NodeLoweringPass[_Plan]):
         rank = len(shape)
         axis = 0 if axes is None else int(axes.flat[0])
         axis = axis + rank if axis < 0 else axis
-        if not 0 <= axis < rank or not isinstance(shape[axis], int) or shape[axis] < 1:
+        dims = [d if isinstance(d, int) else -1 for d in shape]
+        if not 0 <= axis < rank or dims[axis] < 1:
             return None
         if not _fails_when_empty(node.outputs[0], axis - rank, loop, types):
             return None
-        dims = [d if isinstance(d, int) else -1 for d in shape]
         row = tuple(1 if k == axis else d for k, d in enumerate(dims))
         return _Plan(axis, row, node.outputs[0].type or types.type_of(x))
 
@@ -175,9 +181,8 @@ def _first_dim(value: ir.Value | None, axis: int, loop: ir.Node, types: TypeOrac
     body = graph_attr(loop, "body")
     if body is not None and value in body.inputs[2:]:
         value = loop.inputs[list(body.inputs).index(value)]
-    elif body is not None and value.graph is body and value.producer() is not None:
-        if constant_array(value) is None:
-            return False  # computed per iteration
+    elif value.graph is body and value.producer() is not None and constant_array(value) is None:
+        return False  # computed per iteration
     if value is None:
         return False
     shape = value.shape or types.shape_of(value)

@@ -117,7 +117,7 @@ class LoopToScan(NodeLoweringPass[_Plan]):
         self._model = model
         self._shapes: dict[str, ir.Shape] | None = None
         self._in_loops = _graphs_in_loop_bodies(model)
-        self._trip_counts: dict[tuple[int, Any], tuple[ir.Value, ir.Value]] = {}
+        self._trip_counts: dict[tuple[int, Any, bool], tuple[ir.Value, ir.Value]] = {}
         self._masks: dict[int, tuple[ir.Value, ir.Value]] = {}  # by the Range: (ran, rows)
         return super().call(model)
 
