@@ -182,7 +182,7 @@ class LoopToScan(NodeLoweringPass[_Plan]):
         known = {
             id(v): (types.type_of(v), types.shape_of(v) or self._inferred_shape(v)) for v in reads
         }
-        once = self.guards_zero_trips and cannot_fail_first(node, types)
+        once = self.guards_zero_trips and not _runs(node, terms) and cannot_fail_first(node, types)
         return _Plan(node, body, site.opset, terms, counters, known, once=once)
 
     def rewrite(self, plan: _Plan, ctx: Rewrite) -> None:
@@ -679,6 +679,17 @@ def _grown_state(body: ir.Graph, carried: int) -> str | None:
         if is_onnx(producer, "Concat") and body.inputs[2 + k] in producer.inputs:
             return body.inputs[2 + k].name or f"state {k}"
     return None
+
+
+def _runs(node: ir.Node, terms: list[Term] | None) -> bool:
+    """Whether the Loop is known to run at least once: a constant M of at least 1, a constant
+    true condition, the body passing the condition through."""
+    m = constant_int(node.inputs[0]) if node.inputs else None
+    cond = constant_array(node.inputs[1]) if len(node.inputs) > 1 else None
+    started = node.inputs[1] is None if len(node.inputs) > 1 else True
+    if cond is not None and cond.size == 1:
+        started = bool(cond.reshape(-1)[0])
+    return terms is None and m is not None and m >= 1 and started
 
 
 def _block(node: ir.Node, reason: str) -> None:
