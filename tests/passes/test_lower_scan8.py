@@ -261,3 +261,41 @@ def test_run_time_lengths_out_of_range_fail(runtime: str, lengths: list[int]) ->
         run("onnxruntime", model, feeds)
     with pytest.raises(RuntimeFailure):
         run(runtime, _lowered(model, "openvino"), feeds)
+
+
+# Rows past an entry's length that the body would fail on (indices out of range), and a state
+# the body would fail on once frozen (a counter reading row k of a table): onnxruntime's Scan-8
+# never runs the body past a length, so neither may the lowering.
+PAST_THE_LENGTH = onnx.parser.parse_model(
+    """
+    <ir_version: 4, opset_import: ["" : 8]>
+    g (int64[2] lens, float[2,1] acc, int64[2,1] k, int64[2,4,1] idx)
+        => (float[2,1] total, int64[2,1] count, float[2,4,1] picked) {
+        total, count, picked = Scan (lens, acc, k, idx) <num_scan_inputs = 1,
+            body = b (float[1] a, int64[1] k_in, int64[1] i) => (float[1] a_out, int64[1] k_out,
+                                                                   float[1] v) {
+                table = Constant<value = float[3] {10, 20, 30}>()
+                v = Gather(table, i)
+                w = Gather(table, k_in)
+                s = Add(a, v)
+                a_out = Add(s, w)
+                one = Constant<value = int64[1] {1}>()
+                k_out = Add(k_in, one)
+            }>
+    }
+    """
+)
+
+
+@pytest.mark.parametrize("target", ["tract", "openvino"])
+def test_rows_past_the_length_are_never_run(target: str) -> None:
+    feeds = {
+        "lens": np.array([3, 1], np.int64),
+        "acc": np.zeros((2, 1), np.float32),
+        "k": np.array([[0], [2]], np.int64),
+        "idx": np.array([[[2], [0], [1], [7]], [[1], [7], [-9], [7]]], np.int64),
+    }
+    expected = run("onnxruntime", PAST_THE_LENGTH, feeds)
+    lowered = _lowered(PAST_THE_LENGTH, target)
+    assert_same(expected, run("onnxruntime", lowered, feeds))
+    assert_same(expected, run(target, lowered, feeds))

@@ -21,12 +21,13 @@ computed at run time: each entry scans all ``T`` rows (a reverse input's first `
 reversed by a ``Gather`` first) with a step counter, its states kept (``Where``) and its scan
 outputs zero once the counter reaches the length, the lengths checked to be ``B`` values in
 ``[1, T]`` (an out-of-range ``Gather``; for OpenVINO a ``Reshape`` of two values to a scalar
-too); the rows past a length still run the body (discarded), which can fail where the
-original would not. Nodes are planned on the model as read, so a refusal (exit 2, naming the
-node) leaves it untouched: a batch size or (with constant lengths) a ``T`` not known when
-lowering (``--overwrite-input-shape`` fixes both), a batch of 0, a node in a body that changed
-between opsets 8 and 9 other than a ``Scan`` (the converter does not reach into a body kept
-as it is).
+too); the steps past a length run the body again on the rows and input states of the last
+step within it (carried as more states; the results discarded), since the rows past a length
+may hold values the body fails on and the original never reads them. Nodes are planned on
+the model as read, so a refusal (exit 2, naming the node) leaves it untouched: a batch size
+or (with constant lengths) a ``T`` not known when lowering (``--overwrite-input-shape`` fixes
+both), a batch of 0, a node in a body that changed between opsets 8 and 9 other than a
+``Scan`` (the converter does not reach into a body kept as it is).
 """
 
 from __future__ import annotations
@@ -38,11 +39,18 @@ import numpy as np
 import onnx_ir as ir
 
 from seqlower.errors import TargetError, describe_node
-from seqlower.passes._base import NodeLoweringPass, Rewrite, Site, find_sites, model_names
+from seqlower.passes._base import (
+    NodeLoweringPass,
+    Rewrite,
+    Site,
+    find_sites,
+    model_names,
+    rewire,
+)
 from seqlower.passes._emit import Emitter
 from seqlower.passes._ir import constant_array, graph_attr, int_attr, ints_attr, is_onnx, nodes_in
 from seqlower.passes._op_versions import convert_model, same_but_types
-from seqlower.passes._shared import body_copy
+from seqlower.passes._shared import body_copy, prepend
 from seqlower.passes._types import TypeOracle
 
 __all__ = ["LowerScan8", "LowerScan8Lengths"]
@@ -306,40 +314,60 @@ def _frozen_entry(
 ) -> list[ir.Value]:
     """An entry of a run-time ``length``: all T rows scanned forward (a reverse input's first
     ``length`` rows reversed first), a step counter, the states frozen and the scan outputs zero
-    once the counter reaches the length."""
+    once the counter reaches the length. The steps past the length run the body again on what
+    step ``length - 1`` read (its rows, and its input states, carried as more states): the
+    original never runs the body on the rows past the length, which may hold anything it
+    would fail on (an index out of range), and the body did not fail on that step."""
     n = plan.states
     for k, direction in enumerate(plan.directions):
-        if direction:
-            rows[n + k] = _reversed_within(op, rows[n + k], length)
+        rows[n + k] = _rows_within(op, rows[n + k], length, reverse=bool(direction))
     body = _own_outputs(ctx, body_copy(plan.body, ctx.names, ctx.base))
     _freeze(ctx, body, plan, length)
     results = [ir.Value(name=ctx.names.fresh(f"{ctx.base}_out")) for _ in body.outputs]
     start = op.int64s(0, hint="step")
-    op.Scan(*rows[:n], start, *rows[n:], body=body, num_scan_inputs=len(rows) - n,
+    op.Scan(*rows[:n], start, *rows[:n], *rows[n:], body=body, num_scan_inputs=len(rows) - n,
             _outputs=results)  # fmt: skip
-    return [op.unsqueeze(r, [0], hint="entry_out") for r in results[:n] + results[n + 1 :]]
+    outputs = results[:n] + results[2 * n + 1 :]
+    return [op.unsqueeze(r, [0], hint="entry_out") for r in outputs]
 
 
-def _reversed_within(op: Emitter, rows: ir.Value, length: ir.Value) -> ir.Value:
-    """``rows[length-1], ..., rows[0]``, then the rows after ``length`` as they are."""
+def _rows_within(op: Emitter, rows: ir.Value, length: ir.Value, *, reverse: bool) -> ir.Value:
+    """The rows step ``t`` reads: ``rows[t]`` (reverse: ``rows[length-1-t]``) for ``t < length``,
+    then what step ``length - 1`` read (``rows[length-1]``; reverse: ``rows[0]``)."""
     steps = op.Gather(op.Shape(rows, _hint="rows_shape"), op.int64s(0, hint="zero"))
     r = op.arange(steps, hint="row")
-    back = op.Sub(op.Sub(length, op.int64s(1, hint="one"), _hint="last"), r, _hint="back")
-    index = op.Where(op.Less(r, length, _hint="inside"), back, r, _hint="reversed_index")
-    return op.Gather(rows, index, axis=0, _hint="reversed")
+    last = op.Sub(length, op.int64s(1, hint="one"), _hint="last")
+    inside = op.Less(r, length, _hint="inside")
+    if reverse:
+        back = op.Sub(last, r, _hint="back")
+        index = op.Where(inside, back, op.int64s(0, hint="first"), _hint="reversed_index")
+    else:
+        index = op.Where(inside, r, last, _hint="row_index")
+    return op.Gather(rows, index, axis=0, _hint="within")
 
 
 def _freeze(ctx: Rewrite, body: ir.Graph, plan: _Plan, length: ir.Value) -> None:
-    """``body`` with a step counter after its states: each state kept and each scan output zero
-    once the counter reaches ``length`` (read from outside)."""
+    """``body`` with a step counter after its states, then the input states of the last step
+    within ``length`` (read from outside): each state kept and each scan output zero once the
+    counter reaches the length, the body then run on those input states."""
     n = plan.states
     emit = ctx.into(body, pool=None)
     step = ir.Value(name=ctx.names.fresh(f"{ctx.base}_step"), type=ir.TensorType(ir.DataType.INT64))
     step.shape = ir.Shape([])
-    alive = emit.Less(step, length, _hint="alive")
+    front = ctx.into(body, pool=None)  # what the body's nodes read: before them
+    alive = front.Less(step, length, _hint="alive")
+    carried, before, used = [], [], []
+    for k in range(n):
+        old = body.inputs[k]
+        carried.append(ir.Value(name=ctx.names.fresh(f"{ctx.base}_carried"), type=old.type))
+        before.append(ir.Value(name=ctx.names.fresh(f"{ctx.base}_before"), type=old.type))
+        carried[k].shape = before[k].shape = old.shape
+        used.append(front.Where(alive, carried[k], before[k], _hint="state_in"))
+        used[k].type, used[k].shape = old.type, old.shape
+        rewire(old, used[k])
     outputs = list(body.outputs)
     for k in range(n):
-        outputs[k] = emit.Where(alive, outputs[k], body.inputs[k], _hint="state")
+        outputs[k] = emit.Where(alive, outputs[k], carried[k], _hint="state")
     for j, dtype in enumerate(plan.dtypes):
         zero = emit.constant(np.zeros((), dtype=dtype.numpy()), hint="zero")
         outputs[n + j] = emit.Where(alive, outputs[n + j], zero, _hint="row")
@@ -347,9 +375,13 @@ def _freeze(ctx: Rewrite, body: ir.Graph, plan: _Plan, length: ir.Value) -> None
         new.type, new.shape = old.type, old.shape
     following = emit.Add(step, emit.int64s(1, hint="one"), _hint="next_step")
     following.type, following.shape = step.type, step.shape
+    kept = [emit.Identity(v, _hint="state_before") for v in used]
+    for copy, v in zip(kept, used, strict=True):
+        copy.type, copy.shape = v.type, v.shape
+    prepend(body, list(front.nodes))
     body.extend(emit.nodes)
     inputs = list(body.inputs)
     body.inputs.clear()
-    body.inputs.extend([*inputs[:n], step, *inputs[n:]])
+    body.inputs.extend([*carried, step, *before, *inputs[n:]])
     body.outputs.clear()
-    body.outputs.extend([*outputs[:n], following, *outputs[n:]])
+    body.outputs.extend([*outputs[:n], following, *kept, *outputs[n:]])
