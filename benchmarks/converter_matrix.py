@@ -190,7 +190,30 @@ def cause(cell: str) -> str:
     return text[:150]
 
 
-def summary(cells: dict[str, dict[str, Any]]) -> None:
+#: The ops issue 32 counts exports by.
+OPS = ("Loop", "Scan", "ReverseSequence", "If", "SequenceMap", "LSTM", "GRU")
+
+
+def _holding(paths: dict[str, str], ops: tuple[str, ...]) -> dict[str, list[str]]:
+    """op -> the labels of the models with a node of it, in any graph or function."""
+    import onnx
+
+    found: dict[str, list[str]] = {op: [] for op in ops}
+    for label, path in paths.items():
+        model = onnx.load(path, load_external_data=False)
+        graphs, seen = [model.graph, *model.functions], set()
+        while graphs:
+            graph = graphs.pop()
+            for node in graph.node:
+                seen.add(node.op_type)
+                graphs += [a.g for a in node.attribute if a.HasField("g")]
+        for op in ops:
+            if op in seen:
+                found[op].append(label)
+    return found
+
+
+def summary(cells: dict[str, dict[str, Any]], paths: dict[str, str] | None = None) -> None:
     kinds = ("ok", "exit 2", "exit 1", "exit 3", "exit 0, wrong", "timeout", "crash", "other")
     print("| folder | models | " + " | ".join(kinds) + " |")
     print("|---|" + "---|" * (len(kinds) + 1))
@@ -202,6 +225,11 @@ def summary(cells: dict[str, dict[str, Any]]) -> None:
         counts = Counter(kind(c) for c in found)
         print(f"| {folder} | {len(found)} | " + " | ".join(str(counts[k]) for k in kinds) + " |")
     print()
+    if paths:  # issue 32's bars are per op: the exports that hold each (any scope)
+        for op, labels in _holding(paths, OPS).items():
+            ok = sum(cells[label]["cell"] == "ok" for label in labels if label in cells)
+            print(f"exports with {op}: {ok}/{len(labels)} run and match")
+        print()
     for words, count in Counter(
         cause(row["cell"]) for row in cells.values() if row["cell"] != "ok"
     ).most_common():
@@ -223,11 +251,12 @@ def main() -> None:
     if args.worker:
         worker()
         return
-    if args.summary:
-        summary(json.loads(args.json.read_text()))
-        return
     folders = [tuple(f.split("=", 1)) for f in args.folders] or list(FOLDERS)
     found = models(folders)  # type: ignore[arg-type]
+    paths = {label: path for label, (path, _) in found.items()}
+    if args.summary:
+        summary(json.loads(args.json.read_text()), paths)
+        return
     if args.only:
         found = {k: v for k, v in found.items() if re.search(args.only, k)}
     old = json.loads(args.reuse.read_text()) if args.reuse else {}
@@ -255,7 +284,7 @@ def main() -> None:
                 args.json.write_text(json.dumps(cells, indent=1))
     finally:
         runner.stop()
-    summary(cells)
+    summary(cells, paths)
 
 
 if __name__ == "__main__":

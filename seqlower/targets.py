@@ -301,10 +301,12 @@ PIPELINES: dict[str, Pipeline] = {
             measured="by hand",
             still_blocks="every node its registry has no converter for, named before the "
             "check (require-onnx2torch-ops): Loops and Scans whose trip count is not a constant "
-            "(at most 256; --overwrite-input-shape makes tf2onnx's constant), If; LSTM, GRU and "
+            "(at most 256; --overwrite-input-shape makes tf2onnx's constant), If whose branches "
+            "could fail or differ in shape (the others are Wheres); LSTM, GRU and "
             "RNN whose time axis is not static or longer than 256 steps (the others are written as "
             "primitive ops, unroll-recurrent-ops); "
-            "Reshape with allowzero=1 (sequence-free lowering writes it) and Flatten with axis=0; "
+            "Reshape with allowzero=1 whose shape is computed or holds a 0 (a constant one without "
+            "drops it) and Flatten with axis=0; "
             "newer models are converted to opset 17 (ops changed only in their type lists "
             "re-stamped as they are, function ops it lacks expanded, CastLike as Cast)",
             proofs=("onnx2torch",),
@@ -375,7 +377,9 @@ PIPELINES: dict[str, Pipeline] = {
             "(require-tvm-ops): Loops and Scans whose trip count is not a constant "
             "(--overwrite-input-shape makes tf2onnx's constant); LSTM, GRU and RNN whose time axis "
             "is not static or longer than 256 steps (the others are written as primitive ops); a "
-            "Cast of a shape TVM 0.27.0 computes at run time (embedding_bag's If)",
+            "Cast of a shape TVM 0.27.0 computes at run time (an If's output whose branches could "
+            "fail; embedding_bag's are Wheres, its bags masked reductions); a Split by run-time "
+            "sizes ('Dynamic Split not yet supported')",
             proofs=("tvm",),
             static_shapes="for Loops, LSTM, GRU and RNN (unrolled when their length is a constant)",
         ),
