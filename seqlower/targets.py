@@ -267,6 +267,7 @@ PIPELINES: dict[str, Pipeline] = {
             name="onnx2torch",
             passes=(
                 *_SEQUENCE_FREE,
+                "freeze-bounded-loops",
                 "loop-to-scan-reads",
                 "unroll-constant-scans",
                 "unroll-recurrent-ops",
@@ -318,6 +319,7 @@ PIPELINES: dict[str, Pipeline] = {
             passes=(
                 "inline-functions",
                 *_SEQUENCE_FREE,
+                "freeze-bounded-loops",
                 "loop-to-scan-reads",
                 "unroll-constant-scans",
                 "unroll-recurrent-ops",
@@ -346,6 +348,7 @@ PIPELINES: dict[str, Pipeline] = {
             name="tvm",
             passes=(
                 *_SEQUENCE_FREE,
+                "freeze-bounded-loops",
                 "loop-to-scan-reads",
                 "unroll-constant-scans",
                 "unroll-recurrent-ops",

@@ -129,6 +129,28 @@ def _same_for_node(node: onnx.NodeProto, current: int, opset: int) -> bool:
     )
 
 
+#: Attributes a version added whose default is the older versions' behaviour: a node that
+#: writes the default loses it where the target version lacks it (dynamo writes
+#: ``noop_with_empty_axes=0`` on every reduction; onnx's adapters down from 18 keep it, then
+#: fail: "Unrecognized attribute: noop_with_empty_axes for operator ReduceMax").
+_NEW_DEFAULTS = {"noop_with_empty_axes": 0}
+
+
+def _drop_new_defaults(node: onnx.NodeProto, opset: int) -> None:
+    if node.domain not in ("", "ai.onnx"):
+        return
+    for attr in list(node.attribute):
+        default = _NEW_DEFAULTS.get(attr.name)
+        if default is None or attr.type != onnx.AttributeProto.INT or attr.i != default:
+            continue
+        try:
+            known = onnx.defs.get_schema(node.op_type, opset).attributes
+        except onnx.defs.SchemaError:
+            continue
+        if attr.name not in known:
+            node.attribute.remove(attr)
+
+
 def _hideable(node: onnx.NodeProto, current: int, opset: int) -> bool:
     """Whether ``node`` can be re-stamped as it is: its op differs only in type lists (or in
     what it leaves unused) and so do the ops of its subgraphs (hidden, it hides them from the
@@ -190,6 +212,7 @@ def convert_version(
     hidden: list[onnx.NodeProto] = []
     for graph in _all_graphs(copy):
         for node in graph.node:
+            _drop_new_defaults(node, opset)
             forced = node.op_type in as_is and node.domain in ("", "ai.onnx")
             if node.domain != _HIDDEN and (forced or _hideable(node, current, opset)):
                 for inner in [node, *_nested(node)]:

@@ -91,3 +91,26 @@ def test_scan_outputs_read_are_named() -> None:
         TargetError, match=r"stops on data before its bound and its scan outputs \(errs\)"
     ):
         seqlower.lower(model, target="tract", check=False)
+
+
+# A Sinkhorn torch.while_loop of a constant bound (as exported: while_sinkhorn, max_iter=50).
+SINKHORN_BOUNDED = (
+    SINKHORN.replace("(float[4,4] c, int64 max_iter, float tol)", "(float[4,4] c, float tol)")
+    .replace(
+        '<ir_version: 10, opset_import: ["" : 20]>', '<ir_version: 8, opset_import: ["" : 17]>'
+    )
+    .replace("zero = Constant", "max_iter = Constant <value = int64 {6}> ()\n    zero = Constant")
+)
+
+
+@pytest.mark.parametrize("target", ["onnx2torch", "tvm", "tinygrad"])
+def test_a_bounded_loop_is_frozen_then_unrolled_for_the_converters(target: str) -> None:
+    """The converters run no Loop: frozen to its constant bound, it becomes a Scan, unrolled."""
+    model = onnx.parser.parse_model(SINKHORN_BOUNDED)
+    lowered = seqlower.lower(model, target=target, check=False)
+    assert {"Loop", "Scan"}.isdisjoint(all_op_types(lowered))
+    for tol in (1e-4, 0.3, 100.0):  # stops on data late, early, never starts
+        feeds = {"c": C, "tol": np.array(tol, np.float32)}
+        expected = run("onnxruntime", model, feeds)
+        assert_same(expected, run("onnxruntime", lowered, feeds))
+        np.testing.assert_allclose(run(target, lowered, feeds)[0], expected[0], rtol=1e-5)
