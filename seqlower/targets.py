@@ -328,6 +328,12 @@ PIPELINES: dict[str, Pipeline] = {
                 # first layer is unrolled and folded
                 "fold-static-shapes",
                 "unroll-constant-scans",
+                # tinygrad 0.14 fails on embedding_bag's If per bag ('list index out of range'):
+                # Wheres over masked reductions (as for tvm)
+                "if-as-where",
+                "if-as-where",
+                "slice-reductions-as-masks",
+                "fold-static-shapes",
             ),
             requires=("require-sequence-free", "require-tinygrad-ops"),
             loops="unrolled",
