@@ -392,6 +392,7 @@ def lower(
             proof=proof,
             input_shapes=input_shapes,
             interface=(unroll_inputs, optional_inputs),
+            target=target,
         )
 
 
@@ -403,10 +404,14 @@ def _lower(
     proof: CheckOptions | None = None,
     input_shapes: Mapping[str, Sequence[int]] | None = None,
     interface: tuple[Mapping[str, int] | None, Mapping[str, bool] | None] = (None, None),
+    target: str | None = None,
 ) -> onnx.ModelProto | ir.Model:
     """``counts``, when given, gets the op counts before and after the passes; ``proof``, when
     given, is the check the lowered model must pass (it raises otherwise), at ``input_shapes``,
-    against the original with the ``interface`` (unrolled, optional inputs) the pipeline gives."""
+    against the original with the ``interface`` (unrolled, optional inputs) the pipeline gives.
+    A model newer than ``target``'s converters know is converted to their newest opset, as the
+    command line does (onnx2torch: 17)."""
+    newest = None if target is None else get_target(target).max_opset
 
     def run(ir_model: ir.Model) -> ir.Model:
         nonlocal proof
@@ -417,6 +422,11 @@ def _lower(
         if counts is not None:
             counts.append(op_counts(ir_model))
         run_pipeline(ir_model, pipeline)
+        if newest is not None and ir_model.opset_imports.get("", 1) > newest:
+            from seqlower.job import restamp
+
+            flag = f"target={target!r} (converting to opset {newest})"
+            restamp(ir_model, ir_version=None, opset=newest, flag=flag)
         if counts is not None:
             counts.append(op_counts(ir_model))
         if original is not None and proof is not None:
@@ -645,5 +655,6 @@ def lower_with_report(
             proof=proof,
             input_shapes=input_shapes,
             interface=(unroll_inputs, optional_inputs),
+            target=target,
         )
     return LowerReport(lowered, pass_rows(pipeline.passes), counts[0], counts[1])

@@ -515,3 +515,26 @@ def test_the_domains_tinygrad_loads_are_its_own() -> None:
     if importlib.metadata.version("tinygrad") != TINYGRAD_VERSION:
         pytest.skip(f"the list is of tinygrad {TINYGRAD_VERSION}")
     assert RequireTinygradOps.domains == {d.value for d in Domain}
+
+
+def test_the_api_converts_to_the_targets_opset_as_the_command_line_does(tmp_path: Path) -> None:
+    """onnx2torch converts ops as of opset 17: seqlower.lower and the command line write the
+    same opset (the API returned opset 18 before)."""
+    model = onnx.parser.parse_model(
+        """
+        <ir_version: 8, opset_import: ["" : 18]>
+        g (float[2, 3] x) => (float[2, 1] y) {
+            axes = Constant<value = int64[1] {1}>()
+            y = ReduceMean(x, axes)
+        }
+        """
+    )
+    lowered = seqlower.lower(model, target="onnx2torch", check=False)
+    report = seqlower.lower_with_report(model, target="onnx2torch", check=False)
+    source, out = tmp_path / "m.onnx", tmp_path / "out.onnx"
+    onnx.save(model, source)
+    assert run_cli(source, "-o", out, "--target", "onnx2torch", "--no-check").exit_code == 0
+    for written in (lowered, report.model, onnx.load(out)):
+        assert [(o.domain, o.version) for o in written.opset_import] == [("", 17)]
+        (node,) = [n for n in written.graph.node if n.op_type == "ReduceMean"]
+        assert [a.name for a in node.attribute] == ["axes"], node
