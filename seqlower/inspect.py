@@ -229,8 +229,8 @@ def _dry_run(
     import dataclasses
 
     from seqlower._gc import gc_paused
-    from seqlower.job import lower_pipeline, restamp
-    from seqlower.pipeline import op_counts
+    from seqlower.job import lower_pipeline
+    from seqlower.pipeline import op_counts, restamp
     from seqlower.targets import TARGETS
 
     view = PipelineView(name)

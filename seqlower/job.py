@@ -40,6 +40,7 @@ from seqlower.pipeline import (
     interface_reference,
     op_counts,
     pass_rows,
+    restamp,
     run_pipeline,
 )
 from seqlower.summary import ModelFacts
@@ -697,56 +698,6 @@ def _target_opset(
         )
         return newest, notes
     return opset, notes
-
-
-def restamp(
-    model: ir.Model, *, ir_version: int | None, opset: int | None, flag: str | None = None
-) -> list[str]:
-    """Re-stamp ``model`` for older runtimes: a lower IR version, another default opset.
-
-    The opset goes through onnx's version converter (which knows each op's changes), nodes
-    whose op changed only in its type lists re-stamped as they are (``_op_versions``); the IR
-    version is only lowered as far as the model's own opsets allow (ONNX ties each opset to a
-    minimal IR version). Raises InvalidModelError, naming the reason, when it cannot be done.
-    """
-    notes: list[str] = []
-    if opset is not None and model.opset_imports.get("", None) != opset:
-        proto = seqlower.io.self_contained_proto(model)
-        try:
-            from seqlower.passes._op_versions import convert_version
-
-            converted = convert_version(proto, opset)
-            onnx.checker.check_model(converted, full_check=True)
-        except Exception as e:
-            current = model.opset_imports.get("", None)
-            problem = seqlower.io.version_converter_problem(e, current, opset)
-            raise InvalidModelError(f"{flag or f'--opset {opset}'}: {problem}") from None
-        new = ir.serde.deserialize_model(converted)
-        for slot in ir.Model.__slots__:
-            setattr(model, slot, getattr(new, slot))
-        notes.append(f"converted to opset {opset}")
-    if ir_version is not None and ir_version != model.ir_version:
-        needed = _minimal_ir_version(model)
-        if ir_version < needed:
-            raise InvalidModelError(
-                f"--ir-version {ir_version}: this model's opsets need IR version {needed} or newer"
-            )
-        if ir_version > onnx.IR_VERSION:
-            raise InvalidModelError(
-                f"--ir-version {ir_version}: onnx {onnx.__version__} knows IR versions up to "
-                f"{onnx.IR_VERSION}"
-            )
-        model.ir_version = ir_version
-        notes.append(f"IR version set to {ir_version}")
-    return notes
-
-
-def _minimal_ir_version(model: ir.Model) -> int:
-    """The lowest IR version ONNX allows for the model's default-domain opset."""
-    opset = model.opset_imports.get("", 1)
-    table = onnx.helper.VERSION_TABLE  # (release, ir_version, ai.onnx opset, ml opset, ...)
-    candidates = [row[1] for row in table if row[2] >= opset]
-    return min(candidates) if candidates else onnx.IR_VERSION
 
 
 def _runtime_notes(model: ir.Model) -> list[str]:

@@ -27,7 +27,12 @@ from seqlower.errors import (
     SeqlowerError,
     TargetError,
 )
-from seqlower.io import load_model, model_from_proto, self_contained_proto
+from seqlower.io import (
+    load_model,
+    model_from_proto,
+    self_contained_proto,
+    version_converter_problem,
+)
 from seqlower.passes import (
     PASSES,
     ExpandFunctionOps,
@@ -423,8 +428,6 @@ def _lower(
             counts.append(op_counts(ir_model))
         run_pipeline(ir_model, pipeline)
         if newest is not None and ir_model.opset_imports.get("", 1) > newest:
-            from seqlower.job import restamp
-
             flag = f"target={target!r} (converting to opset {newest})"
             restamp(ir_model, ir_version=None, opset=newest, flag=flag)
         if counts is not None:
@@ -658,3 +661,53 @@ def lower_with_report(
             target=target,
         )
     return LowerReport(lowered, pass_rows(pipeline.passes), counts[0], counts[1])
+
+
+def restamp(
+    model: ir.Model, *, ir_version: int | None, opset: int | None, flag: str | None = None
+) -> list[str]:
+    """Re-stamp ``model`` for older runtimes: a lower IR version, another default opset.
+
+    The opset goes through onnx's version converter (which knows each op's changes), nodes
+    whose op changed only in its type lists re-stamped as they are (``_op_versions``); the IR
+    version is only lowered as far as the model's own opsets allow (ONNX ties each opset to a
+    minimal IR version). Raises InvalidModelError, naming the reason, when it cannot be done.
+    """
+    notes: list[str] = []
+    if opset is not None and model.opset_imports.get("", None) != opset:
+        proto = self_contained_proto(model)
+        try:
+            from seqlower.passes._op_versions import convert_version
+
+            converted = convert_version(proto, opset)
+            onnx.checker.check_model(converted, full_check=True)
+        except Exception as e:
+            current = model.opset_imports.get("", None)
+            problem = version_converter_problem(e, current, opset)
+            raise InvalidModelError(f"{flag or f'--opset {opset}'}: {problem}") from None
+        new = ir.serde.deserialize_model(converted)
+        for slot in ir.Model.__slots__:
+            setattr(model, slot, getattr(new, slot))
+        notes.append(f"converted to opset {opset}")
+    if ir_version is not None and ir_version != model.ir_version:
+        needed = _minimal_ir_version(model)
+        if ir_version < needed:
+            raise InvalidModelError(
+                f"--ir-version {ir_version}: this model's opsets need IR version {needed} or newer"
+            )
+        if ir_version > onnx.IR_VERSION:
+            raise InvalidModelError(
+                f"--ir-version {ir_version}: onnx {onnx.__version__} knows IR versions up to "
+                f"{onnx.IR_VERSION}"
+            )
+        model.ir_version = ir_version
+        notes.append(f"IR version set to {ir_version}")
+    return notes
+
+
+def _minimal_ir_version(model: ir.Model) -> int:
+    """The lowest IR version ONNX allows for the model's default-domain opset."""
+    opset = model.opset_imports.get("", 1)
+    table = onnx.helper.VERSION_TABLE  # (release, ir_version, ai.onnx opset, ml opset, ...)
+    candidates = [row[1] for row in table if row[2] >= opset]
+    return min(candidates) if candidates else onnx.IR_VERSION

@@ -18,8 +18,8 @@ import seqlower
 from seqlower.cli.commands import cli
 from seqlower.errors import SeqlowerError, SequenceFreeError, TargetError, first_line
 from seqlower.inspect import PipelineView, inspect_model
-from seqlower.job import LowerOptions, restamp
-from seqlower.pipeline import op_counts
+from seqlower.job import LowerOptions
+from seqlower.pipeline import op_counts, restamp
 from seqlower.targets import PIPELINES, TARGETS
 from tests import loop_cases, sequence_free_cases, sequence_map_cases
 from tests.helpers import REALWORLD, ROOT
