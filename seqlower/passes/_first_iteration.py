@@ -15,24 +15,21 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from seqlower.passes._ir import constant_array, graph_attr, int_attr, ints_attr, is_onnx
+from seqlower.passes._ir import (
+    BROADCASTING_CANNOT_FAIL,
+    CANNOT_FAIL,
+    FLOAT_TYPES,
+    constant_array,
+    graph_attr,
+    int_attr,
+    ints_attr,
+    is_onnx,
+)
 from seqlower.passes._types import TypeOracle
 
 __all__ = ["cannot_fail_first"]
 
 Dims = tuple[int, ...]
-
-#: Ops that cannot fail on any input of their types, keeping its shape.
-_UNARY = frozenset(
-    {"Identity", "Neg", "Abs", "Relu", "Exp", "Log", "Sqrt", "Tanh", "Sigmoid", "Not",
-     "Floor", "Ceil", "Sign", "Erf", "Sin", "Cos", "Softplus", "IsNaN", "IsInf", "Cast"}
-)  # fmt: skip
-#: Broadcasting ops that cannot fail once their inputs' shapes broadcast (``Div`` on floats).
-_BINARY = frozenset(
-    {"Add", "Sub", "Mul", "Div", "Max", "Min", "Equal", "Less", "LessOrEqual", "Greater",
-     "GreaterOrEqual", "And", "Or", "Xor", "Where"}
-)  # fmt: skip
-_FLOATS = frozenset({ir.DataType.FLOAT, ir.DataType.DOUBLE, ir.DataType.FLOAT16})
 
 
 def cannot_fail_first(loop: ir.Node, types: TypeOracle) -> bool:
@@ -93,18 +90,18 @@ def _rule(
         return None
     first = shapes[0]
     assert first is not None
-    if op in _UNARY:
+    if op in CANNOT_FAIL:
         source = node.inputs[0]
         dtype = None if source is None else types.type_of(source)
         if op == "Cast" and (dtype is None or dtype.dtype == ir.DataType.STRING):
             return None  # a string that does not parse
         return first
-    if op in _BINARY:
+    if op in BROADCASTING_CANNOT_FAIL:
         if any(s is None for s in shapes):
             return None
         source = node.inputs[0]
         dtype = None if source is None else types.type_of(source)
-        if op == "Div" and (dtype is None or dtype.dtype not in _FLOATS):
+        if op == "Div" and (dtype is None or dtype.dtype not in FLOAT_TYPES):
             return None  # an integer division by zero
         try:
             return tuple(np.broadcast_shapes(*shapes))  # type: ignore[arg-type]

@@ -21,9 +21,13 @@ from seqlower.errors import describe_node
 
 __all__ = [
     "BLOCKED_KEY",
+    "BROADCASTING_CANNOT_FAIL",
+    "CANNOT_FAIL",
     "ELEMENTWISE",
+    "FLOAT_TYPES",
     "NO_LOOP",
     "ONNX_DOMAINS",
+    "REDUCTIONS",
     "SAME_SHAPE",
     "SEQUENCE_FREE",
     "SEQUENCE_OPS",
@@ -74,6 +78,24 @@ ELEMENTWISE = frozenset(
         "Atanh", "BitwiseNot", "ThresholdedRelu", "Shrink",
     }
 )  # fmt: skip
+#: Unary ops that cannot fail on any input of their types, keeping its shape (what ``If``
+#: branches and a loop's first iteration are proven safe with).
+CANNOT_FAIL = frozenset(
+    {"Identity", "Neg", "Abs", "Relu", "Exp", "Log", "Sqrt", "Tanh", "Sigmoid", "Cast",
+     "Not", "Floor", "Ceil", "Sign", "Erf", "Sin", "Cos", "Softplus", "IsNaN", "IsInf"}
+)  # fmt: skip
+#: Broadcasting ops that cannot fail once their inputs' shapes broadcast (``Div`` on floats).
+BROADCASTING_CANNOT_FAIL = frozenset(
+    {"Add", "Sub", "Mul", "Div", "Max", "Min", "Equal", "Less", "LessOrEqual", "Greater",
+     "GreaterOrEqual", "And", "Or", "Xor", "Where"}
+)  # fmt: skip
+#: Reductions over constant axes; of floats, over an empty axis they give their identity.
+REDUCTIONS = frozenset(
+    {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceSumSquare",
+     "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp"}
+)  # fmt: skip
+#: The float element types those proofs cover.
+FLOAT_TYPES = frozenset({ir.DataType.FLOAT, ir.DataType.DOUBLE, ir.DataType.FLOAT16})
 # Ops whose first output has the first input's shape (some act along an axis).
 SAME_SHAPE = ELEMENTWISE | {
     "CastLike", "Clip", "Dropout", "Softmax", "LogSoftmax", "ReverseSequence", "Hardmax",

@@ -18,16 +18,18 @@ from __future__ import annotations
 import onnx_ir as ir
 
 from seqlower.passes._base import NodeLoweringPass, Rewrite, Site
-from seqlower.passes._ir import constant_array, graph_attr, int_attr, ints_attr, is_static
+from seqlower.passes._ir import (
+    FLOAT_TYPES,
+    REDUCTIONS,
+    constant_array,
+    graph_attr,
+    int_attr,
+    ints_attr,
+    is_static,
+)
 from seqlower.passes._types import TypeOracle
 
 __all__ = ["BranchReductionsOutside"]
-
-_REDUCE = frozenset(
-    {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceSumSquare",
-     "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp"}
-)  # fmt: skip
-_FLOATS = frozenset({ir.DataType.FLOAT, ir.DataType.DOUBLE, ir.DataType.FLOAT16})
 
 
 #: The nodes to move, each with its branch and its result's type and shape (None: unknown).
@@ -75,7 +77,7 @@ class BranchReductionsOutside(NodeLoweringPass[Moves]):
 def _movable(node: ir.Node, made: set[int], types: TypeOracle) -> bool:
     """Whether ``node`` is a float reduction over constant axes of values from outside its
     branch (``made``: what the branch computes), one of a shape not static."""
-    if node.op_type not in _REDUCE or node.domain not in ("", "ai.onnx") or not node.inputs:
+    if node.op_type not in REDUCTIONS or node.domain not in ("", "ai.onnx") or not node.inputs:
         return False
     data, axes = node.inputs[0], node.inputs[1] if len(node.inputs) > 1 else None
     if data is None or any(v is not None and id(v) in made for v in node.inputs):
@@ -83,7 +85,7 @@ def _movable(node: ir.Node, made: set[int], types: TypeOracle) -> bool:
     if axes is not None and constant_array(axes) is None:
         return False
     dtype = types.type_of(data)
-    if dtype is None or dtype.dtype not in _FLOATS:
+    if dtype is None or dtype.dtype not in FLOAT_TYPES:
         return False
     return not is_static(data.shape or types.shape_of(data))
 

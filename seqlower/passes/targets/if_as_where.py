@@ -29,30 +29,22 @@ import onnx_ir as ir
 
 from seqlower.passes._base import NodeLoweringPass, Rewrite, Site
 from seqlower.passes._fold import detach
-from seqlower.passes._ir import constant_array, graph_attr, int_attr, ints_attr
+from seqlower.passes._ir import (
+    BROADCASTING_CANNOT_FAIL,
+    CANNOT_FAIL,
+    FLOAT_TYPES,
+    REDUCTIONS,
+    constant_array,
+    graph_attr,
+    int_attr,
+    ints_attr,
+)
 from seqlower.passes._shared import inline_copy
 from seqlower.passes._types import TypeOracle, element_dtype
 
 __all__ = ["IfAsWhere"]
 
 Dims = tuple[int | None, ...]
-
-#: Ops that cannot fail on any input of their types, keeping the input's shape.
-_UNARY = frozenset(
-    {"Identity", "Neg", "Abs", "Relu", "Exp", "Log", "Sqrt", "Tanh", "Sigmoid", "Cast",
-     "Not", "Floor", "Ceil", "Sign", "Erf", "Sin", "Cos", "Softplus", "IsNaN", "IsInf"}
-)  # fmt: skip
-#: Broadcasting ops that cannot fail once their inputs' shapes broadcast (``Div`` on floats).
-_BINARY = frozenset(
-    {"Add", "Sub", "Mul", "Div", "Max", "Min", "Equal", "Less", "LessOrEqual", "Greater",
-     "GreaterOrEqual", "And", "Or", "Xor", "Where"}
-)  # fmt: skip
-#: Float reductions: over an empty axis onnxruntime gives the identity (0, -inf, ...).
-_REDUCE = frozenset(
-    {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceSumSquare",
-     "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp"}
-)  # fmt: skip
-_FLOATS = frozenset({ir.DataType.FLOAT, ir.DataType.DOUBLE, ir.DataType.FLOAT16})
 
 
 @dataclasses.dataclass
@@ -125,7 +117,7 @@ def _branch_shapes(branch: ir.Graph, types: TypeOracle) -> list[tuple[int, ...]]
         if rule is None or len(node.outputs) != 1 or node.domain not in ("", "ai.onnx"):
             return _FAILS
         floats = all(
-            element_dtype(types.type_of(v)) in _FLOATS for v in node.inputs[:1] if v is not None
+            element_dtype(types.type_of(v)) in FLOAT_TYPES for v in node.inputs[:1] if v is not None
         )
         return rule(node, [dims(v, depth + 1) for v in node.inputs], floats)
 
@@ -277,7 +269,7 @@ _RULES: dict[str, Rule] = {
     "Constant": _constant,
     "Reshape": _reshape,
     "Slice": _slice,
-    **dict.fromkeys(_UNARY, _unary),
-    **dict.fromkeys(_BINARY, _binary),
-    **dict.fromkeys(_REDUCE, _reduce),
+    **dict.fromkeys(CANNOT_FAIL, _unary),
+    **dict.fromkeys(BROADCASTING_CANNOT_FAIL, _binary),
+    **dict.fromkeys(REDUCTIONS, _reduce),
 }
