@@ -28,6 +28,27 @@ REALWORLD = ROOT / "tests" / "data" / "realworld"
 #: The README's quick-start example.
 EXAMPLE = ROOT / "examples" / "preprocess.onnx"
 
+#: One bag of PyTorch's embedding_bag as its unrolled Loop leaves it: an If giving an empty
+#: bag's zeros, else the max of the bag's rows (the Slice empty then, in the untaken branch).
+EMPTY_BAG_MAX = """
+<ir_version: 8, opset_import: ["" : 18]>
+g (float[4, 2] w, int64[2] bounds) => (float[2] y) {
+    zero = Constant<value = int64[1] {0}>()
+    one = Constant<value = int64[1] {1}>()
+    two = Constant<value = int64[1] {2}>()
+    start = Slice(bounds, zero, one)
+    end = Slice(bounds, one, two)
+    empty = Equal(start, end)
+    y = If(empty) <
+        then_branch = t () => (float[2] a) { a = Constant<value = float[2] {0, 0}>() },
+        else_branch = e () => (float[2] b) {
+            rows = Slice(w, start, end, zero)
+            b = ReduceMax<keepdims = 0>(rows, zero)
+        }
+    >
+}
+"""
+
 #: Element types onnxruntime's CPU kernels take for sequences and ReverseSequence.
 ORT_DTYPES = [
     TensorProto.FLOAT,

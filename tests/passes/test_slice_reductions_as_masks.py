@@ -11,6 +11,7 @@ import onnx.parser
 import pytest
 
 import seqlower
+from tests.helpers import EMPTY_BAG_MAX
 from tests.runtimes import RuntimeFailure, assert_same, run
 
 # One bag of embedding_bag: rows [start, end) of a weight of static shape, reduced.
@@ -120,31 +121,10 @@ def test_the_masked_forms_are_exact_on_tvm_for_every_bound(op: str) -> None:
         assert_same(run("onnxruntime", model, feeds), run("tvm", lowered, feeds))
 
 
-# One bag of embedding_bag with its If (an empty bag's zeros), as the unrolled Loop leaves it.
-BAG_IF = """
-<ir_version: 8, opset_import: ["" : 18]>
-g (float[4, 2] w, int64[2] bounds) => (float[2] y) {
-    zero = Constant<value = int64[1] {0}>()
-    one = Constant<value = int64[1] {1}>()
-    two = Constant<value = int64[1] {2}>()
-    start = Slice(bounds, zero, one)
-    end = Slice(bounds, one, two)
-    empty = Equal(start, end)
-    y = If(empty) <
-        then_branch = t () => (float[2] a) { a = Constant<value = float[2] {0, 0}>() },
-        else_branch = e () => (float[2] b) {
-            rows = Slice(w, start, end, zero)
-            b = ReduceMax<keepdims = 0>(rows, zero)
-        }
-    >
-}
-"""
-
-
 def test_the_bags_run_on_tinygrad() -> None:
     """tinygrad 0.14 fails on PyTorch's embedding_bag ('list index out of range' on its If per
     bag); lowered for it, each If is a Where over a masked reduction."""
-    model = onnx.parser.parse_model(BAG_IF)
+    model = onnx.parser.parse_model(EMPTY_BAG_MAX)
     lowered = seqlower.lower(model, target="tinygrad", check=False)
     ops = [n.op_type for n in lowered.graph.node]
     assert "If" not in ops and ops.count("Slice") == 2, ops  # the bounds' alone

@@ -23,7 +23,7 @@ from seqlower.passes.targets._converter_ops import (
     TVM,
     TVM_VERSION,
 )
-from tests.helpers import run_cli
+from tests.helpers import EMPTY_BAG_MAX, run_cli
 from tests.runtimes import assert_same, require, run
 
 # onnxscript's shape: a ReverseSequence of the input and the model's own CumSum, whose
@@ -267,26 +267,7 @@ def test_a_reshape_to_a_shape_without_zeros_drops_allowzero_for_onnx2torch() -> 
 # PyTorch's embedding_bag (max): an If per bag, an empty bag's zeros or the bag's rows reduced
 # (the Slice empty then). onnx2torch 1.5.15 has no If; written as a Where, torch's max of the
 # empty slice the untaken branch computes raises, so that reduction is padded with -inf.
-EMPTY_BAG = onnx.parser.parse_model(
-    """
-    <ir_version: 8, opset_import: ["" : 18]>
-    g (float[4, 2] w, int64[2] bounds) => (float[2] y) {
-        zero = Constant<value = int64[1] {0}>()
-        one = Constant<value = int64[1] {1}>()
-        two = Constant<value = int64[1] {2}>()
-        start = Slice(bounds, zero, one)
-        end = Slice(bounds, one, two)
-        empty = Equal(start, end)
-        y = If(empty) <
-            then_branch = t () => (float[2] a) { a = Constant<value = float[2] {0, 0}>() },
-            else_branch = e () => (float[2] b) {
-                rows = Slice(w, start, end, zero)
-                b = ReduceMax<keepdims = 0>(rows, zero)
-            }
-        >
-    }
-    """
-)
+EMPTY_BAG = onnx.parser.parse_model(EMPTY_BAG_MAX)
 
 
 def test_an_if_whose_branches_cannot_fail_runs_on_onnx2torch(tmp_path: Path) -> None:
