@@ -726,3 +726,42 @@ def test_a_grown_state_stays_a_loop_for_tract() -> None:
     # Where the Scans of a constant count are unrolled afterwards, it is still taken.
     alone = seqlower.lower(GROWN, passes=["loop-to-scan-reads"], check=False)
     assert [n.op_type for n in alone.graph.node][-1] == "Scan"
+
+
+SIZE_IF = """
+<ir_version: 8, opset_import: ["" : 18]>
+affine_grid_sizes (int64[4] size) => (int64[2] y) {
+    count = Size(size)
+    four = Constant<value = int64 {4}>()
+    is_2d = Equal(count, four)
+    y = If(is_2d) <then_branch = then_g () => (int64[2] t) {
+        n, c, h, w = Split<num_outputs = 4>(size)
+        t = Concat<axis = 0>(h, w)
+    }, else_branch = else_g () => (int64[2] e) {
+        n2, c2, d2, h2, w2 = Split<num_outputs = 5>(size)
+        e = Concat<axis = 0>(h2, w2)
+    }>
+}
+"""
+
+
+def test_an_if_on_a_declared_size_becomes_its_branch() -> None:
+    """ONNX's AffineGrid function tells 2-D from 3-D by ``Size(size)``; the untaken branch splits
+    the 4 sizes in 5, which OpenVINO refuses although it never runs (ONNX's
+    test_affine_grid_*_expanded cases)."""
+    model = onnx.parser.parse_model(SIZE_IF)
+    feeds = {"size": np.array([2, 3, 5, 6], dtype=np.int64)}
+    expected = run("onnxruntime", model, feeds)
+    with pytest.raises(RuntimeFailure):
+        run("openvino", model, feeds)
+    lowered = seqlower.lower(model, target="openvino", check=False)
+    assert_valid(lowered)
+    assert "If" not in all_op_types(lowered)
+    assert_same(expected, run("openvino", lowered, feeds))
+    # A size that is not a graph input's declared static shape is not trusted: the If stays.
+    for text in (
+        SIZE_IF.replace("int64[4] size", "int64[k] size"),
+        SIZE_IF.replace("count = Size(size)", "m = Neg(size)\n count = Size(m)"),
+    ):
+        ir_model = ir.serde.deserialize_model(onnx.parser.parse_model(text))
+        assert not FoldStaticIfs()(ir_model).modified

@@ -3,10 +3,11 @@
 - :class:`ExplicitConstantOfShapeValue`: a ``ConstantOfShape`` without ``value`` means float32
   zeros in ONNX; tract reads F64 there (PyTorch's scan exports and tf2onnx's ``zeros_like`` write
   it so), so the value is written out: ``[0.0]`` as float32.
-- :class:`FoldStaticIfs`: an ``If`` whose condition is known from declared ranks (the TorchScript
-  exporter's ``Equal(Size(Shape(x)), 1)`` around ``hstack``) becomes its taken branch. OpenVINO
-  and tract check both branches, and the untaken one may be invalid for these inputs (a
-  ``Concat(axis=1)`` of 1-D tensors).
+- :class:`FoldStaticIfs`: an ``If`` whose condition is known from declared ranks or sizes (the
+  TorchScript exporter's ``Equal(Size(Shape(x)), 1)`` around ``hstack``, ONNX's AffineGrid
+  function's ``Equal(Size(size), 4)``) becomes its taken branch. OpenVINO and tract check both
+  branches, and the untaken one may be invalid for these inputs (a ``Concat(axis=1)`` of 1-D
+  tensors, a ``Split`` of 4 sizes in 5).
 - :class:`StripSymbolicDims`: the exporter's symbolic dimension names (``unk__1392``, ``s27``,
   ``la``) in subgraph inputs and outputs and in ``value_info`` are claims tract tries to unify
   with what it infers, and fails (``Impossible to unify Sym(unk__1392) with Val(4)``); they are
@@ -78,8 +79,9 @@ class FoldStaticIfs(ir.passes.InPlacePass):
 
 
 def _static_condition(cond: ir.Value | None) -> bool | None:
-    """The condition's value when constant, or ``Equal`` of a rank (``Size(Shape(x))``, x of
-    declared rank) and a constant."""
+    """The condition's value when constant, or ``Equal`` of a constant and a rank
+    (``Size(Shape(x))``, x a graph input of declared rank) or a size (``Size(x)``, x a graph
+    input of declared static shape)."""
     array = constant_array(cond)
     if array is not None:
         return bool(array.reshape(-1)[0]) if array.size == 1 else None
@@ -99,7 +101,11 @@ def _rank_or_constant(value: ir.Value | None) -> int | None:
     producer = None if value is None else value.producer()
     if not is_onnx(producer, "Size") or producer is None:
         return None
-    shape_node = producer.inputs[0].producer() if producer.inputs[0] is not None else None
+    counted = producer.inputs[0]
+    if counted is not None and counted.is_graph_input() and counted.shape is not None:
+        if counted.shape.is_static():  # ONNX's AffineGrid: Equal(Size(size), 4)
+            return int(np.prod(counted.shape.numpy(), dtype=np.int64))
+    shape_node = counted.producer() if counted is not None else None
     if not is_onnx(shape_node, "Shape") or shape_node is None or shape_node.attributes:
         return None
     source = shape_node.inputs[0]
