@@ -175,7 +175,10 @@ PIPELINES: dict[str, Pipeline] = {
                 # it runs no opset-8 Scan: one opset-9 Scan per batch entry, opset 9
                 "lower-scan-8",
                 # tract loads no Reshape to a computed shape; its Gather aborts on a bad index.
-                *_SEQUENCE_FREE[:-1],
+                *_SEQUENCE_FREE[:-2],
+                # a map over pieces of run-time sizes: a Scan writing rows into a buffer
+                "ragged-maps-as-scans",
+                "stack-loop-sequences",
                 "stack-sequences-gather-checked",
                 "freeze-bounded-loops",
                 "iteration-row-slices",

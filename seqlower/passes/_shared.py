@@ -30,6 +30,7 @@ __all__ = [
     "known_elements",
     "one_element",
     "outer_reads",
+    "outer_reads_as_states",
     "prepend",
     "read_inside",
     "remove_dead",
@@ -372,3 +373,29 @@ def one_element(op: Emitter, value: ir.Value, type_: ir.TypeProtocol | None, hin
     if type_ is not None:
         one.type, one.shape = type_, ir.Shape([])
     return one
+
+
+def outer_reads_as_states(
+    ctx: Rewrite, body: ir.Graph, body_inputs: list[ir.Value]
+) -> tuple[list[ir.Value], list[ir.Value], list[ir.Value]]:
+    """Every outer-scope read becomes a state carried through unchanged: OpenVINO's Scan
+    takes no outer-scope reads ("Number of Scan node inputs is less than required"). Returns
+    the outer values (the Scan's initial states), the body's states and their outputs."""
+    names, base = ctx.names, ctx.base
+    outer = outer_reads(body, body_inputs)
+    passes = ctx.into(body, pool=None)
+    states, state_outs = [], []
+    inside = {id(n) for n in nodes_in(body)}
+    for value in outer:
+        state = ir.Value(
+            name=names.fresh(f"{base}_{value.name}"), type=value.type, shape=value.shape
+        )
+        for use in list(value.uses()):
+            if id(use.node) in inside:
+                use.node.replace_input_with(use.idx, state)
+        state_out = passes.Identity(state, _hint=f"{value.name}_out")
+        state_out.type, state_out.shape = value.type, value.shape
+        states.append(state)
+        state_outs.append(state_out)
+    body.extend(passes.nodes)
+    return outer, states, state_outs

@@ -7,56 +7,18 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
-import onnx.parser
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import seqlower
 from seqlower.passes import SEQUENCE_OPS
-from tests.helpers import all_op_types
+from tests.helpers import all_op_types, ragged_map
 from tests.runtimes import RuntimeFailure, assert_same, run
-
-# The shape of the hidden set's onnxscript export (realworld-samples' seqmap_in_local_function,
-# whose total sums centred values: float noise, here a weighted sum): the map's body is untyped,
-# the function's inputs too, sizes a graph input.
-RAGGED = """
-<ir_version: 10, opset_import: ["this" : 1, "" : 18]>
-ragged (float[N,D] X, int64[K] lens, float[D] W) => (float[N,D] Y2, float[K,1] T2) {
-    Y, T = this.center_scale(X, lens, W)
-    Y2 = Tanh(Y)
-    T2 = Abs(T)
-}
-<domain: "this", opset_import: ["" : 18]>
-center_scale (X, lens, W) => (Y, T) {
-    chunks = SplitToSequence<axis = 0>(X, lens)
-    outs, totals = SequenceMap(chunks, W) <body = body (float[?, ?] chunk, float[?] w)
-        => (float[?, ?] scaled, float[1] total) {
-        zero = Constant<value_ints = [0]>()
-        mean = ReduceMean<keepdims = 1>(chunk, zero)
-        centred = Sub(chunk, mean)
-        scaled = Mul(centred, w)
-        both = Constant<value_ints = [0, 1]>()
-        weighted = Mul(chunk, w)
-        sum = ReduceSum<keepdims = 0>(weighted, both)
-        one = Constant<value_ints = [1]>()
-        total = Reshape(sum, one)
-    }>
-    Y = ConcatFromSequence<axis = 0>(outs)
-    T = ConcatFromSequence<axis = 0, new_axis = 1>(totals)
-}
-"""
 
 
 def _model() -> onnx.ModelProto:
-    model = onnx.parser.parse_model(RAGGED)
-    for function in model.functions:  # onnxscript leaves the body's values untyped
-        for node in function.node:
-            for attribute in node.attribute:
-                if attribute.type == onnx.AttributeProto.GRAPH:
-                    for value in [*attribute.g.input, *attribute.g.output]:
-                        value.ClearField("type")
-    return model
+    return ragged_map()
 
 
 @pytest.fixture(scope="module")
@@ -102,9 +64,3 @@ def test_sizes_that_do_not_add_up_fail_at_run_time(lowered: onnx.ModelProto, run
         run("onnxruntime", _model(), feeds)
     with pytest.raises(RuntimeFailure):
         run(runtime, lowered, feeds)
-
-
-def test_only_openvino_takes_them() -> None:
-    """tract loads no Slice by run-time bounds: its row still names the map (exit 2)."""
-    with pytest.raises(seqlower.errors.SequenceFreeError, match="sizes known at run time"):
-        seqlower.lower(_model(), target="tract", check=False)

@@ -37,7 +37,7 @@ import onnx_ir as ir
 from seqlower.errors import describe_node
 from seqlower.passes._base import NodeLoweringPass, Rewrite, Site
 from seqlower.passes._emit import Emitter
-from seqlower.passes._ir import block, is_onnx, nodes_in
+from seqlower.passes._ir import block, is_onnx
 from seqlower.passes._shared import (
     body_of,
     concat_problem,
@@ -45,7 +45,7 @@ from seqlower.passes._shared import (
     cut_interface,
     inline_untyped_sequence_map_functions,
     is_sequence,
-    outer_reads,
+    outer_reads_as_states,
     prepend,
     scan_outputs,
     unit_split,
@@ -156,7 +156,7 @@ class ScanSequenceMap(NodeLoweringPass[_Plan]):
         scanned = scan_outputs(tail, body, results)
         prepend(body, reads.nodes)
         body.extend(tail.nodes)
-        outer, states, state_outs = _outer_reads_as_states(ctx, body, body_inputs)
+        outer, states, state_outs = outer_reads_as_states(ctx, body, body_inputs)
         body.inputs.extend([*states, *body_inputs])
         body.outputs.extend([*state_outs, *scanned])
         stacked = [
@@ -238,29 +238,3 @@ class StackRowMaps(ScanSequenceMap):
     def plan(self, site: Site, types: TypeOracle) -> _Plan | None:
         plan = super().plan(site, types)
         return plan if plan is not None and plan.stacked is not None else None
-
-
-def _outer_reads_as_states(
-    ctx: Rewrite, body: ir.Graph, body_inputs: list[ir.Value]
-) -> tuple[list[ir.Value], list[ir.Value], list[ir.Value]]:
-    """Every outer-scope read becomes a state carried through unchanged: OpenVINO's Scan
-    takes no outer-scope reads ("Number of Scan node inputs is less than required"). Returns
-    the outer values (the Scan's initial states), the body's states and their outputs."""
-    names, base = ctx.names, ctx.base
-    outer = outer_reads(body, body_inputs)
-    passes = ctx.into(body, pool=None)
-    states, state_outs = [], []
-    inside = {id(n) for n in nodes_in(body)}
-    for value in outer:
-        state = ir.Value(
-            name=names.fresh(f"{base}_{value.name}"), type=value.type, shape=value.shape
-        )
-        for use in list(value.uses()):
-            if id(use.node) in inside:
-                use.node.replace_input_with(use.idx, state)
-        state_out = passes.Identity(state, _hint=f"{value.name}_out")
-        state_out.type, state_out.shape = value.type, value.shape
-        states.append(state)
-        state_outs.append(state_out)
-    body.extend(passes.nodes)
-    return outer, states, state_outs

@@ -1,0 +1,518 @@
+"""onnxscript's map over the pieces of a split by run-time sizes as a ``Scan`` writing rows into
+a buffer, for tract (target ``tract``, after ``scan-sequence-map``).
+
+``ConcatFromSequence(SequenceMap(SplitToSequence(x, lens, axis=0)), axis=0)`` concatenates
+pieces of different lengths: a ``Scan`` cannot stack them, and tract 0.23.9 has no ``Loop`` to
+grow a tensor in. When every body output is proven (``_dims``, inside the body) either as long
+as its piece (its other axes fixed) or of one shape for every piece, the concatenation of the
+first kind has ``x``'s N rows, piece ``i`` at rows ``starts[i]:starts[i] + lens[i]``
+(``starts = CumSum(lens) - lens``)::
+
+    buffer = Scan(x, ..., zeros[N, ...], starts, lens) with body (..., buffer, start, size):
+        rows = Range(start, start + size, 1)
+        piece = Gather(x, rows)                     # the element
+        ... the body ...
+        buffer' = ScatterND(buffer, Unsqueeze(rows, 1), result)
+        # the outputs of one shape: scan outputs, stacked as scan-sequence-map stacks them
+
+The sizes are checked before the ``Scan``: non-negative, at least one, adding up to N, else an
+out-of-range ``Gather`` fails the run, as the split (or the empty concatenation) fails it.
+
+tract 0.23.9 runs a ``Scan`` body whose values change length from one iteration to the next,
+but gives whatever reads a length (``Shape``, ``Size``, ``ReduceMean``'s divisor) the first
+iteration's (``tests/passes/test_ragged_maps_as_scans.py`` keeps the smallest model), and a
+``MatMul`` there aborts it ('assertion failed: index < dim'). So only bodies of vetted ops are
+taken (elementwise and broadcasting ops, data reductions, transposes, constant reshapes), and
+each ``ReduceMean`` becomes ``ReduceSum`` divided by the count of the reduced axes, computed from
+the piece's size (a value) and the outer shapes; an empty mean is 0, as in onnxruntime. Other
+maps are left, the reason recorded (exit 2 before any check).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import numpy as np
+import onnx_ir as ir
+
+from seqlower.errors import describe_node
+from seqlower.passes._base import NodeLoweringPass, Rewrite, Site
+from seqlower.passes._dims import BROADCASTING, ELEMENTWISE, DimProver
+from seqlower.passes._emit import Emitter
+from seqlower.passes._ir import (
+    REDUCTIONS,
+    block,
+    constant_array,
+    int_attr,
+    ints_attr,
+    is_onnx,
+    rank_of,
+    subgraphs_of,
+)
+from seqlower.passes._shared import (
+    body_of,
+    concat_problem,
+    concat_stacked,
+    cut_interface,
+    is_sequence,
+    outer_reads_as_states,
+    prepend,
+    scan_outputs,
+)
+from seqlower.passes._types import TypeOracle, element_dtype
+
+__all__ = ["RaggedMapsAsScans"]
+
+_INT64 = int(ir.DataType.INT64)
+#: Reductions of the data alone (no count of what they reduce).
+_DATA_REDUCTIONS = frozenset(
+    {"ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceSumSquare"}
+)
+#: Ops tract 0.23.9 computes right in a Scan body whose values change length (module docstring).
+_VETTED = (
+    ELEMENTWISE
+    | BROADCASTING
+    | _DATA_REDUCTIONS
+    | {"Constant", "CastLike", "Clip", "ReduceMean", "Transpose", "Squeeze"}
+    | {"Unsqueeze", "Reshape"}
+)
+#: A dimension as long as the piece (the split axis of the element).
+_PIECE = "piece"
+Outer = int | tuple[ir.Value, int] | str  # static, an outer value's axis, or _PIECE
+
+
+@dataclasses.dataclass
+class _Output:
+    rows: bool  # as long as the piece: written into a buffer; else one shape, stacked
+    rank: int
+    dims: list[frozenset[Outer]]
+    dtype: ir.DataType | None
+
+
+@dataclasses.dataclass
+class _Mean:
+    node: ir.Node
+    counts: list[Outer]  # the reduced axes' lengths
+    axes: list[int]
+
+
+@dataclasses.dataclass
+class _Plan:
+    source: ir.Value
+    sizes: ir.Value
+    body: ir.Graph
+    outputs: list[_Output]
+    means: list[_Mean]
+
+
+class RaggedMapsAsScans(NodeLoweringPass[_Plan]):
+    """A map over the pieces of ``SplitToSequence(x, lens)`` joined by ``ConcatFromSequence``,
+    as a ``Scan`` over the pieces writing rows into a buffer (module docstring)."""
+
+    op_type = "SequenceMap"
+    takes_all = False
+
+    def plan(self, site: Site, types: TypeOracle) -> _Plan | None:
+        node = site.node
+        found = _ragged_split(node)
+        if found is None or site.opset < 15:
+            return None
+        source, sizes = found
+        body = body_of(node)
+        if len(body.inputs) != len(node.inputs) or len(body.outputs) != len(node.outputs):
+            return None
+        if any(v is None or (k and is_sequence(node, k, types)) for k, v in enumerate(node.inputs)):
+            return None
+        passed = {id(p): v for p, v in zip(body.inputs[1:], node.inputs[1:], strict=True) if v}
+        dims = _BodyDims(body, source, passed)
+        problem = _unvetted(body) or _shared_element(node)
+        outputs: list[_Output] = []
+        means: list[_Mean] = []
+        if problem is None:
+            problem = _plan_means(body, dims, means)
+        for old, result in zip(node.outputs, body.outputs, strict=True):
+            if problem is not None:
+                break
+            output = _plan_output(dims, result, types.type_of(old) or result.type)
+            problem = _output_problem(old, result, output)
+            if output is not None:
+                outputs.append(output)
+        if problem is not None:
+            block(node, f"its pieces are of run-time sizes and {problem}")
+            return None
+        return _Plan(source, sizes, body, outputs, means)
+
+    def rewrite(self, plan: _Plan, ctx: Rewrite) -> None:
+        op, body, names, base = ctx.before(), plan.body, ctx.names, ctx.base
+        starts, sizes, rows = _checked_pieces(op, plan.source, plan.sizes)
+        start = ir.Value(name=names.fresh(f"{base}_start"), type=_scalar(), shape=ir.Shape([]))
+        size = ir.Value(name=names.fresh(f"{base}_size"), type=_scalar(), shape=ir.Shape([]))
+        for mean in plan.means:
+            counts = [_outer_dim(op, d, size) for d in mean.counts]
+            _sum_over_count(ctx.at(mean.node), counts, mean.axes)
+        buffers, written, scanned = _body_interface(ctx, plan, start, size)
+        outer, states, state_outs = outer_reads_as_states(ctx, body, [*buffers, start, size])
+        body.inputs.extend([*states, *buffers, start, size])
+        body.outputs.extend([*state_outs, *written, *scanned])
+        initial = [_buffer(op, o, rows) for o in plan.outputs if o.rows]
+        finals = [ir.Value(name=names.fresh(f"{base}_{v.name}_final")) for v in outer]
+        joined = [
+            ir.Value(name=names.fresh(f"{base}_out"), type=_tensor(o.dtype)) for o in plan.outputs
+        ]
+        pairs = list(zip(plan.outputs, joined, strict=True))
+        by_kind = [v for o, v in pairs if o.rows] + [v for o, v in pairs if not o.rows]
+        del ctx.node.attributes["body"]
+        scan = ctx.before(pool=None)
+        scan.Scan(*outer, *initial, starts, sizes, body=body, num_scan_inputs=2,
+                  _outputs=[*finals, *by_kind], _name=ctx.node.name or None,
+                  _doc_string=ctx.node.doc_string)  # fmt: skip
+        ctx.insert()
+        _join(ctx, plan, joined)
+
+
+def _body_interface(
+    ctx: Rewrite, plan: _Plan, start: ir.Value, size: ir.Value
+) -> tuple[list[ir.Value], list[ir.Value], list[ir.Value]]:
+    """The body reads piece ``start:start + size`` of ``x`` for its element, the tensors the map
+    passed from outside, and writes its rows into buffers; returns the buffers (states), what
+    it writes into them, and its outputs of one shape (scan outputs)."""
+    body, names, base = plan.body, ctx.names, ctx.base
+    reads, tail = ctx.into(body), ctx.into(body)
+    index = reads.Range(start, reads.Add(start, size, _hint="end"), reads.int64s(1, hint="one"))
+    piece = reads.Gather(plan.source, index, axis=0, _hint="piece")
+    swaps = {body.inputs[0]: piece, **dict(zip(body.inputs[1:], ctx.node.inputs[1:], strict=True))}
+    results = cut_interface(body, swaps, list(body.outputs))  # type: ignore[arg-type]
+    at = tail.unsqueeze(index, [1], hint="at")
+    buffers, written, scanned = [], [], []
+    for output, result in zip(plan.outputs, results, strict=True):
+        if output.rows:
+            buffer = ir.Value(name=names.fresh(f"{base}_buffer"), type=_tensor(output.dtype))
+            buffers.append(buffer)
+            written.append(tail.ScatterND(buffer, at, result, _hint="written"))
+        else:
+            scanned.append(result)
+    scanned = scan_outputs(tail, body, scanned)
+    prepend(body, reads.nodes)
+    body.extend(tail.nodes)
+    return buffers, written, scanned
+
+
+#: Per axis, the dimensions that broadcast to it (static 1s left out: an empty set is 1).
+Dims = list[frozenset[Outer]]
+
+
+class _BodyDims:
+    """The dimensions of a map body's values, each as the dimensions outside the body that
+    broadcast to it (``_PIECE``: the piece's length, the element's axis 0; the element's other
+    axes are the split tensor's, a tensor input's the tensor's). Unknown: None."""
+
+    def __init__(self, body: ir.Graph, source: ir.Value, passed: dict[int, ir.Value]) -> None:
+        self.body, self.source, self.passed = body, source, passed
+        self.prover = DimProver()
+        self.memo: dict[int, Dims | None] = {}
+
+    def of(self, value: ir.Value) -> Dims | None:
+        key = id(value)
+        if key not in self.memo:
+            self.memo[key] = None  # a cycle (none in a graph) stays unknown
+            self.memo[key] = self._find(value)
+        return self.memo[key]
+
+    def _outer(self, value: ir.Value) -> Dims | None:
+        array = constant_array(value)
+        if array is not None:
+            return _static_dims(array.shape)
+        rank = self.prover.rank(value)
+        if rank is None:
+            return None
+        found: Dims = []
+        for axis in range(rank):
+            dim = self.prover.dim(value, axis)
+            if dim is None:
+                return None
+            found.append(frozenset() if dim == 1 else frozenset([dim]))
+        return found
+
+    def _find(self, value: ir.Value) -> Dims | None:
+        if value is self.body.inputs[0]:
+            outer = self._outer(self.source)
+            return None if not outer else [frozenset([_PIECE]), *outer[1:]]
+        if id(value) in self.passed:
+            return self._outer(self.passed[id(value)])
+        node = value.producer()
+        if value.graph is not self.body:
+            return self._outer(value)  # read from outside
+        if node is None:
+            return None
+        array = constant_array(value)
+        if array is not None:
+            return _static_dims(array.shape)
+        inputs = [self.of(v) if v is not None else None for v in node.inputs[:1]]
+        first = inputs[0] if inputs else None
+        op = node.op_type
+        if op in ELEMENTWISE or op in ("CastLike", "Clip"):
+            return first
+        if op in BROADCASTING:
+            return _broadcast([self.of(v) if v is not None else None for v in node.inputs])
+        if first is None:
+            return None
+        if op in REDUCTIONS:
+            axes = _reduced_axes(node, len(first))
+            if axes is None:
+                return None
+            if int_attr(node, "keepdims", 1):
+                return [frozenset() if a in axes else d for a, d in enumerate(first)]
+            return [d for a, d in enumerate(first) if a not in axes]
+        if op == "Reshape":
+            target = _static_target(node)
+            return None if target is None else _static_dims(target)
+        return _moved(node, first)
+
+
+def _static_dims(shape: Sequence[int]) -> Dims:
+    return [frozenset() if d == 1 else frozenset([int(d)]) for d in shape]
+
+
+def _broadcast(operands: list[Dims | None]) -> Dims | None:
+    if any(d is None for d in operands) or not operands:
+        return None
+    rank = max(len(d) for d in operands)  # type: ignore[arg-type]
+    out: Dims = [frozenset() for _ in range(rank)]
+    for dims in operands:
+        assert dims is not None
+        for k, d in enumerate(dims):
+            out[rank - len(dims) + k] |= d
+    return out
+
+
+def _moved(node: ir.Node, first: Dims) -> Dims | None:
+    """Transpose, Squeeze and Unsqueeze: axes moved, removed or added."""
+    op, rank = node.op_type, len(first)
+    if op == "Transpose":
+        perm = ints_attr(node, "perm") or list(reversed(range(rank)))
+        return [first[p] for p in perm] if sorted(perm) == list(range(rank)) else None
+    axes = _constant_axes(node)
+    if op == "Squeeze" and axes:
+        removed = {a % rank for a in axes}
+        return [d for k, d in enumerate(first) if k not in removed]
+    if op == "Unsqueeze" and axes:
+        out_rank = rank + len(axes)
+        added = {a % out_rank for a in axes}
+        kept = iter(first)
+        return [frozenset() if k in added else next(kept) for k in range(out_rank)]
+    return None
+
+
+def _ragged_split(node: ir.Node) -> tuple[ir.Value, ir.Value] | None:
+    """``(x, lens)`` when the map's first input is ``SplitToSequence(x, lens, axis=0)`` with a
+    1-D ``lens``."""
+    sequence = node.inputs[0] if node.inputs else None
+    split = None if sequence is None else sequence.producer()
+    if not is_onnx(split, "SplitToSequence") or split is None or len(split.inputs) < 2:
+        return None
+    x, sizes = split.inputs[0], split.inputs[1]
+    if x is None or sizes is None or rank_of(sizes) != 1:
+        return None
+    axis, rank = int_attr(split, "axis", 0), rank_of(x)
+    if axis is None or rank is None or axis % max(rank, 1) != 0 or rank == 0:
+        return None
+    return x, sizes
+
+
+def _unvetted(body: ir.Graph) -> str | None:
+    for inner in body:
+        if not is_onnx(inner) or inner.op_type not in _VETTED or subgraphs_of(inner):
+            return (
+                f"its body's {describe_node(inner)} is not among the ops tract 0.23.9 computes "
+                "right on values whose length changes from one iteration to the next"
+            )
+        if inner.op_type == "Reshape" and _static_target(inner) is None:
+            return f"its body's {describe_node(inner)} reshapes to a computed shape"
+        if inner.op_type in ("Squeeze", "Unsqueeze") and _constant_axes(inner) is None:
+            return f"its body's {describe_node(inner)} has computed axes"
+    return None
+
+
+def _shared_element(node: ir.Node) -> str | None:
+    sequence = node.inputs[0]
+    assert sequence is not None
+    if len(sequence.uses()) != 1 or sequence.is_graph_output():
+        return f"the sequence '{sequence.name}' is read elsewhere too"
+    return None
+
+
+def _plan_means(body: ir.Graph, dims: _BodyDims, means: list[_Mean]) -> str | None:
+    """Each ``ReduceMean`` of the body: its reduced axes and their lengths outside the body."""
+    for inner in body:
+        if inner.op_type != "ReduceMean":
+            continue
+        source = None if inner.inputs[0] is None else dims.of(inner.inputs[0])
+        axes = None if source is None else _reduced_axes(inner, len(source))
+        if source is None or axes is None:
+            return f"its body's {describe_node(inner)} reduces axes not known when lowering"
+        if any(len(source[a]) > 1 for a in axes):
+            return f"the lengths {describe_node(inner)} divides by are not proven"
+        means.append(_Mean(inner, [next(iter(source[a]), 1) for a in axes], axes))
+    return None
+
+
+def _plan_output(
+    dims: _BodyDims, result: ir.Value, type_: ir.TypeProtocol | None
+) -> _Output | None:
+    found = dims.of(result)
+    if found is None:
+        return None
+    rows = bool(found) and found[0] == frozenset([_PIECE])
+    return _Output(rows, len(found), found, element_dtype(type_))
+
+
+def _output_problem(old: ir.Value, result: ir.Value, output: _Output | None) -> str | None:
+    if output is None:
+        return f"the shape of its body output '{result.name}' is not proven"
+    if any(_PIECE in d for d in output.dims[1 if output.rows else 0 :]):
+        return (
+            f"its body output '{result.name}' is neither as long as its piece along axis 0 "
+            "alone nor of one shape for every piece"
+        )
+    if output.rows and output.dtype is None:
+        return f"the element type of its body output '{result.name}' is not known"
+    if old.is_graph_output() or not old.uses():
+        return f"its output '{old.name}' is not read by ConcatFromSequence alone"
+    for use in old.uses():
+        concat = use.node
+        if not is_onnx(concat, "ConcatFromSequence") or use.idx != 0:
+            return f"its output '{old.name}' is read by {describe_node(concat)}"
+        problem = concat_problem(concat, output.rank)
+        if problem:
+            return f"{describe_node(concat)} {problem}"
+        axis = (int_attr(concat, "axis", 0) or 0) % output.rank if output.rank else 0
+        if output.rows and (int_attr(concat, "new_axis", 0) or axis):
+            return f"{describe_node(concat)} joins pieces of run-time lengths along another axis"
+    return None
+
+
+def _reduced_axes(node: ir.Node, rank: int) -> list[int] | None:
+    """A reduction's axes, normalized (none given: all, unless ``noop_with_empty_axes``)."""
+    if len(node.inputs) > 1 and node.inputs[1] is not None:
+        array = constant_array(node.inputs[1])
+        axes = None if array is None else [int(a) for a in array.reshape(-1)]
+    else:
+        axes = ints_attr(node, "axes")
+    if not axes:
+        return None if int_attr(node, "noop_with_empty_axes", 0) else list(range(rank))
+    if not all(-rank <= a < rank for a in axes):
+        return None
+    return sorted({a % rank for a in axes})
+
+
+def _static_target(node: ir.Node) -> list[int] | None:
+    """A ``Reshape``'s constant target when every entry is a positive size."""
+    target = constant_array(node.inputs[1]) if len(node.inputs) > 1 else None
+    if target is None or target.ndim != 1 or not (target > 0).all():
+        return None
+    return [int(d) for d in target]
+
+
+def _constant_axes(node: ir.Node) -> list[int] | None:
+    if len(node.inputs) > 1:
+        array = constant_array(node.inputs[1])
+        return None if array is None else [int(a) for a in array.reshape(-1)]
+    return ints_attr(node, "axes")
+
+
+def _scalar() -> ir.TensorType:
+    return ir.TensorType(ir.DataType.INT64)
+
+
+def _tensor(dtype: ir.DataType | None) -> ir.TensorType | None:
+    return None if dtype is None else ir.TensorType(dtype)
+
+
+def _checked_pieces(op: Emitter, x: ir.Value, lens: ir.Value) -> tuple[ir.Value, ...]:
+    """Where each piece starts, the sizes, and ``[N]``; an out-of-range ``Gather`` fails the
+    run unless there is a piece, none is negative and they add up to N."""
+    sizes = lens if lens.dtype == ir.DataType.INT64 else op.Cast(lens, to=_INT64, _hint="sizes")
+    rows = op.dims(x, 0, 1, hint="rows")
+    total = op.ReduceSum(sizes, keepdims=1, _hint="total")
+    spread = op.ReduceSum(op.Abs(sizes, _hint="magnitudes"), keepdims=1, _hint="spread")
+    good = op.And(
+        op.And(op.Equal(total, rows, _hint="adds_up"), op.Equal(spread, rows), _hint="sizes_ok"),
+        op.Greater(op.Shape(sizes, _hint="count"), op.int64s([0], hint="zero"), _hint="any"),
+        _hint="good",
+    )
+    bad = op.Cast(op.Not(good, _hint="bad"), to=_INT64, _hint="bad_int")
+    zero = op.Gather(op.int64s([0], hint="zero_row"), bad, _hint="zero_if_good")
+    checked = op.Add(sizes, zero, _hint="sizes_checked")
+    ends = op.CumSum(checked, op.int64s(0, hint="axis"), _hint="ends")
+    return op.Sub(ends, checked, _hint="starts"), checked, rows
+
+
+def _outer_dim(op: Emitter, dim: Outer, size: ir.Value) -> ir.Value:
+    """A dimension as an int64 scalar: the piece's size, a constant, or read from a shape
+    outside the body."""
+    if dim == _PIECE:
+        return size
+    if isinstance(dim, int):
+        return op.int64s(dim, hint="length")
+    assert isinstance(dim, tuple)
+    return op.Gather(op.Shape(dim[0], _hint="shape"), op.int64s(dim[1], hint="axis"), _hint="dim")
+
+
+def _sum_over_count(ctx: Rewrite, counts: list[ir.Value], axes: list[int]) -> None:
+    """``ReduceMean`` (``ctx.node``) as ``ReduceSum`` over the count of what it reduces (at
+    least 1: an empty mean is 0, as onnxruntime gives)."""
+    op, mean = ctx.before(), ctx.node
+    source = mean.inputs[0]
+    assert source is not None
+    keepdims = int_attr(mean, "keepdims", 1)
+    total = op.ReduceSum(source, op.int64s(axes, hint="axes"), keepdims=keepdims, _hint="sum")
+    count = counts[0]
+    for other in counts[1:]:
+        count = op.Mul(count, other, _hint="count")
+    count = op.Max(count, op.int64s(1, hint="one"), _hint="count_or_one")
+    ctx.replace([op.Div(total, op.CastLike(count, total, _hint="divisor"), _hint="mean")])
+
+
+def _buffer(op: Emitter, output: _Output, rows: ir.Value) -> ir.Value:
+    """Zeros of the joined output's shape: N rows (every row is written), each other axis the
+    broadcast of the dimensions that make it (as the body's ops broadcast them)."""
+    parts = [rows]
+    for broadcast in output.dims[1:]:
+        lengths = [_length(op, d) for d in broadcast] or [op.int64s([1], hint="length")]
+        length = lengths[0]
+        for other in lengths[1:]:
+            ones = op.ConstantOfShape(length, value=ir.Tensor(np.zeros(1, np.int64)), _hint="ones")
+            length = op.Shape(op.Expand(ones, other, _hint="broadcast"), _hint="length")
+        parts.append(length)
+    shape = parts[0] if len(parts) == 1 else op.Concat(*parts, axis=0, _hint="buffer_shape")
+    assert output.dtype is not None
+    zero = ir.Tensor(np.zeros(1, dtype=output.dtype.numpy()))
+    return op.ConstantOfShape(shape, value=zero, _hint="buffer")
+
+
+def _length(op: Emitter, dim: Outer) -> ir.Value:
+    """A dimension outside the body (never the piece's) as a 1-D length."""
+    if isinstance(dim, int):
+        return op.int64s([dim], hint="length")
+    assert isinstance(dim, tuple)
+    value, axis = dim
+    return op.dims(value, axis, axis + 1, hint="length")
+
+
+def _join(ctx: Rewrite, plan: _Plan, joined: list[ir.Value]) -> None:
+    """Each ``ConcatFromSequence`` of the map's outputs reads the buffer or the stacked results;
+    the map goes."""
+    for output, old, value in zip(plan.outputs, ctx.node.outputs, joined, strict=True):
+        for use in list(old.uses()):
+            concat = ctx.at(use.node)
+            if not output.rows:
+                concat_stacked(concat, value, output.rank)
+                continue
+            copy = concat.before().Identity(value, _hint="joined")
+            copy.type, copy.shape = (
+                use.node.outputs[0].type or value.type,
+                use.node.outputs[0].shape,
+            )
+            concat.replace([copy], rename=True)
+    ctx.remove()
