@@ -211,6 +211,10 @@ PIPELINES: dict[str, Pipeline] = {
             versions="tract 0.23.9 (python tract, concrete input facts)",
             measured="CI",
             still_blocks=(
+                "maps over the pieces of a split by run-time sizes whose body holds an op tract "
+                "computes wrongly on values whose length changes between Scan iterations (only "
+                "vetted ops are taken: ragged-maps-as-scans) or whose output shapes are not "
+                "proven; "
                 "Loops whose trip count is known only inside (bounded ones that stop on data run "
                 "to their bound, frozen, unless their scan outputs are read); opset-8 Scans of a "
                 "batch size not known when lowering; sequences whose "

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 import seqlower
 from seqlower.errors import SequenceFreeError
 from seqlower.passes import SEQUENCE_OPS
-from tests.helpers import RAGGED_MAP, all_op_types, ragged_map, run_cli
+from tests.helpers import RAGGED_BODY, RAGGED_MAP, all_op_types, ragged_map, run_cli
 from tests.runtimes import RuntimeFailure, assert_same, run
 
 RUNTIMES = ["onnxruntime", "openvino", "tract"]
@@ -122,16 +122,9 @@ def test_bad_sizes_fail_at_run_time(
 # stacked output joined without a new axis.
 VARIED = (
     RAGGED_MAP.replace(
-        """        zero = Constant<value_ints = [0]>()
-        mean = ReduceMean<keepdims = 1>(chunk, zero)
-        centred = Sub(chunk, mean)
-        scaled = Mul(centred, w)
-        both = Constant<value_ints = [0, 1]>()
-        weighted = Mul(chunk, w)
-        sum = ReduceSum<keepdims = 0>(weighted, both)
-        one = Constant<value_ints = [1]>()
-        total = Reshape(sum, one)""",
-        """        zero = Constant<value_ints = [0]>()
+        RAGGED_BODY,
+        """
+        zero = Constant<value_ints = [0]>()
         flipped = Transpose<perm = [1, 0]>(chunk)
         back = Transpose<perm = [1, 0]>(flipped)
         square = Mul(back, Q)
@@ -140,7 +133,8 @@ VARIED = (
         wide = Unsqueeze(w, zero)
         scaled = Add(centred, wide)
         product = ReduceProd<keepdims = 0>(chunk, zero)
-        total = ReduceSum<keepdims = 1>(product, zero)""",
+        total = ReduceSum<keepdims = 1>(product, zero)
+""",
     )
     .replace(
         "T = ConcatFromSequence<axis = 0, new_axis = 1>(totals)",
