@@ -102,9 +102,13 @@ def _rank_or_constant(value: ir.Value | None) -> int | None:
     if not is_onnx(producer, "Size") or producer is None:
         return None
     counted = producer.inputs[0]
-    if counted is not None and counted.is_graph_input() and counted.shape is not None:
-        if counted.shape.is_static():  # ONNX's AffineGrid: Equal(Size(size), 4)
-            return int(np.prod(counted.shape.numpy(), dtype=np.int64))
+    if (
+        counted is not None
+        and counted.is_graph_input()
+        and counted.shape is not None
+        and counted.shape.is_static()  # ONNX's AffineGrid: Equal(Size(size), 4)
+    ):
+        return int(np.prod(counted.shape.numpy(), dtype=np.int64))
     shape_node = counted.producer() if counted is not None else None
     if not is_onnx(shape_node, "Shape") or shape_node is None or shape_node.attributes:
         return None
