@@ -148,10 +148,11 @@ class RaggedMapsAsScans(NodeLoweringPass[_Plan]):
         starts, sizes, rows = _checked_pieces(op, plan.source, plan.sizes)
         start = ir.Value(name=names.fresh(f"{base}_start"), type=_scalar(), shape=ir.Shape([]))
         size = ir.Value(name=names.fresh(f"{base}_size"), type=_scalar(), shape=ir.Shape([]))
+        # The body's reads first: the means' rewrites take pooled constants they put in front.
+        buffers, written, scanned = _body_interface(ctx, plan, start, size)
         for mean in plan.means:
             counts = [_outer_dim(op, d, size) for d in mean.counts]
             _sum_over_count(ctx.at(mean.node), counts, mean.axes)
-        buffers, written, scanned = _body_interface(ctx, plan, start, size)
         outer, states, state_outs = outer_reads_as_states(ctx, body, [*buffers, start, size])
         body.inputs.extend([*states, *buffers, start, size])
         body.outputs.extend([*state_outs, *written, *scanned])
@@ -178,7 +179,7 @@ def _body_interface(
     passed from outside, and writes its rows into buffers; returns the buffers (states), what
     it writes into them, and its outputs of one shape (scan outputs)."""
     body, names, base = plan.body, ctx.names, ctx.base
-    reads, tail = ctx.into(body), ctx.into(body)
+    reads, tail = ctx.into(body), ctx.into(body, pool=None)  # tail's constants go last
     index = reads.Range(start, reads.Add(start, size, _hint="end"), reads.int64s(1, hint="one"))
     piece = reads.Gather(plan.source, index, axis=0, _hint="piece")
     swaps = {body.inputs[0]: piece, **dict(zip(body.inputs[1:], ctx.node.inputs[1:], strict=True))}
