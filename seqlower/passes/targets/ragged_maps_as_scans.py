@@ -436,9 +436,11 @@ def _checked_pieces(op: Emitter, x: ir.Value, lens: ir.Value) -> tuple[ir.Value,
     sizes = lens if lens.dtype == ir.DataType.INT64 else op.Cast(lens, to=_INT64, _hint="sizes")
     rows = op.dims(x, 0, 1, hint="rows")
     total = op.ReduceSum(sizes, keepdims=1, _hint="total")
-    spread = op.ReduceSum(op.Abs(sizes, _hint="magnitudes"), keepdims=1, _hint="spread")
+    # negative sizes counted (no Abs: LiteRT has no int64 one)
+    negative = op.Cast(op.Less(sizes, op.int64s(0, hint="zero")), to=_INT64, _hint="negative")
+    none = op.Equal(op.ReduceSum(negative, keepdims=1), op.int64s([0], hint="zero"), _hint="none")
     good = op.And(
-        op.And(op.Equal(total, rows, _hint="adds_up"), op.Equal(spread, rows), _hint="sizes_ok"),
+        op.And(op.Equal(total, rows, _hint="adds_up"), none, _hint="sizes_ok"),
         op.Greater(op.Shape(sizes, _hint="count"), op.int64s([0], hint="zero"), _hint="any"),
         _hint="good",
     )
@@ -446,7 +448,11 @@ def _checked_pieces(op: Emitter, x: ir.Value, lens: ir.Value) -> tuple[ir.Value,
     zero = op.Gather(op.int64s([0], hint="zero_row"), bad, _hint="zero_if_good")
     checked = op.Add(sizes, zero, _hint="sizes_checked")
     ends = op.CumSum(checked, op.int64s(0, hint="axis"), _hint="ends")
-    return op.Sub(ends, checked, _hint="starts"), checked, rows
+    starts = op.Sub(ends, checked, _hint="starts")
+    for value in (checked, starts):  # lens's shape: the Scan's count, static at fixed shapes
+        value.dtype = ir.DataType.INT64
+        value.shape = None if lens.shape is None else ir.Shape(lens.shape)
+    return starts, checked, rows
 
 
 def _outer_dim(op: Emitter, dim: Outer, size: ir.Value) -> ir.Value:
