@@ -19,6 +19,7 @@ import onnx_ir as ir
 
 from seqlower.passes._ir import (
     ELEMENTWISE,
+    REDUCTIONS,
     SAME_SHAPE,
     constant_array,
     graph_attr,
@@ -26,6 +27,7 @@ from seqlower.passes._ir import (
     ints_attr,
     onnx_producer,
     rank_of,
+    reduction_axes,
 )
 from seqlower.passes._shared import unit_split
 
@@ -114,6 +116,8 @@ class DimProver:
                     found = rank + (len(axes) if node.op_type == "Unsqueeze" else -len(axes))
             elif node.op_type == "Reshape" and (like := _shape_source(node)) is not None:
                 found = self.rank(like, depth + 1)
+            elif node.op_type in REDUCTIONS and inputs:
+                found = self._reduced_rank(node, depth)
             elif node.op_type == "ConcatFromSequence" and (joined := _mapped_output(node)):
                 element = self.rank(joined[1], depth + 1)  # each element: the body's output
                 stacked = int_attr(node, "new_axis", 0)
@@ -121,6 +125,23 @@ class DimProver:
         self._ranks[key] = found
         self._keep.append(value)
         return found
+
+    def _reduced_rank(self, node: ir.Node, depth: int) -> int | None:
+        """A reduction's rank: its input's with ``keepdims`` (the default), else less the
+        reduced axes (every one when none are given: a scalar, whatever the input)."""
+        keepdims = int_attr(node, "keepdims", 1)
+        source = node.inputs[0]
+        rank = None if source is None else self.rank(source, depth + 1)
+        axes = reduction_axes(node)
+        if keepdims is None or axes is None:
+            return None
+        if keepdims or (not axes and int_attr(node, "noop_with_empty_axes", 0)):
+            return rank
+        if not axes:
+            return 0
+        if rank is None or not all(-rank <= a < rank for a in axes):
+            return None
+        return rank - len({a % rank for a in axes})
 
     def dim(self, value: ir.Value, axis: int, depth: int = 0) -> Dim | None:
         """Dimension ``axis`` of ``value``, walked back to where it is first defined."""

@@ -45,7 +45,9 @@ __all__ = [
     "onnx_producer",
     "origin",
     "rank_of",
+    "reduction_axes",
     "runtime_source",
+    "static_dim",
     "strip_symbolic",
     "subgraphs_of",
 ]
@@ -211,6 +213,27 @@ def is_static(shape: ir.Shape | None) -> TypeGuard[ir.Shape]:
 def rank_of(value: ir.Value) -> int | None:
     """The declared rank (None when the shape is not declared)."""
     return None if value.shape is None else len(value.shape)
+
+
+def reduction_axes(node: ir.Node) -> list[int] | None:
+    """A reduction's axes as written: the constant ``axes`` input (``ReduceSum`` from opset 13,
+    the others from 18) or attribute; ``[]`` when none are given (every axis, or none with
+    ``noop_with_empty_axes``); None when they are not constants."""
+    if len(node.inputs) > 1 and node.inputs[1] is not None:
+        array = constant_array(node.inputs[1])
+        return None if array is None else [int(a) for a in array.reshape(-1)]
+    if node.attributes.get("axes") is None:
+        return []
+    return ints_attr(node, "axes")
+
+
+def static_dim(shape: ir.Shape | None, axis: int) -> int | None:
+    """Dimension ``axis`` of ``shape`` when it is a number (None for a symbol, an unknown or
+    an axis the shape does not have)."""
+    if shape is None or not 0 <= axis < len(shape):
+        return None
+    dim = shape[axis]
+    return dim if isinstance(dim, int) else None
 
 
 def strip_symbolic(value: ir.Value) -> bool:

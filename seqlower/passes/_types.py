@@ -16,7 +16,7 @@ import onnx_ir as ir
 
 from seqlower._graphs import all_graphs
 from seqlower.errors import InvalidModelError, describe_node
-from seqlower.passes._ir import SAME_SHAPE, is_onnx, is_static
+from seqlower.passes._ir import SAME_SHAPE, graph_attr, is_onnx, is_static
 
 __all__ = ["TypeOracle", "element_dtype", "weightless_proto"]
 
@@ -407,6 +407,9 @@ def _rule(
         return (ir.TensorType, first)
     if op in ("SequenceInsert", "SequenceErase"):
         return (None, first)
+    if op == "SequenceMap":  # a sequence of what the body returns (onnxscript's map)
+        body = graph_attr(node, "body")
+        return None if body is None or not body.outputs else (ir.SequenceType, body.outputs[0])
     return None
 
 

@@ -11,10 +11,10 @@ import numpy as np
 import onnx_ir as ir
 
 from seqlower.errors import InvalidNodeError
-from seqlower.passes._ir import constant_array, int_attr, rank_of
+from seqlower.passes._ir import constant_array, int_attr, rank_of, static_dim
 from seqlower.passes._shared import body_of
 
-__all__ = ["validate_reverse_sequence", "validate_sequence_map"]
+__all__ = ["check_lengths_count", "validate_reverse_sequence", "validate_sequence_map"]
 
 
 def validate_reverse_sequence(node: ir.Node) -> tuple[int, int, np.ndarray | None]:
@@ -51,7 +51,23 @@ def validate_reverse_sequence(node: ir.Node) -> tuple[int, int, np.ndarray | Non
         )
     if lens is not None:
         lens = lens.astype(np.int64)
+    count = lens.size if lens is not None else static_dim(lens_value.shape, 0)
+    check_lengths_count(node, static_dim(data.shape, batch_axis), count)
     return time_axis, batch_axis, lens
+
+
+def check_lengths_count(node: ir.Node, batch: object, count: object) -> None:
+    """Raise InvalidNodeError when the batch size and the number of lengths are both known
+    numbers and differ: the node fails whenever it runs (the kernel wants one length per batch
+    entry), so no lowering of it can be right."""
+    if isinstance(batch, int) and isinstance(count, int) and batch != count:
+        data, lens = node.inputs
+        assert data is not None and lens is not None
+        raise InvalidNodeError(
+            node,
+            f"sequence_lens '{lens.name}' holds {count} lengths but input '{data.name}' has "
+            f"{batch} batch entries; ReverseSequence needs one length per batch entry",
+        )
 
 
 def validate_sequence_map(node: ir.Node) -> ir.Graph:

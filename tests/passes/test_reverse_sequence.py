@@ -25,6 +25,7 @@ from tests.helpers import (
     assert_same,
     make_model,
     ort_run,
+    parse,
     reference_run,
     seq_info,
     tensor_info,
@@ -628,6 +629,44 @@ def test_untraceable_data_type_starts_no_shape_inference(monkeypatch: pytest.Mon
     lowering(model)
     assert lowering.forms == {"computed": 1}
     assert calls == []
+
+
+def test_a_mapped_split_is_typed_and_sized_without_shape_inference(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """issue 33's synthetic block: a reversal of onnxscript's map over the slices of a tensor
+    after a scalar reduction's Add. Its element type is the body's, its sizes the proofs':
+    whole-model shape inference (a clone and a serialized copy of the model, which raised the
+    peak memory) is not needed, and the two reversals share one index."""
+    import onnx_ir as ir
+
+    from seqlower.passes import LowerReverseSequence
+
+    calls: list[int] = []
+
+    def counting(*args: Any, **kwargs: Any) -> onnx.ModelProto:
+        calls.append(1)
+        raise RuntimeError("not expected")
+
+    monkeypatch.setattr(onnx.shape_inference, "infer_shapes", counting)
+    proto = parse("""
+        g (float[4, 3, 2] x, int64[3] lens, float[5] w) => (float[?, ?, ?] y) {
+            r = ReverseSequence<batch_axis = 1, time_axis = 0>(x, lens)
+            total = ReduceSum<keepdims = 0>(w)
+            a = Add(r, total)
+            pieces = SplitToSequence<axis = 0, keepdims = 0>(a)
+            mapped = SequenceMap(pieces) <body = square (float[3, 2] e) => (float[3, 2] s) {
+                s = Mul(e, e)
+            }>
+            m = ConcatFromSequence<axis = 0, new_axis = 1>(mapped)
+            y = ReverseSequence<batch_axis = 1, time_axis = 0>(m, lens)
+        }""")
+    model = ir.serde.deserialize_model(proto)
+    lowering = LowerReverseSequence()
+    lowering(model)
+    assert lowering.forms == {"row_gather": 2} and calls == []
+    names = [node.name for node in model.graph]
+    assert sum("fails_if_sequence_lens_out_of_range" in name for name in names) == 1
 
 
 def test_types_traced_through_matmul_and_not_through_a_dropout_mask(

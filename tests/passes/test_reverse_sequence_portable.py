@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from onnx.backend.test.case.node import collect_testcases
 
 import seqlower
+from seqlower.errors import InvalidNodeError
 from seqlower.passes import LowerReverseSequence
 from tests.helpers import IR_VERSION, all_nodes, all_op_types, parse
 from tests.runtimes import RuntimeFailure, assert_same, require, run
@@ -1108,3 +1109,105 @@ def test_a_static_time_axis_of_zero_runs_on_openvino() -> None:
         }""")
     feeds = {"x": np.zeros((0, 1, 0), np.float32), "lens": np.array([0])}
     assert_runs_everywhere(model, feeds)
+
+
+# ------------------------------------------------- static shapes, lengths known at run time
+
+#: Ops that read or build shapes: none is left when T and B are static (issue 33).
+SHAPE_OPS = {"Shape", "Size", "Range", "Squeeze", "Div"}
+
+STATIC_SHAPES = {
+    # name: (the slice after [T, B] written and fed, the form): the row gather (GatherND
+    # time-major, Gather batch-major), one element per step, GatherND pairs (symbolic slice)
+    "rows": (", 2", (2,), "row_gather"),
+    "elements": ("", (), "elements"),
+    "pairs": (", C", (5,), "computed"),
+}
+
+
+@pytest.mark.parametrize("time_axis", [0, 1])
+@pytest.mark.parametrize("case", list(STATIC_SHAPES))
+def test_static_shapes_compute_only_the_lengths_part(case: str, time_axis: int) -> None:
+    """T and B static, the lengths a graph input of one per batch entry: every part of the
+    index that depends on shapes is a constant (no Shape, Range or count check), only the [B]
+    lengths are read at run time, and bad lengths still fail as the kernel does."""
+    inner, fed, form = STATIC_SHAPES[case]
+    lead = (4, 3) if time_axis == 0 else (3, 4)
+    dims = f"{lead[0]}, {lead[1]}{inner}"
+    model = parse(f"""
+        g (float[{dims}] x, int64[3] lens) => (float[{dims}] y) {{
+            y = ReverseSequence<batch_axis = {1 - time_axis}, time_axis = {time_axis}>(x, lens)
+        }}""")
+    lowered, forms = lowered_forms(model)
+    assert forms == {form: 1}
+    ops = all_op_types(lowered)
+    assert not set(ops) & SHAPE_OPS and count_checks(lowered) == 0, ops
+    if case == "rows":  # the index is made in the gather's own type (and layout)
+        assert ops.count("Cast") == 1 and (time_axis or "Unsqueeze" not in ops), ops
+    x = np.random.default_rng(9).standard_normal((*lead, *fed)).astype(np.float32)
+    for lens in ([4, 0, 2], [1, 3, 4], [0, 0, 0]):
+        feeds = {"x": x, "lens": np.array(lens, np.int64)}
+        want = native(model, feeds)
+        for runtime in RUNTIMES:
+            assert_same(want, run(runtime, lowered, feeds))
+    for lens in ([5, 1, 0], [-1, 1, 0], [4, 2**31 + 1, 0]):
+        feeds = {"x": x, "lens": np.array(lens, np.int64)}
+        with pytest.raises(RuntimeFailure):
+            native(model, feeds)
+        with pytest.raises(RuntimeFailure, match="sequence_lens"):
+            run("onnxruntime", lowered, feeds)
+
+
+def test_static_reversals_after_a_reduction_share_one_index() -> None:
+    """issue 33's synthetic block: the second reversal reads an Add of a scalar ReduceSum (its
+    rank is 0, so the Add keeps the first reversal's static shape): both share one index,
+    computed from the lengths alone."""
+    model = parse("""
+        g (float[4, 3, 2] x, int64[3] lens, float[5] w) => (float[?, ?, ?] y) {
+            r = ReverseSequence<batch_axis = 1, time_axis = 0>(x, lens)
+            total = ReduceSum<keepdims = 0>(w)
+            a = Add(r, total)
+            y = ReverseSequence<batch_axis = 1, time_axis = 0>(a, lens)
+        }""")
+    lowered, forms = lowered_forms(model)
+    assert forms == {"row_gather": 2}
+    ops = all_op_types(lowered)
+    assert not set(ops) & SHAPE_OPS and ops.count("GatherND") == 2, ops
+    checks = [n for n in all_nodes(lowered) if "fails_if_sequence_lens_out_of_range" in n.name]
+    assert len(checks) == 1  # one index
+    rng = np.random.default_rng(4)
+    feeds = {
+        "x": rng.standard_normal((4, 3, 2)).astype(np.float32),
+        "lens": np.array([3, 4, 1], np.int64),
+        "w": rng.standard_normal(5).astype(np.float32),
+    }
+    assert_runs_everywhere(model, feeds)
+
+
+# Sizes no proof reaches (an Expand to a constant shape), known to shape inference.
+INFERRED = """
+    g (float[1, 3, 2] x, int64[{count}] lens) => (float[?, ?, ?] y) {{
+        to = Constant<value = int64[3] {{4, 3, 2}}>()
+        e = Expand(x, to)
+        y = ReverseSequence<batch_axis = 1, time_axis = 0>(e, lens)
+    }}"""
+
+
+def test_sizes_shape_inference_knows_are_constants() -> None:
+    model = parse(INFERRED.format(count=3))
+    lowered, forms = lowered_forms(model)
+    assert forms == {"row_gather": 1}
+    ops = all_op_types(lowered)
+    assert not set(ops) & SHAPE_OPS and count_checks(lowered) == 0, ops
+    feeds = {
+        "x": np.random.default_rng(2).standard_normal((1, 3, 2)).astype(np.float32),
+        "lens": np.array([2, 4, 0], np.int64),
+    }
+    assert_runs_everywhere(model, feeds)
+
+
+def test_a_length_count_other_than_the_batch_size_is_refused() -> None:
+    """Both known (here the batch size by shape inference alone) and different: the node fails
+    whenever it runs, so no lowering is right; the error names it."""
+    with pytest.raises(InvalidNodeError, match="holds 2 lengths but input 'e' has 3 batch"):
+        seqlower.lower(parse(INFERRED.format(count=2)))

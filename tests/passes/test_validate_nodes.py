@@ -35,6 +35,10 @@ REVERSE: dict[str, tuple[str, str]] = {
         _reverse("batch_axis = 1, time_axis = 0", lens="int64[2, 1] lens"),
         "it must be 1",
     ),
+    "lens_count": (
+        _reverse("batch_axis = 1, time_axis = 0", lens="int64[3] lens"),
+        "holds 3 lengths but input 'x' has 2 batch entries",
+    ),
 }
 
 #: Malformed SequenceMaps whose fault is in the node itself (the others need types).

@@ -36,6 +36,13 @@ tract, onnx2torch, candle, burn, QNN and TVM have no ``ReverseSequence``; all of
   ``GatherND`` pairs held as 2-D constants; shared by the graph's reversals with equal lengths
   wherever they are written. With only the lengths constant, the lengths part below is two
   constants; with only T static, the steps are.
+- Lengths known only at run time on a static T and B (declared, proven, or known to shape
+  inference where the proofs stop at an op they cannot see through): every part of the index
+  that depends on shapes is a constant (batch coordinates, steps, row strides; no ``Shape``,
+  ``Range`` or count check when the lengths are declared one per batch entry), and only the
+  [B] lengths are read at run time, then combined with the constants over T*B in the gather's
+  own index type (int64 [T, B, 1] for the ``GatherND`` rows, int32 for ``Gather``). issue 33:
+  50 such reversals of a synthetic model lowered to 2445 nodes; with one shared index, 517.
 - ``GatherElements`` along the time axis with the [T, B] source steps alone when each (time,
   batch) entry is one element (rank 2, or every later axis a static 1, squeezed around it):
   ``GatherND`` pays a fixed cost per slice, which dominates for one-element slices (2-3x
@@ -43,8 +50,10 @@ tract, onnx2torch, candle, burn, QNN and TVM have no ``ReverseSequence``; all of
 
 Lengths outside [0, T] and a lengths vector that is not one per batch entry fail at run time as
 the native kernel does, through an out-of-range ``Gather`` on [B]-sized vectors (constant
-lengths out of range fail when onnxruntime folds them, at load). Runtimes whose ``Gather`` does
-not fail on a bad index (OpenVINO returns zeros) cannot express that failure; see the README.
+lengths out of range fail when onnxruntime folds them, at load; a count known when lowering to
+differ from a known batch size is refused: the node fails whenever it runs). Runtimes whose
+``Gather`` does not fail on a bad index (OpenVINO returns zeros) cannot express that failure;
+see the README.
 
 Opset 10 has neither ``GatherND`` nor ``Range``: there the row ``Gather`` of
 :mod:`._reverse_rows` is used.
@@ -62,9 +71,9 @@ import onnx_ir as ir
 from seqlower.passes._base import NodeLoweringPass, Rewrite, Site
 from seqlower.passes._dims import Dim, DimProver, filled_vector
 from seqlower.passes._emit import Emitter
-from seqlower.passes._ir import ints_attr, is_onnx
+from seqlower.passes._ir import ints_attr, is_onnx, onnx_producer, static_dim
 from seqlower.passes._types import TypeOracle, element_dtype
-from seqlower.passes._validate import validate_reverse_sequence
+from seqlower.passes._validate import check_lengths_count, validate_reverse_sequence
 from seqlower.passes.default._reverse_rows import (
     invalid_lengths,
     reverse_rows,
@@ -111,6 +120,7 @@ class _Plan:
     lengths_key: tuple[Any, ...] | None  # ... and its lengths part (see _LengthsPart)
     elements: bool = False  # one element per (time, batch) entry: GatherElements
     slice_shape: tuple[int, ...] | None = None  # the static shape of one (time, batch) slice
+    static_index: bool = False  # T and B static: only the lengths part is computed at run time
 
 
 #: The general forms :class:`LowerReverseSequence` can be asked for (``form=``).
@@ -159,14 +169,24 @@ class LowerReverseSequence(NodeLoweringPass[_Plan]):
         data, lens_value = node.inputs
         assert data is not None and lens_value is not None
         time_dim, batch_dim = self._dims.dim(data, time_axis), self._dims.dim(data, batch_axis)
-        time_size = time_dim if isinstance(time_dim, int) else None
-        if lens is not None:
-            batch_checked = batch_dim == len(lens)
-        else:
-            batch_checked = batch_dim is not None and self._dims.dim(lens_value, 0) == batch_dim
         filled = filled_vector(lens_value, self._dims)
         form = _choose_form(site.opset, filled, time_dim, batch_dim, rows=self.form == "gather")
-        full_rank = self._dims.rank(data) if form is _Form.COMPUTED else None
+        # Sizes the proofs did not reach are taken from the declared or inferred shapes: a
+        # static one makes the index's shape-derived parts constants (issue 33).
+        time_dim = _static_size(types, data, time_axis, time_dim)
+        batch_dim = _static_size(types, data, batch_axis, batch_dim)
+        count = len(lens) if lens is not None else self._dims.dim(lens_value, 0)
+        count = _static_size(types, lens_value, 0, count)
+        check_lengths_count(node, batch_dim, count)
+        time_size = time_dim if isinstance(time_dim, int) else None
+        batch_checked = batch_dim is not None and count == batch_dim
+        full_rank = None
+        if form is _Form.COMPUTED:
+            full_rank = self._dims.rank(data)
+            # Static sizes past the proofs (_static_size): the rank from the same shape.
+            if full_rank is None and isinstance(time_dim, int) and isinstance(batch_dim, int):
+                shape = types.shape_of(data)
+                full_rank = None if shape is None else len(shape)
         elements = full_rank is not None and _one_per_step(self._dims, data, full_rank)
         slice_shape = None
         if elements:
@@ -182,6 +202,10 @@ class LowerReverseSequence(NodeLoweringPass[_Plan]):
                 slice_shape = None
         if form in _COMPUTED_FORMS and batch_checked:
             form = _constant_form(lens, time_size) or form
+        if form not in (_Form.ROW_GATHER, _Form.CONSTANT):
+            slice_shape = None
+        batch_size = batch_dim if isinstance(batch_dim, int) else None
+        static_index = form in _COMPUTED_FORMS and _static_sizes(time_size, batch_size)
         graph = node.graph
         share_key = lengths_key = None
         if form in (*_COMPUTED_FORMS, _Form.CONSTANT) and graph is not None:
@@ -189,9 +213,11 @@ class LowerReverseSequence(NodeLoweringPass[_Plan]):
             # one Constant per layer).
             lengths_id = id(lens_value) if lens is None else ("constant", lens.tobytes())
             lengths_key = (id(graph), lengths_id, time_axis, _key(batch_dim), form, elements)
-            # A constant row index is int32 for Gather and int64 for GatherND: kept apart (a
-            # computed one is int32 for both, each GatherND node widening it).
-            row_op = _row_op(time_axis, slice_shape) if form is _Form.CONSTANT else None
+            # A constant or static row index is int32 for Gather and int64 for GatherND: kept
+            # apart (one computed from symbolic sizes is int32 for both, each GatherND node
+            # widening it).
+            keyed = static_index or form is _Form.CONSTANT
+            row_op = _row_op(time_axis, slice_shape) if keyed else None
             share_key = (*lengths_key, _key(time_dim), row_op)
         # Only the row form needs the element type (strings are gathered one by one): asking for
         # it otherwise could start shape inference of the whole model for nothing.
@@ -209,11 +235,12 @@ class LowerReverseSequence(NodeLoweringPass[_Plan]):
             gather_elementwise=rows and (dtype is None or dtype == ir.DataType.STRING),
             batch_checked=batch_checked,
             rank=full_rank,
-            batch_size=batch_dim if isinstance(batch_dim, int) else None,
+            batch_size=batch_size,
             share_key=share_key,
             lengths_key=lengths_key,
             elements=elements,
-            slice_shape=slice_shape if form in (_Form.ROW_GATHER, _Form.CONSTANT) else None,
+            slice_shape=slice_shape,
+            static_index=static_index,
         )
 
     def rewrite(self, plan: _Plan, ctx: Rewrite) -> None:
@@ -278,13 +305,17 @@ class LowerReverseSequence(NodeLoweringPass[_Plan]):
         if index is not None:
             return index
         # Before opset 15 every read of a dimension slices one Shape of the input.
-        shape = emit.Shape(data, _hint="shape") if emit.opset < 15 else None
+        shape = None
+        if emit.opset < 15 and not plan.static_index:
+            shape = emit.Shape(data, _hint="shape")
         shared = self._lengths.get(plan.lengths_key) if plan.lengths_key else None
         if shared is None:
             shared = _lengths_part(emit, data, lens, plan, shape)
             if plan.lengths_key is not None:
                 self._lengths[plan.lengths_key] = shared
-        if plan.form in (_Form.ROW_GATHER, _Form.ELEMENTS):
+        if plan.form in (_Form.ROW_GATHER, _Form.ELEMENTS) and plan.static_index:
+            index = _static_row_index(emit, shared, plan)
+        elif plan.form in (_Form.ROW_GATHER, _Form.ELEMENTS):
             index = _row_index(emit, data, shared, plan, shape)
         else:
             index = _computed_index(emit, data, shared, plan, shape)
@@ -380,7 +411,9 @@ def _gather_rows(
     assert plan.slice_shape is not None
     shape = emit.int64s([-1, *plan.slice_shape], hint="row_shape")
     rows = emit.Reshape(data, shape, _hint="rows")
-    if _nd_rows(plan):
+    if _nd_rows(plan) and plan.static_index:  # int64 [T, B, 1] already
+        emit.GatherND(rows, index, _hint="reversed", _output=result)
+    elif _nd_rows(plan):
         if plan.form is _Form.ROW_GATHER:  # a constant index is int64 already
             # Computed in int32 and widened last: tract 0.23.9 failed to evaluate a GatherND
             # on rows computed in int64 from symbolic sizes ('Undetermined symbol').
@@ -482,6 +515,20 @@ def _not_strings(types: TypeOracle, data: ir.Value) -> bool:
     return dtype is not None and dtype != ir.DataType.STRING
 
 
+def _static_size(types: TypeOracle, value: ir.Value, axis: int, dim: Dim | None) -> Dim | None:
+    """``dim``, or the number the declared or inferred shape gives when the proofs stopped at
+    the output of an ONNX node they cannot see through (a reduction's broadcast, a ``Loop``):
+    shape inference may know the size there, and only there (never for a graph input's or a
+    custom op's dimension, so a model of symbolic sizes starts no inference for it)."""
+    if not isinstance(dim, tuple) or onnx_producer(dim[0]) is None:
+        return dim
+    for source, at in ((value, axis), dim):
+        found = static_dim(types.shape_of(source), at)
+        if found is not None:
+            return found
+    return dim
+
+
 def _key(dim: Dim | None) -> Any:
     """A hashable stand-in for a dimension (values by identity)."""
     if isinstance(dim, tuple):
@@ -511,15 +558,23 @@ def _lengths_part(
     A ``Gather`` at |len(lens) - B| from a one-element vector fails unless there is one length
     per batch entry; its result (0) is added to B, so no coordinate exists before the check has
     run. (A ``Reshape`` of the lengths to [B] would check in one node, but tract cannot analyse
-    it for symbolic B.)"""
+    it for symbolic B.) A static B with the lengths known to be one per entry needs neither:
+    the coordinates are a constant and the lengths are read as they are."""
     column = _column_axes(plan)[1]
-    if plan.lens is not None and plan.batch_checked:
-        # Constant lengths, one per batch entry: both parts are constants.
-        count = plan.lens.size
-        past_any = np.where(plan.lens < 0, 2**31 - 1, plan.lens)
+    if plan.batch_checked and (plan.lens is not None or plan.batch_size):
+        # One length per entry of a static batch axis (not empty: OpenVINO 2026.4.1 broadcasts
+        # an empty constant away, see _time_steps): the batch coordinates are a constant, and
+        # so are the lengths when they are (else they are read as they are).
+        count = plan.lens.size if plan.lens is not None else plan.batch_size
+        assert count is not None
         shape_of = [count if axis not in column else 1 for axis in range(len(column) + 1)]
+        if plan.lens is not None:
+            past_any = np.where(plan.lens < 0, 2**31 - 1, plan.lens)
+            lengths = emit.constant(past_any.reshape(shape_of), hint="lengths_by_batch")
+        else:
+            lengths = _unsqueezed(emit, _lengths_or_past(emit, lens), column, "lengths_by_batch")
         return _LengthsPart(
-            lengths=emit.constant(past_any.reshape(shape_of), hint="lengths_by_batch"),
+            lengths=lengths,
             batches=emit.constant(
                 np.arange(count, dtype=np.int64).reshape(shape_of), hint="batches"
             ),
@@ -542,10 +597,16 @@ def _lengths_part(
     batch = emit.squeeze(batch_1d, [0], hint="batch_scalar")
     batches = emit.Range(zero, batch, one, _hint="batches")
     batches = _unsqueezed(emit, batches, column, "batches_column")
-    past = emit.int64s(2**31 - 1, hint="past_any_time")
-    moved = emit.Where(emit.Less(lens, zero, _hint="negative"), past, lens, _hint="lens_or_past")
-    lengths = emit.Gather(moved, batches, axis=0, _hint="lengths_by_batch")
+    lengths = emit.Gather(_lengths_or_past(emit, lens), batches, axis=0, _hint="lengths_by_batch")
     return _LengthsPart(lengths=lengths, batches=batches)
+
+
+def _lengths_or_past(emit: Emitter, lens: ir.Value) -> ir.Value:
+    """The lengths, a negative one moved past any time length (int32's largest value, out of
+    range still for a runtime that narrows indices to 32 bits)."""
+    zero = emit.int64s(0, hint="zero")
+    past = emit.int64s(2**31 - 1, hint="past_any_time")
+    return emit.Where(emit.Less(lens, zero, _hint="negative"), past, lens, _hint="lens_or_past")
 
 
 def _computed_index(
@@ -571,7 +632,13 @@ def _computed_index(
         emit.Sub(last, steps, _hint="mirrored"),
         _hint="source_step",
     )  # [T, B, 1] or [B, T, 1]
-    batch_coord = emit.Expand(shared.batches, emit.Shape(src, _hint="lead"), _hint="b")
+    if plan.static_index:
+        assert plan.time_size is not None and plan.batch_size is not None
+        sizes = [plan.time_size, plan.batch_size]
+        index_shape = emit.int64s([*(sizes if time_first else sizes[::-1]), 1], hint="lead")
+    else:
+        index_shape = emit.Shape(src, _hint="lead")
+    batch_coord = emit.Expand(shared.batches, index_shape, _hint="b")
     pair = [src, batch_coord] if time_first else [batch_coord, src]
     return emit.Concat(*pair, axis=-1, _hint="index")
 
@@ -683,6 +750,68 @@ def _row_index(
     return mirror(first, step_rows, doubled)  # [T, B]
 
 
+def _static_row_index(emit: Emitter, shared: _LengthsPart, plan: _Plan) -> ir.Value:
+    """:func:`_row_index` for a static T and B: every part but the lengths' is a constant, so
+    at run time only the per-batch [B] numbers are read off the lengths (one ``Gather`` of a
+    constant, which fails unless every length is in [0, T]) and combined with the constant
+    steps over T*B. Computed in the index's own type: int64 with a trailing 1 for the row
+    ``GatherND``, which then takes it as it is, else int32."""
+    assert plan.time_size is not None and plan.batch_size is not None
+    time_size, batch = plan.time_size, plan.batch_size
+    nd = plan.form is _Form.ROW_GATHER and _nd_rows(plan)
+    dtype, to = (np.int64, ir.DataType.INT64) if nd else (np.int32, ir.DataType.INT32)
+    last_steps = np.arange(-1, time_size, dtype=np.int64)
+    steps = np.arange(time_size, dtype=np.int64)
+
+    def constant(array: np.ndarray, hint: str) -> ir.Value:
+        return emit.constant(np.ascontiguousarray(array, dtype=dtype), hint=hint)
+
+    def mirror(lower: ir.Value, upper: ir.Value, add: ir.Value) -> ir.Value:
+        """``|upper - lower| + (lower < upper) * add`` (see :func:`_row_index`)."""
+        past = emit.Cast(emit.Less(lower, upper, _hint="past"), to=to)
+        distance = emit.Abs(emit.Sub(upper, lower, _hint="from_last"), _hint="distance")
+        return emit.Add(distance, emit.Mul(past, add, _hint="moved"), _hint="source")
+
+    if plan.elements or plan.time_axis != 0:
+        # src [T, B] or [B, T]: the lengths are [B] or [B, 1] (_column_axes), so is the last step
+        last = _checked_gather(emit, constant(last_steps, "last_steps"), shared.lengths)
+        step_shape = [time_size, 1] if plan.time_axis == 0 else [time_size]
+        src = mirror(last, constant(steps.reshape(step_shape), "steps"), last)
+        if plan.elements:
+            return src
+        batch_rows = np.arange(batch, dtype=np.int64)[:, None] * time_size
+        return emit.Add(src, constant(batch_rows, "batch_rows"), _hint="source_rows")  # [B, T]
+    # Time-major rows: the first row of each batch entry's reversal, (len - 1)*B + b, read off
+    # a constant [T + 1] of (len - 1)*B; [B, 1] and [T, 1, 1] for GatherND's [T, B, 1].
+    trail = [1] if nd else []
+    batches = constant(np.arange(batch).reshape([batch, *trail]), "batch_rows")
+    last_rows = _checked_gather(
+        emit, constant((last_steps * batch).reshape([-1, *trail]), "last_rows"), shared.lengths
+    )
+    first = emit.Add(last_rows, batches, _hint="first")
+    doubled = emit.Add(first, batches, _hint="moved_rows")
+    step_rows = constant((steps * batch).reshape([time_size, 1, *trail]), "step_rows")
+    return mirror(first, step_rows, doubled)  # [T, B] or [T, B, 1]
+
+
+def _checked_gather(emit: Emitter, table: ir.Value, lengths: ir.Value) -> ir.Value:
+    """``table`` (one entry per length 0..T, first axis) read at each length: the ``Gather``
+    fails unless every length is in [0, T], as the kernel does (a negative one was moved
+    past T)."""
+    return emit.Gather(
+        table, lengths, axis=0, _hint="last", _node="fails_if_sequence_lens_out_of_range"
+    )
+
+
+def _static_sizes(time_size: int | None, batch_size: int | None) -> bool:
+    """Whether T and B are static and not 0 (OpenVINO 2026.4.1 broadcasts an empty constant
+    away, see :func:`_time_steps`), and every row number fits in int32: the index's shape
+    parts are then constants (issue 33)."""
+    if not time_size or not batch_size:
+        return False
+    return (time_size + 1) * batch_size < 2**31
+
+
 def _size(
     emit: Emitter,
     data: ir.Value,
@@ -742,14 +871,6 @@ def _output_shape(declared: ir.Shape | None, data: ir.Shape | None) -> ir.Shape 
 
 
 def _static_or_none(dim: int | ir.SymbolicDim) -> int | None:
-    return dim if isinstance(dim, int) else None
-
-
-def _static_dim(value: ir.Value, axis: int) -> int | None:
-    shape = value.shape
-    if shape is None or len(shape) <= axis:
-        return None
-    dim = shape[axis]
     return dim if isinstance(dim, int) else None
 
 
