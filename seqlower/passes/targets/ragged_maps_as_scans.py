@@ -20,12 +20,15 @@ out-of-range ``Gather`` fails the run, as the split (or the empty concatenation)
 
 tract 0.23.9 runs a ``Scan`` body whose values change length from one iteration to the next,
 but gives whatever reads a length (``Shape``, ``Size``, ``ReduceMean``'s divisor) the first
-iteration's (``tests/passes/test_ragged_maps_as_scans.py`` keeps the smallest model), and a
-``MatMul`` there aborts it ('assertion failed: index < dim'). So only bodies of vetted ops are
-taken (elementwise and broadcasting ops, data reductions, transposes, constant reshapes), and
+iteration's, computes a ``MatMul`` of the piece as if it had the first piece's rows (or aborts:
+'assertion failed: index < dim'), reduces an empty piece's max to f32::MIN (ONNX: -inf) and
+panics reducing an empty rank-1 tensor (``tests/passes/test_ragged_maps_as_scans.py`` keeps each
+smallest model). So only bodies of vetted ops are taken (elementwise and broadcasting ops,
+``ReduceSum``/``ReduceProd``, transposes, constant reshapes; no reduction of a rank-1 piece), and
 each ``ReduceMean`` becomes ``ReduceSum`` divided by the count of the reduced axes, computed from
-the piece's size (a value) and the outer shapes; an empty mean is 0, as in onnxruntime. Other
-maps are left, the reason recorded (exit 2 before any check).
+the piece's size (a value) and the outer shapes; an empty mean is 0, as in onnxruntime. int32
+sizes are scanned as they are and cast in the body (tract types no ``Scan`` over a ``Cast`` to
+int64). Other maps are left, the reason recorded (exit 2 before any check).
 """
 
 from __future__ import annotations
@@ -65,10 +68,9 @@ from seqlower.passes._types import TypeOracle, element_dtype
 __all__ = ["RaggedMapsAsScans"]
 
 _INT64 = int(ir.DataType.INT64)
-#: Reductions of the data alone (no count of what they reduce).
-_DATA_REDUCTIONS = frozenset(
-    {"ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceSumSquare"}
-)
+#: Reductions of the data alone (no count of what they reduce) that tract 0.23.9 gets right on
+#: an empty piece (its ReduceMax gives f32::MIN there, not -inf).
+_DATA_REDUCTIONS = frozenset({"ReduceSum", "ReduceProd"})
 #: Ops tract 0.23.9 computes right in a Scan body whose values change length (module docstring).
 _VETTED = (
     ELEMENTWISE
@@ -101,6 +103,7 @@ class _Mean:
 class _Plan:
     source: ir.Value
     sizes: ir.Value
+    sizes_dtype: ir.DataType  # int32 or int64: the Scan scans them so, the body casts
     body: ir.Graph
     outputs: list[_Output]
     means: list[_Mean]
@@ -119,6 +122,9 @@ class RaggedMapsAsScans(NodeLoweringPass[_Plan]):
         if found is None or site.opset < 15:
             return None
         source, sizes = found
+        sizes_dtype = element_dtype(types.type_of(sizes))
+        if sizes_dtype not in (ir.DataType.INT32, ir.DataType.INT64):
+            return None
         body = body_of(node)
         if len(body.inputs) != len(node.inputs) or len(body.outputs) != len(node.outputs):
             return None
@@ -126,7 +132,7 @@ class RaggedMapsAsScans(NodeLoweringPass[_Plan]):
             return None
         passed = {id(p): v for p, v in zip(body.inputs[1:], node.inputs[1:], strict=True) if v}
         dims = _BodyDims(body, source, passed)
-        problem = _unvetted(body) or _shared_element(node)
+        problem = _unvetted(body) or _shared_element(node) or _rank_one_reductions(body, dims)
         outputs: list[_Output] = []
         means: list[_Mean] = []
         if problem is None:
@@ -141,17 +147,18 @@ class RaggedMapsAsScans(NodeLoweringPass[_Plan]):
         if problem is not None:
             block(node, f"its pieces are of run-time sizes and {problem}")
             return None
-        return _Plan(source, sizes, body, outputs, means)
+        return _Plan(source, sizes, sizes_dtype, body, outputs, means)
 
     def rewrite(self, plan: _Plan, ctx: Rewrite) -> None:
         op, body, names, base = ctx.before(), plan.body, ctx.names, ctx.base
-        starts, sizes, rows = _checked_pieces(op, plan.source, plan.sizes)
-        start = ir.Value(name=names.fresh(f"{base}_start"), type=_scalar(), shape=ir.Shape([]))
-        size = ir.Value(name=names.fresh(f"{base}_size"), type=_scalar(), shape=ir.Shape([]))
+        starts, sizes, rows = _checked_pieces(op, plan.source, plan.sizes, plan.sizes_dtype)
+        scalar = ir.TensorType(plan.sizes_dtype)
+        start = ir.Value(name=names.fresh(f"{base}_start"), type=scalar, shape=ir.Shape([]))
+        size = ir.Value(name=names.fresh(f"{base}_size"), type=scalar, shape=ir.Shape([]))
         # The body's reads first: the means' rewrites take pooled constants they put in front.
-        buffers, written, scanned = _body_interface(ctx, plan, start, size)
+        buffers, written, scanned, length = _body_interface(ctx, plan, start, size)
         for mean in plan.means:
-            counts = [_outer_dim(op, d, size) for d in mean.counts]
+            counts = [_outer_dim(op, d, length) for d in mean.counts]
             _sum_over_count(ctx.at(mean.node), counts, mean.axes)
         outer, states, state_outs = outer_reads_as_states(ctx, body, [*buffers, start, size])
         body.inputs.extend([*states, *buffers, start, size])
@@ -174,12 +181,17 @@ class RaggedMapsAsScans(NodeLoweringPass[_Plan]):
 
 def _body_interface(
     ctx: Rewrite, plan: _Plan, start: ir.Value, size: ir.Value
-) -> tuple[list[ir.Value], list[ir.Value], list[ir.Value]]:
+) -> tuple[list[ir.Value], list[ir.Value], list[ir.Value], ir.Value]:
     """The body reads piece ``start:start + size`` of ``x`` for its element, the tensors the map
     passed from outside, and writes its rows into buffers; returns the buffers (states), what
-    it writes into them, and its outputs of one shape (scan outputs)."""
+    it writes into them, its outputs of one shape (scan outputs) and the piece's int64 size.
+    int32 sizes are cast here: tract 0.23.9 types no Scan over a Cast to int64 ('Impossible to
+    unify I64 with TDim')."""
     body, names, base = plan.body, ctx.names, ctx.base
     reads, tail = ctx.into(body), ctx.into(body, pool=None)  # tail's constants go last
+    if plan.sizes_dtype != ir.DataType.INT64:
+        start = reads.Cast(start, to=_INT64, _hint="start64")
+        size = reads.Cast(size, to=_INT64, _hint="size64")
     index = reads.Range(start, reads.Add(start, size, _hint="end"), reads.int64s(1, hint="one"))
     piece = reads.Gather(plan.source, index, axis=0, _hint="piece")
     swaps = {body.inputs[0]: piece, **dict(zip(body.inputs[1:], ctx.node.inputs[1:], strict=True))}
@@ -196,7 +208,7 @@ def _body_interface(
     scanned = scan_outputs(tail, body, scanned)
     prepend(body, reads.nodes)
     body.extend(tail.nodes)
-    return buffers, written, scanned
+    return buffers, written, scanned, size
 
 
 #: Per axis, the dimensions that broadcast to it (static 1s left out: an empty set is 1).
@@ -335,6 +347,19 @@ def _unvetted(body: ir.Graph) -> str | None:
     return None
 
 
+def _rank_one_reductions(body: ir.Graph, dims: _BodyDims) -> str | None:
+    """tract 0.23.9 panics reducing an empty rank-1 tensor ('attempt to divide by zero')."""
+    for inner in body:
+        source = inner.inputs[0] if inner.op_type in REDUCTIONS and inner.inputs else None
+        found = None if source is None else dims.of(source)
+        if found is not None and len(found) == 1 and _PIECE in found[0]:
+            return (
+                f"its body's {describe_node(inner)} reduces a rank-1 piece (tract 0.23.9 "
+                "panics on an empty one)"
+            )
+    return None
+
+
 def _shared_element(node: ir.Node) -> str | None:
     sequence = node.inputs[0]
     assert sequence is not None
@@ -422,18 +447,16 @@ def _constant_axes(node: ir.Node) -> list[int] | None:
     return ints_attr(node, "axes")
 
 
-def _scalar() -> ir.TensorType:
-    return ir.TensorType(ir.DataType.INT64)
-
-
 def _tensor(dtype: ir.DataType | None) -> ir.TensorType | None:
     return None if dtype is None else ir.TensorType(dtype)
 
 
-def _checked_pieces(op: Emitter, x: ir.Value, lens: ir.Value) -> tuple[ir.Value, ...]:
-    """Where each piece starts, the sizes, and ``[N]``; an out-of-range ``Gather`` fails the
-    run unless there is a piece, none is negative and they add up to N."""
-    sizes = lens if lens.dtype == ir.DataType.INT64 else op.Cast(lens, to=_INT64, _hint="sizes")
+def _checked_pieces(
+    op: Emitter, x: ir.Value, lens: ir.Value, dtype: ir.DataType
+) -> tuple[ir.Value, ...]:
+    """Where each piece starts and the sizes (of ``lens``'s type), and ``[N]``; an out-of-range
+    ``Gather`` fails the run unless there is a piece, none is negative and they add up to N."""
+    sizes = lens if dtype == ir.DataType.INT64 else op.Cast(lens, to=_INT64, _hint="sizes")
     rows = op.dims(x, 0, 1, hint="rows")
     total = op.ReduceSum(sizes, keepdims=1, _hint="total")
     # negative sizes counted (no Abs: LiteRT has no int64 one)
@@ -445,12 +468,12 @@ def _checked_pieces(op: Emitter, x: ir.Value, lens: ir.Value) -> tuple[ir.Value,
         _hint="good",
     )
     bad = op.Cast(op.Not(good, _hint="bad"), to=_INT64, _hint="bad_int")
-    zero = op.Gather(op.int64s([0], hint="zero_row"), bad, _hint="zero_if_good")
-    checked = op.Add(sizes, zero, _hint="sizes_checked")
+    zero_row = op.constant(np.zeros(1, dtype.numpy()), hint="zero_row")
+    checked = op.Add(lens, op.Gather(zero_row, bad, _hint="zero_if_good"), _hint="sizes_checked")
     ends = op.CumSum(checked, op.int64s(0, hint="axis"), _hint="ends")
     starts = op.Sub(ends, checked, _hint="starts")
     for value in (checked, starts):  # lens's shape: the Scan's count, static at fixed shapes
-        value.dtype = ir.DataType.INT64
+        value.dtype = dtype
         value.shape = None if lens.shape is None else ir.Shape(lens.shape)
     return starts, checked, rows
 
