@@ -701,7 +701,11 @@ def _target_opset(
 
 
 def _runtime_notes(model: ir.Model) -> list[str]:
-    """A warning when the installed onnxruntime cannot load OUT's IR version."""
+    """A warning when the installed onnxruntime cannot load OUT's IR version. Asked of it only
+    past the IR version every onnxruntime seqlower takes reads: importing onnxruntime to ask
+    was a quarter of a ``--no-check`` run's peak memory (issue 33: 26 of 122 MiB)."""
+    if model.ir_version <= ir_version_every_onnxruntime_reads():
+        return []
     newest = newest_ir_version_onnxruntime_reads()
     if newest is not None and model.ir_version > newest:
         import onnxruntime
@@ -711,6 +715,24 @@ def _runtime_notes(model: ir.Model) -> list[str]:
             f"reads up to {newest}: rerun with --ir-version {newest} to load it there"
         ]
     return []
+
+
+#: onnxruntime 1.20 (the oldest pyproject.toml takes) and every later one read IR versions up
+#: to 10 (ONNX 1.16's).
+_ONNXRUNTIME_FLOOR = ((1, 20), 10)
+
+
+def ir_version_every_onnxruntime_reads() -> int:
+    """The IR version the installed onnxruntime reads for sure, from its version as its metadata
+    says (nothing imported); 0 when that is older than seqlower takes or unknown."""
+    from seqlower._version import dependency_versions
+
+    found = dependency_versions().get("onnxruntime", "")
+    parts = found.split(".")[:2]
+    if len(parts) < 2 or not all(part.isdigit() for part in parts):
+        return 0
+    release, newest = _ONNXRUNTIME_FLOOR
+    return newest if (int(parts[0]), int(parts[1])) >= release else 0
 
 
 def newest_ir_version_onnxruntime_reads() -> int | None:

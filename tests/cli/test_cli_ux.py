@@ -223,6 +223,8 @@ def test_help_texts() -> None:
 def test_ir_version_warning_and_restamp(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sequence_model: Path
 ) -> None:
+    # An onnxruntime that reads up to IR 7 (older than seqlower takes: asked, not assumed).
+    monkeypatch.setattr(seqlower.job, "ir_version_every_onnxruntime_reads", lambda: 0)
     monkeypatch.setattr(seqlower.job, "newest_ir_version_onnxruntime_reads", lambda: 7)
     out = tmp_path / "out.onnx"
     result = run_cli(sequence_model, "-o", out)
@@ -232,6 +234,29 @@ def test_ir_version_warning_and_restamp(
     monkeypatch.undo()
     result = run_cli(sequence_model, "-o", out, "--ir-version", "9")
     assert result.exit_code == 0 and onnx.load(out).ir_version == 9
+
+
+NO_ORT = """
+import sys
+from seqlower.cli import main
+sys.argv = ["seqlower", *sys.argv[1:]]
+try:
+    main()
+except SystemExit as e:
+    assert not e.code, e.code
+assert "onnxruntime" not in sys.modules, "onnxruntime imported"
+"""
+
+
+def test_no_check_lowering_imports_no_onnxruntime(tmp_path: Path, sequence_model: Path) -> None:
+    """Without the check, nothing asks onnxruntime which IR versions it reads when OUT's (8)
+    is one every onnxruntime seqlower takes reads: importing it was 26 of the 122 MiB peak of
+    benchmarks/memory.py (issue 33)."""
+    assert seqlower.job.ir_version_every_onnxruntime_reads() == 10  # onnxruntime >= 1.20
+    out = tmp_path / "out.onnx"
+    args = [str(sequence_model), "-o", str(out), "--no-check", "-q"]
+    result = subprocess.run([sys.executable, "-c", NO_ORT, *args], capture_output=True, text=True)
+    assert result.returncode == 0 and out.exists(), result.stderr
 
 
 def test_opset_conversion(tmp_path: Path) -> None:
