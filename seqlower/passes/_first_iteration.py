@@ -1,25 +1,40 @@
-"""Whether a ``Loop``'s body cannot fail on iteration 0, given only its initial states.
+"""Whether a ``Loop``'s body can be made safe on iteration 0, given only its initial states.
 
 ``LoopToScan`` (tract's variant) runs a Loop that may run zero times as a ``Scan`` of at least
 one iteration, its results masked (no runtime runs a ``Scan`` of zero iterations right). That
 extra iteration runs the body on ``i = 0`` and the initial states, which the original never
 does when it runs zero times: exact only when the body cannot fail there. Proven here from
-static shapes, for bodies of ops that fail only on shapes (broadcasting, ``Unsqueeze``) or on
-an index (``Gather`` at the iteration number, 0, along a static axis of at least one row, or at
-constant indices in range); anything else (a subgraph, an integer ``Div``, an unknown shape)
-is taken as able to fail.
+shapes, for bodies of ops that fail only on shapes (broadcasting, ``MatMul``, ``Reshape``,
+``Split``...) or on an index: ``Gather`` at constant indices in range, or at the iteration
+number or a counter (0 on iteration 0) along an axis of at least one row. A dimension not
+known when lowering is a symbol: the name ONNX's shape inference (with data propagation) gives
+it, the same name for the same size (a batch dimension of the input and of the zeros a state
+starts from), else one of its own that equals nothing else; a shape proven only on known
+sizes or same symbols. Two repairs make more bodies safe, both applied only when the Loop
+runs none (so the iterations that run see what the original does): a counter starting from a
+run-time value starts from 0 (tf2onnx's for-loops over ``x[first + i]``), and a value read
+from outside whose rows are not known in number gets one zero row appended
+(``Gather(x, i)`` over an ``x`` of any length, tf2onnx's TensorArray reads). What the body
+does with a padding row is proven as with any row: only the shapes count. Anything else (a
+subgraph, an integer ``Div``, an unknown shape) is taken as able to fail, and named.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
+from collections.abc import Callable
+
 import numpy as np
 import onnx_ir as ir
 
+from seqlower.errors import describe_node
 from seqlower.passes._ir import (
     BROADCASTING_CANNOT_FAIL,
     CANNOT_FAIL,
     FLOAT_TYPES,
     constant_array,
+    constant_int,
     graph_attr,
     int_attr,
     ints_attr,
@@ -27,59 +42,195 @@ from seqlower.passes._ir import (
 )
 from seqlower.passes._types import TypeOracle
 
-__all__ = ["cannot_fail_first"]
+__all__ = ["FirstIteration", "RowRead", "Shapes", "first_iteration"]
 
-Dims = tuple[int, ...]
+#: A dimension: a size, or a symbol (equal only to itself).
+Dim = int | str
+Dims = tuple[Dim, ...]
+#: The shape of a value outside the body (inferred with data propagation), None unknown.
+Shapes = Callable[[ir.Value], "tuple[int | str | None, ...] | None"]
+#: Ops whose one element is their input's one element (the iteration number stays itself).
+_SAME_VALUES = ("Identity", "Cast", "Reshape", "Unsqueeze", "Squeeze")
+#: The element types a zero row is written in.
+_PADDABLE = frozenset(
+    {ir.DataType.FLOAT, ir.DataType.DOUBLE, ir.DataType.FLOAT16, ir.DataType.BFLOAT16,
+     ir.DataType.INT8, ir.DataType.INT16, ir.DataType.INT32, ir.DataType.INT64,
+     ir.DataType.UINT8, ir.DataType.UINT16, ir.DataType.UINT32, ir.DataType.UINT64,
+     ir.DataType.BOOL}
+)  # fmt: skip
 
 
-def cannot_fail_first(loop: ir.Node, types: TypeOracle) -> bool:
-    """Whether every node of ``loop``'s body is proven not to fail on iteration 0."""
+@dataclasses.dataclass(frozen=True)
+class RowRead:
+    """``Gather(x, i)`` along axis 0 of an ``x`` read from outside whose number of rows is not
+    known when lowering (``i`` the iteration number or a counter): it becomes a scan input over
+    ``x``'s rows, one zero row appended when the Loop runs none."""
+
+    node: ir.Node
+    row: tuple[int | None, ...]  # the shape of one row of x (None: known only at run time)
+    index: tuple[int, ...]  # the index's shape (one element: ``()``, ``(1,)``...)
+    dtype: ir.DataType
+    counter: int | None  # the counter ``i`` is (None: the iteration number, or a counter from 0)
+
+
+@dataclasses.dataclass
+class FirstIteration:
+    """What makes the body safe on iteration 0 when the Loop runs none."""
+
+    rows: list[RowRead] = dataclasses.field(default_factory=list)
+    #: Counters (carried value ``k``) that start from 0.
+    starts: set[int] = dataclasses.field(default_factory=set)
+
+
+def first_iteration(
+    loop: ir.Node, types: TypeOracle, counters: list[int], shapes: Shapes
+) -> FirstIteration | str:
+    """The repairs that make every node of ``loop``'s body safe on iteration 0, or why none do
+    (the node, and what may fail)."""
     body = graph_attr(loop, "body")
     if body is None or len(body.inputs) != len(loop.inputs) or len(body.inputs) < 2:
-        return False
-    known: dict[int, Dims] = {id(body.inputs[0]): (), id(body.inputs[1]): ()}
-    for state, initial in zip(body.inputs[2:], loop.inputs[2:], strict=True):
-        dims = None if initial is None else _static(initial, types)
+        return "its body is not one of a Loop's interface"
+    proof = _Proof(body, types, shapes)
+    proof.known[id(body.inputs[0])] = ()
+    proof.known[id(body.inputs[1])] = ()
+    proof.zero[id(body.inputs[0])] = None
+    for k, (state, initial) in enumerate(zip(body.inputs[2:], loop.inputs[2:], strict=True)):
+        dims = None if initial is None else proof.outer(initial)
         if dims is None:
-            return False
-        known[id(state)] = dims
+            return f"the initial value of its state '{state.name}' has no known rank"
+        proof.known[id(state)] = dims
+        if k in counters and dims == ():
+            proof.zero[id(state)] = None if constant_int(initial) == 0 else k
     for node in body:
-        if node.domain not in ("", "ai.onnx") or len(node.outputs) != 1:
-            return False
+        why = proof.node(node)
+        if why is not None:
+            return f"its body's {describe_node(node)} {why}"
+    return proof.repairs
+
+
+class _Proof:
+    """The body's nodes in order: each one's output shape once it is proven safe."""
+
+    def __init__(self, body: ir.Graph, types: TypeOracle, shapes: Shapes) -> None:
+        self.body = body
+        self.types = types
+        self.shapes = shapes
+        self.known: dict[int, Dims] = {}
+        #: Values that are 0 on iteration 0, by id: the counter to start from 0 for it, if any.
+        self.zero: dict[int, int | None] = {}
+        self.repairs = FirstIteration()
+        self._outer: dict[int, Dims | None] = {}
+        self._symbols = itertools.count()
+
+    def node(self, node: ir.Node) -> str | None:
+        """Why ``node`` may fail on iteration 0, or None (its outputs' shapes then known)."""
+        if node.domain not in ("", "ai.onnx") or not node.outputs:
+            return "is not an ONNX op"
         if any(a.type == ir.AttributeType.GRAPH for a in node.attributes.values()):
-            return False
-        shapes = [None if v is None else _dims(v, known, body, types) for v in node.inputs]
-        dims = _rule(node, shapes, body.inputs[0], types)
-        if dims is None:
-            return False
-        known[id(node.outputs[0])] = dims
-    return True
-
-
-def _static(value: ir.Value, types: TypeOracle) -> Dims | None:
-    array = constant_array(value)
-    if array is not None:
-        return tuple(array.shape)
-    shape = value.shape or types.shape_of(value)
-    if shape is None or not all(isinstance(d, int) for d in shape):
+            return "holds a graph"
+        shapes = [None if v is None else self.dims(v) for v in node.inputs]
+        outputs: list[Dims] | str | None
+        if is_onnx(node, "Split"):
+            outputs = _split(node, shapes)
+        elif len(node.outputs) != 1:
+            return "has more than one output"
+        elif is_onnx(node, "Gather") and len(shapes) == 2 and shapes[1] is not None:
+            gathered = self.gather(node, shapes[1])
+            outputs = [gathered] if isinstance(gathered, tuple) else gathered
+        elif is_onnx(node, "Shape") and node.inputs and node.inputs[0] is not None:
+            outputs = _one(_shape_of_shape(node, shapes[0]))
+        else:
+            outputs = _one(_rule(node, shapes, self.types, self.fresh))
+        if outputs is None:
+            return "may fail there (an input of unknown shape, or an op proven only on shapes)"
+        if isinstance(outputs, str):
+            return outputs
+        for value, dims in zip(node.outputs, outputs, strict=True):
+            self.known[id(value)] = dims
+        dims = outputs[0]
+        if is_onnx(node, *_SAME_VALUES) and node.inputs and node.inputs[0] is not None:
+            # still i (or the counter), in one element: 0 on iteration 0
+            source = self.zero.get(id(node.inputs[0]), -1)
+            if source != -1 and dims == (1,) * len(dims) and _integral(node.outputs[0], self.types):
+                self.zero[id(node.outputs[0])] = source
         return None
-    return tuple(int(d) for d in shape)  # type: ignore[arg-type]
+
+    def fresh(self) -> str:
+        """A symbol equal to no other."""
+        return f"?{next(self._symbols)}"
+
+    def outer(self, value: ir.Value) -> Dims | None:
+        """The shape of a value read from outside (or an initializer): sizes, symbols."""
+        if id(value) not in self._outer:
+            array = constant_array(value)
+            shape = tuple(array.shape) if array is not None else self.shapes(value)
+            self._outer[id(value)] = (
+                None if shape is None else tuple(self.fresh() if d is None else d for d in shape)
+            )
+        return self._outer[id(value)]
+
+    def dims(self, value: ir.Value) -> Dims | None:
+        """A body value's proven shape, or the shape of a value read from outside."""
+        if id(value) in self.known:
+            return self.known[id(value)]
+        if self.inside(value):
+            return None  # computed in the body by a node not (yet) proven
+        return self.outer(value)
+
+    def inside(self, value: ir.Value) -> bool:
+        return value.graph is self.body and value.producer() is not None
+
+    def gather(self, node: ir.Node, index: Dims) -> Dims | str | None:
+        """``Gather`` at the iteration number or a counter (0 on iteration 0) or at constant
+        indices, in range on its axis; an axis of unknown length read from outside is padded."""
+        data = node.inputs[0]
+        axis = int_attr(node, "axis", 0)
+        shape = None if data is None else self.dims(data)
+        if data is None or shape is None or axis is None or not -len(shape) <= axis < len(shape):
+            return None
+        axis %= len(shape)
+        size, rest = shape[axis], (*shape[:axis], *shape[axis + 1 :])
+        source = node.inputs[1]
+        while source is not None and is_onnx(source.producer(), "Identity"):
+            source = source.producer().inputs[0]  # type: ignore[union-attr]
+        if size == 0:
+            return None  # a static empty axis: what else reads it is proven on that
+        if source is not None and id(source) in self.zero:
+            counter = self.zero[id(source)]
+            if not isinstance(size, int):
+                if self.inside(data) or id(data) in self.known or constant_array(data) is not None:
+                    return None
+                type_ = data.type or self.types.type_of(data)
+                if type_ is None or type_.dtype not in _PADDABLE:
+                    return f"reads rows of '{data.name}', a {type_}, which no zero row pads"
+                if axis != 0:
+                    return f"reads '{data.name}' along axis {axis}, of a length unknown"
+                row = tuple(d if isinstance(d, int) else None for d in rest)
+                flat = tuple(int(d) for d in index)
+                self.repairs.rows.append(RowRead(node, row, flat, type_.dtype, counter))
+            if counter is not None:
+                self.repairs.starts.add(counter)
+        else:
+            array = None if source is None else constant_array(source)
+            if not isinstance(size, int) or array is None:
+                return None
+            if not np.all((array >= -size) & (array < size)):
+                return None
+        return (*rest[:axis], *index, *rest[axis:])
 
 
-def _dims(
-    value: ir.Value, known: dict[int, Dims], body: ir.Graph, types: TypeOracle
-) -> Dims | None:
-    """A body value's proven shape, or the static shape of a value read from outside (or an
-    initializer)."""
-    if id(value) in known:
-        return known[id(value)]
-    if value.graph is body and value.producer() is not None:
-        return None  # computed in the body by a node not (yet) proven
-    return _static(value, types)
+def _one(dims: Dims | None) -> list[Dims] | None:
+    return None if dims is None else [dims]
+
+
+def _integral(value: ir.Value, types: TypeOracle) -> bool:
+    type_ = value.type or types.type_of(value)
+    dtype = None if type_ is None else type_.dtype
+    return dtype is not None and dtype.is_integer()
 
 
 def _rule(
-    node: ir.Node, shapes: list[Dims | None], iteration: ir.Value, types: TypeOracle
+    node: ir.Node, shapes: list[Dims | None], types: TypeOracle, fresh: Callable[[], str]
 ) -> Dims | None:
     """The output's shape when ``node`` cannot fail on inputs of ``shapes``, else None."""
     op = node.op_type
@@ -90,10 +241,10 @@ def _rule(
         return None
     first = shapes[0]
     assert first is not None
-    if op in CANNOT_FAIL:
+    if op in CANNOT_FAIL or op == "CastLike":
         source = node.inputs[0]
         dtype = None if source is None else types.type_of(source)
-        if op == "Cast" and (dtype is None or dtype.dtype == ir.DataType.STRING):
+        if op in ("Cast", "CastLike") and (dtype is None or dtype.dtype == ir.DataType.STRING):
             return None  # a string that does not parse
         return first
     if op in BROADCASTING_CANNOT_FAIL:
@@ -103,15 +254,9 @@ def _rule(
         dtype = None if source is None else types.type_of(source)
         if op == "Div" and (dtype is None or dtype.dtype not in FLOAT_TYPES):
             return None  # an integer division by zero
-        try:
-            return tuple(np.broadcast_shapes(*shapes))  # type: ignore[arg-type]
-        except ValueError:
-            return None
+        return _broadcast(shapes)  # type: ignore[arg-type]
     if op == "Unsqueeze":
-        axes = ints_attr(node, "axes")
-        if axes is None and len(node.inputs) > 1:
-            array = constant_array(node.inputs[1])
-            axes = None if array is None else [int(a) for a in array.reshape(-1)]
+        axes = _axes(node)
         rank = len(first) + len(axes or [])
         if not axes or any(not -rank <= a < rank for a in axes):
             return None
@@ -120,25 +265,190 @@ def _rule(
             return None
         rest = iter(first)
         return tuple(1 if k in inserted else next(rest) for k in range(rank))
-    if op == "Gather" and len(shapes) == 2 and shapes[1] is not None:
-        return _gather(node, first, shapes[1], iteration)
+    if op == "Squeeze":
+        return _squeeze(node, first)
+    if op == "Reshape" and len(shapes) == 2:
+        return _reshape(node, first)
+    if op == "CumSum" and len(node.inputs) == 2:
+        axis = constant_int(node.inputs[1])
+        return first if axis is not None and -len(first) <= axis < len(first) else None
+    if op == "Slice":
+        return _slice(node, shapes, fresh)
+    if op == "MatMul" and len(shapes) == 2 and shapes[1] is not None:
+        return _matmul(first, shapes[1])
+    if op == "Transpose":
+        perm = ints_attr(node, "perm")
+        if perm is None:
+            return first[::-1]
+        return tuple(first[p] for p in perm) if sorted(perm) == list(range(len(first))) else None
+    if op == "Concat" and all(s is not None and len(s) == len(first) for s in shapes):
+        return _concat(node, shapes, fresh)  # type: ignore[arg-type]
     return None
 
 
-def _gather(node: ir.Node, data: Dims, index: Dims, iteration: ir.Value) -> Dims | None:
-    """``Gather`` at the iteration number (0 on iteration 0) or at constant indices, in range
-    on a static axis."""
-    axis = int_attr(node, "axis", 0)
-    if axis is None or not -len(data) <= axis < len(data):
+def _broadcast(shapes: list[Dims]) -> Dims | None:
+    """Multidirectional broadcasting, proven: the dimensions of one axis are 1 or one size (or
+    one symbol)."""
+    rank = max(len(s) for s in shapes)
+    out: list[Dim] = []
+    for k in range(rank):
+        dims = {s[k - rank + len(s)] for s in shapes if k - rank + len(s) >= 0} - {1}
+        if len(dims) > 1:
+            return None
+        out.append(dims.pop() if dims else 1)
+    return tuple(out)
+
+
+def _axes(node: ir.Node) -> list[int] | None:
+    """A node's constant ``axes`` (its attribute, or its second input), [] when absent."""
+    axes = ints_attr(node, "axes")
+    if axes is None and len(node.inputs) > 1 and node.inputs[1] is not None:
+        array = constant_array(node.inputs[1])
+        return None if array is None else [int(a) for a in array.reshape(-1)]
+    return axes or []
+
+
+def _shape_of_shape(node: ir.Node, shape: Dims | None) -> Dims | None:
+    """``Shape`` never fails once its input has a rank: its output is 1-D."""
+    if shape is None:
         return None
-    axis %= len(data)
-    size = data[axis]
-    source = node.inputs[1]
-    while source is not None and is_onnx(source.producer(), "Identity"):
-        source = source.producer().inputs[0]  # type: ignore[union-attr]
-    if source is iteration:
-        ok = size >= 1
-    else:
-        array = None if source is None else constant_array(source)
-        ok = array is not None and bool(np.all((array >= -size) & (array < size)))
-    return (*data[:axis], *index, *data[axis + 1 :]) if ok else None
+    rank = len(shape)
+    start, end = int_attr(node, "start", 0), int_attr(node, "end", rank)
+    if start is None or end is None:
+        return None
+    start, end = (max(0, min(rank, d + rank if d < 0 else d)) for d in (start, end))
+    return (max(0, end - start),)
+
+
+def _squeeze(node: ir.Node, first: Dims) -> Dims | None:
+    axes = _axes(node)
+    if axes is None or any(not -len(first) <= a < len(first) for a in axes):
+        return None
+    if not axes:  # every dimension of size 1: known only if each is a size
+        return tuple(d for d in first if d != 1) if all(isinstance(d, int) for d in first) else None
+    dropped = {a % len(first) for a in axes}
+    if any(first[a] != 1 for a in dropped):
+        return None
+    return tuple(d for k, d in enumerate(first) if k not in dropped)
+
+
+def _reshape(node: ir.Node, first: Dims) -> Dims | None:
+    """A ``Reshape`` to a constant shape that holds as many elements: every size known, or
+    one ``-1`` taking the rest, the sizes given dividing the known part of the input."""
+    target = constant_array(node.inputs[1])
+    if target is None or target.ndim != 1:
+        return None
+    allow_zero = int_attr(node, "allowzero", 0) == 1
+    out: list[Dim] = []
+    for k, size in enumerate(int(d) for d in target):
+        if size == 0 and not allow_zero:  # copies the input's dimension
+            if k >= len(first):
+                return None
+            out.append(first[k])
+        elif size < -1 or (size == -1 and -1 in out):
+            return None
+        else:
+            out.append(size)
+    if any(not isinstance(d, int) for d in first) and -1 not in out:
+        return tuple(out) if tuple(out) == first else None
+    symbols = [d for d in first if not isinstance(d, int)]
+    size = int(np.prod([d for d in first if isinstance(d, int)]))
+    given = [d for d in out if d != -1]
+    known = int(np.prod([d for d in given if isinstance(d, int)]))
+    for d in given:  # a symbol the target copies takes its part of the input
+        if not isinstance(d, int):
+            if d not in symbols:
+                return None
+            symbols.remove(d)
+    if known == 0 or size % known:
+        return None
+    rest: Dim = size // known
+    if -1 not in out:
+        return tuple(out) if not symbols and rest == 1 else None
+    if symbols:
+        if len(symbols) > 1 or rest != 1:
+            return None
+        rest = symbols[0]
+    return tuple(rest if d == -1 else d for d in out)
+
+
+def _slice(node: ir.Node, shapes: list[Dims | None], fresh: Callable[[], str]) -> Dims | None:
+    """``Slice`` clamps its starts and ends: it fails only on its axes and steps (constants
+    here, steps not 0); a sliced dimension is a new symbol."""
+    first = shapes[0]
+    starts = shapes[1] if len(shapes) > 1 else None
+    if first is None or starts is None or len(starts) != 1 or not isinstance(starts[0], int):
+        return None
+    if len(shapes) < 3 or shapes[2] != starts:
+        return None
+    count = starts[0]
+    axes: list[int] = list(range(count))
+    if len(node.inputs) > 3 and node.inputs[3] is not None:
+        array = constant_array(node.inputs[3])
+        if array is None or array.size != count:
+            return None
+        axes = [int(a) for a in array.reshape(-1)]
+    if len(node.inputs) > 4 and node.inputs[4] is not None:
+        steps = constant_array(node.inputs[4])
+        if steps is None or steps.size != count or not np.all(steps != 0):
+            return None
+    rank = len(first)
+    if any(not -rank <= a < rank for a in axes) or len({a % rank for a in axes}) != len(axes):
+        return None
+    sliced = {a % rank for a in axes}
+    return tuple(fresh() if k in sliced else d for k, d in enumerate(first))
+
+
+def _matmul(a: Dims, b: Dims) -> Dims | None:
+    """numpy's ``matmul`` shapes (ONNX's ``MatMul``): inner dimensions equal, batches broadcast."""
+    if not a or not b:
+        return None
+    left, right = (1, *a) if len(a) == 1 else a, (*b, 1) if len(b) == 1 else b
+    batch = _broadcast([left[:-2], right[:-2]])
+    if left[-1] != right[-2] or batch is None:
+        return None
+    out = (*batch, left[-2], right[-1])
+    if len(a) == 1:
+        out = (*out[:-2], out[-1])
+    if len(b) == 1:
+        out = out[:-1]
+    return out
+
+
+def _concat(node: ir.Node, shapes: list[Dims], fresh: Callable[[], str]) -> Dims | None:
+    axis = int_attr(node, "axis")
+    rank = len(shapes[0])
+    if axis is None or not -rank <= axis < rank:
+        return None
+    axis %= rank
+    if any(s[:axis] + s[axis + 1 :] != shapes[0][:axis] + shapes[0][axis + 1 :] for s in shapes):
+        return None
+    sizes = [s[axis] for s in shapes]
+    total = sum(sizes) if all(isinstance(d, int) for d in sizes) else fresh()  # type: ignore[arg-type]
+    return (*shapes[0][:axis], total, *shapes[0][axis + 1 :])
+
+
+def _split(node: ir.Node, shapes: list[Dims | None]) -> list[Dims] | None:
+    """``Split`` along an axis of known size, by constant sizes adding up to it or in equal
+    parts."""
+    first = shapes[0] if shapes else None
+    axis = int_attr(node, "axis", 0)
+    if first is None or axis is None or not -len(first) <= axis < len(first):
+        return None
+    axis %= len(first)
+    size, parts = first[axis], len(node.outputs)
+    if not isinstance(size, int):
+        return None
+    sizes = ints_attr(node, "split")
+    if sizes is None and len(node.inputs) > 1 and node.inputs[1] is not None:
+        array = constant_array(node.inputs[1])
+        if array is None:
+            return None
+        sizes = [int(d) for d in array.reshape(-1)]
+    if sizes is None:
+        if int_attr(node, "num_outputs") not in (None, parts) or size % parts:
+            return None  # opset 18's uneven last part: left unproven
+        sizes = [size // parts] * parts
+    if len(sizes) != parts or sum(sizes) != size or min(sizes) < 0:
+        return None
+    return [(*first[:axis], d, *first[axis + 1 :]) for d in sizes]

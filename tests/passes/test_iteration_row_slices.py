@@ -158,27 +158,6 @@ def test_a_slice_whose_emptiness_the_loop_survives_is_left() -> None:
     assert pass_.rewritten == 0  # x[i:i+1] stays a Slice (named for tract later)
 
 
-# A body that can fail on iteration 0 (x[i] of an x of unknown length) keeps the plain Scan.
-UNKNOWN_LENGTH = """
-<ir_version: 8, opset_import: ["" : 17]>
-g (int64 trip_count, float[N] x, float y) => (float res_y) {
-    t = Constant<value = bool {1}>()
-    res_y = Loop(trip_count, t, y) <body = b (int64 i, bool c, float y_in)
-            => (bool c_out, float y_out) {
-        c_out = Identity(c)
-        row = Gather(x, i)
-        y_out = Add(y_in, row)
-    }>
-}
-"""
-
-
-def test_a_body_that_can_fail_on_iteration_0_is_not_run_once() -> None:
-    lowered = seqlower.lower(parse(UNKNOWN_LENGTH), target="tract", check=False)
-    ops = all_op_types(lowered)
-    assert "Scan" in ops and "Greater" not in ops
-
-
 def test_registered_and_in_tract_row_only() -> None:
     assert "iteration-row-slices" in PASSES
     rows = [t.name for t in PIPELINES.values() if "iteration-row-slices" in t.passes]

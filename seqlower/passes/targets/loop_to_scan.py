@@ -35,6 +35,7 @@ computed ``Slice`` and OpenVINO returned wrong numbers for it on two test loops:
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import numpy as np
@@ -44,7 +45,7 @@ import onnx_ir as ir
 from seqlower._graphs import subgraphs_of
 from seqlower.passes._base import NodeLoweringPass, Rewrite, Site, rewire
 from seqlower.passes._emit import Emitter
-from seqlower.passes._first_iteration import cannot_fail_first
+from seqlower.passes._first_iteration import FirstIteration, RowRead, first_iteration
 from seqlower.passes._ir import (
     NO_LOOP,
     block,
@@ -84,9 +85,9 @@ class _Plan:
     counters: list[int]  # carried values that start from the Loop's input and step by one
     types: dict[int, tuple[ir.TypeProtocol | None, ir.Shape | None]]  # of the outer reads
     constant_count: int | None = None  # M evaluated at planning (LoopToScanConstant)
-    #: Run as a Scan of at least one iteration, its results masked when it runs none (the
-    #: body cannot fail on iteration 0: ``_first_iteration``).
-    once: bool = False
+    #: Run as a Scan of at least one iteration, its results masked when it runs none, with
+    #: what makes the body safe on that iteration (``_first_iteration``); None: as it is.
+    once: FirstIteration | None = None
 
 
 class LoopToScan(NodeLoweringPass[_Plan]):
@@ -116,6 +117,7 @@ class LoopToScan(NodeLoweringPass[_Plan]):
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         self._model = model
         self._shapes: dict[str, ir.Shape] | None = None
+        self._symbols: dict[str, tuple[int | str | None, ...]] | None = None
         self._in_loops = _graphs_in_loop_bodies(model)
         self._trip_counts: dict[tuple[int, Any, bool], tuple[ir.Value, ir.Value]] = {}
         self._masks: dict[int, tuple[ir.Value, ir.Value]] = {}  # by the Range: (ran, rows)
@@ -127,6 +129,21 @@ class LoopToScan(NodeLoweringPass[_Plan]):
         if self._shapes is None:
             self._shapes = _infer_shapes(self._model)
         return self._shapes.get(value.name or "")
+
+    def _symbolic_shape(self, value: ir.Value) -> tuple[int | str | None, ...] | None:
+        """The shape ONNX's inference with data propagation gives ``value`` in a copy without
+        the exporter's value_info (whose symbolic names need not agree), a dimension's name
+        the same for the same size (a batch dimension of an input and of zeros computed from
+        its shape); else its sizes as declared or inferred, the rest unknown (None)."""
+        if self._symbols is None:
+            self._symbols = _infer_symbols(self._model)
+        shape = self._symbols.get(value.name or "")
+        if shape is not None:
+            return shape
+        declared = value.shape or self._inferred_shape(value)
+        return (
+            None if declared is None else tuple(d if isinstance(d, int) else None for d in declared)
+        )
 
     def plan(self, site: Site, types: TypeOracle) -> _Plan | None:
         node = site.node
@@ -182,7 +199,18 @@ class LoopToScan(NodeLoweringPass[_Plan]):
         known = {
             id(v): (types.type_of(v), types.shape_of(v) or self._inferred_shape(v)) for v in reads
         }
-        once = self.guards_zero_trips and not _runs(node, terms) and cannot_fail_first(node, types)
+        once = None
+        if self.guards_zero_trips and not _runs(node, terms, site.opset, self._inferred_shape):
+            found = first_iteration(node, types, counters, self._symbolic_shape)
+            if isinstance(found, str):
+                _block(
+                    node,
+                    "its trip count may be 0 and tract runs no Scan of zero iterations right (it "
+                    "returns wrong states), but the Scan of at least one iteration that replaces "
+                    f"it then runs the body on iteration 0, where {found}",
+                )
+                return None
+            once = found
         return _Plan(node, body, site.opset, terms, counters, known, once=once)
 
     def rewrite(self, plan: _Plan, ctx: Rewrite) -> None:
@@ -191,7 +219,8 @@ class LoopToScan(NodeLoweringPass[_Plan]):
         count, iterations = self._iterations(emit, ctx.graph, plan)
         carried = len(node.inputs) - 2
         iteration = body.inputs[0]
-        outer_finals = _counters_from_iterations(ctx, plan, emit, count)
+        starts, scanned_rows = self._first_iteration_safe(ctx, emit, plan, iterations)
+        outer_finals = _counters_from_iterations(ctx, plan, emit, count, starts)
         results = list(body.outputs)
         remove_dead(body, keep=results)
         kept = [k for k in range(carried) if k not in plan.counters]
@@ -208,6 +237,9 @@ class LoopToScan(NodeLoweringPass[_Plan]):
         body.outputs.extend([*(results[1 + k] for k in kept), *scan_outs])
         remove_dead(body)
         extra = self._carry_outer_reads(ctx, plan, emit, count, kept, results)
+        for rows, element in scanned_rows:
+            extra.scanned.append(rows)
+            extra.elements.append(element)
         body.inputs.clear()
         if iteration.uses() or not extra.scanned:
             if not iteration.uses():
@@ -224,18 +256,19 @@ class LoopToScan(NodeLoweringPass[_Plan]):
         computed alike (a bidirectional layer's two directions) share one Range: tract gives
         each Range of a data-dependent length its own symbol and then cannot join the two
         directions' outputs."""
-        key = (id(graph), trip_count_key(plan.node, plan.terms), plan.once)
+        key = (id(graph), trip_count_key(plan.node, plan.terms), plan.once is not None)
         shared = self._trip_counts.get(key)
         if shared is not None:
             return shared
         count = trip_count(emit, plan.node, plan.terms)
-        if plan.once:  # at least one iteration; the results masked (_masked)
+        if plan.once is not None:  # at least one iteration; the results masked (_masked)
             ran = emit.Greater(count, emit.int64s(0, hint="none"), _hint="runs")
             rows = emit.arange(count, hint="rows")
             rows.shape = ir.Shape([None])
-            at_least_once = emit.Where(
-                ran, count, emit.int64s(1, hint="once"), _hint="at_least_once"
-            )
+            # Max, not Where(ran, count, 1): tract 0.23.9 gave that 0 after a Where on a
+            # constant false condition (a count folded to 0: tests/passes/test_zero_trip_rows.py).
+            once = emit.int64s(1, hint="once")
+            at_least_once = extreme(emit, "Max", count, once, "at_least_once")
             iterations = emit.arange(at_least_once, hint="iterations")
             self._masks[id(iterations)] = (ran, rows)
         else:
@@ -243,6 +276,53 @@ class LoopToScan(NodeLoweringPass[_Plan]):
         iterations.shape = ir.Shape([None])
         self._trip_counts[key] = (count, iterations)
         return count, iterations
+
+    def _first_iteration_safe(
+        self, ctx: Rewrite, emit: Emitter, plan: _Plan, iterations: ir.Value
+    ) -> tuple[dict[int, ir.Value], list[tuple[ir.Value, ir.Value]]]:
+        """The repairs that make the body safe on the iteration a Scan run at least once adds
+        (``_first_iteration``), applied only when the Loop runs none: the counters' starts 0
+        (returned by counter); each row read of a value of unknown length a scan input over
+        its rows, padded (returned: the rows and the body's element)."""
+        if plan.once is None or not (plan.once.rows or plan.once.starts):
+            return {}, []
+        ran = self._masks[id(iterations)][0]
+        starts: dict[int, ir.Value] = {}
+        for k in sorted(plan.once.starts):
+            start = plan.node.inputs[2 + k]
+            assert start is not None and start.dtype is not None
+            zero = emit.constant(np.zeros((), start.dtype.numpy()), hint="zero_start")
+            starts[k] = _like(emit.Where(ran, start, zero, _hint="safe_start"), start)
+        padded: dict[int, ir.Value] = {}
+        scanned: dict[tuple[int, int | None, tuple[int, ...]], tuple[ir.Value, ir.Value]] = {}
+        for read in plan.once.rows:
+            x = read.node.inputs[0]
+            assert x is not None
+            key = (id(x), read.counter, read.index)
+            if key not in scanned:
+                if id(x) not in padded:
+                    padded[id(x)] = _padded(emit, x, read, ran)
+                positions = iterations
+                if read.counter is not None:
+                    start = starts[read.counter]
+                    if start.dtype != ir.DataType.INT64:
+                        start = emit.Cast(start, to=ir.DataType.INT64.value, _hint="start_64")
+                    positions = emit.Add(iterations, start, _hint="positions")
+                if read.index:  # an index of one element: [i], [[i]]...
+                    target = emit.int64s([-1, *read.index], hint="index_shape")
+                    positions = emit.reshape(positions, target, hint="indices")
+                row = (*read.index, *read.row)
+                rows = emit.Gather(padded[id(x)], positions, axis=0, _hint=f"{x.name}_rows")
+                rows.type, rows.shape = ir.TensorType(read.dtype), ir.Shape([None, *row])
+                element = ir.Value(
+                    name=ctx.names.fresh(f"{ctx.base}_{x.name}_row"),
+                    type=ir.TensorType(read.dtype),
+                    shape=ir.Shape(row),
+                )
+                scanned[key] = (rows, element)
+            rewire(read.node.outputs[0], scanned[key][1])
+            plan.body.remove(read.node, safe=True)
+        return starts, list(scanned.values())
 
     def _carry_outer_reads(
         self,
@@ -371,10 +451,11 @@ def _scan_body(
 
 
 def _counters_from_iterations(
-    ctx: Rewrite, plan: _Plan, emit: Emitter, count: ir.Value
+    ctx: Rewrite, plan: _Plan, emit: Emitter, count: ir.Value, starts: dict[int, ir.Value]
 ) -> dict[int, ir.Value]:
     """Type the iteration number, read the condition as true, and read each counter from the
-    iteration number; returns the counters' final values, computed outside the loop."""
+    iteration number (from ``starts[k]`` in the body, when given: ``_first_iteration_safe``);
+    returns the counters' final values, computed outside the loop."""
     node, body = plan.node, plan.body
     iteration, cond_in = body.inputs[0], body.inputs[1]
     iteration.type = ir.TensorType(ir.DataType.INT64)
@@ -397,7 +478,7 @@ def _counters_from_iterations(
         if constant_int(start) == 0:  # no state to carry the start (tf2onnx's counters)
             counter = inner.Identity(step, _hint=f"{state.name}_now")
         else:
-            counter = inner.Add(start, step, _hint=f"{state.name}_now")
+            counter = inner.Add(starts.get(k, start), step, _hint=f"{state.name}_now")
         counter.type, counter.shape = state.type or ir.TensorType(dtype), ir.Shape([])
         rewire(state, counter)
         trips = count
@@ -539,6 +620,29 @@ def _masked(
     return masked
 
 
+def _padded(emit: Emitter, x: ir.Value, read: RowRead, ran: ir.Value) -> ir.Value:
+    """``x`` with one zero row appended when the Loop runs none (``ran`` false), else ``x``:
+    a zero row appended (a constant, or of ``x``'s row shape), then the first
+    ``len(x) + (not ran)`` rows taken by a ``Gather`` of a ``Range`` (tract 0.23.9 types no
+    ``ConstantOfShape`` of a shape computed from values, only from shapes)."""
+    if all(isinstance(d, int) for d in read.row):
+        zeros = np.zeros((1, *(d or 0 for d in read.row)), read.dtype.numpy())
+        row = emit.constant(zeros, hint=f"{x.name}_pad")
+    else:
+        one = emit.int64s([1], hint="one_row")
+        shape = emit.Concat(one, emit.dims(x, 1, hint="row_shape"), axis=0, _hint="pad_shape")
+        zero = ir.Tensor(np.zeros(1, read.dtype.numpy()))
+        row = emit.ConstantOfShape(shape, value=zero, _hint=f"{x.name}_pad")
+    appended = emit.Concat(x, row, axis=0, _hint=f"{x.name}_appended")
+    extra = emit.Cast(emit.Not(ran, _hint="ran_none"), to=ir.DataType.INT64.value, _hint="pad")
+    length = emit.squeeze(emit.dims(x, 0, 1, hint="pad_length"), [0], hint="length")
+    rows = emit.arange(emit.Add(length, extra, _hint="padded_length"), hint="padded_rows")
+    rows.shape = ir.Shape([None])
+    padded = emit.Gather(appended, rows, axis=0, _hint=f"{x.name}_padded")
+    padded.type, padded.shape = ir.TensorType(read.dtype), ir.Shape([None, *read.row])
+    return padded
+
+
 def _like(value: ir.Value, model: ir.Value) -> ir.Value:
     value.type, value.shape = model.type, model.shape
     return value
@@ -562,6 +666,42 @@ def _infer_shapes(model: ir.Model) -> dict[str, ir.Shape]:
                     for d in info.type.tensor_type.shape.dim
                 ]
                 shapes.setdefault(info.name, ir.Shape(dims))
+        for node in graph.node:
+            graphs += [a.g for a in node.attribute if a.type == onnx.AttributeProto.GRAPH]
+            graphs += [g for a in node.attribute for g in a.graphs]
+    return shapes
+
+
+def _infer_symbols(model: ir.Model) -> dict[str, tuple[int | str | None, ...]]:
+    """Every value's shape by name as ONNX infers it with data propagation, the model's own
+    value_info dropped first (``LoopToScan._symbolic_shape``)."""
+    proto = ir.serde.serialize_model(model)
+    graphs = [proto.graph]
+    while graphs:
+        graph = graphs.pop()
+        del graph.value_info[:]
+        for node in graph.node:
+            graphs += [a.g for a in node.attribute if a.type == onnx.AttributeProto.GRAPH]
+            graphs += [g for a in node.attribute for g in a.graphs]
+    try:
+        proto = onnx.shape_inference.infer_shapes(proto, strict_mode=False, data_prop=True)
+    except Exception:  # best effort: no names, the declared sizes only
+        return {}
+    shapes: dict[str, tuple[int | str | None, ...]] = {}
+    graphs = [proto.graph]
+    while graphs:
+        graph = graphs.pop()
+        for info in [*graph.value_info, *graph.input, *graph.output]:
+            if info.type.HasField("tensor_type") and info.type.tensor_type.HasField("shape"):
+                shapes.setdefault(
+                    info.name,
+                    tuple(
+                        d.dim_value
+                        if d.HasField("dim_value")
+                        else (d.dim_param if d.HasField("dim_param") else None)
+                        for d in info.type.tensor_type.shape.dim
+                    ),
+                )
         for node in graph.node:
             graphs += [a.g for a in node.attribute if a.type == onnx.AttributeProto.GRAPH]
             graphs += [g for a in node.attribute for g in a.graphs]
@@ -681,15 +821,28 @@ def _grown_state(body: ir.Graph, carried: int) -> str | None:
     return None
 
 
-def _runs(node: ir.Node, terms: list[Term] | None) -> bool:
-    """Whether the Loop is known to run at least once: a constant M of at least 1, a constant
-    true condition, the body passing the condition through."""
-    m = constant_int(node.inputs[0]) if node.inputs else None
-    cond = constant_array(node.inputs[1]) if len(node.inputs) > 1 else None
-    started = node.inputs[1] is None if len(node.inputs) > 1 else True
-    if cond is not None and cond.size == 1:
-        started = bool(cond.reshape(-1)[0])
-    return terms is None and m is not None and m >= 1 and started
+def _runs(
+    node: ir.Node,
+    terms: list[Term] | None,
+    opset: int,
+    shapes: Callable[[ir.Value], ir.Shape | None],
+) -> bool:
+    """Whether the Loop is known to run at least once: its condition true when it starts (a
+    constant, or computed from constants and static shapes) and M, when given, at least 1. A
+    loop whose trip count the body's condition sets (``terms``) runs once whenever it starts
+    (``trip_count``: at least one)."""
+    m = node.inputs[0] if node.inputs else None
+    if m is None and terms is None:
+        return False
+    if m is not None:
+        count = evaluate(m, opset, shapes)
+        if count is None or count.size != 1 or int(count.reshape(-1)[0]) < 1:
+            return False
+    cond = node.inputs[1] if len(node.inputs) > 1 else None
+    if cond is None:
+        return True
+    value = evaluate(cond, opset, shapes)
+    return value is not None and value.size == 1 and bool(value.reshape(-1)[0])
 
 
 def _block(node: ir.Node, reason: str) -> None:

@@ -1,0 +1,234 @@
+"""``loop-to-scan-fixed-states``'s zero-trip guard (tract's row) for bodies that read rows of a
+value whose number of rows is unknown when lowering (``Gather(x, i)``, tf2onnx's TensorArray
+reads) or rows at a counter from a run-time start (``x[first + i]``): the Scan that runs at
+least once reads those rows as a scan input over ``x`` with one zero row appended when the
+Loop runs none, and the counter starts from 0 then. Exact against onnxruntime for every trip
+count (zero, in range, past the rows: the original fails, so does the lowered model) and every
+number of rows (zero included); tract and OpenVINO run it. A body the guard cannot make safe is
+named before the check (exit 2), since tract 0.23.9 returns a wrong state after a Scan of zero
+iterations."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import onnx
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import seqlower
+from seqlower.errors import TargetError
+from tests import loop_cases
+from tests.helpers import all_nodes, all_op_types, ort_run, parse
+from tests.runtimes import RuntimeFailure, assert_same, run
+
+# The smallest model of tract 0.23.9's zero-iteration Scan: a state y, n iterations.
+ZERO_ITERATIONS = """
+<ir_version: 8, opset_import: ["" : 17]>
+g (int64 n, float y) => (float res) {
+    zero = Constant<value = int64 {0}>()
+    one = Constant<value = int64 {1}>()
+    its = Range(zero, n, one)
+    res = Scan(y, its) <body = b (float y_in, int64 i) => (float y_out) {
+        f = Cast<to = 1>(i)
+        y_out = Add(y_in, f)
+    }, num_scan_inputs = 1>
+}
+"""
+
+# The smallest model of tract 0.23.9's wrong Where: after a Where on a constant false condition,
+# Where(w > 0, w, 1) gives w (0), not 1 (so the guard's count of iterations is Max(N, 1)).
+FOLDED_WHERE = """
+<ir_version: 8, opset_import: ["" : 17]>
+g (int64 b) => (int64[K] its) {
+    zero = Constant<value = int64 {0}>()
+    one = Constant<value = int64 {1}>()
+    f = Constant<value = bool {0}>()
+    w = Where(f, b, zero)
+    ran = Greater(w, zero)
+    once = Where(ran, w, one)
+    its = Range(zero, once, one)
+}
+"""
+
+# Row i of an x of unknown length added to a state and written as a scan output.
+ROWS = """
+<ir_version: 8, opset_import: ["" : 17]>
+g (int64 trip_count, float[N, 2] x, float[2] y) => (float[2] res_y, float[M, 2] res_scan) {
+    t = Constant<value = bool {1}>()
+    res_y, res_scan = Loop(trip_count, t, y) <body = b (int64 i, bool c, float[2] y_in)
+            => (bool c_out, float[2] y_out, float[2] scan_out) {
+        c_out = Identity(c)
+        row = Gather(x, i)
+        y_out = Add(y_in, row)
+        scan_out = Identity(row)
+    }>
+}
+"""
+
+# tests/loop_cases.py's for_loop over an x of unknown length: row first + i (a counter from a
+# run-time start, read as a Gather index), times i.
+COUNTER = """
+<ir_version: 8, opset_import: ["" : 11]>
+g (float[N, 2] x, int64 n, int64 first) => (float[M, 2] ys, int64 last) {
+    true = Constant<value = bool {1}>()
+    last, ys = Loop(n, true, first) <body = b (int64 i, bool c, int64 k)
+        => (bool c_out, int64 k_next, float[2] y) {
+        one = Constant<value = int64 {1}>()
+        k_next = Add(k, one)
+        row = Gather<axis = 0>(x, k)
+        at = Cast<to = 1>(i)
+        y = Mul(row, at)
+        c_out = Identity(c)
+    }>
+}
+"""
+
+PROPERTY = settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True
+)
+
+
+def _ort(model: onnx.ModelProto, feeds: dict[str, Any]) -> list[Any] | None:
+    """onnxruntime's outputs (optimizations off, as the check runs it), None when it fails."""
+    try:
+        return list(ort_run(model, feeds))
+    except Exception:
+        return None
+
+
+def _outcome(runtime: str, model: onnx.ModelProto, feeds: dict[str, Any]) -> list[Any] | None:
+    try:
+        return run(runtime, model, feeds)
+    except RuntimeFailure:
+        return None
+
+
+def _feeds(text: str, trips: int, rows: int, first: int = 0) -> dict[str, np.ndarray]:
+    x = (np.arange(rows * 2, dtype=np.float32).reshape(rows, 2) - 3) / 2
+    if text is ROWS:
+        return {
+            "trip_count": np.array(trips, np.int64),
+            "x": x,
+            "y": np.array([1.5, -2], np.float32),
+        }
+    return {"x": x, "n": np.array(trips, np.int64), "first": np.array(first, np.int64)}
+
+
+def _lowered(text: str) -> onnx.ModelProto:
+    lowered = seqlower.lower(parse(text), target="tract", check=False)
+    onnx.checker.check_model(lowered, full_check=True)
+    onnx.shape_inference.infer_shapes(lowered, strict_mode=True)
+    return lowered
+
+
+def test_tract_returns_a_wrong_state_after_zero_iterations() -> None:
+    """What the guard works around (tract 0.23.9): 0 for the state, not its initial value."""
+    model = parse(ZERO_ITERATIONS)
+    y = np.array(2.5, np.float32)
+    (two,) = run("tract", model, {"n": np.array(2, np.int64), "y": y})
+    assert float(two) == 3.5  # 2.5 + 0 + 1
+    (none,) = run("tract", model, {"n": np.array(0, np.int64), "y": y})
+    assert float(none) != 2.5
+
+
+def test_tract_takes_a_where_after_a_folded_one_wrong() -> None:
+    """What the guard's Max(N, 1) works around (tract 0.23.9): onnxruntime gives [0]."""
+    feeds = {"b": np.array(3, np.int64)}
+    assert ort_run(parse(FOLDED_WHERE), feeds)[0].tolist() == [0]
+    assert run("tract", parse(FOLDED_WHERE), feeds)[0].tolist() == []
+
+
+@pytest.mark.parametrize("text", [ROWS, COUNTER], ids=["rows", "counter"])
+def test_lowered_as_a_guarded_scan_reading_rows_as_a_scan_input(text: str) -> None:
+    lowered = _lowered(text)
+    ops = all_op_types(lowered)
+    assert "Loop" not in ops and "Scan" in ops and "Greater" in ops  # run at least once, masked
+    (scan,) = [n for n in all_nodes(lowered) if n.op_type == "Scan"]
+    body = next(a.g for a in scan.attribute if a.name == "body")
+    assert "Gather" not in [n.op_type for n in body.node]  # the rows are scanned
+
+
+@pytest.mark.parametrize("text", [ROWS, COUNTER], ids=["rows", "counter"])
+@PROPERTY
+@given(trips=st.integers(-2, 7), rows=st.integers(0, 5), first=st.integers(-6, 6))
+def test_exact_against_onnxruntime_for_every_trip_count(
+    text: str, trips: int, rows: int, first: int
+) -> None:
+    original, lowered = parse(text), _lowered(text)
+    feeds = _feeds(text, trips, rows, first)
+    want = _ort(original, feeds)
+    got = _ort(lowered, feeds)
+    if want is None:
+        assert got is None  # x has no row i (or first + i): the original fails, and so does this
+    else:
+        assert got is not None
+        assert_same(want, got)
+
+
+@pytest.mark.parametrize(
+    ("trips", "rows", "first"),
+    [(0, 0, 0), (0, 3, 9), (0, 0, -4), (2, 3, 0), (3, 3, -3), (1, 0, 0), (4, 3, 0)],
+)
+@pytest.mark.parametrize("text", [ROWS, COUNTER], ids=["rows", "counter"])
+@pytest.mark.parametrize("runtime", ["tract", "openvino"])
+def test_runs_on_tract_and_openvino(
+    runtime: str, text: str, trips: int, rows: int, first: int
+) -> None:
+    lowered = _lowered(text)
+    feeds = _feeds(text, trips, rows, first)
+    want = _ort(parse(text), feeds)
+    got = _outcome(runtime, lowered, feeds)
+    if want is not None:
+        assert got is not None
+        assert_same(want, got)
+    elif runtime == "tract":
+        assert got is None  # its Gather aborts on a row x lacks, where the original fails
+    # OpenVINO's Gather returns zeros for an index out of range: no failure there.
+
+
+# Zero trip counts of tests/loop_cases.py's tf2onnx loops (the check drew the first of each),
+# and a time axis of no rows.
+ZERO_TRIPS: dict[str, list[dict[str, Any]]] = {
+    "for_loop": [{"n": 0, "first": 7}, {"n": 0, "first": -9}],
+    "dynamic_rnn": [{"lengths": [-9, -4]}, {"rows": 0}, {"rows": 0, "lengths": [0, 0]}],
+    "bidirectional_rnn": [{"lengths": [0, 0]}, {"rows": 0, "lengths": [0, 0]}],
+}
+
+
+@pytest.mark.parametrize("name", sorted(ZERO_TRIPS))
+@pytest.mark.parametrize("runtime", ["tract", "openvino"])
+def test_tf2onnx_loops_of_zero_trips(runtime: str, name: str) -> None:
+    model, feeds = loop_cases.CASES[name]()
+    lowered = seqlower.lower(model, target="tract", check=False)
+    if runtime == "openvino" and name == "for_loop":
+        pytest.skip("its body reads x from outside, which OpenVINO's Scan takes no read of")
+    for change in ZERO_TRIPS[name]:
+        case = dict(feeds)
+        for key, value in change.items():
+            if key == "rows":
+                case["x"] = feeds["x"][:value]
+            else:
+                case[key] = np.array(value, feeds[key].dtype)
+        want = ort_run(model, case)
+        got = _ort(lowered, case)
+        assert got is not None
+        assert_same(want, got)
+        assert_same(want, run(runtime, lowered, case))
+
+
+# Row i + 1: iteration 0 reads row 1, which no padding row provides.
+NEXT_ROW = ROWS.replace(
+    "row = Gather(x, i)",
+    "one = Constant<value = int64 {1}>()\n        j = Add(i, one)\n        row = Gather(x, j)",
+)
+
+
+def test_a_body_that_can_fail_on_iteration_0_is_named() -> None:
+    with pytest.raises(TargetError) as raised:
+        seqlower.lower(parse(NEXT_ROW), target="tract", check=False)
+    message = str(raised.value)
+    assert raised.value.exit_code == 2
+    assert "Loop" in message and "Gather" in message and "iteration 0" in message
