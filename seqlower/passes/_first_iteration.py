@@ -142,7 +142,7 @@ class _Proof:
         else:
             outputs = _one(_rule(node, shapes, self.types, self.fresh))
         if outputs is None:
-            return "may fail there (an input of unknown shape, or an op proven only on shapes)"
+            return _why(node, shapes)
         if isinstance(outputs, str):
             return outputs
         for value, dims in zip(node.outputs, outputs, strict=True):
@@ -217,6 +217,30 @@ class _Proof:
             if not np.all((array >= -size) & (array < size)):
                 return None
         return (*rest[:axis], *index, *rest[axis:])
+
+
+def _why(node: ir.Node, shapes: list[Dims | None]) -> str:
+    """What the proof of ``node`` lacks, for the message."""
+    unknown = [
+        v.name for v, s in zip(node.inputs, shapes, strict=True) if v is not None and s is None
+    ]
+    if unknown:
+        return f"reads '{unknown[0]}', whose shape is not known there"
+    shown = ", ".join(
+        "["
+        + ", ".join(
+            d
+            if isinstance(d, str) and not d.startswith("?")
+            else str(d)
+            if isinstance(d, int)
+            else "?"
+            for d in s
+        )
+        + "]"
+        for s in shapes
+        if s is not None
+    )
+    return f"may fail on inputs of shapes {shown} (sizes not proven to agree, or an op not proven)"
 
 
 def _one(dims: Dims | None) -> list[Dims] | None:

@@ -202,12 +202,20 @@ class LoopToScan(NodeLoweringPass[_Plan]):
         once = None
         if self.guards_zero_trips and not _runs(node, terms, site.opset, self._inferred_shape):
             found = first_iteration(node, types, counters, self._symbolic_shape)
+            unknown = None if isinstance(found, str) else _unknown_rows(found, node, body, terms)
+            if unknown is not None:
+                found = (
+                    f"its rows of '{unknown}', of a size unknown when lowering, would be a scan "
+                    "input of a length known only from values, which tract 0.23.9 does not type "
+                    "('Source node without a determined fact')"
+                )
             if isinstance(found, str):
                 _block(
                     node,
                     "its trip count may be 0 and tract runs no Scan of zero iterations right (it "
                     "returns wrong states), but the Scan of at least one iteration that replaces "
-                    f"it then runs the body on iteration 0, where {found}",
+                    f"it then runs the body on iteration 0, where {found} "
+                    "(--overwrite-input-shape with the input shapes may prove it)",
                 )
                 return None
             once = found
@@ -622,18 +630,12 @@ def _masked(
 
 def _padded(emit: Emitter, x: ir.Value, read: RowRead, ran: ir.Value) -> ir.Value:
     """``x`` with one zero row appended when the Loop runs none (``ran`` false), else ``x``:
-    a zero row appended (a constant, or of ``x``'s row shape), then the first
-    ``len(x) + (not ran)`` rows taken by a ``Gather`` of a ``Range`` (tract 0.23.9 types no
-    ``ConstantOfShape`` of a shape computed from values, only from shapes)."""
-    if all(isinstance(d, int) for d in read.row):
-        zeros = np.zeros((1, *(d or 0 for d in read.row)), read.dtype.numpy())
-        row = emit.constant(zeros, hint=f"{x.name}_pad")
-    else:
-        one = emit.int64s([1], hint="one_row")
-        shape = emit.Concat(one, emit.dims(x, 1, hint="row_shape"), axis=0, _hint="pad_shape")
-        zero = ir.Tensor(np.zeros(1, read.dtype.numpy()))
-        row = emit.ConstantOfShape(shape, value=zero, _hint=f"{x.name}_pad")
-    appended = emit.Concat(x, row, axis=0, _hint=f"{x.name}_appended")
+    ``Pad`` by one row (constant pads), then the first ``len(x) + (not ran)`` rows taken by a
+    ``Gather`` of a ``Range`` (tract 0.23.9 types no ``ConstantOfShape`` or ``Pad`` of a size
+    computed from values, and no ``Source`` of a ``ConstantOfShape`` of its row shape)."""
+    rank = 1 + len(read.row)
+    pads = emit.int64s([0] * rank + [1] + [0] * (rank - 1), hint="one_row")
+    appended = emit.Pad(x, pads, _hint=f"{x.name}_appended")
     extra = emit.Cast(emit.Not(ran, _hint="ran_none"), to=ir.DataType.INT64.value, _hint="pad")
     length = emit.squeeze(emit.dims(x, 0, 1, hint="pad_length"), [0], hint="length")
     rows = emit.arange(emit.Add(length, extra, _hint="padded_length"), hint="padded_rows")
@@ -843,6 +845,42 @@ def _runs(
         return True
     value = evaluate(cond, opset, shapes)
     return value is not None and value.size == 1 and bool(value.reshape(-1)[0])
+
+
+def _unknown_rows(
+    found: FirstIteration, node: ir.Node, body: ir.Graph, terms: list[Term] | None
+) -> str | None:
+    """The value whose rows, of a size unknown when lowering, the guard would scan over a trip
+    count computed from values (not shapes only), or None."""
+    rows = [r for r in found.rows if None in r.row]
+    if not rows:
+        return None
+    sources = [*node.inputs[:2], *((t.limit, t.linear.base) for t in terms or [])]
+    flat = [v for item in sources for v in (item if isinstance(item, tuple) else (item,))]
+    if all(_from_shapes(v, node, body) for v in flat):
+        return None
+    x = rows[0].node.inputs[0]
+    return None if x is None else x.name
+
+
+def _from_shapes(value: ir.Value | None, node: ir.Node, body: ir.Graph) -> bool:
+    """Whether ``value`` is computed from constants and shapes only (a body state by its
+    initial value), through at most a few hundred nodes."""
+    pending, seen = [value], 0
+    while pending:
+        current = pending.pop()
+        if current is None or constant_array(current) is not None:
+            continue
+        if current in body.inputs[2:]:
+            pending.append(node.inputs[list(body.inputs).index(current)])
+            continue
+        producer = current.producer()
+        seen += 1
+        if producer is None or seen > 300 or subgraphs_of(producer):
+            return False
+        if not is_onnx(producer, "Shape", "Size"):
+            pending += producer.inputs
+    return True
 
 
 def _block(node: ir.Node, reason: str) -> None:
