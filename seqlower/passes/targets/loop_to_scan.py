@@ -630,12 +630,19 @@ def _masked(
 
 def _padded(emit: Emitter, x: ir.Value, read: RowRead, ran: ir.Value) -> ir.Value:
     """``x`` with one zero row appended when the Loop runs none (``ran`` false), else ``x``:
-    ``Pad`` by one row (constant pads), then the first ``len(x) + (not ran)`` rows taken by a
-    ``Gather`` of a ``Range`` (tract 0.23.9 types no ``ConstantOfShape`` or ``Pad`` of a size
-    computed from values, and no ``Source`` of a ``ConstantOfShape`` of its row shape)."""
-    rank = 1 + len(read.row)
-    pads = emit.int64s([0] * rank + [1] + [0] * (rank - 1), hint="one_row")
-    appended = emit.Pad(x, pads, _hint=f"{x.name}_appended")
+    a zero row appended (a constant, or a ``ConstantOfShape`` of ``x``'s row shape; tract
+    0.23.9 evaluates no ``Pad`` of a bool mask), then the first ``len(x) + (not ran)`` rows
+    taken by a ``Gather`` of a ``Range`` (tract types no ``ConstantOfShape`` or ``Pad`` of a
+    size computed from values)."""
+    if all(isinstance(d, int) for d in read.row):
+        zeros = np.zeros((1, *(d or 0 for d in read.row)), read.dtype.numpy())
+        row = emit.constant(zeros, hint=f"{x.name}_pad")
+    else:
+        one = emit.int64s([1], hint="one_row")
+        shape = emit.Concat(one, emit.dims(x, 1, hint="row_shape"), axis=0, _hint="pad_shape")
+        zero = ir.Tensor(np.zeros(1, read.dtype.numpy()))
+        row = emit.ConstantOfShape(shape, value=zero, _hint=f"{x.name}_pad")
+    appended = emit.Concat(x, row, axis=0, _hint=f"{x.name}_appended")
     extra = emit.Cast(emit.Not(ran, _hint="ran_none"), to=ir.DataType.INT64.value, _hint="pad")
     length = emit.squeeze(emit.dims(x, 0, 1, hint="pad_length"), [0], hint="length")
     rows = emit.arange(emit.Add(length, extra, _hint="padded_length"), hint="padded_rows")
