@@ -128,7 +128,13 @@ PIPELINES: dict[str, Pipeline] = {
             name="onnxruntime",
             # Its own ReverseSequence kernel is faster than any lowering (1.25-4.3x for small
             # slices); only the types it lacks are lowered, in the row form (faster there).
-            passes=("fold-optionals", "lower-reverse-sequence-gaps", "lower-sequence-map"),
+            # It refuses batch-major recurrences (layout=1) at load.
+            passes=(
+                "fold-optionals",
+                "lower-reverse-sequence-gaps",
+                "lower-sequence-map",
+                "time-major-recurrences",
+            ),
             requires=(),
             loops="kept",
             reverse_sequence="native",
@@ -156,6 +162,8 @@ PIPELINES: dict[str, Pipeline] = {
                 "fold-static-ifs",
                 "strict-loop-bodies",
                 "strict-scan-bodies",
+                # it gets batch-major recurrences (layout=1) wrong
+                "time-major-recurrences",
             ),
             requires=("require-sequence-free",),
             loops="kept",

@@ -102,6 +102,7 @@ if TYPE_CHECKING:
         StripSymbolicDims,
         VariableThenBranches,
     )
+    from seqlower.passes.targets.time_major_recurrences import TimeMajorRecurrences
     from seqlower.passes.targets.unroll_constant_scans import UnrollConstantScans
     from seqlower.passes.targets.unroll_recurrent_ops import UnrollRecurrentOps
 
@@ -172,6 +173,7 @@ __all__ = [
     "StrictLoopBodies",
     "StrictScanBodies",
     "StripSymbolicDims",
+    "TimeMajorRecurrences",
     "TypedScanBodies",
     "UnrollConstantScans",
     "UnrollRecurrentOps",
@@ -233,6 +235,7 @@ _MODULES = {
     "ShapeValuesAsTensors": "targets.shape_values_as_tensors",
     "ReverseSequenceCasts": "targets.reverse_sequence_casts",
     "IfAsWhere": "targets.if_as_where",
+    "TimeMajorRecurrences": "targets.time_major_recurrences",
     "PadEmptyReductions": "targets.pad_empty_reductions",
     "EmptyMeansAsZero": "targets.empty_means_as_zero",
     "RaggedMapsAsScans": "targets.ragged_maps_as_scans",
@@ -301,6 +304,7 @@ PASSES: MutableMapping[str, type[ir.passes.InPlacePass]] = _Registry(
         "lower-reverse-sequence-gaps": "LowerReverseSequenceGaps",
         "reverse-sequence-casts": "ReverseSequenceCasts",
         "if-as-where": "IfAsWhere",
+        "time-major-recurrences": "TimeMajorRecurrences",
         "pad-empty-reductions": "PadEmptyReductions",
         "empty-means-as-zero": "EmptyMeansAsZero",
         "scalar-outputs": "ScalarOutputs",
