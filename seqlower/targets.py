@@ -162,7 +162,8 @@ PIPELINES: dict[str, Pipeline] = {
                 "fold-static-ifs",
                 "strict-loop-bodies",
                 "strict-scan-bodies",
-                # it gets batch-major recurrences (layout=1) wrong
+                # it gets LSTM peepholes and batch-major recurrences (layout=1) wrong
+                "unroll-peephole-lstms",
                 "time-major-recurrences",
             ),
             requires=("require-sequence-free",),

@@ -104,7 +104,10 @@ if TYPE_CHECKING:
     )
     from seqlower.passes.targets.time_major_recurrences import TimeMajorRecurrences
     from seqlower.passes.targets.unroll_constant_scans import UnrollConstantScans
-    from seqlower.passes.targets.unroll_recurrent_ops import UnrollRecurrentOps
+    from seqlower.passes.targets.unroll_recurrent_ops import (
+        UnrollPeepholeLstms,
+        UnrollRecurrentOps,
+    )
 
 __all__ = [
     "PASSES",
@@ -176,6 +179,7 @@ __all__ = [
     "TimeMajorRecurrences",
     "TypedScanBodies",
     "UnrollConstantScans",
+    "UnrollPeepholeLstms",
     "UnrollRecurrentOps",
     "UnrollSequenceMap",
     "ValidateNodes",
@@ -252,6 +256,7 @@ _MODULES = {
     "StrictScanBodies": "targets.strict_scan_bodies",
     "TypedScanBodies": "targets.strict_scan_bodies",
     "UnrollConstantScans": "targets.unroll_constant_scans",
+    "UnrollPeepholeLstms": "targets.unroll_recurrent_ops",
     "UnrollRecurrentOps": "targets.unroll_recurrent_ops",
     "ExplicitConstantOfShapeValue": "targets.target_repairs",
     "FoldStaticIfs": "targets.target_repairs",
@@ -350,6 +355,7 @@ PASSES: MutableMapping[str, type[ir.passes.InPlacePass]] = _Registry(
         "typed-scan-bodies": "TypedScanBodies",
         "unroll-constant-scans": "UnrollConstantScans",
         "unroll-recurrent-ops": "UnrollRecurrentOps",
+        "unroll-peephole-lstms": "UnrollPeepholeLstms",
         "validate-nodes": "ValidateNodes",
         "explicit-attribute-defaults": "ExplicitAttributeDefaults",
         "require-onnx2torch-ops": "RequireOnnx2TorchOps",

@@ -124,3 +124,36 @@ def test_openvino_runs_batch_major_recurrences_right() -> None:
     (want,) = ReferenceEvaluator(model).run(None, feeds)
     (got,) = run("openvino", model, feeds)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+PEEPHOLES = """
+<ir_version: 8, opset_import: ["" : 14]>
+g (float[T, 2, 4] x, float[1, 12, 4] w, float[1, 12, 3] r, float[1, 9] p) => (float[T, 1, 2, 3] y) {
+    y = LSTM<hidden_size = 3>(x, w, r, , , , , p)
+}"""
+
+
+@pytest.mark.xfail(strict=True, reason="OpenVINO 2026.4.1 computes LSTM peepholes wrong")
+def test_openvino_runs_lstm_peepholes_right() -> None:
+    """The smallest model of the OpenVINO bug ``unroll-peephole-lstms`` works around (ONNX's
+    test_lstm_with_peepholes); when this passes (XPASS fails the suite), the row can drop it."""
+    require("openvino")
+    model = onnx.parser.parse_model(PEEPHOLES)
+    feeds = feeds_for(model, 2, 3, seed=1)
+    (want,) = ReferenceEvaluator(model).run(None, feeds)
+    (got,) = run("openvino", model, feeds)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("static", [True, False])
+def test_lstm_peepholes_are_unrolled_for_openvino_at_a_static_length(static: bool) -> None:
+    model = onnx.parser.parse_model(PEEPHOLES)
+    feeds = feeds_for(model, 2, 3, seed=1)
+    shapes = {"x": (3, 2, 4)} if static else None
+    lowered = seqlower.lower(model, target="openvino", check=False, input_shapes=shapes)
+    assert ("LSTM" in all_op_types(lowered)) != static
+    if static:
+        onnx.checker.check_model(lowered, full_check=True)
+        (want,) = ReferenceEvaluator(model).run(None, feeds)
+        (got,) = run("openvino", lowered, feeds)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
