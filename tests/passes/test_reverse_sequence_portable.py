@@ -1060,6 +1060,24 @@ def test_constant_row_indices_of_gather_and_gathernd_are_not_shared() -> None:
     assert_runs_everywhere(model, feeds)
 
 
+def test_a_shared_constant_gathernd_row_index_is_unsqueezed_once() -> None:
+    """Reversals sharing a constant GatherND row index read its [T, B, 1] form, made once (an
+    Unsqueeze per node before: 50 in issue 33's synthetic model with constant lengths)."""
+    model = parse("""
+        g (float[4, 3, 2] x) => (float[4, 3, 2] y) {
+            lens = Constant<value = int64[3] {4, 0, 2}>()
+            r = ReverseSequence<batch_axis = 1, time_axis = 0>(x, lens)
+            a = Relu(r)
+            y = ReverseSequence<batch_axis = 1, time_axis = 0>(a, lens)
+        }""")
+    lowered, forms = lowered_forms(model)
+    assert forms == {"constant": 2}
+    ops = all_op_types(lowered)
+    assert ops.count("GatherND") == 2 and ops.count("Unsqueeze") == 1, ops
+    feeds = {"x": np.random.default_rng(6).standard_normal((4, 3, 2)).astype(np.float32)}
+    assert_runs_everywhere(model, feeds)
+
+
 def test_constant_lengths_on_a_dynamic_time_axis_share_a_constant_lengths_part() -> None:
     """Constant lengths, one per batch entry of a static batch axis: the lengths part is two
     constants; only the time-dependent rest is computed."""

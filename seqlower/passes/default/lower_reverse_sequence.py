@@ -389,8 +389,12 @@ def _constant_index(emit: Emitter, plan: _Plan) -> ir.Value:
             rows = source * lens.size + batches
         else:
             rows = (batches * plan.time_size + source).T
-        dtype = np.int64 if _nd_rows(plan) else np.int32
-        return emit.constant(np.ascontiguousarray(rows, dtype=dtype), hint="source_rows")
+        if not _nd_rows(plan):
+            return emit.constant(np.ascontiguousarray(rows, dtype=np.int32), hint="source_rows")
+        # GatherND's [T, B, 1]: a 2-D constant (onnx2tf, above) unsqueezed once, for every
+        # node sharing it.
+        rows64 = emit.constant(np.ascontiguousarray(rows, dtype=np.int64), hint="source_rows")
+        return emit.unsqueeze(rows64, [2], hint="row_coords")
     if plan.time_axis != 0:
         source, batches = source.T, batches.T
     src = emit.constant(np.ascontiguousarray(source), hint="source_steps")
@@ -411,13 +415,12 @@ def _gather_rows(
     assert plan.slice_shape is not None
     shape = emit.int64s([-1, *plan.slice_shape], hint="row_shape")
     rows = emit.Reshape(data, shape, _hint="rows")
-    if _nd_rows(plan) and plan.static_index:  # int64 [T, B, 1] already
-        emit.GatherND(rows, index, _hint="reversed", _output=result)
+    if _nd_rows(plan) and (plan.static_index or plan.form is _Form.CONSTANT):
+        emit.GatherND(rows, index, _hint="reversed", _output=result)  # int64 [T, B, 1] already
     elif _nd_rows(plan):
-        if plan.form is _Form.ROW_GATHER:  # a constant index is int64 already
-            # Computed in int32 and widened last: tract 0.23.9 failed to evaluate a GatherND
-            # on rows computed in int64 from symbolic sizes ('Undetermined symbol').
-            index = emit.Cast(index, to=ir.DataType.INT64, _hint="rows64")
+        # Computed in int32 and widened last: tract 0.23.9 failed to evaluate a GatherND on
+        # rows computed in int64 from symbolic sizes ('Undetermined symbol').
+        index = emit.Cast(index, to=ir.DataType.INT64, _hint="rows64")
         coords = emit.unsqueeze(index, [2], hint="row_coords")
         emit.GatherND(rows, coords, _hint="reversed", _output=result)
     else:
