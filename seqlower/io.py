@@ -182,14 +182,55 @@ def _without_external_initializers(proto: onnx.ModelProto) -> onnx.ModelProto:
 
 
 def _inferred_ranks(proto: onnx.ModelProto) -> dict[str, int]:
-    """The rank ONNX's shape inference finds for each main-graph value (where it finds one)."""
-    try:
-        inferred = onnx.shape_inference.infer_shapes(proto, strict_mode=False)
-    except Exception:
-        return {}
+    """The rank ONNX's shape inference finds for each main-graph value (where it finds one),
+    a ``Reshape``'s taken from its shape input's length where inference leaves it out."""
+    inferred = proto
+    for _ in range(_RESHAPE_ROUNDS):
+        try:
+            inferred = onnx.shape_inference.infer_shapes(inferred, strict_mode=False)
+        except Exception:
+            return {}
+        if not _reshape_ranks(inferred.graph):
+            break
     graph = inferred.graph
     ranks = _declared_ranks(graph)
     return {**_sequence_concat_ranks(graph, ranks), **ranks}
+
+
+_RESHAPE_ROUNDS = 8  # inference runs, each after the Reshape ranks the one before told
+
+
+def _reshape_ranks(graph: onnx.GraphProto) -> bool:
+    """Give each main-graph ``Reshape`` output inference left rankless the rank its shape input's
+    length says (ONNX's inference does so only for a shape known as data: tf2onnx's einsum
+    computes it from ``Shape``s, which left ``tf_causal_mask``'s output rankless); whether any
+    was given, for inference to carry on from."""
+    values = {v.name: v for v in [*graph.input, *graph.value_info, *graph.output]}
+    lengths = {t.name: list(t.dims) for t in graph.initializer}
+    for name, value in values.items():
+        tensor = value.type.tensor_type
+        if value.type.HasField("tensor_type") and tensor.HasField("shape"):
+            dims = tensor.shape.dim
+            lengths[name] = [d.dim_value if d.HasField("dim_value") else -1 for d in dims]
+    given = False
+    for node in graph.node:
+        if node.op_type != "Reshape" or node.domain not in ("", "ai.onnx") or len(node.input) < 2:
+            continue
+        out, shape = node.output[0], lengths.get(node.input[1])
+        data = values.get(node.input[0])
+        if out in lengths or shape is None or len(shape) != 1 or shape[0] < 0:
+            continue
+        if data is None or not data.type.tensor_type.elem_type:
+            continue
+        target = values.get(out)
+        if target is None:
+            target = graph.value_info.add()
+            target.name = out
+        target.type.tensor_type.elem_type = data.type.tensor_type.elem_type
+        for _ in range(shape[0]):
+            target.type.tensor_type.shape.dim.add()
+        given = True
+    return given
 
 
 def _declared_ranks(graph: onnx.GraphProto) -> dict[str, int]:

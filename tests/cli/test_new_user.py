@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 import click.testing
+import numpy as np
 import onnx
 import pytest
 
@@ -15,6 +16,7 @@ import seqlower
 from seqlower.job import LowerOptions, SaveOptions, lower_file, verify_files
 from seqlower.verification import CheckOptions, Tolerances
 from tests.helpers import ROOT, assert_one_line_error, run_cli
+from tests.runtimes import run
 
 NEG = onnx.parser.parse_model(
     """
@@ -448,6 +450,38 @@ def test_missing_shape_of_known_rank_is_repaired_with_a_note(tmp_path: Path) -> 
         dims = written.graph.output[0].type.tensor_type.shape.dim
         assert len(dims) == 3 and not any(d.HasField("dim_value") for d in dims)
     assert seqlower.lower(source).graph.output[0].type.tensor_type.HasField("shape")
+
+
+# tf2onnx's einsum (tf_causal_mask_op13): a Reshape to a shape computed from Shapes, whose
+# length is static; ONNX's inference gives its output a rank only for a shape known as data.
+RESHAPE_BY_SHAPES = """
+    <ir_version: 8, opset_import: ["" : 13]>
+    g (float[N, 4] x) => (float "Identity:0") {
+        s = Shape(x)
+        zero = Constant<value = int64[1] {0}>()
+        one = Constant<value = int64[1] {1}>()
+        n = Slice(s, zero, one)
+        two = Constant<value = int64[2] {2, 2}>()
+        target = Concat<axis = 0>(n, two)
+        r = Reshape(x, target)
+        "Identity:0" = Neg(r)
+    }
+"""
+
+
+def test_missing_shape_of_a_reshape_gets_the_shape_length_as_rank(tmp_path: Path) -> None:
+    source, out = save(without_shape(RESHAPE_BY_SHAPES), tmp_path), tmp_path / "out.onnx"
+    result = run_cli(source, "-o", out)
+    assert result.exit_code == 0, result.stderr
+    assert "graph output 'Identity:0' declared no shape (ONNX requires one): given rank 3" in (
+        result.stdout
+    )
+    written = onnx.load(out)
+    onnx.checker.check_model(written, full_check=True)
+    assert len(written.graph.output[0].type.tensor_type.shape.dim) == 3
+    x = np.arange(8, dtype=np.float32).reshape(2, 4)
+    (got,) = run("onnxruntime", written, {"x": x})
+    np.testing.assert_array_equal(got, -x.reshape(2, 2, 2))
 
 
 def test_missing_shape_of_unknown_rank_names_the_value(tmp_path: Path) -> None:
