@@ -294,6 +294,8 @@ PIPELINES: dict[str, Pipeline] = {
                 # first layer is unrolled and folded
                 "fold-static-shapes",
                 "unroll-constant-scans",
+                # a run-time count of constant bounds (tf2onnx's dynamic_rnn with lengths)
+                "unroll-bounded-scans",
                 # onnx2torch has no If: one whose branches cannot fail is both, then a Where
                 "if-as-where",
                 "if-as-where",  # again: an If whose branch held an If rewritten by the first
@@ -316,6 +318,9 @@ PIPELINES: dict[str, Pipeline] = {
             versions="onnx2torch 1.5.15 (torch 2.14.1; families, converter table and "
             "repairs: torch 2.13.0 CPU)",
             # onnx2torch 1.5.15 reads a CumSum without 'reverse' as reverse=1 (wrong numbers).
+            # its GreaterOrEqual and LessOrEqual converters are the opset-12 ones (16 added
+            # bfloat16 only): an opset-16/17 model reading them is re-stamped to 15
+            op_versions=(("GreaterOrEqual", 12), ("LessOrEqual", 12)),
             attribute_defaults=(("CumSum", "reverse", 0),),
             measured="by hand",
             still_blocks="every node its registry has no converter for, named before the "
@@ -346,6 +351,9 @@ PIPELINES: dict[str, Pipeline] = {
                 # first layer is unrolled and folded
                 "fold-static-shapes",
                 "unroll-constant-scans",
+                # no unroll-bounded-scans: its rows are a Slice to the run-time count, and
+                # tinygrad 0.14's OnnxRunner reads a Slice's bounds once per runner (a second
+                # call with other lengths returns the first call's rows)
                 # tinygrad 0.14 fails on embedding_bag's If per bag ('list index out of range'):
                 # Wheres over masked reductions (as for tvm)
                 "if-as-where",
@@ -382,6 +390,8 @@ PIPELINES: dict[str, Pipeline] = {
                 # shape-values-as-tensors (a Cast to the type a value has), so they come after
                 "fold-static-shapes",
                 "unroll-constant-scans",
+                # a run-time count of constant bounds (tf2onnx's dynamic_rnn with lengths)
+                "unroll-bounded-scans",
                 # TVM 0.27 cannot Cast the shape of an If's output (a run-time shape to it), nor
                 # compile a Slice by run-time bounds: an If whose branches cannot fail becomes a
                 # Where, its reductions of such slices masked reductions, its shapes folded

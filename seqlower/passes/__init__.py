@@ -103,7 +103,10 @@ if TYPE_CHECKING:
         VariableThenBranches,
     )
     from seqlower.passes.targets.time_major_recurrences import TimeMajorRecurrences
-    from seqlower.passes.targets.unroll_constant_scans import UnrollConstantScans
+    from seqlower.passes.targets.unroll_constant_scans import (
+        UnrollBoundedScans,
+        UnrollConstantScans,
+    )
     from seqlower.passes.targets.unroll_recurrent_ops import (
         UnrollPeepholeLstms,
         UnrollRecurrentOps,
@@ -178,6 +181,7 @@ __all__ = [
     "StripSymbolicDims",
     "TimeMajorRecurrences",
     "TypedScanBodies",
+    "UnrollBoundedScans",
     "UnrollConstantScans",
     "UnrollPeepholeLstms",
     "UnrollRecurrentOps",
@@ -255,6 +259,7 @@ _MODULES = {
     "StrictLoopBodies": "targets.strict_loop_bodies",
     "StrictScanBodies": "targets.strict_scan_bodies",
     "TypedScanBodies": "targets.strict_scan_bodies",
+    "UnrollBoundedScans": "targets.unroll_constant_scans",
     "UnrollConstantScans": "targets.unroll_constant_scans",
     "UnrollPeepholeLstms": "targets.unroll_recurrent_ops",
     "UnrollRecurrentOps": "targets.unroll_recurrent_ops",
@@ -353,6 +358,7 @@ PASSES: MutableMapping[str, type[ir.passes.InPlacePass]] = _Registry(
         "strict-loop-bodies": "StrictLoopBodies",
         "strict-scan-bodies": "StrictScanBodies",
         "typed-scan-bodies": "TypedScanBodies",
+        "unroll-bounded-scans": "UnrollBoundedScans",
         "unroll-constant-scans": "UnrollConstantScans",
         "unroll-recurrent-ops": "UnrollRecurrentOps",
         "unroll-peephole-lstms": "UnrollPeepholeLstms",

@@ -28,6 +28,7 @@ from seqlower._graphs import all_graphs
 from seqlower.errors import TargetError, describe_node
 from seqlower.passes._ir import is_onnx
 from seqlower.passes._op_versions import same_but_types, since_version
+from seqlower.passes._types import TypeOracle
 
 __all__ = ["RestampOpVersions"]
 
@@ -58,7 +59,7 @@ def _type_string(kind: ir.TypeProtocol | None) -> str | None:
     return None
 
 
-def _outside(node: ir.Node, version: int) -> str | None:
+def _outside(node: ir.Node, version: int, types: TypeOracle) -> str | None:
     """Why ``node`` cannot be read as its op's ``version``: a type outside that version's
     lists, or one not known when lowering; None when it can."""
     schema = onnx.defs.get_schema(node.op_type, version, "")
@@ -75,7 +76,7 @@ def _outside(node: ir.Node, version: int) -> str | None:
     for parameter, value in pairs:
         if value is None or parameter.type_str not in allowed:
             continue
-        kind = _type_string(value.type)
+        kind = _type_string(value.type) or _type_string(types.type_of(value))
         if kind is None:
             return f"the type of '{value.name}' is not known when lowering"
         if kind not in allowed[parameter.type_str]:
@@ -111,6 +112,7 @@ class RestampOpVersions(ir.passes.InPlacePass):
         if not lagging:
             return ir.passes.PassResult(model, modified=False)
         target = min(min(v for v in _versions(op) if v > self.newest[op]) - 1 for op in lagging)
+        types = TypeOracle(model)  # a pass's new values may be untyped: traced or inferred
         blockers = []
         changed = 0
         for node in nodes:
@@ -126,7 +128,7 @@ class RestampOpVersions(ir.passes.InPlacePass):
                     f"{where}: ONNX changed more than its types after {node.op_type}-{new}"
                 )
                 continue
-            problem = _outside(node, new)
+            problem = _outside(node, new, types)
             if problem is not None:
                 blockers.append(f"{where}: {problem}")
                 continue

@@ -4,7 +4,7 @@ onnx2tf 2.6.9 writes a ``Loop`` of a run-time count as a TFLite ``WHILE`` only w
 states alone; with scan outputs it becomes an ``ONNX_LOOP`` custom op LiteRT cannot run
 (tf2onnx's ``bidirectional_dynamic_rnn`` with ``sequence_length``: its count is the longest
 length, at most the time axis). Where the trip count has a constant upper bound ``K`` (traced
-back from ``M`` through ``Min``, ``Max``, ``Where``, ``Add``, casts and reshapes of constants)
+back from ``M``: ``_bounds.upper_bound``)
 and each scan output's row has a static shape, every scan output becomes a state preallocated
 as ``K`` zero rows, which iteration ``i`` writes row ``i`` of (a ``Where`` on ``i`` equal to a
 constant row index: TFLite keeps states of one static shape; a growing ``Concat`` fails in
@@ -21,14 +21,14 @@ import numpy as np
 import onnx_ir as ir
 
 from seqlower.passes._base import NodeLoweringPass, Rewrite, Site
-from seqlower.passes._ir import constant_array, graph_attr, is_static
+from seqlower.passes._bounds import upper_bound
+from seqlower.passes._ir import graph_attr, is_static
 from seqlower.passes._types import TypeOracle, element_dtype
 
 __all__ = ["ScanOutputsAsStates"]
 
 #: The largest bound written as preallocated rows (K rows per scan output, K compares a step).
 ROWS_LIMIT = 4096
-_INTEGERS = {ir.DataType.INT64, ir.DataType.INT32, ir.DataType.INT16, ir.DataType.INT8}
 
 
 @dataclasses.dataclass
@@ -120,33 +120,3 @@ def _restate(body: ir.Graph, states: int, ins: list[ir.Value], outs: list[ir.Val
     body.inputs.extend([*inputs, *ins])
     body.outputs.clear()
     body.outputs.extend([*outputs, *outs])
-
-
-def upper_bound(value: ir.Value | None, depth: int = 0) -> int | None:
-    """A constant no run of ``value`` (an integer) exceeds, traced through what computes it
-    from constants; None when none is found."""
-    if value is None or depth > 24:
-        return None
-    array = constant_array(value)
-    if array is not None:
-        if array.size == 0 or not np.all(np.isfinite(array)):
-            return None
-        return int(np.ceil(np.max(array)))  # a float cast to an integer truncates: below it
-    node = value.producer()
-    if node is None or node.domain not in ("", "ai.onnx"):
-        return None
-    bounds = [upper_bound(v, depth + 1) for v in node.inputs]
-    op = node.op_type
-    if op in ("Identity", "Reshape", "Squeeze", "Unsqueeze", "Flatten", "Expand"):
-        return bounds[0]
-    if op == "Cast":
-        to = node.attributes["to"].as_int() if "to" in node.attributes else None
-        return bounds[0] if to is not None and ir.DataType(to) in _INTEGERS else None
-    if op == "Min":
-        known = [b for b in bounds if b is not None]
-        return min(known) if known else None
-    if op in ("Max", "Add") and bounds and all(b is not None for b in bounds):
-        return max(bounds) if op == "Max" else sum(bounds)  # type: ignore[arg-type, type-var]
-    if op == "Where" and len(bounds) == 3 and None not in bounds[1:]:
-        return max(bounds[1:])  # type: ignore[type-var]
-    return None
