@@ -264,7 +264,7 @@ PIPELINES: dict[str, Pipeline] = {
                 "outputs-without-identity",
                 "scalar-outputs",
             ),
-            requires=(),
+            requires=("require-onnx2tf-loops",),
             loops="counted",
             reverse_sequence="native",
             max_opset=None,
@@ -272,9 +272,11 @@ PIPELINES: dict[str, Pipeline] = {
             versions="onnx2tf 2.6.9 (its flatbuffer_direct .tflite in ai-edge-litert 2.1.2)",
             measured="by hand",
             still_blocks="Loops with scan outputs of an unbounded count or rows of run-time "
-            "shape; at dynamic shapes WHILE states XNNPACK cannot reshape; Scans of a run-time "
-            "count, sequence and optional ops, Ifs whose branches could fail: custom ops LiteRT "
-            "cannot run (ONNX_SCAN, ...: refused by the proof); its fused "
+            "shape and Scans of a run-time count (ONNX_LOOP, ONNX_SCAN: named before the check, "
+            "require-onnx2tf-loops; at dynamic shapes every tf2onnx loop over the time axis: "
+            "--overwrite-input-shape makes its count a constant); at dynamic shapes WHILE states "
+            "XNNPACK cannot reshape; sequence and optional ops, Ifs whose branches could fail: "
+            "custom ops LiteRT cannot run (refused by the proof); its fused "
             "bidirectional LSTM differs from the framework on tf2onnx's unmasked Keras "
             "Bidirectional(LSTM); TFLite's SELECT rejects the lowered ReverseSequence's Where, "
             "so the native kernel is kept",

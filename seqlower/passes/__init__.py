@@ -78,6 +78,7 @@ if TYPE_CHECKING:
         RequireTvmOps,
     )
     from seqlower.passes.targets.require_no_loop import RequireNoLoop
+    from seqlower.passes.targets.require_onnx2tf_loops import RequireOnnx2TfLoops
     from seqlower.passes.targets.require_slice_bounds import RequireShapeSliceBounds
     from seqlower.passes.targets.reshape_without_allowzero import ReshapeWithoutAllowzero
     from seqlower.passes.targets.restamp_op_versions import RestampOpVersions
@@ -153,6 +154,7 @@ __all__ = [
     "PadEmptyReductions",
     "RaggedMapsAsScans",
     "RequireNoLoop",
+    "RequireOnnx2TfLoops",
     "RequireOnnx2TorchOps",
     "RequireSequenceFree",
     "RequireShapeSliceBounds",
@@ -226,6 +228,7 @@ _MODULES = {
     "LowerScan8Lengths": "targets.lower_scan8",
     "ExplicitLoopCounts": "targets.explicit_loop_counts",
     "RequireNoLoop": "targets.require_no_loop",
+    "RequireOnnx2TfLoops": "targets.require_onnx2tf_loops",
     "RequireShapeSliceBounds": "targets.require_slice_bounds",
     "RunTimeSlicesAsGathers": "targets.run_time_slices",
     "RequireOnnx2TorchOps": "targets.require_converter_ops",
@@ -343,6 +346,7 @@ PASSES: MutableMapping[str, type[ir.passes.InPlacePass]] = _Registry(
         "loop-to-scan-fixed-states": "LoopToScanFixedStates",
         "explicit-loop-counts": "ExplicitLoopCounts",
         "require-no-loop": "RequireNoLoop",
+        "require-onnx2tf-loops": "RequireOnnx2TfLoops",
         "explicit-constant-of-shape-value": "ExplicitConstantOfShapeValue",
         "strip-symbolic-dims": "StripSymbolicDims",
         "fold-static-ifs": "FoldStaticIfs",

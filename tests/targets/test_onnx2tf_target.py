@@ -16,6 +16,8 @@ from click.testing import CliRunner
 
 import seqlower
 from seqlower.cli.commands import cli
+from seqlower.errors import TargetError
+from seqlower.targets import PIPELINES
 from tests import loop_cases as cases
 from tests.helpers import all_nodes, all_op_types
 from tests.passes.test_unroll_constant_scans import FIXED_LENGTH_RNN
@@ -44,11 +46,17 @@ def _close(expected: list[np.ndarray], actual: list[np.ndarray]) -> None:
             np.testing.assert_array_equal(got, want)
 
 
+def _row(model: onnx.ModelProto) -> onnx.ModelProto:
+    """The onnx2tf row's passes without its final check: at dynamic shapes it names a Loop
+    left with scan outputs (``require-onnx2tf-loops``), whose form these tests look at."""
+    return seqlower.lower(model, passes=list(PIPELINES["onnx2tf"].passes))
+
+
 @pytest.mark.parametrize("name", list(cases.CASES))
 def test_every_loop_gets_its_count_and_condition(name: str) -> None:
     """What onnx2tf needs to write a Loop as TFLite ops: ``M`` and ``cond`` both given."""
     model, feeds = cases.CASES[name]()
-    lowered = seqlower.lower(model, target="onnx2tf", check=False)
+    lowered = _row(model)
     _valid(lowered)
     for loop in _loops(lowered):
         assert len(loop.input) >= 2 and loop.input[0] and loop.input[1], loop.name
@@ -63,7 +71,7 @@ def test_every_loop_gets_its_count_and_condition(name: str) -> None:
 def test_a_derived_count_runs_as_often_as_the_condition(lengths: np.ndarray) -> None:
     model, feeds = cases.dynamic_rnn()
     feeds = {**feeds, "lengths": lengths}
-    lowered = seqlower.lower(model, target="onnx2tf", check=False)
+    lowered = _row(model)
     (loop,) = _loops(lowered)
     body = next(a.g for a in loop.attribute if a.name == "body")
     # The body passes its condition through: the count is M alone.
@@ -164,7 +172,7 @@ def test_a_count_read_from_an_unrolled_loop_unrolls_too() -> None:
 def test_a_loop_of_a_run_time_count_stays_a_loop() -> None:
     """onnx2tf runs a Loop of an explicit count as WHILE, but writes any Scan as ONNX_SCAN."""
     model, _ = cases.map_fn()
-    lowered = seqlower.lower(model, target="onnx2tf", check=False)
+    lowered = _row(model)
     assert "Loop" in all_op_types(lowered) and "Scan" not in all_op_types(lowered)
 
 
@@ -568,10 +576,43 @@ def test_scan_outputs_without_a_bound_or_static_rows_are_left(change: tuple[str,
     text = BOUNDED_SCAN.replace(*change).replace("float[2] row", "float[?] row")
     one = "i1 = Constant<value = int64[1] {1}>()"
     text = text.replace("c_out = Identity(c)", f"c_out = Identity(c)  {one}")
-    lowered = seqlower.lower(onnx.parser.parse_model(text), target="onnx2tf", check=False)
+    lowered = _row(onnx.parser.parse_model(text))
     (loop,) = _loops(lowered)
     body = next(a.g for a in loop.attribute if a.name == "body")
     assert len(body.output) == len(body.input)  # the scan output stays
+
+
+def test_loops_onnx2tf_would_write_as_custom_ops_are_named_with_the_flag() -> None:
+    """At dynamic shapes tf2onnx's loop over the time axis has no bound: onnx2tf would write
+    ``ONNX_LOOP``, which LiteRT cannot run; named before the check, with the flag that fixes
+    it. At fixed shapes the same loop's scan outputs become states (a WHILE)."""
+    model, feeds = cases.dynamic_rnn()
+    with pytest.raises(TargetError, match=r"Loop node .*ONNX_LOOP") as caught:
+        seqlower.lower(model, target="onnx2tf", check=False)
+    assert "--overwrite-input-shape x=?,2,3" in str(caught.value)
+    shapes = {name: tuple(value.shape) for name, value in feeds.items()}
+    lowered = seqlower.lower(model, target="onnx2tf", check=False, input_shapes=shapes)
+    for loop in _loops(lowered):
+        body = next(a.g for a in loop.attribute if a.name == "body")
+        assert len(body.output) == len(body.input) - 1  # states only
+
+
+def test_a_scan_left_is_named() -> None:
+    model = onnx.parser.parse_model(
+        """
+        <ir_version: 8, opset_import: ["" : 17]>
+        g (float[N, 3] x) => (float[3] total) {
+            zero = Constant<value = float[3] {0, 0, 0}>()
+            total = Scan(zero, x) <body = b (float[3] acc, float[3] row) => (float[3] out) {
+                out = Add(acc, row)
+            }, num_scan_inputs = 1>
+        }
+        """
+    )
+    with pytest.raises(TargetError, match=r"Scan node .*ONNX_SCAN"):
+        seqlower.lower(model, target="onnx2tf", check=False)
+    lowered = seqlower.lower(model, target="onnx2tf", check=False, input_shapes={"x": (4, 3)})
+    assert "Scan" not in all_op_types(lowered)
 
 
 def test_target_onnx2tf_runs_scan_outputs_of_a_bounded_count(tmp_path: Path) -> None:
