@@ -109,14 +109,26 @@ def _arithmetic(op: str, ranges: list[Range]) -> Range:
     if op == "Max":
         return (max(known_lows) if known_lows else None, max(all_highs) if all_highs else None)
     if op == "Add":
-        return (sum(all_lows) if all_lows else None, sum(all_highs) if all_highs else None)
+        return _in_int32(
+            (sum(all_lows) if all_lows else None, sum(all_highs) if all_highs else None)
+        )
     if len(ranges) != 2:
         return _UNKNOWN
     (a_low, a_high), (b_low, b_high) = ranges  # Sub
-    return (
-        None if a_low is None or b_high is None else a_low - b_high,
-        None if a_high is None or b_low is None else a_high - b_low,
+    return _in_int32(
+        (
+            None if a_low is None or b_high is None else a_low - b_high,
+            None if a_high is None or b_low is None else a_high - b_low,
+        )
     )
+
+
+def _in_int32(bounds: Range) -> Range:
+    """A sum's bounds where no int32 sum of values within them wraps around; else unknown."""
+    low, high = bounds
+    if (low is not None and low < -(2.0**31)) or (high is not None and high >= 2.0**31):
+        return _UNKNOWN
+    return bounds
 
 
 def _hull(a: Range, b: Range) -> Range:

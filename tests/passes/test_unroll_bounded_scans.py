@@ -5,6 +5,8 @@ lowered model runs on onnxruntime against the original for every count, bit-exac
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import onnx
 import onnx.parser
@@ -139,3 +141,30 @@ def test_tinygrad_keeps_it_named() -> None:
     model = onnx.parser.parse_model(LENGTHS_RNN)
     with pytest.raises(TargetError, match=r"Scan node"):
         seqlower.lower(model, target="tinygrad", check=False)
+
+
+def test_tinygrad_still_reads_a_slices_bounds_once_per_runner(tmp_path: Path) -> None:
+    """Why tinygrad's row has no ``unroll-bounded-scans``: tinygrad 0.14.0's ``OnnxRunner``
+    keeps the bounds a ``Slice`` read on its first call, so a second call with another count
+    gets the first call's rows (no error)."""
+    require("tinygrad")
+    from tinygrad import Tensor
+    from tinygrad.nn.onnx import OnnxRunner
+
+    model = onnx.parser.parse_model(
+        """
+        <ir_version: 8, opset_import: ["" : 17]>
+        g (float[6] x, int64[1] n) => (float[?] y) {
+            zero = Constant<value = int64[1] {0}>()
+            y = Slice(x, zero, n)
+        }
+        """
+    )
+    path = str(tmp_path / "slice.onnx")
+    onnx.save(model, path)
+    runner = OnnxRunner(path)
+    x = np.arange(6, dtype=np.float32)
+    rows = [
+        runner({"x": Tensor(x), "n": Tensor(np.array([n]))})["y"].numpy().shape[0] for n in (2, 5)
+    ]
+    assert rows == [2, 2]  # 5 asked for the second time
