@@ -11,7 +11,9 @@ class and message when the lowering refuses it. Two records are then compared:
 (exit 1 and a line per difference when anything changed). The corpus: the models of
 ``tests/*_cases.py``, ONNX's backend cases with control flow, sequences or optionals
 (``benchmarks/onnx_cases.py``), the bundled examples and, when present,
-``../shared/realworld-samples``. ``-k`` keeps models whose name holds the text.
+``../shared/realworld-samples``. ``-k`` keeps models whose name holds the text. A lowering's
+bytes depend on the model alone, not on what ran before nor on where objects sit in memory
+(``tests/passes/test_determinism.py``), so two records made on the same code are equal.
 """
 
 from __future__ import annotations

@@ -509,7 +509,7 @@ def _buffer(op: Emitter, output: _Output, rows: ir.Value) -> ir.Value:
     broadcast of the dimensions that make it (as the body's ops broadcast them)."""
     parts = [rows]
     for broadcast in output.dims[1:]:
-        lengths = [_length(op, d) for d in broadcast] or [op.int64s([1], hint="length")]
+        lengths = [_length(op, d) for d in _in_order(broadcast)] or [op.int64s([1], hint="length")]
         length = lengths[0]
         for other in lengths[1:]:
             ones = op.ConstantOfShape(length, value=ir.Tensor(np.zeros(1, np.int64)), _hint="ones")
@@ -519,6 +519,21 @@ def _buffer(op: Emitter, output: _Output, rows: ir.Value) -> ir.Value:
     assert output.dtype is not None
     zero = ir.Tensor(np.zeros(1, dtype=output.dtype.numpy()))
     return op.ConstantOfShape(shape, value=zero, _hint="buffer")
+
+
+def _in_order(dims: frozenset[Outer]) -> list[Outer]:
+    """``dims`` in an order of the model's own (numbers, then outer values by name and axis):
+    a frozenset of values iterates in the order of their addresses, which differ from run to
+    run, and the lowered bytes with it."""
+
+    def key(dim: Outer) -> tuple[int, str, int]:
+        if isinstance(dim, int):
+            return (0, "", dim)
+        if isinstance(dim, tuple):
+            return (1, dim[0].name or "", dim[1])
+        return (2, dim, 0)
+
+    return sorted(dims, key=key)
 
 
 def _length(op: Emitter, dim: Outer) -> ir.Value:
