@@ -245,7 +245,10 @@ PIPELINES: dict[str, Pipeline] = {
         Target(
             name="onnx2tf",
             passes=(
-                *_SEQUENCE_FREE,
+                *_SEQUENCE_FREE[:2],
+                # a row-wise map over pieces of run-time sizes: its body on the whole tensor
+                "ragged-row-maps",
+                *_SEQUENCE_FREE[2:],
                 "explicit-loop-counts",
                 "loop-to-scan-constant",
                 "unroll-constant-scans",
@@ -381,7 +384,10 @@ PIPELINES: dict[str, Pipeline] = {
         Target(
             name="tvm",
             passes=(
-                *_SEQUENCE_FREE,
+                *_SEQUENCE_FREE[:2],
+                # a row-wise map over pieces of run-time sizes: its body on the whole tensor
+                "ragged-row-maps",
+                *_SEQUENCE_FREE[2:],
                 "freeze-bounded-loops",
                 "loop-to-scan-reads",
                 "unroll-constant-scans",

@@ -71,7 +71,7 @@ if TYPE_CHECKING:
     from seqlower.passes.targets.lower_scan8 import LowerScan8, LowerScan8Lengths
     from seqlower.passes.targets.outputs_without_identity import OutputsWithoutIdentity
     from seqlower.passes.targets.pad_empty_reductions import PadEmptyReductions
-    from seqlower.passes.targets.ragged_maps_as_scans import RaggedMapsAsScans
+    from seqlower.passes.targets.ragged_maps_as_scans import RaggedMapsAsScans, RaggedRowMaps
     from seqlower.passes.targets.require_converter_ops import (
         RequireOnnx2TorchOps,
         RequireTinygradOps,
@@ -153,6 +153,7 @@ __all__ = [
     "OutputsWithoutIdentity",
     "PadEmptyReductions",
     "RaggedMapsAsScans",
+    "RaggedRowMaps",
     "RequireNoLoop",
     "RequireOnnx2TfLoops",
     "RequireOnnx2TorchOps",
@@ -250,6 +251,7 @@ _MODULES = {
     "PadEmptyReductions": "targets.pad_empty_reductions",
     "EmptyMeansAsZero": "targets.empty_means_as_zero",
     "RaggedMapsAsScans": "targets.ragged_maps_as_scans",
+    "RaggedRowMaps": "targets.ragged_maps_as_scans",
     "ScalarIfConditions": "targets.scalar_if_conditions",
     "ScalarOutputs": "targets.scalar_outputs",
     "ScanIterationStates": "targets.scan_iteration_states",
@@ -328,6 +330,7 @@ PASSES: MutableMapping[str, type[ir.passes.InPlacePass]] = _Registry(
         "unroll-sequence-map": "UnrollSequenceMap",
         "scan-sequence-map": "ScanSequenceMap",
         "ragged-maps-as-scans": "RaggedMapsAsScans",
+        "ragged-row-maps": "RaggedRowMaps",
         "stack-row-maps": "StackRowMaps",
         "stack-loop-sequences": "StackLoopSequences",
         "stack-sequences": "StackSequences",

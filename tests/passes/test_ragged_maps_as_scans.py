@@ -152,12 +152,12 @@ def test_the_rewrite_leaves_every_graph_in_order() -> None:
     onnx.checker.check_model(out, full_check=True)  # topological order in every graph
 
 
-def _assert_valid(model: onnx.ModelProto) -> None:
+def _assert_valid(model: onnx.ModelProto, *, scan: bool = True) -> None:
     onnx.checker.check_model(model, full_check=True)
     onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
     ops = set(all_op_types(model))
     assert not ops & SEQUENCE_OPS
-    assert "Scan" in ops and "Loop" not in ops and "ReduceMean" not in ops
+    assert ("Scan" in ops) == scan and "Loop" not in ops and "ReduceMean" not in ops
 
 
 def _feeds(sizes: list[int], seed: int = 0, width: int = 3) -> dict[str, np.ndarray]:
@@ -261,6 +261,48 @@ def _lowered_varied() -> onnx.ModelProto:
         _CACHE["varied"] = seqlower.lower(ragged_map(VARIED), target="tract")
         _assert_valid(_CACHE["varied"])
     return _CACHE["varied"]
+
+
+# A row-wise body (elementwise and broadcasting ops, each value's rows on axis 0): no Scan, the
+# body runs once on X, two outputs joined along the rows.
+ROW_WISE = (
+    RAGGED_MAP.replace(
+        RAGGED_BODY,
+        """
+        scaled0 = Mul(chunk, w)
+        scaled = Tanh(scaled0)
+        total = Relu(chunk)
+""",
+    )
+    .replace(
+        "=> (float[?, ?] scaled, float[1] total)", "=> (float[?, ?] scaled, float[?, ?] total)"
+    )
+    .replace(
+        "T = ConcatFromSequence<axis = 0, new_axis = 1>(totals)",
+        "T = ConcatFromSequence<axis = 0>(totals)",
+    )
+    .replace("float[K,1] T2", "float[N,D] T2")
+)
+
+
+@settings(max_examples=8, deadline=None)
+@given(sizes=st.lists(st.integers(0, 3), min_size=1, max_size=4))
+def test_a_row_wise_body_runs_once_on_the_whole_tensor(sizes: list[int]) -> None:
+    original = ragged_map(ROW_WISE)
+    if "row-wise" not in _CACHE:
+        _CACHE["row-wise"] = seqlower.lower(original, target="tract")
+        _assert_valid(_CACHE["row-wise"], scan=False)
+    _compare(original, _CACHE["row-wise"], _feeds(sizes, seed=sum(sizes)))
+
+
+def test_a_row_wise_body_fails_on_bad_sizes() -> None:
+    original = ragged_map(ROW_WISE)
+    lowered = seqlower.lower(original, target="tract", check=False)
+    feeds = _feeds([2, 3])
+    feeds["lens"] = np.array([1, 2], np.int64)
+    for runtime in ("onnxruntime", "tract"):
+        with pytest.raises(RuntimeFailure):
+            run(runtime, lowered, feeds)
 
 
 def _refused(text: str, *words: str) -> None:

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from typing import ClassVar
 
 import numpy as np
 import onnx_ir as ir
@@ -58,6 +59,7 @@ from seqlower.passes._shared import (
     concat_problem,
     concat_stacked,
     cut_interface,
+    inline_copy,
     is_sequence,
     outer_reads_as_states,
     prepend,
@@ -65,7 +67,7 @@ from seqlower.passes._shared import (
 )
 from seqlower.passes._types import TypeOracle, element_dtype
 
-__all__ = ["RaggedMapsAsScans"]
+__all__ = ["RaggedMapsAsScans", "RaggedRowMaps"]
 
 _INT64 = int(ir.DataType.INT64)
 #: Reductions of the data alone (no count of what they reduce) that tract 0.23.9 gets right on
@@ -107,6 +109,7 @@ class _Plan:
     body: ir.Graph
     outputs: list[_Output]
     means: list[_Mean]
+    whole: bool  # a row-wise body: run once on x, no Scan
 
 
 class RaggedMapsAsScans(NodeLoweringPass[_Plan]):
@@ -115,6 +118,9 @@ class RaggedMapsAsScans(NodeLoweringPass[_Plan]):
 
     op_type = "SequenceMap"
     takes_all = False
+    #: Whether maps of other bodies become Scans (and those left are named); else only
+    #: row-wise bodies are taken, run once on the whole tensor.
+    scans: ClassVar[bool] = True
 
     def plan(self, site: Site, types: TypeOracle) -> _Plan | None:
         node = site.node
@@ -145,11 +151,18 @@ class RaggedMapsAsScans(NodeLoweringPass[_Plan]):
             if output is not None:
                 outputs.append(output)
         if problem is not None:
-            block(node, f"its pieces are of run-time sizes and {problem}")
+            if self.scans:
+                block(node, f"its pieces are of run-time sizes and {problem}")
             return None
-        return _Plan(source, sizes, sizes_dtype, body, outputs, means)
+        whole = all(o.rows for o in outputs) and _row_wise(body, dims)
+        if not whole and not self.scans:
+            return None
+        return _Plan(source, sizes, sizes_dtype, body, outputs, means, whole)
 
     def rewrite(self, plan: _Plan, ctx: Rewrite) -> None:
+        if plan.whole:
+            _run_on_whole(ctx, plan)
+            return
         op, body, names, base = ctx.before(), plan.body, ctx.names, ctx.base
         starts, sizes, rows = _checked_pieces(op, plan.source, plan.sizes, plan.sizes_dtype)
         scalar = ir.TensorType(plan.sizes_dtype)
@@ -209,6 +222,15 @@ def _body_interface(
     prepend(body, reads.nodes)
     body.extend(tail.nodes)
     return buffers, written, scanned, size
+
+
+class RaggedRowMaps(RaggedMapsAsScans):
+    """Only the maps of a row-wise body, run once on the whole tensor (no ``Scan``): the
+    converter targets', which run no ``Scan`` of a run-time count, placed before
+    ``fold-sequence-ops`` (at fixed shapes it splits the tensor by the run-time sizes into a
+    ``Split`` TVM and onnx2tf cannot convert)."""
+
+    scans = False
 
 
 #: Per axis, the dimensions that broadcast to it (static 1s left out: an empty set is 1).
@@ -456,8 +478,22 @@ def _checked_pieces(
 ) -> tuple[ir.Value, ...]:
     """Where each piece starts and the sizes (of ``lens``'s type), and ``[N]``; an out-of-range
     ``Gather`` fails the run unless there is a piece, none is negative and they add up to N."""
-    sizes = lens if dtype == ir.DataType.INT64 else op.Cast(lens, to=_INT64, _hint="sizes")
     rows = op.dims(x, 0, 1, hint="rows")
+    bad = _bad_sizes(op, lens, dtype, rows)
+    zero_row = op.constant(np.zeros(1, dtype.numpy()), hint="zero_row")
+    checked = op.Add(lens, op.Gather(zero_row, bad, _hint="zero_if_good"), _hint="sizes_checked")
+    ends = op.CumSum(checked, op.int64s(0, hint="axis"), _hint="ends")
+    starts = op.Sub(ends, checked, _hint="starts")
+    for value in (checked, starts):  # lens's shape: the Scan's count, static at fixed shapes
+        value.dtype = dtype
+        value.shape = None if lens.shape is None else ir.Shape(lens.shape)
+    return starts, checked, rows
+
+
+def _bad_sizes(op: Emitter, lens: ir.Value, dtype: ir.DataType, rows: ir.Value) -> ir.Value:
+    """1 unless there is a piece, none is negative and they add up to ``rows``, else 0."""
+    sizes = lens if dtype == ir.DataType.INT64 else op.Cast(lens, to=_INT64, _hint="sizes")
+    rows = op.Cast(rows, to=_INT64, _hint="row_count")  # a tensor for TVM: its Equal takes no shape
     total = op.ReduceSum(sizes, keepdims=1, _hint="total")
     # negative sizes counted (no Abs: LiteRT has no int64 one)
     negative = op.Cast(op.Less(sizes, op.int64s(0, hint="zero")), to=_INT64, _hint="negative")
@@ -467,15 +503,7 @@ def _checked_pieces(
         op.Greater(op.Shape(sizes, _hint="count"), op.int64s([0], hint="zero"), _hint="any"),
         _hint="good",
     )
-    bad = op.Cast(op.Not(good, _hint="bad"), to=_INT64, _hint="bad_int")
-    zero_row = op.constant(np.zeros(1, dtype.numpy()), hint="zero_row")
-    checked = op.Add(lens, op.Gather(zero_row, bad, _hint="zero_if_good"), _hint="sizes_checked")
-    ends = op.CumSum(checked, op.int64s(0, hint="axis"), _hint="ends")
-    starts = op.Sub(ends, checked, _hint="starts")
-    for value in (checked, starts):  # lens's shape: the Scan's count, static at fixed shapes
-        value.dtype = dtype
-        value.shape = None if lens.shape is None else ir.Shape(lens.shape)
-    return starts, checked, rows
+    return op.Cast(op.Not(good, _hint="bad"), to=_INT64, _hint="bad_int")
 
 
 def _outer_dim(op: Emitter, dim: Outer, size: ir.Value) -> ir.Value:
@@ -543,6 +571,41 @@ def _length(op: Emitter, dim: Outer) -> ir.Value:
     assert isinstance(dim, tuple)
     value, axis = dim
     return op.dims(value, axis, axis + 1, hint="length")
+
+
+def _row_wise(body: ir.Graph, dims: _BodyDims) -> bool:
+    """Whether every node of the body is elementwise or broadcasting and every value made from
+    the piece keeps its rows on axis 0 alone: row r of each result is then computed from row r
+    of the piece (and outer values), so the body gives the same rows on the whole of x."""
+    for inner in body:
+        if inner.op_type not in ELEMENTWISE | BROADCASTING | {"Constant", "CastLike", "Clip"}:
+            return False
+        for value in inner.outputs:
+            found = dims.of(value)
+            if found is None or any(_PIECE in d for d in found[1:]):
+                return False
+            if found and _PIECE in found[0] and found[0] != frozenset([_PIECE]):
+                return False
+    return True
+
+
+def _run_on_whole(ctx: Rewrite, plan: _Plan) -> None:
+    """A row-wise body run once on ``x`` (through a ``Where`` that keeps it, or an out-of-range
+    ``Gather`` that fails the run when the sizes are bad), its results the joined outputs."""
+    op = ctx.before()
+    rows = op.dims(plan.source, 0, 1, hint="rows")
+    bad = _bad_sizes(op, plan.sizes, plan.sizes_dtype, rows)
+    keep = op.Gather(op.constant(np.array([True]), hint="true_row"), bad, _hint="keep")
+    checked = op.Where(keep, plan.source, plan.source, _hint="checked")
+    arguments = [checked, *ctx.node.inputs[1:]]
+    nodes, results = inline_copy(ctx, plan.body, arguments, ctx.base)  # type: ignore[arg-type]
+    for inner in nodes:  # the body's shapes were a piece's
+        for value in inner.outputs:
+            if inner.op_type != "Constant":
+                value.shape = None
+    ctx.insert()  # the check, then the body reading it
+    ctx.insert(nodes)
+    _join(ctx, plan, results)
 
 
 def _join(ctx: Rewrite, plan: _Plan, joined: list[ir.Value]) -> None:
