@@ -15,8 +15,11 @@ runs none (so the iterations that run see what the original does): a counter sta
 run-time value starts from 0 (tf2onnx's for-loops over ``x[first + i]``), and a value read
 from outside whose rows are not known in number gets one zero row appended
 (``Gather(x, i)`` over an ``x`` of any length, tf2onnx's TensorArray reads). What the body
-does with a padding row is proven as with any row: only the shapes count. Anything else (a
-subgraph, an integer ``Div``, an unknown shape) is taken as able to fail, and named.
+does with a padding row is proven as with any row: only the shapes count, and the few values
+read from them (``Shape`` and constant picks of it, an ``Expand`` of one to such a shape: the
+lengths tf2onnx's ``map_fn`` over ``tf.reverse`` gives its ``ReverseSequence``, one per batch
+entry, each the time length). Anything else (a subgraph, an integer ``Div``, an unknown shape)
+is taken as able to fail, and named.
 """
 
 from __future__ import annotations
@@ -119,6 +122,12 @@ class _Proof:
         #: Values that are 0 on iteration 0, by id: the counter to start from 0 for it, if any.
         self.zero: dict[int, int | None] = {}
         self.repairs = FirstIteration()
+        #: 1-D integer values whose elements are known dims (``Shape`` of a proven value and
+        #: what picks from it), and values all of whose elements are one known dim: enough to
+        #: prove an ``Expand`` to a read shape and the lengths a ``ReverseSequence`` is given
+        #: (tf2onnx's ``tf.reverse`` in ``map_fn``).
+        self.values: dict[int, Dims] = {}
+        self.uniform: dict[int, Dim] = {}
         self._outer: dict[int, Dims | None] = {}
         self._symbols = itertools.count()
 
@@ -139,6 +148,15 @@ class _Proof:
             outputs = [gathered] if isinstance(gathered, tuple) else gathered
         elif is_onnx(node, "Shape") and node.inputs and node.inputs[0] is not None:
             outputs = _one(_shape_of_shape(node, shapes[0]))
+            values = None if shapes[0] is None else _shape_values(node, shapes[0])
+            if outputs is not None and values is not None:
+                self.values[id(node.outputs[0])] = values
+        elif is_onnx(node, "Expand", "ReverseSequence"):
+            outputs = _one(
+                self.expand(node, shapes)
+                if node.op_type == "Expand"
+                else self.reverse(node, shapes)
+            )
         else:
             outputs = _one(_rule(node, shapes, self.types, self.fresh))
         if outputs is None:
@@ -148,12 +166,48 @@ class _Proof:
         for value, dims in zip(node.outputs, outputs, strict=True):
             self.known[id(value)] = dims
         dims = outputs[0]
+        source_id = id(node.inputs[0]) if node.inputs and node.inputs[0] is not None else None
+        if is_onnx(node, "Cast", "Identity") and _integral(node.outputs[0], self.types):
+            if source_id in self.values:
+                self.values[id(node.outputs[0])] = self.values[source_id]
+            if source_id in self.uniform:
+                self.uniform[id(node.outputs[0])] = self.uniform[source_id]
+        if is_onnx(node, "Gather") and source_id in self.values and int_attr(node, "axis", 0) == 0:
+            picked = _picked(self.values[source_id], node.inputs[1])
+            if picked is not None:
+                self.values[id(node.outputs[0])] = picked
         if is_onnx(node, *_SAME_VALUES) and node.inputs and node.inputs[0] is not None:
             # still i (or the counter), in one element: 0 on iteration 0
             source = self.zero.get(id(node.inputs[0]), -1)
             if source != -1 and dims == (1,) * len(dims) and _integral(node.outputs[0], self.types):
                 self.zero[id(node.outputs[0])] = source
         return None
+
+    def expand(self, node: ir.Node, shapes: list[Dims | None]) -> Dims | None:
+        """``Expand`` of a value of ones in every dimension to a shape known as dims (no
+        dimension negative, none to disagree with): the shape it makes."""
+        first = shapes[0] if shapes else None
+        target = node.inputs[1] if len(node.inputs) > 1 else None
+        dims = None if target is None else self.values.get(id(target))
+        if first is None or dims is None or len(first) > len(dims) or set(first) - {1}:
+            return None
+        if node.inputs[0] is not None and len(dims) == 1:
+            value = self.values.get(id(node.inputs[0]))
+            if value is not None and len(value) == 1:
+                self.uniform[id(node.outputs[0])] = value[0]
+        return dims
+
+    def reverse(self, node: ir.Node, shapes: list[Dims | None]) -> Dims | None:
+        """``ReverseSequence`` given one length per batch entry, each the full time length."""
+        if len(shapes) != 2 or shapes[0] is None or node.inputs[1] is None:
+            return None
+        x, lens = shapes[0], shapes[1]
+        time_axis, batch_axis = int_attr(node, "time_axis", 0), int_attr(node, "batch_axis", 1)
+        if len(x) < 2 or {time_axis, batch_axis} != {0, 1} or lens is None:
+            return None
+        assert time_axis is not None and batch_axis is not None
+        full = self.uniform.get(id(node.inputs[1]))
+        return x if lens == (x[batch_axis],) and full == x[time_axis] else None
 
     def fresh(self) -> str:
         """A symbol equal to no other."""
@@ -342,6 +396,28 @@ def _shape_of_shape(node: ir.Node, shape: Dims | None) -> Dims | None:
         return None
     start, end = (max(0, min(rank, d + rank if d < 0 else d)) for d in (start, end))
     return (max(0, end - start),)
+
+
+def _shape_values(node: ir.Node, shape: Dims) -> Dims | None:
+    """The dims ``Shape`` returns (``start``/``end`` clamped as :func:`_shape_of_shape`)."""
+    rank = len(shape)
+    start, end = int_attr(node, "start", 0), int_attr(node, "end", rank)
+    if start is None or end is None:
+        return None
+    start, end = (max(0, min(rank, d + rank if d < 0 else d)) for d in (start, end))
+    return shape[start:end]
+
+
+def _picked(values: Dims, index: ir.Value | None) -> Dims | None:
+    """The dims a ``Gather`` at constant 1-D indices picks (a scalar index: None, the rank
+    changes)."""
+    array = constant_array(index)
+    if array is None or array.ndim != 1:
+        return None
+    size = len(values)
+    if not np.all((array >= -size) & (array < size)):
+        return None
+    return tuple(values[int(k)] for k in array)
 
 
 def _squeeze(node: ir.Node, first: Dims) -> Dims | None:

@@ -294,3 +294,55 @@ def test_rows_of_unknown_size_over_a_count_from_values_are_named() -> None:
     with pytest.raises(TargetError) as raised:
         seqlower.lower(parse(text), target="tract", check=False)
     assert "determined fact" in str(raised.value) and "'x'" in str(raised.value)
+
+
+# tf2onnx's map_fn over tf.reverse (../shared/realworld-samples' tf_map_fn_reverse): each row
+# [T', B'] reversed along its time axis by ReverseSequence with lengths Expand(T', [B']), read
+# from the row's Shape; proven because those lengths are one per batch entry, each T'.
+MAP_REVERSE = """
+<ir_version: 8, opset_import: ["" : 15]>
+g (float[N, T, B] x) => (float[M, T2, B2] y) {
+    t = Constant<value = bool {1}>()
+    count = Shape<start = 0, end = 1>(x)
+    axis = Constant<value = int64[1] {0}>()
+    n = Squeeze(count, axis)
+    y = Loop(n, t) <body = b (int64 i, bool c) => (bool c_out, float[T1, B1] r) {
+        c_out = Identity(c)
+        row = Gather(x, i)
+        shape = Shape(row)
+        one = Constant<value = int64[1] {1}>()
+        zero = Constant<value = int64[1] {0}>()
+        batch = Gather(shape, one)
+        time = Gather(shape, zero)
+        lens = Expand(time, batch)
+        r = ReverseSequence<batch_axis = 1, time_axis = 0>(row, lens)
+    }>
+}
+"""
+
+
+@pytest.mark.parametrize("shape", [(0, 3, 4), (1, 3, 4), (3, 5, 2), (2, 1, 1), (3, 4, 0)])
+def test_a_map_over_reversed_rows_is_proven(shape: tuple[int, ...]) -> None:
+    lowered = _lowered(MAP_REVERSE)
+    assert "Loop" not in all_op_types(lowered) and "Greater" in all_op_types(lowered)
+    x = np.arange(int(np.prod(shape)), dtype=np.float32).reshape(shape)
+    (want,) = ort_run(parse(MAP_REVERSE), {"x": x})
+    for runtime in ("tract", "openvino"):
+        (got,) = run(runtime, lowered, {"x": x})
+        if shape[0] == 0:  # onnxruntime's zero-trip scan output: its unknown sizes 0
+            assert want.shape == (0, 0, 0) and got.shape == shape
+        else:
+            assert_same([want], [got])
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("lens = Expand(time, batch)", "lens = Expand(batch, batch)"),  # lengths may exceed T'
+        ("batch = Gather(shape, one)", "batch = Gather(shape, zero)"),  # T' lengths, not B'
+    ],
+)
+def test_reverse_sequence_lengths_not_proven_are_named(old: str, new: str) -> None:
+    with pytest.raises(TargetError) as raised:
+        seqlower.lower(parse(MAP_REVERSE.replace(old, new)), target="tract", check=False)
+    assert "ReverseSequence" in str(raised.value) or "Expand" in str(raised.value)
