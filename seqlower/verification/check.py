@@ -30,7 +30,7 @@ import onnx_ir as ir
 from seqlower._version import __version__, dependency_versions
 from seqlower.errors import BadOptionError, CheckLimitError, ModelTypeError, first_line
 from seqlower.io import load_model, self_contained_proto
-from seqlower.verification.compare import Tolerances, compare_values, default_tolerance
+from seqlower.verification.compare import Tolerances, default_tolerance
 from seqlower.verification.constraints import Analysis, analyze
 from seqlower.verification.input_files import load_inputs, load_outputs
 from seqlower.verification.inputs import (
@@ -225,6 +225,10 @@ def verify(
     ]
     reference_proto = _as_proto(reference)
     candidate_proto = _as_proto(candidate)
+    open_axes = unspecified_empty_axes(reference_proto)
+    if open_axes:
+        tolerances = dataclasses.replace(options.tolerances, unspecified=open_axes)
+        options = dataclasses.replace(options, tolerances=tolerances)
     budget = default_memory_budget() if options.memory_budget is None else options.memory_budget
     limit = DEFAULT_TIMEOUT if options.timeout is None else options.timeout
     if options.inputs is None:
@@ -247,6 +251,38 @@ def verify(
     if stopped is not None:
         return stopped
     return check.conclude(expected_outputs is not None)
+
+
+def unspecified_empty_axes(model: onnx.ModelProto) -> dict[str, frozenset[int]]:
+    """Per graph output that is a ``Loop``'s scan output (directly or through ``Identity``s),
+    the axes past the first where the body's output declares no size: after zero iterations
+    ONNX says nothing of them (onnxruntime gives 0, OpenVINO the previous run's, a ``Scan`` its
+    rows'), so two empty results may differ there."""
+    producers = {out: node for node in model.graph.node for out in node.output}
+    found: dict[str, frozenset[int]] = {}
+    for output in model.graph.output:
+        name, node = output.name, producers.get(output.name)
+        while node is not None and node.op_type == "Identity" and node.domain in ("", "ai.onnx"):
+            name = node.input[0]
+            node = producers.get(name)
+        if node is None or node.op_type != "Loop" or node.domain not in ("", "ai.onnx"):
+            continue
+        body = next((a.g for a in node.attribute if a.name == "body"), None)
+        k = list(node.output).index(name)
+        states = len(node.input) - 2
+        if body is None or k < states or 1 + k >= len(body.output):
+            continue
+        declared = body.output[1 + k].type.tensor_type
+        if declared.HasField("shape"):
+            dims = [(i + 1, d.HasField("dim_value")) for i, d in enumerate(declared.shape.dim)]
+        elif output.type.tensor_type.HasField("shape"):  # no size declared: all past axis 0
+            dims = [(i, False) for i in range(1, len(output.type.tensor_type.shape.dim))]
+        else:
+            continue
+        open_dims = frozenset(axis for axis, static in dims if not static)
+        if open_dims:
+            found[output.name] = open_dims
+    return found
 
 
 @dataclasses.dataclass
@@ -466,13 +502,13 @@ class _Check:
             failed.culprit = "runtime" if failed.error else "lowering"
             return
         failed.original = [
-            compare_values(name, e, o, *tolerances.for_output(name))
+            tolerances.compare(name, e, o)
             for name, e, o in zip(names, expected, outputs, strict=True)
         ]
         if failed.error or actual is None:
             return  # the original loads and runs there
         same = {
-            name: compare_values(name, o, a, *tolerances.for_output(name))
+            name: tolerances.compare(name, o, a)
             for name, o, a in zip(names, outputs, actual, strict=True)
         }
         limits = {n: _resolved(tolerances, n, e) for n, e in zip(names, expected, strict=True)}
@@ -723,8 +759,7 @@ def _compare_expected(
 ) -> RunReport:
     """The candidate's outputs against the framework's, for the outputs the file holds."""
     outputs: list[OutputReport] = [
-        compare_values(name, value, actual[name], *options.tolerances.for_output(name))
-        for name, value in expected.items()
+        options.tolerances.compare(name, value, actual[name]) for name, value in expected.items()
     ]
     return RunReport(index, all(o.ok for o in outputs), run.inputs, outputs)
 
@@ -982,8 +1017,7 @@ def _compare_run(
         error = f"{_FAILED}{first_line(e)}"
         return RunReport(index, False, summary, [], error=error), None
     outputs = [
-        compare_values(name, e, a, *tolerances.for_output(name))
-        for name, e, a in zip(names, expected, actual, strict=True)
+        tolerances.compare(name, e, a) for name, e, a in zip(names, expected, actual, strict=True)
     ]
     return RunReport(index, all(o.ok for o in outputs), summary, outputs), actual
 

@@ -43,6 +43,11 @@ class Tolerances:
     per_output: Mapping[str, tuple[float | None, float | None]] = dataclasses.field(
         default_factory=dict
     )
+    #: Per output, the axes whose size ONNX leaves open when the output is empty: a zero-trip
+    #: ``Loop``'s scan output, past axis 0, where its body declares no size (onnxruntime makes
+    #: them 0, OpenVINO keeps the previous run's, a Scan the rows' own). Read from the reference
+    #: model (:func:`seqlower.verification.check.unspecified_empty_axes`), not from options.
+    unspecified: Mapping[str, frozenset[int]] = dataclasses.field(default_factory=dict)
 
     @classmethod
     def from_options(
@@ -79,6 +84,11 @@ class Tolerances:
         r, a = self.per_output.get(name, (None, None))
         return (self.rtol if r is None else r, self.atol if a is None else a)
 
+    def compare(self, name: str, expected: Any, actual: Any) -> OutputReport:
+        """:func:`compare_values` with this output's tolerances and unspecified axes."""
+        rtol, atol = self.for_output(name)
+        return compare_values(name, expected, actual, rtol, atol, self.unspecified.get(name))
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "rtol": self.rtol,
@@ -88,9 +98,16 @@ class Tolerances:
 
 
 def compare_values(
-    name: str, expected: Any, actual: Any, rtol: float | None = None, atol: float | None = None
+    name: str,
+    expected: Any,
+    actual: Any,
+    rtol: float | None = None,
+    atol: float | None = None,
+    unspecified: frozenset[int] | None = None,
 ) -> OutputReport:
-    """Compare one output: sequences by length then element, tensors by shape, dtype, values."""
+    """Compare one output: sequences by length then element, tensors by shape, dtype, values.
+    Two empty tensors may differ in size on the ``unspecified`` axes (see
+    :attr:`Tolerances.unspecified`), nowhere else."""
     if isinstance(expected, list) or isinstance(actual, list):
         report = OutputReport(name, True, kind="sequence")
         if not (isinstance(expected, list) and isinstance(actual, list)):
@@ -121,7 +138,8 @@ def compare_values(
         candidate_shape=list(a.shape),
         elements=int(e.size),
     )
-    if e.shape != a.shape:
+    open_shape = _open_shape(e, a, unspecified or frozenset())
+    if e.shape != a.shape and not open_shape:
         report.ok, report.message = False, f"shape {list(a.shape)}, expected {list(e.shape)}"
         report.mismatches = max(e.size, a.size)
         return report
@@ -129,6 +147,8 @@ def compare_values(
         report.ok, report.message = False, f"dtype {a.dtype}, expected {e.dtype}"
         report.mismatches = int(e.size)
         return report
+    if open_shape:
+        return report  # both empty: no values to compare
     if e.dtype.kind in "OSUb" or e.dtype.kind in "iu":
         differ = e != a
         report.mismatches = int(np.count_nonzero(differ))
@@ -160,3 +180,12 @@ def compare_values(
         report.ok = False
         report.message = f"{report.mismatches} of {report.elements} elements differ"
     return report
+
+
+def _open_shape(e: np.ndarray, a: np.ndarray, unspecified: frozenset[int]) -> bool:
+    """Whether two different shapes of empty tensors differ only on ``unspecified`` axes."""
+    if e.shape == a.shape or e.size or a.size or e.ndim != a.ndim or not unspecified:
+        return False
+    return all(
+        k in unspecified or d == b for k, (d, b) in enumerate(zip(e.shape, a.shape, strict=True))
+    )

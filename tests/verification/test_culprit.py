@@ -420,3 +420,59 @@ def test_the_reproduce_line_of_lower_repeats_expected(
     assert "check: matches the framework's outputs: max abs 0" in again.output
     verdict = next(line for line in first.stderr.splitlines() if "MISMATCH" in line)
     assert verdict in again.stderr
+
+
+# A Loop over the rows of x whose body declares no size for its scan output (as tf2onnx writes
+# bodies): after zero iterations onnxruntime makes that size 0, a Scan gives the rows' own.
+ROWS_UNSIZED = """
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[N, D] x) => (float[M, K] ys) {
+    t = Constant<value = bool {1}>()
+    rows = Shape<start = 0, end = 1>(x)
+    axis = Constant<value = int64[1] {0}>()
+    n = Squeeze(rows, axis)
+    ys = Loop(n, t) <body = b (int64 i, bool c) => (bool c_out, float[K1] y) {
+        c_out = Identity(c)
+        row = Gather(x, i)
+        y = Neg(row)
+    }>
+}
+"""
+
+
+def test_a_zero_trip_loops_unsized_axes_are_not_compared() -> None:
+    """ONNX leaves a zero-trip Loop's scan output sizes open past axis 0 where the body
+    declares none: onnxruntime's [0, 0] and the Scan's [0, 3] are both right (before, the check
+    blamed the lowering). A declared size, and every non-empty output, is still compared."""
+    require("tract")
+    model = onnx.parser.parse_model(ROWS_UNSIZED)
+    lowered = seqlower.lower(model, target="tract", check=False)
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    runs = [{"x": x[:k]} for k in (0, 2)]
+    report = verify(model, lowered, CheckOptions(inputs=runs, targets=("tract",)))
+    assert report.status == "equivalent", report.reason
+    shapes = [r.outputs[0].reference_shape for r in report.runs]
+    assert shapes == [[0, 0], [2, 3]] and report.runs[0].outputs[0].candidate_shape == [0, 3]
+    declared = onnx.parser.parse_model(ROWS_UNSIZED.replace("float[K1] y", "float[3] y"))
+    assert seqlower.verification.check.unspecified_empty_axes(declared) == {}
+    assert seqlower.verification.check.unspecified_empty_axes(model) == {"ys": frozenset({1})}
+
+
+def test_unspecified_axes_forgive_only_empty_shapes_there() -> None:
+    from seqlower.verification.compare import compare_values
+
+    empty = np.zeros((0, 0), np.float32)
+    assert compare_values("y", empty, np.zeros((0, 3), np.float32), unspecified=frozenset({1})).ok
+    assert not compare_values("y", empty, np.zeros((0, 3), np.float32)).ok
+    assert not compare_values(
+        "y", empty, np.zeros((0, 3, 1), np.float32), None, None, frozenset({1, 2})
+    ).ok
+    assert not compare_values(
+        "y", np.zeros((1, 0)), np.zeros((0, 0)), None, None, frozenset({1})
+    ).ok
+    assert not compare_values(
+        "y", np.zeros((2, 0), np.float32), np.zeros((2, 3), np.float32), None, None, frozenset({1})
+    ).ok
+    assert not compare_values(
+        "y", empty, np.zeros((0, 3), np.float64), None, None, frozenset({1})
+    ).ok
