@@ -4,7 +4,7 @@
 one iteration, its results masked (no runtime runs a ``Scan`` of zero iterations right). That
 extra iteration runs the body on ``i = 0`` and the initial states, which the original never
 does when it runs zero times: exact only when the body cannot fail there. Proven here from
-shapes, for bodies of ops that fail only on shapes (broadcasting, ``MatMul``, ``Reshape``,
+shapes, for bodies of ops that fail only on shapes (broadcasting, ``MatMul``, ``Gemm``, ``Reshape``,
 ``Split``...) or on an index: ``Gather`` at constant indices in range, or at the iteration
 number or a counter (0 on iteration 0) along an axis of at least one row. A dimension not
 known when lowering is a symbol: the name ONNX's shape inference (with data propagation) gives
@@ -354,6 +354,8 @@ def _rule(
         return _slice(node, shapes, fresh)
     if op == "MatMul" and len(shapes) == 2 and shapes[1] is not None:
         return _matmul(first, shapes[1])
+    if op == "Gemm" and len(shapes) in (2, 3) and all(s is not None for s in shapes):
+        return _gemm(node, shapes)  # type: ignore[arg-type]
     if op == "Transpose":
         perm = ints_attr(node, "perm")
         if perm is None:
@@ -512,6 +514,22 @@ def _matmul(a: Dims, b: Dims) -> Dims | None:
         out = (*out[:-2], out[-1])
     if len(b) == 1:
         out = out[:-1]
+    return out
+
+
+def _gemm(node: ir.Node, shapes: list[Dims]) -> Dims | None:
+    """``Gemm``: A and B of rank 2 (each transposed as its attribute says), inner sizes equal,
+    C broadcasting to the result one way (PyTorch's ``nn.Linear`` in a ``while_loop``)."""
+    a, b = shapes[0], shapes[1]
+    trans_a, trans_b = int_attr(node, "transA", 0), int_attr(node, "transB", 0)
+    if len(a) != 2 or len(b) != 2 or trans_a is None or trans_b is None:
+        return None
+    (m, k), (k2, n) = (a[::-1] if trans_a else a), (b[::-1] if trans_b else b)
+    if k != k2:
+        return None
+    out = (m, n)
+    if len(shapes) == 3 and (len(shapes[2]) > 2 or _broadcast([out, shapes[2]]) != out):
+        return None
     return out
 
 

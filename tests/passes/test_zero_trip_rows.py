@@ -346,3 +346,47 @@ def test_reverse_sequence_lengths_not_proven_are_named(old: str, new: str) -> No
     with pytest.raises(TargetError) as raised:
         seqlower.lower(parse(MAP_REVERSE.replace(old, new)), target="tract", check=False)
     assert "ReverseSequence" in str(raised.value) or "Expand" in str(raised.value)
+
+
+# PyTorch's nn.Linear in a while_loop body (torch family's while_gru_cell): Gemm with transB.
+GEMM_ROWS = """
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[T, B, 3] x, float[4, 3] w, float[4] bias) => (float[M, B, 4] ys) {
+    t = Constant<value = bool {1}>()
+    steps = Shape<start = 0, end = 1>(x)
+    axis = Constant<value = int64[1] {0}>()
+    n = Squeeze(steps, axis)
+    ys = Loop(n, t) <body = b (int64 i, bool c) => (bool c_out, float[B, 4] y) {
+        c_out = Identity(c)
+        row = Gather(x, i)
+        y = Gemm<transB = 1>(row, w, bias)
+    }>
+}
+"""
+
+
+@pytest.mark.parametrize("rows", [0, 3])
+def test_a_gemm_is_proven_on_iteration_0(rows: int) -> None:
+    lowered = _lowered(GEMM_ROWS)
+    assert "Loop" not in all_op_types(lowered) and "Greater" in all_op_types(lowered)
+    rng = np.random.default_rng(rows)
+    feeds = {
+        "x": rng.standard_normal((rows, 2, 3)).astype(np.float32),
+        "w": rng.standard_normal((4, 3)).astype(np.float32),
+        "bias": rng.standard_normal(4).astype(np.float32),
+    }
+    want = ort_run(parse(GEMM_ROWS), feeds)
+    for runtime in ("tract", "onnxruntime"):  # OpenVINO loads no Scan body reading outer values
+        got = run(runtime, lowered, feeds)
+        if rows:
+            np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-6)
+        else:  # both empty; onnxruntime's zero-trip sizes come from the body's declaration
+            assert got[0].size == 0 and want[0].size == 0
+
+
+def test_a_gemm_of_sizes_not_proven_to_agree_is_named() -> None:
+    with pytest.raises(TargetError) as raised:
+        seqlower.lower(
+            parse(GEMM_ROWS.replace("float[4, 3] w", "float[4, K] w")), target="tract", check=False
+        )
+    assert "Gemm" in str(raised.value)
