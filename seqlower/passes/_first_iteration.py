@@ -147,9 +147,9 @@ class _Proof:
             gathered = self.gather(node, shapes[1])
             outputs = [gathered] if isinstance(gathered, tuple) else gathered
         elif is_onnx(node, "Shape") and node.inputs and node.inputs[0] is not None:
-            outputs = _one(_shape_of_shape(node, shapes[0]))
             values = None if shapes[0] is None else _shape_values(node, shapes[0])
-            if outputs is not None and values is not None:
+            outputs = None if values is None else [(len(values),)]
+            if values is not None:
                 self.values[id(node.outputs[0])] = values
         elif is_onnx(node, "Expand", "ReverseSequence"):
             outputs = _one(
@@ -388,20 +388,9 @@ def _axes(node: ir.Node) -> list[int] | None:
     return axes or []
 
 
-def _shape_of_shape(node: ir.Node, shape: Dims | None) -> Dims | None:
-    """``Shape`` never fails once its input has a rank: its output is 1-D."""
-    if shape is None:
-        return None
-    rank = len(shape)
-    start, end = int_attr(node, "start", 0), int_attr(node, "end", rank)
-    if start is None or end is None:
-        return None
-    start, end = (max(0, min(rank, d + rank if d < 0 else d)) for d in (start, end))
-    return (max(0, end - start),)
-
-
 def _shape_values(node: ir.Node, shape: Dims) -> Dims | None:
-    """The dims ``Shape`` returns (``start``/``end`` clamped as :func:`_shape_of_shape`)."""
+    """The dims ``Shape`` returns, ``start``/``end`` clamped (it never fails once its input has
+    a rank: its output is 1-D, of their number)."""
     rank = len(shape)
     start, end = int_attr(node, "start", 0), int_attr(node, "end", rank)
     if start is None or end is None:
