@@ -19,6 +19,7 @@ import onnx_ir as ir
 
 from seqlower.passes._ir import (
     ELEMENTWISE,
+    RECURRENT_OPS,
     REDUCTIONS,
     SAME_SHAPE,
     constant_array,
@@ -68,7 +69,6 @@ BROADCASTING = frozenset(
         "BitShift", "BitwiseAnd", "BitwiseOr", "BitwiseXor",
     }
 )  # fmt: skip
-_RECURRENT = frozenset({"RNN", "GRU", "LSTM"})
 _DEPTH_LIMIT = 200  # nested proofs (broadcasting ops) before giving up: unproven is safe
 
 
@@ -93,7 +93,7 @@ class DimProver:
             return self._ranks[key]
         found: int | None = None
         node = onnx_producer(value)
-        if node is not None and node.op_type in _RECURRENT:
+        if node is not None and node.op_type in RECURRENT_OPS:
             found = 4 if value is node.outputs[0] else 3  # Y; Y_h and Y_c
         elif node is not None and node.op_type == "Split" and node.inputs and node.inputs[0]:
             found = self.rank(node.inputs[0], depth + 1) if depth < _DEPTH_LIMIT else None
@@ -165,7 +165,7 @@ class DimProver:
         if node is None or depth >= _DEPTH_LIMIT or not node.inputs or node.inputs[0] is None:
             return value, axis
         op = node.op_type
-        if op in _RECURRENT or op == "Scan":
+        if op in RECURRENT_OPS or op == "Scan":
             found = self._recurrent(node, value, axis, depth) if op != "Scan" else None
             if op == "Scan":
                 found = self._scan(node, value, axis, depth)

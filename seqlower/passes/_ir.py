@@ -27,6 +27,7 @@ __all__ = [
     "FLOAT_TYPES",
     "NO_LOOP",
     "ONNX_DOMAINS",
+    "RECURRENT_OPS",
     "REDUCTIONS",
     "SAME_SHAPE",
     "SEQUENCE_FREE",
@@ -96,6 +97,8 @@ REDUCTIONS = frozenset(
     {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceSumSquare",
      "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp"}
 )  # fmt: skip
+#: The recurrent ops (``X`` of ``[seq, batch, input]``, or batch first with ``layout=1``).
+RECURRENT_OPS = frozenset({"RNN", "GRU", "LSTM"})
 #: The float element types those proofs cover.
 FLOAT_TYPES = frozenset({ir.DataType.FLOAT, ir.DataType.DOUBLE, ir.DataType.FLOAT16})
 # Ops whose first output has the first input's shape (some act along an axis).

@@ -16,12 +16,11 @@ from __future__ import annotations
 import onnx_ir as ir
 
 from seqlower.passes._base import ONNX_DOMAINS, NodeLoweringPass, Rewrite, Site
-from seqlower.passes._ir import int_attr
+from seqlower.passes._ir import RECURRENT_OPS, int_attr
 from seqlower.passes._types import TypeOracle
 
 __all__ = ["TimeMajorRecurrences"]
 
-RECURRENCES = frozenset({"RNN", "GRU", "LSTM"})
 #: Input positions holding ``[batch, directions, hidden]`` states (``initial_h``, ``initial_c``).
 _STATE_INPUTS = (5, 6)
 #: Each output's permutation from the time-major form back to the batch-major one.
@@ -37,10 +36,10 @@ class TimeMajorRecurrences(NodeLoweringPass[ir.Node]):
     repairs = True
 
     def matches(self, node: ir.Node) -> bool:
-        return node.op_type in RECURRENCES and node.domain in ONNX_DOMAINS
+        return node.op_type in RECURRENT_OPS and node.domain in ONNX_DOMAINS
 
     def _op_types(self) -> frozenset[str]:
-        return RECURRENCES
+        return RECURRENT_OPS
 
     def plan(self, site: Site, types: TypeOracle) -> ir.Node | None:
         node = site.node
