@@ -208,6 +208,16 @@ def graph_attr(node: ir.Node, name: str) -> ir.Graph | None:
     return attr.as_graph()
 
 
+def if_parts(node: ir.Node) -> tuple[ir.Value, ir.Graph, ir.Graph] | None:
+    """An ``If``'s condition, then branch and else branch; None when one of them is missing
+    (or a branch is not a plain graph, see :func:`graph_attr`)."""
+    cond = node.inputs[0] if node.inputs else None
+    then_branch, else_branch = graph_attr(node, "then_branch"), graph_attr(node, "else_branch")
+    if cond is None or then_branch is None or else_branch is None:
+        return None
+    return cond, then_branch, else_branch
+
+
 def is_static(shape: ir.Shape | None) -> TypeGuard[ir.Shape]:
     """Whether ``shape`` is declared with every dimension a number (no symbol, no unknown)."""
     return shape is not None and all(isinstance(d, int) for d in shape)

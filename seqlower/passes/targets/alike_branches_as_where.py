@@ -22,7 +22,7 @@ import numpy as np
 import onnx_ir as ir
 
 from seqlower.passes._base import NodeLoweringPass, Rewrite, Site
-from seqlower.passes._ir import graph_attr
+from seqlower.passes._ir import if_parts
 from seqlower.passes._shared import inline_copy
 from seqlower.passes._types import TypeOracle
 
@@ -49,10 +49,10 @@ class AlikeBranchesAsWhere(NodeLoweringPass[_Plan]):
 
     def plan(self, site: Site, types: TypeOracle) -> _Plan | None:
         node = site.node
-        then_branch, else_branch = graph_attr(node, "then_branch"), graph_attr(node, "else_branch")
-        cond = node.inputs[0] if node.inputs else None
-        if then_branch is None or else_branch is None or cond is None:
+        parts = if_parts(node)
+        if parts is None:
             return None
+        cond, then_branch, else_branch = parts
         shape = cond.shape or types.shape_of(cond)
         if shape is None or len(shape) != 0:
             return None

@@ -21,7 +21,7 @@ import onnx_ir as ir
 
 from seqlower.passes._base import NodeLoweringPass, Rewrite, Site
 from seqlower.passes._dims import BROADCASTING
-from seqlower.passes._ir import ELEMENTWISE, graph_attr, is_onnx, is_static, nodes_in
+from seqlower.passes._ir import ELEMENTWISE, if_parts, is_onnx, is_static, nodes_in
 from seqlower.passes._shared import one_element
 from seqlower.passes._types import TypeOracle
 
@@ -47,12 +47,11 @@ class ConditionOperandsInBranches(NodeLoweringPass[list[_Read]]):
     repairs = True
 
     def plan(self, site: Site, types: TypeOracle) -> list[_Read] | None:
-        node = site.node
-        cond = node.inputs[0] if node.inputs else None
-        branches = [graph_attr(node, name) for name in ("then_branch", "else_branch")]
-        if cond is None or None in branches:
+        parts = if_parts(site.node)
+        if parts is None:
             return None
-        inside = {id(n) for b in branches if b is not None for n in nodes_in(b)}
+        cond, then_branch, else_branch = parts
+        inside = {id(n) for b in (then_branch, else_branch) for n in nodes_in(b)}
         reads = []
         for value in _operands(cond):
             uses = [(u.node, u.idx) for u in value.uses() if id(u.node) in inside]

@@ -36,6 +36,7 @@ from seqlower.passes._ir import (
     REDUCTIONS,
     constant_array,
     graph_attr,
+    if_parts,
     int_attr,
     ints_attr,
 )
@@ -65,10 +66,10 @@ class IfAsWhere(NodeLoweringPass[_Plan]):
 
     def plan(self, site: Site, types: TypeOracle) -> _Plan | None:
         node = site.node
-        then_branch, else_branch = graph_attr(node, "then_branch"), graph_attr(node, "else_branch")
-        cond = node.inputs[0] if node.inputs else None
-        if then_branch is None or else_branch is None or cond is None or not node.outputs:
+        parts = if_parts(node)
+        if parts is None or not node.outputs:
             return None
+        cond, then_branch, else_branch = parts
         shapes = [_branch_shapes(b, types) for b in (then_branch, else_branch)]
         if shapes[0] is None or shapes[0] != shapes[1]:
             return None
