@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -107,6 +108,45 @@ def session(model: onnx.ModelProto, threads: int) -> ort.InferenceSession:
     )
 
 
+#: A session with its inputs and output bound (IOBinding), ready to run.
+Runner = tuple[ort.InferenceSession, ort.IOBinding]
+
+
+def bound(
+    model: onnx.ModelProto, threads: int, feeds: dict[str, np.ndarray]
+) -> tuple[Runner, np.ndarray]:
+    """A session of ``model`` with ``feeds`` and its first output bound once (so the timings are
+    the kernels, not numpy conversions), run once; with that run's output."""
+    sess = session(model, threads)
+    binding = sess.io_binding()
+    for name, value in feeds.items():
+        binding.bind_cpu_input(name, value)
+    binding.bind_output(sess.get_outputs()[0].name)
+    sess.run_with_iobinding(binding)
+    return (sess, binding), binding.copy_outputs_to_cpu()[0]
+
+
+def interleaved(
+    runners: dict[str, Runner], rounds: int, clock: Callable[[], float] = time.perf_counter
+) -> dict[str, list[float]]:
+    """Each runner's time of every round, all runners back to back in each round."""
+    times: dict[str, list[float]] = {name: [] for name in runners}
+    for _ in range(rounds):
+        for name, (sess, binding) in runners.items():
+            start = clock()
+            sess.run_with_iobinding(binding)
+            times[name].append(clock() - start)
+    return times
+
+
+def round_ratio(times: dict[str, list[float]], name: str, reference: str) -> float:
+    """The median of ``name``'s time over ``reference``'s in the same round: a slow stretch of a
+    noisy machine slows both alike instead of skewing one."""
+    return statistics.median(
+        mine / ref for mine, ref in zip(times[name], times[reference], strict=True)
+    )
+
+
 def bench(
     shape: tuple[int, ...],
     time_axis: int,
@@ -122,32 +162,18 @@ def bench(
     runners = {}
     expected = None
     for name, model in models(shape, time_axis, kind, lens, form).items():
-        sess = session(model, threads)
-        binding = sess.io_binding()
-        binding.bind_cpu_input("x", x)
+        feeds: dict[str, np.ndarray] = {"x": x}
         if name != "copy" and kind == "input":
-            binding.bind_cpu_input("lens", lens)
-        binding.bind_output("y")
-        sess.run_with_iobinding(binding)
-        out = binding.copy_outputs_to_cpu()[0]
+            feeds["lens"] = lens
+        runners[name], out = bound(model, threads, feeds)
         if name == "native":
             expected = out
         elif name == "lowered":
             assert expected is not None and np.array_equal(out, expected), "lowered != native"
-        runners[name] = (sess, binding)
-    times: dict[str, list[float]] = {name: [] for name in runners}
-    for _ in range(repeat):
-        for name, (sess, binding) in runners.items():
-            start = time.perf_counter()
-            sess.run_with_iobinding(binding)
-            times[name].append(time.perf_counter() - start)
+    times = interleaved(runners, repeat)
     result = {name: statistics.median(values) for name, values in times.items()}
-    # Ratios are taken within each round (the three runs back to back) and then the median, so
-    # that a slow stretch of a noisy machine slows all three alike instead of skewing one.
     for other in ("native", "copy"):
-        result[f"lowered/{other}"] = statistics.median(
-            low / ref for low, ref in zip(times["lowered"], times[other], strict=True)
-        )
+        result[f"lowered/{other}"] = round_ratio(times, "lowered", other)
     return result
 
 
@@ -185,33 +211,19 @@ def portable(
         "portable": seqlower.lower(native),
         "onnxruntime": seqlower.lower(native, target="onnxruntime", check=False),
     }
+    feeds: dict[str, np.ndarray] = {"x": x, "lens": lens} if kind == "input" else {"x": x}
     runners = {}
     expected = None
     for name, model in built.items():
-        sess = session(model, threads)
-        binding = sess.io_binding()
-        binding.bind_cpu_input("x", x)
-        if kind == "input":
-            binding.bind_cpu_input("lens", lens)
-        binding.bind_output("y")
-        sess.run_with_iobinding(binding)
-        out = binding.copy_outputs_to_cpu()[0]
+        runners[name], out = bound(model, threads, feeds)
         if expected is None:
             expected = out
         assert np.array_equal(out, expected), f"{name} != native"
-        runners[name] = (sess, binding)
     clock = time.thread_time if cpu and threads == 1 else time.perf_counter
-    times: dict[str, list[float]] = {name: [] for name in runners}
-    for _ in range(repeat):
-        for name, (sess, binding) in runners.items():
-            start = clock()
-            sess.run_with_iobinding(binding)
-            times[name].append(clock() - start)
+    times = interleaved(runners, repeat, clock)
     result = {name: statistics.median(values) for name, values in times.items()}
     for name in ("portable", "onnxruntime"):
-        result[f"{name}/native"] = statistics.median(
-            mine / ref for mine, ref in zip(times[name], times["native"], strict=True)
-        )
+        result[f"{name}/native"] = round_ratio(times, name, "native")
     return _form_of(built["portable"]), result
 
 

@@ -77,34 +77,17 @@ def compare(directory: Path, rounds: int, threads: list[int], only: str) -> None
             "before": onnx.load(directory / f"{_name(shape, time_axis, kind)}.onnx"),
             "after": seqlower.lower(native),
         }
+        feeds: dict[str, np.ndarray] = {"x": x, "lens": lens} if kind == "input" else {"x": x}
         for count in threads:
             runners = {}
             expected = None
             for name, model in built.items():
-                session = rs.session(model, count)
-                binding = session.io_binding()
-                binding.bind_cpu_input("x", x)
-                if kind == "input":
-                    binding.bind_cpu_input("lens", lens)
-                binding.bind_output("y")
-                session.run_with_iobinding(binding)
-                out = binding.copy_outputs_to_cpu()[0]
+                runners[name], out = rs.bound(model, count, feeds)
                 expected = out if expected is None else expected
                 assert np.array_equal(out, expected), f"{name} != native"
-                runners[name] = (session, binding)
             clock = time.thread_time if count == 1 else time.perf_counter
-            times: dict[str, list[float]] = {name: [] for name in runners}
-            for _ in range(rounds):
-                for name, (session, binding) in runners.items():
-                    start = clock()
-                    session.run_with_iobinding(binding)
-                    times[name].append(clock() - start)
-            ratio = {
-                name: statistics.median(
-                    mine / ref for mine, ref in zip(times[name], times["native"], strict=True)
-                )
-                for name in ("before", "after")
-            }
+            times = rs.interleaved(runners, rounds, clock)
+            ratio = {name: rs.round_ratio(times, name, "native") for name in ("before", "after")}
             layout = "time-major" if time_axis == 0 else "batch-major"
             print(
                 f"{'x'.join(map(str, shape)):>14} {layout:>11} {kind:>8} {count:>3} "

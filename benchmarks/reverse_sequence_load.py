@@ -17,11 +17,17 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import onnx
 import onnxruntime as ort
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import reverse_sequence as rs
 
 import seqlower
 
@@ -128,9 +134,7 @@ def load_times(
         for name, data in models.items():
             times[name].append(load_seconds(data, disabled))
     result = {name: statistics.median(values) for name, values in times.items()}
-    result["ratio"] = statistics.median(
-        low / ref for low, ref in zip(times["lowered"], times["original"], strict=True)
-    )
+    result["ratio"] = rs.round_ratio(times, "lowered", "original")
     return result
 
 
@@ -163,29 +167,13 @@ g (float[T, N, C] x, int64[N] lens) => (float[T, N, C] y) {{
 
 
 def fixed_cost(repeat: int, shape: tuple[int, int, int]) -> dict[str, float]:
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = 1
-    options.inter_op_num_threads = 1
     x = np.zeros(shape, np.float32)
     lens = np.full(shape[1], shape[0], np.int64)
-    runners = {}
-    for name, model in (("index", index_model()), ("identity", identity_model())):
-        session = ort.InferenceSession(
-            model.SerializeToString(), options, providers=["CPUExecutionProvider"]
-        )
-        binding = session.io_binding()
-        binding.bind_cpu_input("x", x)
-        if name == "index":
-            binding.bind_cpu_input("lens", lens)
-        binding.bind_output(session.get_outputs()[0].name)
-        session.run_with_iobinding(binding)
-        runners[name] = (session, binding)
-    times: dict[str, list[float]] = {name: [] for name in runners}
-    for _ in range(repeat):
-        for name, (session, binding) in runners.items():
-            start = time.perf_counter()
-            session.run_with_iobinding(binding)
-            times[name].append(time.perf_counter() - start)
+    runners = {
+        "index": rs.bound(index_model(), 1, {"x": x, "lens": lens})[0],
+        "identity": rs.bound(identity_model(), 1, {"x": x})[0],
+    }
+    times = rs.interleaved(runners, repeat)
     result = {name: statistics.median(values) for name, values in times.items()}
     result["net"] = statistics.median(
         a - b for a, b in zip(times["index"], times["identity"], strict=True)
