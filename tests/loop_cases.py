@@ -116,15 +116,9 @@ def dynamic_rnn() -> tuple[onnx.ModelProto, dict[str, Any]]:
     return model, {"x": x, "lengths": np.array([3, 4], dtype=np.int32)}
 
 
-def for_loop() -> tuple[onnx.ModelProto, dict[str, Any]]:
-    """A for-loop (condition passed through, trip count M) reading the iteration number, with a
-    counter that starts at a run-time value and steps by one (opset 11)."""
-    model = _parse(
-        """
-        <ir_version: 8, opset_import: ["" : 11]>
-        for_loop (float[5, 2] x, int64 n, int64 first) => (float[unk__1, 2] ys, int64 last) {
-            true = Constant<value = bool {1}>()
-            last, ys = Loop(n, true, first) <body = for_body (int64 i, bool c, int64 k)
+#: ``for_loop``'s body: row k of the outer ``x`` times the iteration number i, the counter k
+#: stepping by one (``test_zero_trip_rows.py`` and ``test_loop_to_scan.py`` loop over it too).
+FOR_BODY = """<body = for_body (int64 i, bool c, int64 k)
                 => (bool c_out, int64 k_next, float[2] y) {
                 one = Constant<value = int64 {1}>()
                 k_next = Add(k, one)
@@ -132,8 +126,19 @@ def for_loop() -> tuple[onnx.ModelProto, dict[str, Any]]:
                 at = Cast<to = 1>(i)
                 y = Mul(row, at)
                 c_out = Identity(c)
-            }>
-        }
+            }>"""
+
+
+def for_loop() -> tuple[onnx.ModelProto, dict[str, Any]]:
+    """A for-loop (condition passed through, trip count M) reading the iteration number, with a
+    counter that starts at a run-time value and steps by one (opset 11)."""
+    model = _parse(
+        f"""
+        <ir_version: 8, opset_import: ["" : 11]>
+        for_loop (float[5, 2] x, int64 n, int64 first) => (float[unk__1, 2] ys, int64 last) {{
+            true = Constant<value = bool {{1}}>()
+            last, ys = Loop(n, true, first) {FOR_BODY}
+        }}
         """
     )
     x = _RNG.standard_normal((5, 2)).astype(np.float32)

@@ -425,26 +425,18 @@ def test_a_split_tensor_of_static_length_is_a_known_count() -> None:
         assert_same(expected, run(runtime, lowered, feeds))
 
 
-LOOP_IN_FUNCTION = """
+LOOP_IN_FUNCTION = f"""
 <ir_version: 10, opset_import: ["" : 18, "this" : 1]>
-outer (float[5, 2] x, int64 n) => (float[N, 2] ys) {
+outer (float[5, 2] x, int64 n) => (float[N, 2] ys) {{
     ys = this.body_fn(x, n)
-}
+}}
 <domain: "this", opset_import: ["" : 18]>
 body_fn (x, n) => (ys)
-{
-    true = Constant<value = bool {1}>()
-    zero = Constant<value = int64 {0}>()
-    last, ys = Loop(n, true, zero) <body = for_body (int64 i, bool c, int64 k)
-        => (bool c_out, int64 k_next, float[2] y) {
-        one = Constant<value = int64 {1}>()
-        k_next = Add(k, one)
-        row = Gather<axis = 0>(x, k)
-        at = Cast<to = 1>(i)
-        y = Mul(row, at)
-        c_out = Identity(c)
-    }>
-}
+{{
+    true = Constant<value = bool {{1}}>()
+    zero = Constant<value = int64 {{0}}>()
+    last, ys = Loop(n, true, zero) {cases.FOR_BODY}
+}}
 """
 
 

@@ -70,20 +70,12 @@ g (int64 trip_count, float[N, 2] x, float[2] y) => (float[2] res_y, float[M, 2] 
 
 # tests/loop_cases.py's for_loop over an x of unknown length: row first + i (a counter from a
 # run-time start, read as a Gather index), times i.
-COUNTER = """
+COUNTER = f"""
 <ir_version: 8, opset_import: ["" : 11]>
-g (float[N, 2] x, int64 n, int64 first) => (float[M, 2] ys, int64 last) {
-    true = Constant<value = bool {1}>()
-    last, ys = Loop(n, true, first) <body = b (int64 i, bool c, int64 k)
-        => (bool c_out, int64 k_next, float[2] y) {
-        one = Constant<value = int64 {1}>()
-        k_next = Add(k, one)
-        row = Gather<axis = 0>(x, k)
-        at = Cast<to = 1>(i)
-        y = Mul(row, at)
-        c_out = Identity(c)
-    }>
-}
+g (float[N, 2] x, int64 n, int64 first) => (float[M, 2] ys, int64 last) {{
+    true = Constant<value = bool {{1}}>()
+    last, ys = Loop(n, true, first) {loop_cases.FOR_BODY}
+}}
 """
 
 PROPERTY = settings(
