@@ -83,6 +83,10 @@ class FirstIteration:
     rows: list[RowRead] = dataclasses.field(default_factory=list)
     #: Counters (carried value ``k``) that start from 0.
     starts: set[int] = dataclasses.field(default_factory=set)
+    #: Whether rows of a size unknown when lowering are read in place (from ``x`` and a zero
+    #: row, at indices scanned) instead of scanned (``LoopToScan``: tract types no such scan
+    #: input over a count from values).
+    in_place: bool = False
 
 
 def first_iteration(
@@ -93,7 +97,7 @@ def first_iteration(
     body = graph_attr(loop, "body")
     if body is None or len(body.inputs) != len(loop.inputs) or len(body.inputs) < 2:
         return "its body is not one of a Loop's interface"
-    proof = _Proof(body, types, shapes)
+    proof = _Proof(body, types, shapes, steady=_steady_shapes(loop, body, types, shapes))
     proof.known[id(body.inputs[0])] = ()
     proof.known[id(body.inputs[1])] = ()
     proof.zero[id(body.inputs[0])] = None
@@ -111,13 +115,61 @@ def first_iteration(
     return proof.repairs
 
 
+def _steady_shapes(loop: ir.Node, body: ir.Graph, types: TypeOracle, shapes: Shapes) -> _Proof:
+    """The body's shapes on every iteration that does not fail, a dimension that may differ
+    from one iteration to the next a symbol of ``~``: the proof accepts an op failing on shapes
+    alone when they hold none (it then fails on iteration 0 exactly when the Loop fails on
+    every iteration). A state's dimension is steady while the body returns it unchanged
+    (assumed of all, dropped where it does not: the greatest such set), or when an op that
+    needs equal sizes (``Concat``, ``MatMul``'s inner ones) ties it to a steady one (pinned)."""
+    varying: set[str] = set()  # the states' dimensions, "~s<k>.<j>", that may change
+    pinned: set[str] = set()
+    while True:
+        proof = _Proof(body, types, shapes)
+        proof.known[id(body.inputs[0])] = proof.known[id(body.inputs[1])] = ()
+        initials: list[Dims | None] = []
+        for k, (state, initial) in enumerate(zip(body.inputs[2:], loop.inputs[2:], strict=True)):
+            dims = None if initial is None else proof.outer(initial)
+            initials.append(dims)
+            if dims is not None:
+                named = (f"~s{k}.{j}" for j in range(len(dims)))
+                proof.known[id(state)] = tuple(
+                    d if n not in varying - pinned else n for n, d in zip(named, dims, strict=True)
+                )
+        for node in body:
+            proof.node(node)
+        changed = set()
+        for k, dims in enumerate(initials):
+            out = proof.dims(body.outputs[1 + k]) if 1 + k < len(body.outputs) else None
+            for j, d in enumerate(dims or ()):
+                name = f"~s{k}.{j}"
+                if name not in varying and (
+                    out is None or len(out) != len(dims or ()) or out[j] != d
+                ):
+                    changed.add(name)
+        if changed:
+            varying |= changed
+            pinned = set()  # pins proven under the states assumed steady
+        elif proof.pins - pinned:
+            pinned |= proof.pins
+        else:
+            return proof
+
+
 class _Proof:
     """The body's nodes in order: each one's output shape once it is proven safe."""
 
-    def __init__(self, body: ir.Graph, types: TypeOracle, shapes: Shapes) -> None:
+    def __init__(
+        self, body: ir.Graph, types: TypeOracle, shapes: Shapes, steady: _Proof | None = None
+    ) -> None:
         self.body = body
         self.types = types
         self.shapes = shapes
+        #: The proof of iteration 0: the shapes on every iteration (``_steady_shapes``);
+        #: None: this is that pass, over every iteration that does not fail.
+        self.steady = steady
+        #: The states' dimensions an op needing equal sizes ties to a steady one.
+        self.pins: set[str] = set()
         self.known: dict[int, Dims] = {}
         #: Values that are 0 on iteration 0, by id: the counter to start from 0 for it, if any.
         self.zero: dict[int, int | None] = {}
@@ -158,9 +210,9 @@ class _Proof:
                 else self.reverse(node, shapes)
             )
         else:
-            outputs = _one(_rule(node, shapes, self.types, self.fresh))
+            outputs = _one(self.rule(node, shapes))
         if outputs is None:
-            return _why(node, shapes)
+            return _why(node, shapes, None if self.steady is None else self.varying(node))
         if isinstance(outputs, str):
             return outputs
         for value, dims in zip(node.outputs, outputs, strict=True):
@@ -183,6 +235,57 @@ class _Proof:
                 self.zero[id(node.outputs[0])] = source
         return None
 
+    def rule(self, node: ir.Node, shapes: list[Dims | None]) -> Dims | None:
+        """``_rule`` on iteration 0, then, where sizes are not proven to agree but are the same
+        on every iteration, as if they agreed; over every iteration, as if they agreed."""
+        if self.steady is None:
+            return _rule(node, shapes, self.types, self.fresh_for(node), self.agree)
+        dims = _rule(node, shapes, self.types, self.fresh)
+        if dims is None and self.varying(node) is None:
+            dims = _rule(node, shapes, self.types, self.fresh, self.agree)
+        return dims
+
+    def agree(self, dims: list[Dim], exact: bool) -> Dim | None:
+        """The size of sizes not proven to agree (``exact``: equal; else broadcasting, ones
+        left out) when the op does not fail: None when two are known and differ."""
+        sizes = {d for d in dims if isinstance(d, int)}
+        if len(sizes) > 1:
+            return None
+        steady = sorted(d for d in dims if isinstance(d, str) and _steady(d))
+        if exact and (sizes or steady):  # a varying state's dimension equals a steady one
+            self.pins |= {d for d in dims if isinstance(d, str) and d.startswith("~s")}
+        if sizes:
+            return sizes.pop()
+        if exact and steady:
+            return steady[0]
+        return self.fresh() if len(steady) == len(dims) else self.vary()
+
+    def varying(self, node: ir.Node) -> str | None:
+        """The first input of ``node`` whose shape may change from one iteration to the next
+        (``self.steady``'s, or not known there)."""
+        for value in node.inputs:
+            dims = None if value is None or self.steady is None else self.steady.dims(value)
+            if value is not None and (dims is None or not all(_steady(d) for d in dims)):
+                return value.name
+        return None
+
+    def fresh_for(self, node: ir.Node) -> Callable[[], str]:
+        """A new symbol for what ``node`` computes over every iteration: steady when its
+        inputs' shapes are, and a ``Slice``'s bounds the same values every time."""
+        steady = all(
+            v is None or ((dims := self.dims(v)) is not None and all(_steady(d) for d in dims))
+            for v in node.inputs
+        )
+        if is_onnx(node, "Slice"):
+            steady = steady and all(v is None or self.fixed(v) for v in node.inputs[1:])
+        return self.fresh if steady else self.vary
+
+    def fixed(self, value: ir.Value) -> bool:
+        """Whether ``value`` holds the same values on every iteration: a constant, or read
+        from outside."""
+        outside = value.graph is not None and value.graph is not self.body
+        return outside or constant_array(value) is not None
+
     def expand(self, node: ir.Node, shapes: list[Dims | None]) -> Dims | None:
         """``Expand`` of a value of ones in every dimension to a shape known as dims (no
         dimension negative, none to disagree with): the shape it makes."""
@@ -202,6 +305,8 @@ class _Proof:
         if len(shapes) != 2 or shapes[0] is None or node.inputs[1] is None:
             return None
         x, lens = shapes[0], shapes[1]
+        if self.steady is None:
+            return x  # its lengths are values: proven on iteration 0 only
         time_axis, batch_axis = int_attr(node, "time_axis", 0), int_attr(node, "batch_axis", 1)
         if len(x) < 2 or {time_axis, batch_axis} != {0, 1} or lens is None:
             return None
@@ -212,6 +317,10 @@ class _Proof:
     def fresh(self) -> str:
         """A symbol equal to no other."""
         return f"?{next(self._symbols)}"
+
+    def vary(self) -> str:
+        """A symbol equal to no other, which may differ from one iteration to the next."""
+        return f"~{next(self._symbols)}"
 
     def outer(self, value: ir.Value) -> Dims | None:
         """The shape of a value read from outside (or an initializer): sizes, symbols."""
@@ -244,6 +353,8 @@ class _Proof:
             return None
         axis %= len(shape)
         size, rest = shape[axis], (*shape[:axis], *shape[axis + 1 :])
+        if self.steady is None:  # its index is a value: proven on iteration 0 only
+            return (*rest[:axis], *index, *rest[axis:])
         source = node.inputs[1]
         while source is not None and is_onnx(source.producer(), "Identity"):
             source = source.producer().inputs[0]  # type: ignore[union-attr]
@@ -273,7 +384,12 @@ class _Proof:
         return (*rest[:axis], *index, *rest[axis:])
 
 
-def _why(node: ir.Node, shapes: list[Dims | None]) -> str:
+def _steady(dim: Dim) -> bool:
+    """Whether a dimension of ``_steady_shapes`` is the same on every iteration."""
+    return not (isinstance(dim, str) and dim.startswith("~"))
+
+
+def _why(node: ir.Node, shapes: list[Dims | None], varying: str | None) -> str:
     """What the proof of ``node`` lacks, for the message."""
     unknown = [
         v.name for v, s in zip(node.inputs, shapes, strict=True) if v is not None and s is None
@@ -294,6 +410,11 @@ def _why(node: ir.Node, shapes: list[Dims | None]) -> str:
         for s in shapes
         if s is not None
     )
+    if varying is not None:
+        return (
+            f"may fail on inputs of shapes {shown} (sizes not proven to agree, and the shape of "
+            f"'{varying}' may change from one iteration to the next)"
+        )
     return f"may fail on inputs of shapes {shown} (sizes not proven to agree, or an op not proven)"
 
 
@@ -307,10 +428,19 @@ def _integral(value: ir.Value, types: TypeOracle) -> bool:
     return dtype is not None and dtype.is_integer()
 
 
+#: Sizes that must agree (``exact``: be equal; else broadcast) to the one size they stand for.
+Agree = Callable[[list[Dim], bool], "Dim | None"]
+
+
 def _rule(
-    node: ir.Node, shapes: list[Dims | None], types: TypeOracle, fresh: Callable[[], str]
+    node: ir.Node,
+    shapes: list[Dims | None],
+    types: TypeOracle,
+    fresh: Callable[[], str],
+    agree: Agree | None = None,
 ) -> Dims | None:
-    """The output's shape when ``node`` cannot fail on inputs of ``shapes``, else None."""
+    """The output's shape when ``node`` cannot fail on inputs of ``shapes``, else None; with
+    ``agree``, when it fails on them only where ``agree`` gives sizes not proven to agree one."""
     op = node.op_type
     if op == "Constant":
         array = constant_array(node.outputs[0])
@@ -332,7 +462,7 @@ def _rule(
         dtype = None if source is None else types.type_of(source)
         if op == "Div" and (dtype is None or dtype.dtype not in FLOAT_TYPES):
             return None  # an integer division by zero
-        return _broadcast(shapes)  # type: ignore[arg-type]
+        return _broadcast(shapes, agree)  # type: ignore[arg-type]
     if op == "Unsqueeze":
         axes = _axes(node)
         rank = len(first) + len(axes or [])
@@ -353,30 +483,31 @@ def _rule(
     if op == "Slice":
         return _slice(node, shapes, fresh)
     if op == "MatMul" and len(shapes) == 2 and shapes[1] is not None:
-        return _matmul(first, shapes[1])
+        return _matmul(first, shapes[1], agree)
     if op == "Gemm" and len(shapes) in (2, 3) and all(s is not None for s in shapes):
-        return _gemm(node, shapes)  # type: ignore[arg-type]
+        return _gemm(node, shapes, agree)  # type: ignore[arg-type]
     if op == "Transpose":
         perm = ints_attr(node, "perm")
         if perm is None:
             return first[::-1]
         return tuple(first[p] for p in perm) if sorted(perm) == list(range(len(first))) else None
     if op == "Concat" and all(s is not None and len(s) == len(first) for s in shapes):
-        return _concat(node, shapes, fresh)  # type: ignore[arg-type]
+        return _concat(node, shapes, fresh, agree)  # type: ignore[arg-type]
     return None
 
 
-def _broadcast(shapes: list[Dims]) -> Dims | None:
+def _broadcast(shapes: list[Dims], agree: Agree | None = None) -> Dims | None:
     """Multidirectional broadcasting, proven: the dimensions of one axis are 1 or one size (or
-    one symbol)."""
+    one symbol), or ``agree`` takes them."""
     rank = max(len(s) for s in shapes)
-    out: list[Dim] = []
+    out: list[Dim | None] = []
     for k in range(rank):
         dims = {s[k - rank + len(s)] for s in shapes if k - rank + len(s) >= 0} - {1}
         if len(dims) > 1:
-            return None
-        out.append(dims.pop() if dims else 1)
-    return tuple(out)
+            out.append(None if agree is None else agree(sorted(dims, key=str), False))
+        else:
+            out.append(dims.pop() if dims else 1)
+    return None if None in out else tuple(out)  # type: ignore[arg-type]
 
 
 def _axes(node: ir.Node) -> list[int] | None:
@@ -490,13 +621,13 @@ def _slice(node: ir.Node, shapes: list[Dims | None], fresh: Callable[[], str]) -
     return tuple(fresh() if k in sliced else d for k, d in enumerate(first))
 
 
-def _matmul(a: Dims, b: Dims) -> Dims | None:
+def _matmul(a: Dims, b: Dims, agree: Agree | None = None) -> Dims | None:
     """numpy's ``matmul`` shapes (ONNX's ``MatMul``): inner dimensions equal, batches broadcast."""
     if not a or not b:
         return None
     left, right = (1, *a) if len(a) == 1 else a, (*b, 1) if len(b) == 1 else b
-    batch = _broadcast([left[:-2], right[:-2]])
-    if left[-1] != right[-2] or batch is None:
+    batch = _broadcast([left[:-2], right[:-2]], agree)
+    if not _equal([left[-1], right[-2]], agree) or batch is None:
         return None
     out = (*batch, left[-2], right[-1])
     if len(a) == 1:
@@ -506,7 +637,7 @@ def _matmul(a: Dims, b: Dims) -> Dims | None:
     return out
 
 
-def _gemm(node: ir.Node, shapes: list[Dims]) -> Dims | None:
+def _gemm(node: ir.Node, shapes: list[Dims], agree: Agree | None = None) -> Dims | None:
     """``Gemm``: A and B of rank 2 (each transposed as its attribute says), inner sizes equal,
     C broadcasting to the result one way (PyTorch's ``nn.Linear`` in a ``while_loop``)."""
     a, b = shapes[0], shapes[1]
@@ -514,25 +645,47 @@ def _gemm(node: ir.Node, shapes: list[Dims]) -> Dims | None:
     if len(a) != 2 or len(b) != 2 or trans_a is None or trans_b is None:
         return None
     (m, k), (k2, n) = (a[::-1] if trans_a else a), (b[::-1] if trans_b else b)
-    if k != k2:
+    if not _equal([k, k2], agree):
         return None
     out = (m, n)
     if len(shapes) == 3 and (len(shapes[2]) > 2 or _broadcast([out, shapes[2]]) != out):
-        return None
+        c = shapes[2]  # broadcast to the result one way: each dimension 1 or the result's
+        if len(c) > 2 or agree is None:
+            return None
+        if any(
+            d not in (1, o) and agree([d, o], False) is None
+            for d, o in zip(c[::-1], out[::-1], strict=False)
+        ):
+            return None
     return out
 
 
-def _concat(node: ir.Node, shapes: list[Dims], fresh: Callable[[], str]) -> Dims | None:
+def _equal(dims: list[Dim], agree: Agree | None) -> bool:
+    """Whether sizes that must be equal are proven to be, or ``agree`` takes them."""
+    return len(set(dims)) == 1 or (agree is not None and agree(dims, True) is not None)
+
+
+def _concat(
+    node: ir.Node, shapes: list[Dims], fresh: Callable[[], str], agree: Agree | None = None
+) -> Dims | None:
     axis = int_attr(node, "axis")
     rank = len(shapes[0])
     if axis is None or not -rank <= axis < rank:
         return None
     axis %= rank
-    if any(s[:axis] + s[axis + 1 :] != shapes[0][:axis] + shapes[0][axis + 1 :] for s in shapes):
-        return None
-    sizes = [s[axis] for s in shapes]
-    total = sum(sizes) if all(isinstance(d, int) for d in sizes) else fresh()  # type: ignore[arg-type]
-    return (*shapes[0][:axis], total, *shapes[0][axis + 1 :])
+    out: list[Dim] = []
+    for k in range(rank):
+        dims = [s[k] for s in shapes]
+        if k == axis:
+            out.append(sum(dims) if all(isinstance(d, int) for d in dims) else fresh())  # type: ignore[arg-type]
+        elif len(set(dims)) == 1:
+            out.append(dims[0])
+        else:
+            size = None if agree is None else agree(dims, True)
+            if size is None:
+                return None
+            out.append(size)
+    return tuple(out)
 
 
 def _split(node: ir.Node, shapes: list[Dims | None]) -> list[Dims] | None:

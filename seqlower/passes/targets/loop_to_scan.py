@@ -202,13 +202,8 @@ class LoopToScan(NodeLoweringPass[_Plan]):
         once = None
         if self.guards_zero_trips and not _runs(node, terms, site.opset, self._inferred_shape):
             found = first_iteration(node, types, counters, self._symbolic_shape)
-            unknown = None if isinstance(found, str) else _unknown_rows(found, node, body, terms)
-            if unknown is not None:
-                found = (
-                    f"its rows of '{unknown}', of a size unknown when lowering, would be a scan "
-                    "input of a length known only from values, which tract 0.23.9 does not type "
-                    "('Source node without a determined fact')"
-                )
+            if not isinstance(found, str):
+                found.in_place = _unknown_rows(found, node, body, terms) is not None
             if isinstance(found, str):
                 _block(
                     node,
@@ -307,6 +302,16 @@ class LoopToScan(NodeLoweringPass[_Plan]):
             x = read.node.inputs[0]
             assert x is not None
             key = (id(x), read.counter, read.index)
+            if plan.once.in_place and None in read.row:
+                if key not in scanned:
+                    scanned[key] = self._indices(ctx, emit, read, iterations, starts, ran)
+                if id(x) not in padded:  # x and a zero row (in place), or its padded rows
+                    appended = padded[id(x)] = _appended(emit, x, read)
+                    appended.type = ir.TensorType(read.dtype)
+                    appended.shape = ir.Shape([None, *read.row])
+                read.node.replace_input_with(0, padded[id(x)])
+                read.node.replace_input_with(1, scanned[key][1])
+                continue
             if key not in scanned:
                 if id(x) not in padded:
                     padded[id(x)] = _padded(emit, x, read, ran)
@@ -331,6 +336,54 @@ class LoopToScan(NodeLoweringPass[_Plan]):
             rewire(read.node.outputs[0], scanned[key][1])
             plan.body.remove(read.node, safe=True)
         return starts, list(scanned.values())
+
+    def _indices(
+        self,
+        ctx: Rewrite,
+        emit: Emitter,
+        read: RowRead,
+        iterations: ir.Value,
+        starts: dict[int, ir.Value],
+        ran: ir.Value,
+    ) -> tuple[ir.Value, ir.Value]:
+        """A scan input of the rows the body reads of ``x`` with a zero row appended, and its
+        element, for rows of a size unknown when lowering over a count from values: tract
+        0.23.9 types no scan input of such rows, nor an outer read whose length comes from
+        values ('Source node without a determined fact'), but an outer read of ``x`` and a zero
+        row. Its indices: ``i`` (or the counter) where the Loop runs, shifted one further from
+        the rows where out of ``x``'s (so the zero row is never read there: the Gather fails
+        where the original's does), and the zero row's where it runs none."""
+        x = read.node.inputs[0]
+        assert x is not None
+        positions = iterations
+        if read.counter is not None:
+            start = starts[read.counter]
+            if start.dtype != ir.DataType.INT64:
+                start = emit.Cast(start, to=ir.DataType.INT64.value, _hint="start_64")
+            positions = emit.Add(iterations, start, _hint="positions")
+        length = emit.squeeze(emit.dims(x, 0, 1, hint="row_count"), [0], hint="rows")
+        zero = emit.int64s(0, hint="zero")
+        int64 = ir.DataType.INT64.value
+        past = emit.Cast(
+            emit.GreaterOrEqual(positions, length, _hint="past"), to=int64, _hint="past"
+        )
+        before = emit.Cast(emit.Less(positions, zero, _hint="before"), to=int64, _hint="before")
+        shifted = emit.Sub(emit.Add(positions, past, _hint="shifted"), before, _hint="shifted")
+        indices = emit.Where(ran, shifted, length, _hint=f"{x.name}_indices")
+        if read.index:  # an index of one element: [i], [[i]]...
+            target = emit.int64s([-1, *read.index], hint="index_shape")
+            indices = emit.reshape(indices, target, hint="indices")
+        # int32: tract 0.23.9 types no Scan over int64s computed from a shape ('Impossible to
+        # unify I64 with TDim'), and Gather takes either
+        indices = emit.Cast(indices, to=ir.DataType.INT32.value, _hint=f"{x.name}_indices")
+        indices.type = ir.TensorType(ir.DataType.INT32)
+        indices.shape = ir.Shape([None, *read.index])
+        element = ir.Value(
+            name=ctx.names.fresh(f"{ctx.base}_{x.name}_index"),
+            type=ir.TensorType(ir.DataType.INT32),
+            shape=ir.Shape(read.index),
+        )
+        return indices, element
 
     def _carry_outer_reads(
         self,
@@ -630,10 +683,22 @@ def _masked(
 
 def _padded(emit: Emitter, x: ir.Value, read: RowRead, ran: ir.Value) -> ir.Value:
     """``x`` with one zero row appended when the Loop runs none (``ran`` false), else ``x``:
-    a zero row appended (a constant, or a ``ConstantOfShape`` of ``x``'s row shape; tract
-    0.23.9 evaluates no ``Pad`` of a bool mask), then the first ``len(x) + (not ran)`` rows
-    taken by a ``Gather`` of a ``Range`` (tract types no ``ConstantOfShape`` or ``Pad`` of a
-    size computed from values)."""
+    a zero row appended (``_appended``), then the first ``len(x) + (not ran)`` rows taken by a
+    ``Gather`` of a ``Range`` (tract types no ``ConstantOfShape`` or ``Pad`` of a size computed
+    from values)."""
+    appended = _appended(emit, x, read)
+    extra = emit.Cast(emit.Not(ran, _hint="ran_none"), to=ir.DataType.INT64.value, _hint="pad")
+    length = emit.squeeze(emit.dims(x, 0, 1, hint="pad_length"), [0], hint="length")
+    rows = emit.arange(emit.Add(length, extra, _hint="padded_length"), hint="padded_rows")
+    rows.shape = ir.Shape([None])
+    padded = emit.Gather(appended, rows, axis=0, _hint=f"{x.name}_padded")
+    padded.type, padded.shape = ir.TensorType(read.dtype), ir.Shape([None, *read.row])
+    return padded
+
+
+def _appended(emit: Emitter, x: ir.Value, read: RowRead) -> ir.Value:
+    """``x`` with one zero row appended: a constant, or a ``ConstantOfShape`` of ``x``'s row
+    shape (tract 0.23.9 evaluates no ``Pad`` of a bool mask)."""
     if all(isinstance(d, int) for d in read.row):
         zeros = np.zeros((1, *(d or 0 for d in read.row)), read.dtype.numpy())
         row = emit.constant(zeros, hint=f"{x.name}_pad")
@@ -642,14 +707,7 @@ def _padded(emit: Emitter, x: ir.Value, read: RowRead, ran: ir.Value) -> ir.Valu
         shape = emit.Concat(one, emit.dims(x, 1, hint="row_shape"), axis=0, _hint="pad_shape")
         zero = ir.Tensor(np.zeros(1, read.dtype.numpy()))
         row = emit.ConstantOfShape(shape, value=zero, _hint=f"{x.name}_pad")
-    appended = emit.Concat(x, row, axis=0, _hint=f"{x.name}_appended")
-    extra = emit.Cast(emit.Not(ran, _hint="ran_none"), to=ir.DataType.INT64.value, _hint="pad")
-    length = emit.squeeze(emit.dims(x, 0, 1, hint="pad_length"), [0], hint="length")
-    rows = emit.arange(emit.Add(length, extra, _hint="padded_length"), hint="padded_rows")
-    rows.shape = ir.Shape([None])
-    padded = emit.Gather(appended, rows, axis=0, _hint=f"{x.name}_padded")
-    padded.type, padded.shape = ir.TensorType(read.dtype), ir.Shape([None, *read.row])
-    return padded
+    return emit.Concat(x, row, axis=0, _hint=f"{x.name}_appended")
 
 
 def _like(value: ir.Value, model: ir.Value) -> ir.Value:
