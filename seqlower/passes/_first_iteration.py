@@ -18,8 +18,13 @@ from outside whose rows are not known in number gets one zero row appended
 does with a padding row is proven as with any row: only the shapes count, and the few values
 read from them (``Shape`` and constant picks of it, an ``Expand`` of one to such a shape: the
 lengths tf2onnx's ``map_fn`` over ``tf.reverse`` gives its ``ReverseSequence``, one per batch
-entry, each the time length). Anything else (a subgraph, an integer ``Div``, an unknown shape)
-is taken as able to fail, and named.
+entry, each the time length). Sizes not proven to agree (broadcasting, ``MatMul``, ``Gemm``,
+``Concat``) are accepted when every shape the op reads is the same on every iteration that runs
+(``_steady_shapes``): the op then fails on iteration 0 exactly when the Loop fails on every
+iteration, so the only difference is a Loop that runs none on inputs its body rejects, which
+fails instead of returning empty (tf2onnx's ``bidirectional_dynamic_rnn`` masks its state
+``[B, 5]`` by its lengths ``[L, 1]``, two symbols). Anything else (a subgraph, an integer
+``Div``, an index read from a row, an unknown shape) is taken as able to fail, and named.
 """
 
 from __future__ import annotations
