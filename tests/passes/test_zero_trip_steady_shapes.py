@@ -121,6 +121,18 @@ def test_inputs_the_body_rejects_fail_instead_of_returning_empty(text: str, runt
         assert _outcome(runtime, _lowered(text), feeds) is None
 
 
+@pytest.mark.parametrize("trips", [0, 1])
+@pytest.mark.parametrize("runtime", ["tract", "onnxruntime"])
+def test_a_state_that_changes_shape_fails_loudly(runtime: str, trips: int) -> None:
+    """A batch of 1 and 3 lengths: the state becomes [3, 3] on iteration 0 (the original runs
+    one iteration, and returns its initial state when it runs none); a Scan keeps its states'
+    shape, so the lowered model fails on both runtimes instead of masking a [3, 3] state into a
+    wrong-shaped result (with one trip, as any Loop lowered to a Scan: README's limits)."""
+    feeds = _feeds(MASKED_RNN, trips, 1, 3)
+    assert _outcome("onnxruntime", parse(MASKED_RNN), feeds) is not None
+    assert _outcome(runtime, _lowered(MASKED_RNN), feeds) is None
+
+
 @pytest.mark.parametrize("trips", [0, 2, 3, 5])
 def test_rows_read_in_place_fail_past_the_rows_as_the_original(trips: int) -> None:
     """The count from values beyond x's 3 rows: the original fails at its Gather, so does the
