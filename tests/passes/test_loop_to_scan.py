@@ -26,22 +26,9 @@ from seqlower.pipeline import build_pipeline, pass_name
 from seqlower.targets import TARGETS
 from tests import loop_cases as cases
 from tests.helpers import all_nodes, all_op_types
-from tests.runtimes import RuntimeFailure, assert_same, run
+from tests.runtimes import RuntimeFailure, assert_close, assert_same, run
 
 RUNS = [(name, runtime) for name in cases.CASES for runtime in ("onnxruntime", "tract")]
-
-
-def assert_matches(expected: list[np.ndarray], actual: list[np.ndarray]) -> None:
-    """Integers bit-exact; floats within a few ulp (OpenVINO's Tanh differs from
-    onnxruntime's in the last bits, with or without the rewrite)."""
-    assert len(expected) == len(actual)
-    for want, got in zip(expected, actual, strict=True):
-        got = np.asarray(got)
-        assert want.shape == got.shape and want.dtype == got.dtype
-        if want.dtype.kind == "f":
-            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7)
-        else:
-            np.testing.assert_array_equal(got, want)
 
 
 def assert_valid(model: onnx.ModelProto) -> None:
@@ -62,7 +49,7 @@ def test_exporter_loops_become_scans_that_run(name: str, runtime: str) -> None:
         (o.domain, o.version) for o in model.opset_import
     ]
     assert lowered.ir_version == model.ir_version
-    assert_matches(expected, run(runtime, lowered, feeds))
+    assert_close(expected, run(runtime, lowered, feeds), atol=1e-7)
 
 
 def test_tract_refuses_the_loops_as_written() -> None:

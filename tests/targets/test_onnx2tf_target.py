@@ -21,7 +21,7 @@ from seqlower.targets import PIPELINES
 from tests import loop_cases as cases
 from tests.helpers import all_nodes, all_op_types
 from tests.passes.test_unroll_constant_scans import FIXED_LENGTH_RNN
-from tests.runtimes import RuntimeFailure, assert_same, require, run
+from tests.runtimes import RuntimeFailure, assert_close, assert_same, require, run
 
 _RNG = np.random.default_rng(32)
 
@@ -33,17 +33,6 @@ def _valid(model: onnx.ModelProto) -> None:
 
 def _loops(model: onnx.ModelProto) -> list[onnx.NodeProto]:
     return [node for node in all_nodes(model) if node.op_type == "Loop"]
-
-
-def _close(expected: list[np.ndarray], actual: list[np.ndarray]) -> None:
-    assert len(expected) == len(actual)
-    for want, got in zip(expected, actual, strict=True):
-        got = np.asarray(got)
-        assert want.shape == got.shape and want.dtype == got.dtype
-        if want.dtype.kind == "f":
-            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
-        else:
-            np.testing.assert_array_equal(got, want)
 
 
 def _row(model: onnx.ModelProto) -> onnx.ModelProto:
@@ -60,7 +49,7 @@ def test_every_loop_gets_its_count_and_condition(name: str) -> None:
     _valid(lowered)
     for loop in _loops(lowered):
         assert len(loop.input) >= 2 and loop.input[0] and loop.input[1], loop.name
-    _close(run("onnxruntime", model, feeds), run("onnxruntime", lowered, feeds))
+    assert_close(run("onnxruntime", model, feeds), run("onnxruntime", lowered, feeds), atol=1e-6)
 
 
 @pytest.mark.parametrize(
@@ -76,7 +65,7 @@ def test_a_derived_count_runs_as_often_as_the_condition(lengths: np.ndarray) -> 
     body = next(a.g for a in loop.attribute if a.name == "body")
     # The body passes its condition through: the count is M alone.
     assert [n.op_type for n in body.node if body.output[0].name in n.output] == ["Identity"]
-    _close(run("onnxruntime", model, feeds), run("onnxruntime", lowered, feeds))
+    assert_close(run("onnxruntime", model, feeds), run("onnxruntime", lowered, feeds), atol=1e-6)
 
 
 def test_a_loop_that_stops_on_data_keeps_its_condition_with_a_bound() -> None:
@@ -122,7 +111,7 @@ def test_a_loop_of_a_constant_count_is_unrolled() -> None:
     _valid(lowered)
     assert not {"Loop", "Scan"} & set(all_op_types(lowered))
     feeds = {"x": _RNG.standard_normal((7, 2, 3)).astype(np.float32)}
-    _close(run("onnxruntime", model, feeds), run("onnxruntime", lowered, feeds))
+    assert_close(run("onnxruntime", model, feeds), run("onnxruntime", lowered, feeds), atol=1e-6)
 
 
 def test_a_limit_folded_to_a_float_constant_is_a_count() -> None:
@@ -135,7 +124,7 @@ def test_a_limit_folded_to_a_float_constant_is_a_count() -> None:
     lowered = seqlower.lower(model, target="onnx2tf", check=False)
     assert not {"Loop", "Scan"} & set(all_op_types(lowered))
     feeds = {"x": _RNG.standard_normal((7, 2, 3)).astype(np.float32)}
-    _close(run("onnxruntime", model, feeds), run("onnxruntime", lowered, feeds))
+    assert_close(run("onnxruntime", model, feeds), run("onnxruntime", lowered, feeds), atol=1e-6)
 
 
 def test_a_count_read_from_an_unrolled_loop_unrolls_too() -> None:
@@ -166,7 +155,7 @@ def test_a_count_read_from_an_unrolled_loop_unrolls_too() -> None:
     lowered = seqlower.lower(model, target="onnx2tf", check=False)
     assert not {"Loop", "Scan"} & set(all_op_types(lowered))
     feeds = {"x": _RNG.standard_normal((7, 3)).astype(np.float32)}
-    _close(run("onnxruntime", model, feeds), run("onnxruntime", lowered, feeds))
+    assert_close(run("onnxruntime", model, feeds), run("onnxruntime", lowered, feeds), atol=1e-6)
 
 
 def test_a_loop_of_a_run_time_count_stays_a_loop() -> None:
