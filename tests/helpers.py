@@ -6,6 +6,7 @@ import parse``).
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -171,6 +172,16 @@ def make_model(
         ir_version=IR_VERSION,
         functions=list(functions),
     )
+
+
+def onnx_node_cases() -> list[Any]:
+    """ONNX's backend node test cases, in onnx's order (the case generators' warnings, numpy
+    overflow among them, silenced)."""
+    from onnx.backend.test.case.node import collect_testcases
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return list(collect_testcases(None))
 
 
 def all_nodes(model: onnx.ModelProto) -> list[onnx.NodeProto]:

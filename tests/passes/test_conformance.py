@@ -3,19 +3,15 @@
 from __future__ import annotations
 
 import re
-import warnings
 
 import onnx
 import pytest
-from onnx.backend.test.case.node import collect_testcases
 
 import seqlower
 from seqlower.verification import verify
-from tests.helpers import assert_lowered_ok, assert_same, ort_run, run_any
+from tests.helpers import assert_lowered_ok, assert_same, onnx_node_cases, ort_run, run_any
 
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore")  # the case generators warn about numpy overflow on import
-    _ALL = collect_testcases(None)
+_ALL = onnx_node_cases()
 
 _PATTERN = re.compile(
     r"test_sequence_map_|test_if_seq|test_if_opt|test_loop13_seq|test_loop16_seq_none"

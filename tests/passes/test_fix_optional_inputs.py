@@ -6,7 +6,6 @@ conformance set of sequence and optional cases all running on onnxruntime after
 
 from __future__ import annotations
 
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -18,26 +17,15 @@ from onnx import numpy_helper
 
 import seqlower
 from seqlower.errors import BadOptionError
-from tests.helpers import all_op_types, assert_one_line_error, assert_same, run_cli
+from tests.helpers import (
+    all_op_types,
+    assert_one_line_error,
+    assert_same,
+    every_graph,
+    onnx_node_cases,
+    run_cli,
+)
 from tests.runtimes import require, run
-
-
-def _cases() -> list[Any]:
-    from onnx.backend.test.case.node import collect_testcases
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return list(collect_testcases(None))
-
-
-def _ops(graph: onnx.GraphProto) -> set[str]:
-    found = set()
-    for node in graph.node:
-        found.add(node.op_type)
-        for attribute in node.attribute:
-            for body in [attribute.g, *attribute.graphs]:
-                found |= _ops(body)
-    return found
 
 
 def _conformance_set(cases: list[Any]) -> dict[str, Any]:
@@ -47,13 +35,13 @@ def _conformance_set(cases: list[Any]) -> dict[str, Any]:
     for case in cases:
         graph = case.model.graph
         kinds = {v.type.WhichOneof("value") for v in [*graph.input, *graph.output]}
-        ops = _ops(graph)
+        ops = {node.op_type for g in every_graph(graph) for node in g.node}
         if kinds - {"tensor_type"} or any(o.startswith(("Sequence", "Optional")) for o in ops):
             chosen[case.name] = case
     return chosen
 
 
-CONFORMANCE = _conformance_set(_cases())
+CONFORMANCE = _conformance_set(onnx_node_cases())
 WITH_OPTIONAL_INPUT = {
     name: case
     for name, case in CONFORMANCE.items()

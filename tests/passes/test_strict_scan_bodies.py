@@ -6,8 +6,6 @@ repaired, checked valid and run against the original on onnxruntime; and ONNX's 
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 import onnx
 import onnx.parser
@@ -16,7 +14,7 @@ import pytest
 
 import seqlower
 from seqlower.passes import StrictScanBodies, TypedScanBodies
-from tests.helpers import all_nodes
+from tests.helpers import all_nodes, onnx_node_cases
 from tests.runtimes import RuntimeFailure, assert_same, require, run
 
 # A running sum scaled by a computed outer value and reshaped by an outer constant; the body's
@@ -155,14 +153,9 @@ def test_a_nested_scan_is_repaired_inside_out() -> None:
 
 
 def _linear_attention_cases() -> dict[str, object]:
-    from onnx.backend.test.case.node import collect_testcases
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        found = collect_testcases(None)
     return {
         c.name: c
-        for c in found
+        for c in onnx_node_cases()
         if c.name
         in (
             "test_linear_attention_linear_expanded",

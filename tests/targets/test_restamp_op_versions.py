@@ -5,7 +5,6 @@ type lists in between; refused naming the node otherwise."""
 
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
 import numpy as np
@@ -19,7 +18,7 @@ from seqlower.errors import TargetError
 from seqlower.passes._op_versions import same_but_types
 from seqlower.passes.targets.restamp_op_versions import RestampOpVersions
 from seqlower.targets import TARGETS
-from tests.helpers import assert_same
+from tests.helpers import assert_same, onnx_node_cases
 from tests.runtimes import run
 
 #: op -> versions whose change from the version before only added types to its type lists
@@ -81,14 +80,9 @@ def test_onnxruntime_runs_the_recorded_version_and_not_the_next(op: str, newest:
 
 
 def _optional_cases() -> dict[str, Any]:
-    from onnx.backend.test.case.node import collect_testcases
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        found = collect_testcases(None)
     return {
         c.name: c
-        for c in found
+        for c in onnx_node_cases()
         if c.name.startswith("test_optional_")
         and any(i.type.HasField("optional_type") for i in c.model.graph.input)
     }
