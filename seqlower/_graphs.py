@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import onnx
 import onnx_ir as ir
 
-__all__ = ["all_graphs", "iter_graph_likes", "subgraphs_of"]
+__all__ = ["all_graphs", "iter_graph_likes", "proto_graphs", "subgraphs_of"]
 
 
 def subgraphs_of(node: ir.Node) -> list[ir.Graph]:
@@ -50,3 +51,16 @@ def all_graphs(model: ir.Model) -> list[ir.Graph | ir.Function]:
     for graph_like in iter_graph_likes(model):
         add(graph_like)
     return found
+
+
+def proto_graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
+    """``graph`` and every graph nested in its nodes' attributes (If branches, Loop and Scan
+    bodies), depth first: the walk for code that reads a ``ModelProto`` as it is."""
+    yield graph
+    for node in graph.node:
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                yield from proto_graphs(attr.g)
+            elif attr.type == onnx.AttributeProto.GRAPHS:
+                for sub in attr.graphs:
+                    yield from proto_graphs(sub)

@@ -22,6 +22,8 @@ from typing import Any
 import onnx
 import onnx_ir as ir
 
+from seqlower._graphs import proto_graphs
+
 __all__ = ["convert_model", "convert_version", "same_but_types", "since_version"]
 
 _HIDDEN = "seqlower.restamp"  # the private domain of hidden nodes, gone after the conversion
@@ -172,27 +174,16 @@ def _hideable(node: onnx.NodeProto, current: int, opset: int) -> bool:
     return True
 
 
-def _graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
-    yield graph
-    for node in graph.node:
-        for attr in node.attribute:
-            if attr.type == onnx.AttributeProto.GRAPH:
-                yield from _graphs(attr.g)
-            elif attr.type == onnx.AttributeProto.GRAPHS:
-                for g in attr.graphs:
-                    yield from _graphs(g)
-
-
 def _nested(node: onnx.NodeProto) -> Iterator[onnx.NodeProto]:
     for attr in node.attribute:
         bodies = [attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)
         for body in bodies:
-            for graph in _graphs(body):
+            for graph in proto_graphs(body):
                 yield from graph.node
 
 
 def _all_graphs(model: onnx.ModelProto) -> Iterator[onnx.GraphProto | onnx.FunctionProto]:
-    yield from _graphs(model.graph)
+    yield from proto_graphs(model.graph)
     yield from model.functions
 
 

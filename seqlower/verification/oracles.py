@@ -42,6 +42,7 @@ from typing import Any, Protocol
 import numpy as np
 import onnx
 
+from seqlower._graphs import proto_graphs
 from seqlower.errors import BadOptionError, CheckLimitError, first_line
 
 __all__ = [
@@ -645,9 +646,8 @@ class Tinygrad:
         from tinygrad.helpers import Context
         from tinygrad.nn.onnx import onnx_ops
 
-        lacking = sorted(
-            {node.op_type for graph in _graphs(model.graph) for node in graph.node} - set(onnx_ops)
-        )
+        ops = {node.op_type for graph in proto_graphs(model.graph) for node in graph.node}
+        lacking = sorted(ops - set(onnx_ops))
         if lacking:
             raise NotImplementedError(f"tinygrad has no {', '.join(lacking)}")
         data = np.frombuffer(model.SerializeToString(), dtype=np.uint8)
@@ -837,7 +837,7 @@ def _positional_names(
     copy.CopyFrom(model)
     graph = copy.graph
     taken = {
-        name for g in _graphs(graph) for node in g.node for name in (*node.input, *node.output)
+        name for g in proto_graphs(graph) for node in g.node for name in (*node.input, *node.output)
     }
     taken |= {value.name for value in (*graph.input, *graph.output)}
 
@@ -878,7 +878,7 @@ def _positional_names(
 def _rename(graph: onnx.GraphProto, old: str, new: str) -> None:
     """Every use of ``old`` in ``graph`` and the graphs inside it (names are unique in a valid
     model, so a body that reads ``old`` reads the outer value) as ``new``."""
-    for inner in _graphs(graph):
+    for inner in proto_graphs(graph):
         for node in inner.node:
             for names in (node.input, node.output):
                 for j, name in enumerate(names):
@@ -937,17 +937,6 @@ def _feed_names(model: onnx.ModelProto) -> list[str]:
     """The graph inputs a run feeds (initializers listed as inputs are not fed)."""
     initializers = {t.name for t in model.graph.initializer}
     return [i.name for i in model.graph.input if i.name not in initializers]
-
-
-def _graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
-    """``graph`` and every subgraph in it (If branches, Loop and Scan bodies)."""
-    yield graph
-    for node in graph.node:
-        for attribute in node.attribute:
-            if attribute.type == onnx.AttributeProto.GRAPH:
-                yield from _graphs(attribute.g)
-            for sub in attribute.graphs:
-                yield from _graphs(sub)
 
 
 #: ``--target`` names and the oracle that runs a candidate there (issue 19's target table
