@@ -27,6 +27,7 @@ from collections.abc import Callable
 import numpy as np
 import onnx_ir as ir
 
+from seqlower._graphs import subgraphs_of
 from seqlower.passes._base import NodeLoweringPass, Rewrite, Site
 from seqlower.passes._fold import detach
 from seqlower.passes._ir import (
@@ -148,7 +149,7 @@ def _branch_shapes(branch: ir.Graph, types: TypeOracle) -> list[tuple[int, ...]]
         return traced
 
     for node in branch:
-        if any(True for _ in _subgraphs(node)):
+        if subgraphs_of(node):
             return None
         result = apply(node, 0)
         if result is _FAILS:
@@ -161,10 +162,6 @@ def _branch_shapes(branch: ir.Graph, types: TypeOracle) -> list[tuple[int, ...]]
             return None
         shapes.append(tuple(int(d) for d in shape))  # type: ignore[arg-type]
     return shapes
-
-
-def _subgraphs(node: ir.Node) -> list[ir.Graph]:
-    return [a.as_graph() for a in node.attributes.values() if a.type == ir.AttributeType.GRAPH]
 
 
 #: What a rule returns for a node that could fail.
