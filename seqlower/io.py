@@ -660,6 +660,19 @@ def version_converter_problem(error: BaseException, current: int | None, opset: 
     return f"onnx's version converter cannot convert this model ({why})"
 
 
+def strict_inference_problem(proto: onnx.ModelProto, limit: int = 400) -> str:
+    """Why ONNX's strict shape inference (every subgraph, types checked, data propagated)
+    rejects ``proto``, in at most ``limit`` characters: a runtime such as onnxruntime refuses
+    such a model at load; '' if none."""
+    try:
+        onnx.shape_inference.infer_shapes(proto, check_type=True, strict_mode=True, data_prop=True)
+    except Exception as e:
+        text = " ".join(str(e).split())
+        # ONNX nests each scope's errors: the innermost names the node that is wrong.
+        return text[text.rfind("(op_type:") :][:limit] if "(op_type:" in text else text[:limit]
+    return ""
+
+
 def _checker_message(error: BaseException) -> str:
     """The checker's complaint on one line, with the node it names when it names one."""
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]

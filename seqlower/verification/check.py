@@ -29,7 +29,7 @@ import onnx_ir as ir
 
 from seqlower._version import __version__, dependency_versions
 from seqlower.errors import BadOptionError, CheckLimitError, ModelTypeError, first_line
-from seqlower.io import load_model, self_contained_proto
+from seqlower.io import load_model, self_contained_proto, strict_inference_problem
 from seqlower.verification.compare import Tolerances, default_tolerance
 from seqlower.verification.constraints import Analysis, analyze
 from seqlower.verification.input_files import load_inputs, load_outputs
@@ -335,9 +335,9 @@ class _Check:
             return self.report(
                 "cannot_verify", "no runtime can run the reference: " + "; ".join(pair)
             )
-        strict = _strict_inference_problem(candidate)
+        strict = strict_inference_problem(candidate)
         if strict:
-            if not _strict_inference_problem(reference):
+            if not strict_inference_problem(reference):
                 return self.report(
                     "mismatch", f"the lowered model fails ONNX's strict shape inference: {strict}"
                 )
@@ -584,18 +584,6 @@ def _limited(target: Oracle, timeout: float | None) -> Oracle:
     child process it can stop (tract); the others are bounded by the check's time limit."""
     with_timeout = getattr(target, "with_timeout", None)
     return target if with_timeout is None else with_timeout(timeout)
-
-
-def _strict_inference_problem(model: onnx.ModelProto) -> str:
-    """Why ONNX's strict shape inference (every subgraph, types checked, data propagated)
-    rejects ``model``: a runtime such as onnxruntime refuses such a model at load; '' if none."""
-    try:
-        onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
-    except Exception as e:
-        text = " ".join(str(e).split())
-        # ONNX nests each scope's errors: the innermost names the node that is wrong.
-        return text[text.rfind("(op_type:") :][:400] if "(op_type:" in text else text[:400]
-    return ""
 
 
 def _target_summary(name: str, runs: list[RunReport]) -> tuple[str, Culprit]:

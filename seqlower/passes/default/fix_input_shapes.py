@@ -20,6 +20,7 @@ import onnx
 import onnx_ir as ir
 
 from seqlower.errors import BadOptionError
+from seqlower.io import strict_inference_problem
 from seqlower.passes._base import model_names
 from seqlower.passes._fold import fold_model
 from seqlower.passes._types import weightless_proto
@@ -114,8 +115,8 @@ class FixInputShapes(ir.passes.InPlacePass):
     def _refuse_failing(self, model: ir.Model, before: onnx.ModelProto) -> None:
         """BadOptionError when strict shape inference (data propagated) rejects the model at
         the fixed shapes but not at its own."""
-        problem = _inference_problem(weightless_proto(model, _SMALL))
-        if problem and not _inference_problem(before):
+        problem = strict_inference_problem(weightless_proto(model, _SMALL), 300)
+        if problem and not strict_inference_problem(before, 300):
             flags = "; ".join(_spelled(n, s) for n, s in self.shapes.items())
             raise BadOptionError(f"{flags}: the model cannot take these shapes: {problem}")
 
@@ -124,13 +125,3 @@ def _size(dim: int | ir.SymbolicDim, sizes: Mapping[str, int]) -> int | ir.Symbo
     if isinstance(dim, ir.SymbolicDim) and dim.value is not None:
         return sizes.get(dim.value, dim)
     return dim
-
-
-def _inference_problem(proto: onnx.ModelProto) -> str:
-    try:
-        onnx.shape_inference.infer_shapes(proto, check_type=True, strict_mode=True, data_prop=True)
-    except Exception as e:
-        text = " ".join(str(e).split())
-        # ONNX nests each scope's errors: the innermost names the node that is wrong.
-        return text[text.rfind("(op_type:") :][:300] if "(op_type:" in text else text[:300]
-    return ""
