@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
 import numpy as np
@@ -13,7 +12,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto as T
 from onnx import helper as h
-from onnx.backend.test.case.node import collect_testcases
 
 import seqlower
 from seqlower.cli.commands import cli
@@ -24,6 +22,7 @@ from tests.helpers import (
     all_op_types,
     assert_same,
     make_model,
+    onnx_node_cases,
     ort_run,
     parse,
     reference_run,
@@ -107,11 +106,7 @@ def lower_checked(model: onnx.ModelProto) -> onnx.ModelProto:
 
 # ---------------------------------------------------------------- ONNX's own cases
 
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore")  # the case generators warn about numpy overflow on import
-    ONNX_CASES = {
-        c.name: c for c in collect_testcases(None) if c.name.startswith("test_reversesequence_")
-    }
+ONNX_CASES = {c.name: c for c in onnx_node_cases() if c.name.startswith("test_reversesequence_")}
 
 
 def restamped(model: onnx.ModelProto, opset: int, ir_version: int) -> onnx.ModelProto:
@@ -595,6 +590,22 @@ def test_output_declares_the_input_shape() -> None:
     assert [d.dim_param or d.dim_value for d in dims] == [0, 0, 8]
 
 
+def _count_inference(monkeypatch: pytest.MonkeyPatch, *, allowed: bool) -> list[int]:
+    """A list that gets a 1 per call of ONNX's shape inference, which then runs (or raises,
+    not ``allowed``)."""
+    calls: list[int] = []
+    real = onnx.shape_inference.infer_shapes
+
+    def counting(*args: Any, **kwargs: Any) -> onnx.ModelProto:
+        calls.append(1)
+        if not allowed:
+            raise RuntimeError("not expected")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(onnx.shape_inference, "infer_shapes", counting)
+    return calls
+
+
 def test_untraceable_data_type_starts_no_shape_inference(monkeypatch: pytest.MonkeyPatch) -> None:
     """Only the opset-10 row form needs the data's element type; asking for it anyway ran shape
     inference of the whole model (seconds on a large one) for an untyped, untraceable input."""
@@ -602,13 +613,7 @@ def test_untraceable_data_type_starts_no_shape_inference(monkeypatch: pytest.Mon
 
     from seqlower.passes import LowerReverseSequence
 
-    calls: list[int] = []
-
-    def counting(*args: Any, **kwargs: Any) -> onnx.ModelProto:
-        calls.append(1)
-        raise RuntimeError("not expected")
-
-    monkeypatch.setattr(onnx.shape_inference, "infer_shapes", counting)
+    calls = _count_inference(monkeypatch, allowed=False)
     nodes = [
         h.make_node("Opaque", ["x"], ["hidden"], domain="custom"),  # nothing to trace through
         h.make_node("ReverseSequence", ["hidden", "lens"], ["y"], time_axis=0, batch_axis=1),
@@ -642,13 +647,7 @@ def test_a_mapped_split_is_typed_and_sized_without_shape_inference(
 
     from seqlower.passes import LowerReverseSequence
 
-    calls: list[int] = []
-
-    def counting(*args: Any, **kwargs: Any) -> onnx.ModelProto:
-        calls.append(1)
-        raise RuntimeError("not expected")
-
-    monkeypatch.setattr(onnx.shape_inference, "infer_shapes", counting)
+    calls = _count_inference(monkeypatch, allowed=False)
     proto = parse("""
         g (float[4, 3, 2] x, int64[3] lens, float[5] w) => (float[?, ?, ?] y) {
             r = ReverseSequence<batch_axis = 1, time_axis = 0>(x, lens)
@@ -679,14 +678,7 @@ def test_types_traced_through_matmul_and_not_through_a_dropout_mask(
 
     from seqlower.passes._types import TypeOracle, element_dtype
 
-    calls: list[int] = []
-    real = onnx.shape_inference.infer_shapes
-
-    def counting(*args: Any, **kwargs: Any) -> onnx.ModelProto:
-        calls.append(1)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(onnx.shape_inference, "infer_shapes", counting)
+    calls = _count_inference(monkeypatch, allowed=True)
     nodes = [
         h.make_node("MatMul", ["x", "w"], ["m"]),
         h.make_node("Add", ["m", "x"], ["a"]),
@@ -716,14 +708,7 @@ def test_shape_inference_runs_once_for_the_passes_of_a_run(
 
     from seqlower.passes._types import TypeOracle, element_dtype
 
-    calls: list[int] = []
-    real = onnx.shape_inference.infer_shapes
-
-    def counting(*args: Any, **kwargs: Any) -> onnx.ModelProto:
-        calls.append(1)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(onnx.shape_inference, "infer_shapes", counting)
+    calls = _count_inference(monkeypatch, allowed=True)
     graph = h.make_graph(
         [h.make_node("TopK", ["x", "k"], ["v", "i"])],  # i: int64, not traceable from x
         "g",
