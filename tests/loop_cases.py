@@ -145,6 +145,26 @@ def for_loop() -> tuple[onnx.ModelProto, dict[str, Any]]:
     return model, {"x": x, "n": np.array(3, dtype=np.int64), "first": np.array(1, dtype=np.int64)}
 
 
+#: tf2onnx's RNN step at a static state of [2, 3], the loop's own bound its limit: the counter
+#: ``now`` steps by one, the state is ``tanh(x[now] + state)`` and also written as a row, the
+#: loop goes on while ``float(now + 1) < float(stop)`` (``stop`` passed through). The unroll
+#: tests run it for a constant limit and for one bounded by lengths.
+STATIC_RNN_BODY = """<body = rnn_body (
+        int64 i, bool cond_in, int32 now, float[2, 3] state, int32 stop
+    ) => (bool cond_out, int32 later, float[2, 3] new_state, int32 stop_out, float[2, 3] out) {
+        one_in = Constant<value = int32 {1}>()
+        later = Add(now, one_in)
+        step = Gather<axis = 0>(x, now)
+        sum = Add(step, state)
+        new_state = Tanh(sum)
+        out = Identity(new_state)
+        f_later = Cast<to = 1>(later)
+        f_stop = Cast<to = 1>(stop)
+        cond_out = Less(f_later, f_stop)
+        stop_out = Identity(stop)
+    }>"""
+
+
 def data_stop() -> tuple[onnx.ModelProto, dict[str, Any]]:
     """A while-loop that stops on what it computes (a sum passing a threshold): no trip count
     before it starts, so it stays a Loop."""

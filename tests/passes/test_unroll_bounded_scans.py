@@ -25,35 +25,22 @@ _RNG = np.random.default_rng(35)
 
 # tf2onnx's bidirectional_dynamic_rnn direction with sequence_length, at a fixed time axis of
 # 5 (v1_bidir_dynamic_rnn_lens_input): the loop runs min(T, max(1, max(lengths))) times.
-LENGTHS_RNN = """
+LENGTHS_RNN = f"""
 <ir_version: 8, opset_import: ["" : 17]>
-rnn (float[5, 2, 3] x, int32[2] lengths) => (float[unk__4, 2, 3] ys, float[2, 3] h) {
-    t = Constant<value = int32 {5}>()
+rnn (float[5, 2, 3] x, int32[2] lengths) => (float[unk__4, 2, 3] ys, float[2, 3] h) {{
+    t = Constant<value = int32 {{5}}>()
     longest = ReduceMax<keepdims = 0>(lengths)
-    one = Constant<value = int32 {1}>()
+    one = Constant<value = int32 {{1}}>()
     some = Max(one, longest)
     bound = Min(t, some)
     m = Cast<to = 7>(t)
-    fzero = Constant<value = float {0.0}>()
+    fzero = Constant<value = float {{0.0}}>()
     f_bound = Cast<to = 1>(bound)
     cond0 = Less(fzero, f_bound)
-    time = Constant<value = int32 {0}>()
-    h0 = Constant<value = float[2, 3] {0, 0, 0, 0, 0, 0}>()
-    time_out, h, bound_out, ys = Loop(m, cond0, time, h0, bound) <body = rnn_body (
-        int64 i, bool cond_in, int32 now, float[2, 3] state, int32 stop
-    ) => (bool cond_out, int32 later, float[2, 3] new_state, int32 stop_out, float[2, 3] out) {
-        one_in = Constant<value = int32 {1}>()
-        later = Add(now, one_in)
-        step = Gather<axis = 0>(x, now)
-        sum = Add(step, state)
-        new_state = Tanh(sum)
-        out = Identity(new_state)
-        f_later = Cast<to = 1>(later)
-        f_stop = Cast<to = 1>(stop)
-        cond_out = Less(f_later, f_stop)
-        stop_out = Identity(stop)
-    }>
-}
+    time = Constant<value = int32 {{0}}>()
+    h0 = Constant<value = float[2, 3] {{0, 0, 0, 0, 0, 0}}>()
+    time_out, h, bound_out, ys = Loop(m, cond0, time, h0, bound) {cases.STATIC_RNN_BODY}
+}}
 """
 
 _PASSES = ["loop-to-scan-reads", "unroll-bounded-scans"]

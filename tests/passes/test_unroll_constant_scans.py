@@ -20,31 +20,18 @@ _RNG = np.random.default_rng(33)
 
 # tf2onnx's while-loop over an input of a fixed length (7): the same loop as for any length,
 # its limit a constant (a Keras RNN with keras.Input((7, 4))).
-FIXED_LENGTH_RNN = """
+FIXED_LENGTH_RNN = f"""
 <ir_version: 8, opset_import: ["" : 17]>
-rnn (float[7, 2, 3] x) => (float[7, 2, 3] ys, float[2, 3] last) {
-    limit = Constant<value = int32 {7}>()
-    fzero = Constant<value = float {0.0}>()
+rnn (float[7, 2, 3] x) => (float[7, 2, 3] ys, float[2, 3] last) {{
+    limit = Constant<value = int32 {{7}}>()
+    fzero = Constant<value = float {{0.0}}>()
     flimit = Cast<to = 1>(limit)
     cond0 = Less(fzero, flimit)
-    start = Constant<value = int32 {0}>()
-    h0 = Constant<value = float[2, 3] {0, 0, 0, 0, 0, 0}>()
-    count, h, lim_final, ys = Loop(, cond0, start, h0, limit) <body = rnn_body (
-        int64 i, bool cond_in, int32 counter, float[2, 3] state, int32 lim
-    ) => (bool cond_out, int32 next, float[2, 3] new_state, int32 lim_out, float[2, 3] y) {
-        one = Constant<value = int32 {1}>()
-        next = Add(counter, one)
-        step = Gather<axis = 0>(x, counter)
-        sum = Add(step, state)
-        new_state = Tanh(sum)
-        y = Identity(new_state)
-        f_next = Cast<to = 1>(next)
-        f_lim = Cast<to = 1>(lim)
-        cond_out = Less(f_next, f_lim)
-        lim_out = Identity(lim)
-    }>
+    start = Constant<value = int32 {{0}}>()
+    h0 = Constant<value = float[2, 3] {{0, 0, 0, 0, 0, 0}}>()
+    count, h, lim_final, ys = Loop(, cond0, start, h0, limit) {cases.STATIC_RNN_BODY}
     last = Identity(h)
-}
+}}
 """
 
 

@@ -118,7 +118,7 @@ def test_a_limit_folded_to_a_float_constant_is_a_count() -> None:
     """tf2onnx compares ``Cast<to=float>`` of its counter and limit; with the input shapes fixed
     the limit's Cast folds to a float constant (7.0), still an integer bound."""
     text = FIXED_LENGTH_RNN.replace(
-        "f_lim = Cast<to = 1>(lim)", "f_lim = Constant<value = float {7.0}>()"
+        "f_stop = Cast<to = 1>(stop)", "f_stop = Constant<value = float {7.0}>()"
     )
     model = onnx.parser.parse_model(text)
     lowered = seqlower.lower(model, target="onnx2tf", check=False)
