@@ -43,6 +43,7 @@ from seqlower.passes import (
     ValidateNodes,
     create_pass,
 )
+from seqlower.passes._declared import forget_declared_sizes
 from seqlower.passes.sequence_free.fix_optional_inputs import FixOptionalInputs
 from seqlower.passes.sequence_free.fold_optionals import FoldOptionals
 from seqlower.passes.sequence_free.unroll_inputs import UnrollInputs
@@ -276,8 +277,10 @@ def run_pipeline(model: ir.Model, pipeline: ir.passes.PassManager) -> ir.passes.
     """Run ``pipeline`` on ``model`` in place, surfacing seqlower's own errors unwrapped.
 
     PassManager wraps every exception in PassError; a user who gave a malformed node wants the
-    message about that node, not the pass machinery's.
+    message about that node, not the pass machinery's. The passes read no unenforced declared
+    size (``passes/_declared.py``): those not proven are forgotten first, for good.
     """
+    forget_declared_sizes(model)
     try:
         return pipeline(model)
     except Exception as e:

@@ -18,7 +18,7 @@ from seqlower._graphs import all_graphs
 from seqlower.errors import InvalidModelError, describe_node
 from seqlower.passes._ir import SAME_SHAPE, graph_attr, is_onnx, is_static
 
-__all__ = ["TypeOracle", "element_dtype", "weightless_proto"]
+__all__ = ["TypeOracle", "element_dtype", "pair_values", "weightless_proto"]
 
 
 class _Inferred(NamedTuple):
@@ -196,8 +196,7 @@ class TypeOracle:
             inferred = ir.serde.deserialize_model(inferred_proto)
         except Exception:  # inference is best effort; the caller reports what stays unknown
             return {}
-        pairs: list[tuple[ir.Value, ir.Value]] = []
-        _pair_graph(self._model.graph, inferred.graph, pairs)
+        pairs = pair_values(self._model.graph, inferred.graph)
         return {
             id(original): _Inferred(original, copy.type, copy.shape) for original, copy in pairs
         }
@@ -426,6 +425,14 @@ def _calls_of(model: ir.Model, function: ir.Function) -> list[ir.Node]:
         for node in graph
         if (node.domain, node.op_type, node.overload) == key
     ]
+
+
+def pair_values(original: ir.Graph, copy: ir.Graph) -> list[tuple[ir.Value, ir.Value]]:
+    """Each value of ``original`` (its subgraphs' too) with its twin in ``copy``, a copy of it
+    that shape inference went through."""
+    pairs: list[tuple[ir.Value, ir.Value]] = []
+    _pair_graph(original, copy, pairs)
+    return pairs
 
 
 def _pair_graph(original: ir.Graph, copy: ir.Graph, pairs: list[tuple[ir.Value, ir.Value]]) -> None:

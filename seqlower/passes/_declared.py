@@ -1,0 +1,209 @@
+"""Declared sizes of computed values, which no runtime enforces, kept out of the passes' facts.
+
+A runtime refuses a feed whose shape differs from a main-graph input's declared static shape,
+and an initializer or a ``Constant`` is its own shape. A node output's declared shape
+(``value_info``), a graph output's and a subgraph input's are hints: onnxruntime runs a model
+whose ``value_info`` says [5, 3, 8] while the value is [7, 3, 8] (a warning for an output at
+most), and exporters write such stale hints (TorchScript's traced sizes under ``dynamic_axes``,
+hand-edited models). A pass reading one as a fact would build a form right only for that size: a
+constant ``ReverseSequence`` index of the declared T, a folded ``Shape``, an unrolled count,
+with nothing at run time to notice.
+
+So ``run_pipeline`` replaces each such declared integer dimension, before any pass runs, by
+what is proven of it (:func:`forget_declared_sizes`): it stays where ONNX's shape inference, run
+on a copy whose hints are removed, derives the same integer from what is enforced (the inputs,
+the initializers and constants), and becomes unknown elsewhere. Every pass then reads sizes that
+are proven, whatever helper it reads them through. The lowered model keeps the sizes so
+replaced: onnxruntime's own optimizer trusts a declared static shape too (with its default
+graph optimizations, ``Shape`` of a value declared [5, 3, 8] is folded to [5, 3, 8] whatever
+the value is), so a hint put back on a value a lowering reads the shape of would make the
+lowered model wrong there.
+"""
+
+from __future__ import annotations
+
+import onnx
+import onnx_ir as ir
+
+from seqlower._graphs import all_graphs
+from seqlower.passes._ir import graph_attr, int_attr, is_onnx
+from seqlower.passes._types import pair_values, weightless_proto
+
+__all__ = ["forget_declared_sizes"]
+
+# Initializers of at most this many elements stay in inference's copy: Reshape targets, Slice
+# bounds and Split sizes are read from them.
+_KEEP = 1024
+
+
+def _hinted(model: ir.Model) -> list[ir.Value]:
+    """The values whose declared shape nothing enforces and that declare an integer size: node
+    outputs, graph outputs (main graph too) and subgraph inputs, in every scope."""
+    found: list[ir.Value] = []
+    seen: set[int] = set()
+
+    def add(value: ir.Value | None) -> None:
+        if value is None or id(value) in seen:
+            return
+        seen.add(id(value))
+        shape = value.shape
+        if shape is not None and any(isinstance(d, int) for d in shape):
+            found.append(value)
+
+    for graph in all_graphs(model):
+        if graph is not model.graph:
+            for value in graph.inputs:
+                add(value)
+        for node in graph:
+            for value in node.outputs:
+                add(value)
+        for value in graph.outputs:
+            if not (value.is_graph_input() or value.is_initializer()):
+                add(value)
+    return found
+
+
+def _derived(model: ir.Model, hinted: list[ir.Value]) -> dict[int, ir.Shape | None]:
+    """Each value's shape as ONNX's inference derives it with the ``hinted`` values' shapes
+    removed (None: not derived; empty: inference failed)."""
+    removed = [(value, value.shape) for value in hinted]
+    for value in hinted:
+        value.shape = None
+    try:
+        proto = weightless_proto(model, keep=_KEEP)
+    finally:
+        for value, shape in removed:
+            value.shape = shape
+    try:
+        inferred = onnx.shape_inference.infer_shapes(
+            proto, check_type=False, strict_mode=False, data_prop=True
+        )
+        copy = ir.serde.deserialize_model(inferred)
+    except Exception:  # best effort: what stays unknown is forgotten
+        return {}
+    return {id(original): twin.shape for original, twin in pair_values(model.graph, copy.graph)}
+
+
+def _kept(declared: ir.Shape, derived: ir.Shape | None) -> ir.Shape:
+    """``declared`` with each integer that ``derived`` does not repeat unknown."""
+    if derived is None or len(derived) != len(declared):
+        same = [False] * len(declared)
+    else:
+        same = [
+            isinstance(d, int) and isinstance(e, int) and d == e
+            for d, e in zip(declared, derived, strict=True)
+        ]
+    dims = [
+        d if not isinstance(d, int) or keep else None
+        for d, keep in zip(declared, same, strict=True)
+    ]
+    return ir.Shape(dims)
+
+
+_State = tuple[ir.Value, ir.Value, ir.Value, ir.Value]
+
+
+def _states(model: ir.Model, hinted: list[ir.Value]) -> list[_State]:
+    """(initial value, body input, body output, final value) of each state of a ``Loop`` or an
+    opset-9+ ``Scan`` whose body input is hinted: ONNX's inference leaves a state's shape
+    unknown in the body and after the node (it may change from one iteration to the next), so
+    it is proven by induction instead."""
+    ids = {id(value) for value in hinted}
+    found: list[_State] = []
+    for graph in all_graphs(model):
+        for node in graph:
+            body = graph_attr(node, "body")
+            if not is_onnx(node) or body is None:
+                continue
+            if node.op_type == "Loop":
+                pairs = zip(
+                    node.inputs[2:], body.inputs[2:], body.outputs[1:], node.outputs, strict=False
+                )
+            elif node.op_type == "Scan" and model.opset_imports.get("", 9) >= 9:
+                count = len(node.inputs) - (int_attr(node, "num_scan_inputs", 0) or 0)
+                pairs = zip(
+                    node.inputs[:count],
+                    body.inputs[:count],
+                    body.outputs[:count],
+                    node.outputs,
+                    strict=False,
+                )
+            else:
+                continue
+            found += [
+                (initial, inner, out, final)
+                for initial, inner, out, final in pairs
+                if initial is not None and id(inner) in ids
+            ]
+    return found
+
+
+def _same_ints(assumed: ir.Shape, *shapes: ir.Shape | None) -> ir.Shape:
+    """``assumed`` with each integer that one of ``shapes`` does not repeat unknown."""
+    for shape in shapes:
+        assumed = _kept(assumed, shape)
+    return assumed
+
+
+def forget_declared_sizes(model: ir.Model) -> int:
+    """Replace the unenforced declared integer sizes of ``model`` by what is proven of them;
+    how many values changed. No hint, no cost: inference runs only when a computed value
+    declares an integer size (once more per round of the states' induction, rare)."""
+    hinted = _hinted(model)
+    if not hinted:
+        return 0
+    declared = {id(value): value.shape for value in hinted}
+    states = _states(model, hinted)
+    # Induction: each state's declared sizes assumed in the body, kept when the initial value
+    # and the body's result (inferred under the assumptions) have them; rounds until none drops.
+    assumed = {id(inner): inner for _, inner, _, _ in states}
+    derived: dict[int, ir.Shape | None] = {}
+    for _ in range(_ROUNDS):
+        derived = _derived(model, [v for v in hinted if id(v) not in assumed])
+
+        def now(value: ir.Value, derived: dict[int, ir.Shape | None] = derived) -> ir.Shape | None:
+            return derived.get(id(value), value.shape)
+
+        dropped = False
+        for initial, inner, out, _ in states:
+            if id(inner) not in assumed or inner.shape is None:
+                continue
+            kept = _same_ints(inner.shape, now(initial), now(out))
+            if list(kept) != list(inner.shape):
+                inner.shape, dropped = kept, True
+        if not dropped:
+            break
+    else:  # no fixed point reached: assume nothing
+        for inner in assumed.values():
+            inner.shape = declared[id(inner)]
+        assumed = {}
+        derived = _derived(model, hinted)
+    # A final state is the initial value or the body's last result: what both have.
+    finals = {
+        id(final): _same_ints(inner.shape, derived.get(id(out), out.shape))
+        for _, inner, out, final in states
+        if id(inner) in assumed and inner.shape is not None
+    }
+    changed = 0
+    for value in hinted:
+        shape = declared[id(value)]
+        assert shape is not None
+        kept = _kept(shape, derived.get(id(value)))
+        if id(value) in assumed and value.shape is not None:
+            kept = value.shape
+        if id(value) in finals:
+            kept = _kept(shape, _more(kept, finals[id(value)]))
+        if list(kept) != list(shape):
+            value.shape = kept
+            changed += 1
+    return changed
+
+
+_ROUNDS = 4
+
+
+def _more(derived: ir.Shape | None, proven: ir.Shape) -> ir.Shape:
+    """``derived`` with the integers ``proven`` adds where it has none."""
+    if derived is None or len(derived) != len(proven):
+        return proven
+    return ir.Shape([d if isinstance(d, int) else p for d, p in zip(derived, proven, strict=True)])
