@@ -278,11 +278,14 @@ def run_pipeline(model: ir.Model, pipeline: ir.passes.PassManager) -> ir.passes.
 
     PassManager wraps every exception in PassError; a user who gave a malformed node wants the
     message about that node, not the pass machinery's. The passes read no unenforced declared
-    size (``passes/_declared.py``): those not proven are forgotten first, for good.
+    size (``passes/_declared.py``): those not proven are forgotten first, for good but on the
+    outputs nothing reads.
     """
-    forget_declared_sizes(model)
+    forgotten = forget_declared_sizes(model)
     try:
-        return pipeline(model)
+        result = pipeline(model)
+        forgotten.restore_interface(model)
+        return result
     except Exception as e:
         cause: BaseException | None = e
         while cause is not None:

@@ -17,10 +17,13 @@ are proven, whatever helper it reads them through. The lowered model keeps the s
 replaced: onnxruntime's own optimizer trusts a declared static shape too (with its default
 graph optimizations, ``Shape`` of a value declared [5, 3, 8] is folded to [5, 3, 8] whatever
 the value is), so a hint put back on a value a lowering reads the shape of would make the
-lowered model wrong there.
+lowered model wrong there. Only the main graph's outputs that nothing reads get their declared
+shapes back (:meth:`Forgotten.restore_interface`): the interface stays the user's.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass, field
 
 import onnx
 import onnx_ir as ir
@@ -29,7 +32,7 @@ from seqlower._graphs import all_graphs
 from seqlower.passes._ir import graph_attr, int_attr, is_onnx
 from seqlower.passes._types import pair_values, weightless_proto
 
-__all__ = ["forget_declared_sizes"]
+__all__ = ["Forgotten", "forget_declared_sizes"]
 
 # Initializers of at most this many elements stay in inference's copy: Reshape targets, Slice
 # bounds and Split sizes are read from them.
@@ -47,7 +50,7 @@ def _hinted(model: ir.Model) -> list[ir.Value]:
             return
         seen.add(id(value))
         shape = value.shape
-        if shape is not None and any(isinstance(d, int) for d in shape):
+        if shape is not None and any(_claims(d) for d in shape):
             found.append(value)
 
     for graph in all_graphs(model):
@@ -70,7 +73,12 @@ def _derived(model: ir.Model, hinted: list[ir.Value]) -> dict[int, ir.Shape | No
     for value in hinted:
         value.shape = None
     try:
-        proto = weightless_proto(model, keep=_KEEP)
+        try:
+            proto = weightless_proto(model, keep=_KEEP)
+        except Exception:  # onnx_ir clones no body returning an outer value: serialized as is
+            proto = ir.serde.serialize_model(model)
+    except Exception:  # best effort: what stays unknown is forgotten
+        return {}
     finally:
         for value, shape in removed:
             value.shape = shape
@@ -84,20 +92,26 @@ def _derived(model: ir.Model, hinted: list[ir.Value]) -> dict[int, ir.Shape | No
     return {id(original): twin.shape for original, twin in pair_values(model.graph, copy.graph)}
 
 
+def _claims(dim: int | ir.SymbolicDim) -> bool:
+    """Whether a declared dimension says something: a size, or a name (equal to the
+    dimensions of that name: a pass may read the size from a main-graph input of that name)."""
+    return isinstance(dim, int) or dim.value is not None
+
+
 def _kept(declared: ir.Shape, derived: ir.Shape | None) -> ir.Shape:
-    """``declared`` with each integer that ``derived`` does not repeat unknown."""
+    """``declared`` with each size or name that ``derived`` does not repeat unknown."""
     if derived is None or len(derived) != len(declared):
         same = [False] * len(declared)
     else:
-        same = [
-            isinstance(d, int) and isinstance(e, int) and d == e
-            for d, e in zip(declared, derived, strict=True)
-        ]
-    dims = [
-        d if not isinstance(d, int) or keep else None
-        for d, keep in zip(declared, same, strict=True)
-    ]
+        same = [_claims(d) and _equal(d, e) for d, e in zip(declared, derived, strict=True)]
+    dims = [d if not _claims(d) or keep else None for d, keep in zip(declared, same, strict=True)]
     return ir.Shape(dims)
+
+
+def _equal(a: int | ir.SymbolicDim, b: int | ir.SymbolicDim) -> bool:
+    if isinstance(a, int) or isinstance(b, int):
+        return isinstance(a, int) and isinstance(b, int) and a == b
+    return a.value is not None and a.value == b.value
 
 
 _State = tuple[ir.Value, ir.Value, ir.Value, ir.Value]
@@ -138,20 +152,37 @@ def _states(model: ir.Model, hinted: list[ir.Value]) -> list[_State]:
     return found
 
 
-def _same_ints(assumed: ir.Shape, *shapes: ir.Shape | None) -> ir.Shape:
-    """``assumed`` with each integer that one of ``shapes`` does not repeat unknown."""
+def _agreed(assumed: ir.Shape, *shapes: ir.Shape | None) -> ir.Shape:
+    """``assumed`` with each size or name that one of ``shapes`` does not repeat unknown."""
     for shape in shapes:
         assumed = _kept(assumed, shape)
     return assumed
 
 
-def forget_declared_sizes(model: ir.Model) -> int:
-    """Replace the unenforced declared integer sizes of ``model`` by what is proven of them;
-    how many values changed. No hint, no cost: inference runs only when a computed value
-    declares an integer size (once more per round of the states' induction, rare)."""
+@dataclass
+class Forgotten:
+    """What :func:`forget_declared_sizes` changed: how many values, and the main graph's
+    outputs among them (its interface) with their declared shapes."""
+
+    changed: int = 0
+    outputs: list[tuple[ir.Value, ir.Shape, ir.Shape]] = field(default_factory=list)
+
+    def restore_interface(self, model: ir.Model) -> None:
+        """The declared shape back on each main-graph output that nothing in the lowered
+        model reads (no node can fold its shape) and that no pass has given another shape."""
+        for value, declared, set_here in self.outputs:
+            if value.shape is set_here and value in model.graph.outputs and not value.uses():
+                value.shape = declared
+
+
+def forget_declared_sizes(model: ir.Model) -> Forgotten:
+    """Replace the unenforced declared integer sizes of ``model`` by what is proven of them.
+    No hint, no cost: inference runs only when a computed value declares an integer size (once
+    more per round of the states' induction, rare)."""
+    forgotten = Forgotten()
     hinted = _hinted(model)
     if not hinted:
-        return 0
+        return forgotten
     declared = {id(value): value.shape for value in hinted}
     states = _states(model, hinted)
     # Induction: each state's declared sizes assumed in the body, kept when the initial value
@@ -168,7 +199,7 @@ def forget_declared_sizes(model: ir.Model) -> int:
         for initial, inner, out, _ in states:
             if id(inner) not in assumed or inner.shape is None:
                 continue
-            kept = _same_ints(inner.shape, now(initial), now(out))
+            kept = _agreed(inner.shape, now(initial), now(out))
             if list(kept) != list(inner.shape):
                 inner.shape, dropped = kept, True
         if not dropped:
@@ -180,11 +211,11 @@ def forget_declared_sizes(model: ir.Model) -> int:
         derived = _derived(model, hinted)
     # A final state is the initial value or the body's last result: what both have.
     finals = {
-        id(final): _same_ints(inner.shape, derived.get(id(out), out.shape))
+        id(final): _agreed(inner.shape, derived.get(id(out), out.shape))
         for _, inner, out, final in states
         if id(inner) in assumed and inner.shape is not None
     }
-    changed = 0
+    outputs = {id(value) for value in model.graph.outputs}
     for value in hinted:
         shape = declared[id(value)]
         assert shape is not None
@@ -195,8 +226,10 @@ def forget_declared_sizes(model: ir.Model) -> int:
             kept = _kept(shape, _more(kept, finals[id(value)]))
         if list(kept) != list(shape):
             value.shape = kept
-            changed += 1
-    return changed
+            forgotten.changed += 1
+            if id(value) in outputs:
+                forgotten.outputs.append((value, shape, kept))
+    return forgotten
 
 
 _ROUNDS = 4
@@ -206,4 +239,4 @@ def _more(derived: ir.Shape | None, proven: ir.Shape) -> ir.Shape:
     """``derived`` with the integers ``proven`` adds where it has none."""
     if derived is None or len(derived) != len(proven):
         return proven
-    return ir.Shape([d if isinstance(d, int) else p for d, p in zip(derived, proven, strict=True)])
+    return ir.Shape([d if _claims(d) else p for d, p in zip(derived, proven, strict=True)])

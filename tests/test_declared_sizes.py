@@ -1,0 +1,221 @@
+"""Models whose declared intermediate sizes lie: a ``value_info`` (or a body input's declared
+shape) says a static size the value does not have at run time, the graph inputs symbolic.
+onnxruntime runs each as written, ONNX's full check and strict inference pass it; a lowering
+that trusted the declaration computed a wrong result or failed where the original runs. One
+model per kind of pass that read such sizes (``passes/_declared.py``, ARCHITECTURE.md "Where
+passes get their facts")."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import onnx
+import onnx.parser
+import onnx.shape_inference
+import pytest
+
+import seqlower
+from seqlower.errors import TargetError
+from tests import runtimes
+from tests.helpers import all_nodes, ort_run
+
+_RNG = np.random.default_rng(7)
+
+
+def _floats(*shape: int) -> np.ndarray:
+    return (_RNG.random(shape, dtype=np.float32) - 0.5).astype(np.float32)
+
+
+_PLAIN = ("default", "tract", "openvino")
+_UNROLLING = ("tinygrad", "onnx2torch", "tvm")
+
+# name -> (model text, feeds, pipelines): each pipeline lowers it right or refuses it.
+LYING: dict[str, tuple[str, dict[str, np.ndarray], tuple[str, ...]]] = {
+    # ReverseSequence, lengths known at run time: the constant index of the declared T = 5
+    # (default: the [5, 3, 8] result of a [7, 3, 8] input, exit 0 with --no-check).
+    "reverse_run_time_lengths": (
+        """
+        g (float[T, 3, 8] x, int64[3] lens) => (float[T, 3, 8] y) <float[5, 3, 8] r> {
+            r = Relu (x)
+            y = ReverseSequence <time_axis = 0, batch_axis = 1> (r, lens)
+        }
+        """,
+        {"x": _floats(7, 3, 8), "lens": np.array([5, 4, 2], np.int64)},
+        _PLAIN,
+    ),
+    # Constant lengths: the constant index of the declared T (the default check passed it).
+    "reverse_constant_lengths": (
+        """
+        g (float[T, 3, 8] x) => (float[T, 3, 8] y) <float[5, 3, 8] r> {
+            lens = Constant <value = int64[3] {5, 4, 2}> ()
+            r = Relu (x)
+            y = ReverseSequence <time_axis = 0, batch_axis = 1> (r, lens)
+        }
+        """,
+        {"x": _floats(7, 3, 8)},
+        _PLAIN,
+    ),
+    # The batch declared 2, 3 at run time: the lengths' count checked against 2 (fails).
+    "reverse_batch": (
+        """
+        g (float[4, B, 8] x, int64[B] lens) => (float[4, B, 8] y) <float[4, 2, 8] r> {
+            r = Relu (x)
+            y = ReverseSequence <time_axis = 0, batch_axis = 1> (r, lens)
+        }
+        """,
+        {"x": _floats(4, 3, 8), "lens": np.array([4, 2, 1], np.int64)},
+        _PLAIN,
+    ),
+    # Scan-8: one Scan per batch entry of the declared initial state's 2 (3 at run time).
+    "scan8_batch": (
+        """
+        g (float[B, T, 4] x, float[B, 4] h) => (float[B, 4] s_final) <float[2, 4] h0> {
+            h0 = Relu (h)
+            s_final = Scan <num_scan_inputs = 1, body = step (float[4] s, float[4] xt)
+                => (float[4] s2) {
+                s2 = Add (s, xt)
+            }> ("", h0, x)
+        }
+        """,
+        {"x": _floats(3, 5, 4), "h": _floats(3, 4)},
+        _PLAIN,
+    ),
+    # An RNN unrolled for the declared 5 steps of its input (7 at run time).
+    "rnn_steps": (
+        """
+        g (float[T, 1, 2] x) => (float[1, 1, 3] h) <float[5, 1, 2] r> {
+            r = Relu (x)
+            w = Constant <value = float[1, 3, 2] {0.1, 0.2, -0.3, 0.4, 0.5, -0.1}> ()
+            u = Constant <value = float[1, 3, 3] {0.1, 0, 0, 0, 0.1, 0, 0, 0, 0.1}> ()
+            ys, h = RNN <hidden_size = 3> (r, w, u)
+        }
+        """,
+        {"x": _floats(7, 1, 2)},
+        _PLAIN + _UNROLLING,
+    ),
+    # A Loop state declared [2] in its body, [3] at run time (tract typed the Scan with it).
+    "loop_state": (
+        """
+        g (float[N] x, int64 n) => (float[N] y, float[K, N] ys) {
+            cond = Constant <value = bool {1}> ()
+            y, ys = Loop (n, cond, x) <body = body (int64 i, bool c, float[2] s)
+                => (bool c2, float[2] s2, float[2] row) {
+                s2 = Relu (s)
+                row = Identity (s2)
+                c2 = Identity (c)
+            }>
+        }
+        """,
+        {"x": _floats(3), "n": np.array(2, np.int64)},
+        _PLAIN,
+    ),
+}
+
+
+def _model(text: str, opset: int) -> onnx.ModelProto:
+    ir_version = 4 if opset == 8 else 8
+    header = f'<ir_version: {ir_version}, opset_import: ["" : {opset}]>'
+    model = onnx.parser.parse_model(header + text)
+    onnx.checker.check_model(model, full_check=True)
+    onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
+    return model
+
+
+def _lying(name: str) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    text, feeds, _ = LYING[name]
+    return _model(text, 8 if name.startswith("scan8") else 17), feeds
+
+
+CASES = [(name, pipeline) for name, (_, _, pipelines) in LYING.items() for pipeline in pipelines]
+
+
+@pytest.mark.parametrize(("name", "pipeline"), CASES)
+def test_a_lying_declared_size_lowers_right_or_is_refused(name: str, pipeline: str) -> None:
+    model, feeds = _lying(name)
+    expected = ort_run(model, feeds)  # the original, onnxruntime's optimizations off
+    # onnxruntime with its default optimizations runs the original right too
+    runtimes.assert_same(expected, runtimes.run("onnxruntime", model, feeds))
+    target = None if pipeline == "default" else pipeline
+    try:
+        lowered = seqlower.lower(model, target=target, check=False)
+    except TargetError:  # refused (exit 2): the size it needs is not known; never a wrong model
+        assert target is not None
+        return
+    # On onnxruntime as users run it (its optimizer folds Shape of a declared static value)...
+    runtimes.assert_same(expected, runtimes.run("onnxruntime", lowered, feeds))
+    if pipeline in ("tract", "openvino"):  # ... and on the runtime it was lowered for
+        runtimes.assert_same(expected, runtimes.run(pipeline, lowered, feeds))
+
+
+def _declared(model: onnx.ModelProto) -> dict[str, list[int | str | None]]:
+    def dims(info: onnx.ValueInfoProto) -> list[int | str | None]:
+        return [
+            d.dim_value if d.HasField("dim_value") else d.dim_param or None
+            for d in info.type.tensor_type.shape.dim
+        ]
+
+    graph = model.graph
+    return {info.name: dims(info) for info in [*graph.value_info, *graph.output]}
+
+
+def test_the_lowered_model_keeps_no_lie_but_keeps_the_interface() -> None:
+    model, _ = _lying("reverse_run_time_lengths")
+    lowered = seqlower.lower(model, check=False)
+    declared = _declared(lowered)
+    assert declared["r"] == [None, 3, 8]  # the 5 nothing proves is gone, the rest kept
+    assert declared["y"] == ["T", 3, 8]  # the output's declaration, as the user wrote it
+
+
+def _reversal(inputs: str, declared: str) -> onnx.ModelProto:
+    value_info = f"<{declared} r>" if declared else ""
+    return _model(
+        f"""
+        g ({inputs}, int64[3] lens) => (float[T, 3, 8] y) {value_info} {{
+            r = Relu (x)
+            y = ReverseSequence <time_axis = 0, batch_axis = 1> (r, lens)
+        }}
+        """,
+        17,
+    )
+
+
+def test_a_size_the_inputs_prove_keeps_its_static_form() -> None:
+    """Issue 33's gain where the sizes are known: a declaration ONNX's inference derives from a
+    static input is kept, and the reversal takes the same form as with no declaration."""
+    proven = seqlower.lower(_reversal("float[7, 3, 8] x", "float[7, 3, 8]"), check=False)
+    undeclared = seqlower.lower(_reversal("float[7, 3, 8] x", ""), check=False)
+    lying = seqlower.lower(_reversal("float[T, 3, 8] x", "float[7, 3, 8]"), check=False)
+    assert _declared(proven)["r"] == [7, 3, 8]
+    assert len(all_nodes(proven)) == len(all_nodes(undeclared)) < len(all_nodes(lying))
+    feeds: dict[str, Any] = {"x": _floats(7, 3, 8), "lens": np.array([7, 1, 3], np.int64)}
+    runtimes.assert_same(ort_run(lying, feeds), ort_run(proven, feeds))
+
+
+def test_a_loop_state_keeps_the_size_induction_proves() -> None:
+    # The state's declared [2] holds at the start (x is [2]) and after each step (Relu keeps
+    # it): kept in the body and on the Loop's output; the lying one above is dropped.
+    model = _model(
+        """
+        g (float[2] x, int64 n) => (float[2] y) {
+            cond = Constant <value = bool {1}> ()
+            y = Loop (n, cond, x) <body = body (int64 i, bool c, float[2] s)
+                => (bool c2, float[2] s2) {
+                s2 = Relu (s)
+                c2 = Identity (c)
+            }>
+        }
+        """,
+        17,
+    )
+    import onnx_ir as ir
+
+    from seqlower.passes._declared import forget_declared_sizes
+
+    proven = ir.serde.deserialize_model(model)
+    assert forget_declared_sizes(proven).changed == 0
+    lying = ir.serde.deserialize_model(_lying("loop_state")[0])
+    # s, s2 and row in the body; y and ys, whose N came through the state
+    assert forget_declared_sizes(lying).changed == 5
+    body = lying.graph.node(1).attributes["body"].as_graph()
+    assert [list(v.shape or ()) for v in body.inputs[2:]] == [[None]]
