@@ -524,6 +524,6 @@ def test_a_shape_the_values_do_not_have_is_no_constant() -> None:
     for rows in (2, 3):
         feeds = {
             name: _RNG.standard_normal((n, 3)).astype(np.float32)
-            for name, n in zip("ab", (rows, 2))
+            for name, n in zip("ab", (rows, 2), strict=True)
         }
         assert_equivalent(model, lowered, feeds)
