@@ -44,7 +44,9 @@ _TRACT_DTYPES = {"float32": "f32", "float64": "f64", "int32": "i32", "int64": "i
 
 
 def feeds_and_expected(npz: Path) -> tuple[dict[str, np.ndarray], list[np.ndarray]]:
-    data = np.load(npz, allow_pickle=True)
+    """A sample's inputs by name and outputs in order, from either archive layout (``input.``/
+    ``output.`` keys, or ``__inputs__``/``__outputs__`` name lists; tests read them too)."""
+    data = np.load(npz, allow_pickle=False)
     if "__inputs__" in data:
         feeds = {str(n): data[str(n)] for n in data["__inputs__"]}
         return feeds, [data[str(n)] for n in data["__outputs__"]]

@@ -15,6 +15,7 @@ import numpy as np
 import onnx
 import pytest
 
+from benchmarks.target_samples import feeds_and_expected
 from tests.helpers import REALWORLD
 from tests.runtimes import require
 
@@ -62,21 +63,12 @@ REACH: dict[str, tuple[str, ...]] = {
 }
 
 
-def _npz(path: Path) -> tuple[dict[str, np.ndarray], list[np.ndarray]]:
-    data = np.load(path, allow_pickle=False)
-    if "__inputs__" in data:
-        feeds = {str(n): data[str(n)] for n in data["__inputs__"]}
-        return feeds, [data[str(n)] for n in data["__outputs__"]]
-    feeds = {k[len("input.") :]: data[k] for k in data.files if k.startswith("input.")}
-    return feeds, [data[k] for k in data.files if k.startswith("output.")]
-
-
 def _case(label: str) -> tuple[onnx.ModelProto, dict[str, Any], list[Any] | None, bool]:
     """The model, its inputs, the expected outputs (None: onnxruntime's on the original) and
     whether it is lowered at the inputs' shapes."""
     kind, name = label.split("/", 1)
     if kind == "realworld":
-        feeds, expected = _npz(REALWORLD / f"{name}.npz")
+        feeds, expected = feeds_and_expected(REALWORLD / f"{name}.npz")
         return onnx.load(REALWORLD / f"{name}.onnx"), feeds, expected, True
     if kind == "onnx":
         from onnx.backend.test.case.node import collect_testcases
