@@ -47,6 +47,32 @@ _SEQUENCE_FREE = (
     "stack-sequences",
 )
 
+#: How the targets that run no ``Loop`` (onnx2torch, tinygrad, tvm) unroll loops and recurrent
+#: ops: a Loop of a fixed count as a Scan, unrolled when the count is a constant; at fixed input
+#: shapes a stacked RNN's second count is constant only once the first layer is unrolled and
+#: folded, hence the fold and a second unrolling.
+_UNROLLED = (
+    "freeze-bounded-loops",
+    "loop-to-scan-reads",
+    "unroll-constant-scans",
+    "unroll-recurrent-ops",
+    "lower-reverse-sequence",
+    "fold-static-shapes",
+    "unroll-constant-scans",
+)
+
+#: PyTorch's ``embedding_bag`` writes an ``If`` per bag, which tinygrad 0.14 ('list index out of
+#: range') and TVM 0.27 (no ``Cast`` of a shape it computes at run time, no ``Slice`` by run-time
+#: bounds) fail on: an ``If`` whose branches cannot fail becomes a ``Where`` (twice: an ``If``
+#: whose branch held an ``If`` is taken once that one is), its reductions of such slices masked
+#: reductions, its shapes folded.
+_IFS_AS_MASKED_WHERES = (
+    "if-as-where",
+    "if-as-where",
+    "slice-reductions-as-masks",
+    "fold-static-shapes",
+)
+
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Pipeline:
@@ -290,15 +316,7 @@ PIPELINES: dict[str, Pipeline] = {
             name="onnx2torch",
             passes=(
                 *_SEQUENCE_FREE,
-                "freeze-bounded-loops",
-                "loop-to-scan-reads",
-                "unroll-constant-scans",
-                "unroll-recurrent-ops",
-                "lower-reverse-sequence",
-                # at fixed input shapes a stacked RNN's second count is constant only once the
-                # first layer is unrolled and folded
-                "fold-static-shapes",
-                "unroll-constant-scans",
+                *_UNROLLED,
                 # a run-time count of constant bounds (tf2onnx's dynamic_rnn with lengths)
                 "unroll-bounded-scans",
                 # onnx2torch has no If: one whose branches cannot fail is both, then a Where
@@ -347,24 +365,11 @@ PIPELINES: dict[str, Pipeline] = {
             passes=(
                 "inline-functions",
                 *_SEQUENCE_FREE,
-                "freeze-bounded-loops",
-                "loop-to-scan-reads",
-                "unroll-constant-scans",
-                "unroll-recurrent-ops",
-                "lower-reverse-sequence",
-                # at fixed input shapes a stacked RNN's second count is constant only once the
-                # first layer is unrolled and folded
-                "fold-static-shapes",
-                "unroll-constant-scans",
+                *_UNROLLED,
                 # no unroll-bounded-scans: its rows are a Slice to the run-time count, and
                 # tinygrad 0.14's OnnxRunner reads a Slice's bounds once per runner (a second
                 # call with other lengths returns the first call's rows)
-                # tinygrad 0.14 fails on embedding_bag's If per bag ('list index out of range'):
-                # Wheres over masked reductions (as for tvm)
-                "if-as-where",
-                "if-as-where",
-                "slice-reductions-as-masks",
-                "fold-static-shapes",
+                *_IFS_AS_MASKED_WHERES,
             ),
             requires=("require-sequence-free", "require-tinygrad-ops"),
             loops="unrolled",
@@ -388,26 +393,11 @@ PIPELINES: dict[str, Pipeline] = {
                 # a row-wise map over pieces of run-time sizes: its body on the whole tensor
                 "ragged-row-maps",
                 *_SEQUENCE_FREE[2:],
-                "freeze-bounded-loops",
-                "loop-to-scan-reads",
-                "unroll-constant-scans",
-                "unroll-recurrent-ops",
-                "lower-reverse-sequence",
-                # at fixed input shapes: a stacked RNN's second count is constant only once the
-                # first layer is unrolled and folded; the fold would remove the Casts of
-                # shape-values-as-tensors (a Cast to the type a value has), so they come after
-                "fold-static-shapes",
-                "unroll-constant-scans",
+                *_UNROLLED,
                 # a run-time count of constant bounds (tf2onnx's dynamic_rnn with lengths)
                 "unroll-bounded-scans",
-                # TVM 0.27 cannot Cast the shape of an If's output (a run-time shape to it), nor
-                # compile a Slice by run-time bounds: an If whose branches cannot fail becomes a
-                # Where, its reductions of such slices masked reductions, its shapes folded
-                # (embedding_bag)
-                "if-as-where",
-                "if-as-where",
-                "slice-reductions-as-masks",
-                "fold-static-shapes",
+                *_IFS_AS_MASKED_WHERES,
+                # after the folds, which would remove its Casts (a Cast to the type a value has)
                 "shape-values-as-tensors",
                 "constant-values-as-tensors",
             ),
