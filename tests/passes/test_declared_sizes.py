@@ -110,6 +110,27 @@ LYING: dict[str, tuple[str, dict[str, np.ndarray], tuple[str, ...]]] = {
         {"x": _floats(3), "n": np.array(2, np.int64)},
         _PLAIN,
     ),
+    # A Loop state declared rank 2 in its body, rank 1 at run time (ONNX's inference checks no
+    # state's rank): fold-static-ifs took the If on its rank by the declaration (OpenVINO).
+    "loop_state_rank": (
+        """
+        g (float[N] x, int64 n) => (float[N] y) {
+            cond = Constant <value = bool {1}> ()
+            y = Loop (n, cond, x) <body = body (int64 i, bool c, float[A, B] s)
+                => (bool c2, float[A, B] s2) {
+                shape = Shape (s)
+                rank = Size (shape)
+                one = Constant <value = int64 {1}> ()
+                is1 = Equal (rank, one)
+                s2 = If (is1) <then_branch = t () => (float[A, B] a) { a = Neg (s) },
+                               else_branch = e () => (float[A, B] b) { b = Relu (s) }>
+                c2 = Identity (c)
+            }>
+        }
+        """,
+        {"x": _floats(3), "n": np.array(1, np.int64)},
+        _PLAIN,
+    ),
 }
 
 

@@ -64,7 +64,7 @@ class FoldStaticIfs(ir.passes.InPlacePass):
         for node in reversed(list(model_nodes(model))):
             if not is_onnx(node, "If") or node.graph is None:
                 continue
-            taken = _static_condition(node.inputs[0])
+            taken = _static_condition(node.inputs[0], model.graph)
             if taken is None:
                 continue
             branch_name = "then_branch" if taken else "else_branch"
@@ -78,23 +78,23 @@ class FoldStaticIfs(ir.passes.InPlacePass):
         return ir.passes.PassResult(model, modified=self.rewritten > 0)
 
 
-def _static_condition(cond: ir.Value | None) -> bool | None:
+def _static_condition(cond: ir.Value | None, main: ir.Graph) -> bool | None:
     """The condition's value when constant, or ``Equal`` of a constant and a rank
-    (``Size(Shape(x))``, x a graph input of declared rank) or a size (``Size(x)``, x a graph
-    input of declared static shape)."""
+    (``Size(Shape(x))``, x a main-graph input of declared rank) or a size (``Size(x)``, x a
+    main-graph input of declared static shape)."""
     array = constant_array(cond)
     if array is not None:
         return bool(array.reshape(-1)[0]) if array.size == 1 else None
     producer = None if cond is None else cond.producer()
     if not is_onnx(producer, "Equal") or producer is None or len(producer.inputs) != 2:
         return None
-    values = [_rank_or_constant(v) for v in producer.inputs]
+    values = [_rank_or_constant(v, main) for v in producer.inputs]
     if any(v is None for v in values):
         return None
     return values[0] == values[1]
 
 
-def _rank_or_constant(value: ir.Value | None) -> int | None:
+def _rank_or_constant(value: ir.Value | None, main: ir.Graph) -> int | None:
     array = constant_array(value)
     if array is not None:
         return int(array.reshape(-1)[0]) if array.size == 1 and array.dtype.kind in "iu" else None
@@ -105,6 +105,7 @@ def _rank_or_constant(value: ir.Value | None) -> int | None:
     if (
         counted is not None
         and counted.is_graph_input()
+        and counted.graph is main
         and counted.shape is not None
         and counted.shape.is_static()  # ONNX's AffineGrid: Equal(Size(size), 4)
     ):
@@ -113,9 +114,12 @@ def _rank_or_constant(value: ir.Value | None) -> int | None:
     if not is_onnx(shape_node, "Shape") or shape_node is None or shape_node.attributes:
         return None
     source = shape_node.inputs[0]
-    # Only a graph input's rank is a contract the runtime enforces (exporters' value_info can
-    # be wrong, as tf2onnx's Loop outputs).
+    # Only a main-graph input's rank is a contract the runtime enforces (exporters' value_info
+    # can be wrong, as tf2onnx's Loop outputs; a body input's declared rank too: ONNX's
+    # inference does not check a Loop state's, tests/passes/test_declared_sizes.py).
     if source is None or source.shape is None or not source.is_graph_input():
+        return None
+    if source.graph is not main:
         return None
     return len(source.shape)
 
