@@ -315,12 +315,7 @@ class LoopToScan(NodeLoweringPass[_Plan]):
             if key not in scanned:
                 if id(x) not in padded:
                     padded[id(x)] = _padded(emit, x, read, ran)
-                positions = iterations
-                if read.counter is not None:
-                    start = starts[read.counter]
-                    if start.dtype != ir.DataType.INT64:
-                        start = emit.Cast(start, to=ir.DataType.INT64.value, _hint="start_64")
-                    positions = emit.Add(iterations, start, _hint="positions")
+                positions = _positions(emit, read, iterations, starts)
                 if read.index:  # an index of one element: [i], [[i]]...
                     target = emit.int64s([-1, *read.index], hint="index_shape")
                     positions = emit.reshape(positions, target, hint="indices")
@@ -355,12 +350,7 @@ class LoopToScan(NodeLoweringPass[_Plan]):
         where the original's does), and the zero row's where it runs none."""
         x = read.node.inputs[0]
         assert x is not None
-        positions = iterations
-        if read.counter is not None:
-            start = starts[read.counter]
-            if start.dtype != ir.DataType.INT64:
-                start = emit.Cast(start, to=ir.DataType.INT64.value, _hint="start_64")
-            positions = emit.Add(iterations, start, _hint="positions")
+        positions = _positions(emit, read, iterations, starts)
         length = emit.squeeze(emit.dims(x, 0, 1, hint="row_count"), [0], hint="rows")
         zero = emit.int64s(0, hint="zero")
         int64 = ir.DataType.INT64.value
@@ -708,6 +698,19 @@ def _appended(emit: Emitter, x: ir.Value, read: RowRead) -> ir.Value:
         zero = ir.Tensor(np.zeros(1, read.dtype.numpy()))
         row = emit.ConstantOfShape(shape, value=zero, _hint=f"{x.name}_pad")
     return emit.Concat(x, row, axis=0, _hint=f"{x.name}_appended")
+
+
+def _positions(
+    emit: Emitter, read: RowRead, iterations: ir.Value, starts: dict[int, ir.Value]
+) -> ir.Value:
+    """The rows of ``x`` the body reads, one per iteration: the iteration numbers, or a
+    counter's, from its start (made int64)."""
+    if read.counter is None:
+        return iterations
+    start = starts[read.counter]
+    if start.dtype != ir.DataType.INT64:
+        start = emit.Cast(start, to=ir.DataType.INT64.value, _hint="start_64")
+    return emit.Add(iterations, start, _hint="positions")
 
 
 def _like(value: ir.Value, model: ir.Value) -> ir.Value:
