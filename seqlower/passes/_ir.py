@@ -46,6 +46,7 @@ __all__ = [
     "onnx_producer",
     "origin",
     "rank_of",
+    "reduced_axes",
     "reduction_axes",
     "runtime_source",
     "static_dim",
@@ -230,14 +231,33 @@ def rank_of(value: ir.Value) -> int | None:
 
 def reduction_axes(node: ir.Node) -> list[int] | None:
     """A reduction's axes as written: the constant ``axes`` input (``ReduceSum`` from opset 13,
-    the others from 18) or attribute; ``[]`` when none are given (every axis, or none with
-    ``noop_with_empty_axes``); None when they are not constants."""
+    the others from 18) or attribute; ``[]`` when none are given (an absent or empty input, no
+    attribute: every axis, or none with ``noop_with_empty_axes``); None when not known when
+    lowering (an input computed at run time, a function's attribute reference ``axes: @a``)."""
     if len(node.inputs) > 1 and node.inputs[1] is not None:
         array = constant_array(node.inputs[1])
         return None if array is None else [int(a) for a in array.reshape(-1)]
     if node.attributes.get("axes") is None:
         return []
     return ints_attr(node, "axes")
+
+
+def reduced_axes(node: ir.Node, rank: int) -> list[int] | None:
+    """The axes a reduction of a rank-``rank`` input reduces, non-negative and sorted: every
+    axis when none are given, ``[]`` (no reduction) when none are given with
+    ``noop_with_empty_axes``; None when not known when lowering (:func:`reduction_axes`'s None,
+    a referenced ``noop_with_empty_axes``, an axis out of range). The one reader of a
+    reduction's axes: each pass read them by hand once, and read a reference as "none given"
+    (every axis) or a run-time input as every axis, rewriting such models wrongly."""
+    axes = reduction_axes(node)
+    if axes is None:
+        return None
+    if not axes:
+        noop = int_attr(node, "noop_with_empty_axes", 0)
+        return None if noop is None else [] if noop else list(range(rank))
+    if not all(-rank <= a < rank for a in axes):
+        return None
+    return sorted({a % rank for a in axes})
 
 
 def static_dim(shape: ir.Shape | None, axis: int) -> int | None:

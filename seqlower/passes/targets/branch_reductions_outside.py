@@ -21,11 +21,11 @@ from seqlower.passes._base import NodeLoweringPass, Rewrite, Site
 from seqlower.passes._ir import (
     FLOAT_TYPES,
     REDUCTIONS,
-    constant_array,
     graph_attr,
     int_attr,
-    ints_attr,
     is_static,
+    reduced_axes,
+    reduction_axes,
 )
 from seqlower.passes._types import TypeOracle
 
@@ -79,11 +79,11 @@ def _movable(node: ir.Node, made: set[int], types: TypeOracle) -> bool:
     branch (``made``: what the branch computes), one of a shape not static."""
     if node.op_type not in REDUCTIONS or node.domain not in ("", "ai.onnx") or not node.inputs:
         return False
-    data, axes = node.inputs[0], node.inputs[1] if len(node.inputs) > 1 else None
+    data = node.inputs[0]
     if data is None or any(v is not None and id(v) in made for v in node.inputs):
         return False
-    if axes is not None and constant_array(axes) is None:
-        return False
+    if reduction_axes(node) is None:
+        return False  # axes not known when lowering
     dtype = types.type_of(data)
     if dtype is None or dtype.dtype not in FLOAT_TYPES:
         return False
@@ -97,17 +97,9 @@ def _reduced_shape(node: ir.Node, types: TypeOracle) -> ir.Shape | None:
     shape = None if data is None else data.shape or types.shape_of(data)
     if shape is None:
         return None
-    rank = len(shape)
-    axes_in = node.inputs[1] if len(node.inputs) > 1 else None
-    array = None if axes_in is None else constant_array(axes_in)
-    if array is not None:
-        axes = [int(a) % rank if rank else 0 for a in array.reshape(-1)]
-    else:
-        listed = ints_attr(node, "axes")
-        axes = list(range(rank)) if listed is None else [a % rank for a in listed]
-    if not axes and int_attr(node, "noop_with_empty_axes", 0):
-        return ir.Shape(list(shape))
-    axes = axes or list(range(rank))
+    axes = reduced_axes(node, len(shape))
+    if axes is None:
+        return None
     keep = int_attr(node, "keepdims", 1)
     dims = [1 if k in axes else d for k, d in enumerate(shape) if keep or k not in axes]
     return ir.Shape(dims)

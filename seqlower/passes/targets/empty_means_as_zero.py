@@ -17,7 +17,7 @@ import numpy as np
 import onnx_ir as ir
 
 from seqlower.passes._base import NodeLoweringPass, Rewrite, Site
-from seqlower.passes._ir import constant_array, int_attr, ints_attr
+from seqlower.passes._ir import reduced_axes
 from seqlower.passes._types import TypeOracle, element_dtype
 
 __all__ = ["EmptyMeansAsZero"]
@@ -53,14 +53,12 @@ class EmptyMeansAsZero(NodeLoweringPass[_Plan]):
         if shape is None:
             return _Plan(dtype)
         rank = shape.rank()
-        if len(node.inputs) > 1 and node.inputs[1] is not None:
-            array = constant_array(node.inputs[1])
-            axes = None if array is None else [int(a) for a in array.reshape(-1)]
-        else:
-            axes = ints_attr(node, "axes") or []
-        if axes == [] and int_attr(node, "noop_with_empty_axes", 0):
-            return None  # no reduction
-        reduced = range(rank) if axes is None or not axes else [a % rank for a in axes]
+        axes = reduced_axes(node, rank)
+        if axes == []:
+            return None  # no reduction (noop_with_empty_axes, or of a scalar)
+        # axes not known when lowering: rewritten if any axis may be empty (exact whatever
+        # they are: the count is the run-time one)
+        reduced = range(rank) if axes is None else axes
         if all(isinstance(shape[a], int) and shape[a] > 0 for a in reduced):  # type: ignore[operator]
             return None  # never empty
         return _Plan(dtype)

@@ -39,7 +39,7 @@ from seqlower.passes._ir import (
     graph_attr,
     if_parts,
     int_attr,
-    ints_attr,
+    reduced_axes,
 )
 from seqlower.passes._shared import inline_copy
 from seqlower.passes._types import TypeOracle, element_dtype
@@ -224,21 +224,11 @@ def _reduce(node: ir.Node, shapes: list[Dims | None], floats: bool) -> object:
     data = shapes[0] if shapes else None
     if data is None or not floats:
         return _FAILS
-    if len(node.inputs) > 1 and node.inputs[1] is not None:
-        array = constant_array(node.inputs[1])
-        if array is None:
-            return _FAILS
-        axes: list[int] | None = [int(a) for a in array.reshape(-1)]
-    else:
-        axes = ints_attr(node, "axes")
-    rank = len(data)
-    if not axes:
-        if int_attr(node, "noop_with_empty_axes", 0):
-            return data  # opset 18 on: no axes, no reduction
-        axes = list(range(rank))
-    if any(not -rank <= a < rank for a in axes):
-        return _FAILS
-    reduced = {a % rank for a in axes}
+    reduced = reduced_axes(node, len(data))
+    if reduced is None:
+        return _FAILS  # axes not known when lowering (a reference: every axis, before)
+    if not reduced:
+        return data  # no reduction (noop_with_empty_axes), or of a scalar
     if int_attr(node, "keepdims", 1):
         return tuple(1 if k in reduced else d for k, d in enumerate(data))
     return tuple(d for k, d in enumerate(data) if k not in reduced)

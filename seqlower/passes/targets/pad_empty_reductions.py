@@ -18,7 +18,7 @@ import numpy as np
 import onnx_ir as ir
 
 from seqlower.passes._base import ONNX_DOMAINS, NodeLoweringPass, Rewrite, Site
-from seqlower.passes._ir import constant_array, int_attr, ints_attr
+from seqlower.passes._ir import reduced_axes
 from seqlower.passes._types import TypeOracle, element_dtype
 
 __all__ = ["PadEmptyReductions"]
@@ -61,20 +61,9 @@ class PadEmptyReductions(NodeLoweringPass[_Plan]):
         if dtype is None or shape is None:
             return None
         rank = shape.rank()
-        if len(node.inputs) > 1 and node.inputs[1] is not None:
-            array = constant_array(node.inputs[1])
-            if array is None:
-                return None
-            axes = [int(a) for a in array.reshape(-1)]
-        else:
-            axes = ints_attr(node, "axes") or []
-        if not axes:
-            if int_attr(node, "noop_with_empty_axes", 0):
-                return None  # no reduction
-            axes = list(range(rank))
-        if any(not -rank <= a < rank for a in axes):
-            return None
-        axes = sorted({a % rank for a in axes})
+        axes = reduced_axes(node, rank)
+        if axes is None:
+            return None  # axes not known when lowering: which to pad is not known
         if all(isinstance(shape[a], int) and shape[a] > 0 for a in axes):  # type: ignore[operator]
             return None  # never empty
         return _Plan(node, site.opset, axes, rank, dtype)

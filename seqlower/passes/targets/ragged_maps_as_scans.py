@@ -52,6 +52,7 @@ from seqlower.passes._ir import (
     ints_attr,
     is_onnx,
     rank_of,
+    reduced_axes,
     subgraphs_of,
 )
 from seqlower.passes._shared import (
@@ -441,17 +442,11 @@ def _output_problem(old: ir.Value, result: ir.Value, output: _Output | None) -> 
 
 
 def _reduced_axes(node: ir.Node, rank: int) -> list[int] | None:
-    """A reduction's axes, normalized (none given: all, unless ``noop_with_empty_axes``)."""
-    if len(node.inputs) > 1 and node.inputs[1] is not None:
-        array = constant_array(node.inputs[1])
-        axes = None if array is None else [int(a) for a in array.reshape(-1)]
-    else:
-        axes = ints_attr(node, "axes")
-    if not axes:
-        return None if int_attr(node, "noop_with_empty_axes", 0) else list(range(rank))
-    if not all(-rank <= a < rank for a in axes):
-        return None
-    return sorted({a % rank for a in axes})
+    """A reduction's axes, normalized; None when not known when lowering (a run-time input,
+    read as every axis before: a mean divided by the wrong count) or no reduction at all
+    (``noop_with_empty_axes``: not taken)."""
+    axes = reduced_axes(node, rank)
+    return None if axes == [] and rank else axes
 
 
 def _static_target(node: ir.Node) -> list[int] | None:

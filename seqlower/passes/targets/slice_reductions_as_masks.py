@@ -28,7 +28,7 @@ import onnx_ir as ir
 
 from seqlower.passes._base import ONNX_DOMAINS, NodeLoweringPass, Rewrite, Site
 from seqlower.passes._emit import Emitter
-from seqlower.passes._ir import constant_array, int_attr, ints_attr, is_onnx
+from seqlower.passes._ir import constant_array, int_attr, ints_attr, is_onnx, reduced_axes
 from seqlower.passes._types import TypeOracle, element_dtype
 
 __all__ = ["SliceMeansAsMasks", "SliceReductionsAsMasks"]
@@ -53,17 +53,6 @@ class _Plan:
     length: int  # its static length
     rank: int
     dtype: type[np.floating]
-
-
-def _reduced_axes(node: ir.Node, rank: int) -> list[int] | None:
-    if len(node.inputs) > 1 and node.inputs[1] is not None:
-        array = constant_array(node.inputs[1])
-        axes = None if array is None else [int(a) for a in array.reshape(-1)]
-    else:
-        axes = ints_attr(node, "axes") or []
-    if axes is None or (not axes and int_attr(node, "noop_with_empty_axes", 0)):
-        return None
-    return [a % rank for a in axes] if axes else list(range(rank))
 
 
 class SliceReductionsAsMasks(NodeLoweringPass[_Plan]):
@@ -102,8 +91,8 @@ class SliceReductionsAsMasks(NodeLoweringPass[_Plan]):
         if constant_array(starts) is not None and constant_array(ends) is not None:
             return None  # a constant Slice: the converter's
         axis = int(axes.reshape(-1)[0]) % len(shape)
-        if axis not in (_reduced_axes(node, len(shape)) or []):
-            return None
+        if axis not in (reduced_axes(node, len(shape)) or []):
+            return None  # not reduced, or the axes not known when lowering
         return _Plan(axis, shape[axis], len(shape), dtype)
 
     def rewrite(self, plan: _Plan, ctx: Rewrite) -> None:
