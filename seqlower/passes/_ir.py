@@ -10,14 +10,17 @@ summary all build on it.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import TypeGuard
+from collections.abc import Iterator, Sequence
+from typing import TypeGuard, TypeVar
 
 import numpy as np
 import onnx_ir as ir
 
 from seqlower._graphs import all_graphs, iter_graph_likes, subgraphs_of
 from seqlower.errors import describe_node
+
+#: A dimension, as each caller writes one (a size, a set of them).
+D = TypeVar("D")
 
 __all__ = [
     "BLOCKED_KEY",
@@ -47,6 +50,7 @@ __all__ = [
     "origin",
     "rank_of",
     "reduced_axes",
+    "reduced_dims",
     "reduction_axes",
     "runtime_source",
     "static_dim",
@@ -258,6 +262,17 @@ def reduced_axes(node: ir.Node, rank: int) -> list[int] | None:
     if not all(-rank <= a < rank for a in axes):
         return None
     return sorted({a % rank for a in axes})
+
+
+def reduced_dims(node: ir.Node, dims: Sequence[D], one: D) -> list[D] | None:
+    """A reduction's result dimensions from its input's ``dims``: each reduced one ``one`` with
+    ``keepdims`` (the default), else dropped; None when its axes (:func:`reduced_axes`) or its
+    ``keepdims`` (a function's ``keepdims: @k``, read as 0 before) are not known."""
+    axes = reduced_axes(node, len(dims))
+    keep = int_attr(node, "keepdims", 1)
+    if axes is None or keep is None:
+        return None
+    return [one if k in axes else d for k, d in enumerate(dims) if keep or k not in axes]
 
 
 def static_dim(shape: ir.Shape | None, axis: int) -> int | None:

@@ -21,7 +21,7 @@ import pytest
 
 import seqlower
 from seqlower.errors import SequenceFreeError
-from seqlower.passes._ir import reduced_axes, reduction_axes
+from seqlower.passes._ir import reduced_axes, reduced_dims, reduction_axes
 from tests.helpers import all_op_types, ort_run
 from tests.runtimes import assert_same
 
@@ -78,6 +78,19 @@ def test_reduced_axes_of_each_form(
     assert reduced_axes(node, 3) == reduced
 
 
+@pytest.mark.parametrize(
+    ("call", "dims"),
+    [
+        ("<axes = [-1, 0]>(x)", [1, 3, 1]),
+        ("<axes = [-1, 0], keepdims = 0>(x)", [3]),
+        ("<keepdims = 0>(x)", []),
+        ("<axes = [5]>(x)", None),
+    ],
+)
+def test_reduced_dims(call: str, dims: list[int] | None) -> None:
+    assert reduced_dims(_node(_reduce(11, "ReduceMax", call)), [2, 3, 4], 1) == dims
+
+
 def test_a_scalar_reduced_over_every_axis_reduces_none() -> None:
     node = _node(_reduce(18, "ReduceSum", "(x)"))
     assert reduced_axes(node, 0) == []
@@ -103,6 +116,7 @@ def test_a_function_attribute_reference_is_not_known() -> None:
     reference, noop = list(next(iter(model.functions.values())))[1:]
     assert reduction_axes(reference) is None and reduced_axes(reference, 2) is None
     assert reduction_axes(noop) == [] and reduced_axes(noop, 2) is None
+    assert reduced_dims(reference, [2, 3], 1) is None
 
 
 # pad-empty-reductions (onnx2tf): the reference read as every axis padded axis 0 too, a row of
@@ -155,6 +169,35 @@ def test_if_as_where_keeps_an_if_of_a_referenced_reduction(c: bool, how: dict[st
     assert "If" in all_op_types(lowered)
     feeds = {"x": X, "c": np.array(c)}
     assert_same(ort_run(IF_REFERENCE, feeds), ort_run(lowered, feeds))
+
+
+# if-as-where (onnx2tf): ``keepdims: @kd`` read as 0: the then branch's [2, 1] taken for [2],
+# the else branch's shape, and the Where of both [2, 2].
+IF_KEEPDIMS = onnx.parser.parse_model(
+    """
+    <ir_version: 10, opset_import: ["" : 13, "local" : 1]>
+    g (bool c) => (float[M, N] y) {
+        y = local.F<kd = 1>(c)
+    }
+    <domain: "local", opset_import: ["" : 13]>
+    F<kd>(c) => (y) {
+        t = Constant<value = float[2, 3] {1, 2, 3, 4, 5, 6}>()
+        y = If(c) <then_branch = g1 () => (float[A, B] r) {
+            r = ReduceMax<axes = [1], keepdims: int = @kd>(t)
+        }, else_branch = g2 () => (float[2] k) {
+            k = Constant<value = float[2] {7, 8}>()
+        }>
+    }
+    """
+)
+
+
+@pytest.mark.parametrize("c", [True, False])
+def test_if_as_where_keeps_an_if_of_a_referenced_keepdims(c: bool) -> None:
+    lowered = seqlower.lower(IF_KEEPDIMS, target="onnx2tf", check=False)
+    assert "If" in all_op_types(lowered)
+    feeds = {"c": np.array(c)}
+    assert_same(ort_run(IF_KEEPDIMS, feeds), ort_run(lowered, feeds))
 
 
 def test_ragged_maps_as_scans_refuses_a_mean_over_run_time_axes() -> None:

@@ -22,9 +22,8 @@ from seqlower.passes._ir import (
     FLOAT_TYPES,
     REDUCTIONS,
     graph_attr,
-    int_attr,
     is_static,
-    reduced_axes,
+    reduced_dims,
     reduction_axes,
 )
 from seqlower.passes._types import TypeOracle
@@ -97,9 +96,5 @@ def _reduced_shape(node: ir.Node, types: TypeOracle) -> ir.Shape | None:
     shape = None if data is None else data.shape or types.shape_of(data)
     if shape is None:
         return None
-    axes = reduced_axes(node, len(shape))
-    if axes is None:
-        return None
-    keep = int_attr(node, "keepdims", 1)
-    dims = [1 if k in axes else d for k, d in enumerate(shape) if keep or k not in axes]
-    return ir.Shape(dims)
+    dims = reduced_dims(node, list(shape), 1)
+    return None if dims is None else ir.Shape(dims)

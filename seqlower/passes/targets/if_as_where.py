@@ -39,7 +39,7 @@ from seqlower.passes._ir import (
     graph_attr,
     if_parts,
     int_attr,
-    reduced_axes,
+    reduced_dims,
 )
 from seqlower.passes._shared import inline_copy
 from seqlower.passes._types import TypeOracle, element_dtype
@@ -224,14 +224,10 @@ def _reduce(node: ir.Node, shapes: list[Dims | None], floats: bool) -> object:
     data = shapes[0] if shapes else None
     if data is None or not floats:
         return _FAILS
-    reduced = reduced_axes(node, len(data))
-    if reduced is None:
-        return _FAILS  # axes not known when lowering (a reference: every axis, before)
-    if not reduced:
-        return data  # no reduction (noop_with_empty_axes), or of a scalar
-    if int_attr(node, "keepdims", 1):
-        return tuple(1 if k in reduced else d for k, d in enumerate(data))
-    return tuple(d for k, d in enumerate(data) if k not in reduced)
+    dims = reduced_dims(node, data, 1)
+    # axes or keepdims not known when lowering (a function's reference: every axis, or keepdims
+    # 0, before)
+    return _FAILS if dims is None else tuple(dims)
 
 
 def _reshape(node: ir.Node, shapes: list[Dims | None], floats: bool) -> object:

@@ -53,6 +53,7 @@ from seqlower.passes._ir import (
     is_onnx,
     rank_of,
     reduced_axes,
+    reduced_dims,
     subgraphs_of,
 )
 from seqlower.passes._shared import (
@@ -294,12 +295,9 @@ class _BodyDims:
         if first is None:
             return None
         if op in REDUCTIONS:
-            axes = _reduced_axes(node, len(first))
-            if axes is None:
+            if _reduced_axes(node, len(first)) is None:
                 return None
-            if int_attr(node, "keepdims", 1):
-                return [frozenset() if a in axes else d for a, d in enumerate(first)]
-            return [d for a, d in enumerate(first) if a not in axes]
+            return reduced_dims(node, first, frozenset())
         if op == "Reshape":
             target = _static_target(node)
             return None if target is None else _static_dims(target)

@@ -93,6 +93,8 @@ class SliceReductionsAsMasks(NodeLoweringPass[_Plan]):
         axis = int(axes.reshape(-1)[0]) % len(shape)
         if axis not in (reduced_axes(node, len(shape)) or []):
             return None  # not reduced, or the axes not known when lowering
+        if int_attr(node, "keepdims", 1) is None:
+            return None  # a function's reference: not known
         return _Plan(axis, shape[axis], len(shape), dtype)
 
     def rewrite(self, plan: _Plan, ctx: Rewrite) -> None:
