@@ -32,6 +32,7 @@ import onnx_ir as ir
 
 from seqlower._graphs import all_graphs
 from seqlower.passes._ir import graph_attr, int_attr, is_onnx
+from seqlower.passes._types import inference_affordable
 
 __all__ = ["Forgotten", "forget_declared_sizes"]
 
@@ -276,7 +277,8 @@ def forget_declared_sizes(model: ir.Model) -> Forgotten:
     for value in hinted:
         assert value.shape is not None  # _hinted's
         declared[id(value)] = value.shape
-    if _too_costly(model):  # nothing derived: every hint forgotten (sound, maybe slower forms)
+    # Nothing derived: every hint forgotten (sound, maybe slower forms).
+    if not inference_affordable(model):
         for value in hinted:
             shape = declared[id(value)]
             _forget(value, shape, _kept(shape, None), model, forgotten)
@@ -333,18 +335,6 @@ def _forget(
     forgotten.changed += 1
     if value in model.graph.outputs:
         forgotten.outputs.append((value, declared, kept))
-
-
-# ONNX's inference copies the outer scope's types for each subgraph it infers: quadratic, 18 s
-# for 1850 SequenceMap bodies in a 118k-node model (0.3 s at 300 in 19k). Past this product
-# of subgraphs and nodes (about a second) it is not run and every hint is forgotten.
-_BUDGET = 10_000_000
-
-
-def _too_costly(model: ir.Model) -> bool:
-    graphs = all_graphs(model)
-    subgraphs = len(graphs) - 1 - len(model.functions)
-    return subgraphs * sum(len(graph) for graph in graphs) > _BUDGET
 
 
 _ROUNDS = 4
