@@ -26,12 +26,21 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
+import numpy as np
 import onnx
 import onnx_ir as ir
 
 from seqlower._graphs import all_graphs
-from seqlower.passes._ir import graph_attr, int_attr, is_onnx
+from seqlower.passes._ir import (
+    SAME_SHAPE,
+    constant_array,
+    graph_attr,
+    int_attr,
+    ints_attr,
+    is_onnx,
+)
 from seqlower.passes._types import inference_affordable
 
 __all__ = ["Forgotten", "forget_declared_sizes"]
@@ -277,11 +286,12 @@ def forget_declared_sizes(model: ir.Model) -> Forgotten:
     for value in hinted:
         assert value.shape is not None  # _hinted's
         declared[id(value)] = value.shape
-    # Nothing derived: every hint forgotten (sound, maybe slower forms).
+    # Nothing derived: every hint forgotten but what the static rules prove (sound).
     if not inference_affordable(model):
         for value in hinted:
             shape = declared[id(value)]
             _forget(value, shape, _kept(shape, None), model, forgotten)
+        _StaticShapes(declared, forgotten).graph(model.graph)
         return forgotten
     states = _states(model, hinted)
     # Induction: each state's declared sizes assumed in the body, kept when the initial value
@@ -323,6 +333,7 @@ def forget_declared_sizes(model: ir.Model) -> Forgotten:
         if id(value) in finals:
             kept = _kept(shape, _more(kept, finals[id(value)]))
         _forget(value, shape, kept, model, forgotten)
+    _StaticShapes(declared, forgotten).graph(model.graph)
     return forgotten
 
 
@@ -345,3 +356,178 @@ def _more(derived: ir.Shape | None, proven: ir.Shape) -> ir.Shape:
     if derived is None or len(derived) != len(proven):
         return proven
     return ir.Shape([d if _claims(d) else p for d, p in zip(derived, proven, strict=True)])
+
+
+Static = tuple[int, ...]
+
+
+class _Seq(NamedTuple):
+    """A sequence of ``length`` tensors of one static shape."""
+
+    length: int
+    element: Static
+
+
+#: Ops whose inputs broadcast (multidirectionally) to the output's shape.
+_BROADCAST = frozenset(
+    {"Add", "Sub", "Mul", "Div", "Pow", "Mod", "Max", "Min", "Sum", "Mean", "Where", "Equal",
+     "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor", "BitwiseAnd",
+     "BitwiseOr", "BitwiseXor"}
+)  # fmt: skip
+
+
+class _StaticShapes:
+    """Static shapes proven forward from what is enforced (graph inputs, constants) and what
+    ONNX's inference derived, by exact rules for a few common ops, sequences included (ONNX's
+    inference knows no ``ConcatFromSequence`` length, and is not run at all past the budget); a
+    forgotten declaration the rules prove to the integer is put back. Linear in the nodes: a
+    declared size behind a ``SequenceMap`` is what made issue 33's reversals constant."""
+
+    def __init__(self, declared: dict[int, ir.Shape], forgotten: Forgotten) -> None:
+        self.declared = declared
+        self.forgotten = forgotten
+        self.tensors: dict[int, Static] = {}
+        self.sequences: dict[int, _Seq] = {}
+
+    def graph(self, graph: ir.Graph) -> None:
+        for node in graph:
+            outputs = self.node(node) if is_onnx(node) else None
+            for value, shape in zip(node.outputs, outputs or (), strict=False):
+                if isinstance(shape, _Seq):
+                    self.sequences[id(value)] = shape
+                elif shape is not None:
+                    self.tensors[id(value)] = shape
+                    self._restore(value, shape)
+
+    def _restore(self, value: ir.Value, shape: Static) -> None:
+        declared = self.declared.get(id(value))
+        if declared is None or value.shape is declared or list(declared) != list(shape):
+            return
+        value.shape = declared
+        self.forgotten.changed -= 1
+        self.forgotten.outputs = [o for o in self.forgotten.outputs if o[0] is not value]
+
+    def shape(self, value: ir.Value | None) -> Static | None:
+        if value is None:
+            return None
+        if id(value) in self.tensors:
+            return self.tensors[id(value)]
+        array = constant_array(value)
+        if array is not None:
+            return tuple(int(d) for d in array.shape)
+        shape = value.shape  # enforced, derived or forgotten by now
+        if shape is not None and all(isinstance(d, int) for d in shape):
+            return tuple(int(d) for d in shape)  # type: ignore[arg-type]
+        return None
+
+    def node(self, node: ir.Node) -> list[Static | _Seq | None] | None:
+        op, inputs = node.op_type, [self.shape(v) for v in node.inputs]
+        first = inputs[0] if inputs else None
+        if op in SAME_SHAPE:
+            return [first]
+        if op in _BROADCAST:
+            if any(s is None for s in inputs):
+                return None
+            try:
+                return [tuple(np.broadcast_shapes(*inputs))]  # type: ignore[arg-type]
+            except ValueError:
+                return None
+        if op == "MatMul" and len(inputs) == 2 and None not in inputs:
+            return [_matmul(*inputs)]  # type: ignore[arg-type]
+        if op == "Slice" and first is not None:
+            return [_slice(node, first)]
+        if op == "Transpose" and first is not None:
+            perm = ints_attr(node, "perm")
+            perm = list(range(len(first)))[::-1] if perm is None else perm
+            ok = sorted(perm) == list(range(len(first)))
+            return [tuple(first[p] for p in perm) if ok else None]
+        if op == "SequenceConstruct" and inputs and None not in inputs:
+            same = all(s == first for s in inputs)
+            return [_Seq(len(inputs), first)] if same and first is not None else None
+        if op == "SequenceAt" and node.inputs:
+            return [self._element(node)]
+        if op == "ConcatFromSequence" and node.inputs:
+            return [self._concat(node)]
+        if op == "SequenceMap":
+            return self._map(node)
+        return None
+
+    def _element(self, node: ir.Node) -> Static | None:
+        seq = self.sequences.get(id(node.inputs[0]))
+        index = constant_array(node.inputs[1]) if len(node.inputs) > 1 else None
+        if seq is None or index is None or index.size != 1:
+            return None
+        return seq.element if -seq.length <= int(index.reshape(())) < seq.length else None
+
+    def _concat(self, node: ir.Node) -> Static | None:
+        seq = self.sequences.get(id(node.inputs[0]))
+        axis, new_axis = int_attr(node, "axis", None), int_attr(node, "new_axis", 0)
+        if seq is None or seq.length < 1 or axis is None:
+            return None
+        count, element = seq
+        rank = len(element) + (1 if new_axis else 0)
+        if not -rank <= axis < rank:
+            return None
+        axis %= rank
+        if new_axis:
+            return (*element[:axis], count, *element[axis:])
+        return (*element[:axis], element[axis] * count, *element[axis + 1 :])
+
+    def _map(self, node: ir.Node) -> list[Static | _Seq | None] | None:
+        body = graph_attr(node, "body")
+        seq = self.sequences.get(id(node.inputs[0])) if node.inputs else None
+        if body is None or seq is None or len(body.inputs) != len(node.inputs):
+            return None
+        for value, inner in zip(node.inputs, body.inputs, strict=True):
+            if value is not None and id(value) in self.sequences:
+                count, element = self.sequences[id(value)]
+                if count != seq.length:
+                    return None
+                self.tensors[id(inner)] = element
+            elif (shape := self.shape(value)) is not None:
+                self.tensors[id(inner)] = shape
+            else:
+                return None
+        for inner in body.inputs:
+            self._restore(inner, self.tensors[id(inner)])
+        self.graph(body)
+        outs = [self.tensors.get(id(v)) for v in body.outputs]
+        return [None if o is None else _Seq(seq.length, o) for o in outs]
+
+
+def _matmul(a: Static, b: Static) -> Static | None:
+    """numpy's ``matmul`` shape (ONNX's ``MatMul``), or None where it fails."""
+    if not a or not b:
+        return None
+    left = (1, *a) if len(a) == 1 else a
+    right = (*b, 1) if len(b) == 1 else b
+    if left[-1] != right[-2]:
+        return None
+    try:
+        batch = np.broadcast_shapes(left[:-2], right[:-2])
+    except ValueError:
+        return None
+    out = (*batch, *(left[-2:-1] if len(a) > 1 else ()), *(right[-1:] if len(b) > 1 else ()))
+    return tuple(int(d) for d in out)
+
+
+def _slice(node: ir.Node, data: Static) -> Static | None:
+    """A ``Slice`` (opset 10+: bounds as inputs) of constant bounds, on a view that holds no
+    memory: Python's slicing clamps as ONNX's does."""
+    bounds = [constant_array(v) if v is not None else None for v in node.inputs[1:]]
+    if len(bounds) < 2 or bounds[0] is None or bounds[1] is None:
+        return None
+    starts, ends = bounds[0].reshape(-1), bounds[1].reshape(-1)
+    axes = bounds[2] if len(bounds) > 2 else None
+    steps = bounds[3] if len(bounds) > 3 else None
+    axes = np.arange(len(starts)) if axes is None else axes.reshape(-1)
+    steps = np.ones(len(starts), np.int64) if steps is None else steps.reshape(-1)
+    if not len(starts) == len(ends) == len(axes) == len(steps) or (steps == 0).any():
+        return None
+    index: list[slice] = [slice(None)] * len(data)
+    for start, end, axis, step in zip(starts, ends, axes, steps, strict=True):
+        if not -len(data) <= int(axis) < len(data):
+            return None
+        index[int(axis) % len(data)] = slice(int(start), int(end), int(step))
+    view = np.broadcast_to(np.empty((), dtype=bool), data)
+    return tuple(int(d) for d in view[tuple(index)].shape)

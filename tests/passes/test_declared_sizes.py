@@ -280,3 +280,53 @@ def test_inference_past_the_budget_runs_nowhere(monkeypatch: pytest.MonkeyPatch)
     x, lens = _floats(5, 3, 8), np.array([5, 2, 0], dtype=np.int64)
     expected = ort_run(model, {"x": x, "lens": lens})
     np.testing.assert_array_equal(ort_run(lowered, {"x": x, "lens": lens})[0], expected[0])
+
+
+def _behind_a_map(rows: int, declared: int) -> onnx.ModelProto:
+    """Issue 33's block: a reversal of a value whose size only its declaration gives ONNX's
+    inference (behind ``SequenceConstruct`` -> ``SequenceMap`` -> ``ConcatFromSequence``), the
+    map's two elements [rows, 8] each, cut back to ``rows`` rows and declared [declared, 8]."""
+    return _model(
+        f"""
+        g (float[{rows}, 8] x, float[8, 8] w) => (float[R, 8] y) <float[{declared}, 8] m> {{
+            lens = Constant <value = int64[8] {{3, 3, 3, 3, 3, 3, 3, 3}}> ()
+            rev = ReverseSequence <time_axis = 0, batch_axis = 1> (x, lens)
+            seq = SequenceConstruct (rev, x)
+            mapped = SequenceMap <body = b (float[{rows}, 8] e) => (float[{rows}, 8] o) {{
+                r = Relu (e)
+                o = Add (r, e)
+            }}> (seq)
+            cat = ConcatFromSequence <axis = 0> (mapped)
+            starts = Constant <value = int64[1] {{0}}> ()
+            ends = Constant <value = int64[1] {{{rows}}}> ()
+            sl = Slice (cat, starts, ends)
+            m = MatMul (sl, w)
+            y = ReverseSequence <time_axis = 0, batch_axis = 1> (m, lens)
+        }}
+        """,
+        17,
+    )
+
+
+@pytest.mark.parametrize("budget", ["affordable", "past"])
+def test_a_size_behind_a_sequence_map_is_proven_by_the_static_rules(
+    monkeypatch: pytest.MonkeyPatch, budget: str
+) -> None:
+    """ONNX's inference knows no ``ConcatFromSequence`` length (and past the budget is not run):
+    the static rules prove the declared [4, 8], so the second reversal keeps its constant index,
+    as it had when declarations were trusted; a lie on the same path is not put back."""
+    from seqlower.passes import _types
+
+    if budget == "past":
+        monkeypatch.setattr(_types, "_BUDGET", 1)
+    proven = seqlower.lower(_behind_a_map(4, 4), check=False)
+    assert _declared(proven)["m"] == [4, 8]
+    ops = [node.op_type for node in all_nodes(proven)]
+    assert "Range" not in ops and "Shape" not in ops  # both reversals: constant indices
+    lying = seqlower.lower(_behind_a_map(6, 4), check=False)  # m is [6, 8]
+    assert _declared(lying)["m"][0] is None  # the 4 nothing proves
+    feeds = {"x": _floats(6, 8), "w": _floats(8, 8)}
+    runtimes.assert_same(ort_run(_behind_a_map(6, 4), feeds), ort_run(lying, feeds))
+    runtimes.assert_same(
+        ort_run(_behind_a_map(6, 4), feeds), runtimes.run("onnxruntime", lying, feeds)
+    )
