@@ -50,7 +50,7 @@ __all__ = ["Forgotten", "forget_declared_sizes"]
 _KEEP = 1024
 
 
-def _hinted(model: ir.Model) -> list[ir.Value]:
+def _hinted(model: ir.Model, graphs: list[ir.Graph | ir.Function]) -> list[ir.Value]:
     """The values whose declared shape nothing enforces and that declare an integer size: node
     outputs, graph outputs (main graph too) and subgraph inputs, in every scope."""
     found: list[ir.Value] = []
@@ -64,7 +64,7 @@ def _hinted(model: ir.Model) -> list[ir.Value]:
         if shape is not None and any(_claims(d) for d in shape):
             found.append(value)
 
-    for graph in all_graphs(model):
+    for graph in graphs:
         if graph is not model.graph:
             for value in graph.inputs:
                 add(value)
@@ -279,7 +279,8 @@ def forget_declared_sizes(model: ir.Model) -> Forgotten:
     No hint, no cost: inference runs only when a computed value declares an integer size (once
     more per round of the states' induction, rare)."""
     forgotten = Forgotten()
-    hinted = _hinted(model)
+    graphs = all_graphs(model)
+    hinted = _hinted(model, graphs)
     if not hinted:
         return forgotten
     declared: dict[int, ir.Shape] = {}
@@ -287,7 +288,7 @@ def forget_declared_sizes(model: ir.Model) -> Forgotten:
         assert value.shape is not None  # _hinted's
         declared[id(value)] = value.shape
     # Nothing derived: every hint forgotten but what the static rules prove (sound).
-    if not inference_affordable(model):
+    if not inference_affordable(model, graphs):
         for value in hinted:
             shape = declared[id(value)]
             _forget(value, shape, _kept(shape, None), model, forgotten)
@@ -376,6 +377,13 @@ _BROADCAST = frozenset(
 )  # fmt: skip
 
 
+#: The ops :class:`_StaticShapes` has a rule for.
+_RULED = SAME_SHAPE | _BROADCAST | {
+    "MatMul", "Slice", "Transpose", "SequenceConstruct", "SequenceAt", "ConcatFromSequence",
+    "SequenceMap",
+}  # fmt: skip
+
+
 class _StaticShapes:
     """Static shapes proven forward from what is enforced (graph inputs, constants) and what
     ONNX's inference derived, by exact rules for a few common ops, sequences included (ONNX's
@@ -410,28 +418,27 @@ class _StaticShapes:
     def shape(self, value: ir.Value | None) -> Static | None:
         if value is None:
             return None
-        if id(value) in self.tensors:
-            return self.tensors[id(value)]
-        array = constant_array(value)
-        if array is not None:
-            return tuple(int(d) for d in array.shape)
-        shape = value.shape  # enforced, derived or forgotten by now
+        found = self.tensors.get(id(value))
+        if found is not None:
+            return found
+        shape = value.shape  # enforced, derived or forgotten by now; an initializer's own
         if shape is not None and all(isinstance(d, int) for d in shape):
-            return tuple(int(d) for d in shape)  # type: ignore[arg-type]
-        return None
+            return tuple(shape)  # type: ignore[arg-type]
+        if value.const_value is not None:
+            return tuple(int(d) for d in value.const_value.shape.numpy())
+        array = constant_array(value)  # a Constant node's
+        return None if array is None else tuple(int(d) for d in array.shape)
 
     def node(self, node: ir.Node) -> list[Static | _Seq | None] | None:
-        op, inputs = node.op_type, [self.shape(v) for v in node.inputs]
+        op = node.op_type
+        if op not in _RULED:
+            return None
+        inputs = [self.shape(v) for v in node.inputs]
         first = inputs[0] if inputs else None
         if op in SAME_SHAPE:
             return [first]
         if op in _BROADCAST:
-            if any(s is None for s in inputs):
-                return None
-            try:
-                return [tuple(np.broadcast_shapes(*inputs))]  # type: ignore[arg-type]
-            except ValueError:
-                return None
+            return [_broadcast(inputs)]
         if op == "MatMul" and len(inputs) == 2 and None not in inputs:
             return [_matmul(*inputs)]  # type: ignore[arg-type]
         if op == "Slice" and first is not None:
@@ -493,6 +500,22 @@ class _StaticShapes:
         self.graph(body)
         outs = [self.tensors.get(id(v)) for v in body.outputs]
         return [None if o is None else _Seq(seq.length, o) for o in outs]
+
+
+def _broadcast(shapes: list[Static | None]) -> Static | None:
+    """Multidirectional broadcasting of static shapes, or None where it fails."""
+    if any(s is None for s in shapes):
+        return None
+    rank = max(len(s) for s in shapes)  # type: ignore[arg-type]
+    out = [1] * rank
+    for shape in shapes:
+        assert shape is not None
+        for k, d in enumerate(shape, rank - len(shape)):
+            if d != 1:
+                if out[k] not in (1, d):
+                    return None
+                out[k] = d
+    return tuple(out)
 
 
 def _matmul(a: Static, b: Static) -> Static | None:

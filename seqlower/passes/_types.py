@@ -212,9 +212,12 @@ class TypeOracle:
 _BUDGET = 10_000_000
 
 
-def inference_affordable(model: ir.Model) -> bool:
-    """Whether ONNX's whole-model inference fits :data:`_BUDGET` for ``model``."""
-    graphs = all_graphs(model)
+def inference_affordable(
+    model: ir.Model, scopes: list[ir.Graph | ir.Function] | None = None
+) -> bool:
+    """Whether ONNX's whole-model inference fits :data:`_BUDGET` for ``model`` (``scopes``:
+    its :func:`all_graphs`, when the caller has them)."""
+    graphs = all_graphs(model) if scopes is None else scopes
     subgraphs = len(graphs) - 1 - len(model.functions)
     return subgraphs * sum(len(graph) for graph in graphs) <= _BUDGET
 
