@@ -276,8 +276,8 @@ class Forgotten:
 
 def forget_declared_sizes(model: ir.Model) -> Forgotten:
     """Replace the unenforced declared integer sizes of ``model`` by what is proven of them.
-    No hint, no cost: inference runs only when a computed value declares an integer size (once
-    more per round of the states' induction, rare)."""
+    No hint, no cost: inference runs only when a computed value declares an integer size that
+    the static rules do not prove (once more per round of the states' induction, rare)."""
     forgotten = Forgotten()
     graphs = all_graphs(model)
     hinted = _hinted(model, graphs)
@@ -287,13 +287,18 @@ def forget_declared_sizes(model: ir.Model) -> Forgotten:
     for value in hinted:
         assert value.shape is not None  # _hinted's
         declared[id(value)] = value.shape
-    # Nothing derived: every hint forgotten but what the static rules prove (sound).
-    if not inference_affordable(model, graphs):
-        for value in hinted:
-            shape = declared[id(value)]
-            _forget(value, shape, _kept(shape, None), model, forgotten)
-        _StaticShapes(declared, forgotten).graph(model.graph)
+    # First every hint forgotten but what the static rules prove (linear): when they prove them
+    # all, or ONNX's inference costs too much to run, that is all.
+    for value in hinted:
+        shape = declared[id(value)]
+        _forget(value, shape, _kept(shape, None), model, forgotten)
+    _StaticShapes(declared, forgotten).graph(model.graph)
+    if not forgotten.changed or not inference_affordable(model, graphs):
         return forgotten
+    # Else derived by ONNX's inference, from the declarations as they were.
+    for value in hinted:
+        value.shape = declared[id(value)]
+    forgotten = Forgotten()
     states = _states(model, hinted)
     # Induction: each state's declared sizes assumed in the body, kept when the initial value
     # and the body's result (inferred under the assumptions) have them; rounds until none drops.
