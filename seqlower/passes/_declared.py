@@ -384,8 +384,8 @@ _BROADCAST = frozenset(
 
 #: The ops :class:`_StaticShapes` has a rule for.
 _RULED = SAME_SHAPE | _BROADCAST | {
-    "MatMul", "Slice", "Transpose", "SequenceConstruct", "SequenceAt", "ConcatFromSequence",
-    "SequenceMap",
+    "MatMul", "Slice", "Transpose", "SequenceConstruct", "SplitToSequence", "SequenceAt",
+    "ConcatFromSequence", "SequenceMap",
 }  # fmt: skip
 
 
@@ -456,6 +456,8 @@ class _StaticShapes:
         if op == "SequenceConstruct" and inputs and None not in inputs:
             same = all(s == first for s in inputs)
             return [_Seq(len(inputs), first)] if same and first is not None else None
+        if op == "SplitToSequence" and first is not None:
+            return [_split(node, first)]
         if op == "SequenceAt" and node.inputs:
             return [self._element(node)]
         if op == "ConcatFromSequence" and node.inputs:
@@ -505,6 +507,31 @@ class _StaticShapes:
         self.graph(body)
         outs = [self.tensors.get(id(v)) for v in body.outputs]
         return [None if o is None else _Seq(seq.length, o) for o in outs]
+
+
+def _split(node: ir.Node, data: Static) -> _Seq | None:
+    """``SplitToSequence`` into pieces of one size: no ``split`` (pieces of 1, ``keepdims``),
+    or a constant one whose pieces are all equal."""
+    axis = int_attr(node, "axis", 0)
+    if axis is None or not -len(data) <= axis < len(data):
+        return None
+    axis %= len(data)
+    size = data[axis]
+    split = constant_array(node.inputs[1]) if len(node.inputs) > 1 else None
+    if len(node.inputs) > 1 and node.inputs[1] is not None and split is None:
+        return None  # a split known only at run time
+    if split is None:
+        keep = int_attr(node, "keepdims", 1)
+        rest = (*data[:axis], *data[axis + 1 :])
+        return _Seq(size, (*data[:axis], 1, *data[axis + 1 :]) if keep else rest)
+    pieces = [int(p) for p in split.reshape(-1)]
+    if split.ndim == 0:  # pieces of that size (the last one shorter: not one size)
+        if pieces[0] <= 0 or size % pieces[0]:
+            return None
+        pieces = [pieces[0]] * (size // pieces[0])
+    if not pieces or len(set(pieces)) != 1 or sum(pieces) != size:
+        return None
+    return _Seq(len(pieces), (*data[:axis], pieces[0], *data[axis + 1 :]))
 
 
 def _broadcast(shapes: list[Static | None]) -> Static | None:

@@ -330,3 +330,39 @@ def test_a_size_behind_a_sequence_map_is_proven_by_the_static_rules(
     runtimes.assert_same(
         ort_run(_behind_a_map(6, 4), feeds), runtimes.run("onnxruntime", lying, feeds)
     )
+
+
+@pytest.mark.parametrize(
+    ("split", "proven"),
+    [("", True), (", two", True), (", three", False)],  # pieces of 1, of 2, of 3 (8 = 3+3+2)
+)
+def test_split_to_sequence_pieces_are_proven_when_of_one_size(
+    monkeypatch: pytest.MonkeyPatch, split: str, proven: bool
+) -> None:
+    """The benchmark's default kind: ``SplitToSequence`` -> ``SequenceMap`` ->
+    ``ConcatFromSequence``, the map's body declared. Pieces of one size are proven by the
+    static rules (no inference needed, past the budget too); ragged ones are not."""
+    import onnx_ir as ir
+
+    from seqlower.passes import _declared, _types
+
+    monkeypatch.setattr(_types, "_BUDGET", 1)
+    keep = "1" if split else "0"
+    rows = {"": 1, ", two": 2, ", three": 3}[split]
+    element = f"float[{rows}, 4, 16]" if split else "float[4, 16]"
+    model = _model(
+        f"""
+        g (float[8, 4, 16] x) => (float[8, 4, 16] y) {{
+            two = Constant <value = int64 {{2}}> ()
+            three = Constant <value = int64 {{3}}> ()
+            seq = SplitToSequence <axis = 0, keepdims = {keep}> (x{split})
+            mapped = SequenceMap <body = b ({element} e) => ({element} r) {{
+                r = Neg (e)
+            }}> (seq)
+            y = ConcatFromSequence <axis = 0, new_axis = {int(keep == "0")}> (mapped)
+        }}
+        """,
+        17,
+    )
+    forgotten = _declared.forget_declared_sizes(ir.serde.deserialize_model(model))
+    assert (forgotten.changed == 0) is proven
