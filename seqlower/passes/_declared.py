@@ -403,14 +403,17 @@ class _StaticShapes:
         self.sequences: dict[int, _Seq] = {}
 
     def graph(self, graph: ir.Graph) -> None:
+        tensors, sequences, declared = self.tensors, self.sequences, self.declared
         for node in graph:
-            outputs = self.node(node) if is_onnx(node) else None
-            for value, shape in zip(node.outputs, outputs or (), strict=False):
+            if node.op_type not in _RULED or not is_onnx(node):
+                continue
+            for value, shape in zip(node.outputs, self.node(node) or (), strict=False):
                 if isinstance(shape, _Seq):
-                    self.sequences[id(value)] = shape
+                    sequences[id(value)] = shape
                 elif shape is not None:
-                    self.tensors[id(value)] = shape
-                    self._restore(value, shape)
+                    tensors[id(value)] = shape
+                    if id(value) in declared:
+                        self._restore(value, shape)
 
     def _restore(self, value: ir.Value, shape: Static) -> None:
         declared = self.declared.get(id(value))
@@ -435,9 +438,8 @@ class _StaticShapes:
         return None if array is None else tuple(int(d) for d in array.shape)
 
     def node(self, node: ir.Node) -> list[Static | _Seq | None] | None:
+        """The output shapes of a node of :data:`_RULED` (None: not proven)."""
         op = node.op_type
-        if op not in _RULED:
-            return None
         inputs = [self.shape(v) for v in node.inputs]
         first = inputs[0] if inputs else None
         if op in SAME_SHAPE:
