@@ -1,4 +1,4 @@
-"""Write ``seqlower/passes/targets/_converter_ops.py``: the ops and op versions each converter
+"""Write ``seqlower/passes/_converter_ops.py``: the ops and op versions each converter
 target converts, read from the converter's own registry (run once per converter version, by
 hand, in each converter's venv; seqlower never imports the converters at run time). A run
 rewrites the tables of the converters given (default: those installed here) and keeps the
@@ -38,7 +38,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-OUT = ROOT / "seqlower" / "passes" / "targets" / "_converter_ops.py"
+OUT = ROOT / "seqlower" / "passes" / "_converter_ops.py"
 
 Table = dict[str, tuple[int, ...]]
 

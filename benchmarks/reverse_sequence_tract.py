@@ -26,7 +26,7 @@ import onnx
 from onnx import helper
 
 import seqlower
-from seqlower.passes.default import lower_reverse_sequence
+from seqlower.passes.reverse_sequence import lower_reverse_sequence
 from seqlower.verification.oracles import TARGET_ORACLES
 
 SHAPES = [(2048, 512), (2048, 512, 1), (512, 2048), (2048, 128, 8), (256, 256, 16), (64, 64, 256)]

@@ -44,9 +44,9 @@ from seqlower.passes import (
     create_pass,
 )
 from seqlower.passes._declared import forget_declared_sizes
-from seqlower.passes.sequence_free.fix_optional_inputs import FixOptionalInputs
-from seqlower.passes.sequence_free.fold_optionals import FoldOptionals
-from seqlower.passes.sequence_free.unroll_inputs import UnrollInputs
+from seqlower.passes.inputs.fix_optional_inputs import FixOptionalInputs
+from seqlower.passes.inputs.unroll_inputs import UnrollInputs
+from seqlower.passes.sequences.fold_optionals import FoldOptionals
 from seqlower.targets import Target, get_pipeline, get_target
 
 if TYPE_CHECKING:  # onnxruntime loads with it: only when a proof runs
@@ -166,9 +166,9 @@ def build_pipeline(
     Every row is built the same way: ``ValidateNodes`` first (a malformed node is the same
     error whether it is lowered or kept); ``unroll_inputs`` (input name to K) then replaces
     those sequence inputs by K tensors each
-    (:class:`~seqlower.passes.sequence_free.unroll_inputs.UnrollInputs`); ``input_shapes``
+    (:class:`~seqlower.passes.inputs.unroll_inputs.UnrollInputs`); ``input_shapes``
     (input name to its dimensions) fixes those inputs' shapes and folds what that makes
-    constant (:class:`~seqlower.passes.default.fix_input_shapes.FixInputShapes`); the row's
+    constant (:class:`~seqlower.passes.inputs.fix_input_shapes.FixInputShapes`); the row's
     passes, or ``passes`` (names or instances; not with a target, which chooses its own); with
     ``input_shapes`` a second fold (``FoldStaticShapes``: after them, or where the row names
     ``fold-static-shapes``; without ``input_shapes`` that name is skipped); the row's
@@ -179,7 +179,7 @@ def build_pipeline(
     row with checks, or a target's, always removes dead nodes: dead sequence ops count).
     ``optional_inputs`` (input name to present or not) fixes those optional inputs' presence
     before any unrolling
-    (:class:`~seqlower.passes.sequence_free.fix_optional_inputs.FixOptionalInputs`), and
+    (:class:`~seqlower.passes.inputs.fix_optional_inputs.FixOptionalInputs`), and
     ``FoldOptionals`` then folds what reads them (in every row).
     ``timed`` wraps every pass in :class:`TimedPass`.
     """
@@ -476,7 +476,7 @@ def check_at_fixed_shapes(
     sizes they give symbolic names); BadOptionError when ``--input-shape``/``--dim`` say
     otherwise, or the shapes contradict the model."""
     from seqlower.errors import BadOptionError
-    from seqlower.passes.default.fix_input_shapes import FLAG, resolve_input_shapes
+    from seqlower.passes.inputs.fix_input_shapes import FLAG, resolve_input_shapes
 
     given, sizes = resolve_input_shapes(model, shapes)
     input_shapes = dict(options.input_shapes)

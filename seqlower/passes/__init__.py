@@ -20,98 +20,98 @@ if TYPE_CHECKING:
 
     from seqlower.passes._base import NodeLoweringPass
     from seqlower.passes._ir import SEQUENCE_OPS
-    from seqlower.passes.default.fix_input_shapes import FixInputShapes
-    from seqlower.passes.default.fold_static_shapes import FoldStaticShapes
-    from seqlower.passes.default.lower_reverse_sequence import (
-        LowerReverseSequence,
-        LowerReverseSequenceGaps,
-        LowerReverseSequenceRows,
+    from seqlower.passes.branches.alike_branches_as_where import AlikeBranchesAsWhere
+    from seqlower.passes.branches.branch_reductions_outside import BranchReductionsOutside
+    from seqlower.passes.branches.condition_operands import ConditionOperandsInBranches
+    from seqlower.passes.branches.if_as_where import IfAsWhere
+    from seqlower.passes.branches.scalar_if_conditions import ScalarIfConditions
+    from seqlower.passes.checks.require_converter_ops import (
+        RequireOnnx2TorchOps,
+        RequireTinygradOps,
+        RequireTvmOps,
     )
-    from seqlower.passes.default.lower_sequence_map import (
-        LowerRaggedSequenceMap,
-        LowerSequenceMap,
-    )
-    from seqlower.passes.default.validate_nodes import ValidateNodes
-    from seqlower.passes.sequence_free.fold_optionals import FoldOptionals
-    from seqlower.passes.sequence_free.fold_sequence_ops import FoldSequenceOps
-    from seqlower.passes.sequence_free.require_sequence_free import RequireSequenceFree
-    from seqlower.passes.sequence_free.scan_sequence_map import ScanSequenceMap, StackRowMaps
-    from seqlower.passes.sequence_free.stack_loop_sequences import StackLoopSequences
-    from seqlower.passes.sequence_free.stack_sequences import (
-        StackSequences,
-        StackSequencesGatherChecked,
-    )
-    from seqlower.passes.sequence_free.unroll_sequence_map import UnrollSequenceMap
-    from seqlower.passes.targets.alike_branches_as_where import AlikeBranchesAsWhere
-    from seqlower.passes.targets.branch_reductions_outside import BranchReductionsOutside
-    from seqlower.passes.targets.cast_like_as_cast import CastLikeAsCast
-    from seqlower.passes.targets.condition_operands import ConditionOperandsInBranches
-    from seqlower.passes.targets.constant_values_as_tensors import ConstantValuesAsTensors
-    from seqlower.passes.targets.empty_means_as_zero import EmptyMeansAsZero
-    from seqlower.passes.targets.expand_function_ops import (
+    from seqlower.passes.checks.require_no_loop import RequireNoLoop
+    from seqlower.passes.checks.require_onnx2tf_loops import RequireOnnx2TfLoops
+    from seqlower.passes.checks.require_sequence_free import RequireSequenceFree
+    from seqlower.passes.checks.require_slice_bounds import RequireShapeSliceBounds
+    from seqlower.passes.checks.validate_nodes import ValidateNodes
+    from seqlower.passes.functions.expand_function_ops import (
         ExpandFunctionOps,
         ExpandUnconvertedFunctionOps,
     )
-    from seqlower.passes.targets.explicit_attribute_defaults import ExplicitAttributeDefaults
-    from seqlower.passes.targets.explicit_loop_counts import ExplicitLoopCounts
-    from seqlower.passes.targets.freeze_bounded_loops import FreezeBoundedLoops
-    from seqlower.passes.targets.if_as_where import IfAsWhere
-    from seqlower.passes.targets.inline_functions import (
+    from seqlower.passes.functions.inline_functions import (
         InlineFunctions,
         InlineUntypedSequenceMapFunctions,
     )
-    from seqlower.passes.targets.iteration_row_slices import IterationRowSlices
-    from seqlower.passes.targets.loop_to_scan import (
+    from seqlower.passes.inputs.fix_input_shapes import FixInputShapes
+    from seqlower.passes.inputs.fold_static_shapes import FoldStaticShapes
+    from seqlower.passes.loops.explicit_loop_counts import ExplicitLoopCounts
+    from seqlower.passes.loops.freeze_bounded_loops import FreezeBoundedLoops
+    from seqlower.passes.loops.iteration_row_slices import IterationRowSlices
+    from seqlower.passes.loops.loop_to_scan import (
         LoopToScan,
         LoopToScanConstant,
         LoopToScanFixedStates,
         LoopToScanReads,
         LoopToScanRows,
     )
-    from seqlower.passes.targets.lower_scan8 import LowerScan8, LowerScan8Lengths
-    from seqlower.passes.targets.outputs_without_identity import OutputsWithoutIdentity
-    from seqlower.passes.targets.pad_empty_reductions import PadEmptyReductions
-    from seqlower.passes.targets.ragged_maps_as_scans import RaggedMapsAsScans, RaggedRowMaps
-    from seqlower.passes.targets.require_converter_ops import (
-        RequireOnnx2TorchOps,
-        RequireTinygradOps,
-        RequireTvmOps,
+    from seqlower.passes.loops.lower_scan8 import LowerScan8, LowerScan8Lengths
+    from seqlower.passes.loops.scan_iteration_states import ScanIterationStates
+    from seqlower.passes.loops.scan_outputs_as_states import ScanOutputsAsStates
+    from seqlower.passes.loops.strict_loop_bodies import StrictLoopBodies
+    from seqlower.passes.loops.strict_scan_bodies import StrictScanBodies, TypedScanBodies
+    from seqlower.passes.loops.unroll_constant_scans import (
+        UnrollBoundedScans,
+        UnrollConstantScans,
     )
-    from seqlower.passes.targets.require_no_loop import RequireNoLoop
-    from seqlower.passes.targets.require_onnx2tf_loops import RequireOnnx2TfLoops
-    from seqlower.passes.targets.require_slice_bounds import RequireShapeSliceBounds
-    from seqlower.passes.targets.reshape_without_allowzero import ReshapeWithoutAllowzero
-    from seqlower.passes.targets.restamp_op_versions import RestampOpVersions
-    from seqlower.passes.targets.reverse_sequence_casts import ReverseSequenceCasts
-    from seqlower.passes.targets.run_time_slices import RunTimeSlicesAsGathers
-    from seqlower.passes.targets.scalar_if_conditions import ScalarIfConditions
-    from seqlower.passes.targets.scalar_outputs import ScalarOutputs
-    from seqlower.passes.targets.scan_iteration_states import ScanIterationStates
-    from seqlower.passes.targets.scan_outputs_as_states import ScanOutputsAsStates
-    from seqlower.passes.targets.shape_values_as_tensors import ShapeValuesAsTensors
-    from seqlower.passes.targets.slice_reductions_as_masks import (
+    from seqlower.passes.loops.unroll_recurrent_ops import (
+        UnrollPeepholeLstms,
+        UnrollRecurrentOps,
+    )
+    from seqlower.passes.repairs.cast_like_as_cast import CastLikeAsCast
+    from seqlower.passes.repairs.constant_values_as_tensors import ConstantValuesAsTensors
+    from seqlower.passes.repairs.empty_means_as_zero import EmptyMeansAsZero
+    from seqlower.passes.repairs.explicit_attribute_defaults import ExplicitAttributeDefaults
+    from seqlower.passes.repairs.outputs_without_identity import OutputsWithoutIdentity
+    from seqlower.passes.repairs.pad_empty_reductions import PadEmptyReductions
+    from seqlower.passes.repairs.reshape_without_allowzero import ReshapeWithoutAllowzero
+    from seqlower.passes.repairs.restamp_op_versions import RestampOpVersions
+    from seqlower.passes.repairs.run_time_slices import RunTimeSlicesAsGathers
+    from seqlower.passes.repairs.scalar_outputs import ScalarOutputs
+    from seqlower.passes.repairs.shape_values_as_tensors import ShapeValuesAsTensors
+    from seqlower.passes.repairs.slice_reductions_as_masks import (
         SliceMeansAsMasks,
         SliceReductionsAsMasks,
     )
-    from seqlower.passes.targets.slice_split_pieces import SliceSplitPieces
-    from seqlower.passes.targets.split_as_slices import SplitAsSlices
-    from seqlower.passes.targets.strict_loop_bodies import StrictLoopBodies
-    from seqlower.passes.targets.strict_scan_bodies import StrictScanBodies, TypedScanBodies
-    from seqlower.passes.targets.target_repairs import (
+    from seqlower.passes.repairs.split_as_slices import SplitAsSlices
+    from seqlower.passes.repairs.target_repairs import (
         ExplicitConstantOfShapeValue,
         FoldStaticIfs,
         StripSymbolicDims,
         VariableThenBranches,
     )
-    from seqlower.passes.targets.time_major_recurrences import TimeMajorRecurrences
-    from seqlower.passes.targets.unroll_constant_scans import (
-        UnrollBoundedScans,
-        UnrollConstantScans,
+    from seqlower.passes.repairs.time_major_recurrences import TimeMajorRecurrences
+    from seqlower.passes.reverse_sequence.lower_reverse_sequence import (
+        LowerReverseSequence,
+        LowerReverseSequenceGaps,
+        LowerReverseSequenceRows,
     )
-    from seqlower.passes.targets.unroll_recurrent_ops import (
-        UnrollPeepholeLstms,
-        UnrollRecurrentOps,
+    from seqlower.passes.reverse_sequence.reverse_sequence_casts import ReverseSequenceCasts
+    from seqlower.passes.sequences.fold_optionals import FoldOptionals
+    from seqlower.passes.sequences.fold_sequence_ops import FoldSequenceOps
+    from seqlower.passes.sequences.lower_sequence_map import (
+        LowerRaggedSequenceMap,
+        LowerSequenceMap,
     )
+    from seqlower.passes.sequences.ragged_maps_as_scans import RaggedMapsAsScans, RaggedRowMaps
+    from seqlower.passes.sequences.scan_sequence_map import ScanSequenceMap, StackRowMaps
+    from seqlower.passes.sequences.slice_split_pieces import SliceSplitPieces
+    from seqlower.passes.sequences.stack_loop_sequences import StackLoopSequences
+    from seqlower.passes.sequences.stack_sequences import (
+        StackSequences,
+        StackSequencesGatherChecked,
+    )
+    from seqlower.passes.sequences.unroll_sequence_map import UnrollSequenceMap
 
 __all__ = [
     "PASSES",
@@ -197,81 +197,81 @@ __all__ = [
 # Where each exported class lives (imported by module __getattr__ on first use).
 _MODULES = {
     "NodeLoweringPass": "_base",
-    "FixInputShapes": "default.fix_input_shapes",
-    "FoldStaticShapes": "default.fold_static_shapes",
+    "FixInputShapes": "inputs.fix_input_shapes",
+    "FoldStaticShapes": "inputs.fold_static_shapes",
     "SEQUENCE_OPS": "_ir",
-    "FoldOptionals": "sequence_free.fold_optionals",
-    "FoldSequenceOps": "sequence_free.fold_sequence_ops",
-    "LowerReverseSequence": "default.lower_reverse_sequence",
-    "LowerReverseSequenceRows": "default.lower_reverse_sequence",
-    "LowerSequenceMap": "default.lower_sequence_map",
-    "LowerRaggedSequenceMap": "default.lower_sequence_map",
-    "ValidateNodes": "default.validate_nodes",
-    "RequireSequenceFree": "sequence_free.require_sequence_free",
-    "ScanSequenceMap": "sequence_free.scan_sequence_map",
-    "StackLoopSequences": "sequence_free.stack_loop_sequences",
-    "StackSequences": "sequence_free.stack_sequences",
-    "StackSequencesGatherChecked": "sequence_free.stack_sequences",
-    "StackRowMaps": "sequence_free.scan_sequence_map",
-    "UnrollSequenceMap": "sequence_free.unroll_sequence_map",
-    "ExpandFunctionOps": "targets.expand_function_ops",
-    "ExpandUnconvertedFunctionOps": "targets.expand_function_ops",
-    "FreezeBoundedLoops": "targets.freeze_bounded_loops",
-    "InlineFunctions": "targets.inline_functions",
-    "InlineUntypedSequenceMapFunctions": "targets.inline_functions",
-    "IterationRowSlices": "targets.iteration_row_slices",
-    "LoopToScan": "targets.loop_to_scan",
-    "LoopToScanRows": "targets.loop_to_scan",
-    "LoopToScanReads": "targets.loop_to_scan",
-    "LoopToScanConstant": "targets.loop_to_scan",
-    "LoopToScanFixedStates": "targets.loop_to_scan",
-    "LowerScan8": "targets.lower_scan8",
-    "LowerScan8Lengths": "targets.lower_scan8",
-    "ExplicitLoopCounts": "targets.explicit_loop_counts",
-    "RequireNoLoop": "targets.require_no_loop",
-    "RequireOnnx2TfLoops": "targets.require_onnx2tf_loops",
-    "RequireShapeSliceBounds": "targets.require_slice_bounds",
-    "RunTimeSlicesAsGathers": "targets.run_time_slices",
-    "RequireOnnx2TorchOps": "targets.require_converter_ops",
-    "RequireTvmOps": "targets.require_converter_ops",
-    "RequireTinygradOps": "targets.require_converter_ops",
-    "AlikeBranchesAsWhere": "targets.alike_branches_as_where",
-    "BranchReductionsOutside": "targets.branch_reductions_outside",
-    "CastLikeAsCast": "targets.cast_like_as_cast",
-    "ConditionOperandsInBranches": "targets.condition_operands",
-    "ConstantValuesAsTensors": "targets.constant_values_as_tensors",
-    "ReshapeWithoutAllowzero": "targets.reshape_without_allowzero",
-    "ExplicitAttributeDefaults": "targets.explicit_attribute_defaults",
-    "RestampOpVersions": "targets.restamp_op_versions",
-    "LowerReverseSequenceGaps": "default.lower_reverse_sequence",
-    "ShapeValuesAsTensors": "targets.shape_values_as_tensors",
-    "ReverseSequenceCasts": "targets.reverse_sequence_casts",
-    "IfAsWhere": "targets.if_as_where",
-    "TimeMajorRecurrences": "targets.time_major_recurrences",
-    "PadEmptyReductions": "targets.pad_empty_reductions",
-    "EmptyMeansAsZero": "targets.empty_means_as_zero",
-    "RaggedMapsAsScans": "targets.ragged_maps_as_scans",
-    "RaggedRowMaps": "targets.ragged_maps_as_scans",
-    "ScalarIfConditions": "targets.scalar_if_conditions",
-    "ScalarOutputs": "targets.scalar_outputs",
-    "ScanIterationStates": "targets.scan_iteration_states",
-    "ScanOutputsAsStates": "targets.scan_outputs_as_states",
-    "OutputsWithoutIdentity": "targets.outputs_without_identity",
-    "SliceMeansAsMasks": "targets.slice_reductions_as_masks",
-    "SliceReductionsAsMasks": "targets.slice_reductions_as_masks",
-    "SliceSplitPieces": "targets.slice_split_pieces",
-    "SplitAsSlices": "targets.split_as_slices",
-    "StrictLoopBodies": "targets.strict_loop_bodies",
-    "StrictScanBodies": "targets.strict_scan_bodies",
-    "TypedScanBodies": "targets.strict_scan_bodies",
-    "UnrollBoundedScans": "targets.unroll_constant_scans",
-    "UnrollConstantScans": "targets.unroll_constant_scans",
-    "UnrollPeepholeLstms": "targets.unroll_recurrent_ops",
-    "UnrollRecurrentOps": "targets.unroll_recurrent_ops",
-    "ExplicitConstantOfShapeValue": "targets.target_repairs",
-    "FoldStaticIfs": "targets.target_repairs",
-    "StripSymbolicDims": "targets.target_repairs",
-    "VariableThenBranches": "targets.target_repairs",
+    "FoldOptionals": "sequences.fold_optionals",
+    "FoldSequenceOps": "sequences.fold_sequence_ops",
+    "LowerReverseSequence": "reverse_sequence.lower_reverse_sequence",
+    "LowerReverseSequenceRows": "reverse_sequence.lower_reverse_sequence",
+    "LowerSequenceMap": "sequences.lower_sequence_map",
+    "LowerRaggedSequenceMap": "sequences.lower_sequence_map",
+    "ValidateNodes": "checks.validate_nodes",
+    "RequireSequenceFree": "checks.require_sequence_free",
+    "ScanSequenceMap": "sequences.scan_sequence_map",
+    "StackLoopSequences": "sequences.stack_loop_sequences",
+    "StackSequences": "sequences.stack_sequences",
+    "StackSequencesGatherChecked": "sequences.stack_sequences",
+    "StackRowMaps": "sequences.scan_sequence_map",
+    "UnrollSequenceMap": "sequences.unroll_sequence_map",
+    "ExpandFunctionOps": "functions.expand_function_ops",
+    "ExpandUnconvertedFunctionOps": "functions.expand_function_ops",
+    "FreezeBoundedLoops": "loops.freeze_bounded_loops",
+    "InlineFunctions": "functions.inline_functions",
+    "InlineUntypedSequenceMapFunctions": "functions.inline_functions",
+    "IterationRowSlices": "loops.iteration_row_slices",
+    "LoopToScan": "loops.loop_to_scan",
+    "LoopToScanRows": "loops.loop_to_scan",
+    "LoopToScanReads": "loops.loop_to_scan",
+    "LoopToScanConstant": "loops.loop_to_scan",
+    "LoopToScanFixedStates": "loops.loop_to_scan",
+    "LowerScan8": "loops.lower_scan8",
+    "LowerScan8Lengths": "loops.lower_scan8",
+    "ExplicitLoopCounts": "loops.explicit_loop_counts",
+    "RequireNoLoop": "checks.require_no_loop",
+    "RequireOnnx2TfLoops": "checks.require_onnx2tf_loops",
+    "RequireShapeSliceBounds": "checks.require_slice_bounds",
+    "RunTimeSlicesAsGathers": "repairs.run_time_slices",
+    "RequireOnnx2TorchOps": "checks.require_converter_ops",
+    "RequireTvmOps": "checks.require_converter_ops",
+    "RequireTinygradOps": "checks.require_converter_ops",
+    "AlikeBranchesAsWhere": "branches.alike_branches_as_where",
+    "BranchReductionsOutside": "branches.branch_reductions_outside",
+    "CastLikeAsCast": "repairs.cast_like_as_cast",
+    "ConditionOperandsInBranches": "branches.condition_operands",
+    "ConstantValuesAsTensors": "repairs.constant_values_as_tensors",
+    "ReshapeWithoutAllowzero": "repairs.reshape_without_allowzero",
+    "ExplicitAttributeDefaults": "repairs.explicit_attribute_defaults",
+    "RestampOpVersions": "repairs.restamp_op_versions",
+    "LowerReverseSequenceGaps": "reverse_sequence.lower_reverse_sequence",
+    "ShapeValuesAsTensors": "repairs.shape_values_as_tensors",
+    "ReverseSequenceCasts": "reverse_sequence.reverse_sequence_casts",
+    "IfAsWhere": "branches.if_as_where",
+    "TimeMajorRecurrences": "repairs.time_major_recurrences",
+    "PadEmptyReductions": "repairs.pad_empty_reductions",
+    "EmptyMeansAsZero": "repairs.empty_means_as_zero",
+    "RaggedMapsAsScans": "sequences.ragged_maps_as_scans",
+    "RaggedRowMaps": "sequences.ragged_maps_as_scans",
+    "ScalarIfConditions": "branches.scalar_if_conditions",
+    "ScalarOutputs": "repairs.scalar_outputs",
+    "ScanIterationStates": "loops.scan_iteration_states",
+    "ScanOutputsAsStates": "loops.scan_outputs_as_states",
+    "OutputsWithoutIdentity": "repairs.outputs_without_identity",
+    "SliceMeansAsMasks": "repairs.slice_reductions_as_masks",
+    "SliceReductionsAsMasks": "repairs.slice_reductions_as_masks",
+    "SliceSplitPieces": "sequences.slice_split_pieces",
+    "SplitAsSlices": "repairs.split_as_slices",
+    "StrictLoopBodies": "loops.strict_loop_bodies",
+    "StrictScanBodies": "loops.strict_scan_bodies",
+    "TypedScanBodies": "loops.strict_scan_bodies",
+    "UnrollBoundedScans": "loops.unroll_constant_scans",
+    "UnrollConstantScans": "loops.unroll_constant_scans",
+    "UnrollPeepholeLstms": "loops.unroll_recurrent_ops",
+    "UnrollRecurrentOps": "loops.unroll_recurrent_ops",
+    "ExplicitConstantOfShapeValue": "repairs.target_repairs",
+    "FoldStaticIfs": "repairs.target_repairs",
+    "StripSymbolicDims": "repairs.target_repairs",
+    "VariableThenBranches": "repairs.target_repairs",
 }
 
 

@@ -12,7 +12,7 @@ import pytest
 from seqlower.errors import BadOptionError, SequenceFreeError, TargetError
 from seqlower.passes import RequireNoLoop, RequireSequenceFree, VariableThenBranches
 from seqlower.passes._dims import DimProver
-from seqlower.passes.sequence_free.unroll_inputs import UnrollInputs
+from seqlower.passes.inputs.unroll_inputs import UnrollInputs
 from tests.helpers import all_op_types, assert_same, ort_run, parse
 
 

@@ -25,7 +25,16 @@ PASSES = ROOT / "seqlower" / "passes"
 #: The kit: the only modules that build emitters and rewire values by hand.
 KIT = {"_base.py", "_emit.py"}
 #: The folders whose public modules are passes (one pass class a file, registered by name).
-GROUPS = ("default", "sequence_free", "targets")
+GROUPS = (
+    "branches",
+    "checks",
+    "functions",
+    "inputs",
+    "loops",
+    "repairs",
+    "reverse_sequence",
+    "sequences",
+)
 MAX_REWRITE_LINES = 40
 
 
@@ -104,7 +113,7 @@ def test_no_pass_module_imports_another(path: Path) -> None:
 def test_the_checks_see_what_they_look_for() -> None:
     bad = (
         """
-from seqlower.passes.default.lower_sequence_map import LowerSequenceMap
+from seqlower.passes.sequences.lower_sequence_map import LowerSequenceMap
 
 class P:
     def rewrite(self, plan, ctx):
@@ -118,11 +127,12 @@ class P:
     assert len(long_rewrites(bad)) == 1
     assert pass_modules_imported(bad) == [
         "seqlower.passes.LowerReverseSequence",
-        "seqlower.passes.default.lower_sequence_map",
-        "seqlower.passes.default.lower_sequence_map.LowerSequenceMap",
+        "seqlower.passes.sequences.lower_sequence_map",
+        "seqlower.passes.sequences.lower_sequence_map.LowerSequenceMap",
     ]
     fine = (
-        "from seqlower.passes._ir import is_onnx\nfrom seqlower.passes.default import _reverse_rows"
+        "from seqlower.passes._ir import is_onnx\n"
+        "from seqlower.passes.reverse_sequence import _reverse_rows"
     )
     assert pass_modules_imported(fine) == []
 

@@ -12,7 +12,7 @@ from seqlower.errors import BadOptionError, SequenceFreeError, TargetError
 from seqlower.passes import RequireNoLoop, RequireSequenceFree, VariableThenBranches
 from seqlower.passes._dims import DimProver, scalar_dim
 from seqlower.passes._ir import NO_LOOP, block
-from seqlower.passes.sequence_free.unroll_inputs import UnrollInputs
+from seqlower.passes.inputs.unroll_inputs import UnrollInputs
 from tests.helpers import parse
 
 

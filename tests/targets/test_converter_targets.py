@@ -15,7 +15,7 @@ import pytest
 
 import seqlower
 from seqlower.errors import TargetError
-from seqlower.passes.targets._converter_ops import (
+from seqlower.passes._converter_ops import (
     ONNX2TORCH,
     ONNX2TORCH_VERSION,
     TINYGRAD,
@@ -488,7 +488,7 @@ def test_a_domain_tinygrad_does_not_load_is_named_before_any_check() -> None:
 def test_the_domains_tinygrad_loads_are_its_own() -> None:
     import importlib.metadata
 
-    from seqlower.passes.targets.require_converter_ops import RequireTinygradOps
+    from seqlower.passes.checks.require_converter_ops import RequireTinygradOps
 
     require("tinygrad")
     from tinygrad.nn.onnx import Domain

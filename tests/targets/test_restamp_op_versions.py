@@ -16,7 +16,7 @@ import pytest
 import seqlower
 from seqlower.errors import TargetError
 from seqlower.passes._op_versions import same_but_types
-from seqlower.passes.targets.restamp_op_versions import RestampOpVersions
+from seqlower.passes.repairs.restamp_op_versions import RestampOpVersions
 from seqlower.targets import TARGETS
 from tests.helpers import assert_same, onnx_node_cases
 from tests.runtimes import run

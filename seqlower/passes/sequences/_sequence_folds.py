@@ -1,5 +1,5 @@
 """The folds of sequence ops whose elements are known when lowering (read
-:mod:`seqlower.passes.sequence_free.fold_sequence_ops` for what each becomes), kept apart
+:mod:`seqlower.passes.sequences.fold_sequence_ops` for what each becomes), kept apart
 from the pass so that ``StackSequences`` extends them without importing another pass."""
 
 from __future__ import annotations

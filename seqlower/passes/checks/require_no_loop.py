@@ -1,7 +1,7 @@
 """Check that no ``Loop`` is left, naming each one and why it stays (tract has no Loop).
 
 The last step of the ``tract`` target, after
-:class:`~seqlower.passes.targets.loop_to_scan.LoopToScan`:
+:class:`~seqlower.passes.loops.loop_to_scan.LoopToScan`:
 a runtime without ``Loop`` refuses the whole model for one, so the pass raises
 :class:`~seqlower.errors.TargetError` listing every ``Loop`` in any scope with the reason the
 rewrite recorded on it (its trip count is known only inside, and which value shows it), and

@@ -1,6 +1,6 @@
 """Fold the whole model again once the lowering is done, when the input shapes were fixed.
 
-The passes after :class:`~seqlower.passes.default.fix_input_shapes.FixInputShapes` make shape
+The passes after :class:`~seqlower.passes.inputs.fix_input_shapes.FixInputShapes` make shape
 arithmetic of their own (an unrolled loop's ``Shape`` of a state, a ``ReverseSequence``
 index), constant at fixed shapes; converters that cannot compute on shape values (TVM's
 ``Sub cannot handle ShapeExpr inputs``) get constants. Runs only with

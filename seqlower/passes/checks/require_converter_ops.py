@@ -24,8 +24,7 @@ import onnx_ir as ir
 
 from seqlower._graphs import subgraphs_of
 from seqlower.errors import TargetError, describe_node
-from seqlower.passes._ir import CONVERTER_OPS, NO_LOOP, blocked, is_onnx
-from seqlower.passes.targets._converter_ops import (
+from seqlower.passes._converter_ops import (
     ONNX2TORCH,
     ONNX2TORCH_VERSION,
     TINYGRAD,
@@ -33,6 +32,7 @@ from seqlower.passes.targets._converter_ops import (
     TVM,
     TVM_VERSION,
 )
+from seqlower.passes._ir import CONVERTER_OPS, NO_LOOP, blocked, is_onnx
 
 __all__ = ["RequireConverterOps", "RequireOnnx2TorchOps", "RequireTinygradOps", "RequireTvmOps"]
 

@@ -50,7 +50,7 @@ from seqlower.passes._dims import Dim, DimProver
 from seqlower.passes._emit import Emitter
 from seqlower.passes._ir import block, constant_int, is_onnx
 from seqlower.passes._shared import concat_problem, concat_stacked
-from seqlower.passes.sequence_free._sequence_folds import SequenceFolds
+from seqlower.passes.sequences._sequence_folds import SequenceFolds
 
 # Comparisons are Less/Greater/Equal/Not only: onnx2torch 1.5.15 converts GreaterOrEqual and
 # LessOrEqual only as opset 12 defines them.

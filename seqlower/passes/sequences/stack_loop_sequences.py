@@ -14,7 +14,7 @@ Two sequence-free forms, both exact:
 - **stacked**: when every iteration's ``t`` has one shape (inferred dimensions that are numbers
   or names of the main graph's input dimensions), ``t`` becomes a scan output of the Loop and
   each ``ConcatFromSequence`` a ``Transpose``/``Reshape`` of the stacked tensor (as in
-  :mod:`~seqlower.passes.sequence_free.scan_sequence_map`);
+  :mod:`~seqlower.passes.sequences.scan_sequence_map`);
 - **accumulated**: when the pieces are ragged along the concatenation axis (``new_axis=0``, every
   other dimension a known number), the carried sequence becomes a carried tensor, seeded with an
   empty constant of the right shape and grown by ``Concat(acc, t, axis=a)`` each iteration.

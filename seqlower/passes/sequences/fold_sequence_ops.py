@@ -30,7 +30,7 @@ nodes computing its condition, :mod:`._fold`); otherwise the node stays, named a
 
 from __future__ import annotations
 
-from seqlower.passes.sequence_free._sequence_folds import (
+from seqlower.passes.sequences._sequence_folds import (
     SPLIT_LIMIT,
     SequenceFolds,
     known_elements,

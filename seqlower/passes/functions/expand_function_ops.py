@@ -20,9 +20,9 @@ import onnx_ir as ir
 from onnx_ir.passes.common import InlinePass
 
 from seqlower.passes._base import find_sites
+from seqlower.passes._converter_ops import ONNX2TORCH
 from seqlower.passes._ir import SEQUENCE_OPS, is_onnx
 from seqlower.passes._op_versions import since_version
-from seqlower.passes.targets._converter_ops import ONNX2TORCH
 
 __all__ = ["ExpandFunctionOps", "ExpandUnconvertedFunctionOps"]
 

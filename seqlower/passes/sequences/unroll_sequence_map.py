@@ -5,7 +5,7 @@ PyTorch's dynamo exporter writes ``torch.hstack``/``vstack``/``dstack``/``column
 ``Concat``; the body is untyped and branches on the element's rank with nested ``If``\\ s. Runtimes
 without sequences (OpenVINO, tract, TensorRT, ...) cannot run that, however it is lowered to a
 ``Loop``. When every sequence input is a ``SequenceConstruct`` (directly, or after
-:class:`~seqlower.passes.sequence_free.fold_sequence_ops.FoldSequenceOps` turned
+:class:`~seqlower.passes.sequences.fold_sequence_ops.FoldSequenceOps` turned
 ``SplitToSequence`` with a known count or ``SequenceInsert`` chains into one), the map is a
 fixed list of calls::
 

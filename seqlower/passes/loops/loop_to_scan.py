@@ -1,7 +1,7 @@
 """A ``Loop`` whose trip count is fixed when it starts, as a ``Scan`` (for runtimes without Loop).
 
 tract has no ``Loop`` at all, but runs ``Scan``; OpenVINO runs both (its target keeps Loops,
-made strict by :class:`~seqlower.passes.targets.strict_loop_bodies.StrictLoopBodies`). The loops
+made strict by :class:`~seqlower.passes.loops.strict_loop_bodies.StrictLoopBodies`). The loops
 tf2onnx writes for ``tf.while_loop`` (Keras ``Bidirectional``/``TimeDistributed``,
 ``tf.map_fn``, ``bidirectional_dynamic_rnn``) stop on a condition that is
 known when the loop starts: ``_trip_count.py`` reads the condition as bounds on the iteration
@@ -23,7 +23,7 @@ bidirectional layer's two directions) sharing one ``Range``, so tract gives thei
 length; a loop nested in another loop's body keeping its outer reads as reads (tract gives a
 nested pass-through state its first value on every outer iteration). A loop whose trip count
 depends on what the body computes stays, with the reason recorded for the target's check
-(:class:`~seqlower.passes.targets.require_no_loop.RequireNoLoop`).
+(:class:`~seqlower.passes.checks.require_no_loop.RequireNoLoop`).
 
 No runtime runs a ``Scan`` of zero iterations correctly (onnxruntime and OpenVINO fail, tract
 returns a wrong state shape): the README lists it among the limits. ``LoopToScanRows`` also

@@ -74,7 +74,7 @@ from seqlower.passes._emit import Emitter
 from seqlower.passes._ir import ints_attr, is_onnx, onnx_producer, static_dim
 from seqlower.passes._types import TypeOracle, element_dtype
 from seqlower.passes._validate import check_lengths_count, validate_reverse_sequence
-from seqlower.passes.default._reverse_rows import (
+from seqlower.passes.reverse_sequence._reverse_rows import (
     invalid_lengths,
     reverse_rows,
 )

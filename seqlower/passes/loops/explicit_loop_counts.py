@@ -8,7 +8,7 @@ op, which LiteRT cannot run. tf2onnx's ``while_loop``s and PyTorch's ``while_loo
 empty.
 
 A Loop whose trip count ``N`` seqlower derives (the condition analysis of
-:mod:`~seqlower.passes.targets.loop_to_scan`: iteration ``i + 1`` runs iff ``i < bound``, a
+:mod:`~seqlower.passes.loops.loop_to_scan`: iteration ``i + 1`` runs iff ``i < bound``, a
 bound computed before the loop) gets ``M = N``, ``cond = true`` and a body that passes its
 condition through (``Identity``): it runs exactly N times, as before. Where N is a constant
 after static shapes, ``loop-to-scan-constant`` then turns the loop into a Scan that

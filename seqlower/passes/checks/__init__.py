@@ -1,0 +1,2 @@
+"""Checks that change nothing: nodes validated, and the ``require-*`` passes that name what a
+runtime or mode cannot take."""

@@ -1,0 +1,1 @@
+"""Passes on ``ReverseSequence``: its lowerings into ``Slice``/``Gather`` forms, and its casts."""
