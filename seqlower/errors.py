@@ -136,12 +136,15 @@ class CheckLimitError(CannotVerifyError):
 
 class ProofFailedError(SeqlowerError):
     """``seqlower.lower(model, target=...)``: the lowered model does not run, or does not match
-    the original, on the target (or on the reference's oracle); ``report`` says how."""
+    the original, on the target (or on the reference's oracle); ``report`` says how, ``culprit``
+    whose fault it is: "lowering", "runtime" (the target gets the original wrong too: raised
+    all the same, the model is wrong there) or "export" (``strict_expected``)."""
 
     exit_code = ExitCode.MISMATCH
 
-    def __init__(self, message: str, report: object) -> None:
+    def __init__(self, message: str, report: object, culprit: str = "lowering") -> None:
         self.report = report
+        self.culprit = culprit
         super().__init__(message)
 
 

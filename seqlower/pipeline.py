@@ -524,9 +524,22 @@ def _prove(original: onnx.ModelProto, lowered: onnx.ModelProto, options: CheckOp
     if report.status == "cannot_verify":
         raise CannotVerifyError(f"cannot prove the lowered model on {where}: {report.reason}")
     if not report.ok:
-        raise ProofFailedError(f"the lowered model fails on {where}: {report.reason}", report)
-    for warning in report.warnings:  # a failure the original shares: the runtime's or export's
+        culprit = report.culprit or "lowering"
+        raise ProofFailedError(
+            f"the lowered model fails on {where}{_blamed(culprit)}: {report.reason}",
+            report,
+            culprit,
+        )
+    for warning in report.warnings:  # a difference the original shares: the export's
         warnings.warn(warning, stacklevel=4)
+
+
+def _blamed(culprit: str) -> str:
+    """Whose fault a failed proof is, in words, when not the lowering's."""
+    return {
+        "runtime": " (the runtime's fault: it gets the original wrong too)",
+        "export": " (the export's fault: the original differs from the expected outputs too)",
+    }.get(culprit, "")
 
 
 @dataclass

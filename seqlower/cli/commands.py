@@ -55,11 +55,12 @@ if TYPE_CHECKING:
 
 VERIFY_EXIT_CODES = """\b
 Exit codes:
-  0   the outputs match on every run (a failure on a --target or against
-      --expected that REFERENCE shares is a warning: not CANDIDATE's fault)
-  1   CANDIDATE is worse than REFERENCE: a numerical mismatch, also on a
-      --target or against --expected (the failing inputs are saved
-      beside CANDIDATE, or in --save-failing-inputs DIR)
+  0   the outputs match on every run and --target (a difference from
+      --expected that REFERENCE shares is a warning, not CANDIDATE's fault,
+      unless --strict-expected)
+  1   CANDIDATE is worse than REFERENCE (a numerical mismatch, also
+      against --expected), or fails or differs on a --target whoever is
+      to blame (the culprit is named)
   2   bad input or usage: unreadable or invalid model, models with
       different inputs or outputs, --inputs that do not fit, bad flag
       (one line on stderr)
@@ -70,12 +71,13 @@ Exit codes:
 """
 EXIT_CODES = """\b
 Exit codes:
-  0   success (and, unless --no-check, outputs proven equal; a failure on
-      a --target or against --expected that the original shares is the
-      runtime's or the export's: a warning)
-  1   the lowered model is worse than the original: a numerical mismatch,
-      or it does not load where the original runs or on a --target (OUT
-      not written unless --keep-on-failure)
+  0   success (and, unless --no-check, outputs proven equal, on every
+      --target too; a difference from --expected that the original shares
+      is the export's: a warning, unless --strict-expected)
+  1   the lowered model is wrong: a numerical mismatch, or it does not
+      load, fails or differs on a --target, even when the runtime gets
+      the original wrong too (the culprit is named; OUT not written
+      unless --keep-on-failure)
   2   bad input or usage: unreadable or invalid model, malformed node,
       not sequence-free (--sequence-free), unwritable output, bad flag
       (one line on stderr, nothing written)

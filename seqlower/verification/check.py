@@ -113,6 +113,9 @@ class CheckOptions:
     force_input_shape: bool = False
     #: Keep each compared run's feeds and reference outputs in the report (``kept_runs``).
     keep_runs: bool = False
+    #: Differences from ``expected`` that the original shares (the export's fault) fail the
+    #: check too (``--strict-expected``), instead of being warnings.
+    strict_expected: bool = False
 
     def __post_init__(self) -> None:
         # ``targets="tract"`` means one target: iterating the string would ask for "t", "r"...
@@ -310,6 +313,8 @@ class _Check:
     kept: list[tuple[dict[str, Any], list[Any]]] = dataclasses.field(default_factory=list)
 
     def report(self, status: Status, reason: str, **extra: Any) -> VerifyReport:
+        if status == "mismatch":
+            extra.setdefault("culprit", "lowering")
         return VerifyReport(
             status,
             reason,
@@ -461,10 +466,10 @@ class _Check:
                 self.blame_export(framework, run, expected, framework_outputs, output_names)
                 blamed.append(framework)
             self.expected_runs.append(framework)
-        # Saved for reproducing: the first run the lowering fails on (and that ran: a runtime
+        # Saved for reproducing: the first run that fails the check (and that ran: a runtime
         # that cannot load the model ran nothing on its inputs).
-        lowering = not run.ok or any(r.culprit == "lowering" and r.loaded for r in blamed)
-        if lowering and self.failing is None:
+        failed = not run.ok or any(self.fails(r.culprit) and r.loaded for r in blamed)
+        if failed and self.failing is None:
             self.failing, self.failing_outputs = feeds, framework_outputs
 
     def blame_target(
@@ -535,9 +540,18 @@ class _Check:
         ok = _no_worse(failed.outputs, failed.original, same, limits)
         failed.culprit = "export" if ok else "lowering"
 
+    def fails(self, culprit: Culprit) -> bool:
+        """Whether a failure blamed on ``culprit`` fails the check: the lowering's and a target
+        runtime's always (the lowered model is wrong where it is to run, whoever is to blame),
+        the export's only with ``strict_expected``."""
+        return culprit in ("lowering", "runtime") or (
+            culprit == "export" and self.options.strict_expected
+        )
+
     def conclude(self, with_expected: bool) -> VerifyReport:
         """The verdict once every run was compared: a mismatch when the lowering is at fault
-        anywhere; failures the original shares (the export's, a runtime's) are warnings."""
+        anywhere, or a target runtime (the original fails there too), or the export with
+        ``strict_expected``; else the export's differences are warnings."""
         runs, skipped = self.runs, self.skipped
         verdicts = {name: _target_summary(name, r) for name, r in self.target_runs.items()}
         expected_line, expected_culprit = (
@@ -554,7 +568,9 @@ class _Check:
             "expected": expected_line,
             "expected_runs": self.expected_runs,
             "warnings": [
-                line for line, culprit in verdicts_and_expected if culprit not in ("", "lowering")
+                line
+                for line, culprit in verdicts_and_expected
+                if culprit and not self.fails(culprit)
             ],
         }
         if not runs:
@@ -564,13 +580,24 @@ class _Check:
         bad = [run.index for run in runs if not run.ok]
         reasons = [f"outputs differ in run{'s' if len(bad) > 1 else ''} {', '.join(map(str, bad))}"]
         reasons = reasons if bad else []
-        reasons += [line for line, culprit in verdicts.values() if culprit == "lowering"]
-        if expected_culprit == "lowering":
-            reasons.append(f"the lowered model {expected_line}")
+        culprits = ["lowering"] if bad else []
+        for line, culprit in verdicts.values():
+            if self.fails(culprit):
+                reasons.append(line)
+                culprits.append(culprit)
+        if self.fails(expected_culprit):
+            reasons.append(
+                f"the lowered model {expected_line}"
+                if expected_culprit == "lowering"
+                else f"{expected_line} (--strict-expected)"
+            )
+            culprits.append(expected_culprit)
         if reasons:
+            culprit = next(c for c in ("lowering", "runtime", "export") if c in culprits)
             return self.report(
                 "mismatch",
                 "; ".join(reasons),
+                culprit=culprit,
                 failing_inputs=self.failing,
                 failing_outputs=self.failing_outputs,
                 **extra,
@@ -604,7 +631,7 @@ def _target_summary(name: str, runs: list[RunReport]) -> tuple[str, Culprit]:
             "runtime",
         )
     return (
-        f"{name} gets the original wrong too in run {first.index}: "
+        f"{name} computes this model wrongly, the original too, in run {first.index}: "
         + _shared_numbers(first)
         + "; not the lowering's fault",
         "runtime",

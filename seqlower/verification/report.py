@@ -95,9 +95,13 @@ class VerifyReport:
     #: Against the framework's outputs (``--expected``): one line, '' when not asked.
     expected: str = ""
     expected_runs: list[RunReport] = dataclasses.field(default_factory=list)
-    #: Failures that are not the lowering's (the export's, a runtime's), one line each: the
-    #: verdict stays ``equivalent``, and these are said as warnings.
+    #: Failures that are not the lowering's and do not fail the check, one line each: the
+    #: export's (the original differs from ``--expected`` as much), unless ``strict_expected``.
     warnings: list[str] = dataclasses.field(default_factory=list)
+    #: Whose fault a mismatch is ('' when none): "lowering" when it is at fault anywhere, else
+    #: "runtime" (a target gets the original wrong too: the lowered model is still wrong there,
+    #: so the check fails), else "export" (``strict_expected``).
+    culprit: Culprit = ""
     #: The feeds of the first failing run, for saving; not part of the JSON report.
     failing_inputs: dict[str, Any] | None = dataclasses.field(default=None, repr=False)
     #: The framework's outputs for those feeds (with ``expected``), saved beside them.

@@ -289,9 +289,9 @@ def test_python_api_proves_on_the_target(monkeypatch: pytest.MonkeyPatch) -> Non
     seqlower.lower(REVERSE, target="tract", check=False)
 
 
-def test_python_api_passes_on_a_runtime_culprit(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_python_api_raises_on_a_runtime_culprit(monkeypatch: pytest.MonkeyPatch) -> None:
     """A target runtime that gets the original wrong just as much: not the lowering's fault,
-    so lower() returns the model and warns, naming the runtime."""
+    but the model is wrong where it is to run, so lower() raises, the runtime the culprit."""
 
     class Wrong:
         name = "wrongboth"
@@ -302,8 +302,10 @@ def test_python_api_passes_on_a_runtime_culprit(monkeypatch: pytest.MonkeyPatch)
             return Runner(self.name, lambda feeds: [o + 1 for o in inner.run(feeds)])
 
     monkeypatch.setitem(TARGET_ORACLES, "tract", Wrong())
-    with pytest.warns(UserWarning, match="wrongboth"):
+    with pytest.raises(seqlower.ProofFailedError, match=r"runtime's fault.*wrongboth") as error:
         seqlower.lower(REVERSE, target="tract")
+    assert error.value.culprit == "runtime" and error.value.exit_code == 1
+    assert error.value.report.culprit == "runtime"
 
 
 def test_onnxruntime_target_proves_what_only_onnx_reference_ran(tmp_path: Path) -> None:
