@@ -23,8 +23,10 @@ if TYPE_CHECKING:
     from seqlower.passes.branches.alike_branches_as_where import AlikeBranchesAsWhere
     from seqlower.passes.branches.branch_reductions_outside import BranchReductionsOutside
     from seqlower.passes.branches.condition_operands import ConditionOperandsInBranches
+    from seqlower.passes.branches.fold_static_ifs import FoldStaticIfs
     from seqlower.passes.branches.if_as_where import IfAsWhere
     from seqlower.passes.branches.scalar_if_conditions import ScalarIfConditions
+    from seqlower.passes.branches.variable_then_branches import VariableThenBranches
     from seqlower.passes.checks.require_converter_ops import (
         RequireOnnx2TorchOps,
         RequireTinygradOps,
@@ -39,8 +41,8 @@ if TYPE_CHECKING:
         ExpandFunctionOps,
         ExpandUnconvertedFunctionOps,
     )
-    from seqlower.passes.functions.inline_functions import (
-        InlineFunctions,
+    from seqlower.passes.functions.inline_functions import InlineFunctions
+    from seqlower.passes.functions.inline_untyped_functions import (
         InlineUntypedSequenceMapFunctions,
     )
     from seqlower.passes.inputs.fix_input_shapes import FixInputShapes
@@ -72,6 +74,9 @@ if TYPE_CHECKING:
     from seqlower.passes.repairs.constant_values_as_tensors import ConstantValuesAsTensors
     from seqlower.passes.repairs.empty_means_as_zero import EmptyMeansAsZero
     from seqlower.passes.repairs.explicit_attribute_defaults import ExplicitAttributeDefaults
+    from seqlower.passes.repairs.explicit_constant_of_shape_value import (
+        ExplicitConstantOfShapeValue,
+    )
     from seqlower.passes.repairs.outputs_without_identity import OutputsWithoutIdentity
     from seqlower.passes.repairs.pad_empty_reductions import PadEmptyReductions
     from seqlower.passes.repairs.reshape_without_allowzero import ReshapeWithoutAllowzero
@@ -84,12 +89,7 @@ if TYPE_CHECKING:
         SliceReductionsAsMasks,
     )
     from seqlower.passes.repairs.split_as_slices import SplitAsSlices
-    from seqlower.passes.repairs.target_repairs import (
-        ExplicitConstantOfShapeValue,
-        FoldStaticIfs,
-        StripSymbolicDims,
-        VariableThenBranches,
-    )
+    from seqlower.passes.repairs.strip_symbolic_dims import StripSymbolicDims
     from seqlower.passes.repairs.time_major_recurrences import TimeMajorRecurrences
     from seqlower.passes.reverse_sequence.lower_reverse_sequence import (
         LowerReverseSequence,
@@ -218,7 +218,7 @@ _MODULES = {
     "ExpandUnconvertedFunctionOps": "functions.expand_function_ops",
     "FreezeBoundedLoops": "loops.freeze_bounded_loops",
     "InlineFunctions": "functions.inline_functions",
-    "InlineUntypedSequenceMapFunctions": "functions.inline_functions",
+    "InlineUntypedSequenceMapFunctions": "functions.inline_untyped_functions",
     "IterationRowSlices": "loops.iteration_row_slices",
     "LoopToScan": "loops.loop_to_scan",
     "LoopToScanRows": "loops.loop_to_scan",
@@ -268,10 +268,10 @@ _MODULES = {
     "UnrollConstantScans": "loops.unroll_constant_scans",
     "UnrollPeepholeLstms": "loops.unroll_recurrent_ops",
     "UnrollRecurrentOps": "loops.unroll_recurrent_ops",
-    "ExplicitConstantOfShapeValue": "repairs.target_repairs",
-    "FoldStaticIfs": "repairs.target_repairs",
-    "StripSymbolicDims": "repairs.target_repairs",
-    "VariableThenBranches": "repairs.target_repairs",
+    "ExplicitConstantOfShapeValue": "repairs.explicit_constant_of_shape_value",
+    "FoldStaticIfs": "branches.fold_static_ifs",
+    "StripSymbolicDims": "repairs.strip_symbolic_dims",
+    "VariableThenBranches": "branches.variable_then_branches",
 }
 
 

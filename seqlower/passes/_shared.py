@@ -237,6 +237,16 @@ def inline_untyped_sequence_map_functions(model: ir.Model) -> int:
     return len(wanted)
 
 
+def drop_unused_imports(model: ir.Model, domains: set[str]) -> None:
+    """The imports of ``domains`` (inlined functions' own) that no node or function uses."""
+    used = {f.domain for f in model.functions.values()}
+    used.update(node.domain for node in ir.traversal.RecursiveGraphIterator(model.graph))
+    for function in model.functions.values():
+        used.update(node.domain for node in ir.traversal.RecursiveGraphIterator(function))
+    for domain in domains - used - {"", "ai.onnx"}:
+        model.opset_imports.pop(domain, None)
+
+
 def _needs_types(function: ir.Function) -> bool:
     graphs: list[ir.Graph | ir.Function] = [function]
     while graphs:
