@@ -38,10 +38,11 @@ def test_the_readmes_sample_output_is_a_runs(
 
 
 def _readme_commands() -> list[str]:
-    """The ``seqlower ...`` lines of the README's shell blocks (placeholders in brackets and
-    ``...`` left out: they are not commands)."""
+    """The ``seqlower ...`` lines of the shell blocks of the README and the CLI reference
+    (placeholders in brackets and ``...`` left out: they are not commands)."""
     commands = []
-    for block in re.findall(r"```sh\n(.*?)```", README, re.S):
+    text = README + (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
+    for block in re.findall(r"```sh\n(.*?)```", text, re.S):
         for line in block.splitlines():
             command = line.split("  #", 1)[0].strip()
             if command.startswith("seqlower ") and "[" not in command and "..." not in command:
@@ -98,11 +99,17 @@ def _slug(heading: str) -> str:
 
 
 @pytest.mark.parametrize(
-    "doc", ["README.md", "ARCHITECTURE.md", "CHANGELOG.md", "docs/measurements.md"]
+    "doc",
+    [
+        "README.md",
+        "ARCHITECTURE.md",
+        "CHANGELOG.md",
+        *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").rglob("*.md")),
+    ],
 )
 def test_relative_links_lead_somewhere(doc: str) -> None:
     """Every relative link of the docs names a file that exists, and a heading in it when it
-    has an anchor (the measurements moved to docs/measurements.md: the README links them)."""
+    has an anchor (the README's details moved to docs/: it links them)."""
     path = ROOT / doc
     for target in re.findall(r"\]\(([^)\s]+)\)", path.read_text(encoding="utf-8")):
         if "://" in target:
