@@ -10,8 +10,12 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import ctypes
+import errno
 import fcntl
+import functools
 import os
+import re
 import shutil
 import signal
 import stat
@@ -24,12 +28,19 @@ from typing import Any
 from seqlower.errors import OutputError
 
 __all__ = [
+    "check_failing_inputs_folder",
     "check_target",
     "deferred_signals",
+    "failing_inputs_folder",
     "folder_lock",
+    "foreign_entry",
+    "give_default_folder_mode",
     "give_default_mode",
     "note_written",
+    "owned_paths",
+    "put_folder_in_place",
     "recording_writes",
+    "replace_own_folder",
     "write_file_atomically",
 ]
 
@@ -173,6 +184,18 @@ def deferred_signals() -> Iterator[None]:
         signal.raise_signal(held[0])  # the caller's handler runs now: KeyboardInterrupt, ...
 
 
+def _umask() -> int:
+    """The process's umask, read without changing it where Linux tells it (another thread
+    creating a file meanwhile would get a mode of 0666)."""
+    with contextlib.suppress(OSError, ValueError, StopIteration):
+        with open("/proc/self/status") as status:
+            line = next(line for line in status if line.startswith("Umask:"))
+        return int(line.split()[1], 8)
+    umask = os.umask(0)
+    os.umask(umask)
+    return umask
+
+
 def give_default_mode(path: Path, like: Path) -> None:
     """Give a new file the mode a plain write would: ``like``'s if it exists as a regular file,
     else 0666 less the umask (temporary files are created readable by their owner only)."""
@@ -180,9 +203,141 @@ def give_default_mode(path: Path, like: Path) -> None:
         if stat.S_ISREG(os.lstat(like).st_mode):
             shutil.copymode(like, path)
             return
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(path, 0o666 & ~umask)
+    os.chmod(path, 0o666 & ~_umask())
+
+
+def give_default_folder_mode(path: Path) -> None:
+    """Give a staged folder the mode ``mkdir`` would: 0777 less the umask (``mkdtemp`` makes
+    it its owner's only, and it keeps that mode once renamed into place)."""
+    os.chmod(path, 0o777 & ~_umask())
+
+
+# ------------------------------------------------ what a run owns besides OUT, and may replace
+
+#: The folders and files seqlower writes in a folder of test data (``--save-*``, failing inputs).
+_DATA_SET = re.compile(r"test_data_set_(0|[1-9][0-9]*)")
+_DATA_FILE = re.compile(r"(input|output)_(0|[1-9][0-9]*)\.pb")
+
+
+def failing_inputs_folder(output: Path) -> Path:
+    """Where a mismatch's failing inputs go by default: ``OUT.failing-inputs`` beside OUT."""
+    return output.with_name(f"{output.name}.failing-inputs")
+
+
+def owned_paths(output: Path) -> tuple[Path, Path, Path]:
+    """OUT and the paths a run writing it may replace besides it (``OUT.data``, its weights,
+    and ``OUT.failing-inputs``): two models of one batch must share none of them."""
+    return output, output.with_name(f"{output.name}.data"), failing_inputs_folder(output)
+
+
+def data_sets(folder: Path) -> list[Path]:
+    """The entries of ``folder`` named as seqlower names test-data sets (``test_data_set_K``)."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return []
+    return sorted(
+        (folder / name for name in names if _DATA_SET.fullmatch(name)),
+        key=lambda p: int(p.name.rsplit("_", 1)[1]),
+    )
+
+
+def foreign_entry(folder: Path) -> Path | None:
+    """The first thing in ``folder`` a failing run does not write there, if any: it writes
+    ``test_data_set_0``, a folder of ``input_K.pb``/``output_K.pb`` files, and nothing else
+    (no link, nothing hidden). An empty folder holds nothing to lose."""
+    for entry in sorted(os.scandir(folder), key=lambda e: e.name):
+        if entry.name != "test_data_set_0" or not entry.is_dir(follow_symlinks=False):
+            return Path(entry.path)
+        for inner in sorted(os.scandir(entry.path), key=lambda e: e.name):
+            if not _DATA_FILE.fullmatch(inner.name) or not inner.is_file(follow_symlinks=False):
+                return Path(inner.path)
+    return None
+
+
+def check_failing_inputs_folder(folder: Path, flags: str) -> None:
+    """Raise OutputError when ``folder`` (``OUT.failing-inputs``) holds anything a failing run
+    does not write there: replacing it would delete that. A link or a file there is left alone
+    (the inputs are then not saved, with a warning); ``flags`` say how else to run."""
+    if not folder.is_dir() or folder.is_symlink():
+        return
+    try:
+        found = foreign_entry(folder)
+    except OSError as e:
+        raise OutputError(f"{folder}: cannot read this folder ({e.strerror})") from None
+    if found is not None:
+        raise OutputError(
+            f"{folder}: a mismatch's failing inputs would replace this folder, but it holds "
+            f"{found}, which seqlower did not write; move it, or give {flags}"
+        )
+
+
+def replace_own_folder(staging: Path, folder: Path) -> bool:
+    """Put the folder ``staging`` in place of ``folder`` when that is absent or holds only what
+    seqlower writes there (:func:`foreign_entry`); False, and nothing changed, otherwise.
+
+    The old folder is first renamed aside and looked at there, so nothing added to it in the
+    meantime is deleted: if it holds anything of someone else's, it is renamed back.
+    """
+    if not os.path.lexists(folder):
+        return put_folder_in_place(staging, folder)
+    if folder.is_symlink() or not folder.is_dir():
+        return False
+    aside = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", suffix=".old", dir=folder.parent))
+    try:
+        os.replace(folder, aside)  # onto the empty folder just made: atomic
+    except OSError:
+        os.rmdir(aside)
+        return False
+    try:
+        foreign = foreign_entry(aside)
+    except OSError:
+        foreign = aside
+    if foreign is not None:
+        put_folder_in_place(aside, folder)  # back (unless something took its place meanwhile)
+        return False
+    placed = put_folder_in_place(staging, folder)
+    shutil.rmtree(aside, ignore_errors=True)
+    return placed
+
+
+@functools.cache
+def _renameat2() -> Any:
+    """libc's ``renameat2`` (Linux), looked up on first use; None where there is none."""
+    import ctypes.util
+
+    try:
+        function = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True).renameat2
+    except (AttributeError, OSError):
+        return None
+    function.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p]
+    function.argtypes += [ctypes.c_uint]
+    return function
+
+
+_AT_FDCWD = -100
+_RENAME_NOREPLACE = 1
+
+
+def put_folder_in_place(staging: Path, target: Path) -> bool:
+    """Rename ``staging`` to ``target`` unless something is there (even an empty folder, which
+    a plain rename would replace): False then, and nothing changed."""
+    renameat2 = _renameat2()
+    if renameat2 is not None:
+        done = renameat2(
+            _AT_FDCWD, os.fsencode(staging), _AT_FDCWD, os.fsencode(target), _RENAME_NOREPLACE
+        )
+        if done == 0:
+            return True
+        code = ctypes.get_errno()
+        if code == errno.EEXIST:
+            return False
+        if code not in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+            raise OSError(code, os.strerror(code), str(target))
+    if os.path.lexists(target):  # no renameat2 here: the next best thing
+        return False
+    os.rename(staging, target)
+    return True
 
 
 def write_file_atomically(path: Path, data: bytes, flag: str) -> None:

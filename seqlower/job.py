@@ -23,7 +23,15 @@ import onnx
 import onnx_ir as ir
 
 import seqlower.io
-from seqlower._fs import check_target
+from seqlower._fs import (
+    check_failing_inputs_folder,
+    check_target,
+    data_sets,
+    failing_inputs_folder,
+    give_default_folder_mode,
+    put_folder_in_place,
+    replace_own_folder,
+)
 from seqlower.errors import (
     BadOptionError,
     CannotVerifyError,
@@ -86,6 +94,11 @@ class SaveOptions:
     no_failing_inputs: bool = False
     inputs: Path | None = None
     outputs: Path | None = None
+
+    @property
+    def default_failing_inputs(self) -> bool:
+        """Whether a mismatch's failing inputs go to ``OUT.failing-inputs`` (or CANDIDATE's)."""
+        return self.failing_inputs is None and not self.no_failing_inputs
 
     def folders(self) -> list[tuple[Path, str]]:
         """The folders given, with their flags, for the up-front path check."""
@@ -218,10 +231,21 @@ def check_paths(
     report: Path | None,
     inputs: Path | None = None,
     save: SaveOptions | None = None,
+    *,
+    failing_beside: Path | None = None,
 ) -> None:
-    """Refuse, before any work, paths that would fail or do harm once the work is done."""
-    for folder, flag in [] if save is None else save.folders():
-        _check_folder(folder, flag)
+    """Refuse, before any work, paths that would fail or do harm once the work is done.
+
+    ``failing_beside``: the model beside which a mismatch's failing inputs go by default
+    (OUT, or verify's CANDIDATE), when they may be saved there.
+    """
+    if save is not None:
+        _check_save_folders(save)
+    if failing_beside is not None and save is not None and save.default_failing_inputs:
+        check_failing_inputs_folder(
+            failing_inputs_folder(failing_beside),
+            "--save-failing-inputs DIR or --no-save-failing-inputs",
+        )
     if model is not None and not model.exists():
         raise ModelLoadError(f"{model}: no such file")
     if inputs is not None and not inputs.exists():
@@ -240,12 +264,38 @@ def check_paths(
                 raise OutputError(f"--report {report}: that is {path}, which this run uses")
 
 
-def _check_folder(folder: Path, flag: str) -> None:
-    """A folder the check's data goes into: a folder or absent, in a folder that takes files."""
-    if os.path.lexists(folder) and (folder.is_symlink() or not folder.is_dir()):
-        raise OutputError(f"{flag} {folder}: not a folder")
-    # The sets go in under a private name first, then are renamed in: the same test as a file.
-    check_target(folder / "test_data_set_0" if folder.is_dir() else folder, flag)
+def _check_save_folders(save: SaveOptions) -> None:
+    """The folders the check's data goes into: each a folder or absent, in a folder that takes
+    files, holding no test-data set this run would write (seqlower adds sets, never replaces
+    one: a set is somebody's data, even one an earlier run saved)."""
+    given = save.folders()
+    for folder, flag in given:
+        if os.path.lexists(folder) and (folder.is_symlink() or not folder.is_dir()):
+            raise OutputError(f"{flag} {folder}: not a folder")
+        # The sets go in under a private name first, then are renamed in: the same test as a file.
+        if not folder.is_dir():
+            check_target(folder, flag)
+            continue
+        taken = data_sets(folder)
+        if flag == "--save-failing-inputs":  # only set 0 goes there
+            taken = [p for p in taken if p.name == "test_data_set_0"]
+        if taken:
+            raise OutputError(
+                f"{flag} {folder}: {taken[0]} exists, and seqlower never replaces a saved "
+                "test-data set; give a new or empty folder"
+            )
+        check_target(folder / "test_data_set_0", flag)
+    failing = [folder for folder, flag in given if flag == "--save-failing-inputs"]
+    for folder, flag in given:
+        if failing and flag != "--save-failing-inputs" and _same_folder(folder, failing[0]):
+            raise OutputError(
+                f"--save-failing-inputs {failing[0]} and {flag} {folder}: both would write "
+                "test_data_set_0 there; give them different folders"
+            )
+
+
+def _same_folder(a: Path, b: Path) -> bool:
+    return os.path.realpath(a) == os.path.realpath(b)
 
 
 def lower_file(
@@ -268,7 +318,15 @@ def lower_file(
     if output is None and not options.dry_run:
         raise OutputError("no output given (-o OUT), and not a dry run")
     target = None if options.dry_run else output
-    check_paths(model, target, options.external_data, None, _inputs_path(options), options.save)
+    check_paths(
+        model,
+        target,
+        options.external_data,
+        None,
+        _inputs_path(options),
+        options.save,
+        failing_beside=target if options.check else None,
+    )
     deploy = _deployment(options)
     with progress(f"reading {model}"):
         ir_model = load_model(model)
@@ -433,7 +491,7 @@ def _record_check(
         result.failing_inputs, warning = _save_failing(report, original, output, save)
         result.warnings += warning
     if output is not None:
-        save_runs(report, original, save)
+        result.warnings += save_runs(report, original, save)
 
 
 def _write(
@@ -525,7 +583,9 @@ def verify_files(
         load_target(name, lowering=False)
     options = dataclasses.replace(options, targets=proven.proofs)
     check_paths(reference, None, None, None)
-    check_paths(candidate, None, None, None, _as_path(options.inputs), save)
+    check_paths(
+        candidate, None, None, None, _as_path(options.inputs), save, failing_beside=candidate
+    )
     expected = _as_path(options.expected)
     if expected is not None and not expected.exists():
         raise ModelLoadError(f"--expected {expected}: no such file or folder")
@@ -544,7 +604,7 @@ def verify_files(
     if result.exit_code == ExitCode.MISMATCH:
         result.failing_inputs, warning = _save_failing(report, protos[0], candidate, save)
         result.warnings += warning
-    save_runs(report, protos[0], save)
+    result.warnings += save_runs(report, protos[0], save)
     return result
 
 
@@ -554,40 +614,45 @@ def _save_failing(
     """A mismatch's first failing inputs where ``save`` says (default: beside ``beside``)."""
     if save.no_failing_inputs or report.failing_inputs is None:
         return None, []
-    folder = save.failing_inputs or beside.with_name(f"{beside.name}.failing-inputs")
+    folder = save.failing_inputs or failing_inputs_folder(beside)
     saved = save_failing_inputs(report, original, beside, folder=folder)
     if saved is None:
-        return None, [f"failing inputs not saved: {folder} is not a folder"]
+        what = "a test-data set is" if save.failing_inputs else "a link, a file or a folder of"
+        where = folder / "test_data_set_0" if save.failing_inputs else folder
+        return None, [
+            f"failing inputs not saved: {where} is in the way ({what} somebody else's there)"
+        ]
     return saved, []
 
 
-def save_runs(report: VerifyReport, original: onnx.ModelProto, save: SaveOptions) -> None:
+def save_runs(report: VerifyReport, original: onnx.ModelProto, save: SaveOptions) -> list[str]:
     """Every compared run's inputs (``save.inputs``) and the original's outputs on them
-    (``save.outputs``), run K (from 0) as ``test_data_set_K``, each set staged and renamed in."""
+    (``save.outputs``), run K (from 0) as ``test_data_set_K``, each set staged and renamed in
+    (never over a set already there: the warnings say which were not saved)."""
     from seqlower.verification.input_files import save_inputs, save_outputs
 
+    folders: dict[str, tuple[Path, set[str]]] = {}
+    for path, kind in ((save.inputs, "inputs"), (save.outputs, "outputs")):
+        if path is not None:
+            folders.setdefault(os.path.realpath(path), (path, set()))[1].add(kind)
+    warnings = []
     for k, (feeds, outputs) in enumerate(report.kept_runs):
-        for folder in dict.fromkeys(p for p in (save.inputs, save.outputs) if p is not None):
+        for folder, kinds in folders.values():
             folder.mkdir(exist_ok=True)
             staging = Path(tempfile.mkdtemp(prefix=".test_data_set.", dir=folder))
             try:
-                if folder == save.inputs:
+                if "inputs" in kinds:
                     save_inputs(staging, feeds, original)
-                if folder == save.outputs:
+                if "outputs" in kinds:
                     names = [o.name for o in original.graph.output]
                     save_outputs(staging, dict(zip(names, outputs, strict=True)), original)
-                _replace_folder(staging, folder / f"test_data_set_{k}")
+                give_default_folder_mode(staging)
+                target = folder / f"test_data_set_{k}"
+                if not put_folder_in_place(staging, target):
+                    warnings.append(f"{target} not saved: something else is there now")
             finally:
                 shutil.rmtree(staging, ignore_errors=True)
-
-
-def _replace_folder(staging: Path, folder: Path) -> None:
-    """Put ``staging`` in place of ``folder`` (a folder of ours, or absent)."""
-    if folder.is_dir() and not folder.is_symlink():
-        shutil.rmtree(folder)
-    elif os.path.lexists(folder):
-        folder.unlink()
-    os.replace(staging, folder)
+    return warnings
 
 
 def _as_path(value: object) -> Path | None:
@@ -779,15 +844,16 @@ def save_failing_inputs(
     folder: Path | None = None,
 ) -> Path | None:
     """Save the inputs of the first failing run beside OUT (``OUT.failing-inputs``), or as
-    ``test_data_set_0`` in ``folder`` when given (the user's: only that set is replaced), with
-    the framework's outputs for them when the check had some (so ``--expected`` can read the
-    same folder), staged and renamed into place like every other write; None when there are
-    none or no room."""
+    ``test_data_set_0`` in ``folder`` when given, with the framework's outputs for them when
+    the check had some (so ``--expected`` can read the same folder), staged and renamed into
+    place like every other write; None when there are none or no room: ``OUT.failing-inputs``
+    is replaced only when it holds nothing but a previous run's failing inputs, and a set in
+    ``folder`` never."""
     from seqlower.verification.input_files import save_inputs, save_outputs
 
     if report.failing_inputs is None:
         return None
-    default = output.with_name(f"{output.name}.failing-inputs")
+    default = failing_inputs_folder(output)
     folder = default if folder is None else folder
     if os.path.lexists(folder) and (folder.is_symlink() or not folder.is_dir()):
         return None
@@ -799,13 +865,15 @@ def save_failing_inputs(
         save_inputs(staging / "test_data_set_0", report.failing_inputs, original)
         if report.failing_outputs is not None:
             save_outputs(staging / "test_data_set_0", report.failing_outputs, original)
+        give_default_folder_mode(staging / "test_data_set_0")
         if folder == default:
-            _replace_folder(staging, folder)
+            give_default_folder_mode(staging)
+            placed = replace_own_folder(staging, folder)
         else:
-            _replace_folder(staging / "test_data_set_0", folder / "test_data_set_0")
+            placed = put_folder_in_place(staging / "test_data_set_0", folder / "test_data_set_0")
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    return folder
+    return folder if placed else None
 
 
 def _reference(model: ir.Model, options: LowerOptions) -> onnx.ModelProto:

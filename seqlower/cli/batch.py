@@ -21,6 +21,7 @@ from pathlib import Path
 
 import click
 
+from seqlower._fs import owned_paths
 from seqlower.cli.output import Printer
 from seqlower.errors import BadOptionError, ExitCode, OutputError
 from seqlower.summary import seconds
@@ -84,7 +85,6 @@ def plan_batch(models: Sequence[Path], output: str | None) -> list[BatchItem]:
         if not folder.parent.is_dir():
             raise OutputError(f"-o {output}: the directory {folder.parent} does not exist")
     items: list[BatchItem] = []
-    taken: dict[Path, Path] = {}
     for given in models:
         if given.is_dir():
             found = sorted(
@@ -100,15 +100,58 @@ def plan_batch(models: Sequence[Path], output: str | None) -> list[BatchItem]:
             pairs = [(given, Path(given.name))]
         for model, relative in pairs:
             out = None if folder is None else folder / relative
-            if out is not None:
-                if out in taken:
-                    raise BadOptionError(
-                        f"{taken[out]} and {model} would both be written to {out}; lower them "
-                        "into different folders"
-                    )
-                taken[out] = model
+            if out is not None and folder is not None:
+                _no_link_between(folder, out)
             items.append(BatchItem(model, out))
+    _no_shared_paths(items)
     return items
+
+
+def _no_link_between(folder: Path, out: Path) -> None:
+    """Refuse a link among the folders between OUTDIR and ``out``: a run writing there would
+    write wherever it points (and two outputs could be one file)."""
+    for parent in reversed(out.relative_to(folder).parents[:-1]):
+        if (folder / parent).is_symlink():
+            raise OutputError(
+                f"-o {folder}{os.sep}: {folder / parent} is a symbolic link; a batch writes "
+                "only into real folders under OUTDIR, never through a link (remove it, or "
+                "lower into another folder)"
+            )
+
+
+def _resolved(path: Path) -> Path:
+    """``path`` with its folders' links resolved, not its own name: a write replaces a link
+    at OUT itself, never what it points to."""
+    return Path(os.path.realpath(path.parent)) / path.name
+
+
+def _no_shared_paths(items: list[BatchItem]) -> None:
+    """Refuse, before any work, two models whose runs would write the same path: OUT and what
+    OUT owns (``OUT.data``, ``OUT.failing-inputs``), or one inside the other's (a model lowered
+    into another's failing inputs, which that model's mismatch would replace); likewise a model
+    read from inside another's owned paths. Paths are compared with their folders resolved."""
+    owners: dict[Path, BatchItem] = {}
+    for item in items:
+        for path in () if item.output is None else owned_paths(item.output):
+            other = owners.setdefault(_resolved(path), item)
+            if other is not item:
+                raise BadOptionError(
+                    f"{other.model} and {item.model} would both be written to {path}; lower "
+                    "them into different folders"
+                )
+    for item in items:
+        uses = [(item.model, Path(os.path.realpath(item.model)), "read from")]
+        if item.output is not None:
+            uses += [(path, _resolved(path), "written to") for path in owned_paths(item.output)]
+        for path, resolved, role in uses:
+            for place in (resolved, *resolved.parents):
+                owner = owners.get(place)
+                if owner is not None and owner is not item:
+                    raise BadOptionError(
+                        f"{item.model} would be {role} {path}, inside {place}, which "
+                        f"{owner.model}'s run writes or replaces; lower them into different "
+                        "folders"
+                    )
 
 
 def child_flags(raw: Sequence[str], command: click.Command, models: Sequence[Path]) -> list[str]:
