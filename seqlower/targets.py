@@ -191,6 +191,8 @@ PIPELINES: dict[str, Pipeline] = {
                 # it gets LSTM peepholes and batch-major recurrences (layout=1) wrong
                 "unroll-peephole-lstms",
                 "time-major-recurrences",
+                # it ignores sequence_lens: one batch entry at a time, on its own length
+                "recurrence-lengths-per-entry",
             ),
             requires=("require-sequence-free",),
             loops="kept",

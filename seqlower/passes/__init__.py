@@ -79,6 +79,7 @@ if TYPE_CHECKING:
     )
     from seqlower.passes.repairs.outputs_without_identity import OutputsWithoutIdentity
     from seqlower.passes.repairs.pad_empty_reductions import PadEmptyReductions
+    from seqlower.passes.repairs.recurrence_lengths_per_entry import RecurrenceLengthsPerEntry
     from seqlower.passes.repairs.reshape_without_allowzero import ReshapeWithoutAllowzero
     from seqlower.passes.repairs.restamp_op_versions import RestampOpVersions
     from seqlower.passes.repairs.run_time_slices import RunTimeSlicesAsGathers
@@ -154,6 +155,7 @@ __all__ = [
     "PadEmptyReductions",
     "RaggedMapsAsScans",
     "RaggedRowMaps",
+    "RecurrenceLengthsPerEntry",
     "RequireNoLoop",
     "RequireOnnx2TfLoops",
     "RequireOnnx2TorchOps",
@@ -248,6 +250,7 @@ _MODULES = {
     "ReverseSequenceCasts": "reverse_sequence.reverse_sequence_casts",
     "IfAsWhere": "branches.if_as_where",
     "TimeMajorRecurrences": "repairs.time_major_recurrences",
+    "RecurrenceLengthsPerEntry": "repairs.recurrence_lengths_per_entry",
     "PadEmptyReductions": "repairs.pad_empty_reductions",
     "EmptyMeansAsZero": "repairs.empty_means_as_zero",
     "RaggedMapsAsScans": "sequences.ragged_maps_as_scans",
@@ -320,6 +323,7 @@ PASSES: MutableMapping[str, type[ir.passes.InPlacePass]] = _Registry(
         "reverse-sequence-casts": "ReverseSequenceCasts",
         "if-as-where": "IfAsWhere",
         "time-major-recurrences": "TimeMajorRecurrences",
+        "recurrence-lengths-per-entry": "RecurrenceLengthsPerEntry",
         "pad-empty-reductions": "PadEmptyReductions",
         "empty-means-as-zero": "EmptyMeansAsZero",
         "scalar-outputs": "ScalarOutputs",
