@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import glob
+import mmap
 import os
 import re
 import secrets
@@ -440,6 +442,7 @@ def save_model(
     check: bool = False,
     keep: Sequence[Path] = (),
     exact: onnx.ModelProto | None = None,
+    warnings: list[str] | None = None,
 ) -> str | None:
     """Write ``model`` to ``path``, its weights with it, so that readers never see a mix.
 
@@ -454,8 +457,11 @@ def save_model(
     ``<OUT>.<random>.data``: the old model keeps reading its own weights until the new model
     replaces it in one rename. The weights files the replaced model used are then removed when
     they are named as seqlower names them, nothing reads them any more, and they are not in
-    ``keep`` (the files this run read). With ``check``, ONNX's checker reads the staged files
-    before anything is replaced. Returns the weights file name used, if any.
+    ``keep`` (the files this run read), nor another model in the folder (a copy of the old OUT):
+    those are kept, and ``warnings`` (when given) says so, as it says when the weights replace a
+    file named by ``external_data`` another model there reads. With ``check``, ONNX's checker
+    reads the staged files before anything is replaced. Returns the weights file name used, if
+    any.
     """
     path = Path(path)
     folder = path.parent
@@ -503,6 +509,8 @@ def save_model(
                     ) from e
             give_default_mode(staged, path)
             stale = _stale_weights(path, data_name, keep)
+            said = _shared_weights(path, stale, data_name, replaced=external_data)
+            stale = [p for p in stale if p not in said.kept]
             if data_name is not None:
                 give_default_mode(staging / data_name, folder / data_name)
             _commit(
@@ -516,7 +524,92 @@ def save_model(
         raise OutputError(f"{path}: cannot write the model ({_strerror(e)})") from e
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+    if warnings is not None:
+        warnings += said.lines
     return data_name
+
+
+@dataclasses.dataclass
+class _Shared:
+    """Weights files other models in OUT's folder read: those kept, and what to say."""
+
+    kept: list[Path] = dataclasses.field(default_factory=list)
+    lines: list[str] = dataclasses.field(default_factory=list)
+
+
+def _shared_weights(
+    path: Path, stale: list[Path], data_name: str | None, *, replaced: str | None
+) -> _Shared:
+    """Which of ``stale`` (the replaced OUT's weights) another model in the folder reads (a
+    ``cp OUT backup.onnx``): those stay, or that model would no longer load; and whether the
+    weights file ``replaced`` (``--external-data``, replaced in place) is another model's."""
+    shared = _Shared()
+    folder = path.parent
+    named = None if replaced is None else folder / replaced
+    wanted = [*stale, *([named] if named is not None and named.is_file() else [])]
+    if not wanted:
+        return shared
+    readers = _readers(folder, wanted, skip=path)
+    where = "inline" if data_name is None else f"in {folder / data_name}"
+    for weights in stale:
+        if readers.get(weights):
+            shared.kept.append(weights)
+            shared.lines.append(
+                f"kept {weights}, which {_names(readers[weights])} still reads (the new "
+                f"{path}'s weights are {where})"
+            )
+    if named is not None and readers.get(named):
+        shared.lines.append(
+            f"--external-data {replaced}: replaced {named}, which {_names(readers[named])} "
+            "also read: that model now reads the new weights (give another name to keep both)"
+        )
+    return shared
+
+
+def _names(paths: list[Path]) -> str:
+    return ", ".join(str(p) for p in paths[:3]) + (
+        f" and {len(paths) - 3} more" if len(paths) > 3 else ""
+    )
+
+
+def _readers(folder: Path, weights: list[Path], *, skip: Path) -> dict[Path, list[Path]]:
+    """For each of ``weights`` (files in ``folder``), the other ``.onnx`` models in ``folder``
+    whose tensors name it. A model is parsed only when its bytes hold one of the names."""
+    found: dict[Path, list[Path]] = {}
+    names = {w.name.encode() for w in weights}
+    try:
+        entries = sorted(os.scandir(folder), key=lambda e: e.name)
+    except OSError:
+        return found
+    for entry in entries:
+        model = folder / entry.name
+        if (
+            not entry.name.endswith(".onnx")
+            or not entry.is_file(follow_symlinks=False)
+            or _same_file(model, skip)
+            or not _holds_any(model, names)
+        ):
+            continue
+        try:
+            used = {os.path.normpath(folder / loc) for loc in _references(model)}
+        except Exception:  # not a model: it reads nothing
+            continue
+        for w in weights:
+            if os.path.normpath(w) in used:
+                found.setdefault(w, []).append(model)
+    return found
+
+
+def _holds_any(path: Path, needles: set[bytes]) -> bool:
+    """Whether the file's bytes hold one of ``needles`` (memory-mapped: no copy)."""
+    try:
+        with open(path, "rb") as f:
+            if os.fstat(f.fileno()).st_size == 0:
+                return False
+            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+                return any(data.find(needle) >= 0 for needle in needles)
+    except (OSError, ValueError):
+        return False
 
 
 def _commit(

@@ -511,6 +511,7 @@ def _write(
         check=result.verification is None,
         keep=keep,
         exact=exact,
+        warnings=result.warnings,
     )
     result.written = True
     try:

@@ -14,6 +14,7 @@ import onnx
 import pytest
 
 from seqlower import passes as seqlower_passes
+from tests.cli.test_files import output_of, save_external, weighted_model
 from tests.helpers import assert_one_line_error, run_cli
 
 NEG = onnx.parser.parse_model(
@@ -199,6 +200,41 @@ def test_batch_never_writes_through_a_link_inside_outdir(tmp_path: Path) -> None
     before = tree(tmp_path)
     assert_one_line_error(run_cli(zoo, "-o", f"{out}/"), str(out / "a"))
     assert tree(tmp_path) == before
+
+
+# ------------------------------------------ 4. weights another model in OUT's folder reads
+
+
+def test_rewriting_out_keeps_weights_a_copy_of_it_reads(tmp_path: Path) -> None:
+    first = save_external(weighted_model(2.0), tmp_path / "first.onnx", "first.bin")
+    second = save_external(weighted_model(7.0), tmp_path / "second.onnx", "second.bin")
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    out, backup = out_dir / "m.onnx", out_dir / "m_backup.onnx"
+    assert run_cli(first, "-o", out).exit_code == 0
+    assert (out_dir / "m.onnx.data").is_file()
+    backup.write_bytes(out.read_bytes())  # cp out/m.onnx out/m_backup.onnx
+    result = run_cli(second, "-o", out)
+    assert result.exit_code == 0, result.stderr
+    assert output_of(out) == 7.0
+    assert output_of(backup) == 2.0  # its weights are still there
+    assert str(backup) in result.stderr and "m.onnx.data" in result.stderr
+    data = sorted(p.name for p in out_dir.iterdir() if p.name.endswith(".data"))
+    assert len(data) == 2 and "m.onnx.data" in data, data
+
+
+def test_replacing_a_named_weights_file_another_model_reads_is_said(tmp_path: Path) -> None:
+    first = save_external(weighted_model(2.0), tmp_path / "first.onnx", "first.bin")
+    second = save_external(weighted_model(7.0), tmp_path / "second.onnx", "second.bin")
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    out, backup = out_dir / "m.onnx", out_dir / "m_backup.onnx"
+    assert run_cli(first, "-o", out, "--external-data", "w.bin").exit_code == 0
+    backup.write_bytes(out.read_bytes())
+    result = run_cli(second, "-o", out, "--external-data", "w.bin")
+    assert result.exit_code == 0, result.stderr
+    assert output_of(out) == 7.0
+    assert str(backup) in result.stderr and "w.bin" in result.stderr
 
 
 # ------------------------------------------------- 9. saved test-data folders follow the umask
