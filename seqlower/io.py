@@ -586,7 +586,7 @@ def _readers(folder: Path, weights: list[Path], *, skip: Path) -> dict[Path, lis
         if (
             not entry.name.endswith(".onnx")
             or not entry.is_file(follow_symlinks=False)
-            or _same_file(model, skip)
+            or entry.name == skip.name  # by name: a hard link to the old OUT is a copy
             or not _holds_any(model, names)
         ):
             continue

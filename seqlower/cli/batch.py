@@ -130,10 +130,10 @@ def _no_shared_paths(items: list[BatchItem]) -> None:
     OUT owns (``OUT.data``, ``OUT.failing-inputs``), or one inside the other's (a model lowered
     into another's failing inputs, which that model's mismatch would replace); likewise a model
     read from inside another's owned paths. Paths are compared with their folders resolved."""
-    owners: dict[Path, BatchItem] = {}
+    owners: dict[Path, tuple[BatchItem, Path]] = {}
     for item in items:
         for path in () if item.output is None else owned_paths(item.output):
-            other = owners.setdefault(_resolved(path), item)
+            other, _ = owners.setdefault(_resolved(path), (item, path))
             if other is not item:
                 raise BadOptionError(
                     f"{other.model} and {item.model} would both be written to {path}; lower "
@@ -145,10 +145,10 @@ def _no_shared_paths(items: list[BatchItem]) -> None:
             uses += [(path, _resolved(path), "written to") for path in owned_paths(item.output)]
         for path, resolved, role in uses:
             for place in (resolved, *resolved.parents):
-                owner = owners.get(place)
-                if owner is not None and owner is not item:
+                owner, owned = owners.get(place, (item, path))
+                if owner is not item:
                     raise BadOptionError(
-                        f"{item.model} would be {role} {path}, inside {place}, which "
+                        f"{item.model} would be {role} {path}, inside {owned}, which "
                         f"{owner.model}'s run writes or replaces; lower them into different "
                         "folders"
                     )

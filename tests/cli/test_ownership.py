@@ -205,7 +205,8 @@ def test_batch_never_writes_through_a_link_inside_outdir(tmp_path: Path) -> None
 # ------------------------------------------ 4. weights another model in OUT's folder reads
 
 
-def test_rewriting_out_keeps_weights_a_copy_of_it_reads(tmp_path: Path) -> None:
+@pytest.mark.parametrize("copy", ["cp", "ln"])
+def test_rewriting_out_keeps_weights_a_copy_of_it_reads(tmp_path: Path, copy: str) -> None:
     first = save_external(weighted_model(2.0), tmp_path / "first.onnx", "first.bin")
     second = save_external(weighted_model(7.0), tmp_path / "second.onnx", "second.bin")
     out_dir = tmp_path / "out"
@@ -213,7 +214,10 @@ def test_rewriting_out_keeps_weights_a_copy_of_it_reads(tmp_path: Path) -> None:
     out, backup = out_dir / "m.onnx", out_dir / "m_backup.onnx"
     assert run_cli(first, "-o", out).exit_code == 0
     assert (out_dir / "m.onnx.data").is_file()
-    backup.write_bytes(out.read_bytes())  # cp out/m.onnx out/m_backup.onnx
+    if copy == "cp":  # cp out/m.onnx out/m_backup.onnx
+        backup.write_bytes(out.read_bytes())
+    else:  # ln out/m.onnx out/m_backup.onnx: the old OUT itself lives on under that name
+        os.link(out, backup)
     result = run_cli(second, "-o", out)
     assert result.exit_code == 0, result.stderr
     assert output_of(out) == 7.0
