@@ -42,6 +42,15 @@ def test_the_readme_is_short() -> None:
     assert not long, f"README.md lines over 400 characters: {long}"
 
 
+def test_the_architecture_page_is_short() -> None:
+    """ARCHITECTURE.md had module rows of 3,898 characters: a row is a sentence, the details
+    are in the module's docstring."""
+    text = (ROOT / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    assert len(text.encode()) <= 30_000, "ARCHITECTURE.md: at most 30 KB"
+    long = [n for n, line in _outside_code(text) if line.startswith("|") and len(line) > 300]
+    assert not long, f"ARCHITECTURE.md table rows over 300 characters: {long}"
+
+
 def test_install_and_quick_start_come_first() -> None:
     """Both sections begin, and end, within the first 60 lines."""
     headings = [(n, line) for n, line in _outside_code(README) if line.startswith("## ")]
