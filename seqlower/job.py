@@ -242,9 +242,15 @@ def check_paths(
     if save is not None:
         _check_save_folders(save)
     if failing_beside is not None and save is not None and save.default_failing_inputs:
+        failing = failing_inputs_folder(failing_beside)
+        for folder, flag in save.folders():
+            if _same_folder(folder, failing):  # a mismatch replaces that folder whole
+                raise OutputError(
+                    f"{flag} {folder}: that is where a mismatch's failing inputs go; give "
+                    "another folder, or --save-failing-inputs DIR"
+                )
         check_failing_inputs_folder(
-            failing_inputs_folder(failing_beside),
-            "--save-failing-inputs DIR or --no-save-failing-inputs",
+            failing, "--save-failing-inputs DIR or --no-save-failing-inputs"
         )
     if model is not None and not model.exists():
         raise ModelLoadError(f"{model}: no such file")
@@ -618,11 +624,11 @@ def _save_failing(
     folder = save.failing_inputs or failing_inputs_folder(beside)
     saved = save_failing_inputs(report, original, beside, folder=folder)
     if saved is None:
-        what = "a test-data set is" if save.failing_inputs else "a link, a file or a folder of"
-        where = folder / "test_data_set_0" if save.failing_inputs else folder
-        return None, [
-            f"failing inputs not saved: {where} is in the way ({what} somebody else's there)"
-        ]
+        if save.failing_inputs is not None:
+            why = f"{folder / 'test_data_set_0'} is already there (a set is never replaced)"
+        else:
+            why = f"{folder} is a link, a file, or holds files seqlower did not write"
+        return None, [f"failing inputs not saved: {why}"]
     return saved, []
 
 

@@ -187,6 +187,14 @@ def test_one_folder_for_failing_inputs_and_every_run_is_refused(tmp_path: Path) 
     assert not kept.exists()
 
 
+def test_save_data_into_the_failing_inputs_folder_is_refused(tmp_path: Path) -> None:
+    """A mismatch replaces ``CANDIDATE.failing-inputs`` whole: no other set goes there."""
+    a, b = save(NEG, tmp_path, "a.onnx"), save(ABS, tmp_path, "b.onnx")
+    folder = tmp_path / "b.onnx.failing-inputs"
+    assert_one_line_error(run_cli("verify", a, b, "--save-inputs", folder), "--save-inputs")
+    assert not folder.exists()
+
+
 # ---------------------------------------------------------- 3. links inside the batch's OUTDIR
 
 
