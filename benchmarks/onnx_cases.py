@@ -41,7 +41,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 RUNTIMES = ("onnxruntime", "openvino", "tract")
 #: Converter targets, measured only when named (``--runtimes tinygrad``): their venvs differ.
-CONVERTERS = ("tinygrad", "onnx2torch", "tvm")
+CONVERTERS = ("tinygrad", "onnx2torch", "tvm", "iree")
 _OPS = {"Loop", "Scan", "If", "ReverseSequence", "SplitToSequence", "ConcatFromSequence"}
 #: Ops the converters lack and seqlower lowers (``unroll-recurrent-ops``), cases chosen too.
 _RECURRENT = {"LSTM", "GRU", "RNN"}

@@ -18,6 +18,8 @@ _OPTIONAL = (
     "apache-tvm",
     "onnx2tf",
     "ai-edge-litert",
+    "iree-base-compiler",
+    "iree-base-runtime",
 )
 
 

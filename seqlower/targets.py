@@ -421,6 +421,43 @@ PIPELINES: dict[str, Pipeline] = {
             static_shapes="for Loops, LSTM, GRU and RNN (unrolled when their length is a constant)",
         ),
         Target(
+            name="iree",
+            passes=(
+                "inline-functions",
+                *_SEQUENCE_FREE,
+                # IREE runs a Loop only as a for-loop of states with a count (it ignores the
+                # body's condition): loops that stop on data run to their bound, frozen, and
+                # every Loop gets its count where it is known when it starts
+                "freeze-bounded-loops",
+                "explicit-loop-counts",
+                "loop-to-scan-constant",
+                "unroll-constant-scans",
+                "unroll-recurrent-ops",
+                "lower-reverse-sequence",
+                "fold-static-shapes",
+                # again: a second stacked layer's count is the unrolled first one's length
+                "loop-to-scan-constant",
+                "unroll-constant-scans",
+                # scan outputs of a bounded count written into preallocated states
+                "scan-outputs-as-states",
+            ),
+            requires=("require-sequence-free", "require-iree-loops"),
+            loops="counted",
+            reverse_sequence="gathernd",
+            max_opset=None,
+            strip_symbolic_dims=False,
+            versions="IREE 3.13.0 (iree-base-compiler's ONNX importer, llvm-cpu, local-task)",
+            measured="by hand",
+            still_blocks="Scans whose length is known only at run time (IREE 3.13.0 returns one "
+            "row per scan output) and Loops that are not for-loops of states with a count "
+            "(torch-mlir converts no scan outputs and no Loop without M; IREE ignores a body's "
+            "condition): named before the check (require-iree-loops); at dynamic shapes every "
+            "tf2onnx loop over the time axis: --overwrite-input-shape makes its count a constant",
+            proofs=("iree",),
+            static_shapes="for Loops with scan outputs and Scans (unrolled when their count is "
+            "a constant)",
+        ),
+        Target(
             name="tensorrt",
             passes=(*_SEQUENCE_FREE,),
             requires=("require-sequence-free",),

@@ -1,5 +1,5 @@
 """Run a model on the runtimes seqlower exists for: onnxruntime, OpenVINO, tract, tinygrad, and
-the converters onnx2torch, TVM and onnx2tf.
+the converters onnx2torch, TVM, onnx2tf and IREE.
 
 The lowered models must run, and match, on runtimes that lack the ops seqlower removes; these
 helpers give every test one way to ask "does this model run there, and what does it return".
@@ -7,8 +7,8 @@ OpenVINO, tract and tinygrad come with the ``runtimes`` extra (``pip install -e
 '.[test,runtimes]'``, which ``.ci/run`` installs, with clang for tinygrad's CPU device). Where one
 is missing, :func:`require` skips the test with a reason, except under CI (``CI`` set), where a
 missing runtime is a failure: CI must measure them all. The converters in :data:`BY_HAND` are
-not CI's (torch and TVM are gigabytes; onnx2tf needs Python 3.12): their tests skip when
-absent, CI or not, and are run by hand in a venv with their extra.
+not CI's (torch, TVM and IREE take hundreds of MB to gigabytes; onnx2tf needs Python 3.12):
+their tests skip when absent, CI or not, and are run by hand in a venv with their extra.
 """
 
 from __future__ import annotations
@@ -79,11 +79,12 @@ CONVERTERS: dict[str, tuple[str, Callable[[onnx.ModelProto, Feeds], list[np.ndar
     "onnx2torch": ("onnx2torch", _run_on("onnx2torch")),
     "tvm": ("tvm", _run_on("tvm")),
     "onnx2tf": ("onnx2tf", _run_on("onnx2tf")),
+    "iree": ("iree.compiler", _run_on("iree")),
 }
 _ALL = {**RUNTIMES, **CONVERTERS}
 
 #: Runtimes CI does not install, with the extra that does: skipped when absent, even under CI.
-BY_HAND = {"onnx2torch": "onnx2torch", "tvm": "tvm", "onnx2tf": "onnx2tf"}
+BY_HAND = {"onnx2torch": "onnx2torch", "tvm": "tvm", "onnx2tf": "onnx2tf", "iree": "iree"}
 
 
 def missing(runtime: str) -> str | None:

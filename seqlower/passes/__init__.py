@@ -32,6 +32,7 @@ if TYPE_CHECKING:
         RequireTinygradOps,
         RequireTvmOps,
     )
+    from seqlower.passes.checks.require_iree_loops import RequireIreeLoops
     from seqlower.passes.checks.require_no_loop import RequireNoLoop
     from seqlower.passes.checks.require_onnx2tf_loops import RequireOnnx2TfLoops
     from seqlower.passes.checks.require_sequence_free import RequireSequenceFree
@@ -156,6 +157,7 @@ __all__ = [
     "RaggedMapsAsScans",
     "RaggedRowMaps",
     "RecurrenceLengthsPerEntry",
+    "RequireIreeLoops",
     "RequireNoLoop",
     "RequireOnnx2TfLoops",
     "RequireOnnx2TorchOps",
@@ -231,6 +233,7 @@ _MODULES = {
     "LowerScan8Lengths": "loops.lower_scan8",
     "ExplicitLoopCounts": "loops.explicit_loop_counts",
     "RequireNoLoop": "checks.require_no_loop",
+    "RequireIreeLoops": "checks.require_iree_loops",
     "RequireOnnx2TfLoops": "checks.require_onnx2tf_loops",
     "RequireShapeSliceBounds": "checks.require_slice_bounds",
     "RunTimeSlicesAsGathers": "repairs.run_time_slices",
@@ -353,6 +356,7 @@ PASSES: MutableMapping[str, type[ir.passes.InPlacePass]] = _Registry(
         "loop-to-scan-fixed-states": "LoopToScanFixedStates",
         "explicit-loop-counts": "ExplicitLoopCounts",
         "require-no-loop": "RequireNoLoop",
+        "require-iree-loops": "RequireIreeLoops",
         "require-onnx2tf-loops": "RequireOnnx2TfLoops",
         "explicit-constant-of-shape-value": "ExplicitConstantOfShapeValue",
         "strip-symbolic-dims": "StripSymbolicDims",
