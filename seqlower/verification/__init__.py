@@ -15,6 +15,7 @@ It knows nothing of seqlower's passes: it compares any reference model with any 
 
 from __future__ import annotations
 
+from seqlower.verification._iree import Iree
 from seqlower.verification.check import (
     DEFAULT_TIMEOUT,
     CheckOptions,
@@ -28,6 +29,9 @@ from seqlower.verification.oracles import (
     Oracle,
 )
 from seqlower.verification.report import OutputReport, RunReport, SkippedRun, VerifyReport
+
+# IREE's oracle (its own module, importing oracles.py) joins the table here.
+TARGET_ORACLES["iree"] = Iree()
 
 __all__ = [
     "DEFAULT_TIMEOUT",

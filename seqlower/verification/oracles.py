@@ -18,8 +18,8 @@ knows anything of seqlower's lowering, so the lowered model is never its own ora
 :data:`TARGET_ORACLES` holds the runtimes a lowered model can also be proven on (``--target``): one
 class each for OpenVINO (:class:`OpenVino`), tract (:class:`Tract`, concrete or symbolic
 input facts) and the converters (:class:`Tinygrad`, :class:`Onnx2Torch`, :class:`Onnx2Tf`,
-:class:`Tvm`; IREE's, :class:`~._iree.Iree`, in its own module); they run the candidate,
-and the original only to blame a failure there.
+:class:`Tvm`; IREE's, :class:`~._iree.Iree`, lives in its own module, which the package adds
+here); they run the candidate, and the original only to blame a failure there.
 """
 
 from __future__ import annotations
@@ -1117,13 +1117,3 @@ def _stop(runner: Runner, done: threading.Event) -> None:
     if runner.stop is not None:
         runner.stop()
         done.wait(10)
-
-
-def _register_iree() -> None:
-    """IREE's oracle lives in its own module (:mod:`._iree`), which imports from this one."""
-    from seqlower.verification._iree import Iree
-
-    TARGET_ORACLES["iree"] = Iree()
-
-
-_register_iree()
