@@ -28,6 +28,7 @@ from seqlower._fs import (
     check_target,
     data_sets,
     failing_inputs_folder,
+    folder_lock,
     give_default_folder_mode,
     put_folder_in_place,
     replace_own_folder,
@@ -875,7 +876,8 @@ def save_failing_inputs(
         give_default_folder_mode(staging / "test_data_set_0")
         if folder == default:
             give_default_folder_mode(staging)
-            placed = replace_own_folder(staging, folder)
+            with folder_lock(folder.parent):  # two runs failing on one OUT take turns
+                placed = replace_own_folder(staging, folder)
         else:
             placed = put_folder_in_place(staging / "test_data_set_0", folder / "test_data_set_0")
     finally:
