@@ -147,7 +147,9 @@ def pipelines_text() -> str:
 
     lines = [fill(f"`{SHARED}` stands for " + ", ".join(shared) + ".")]
     lines.append("")
-    for name, passes in built_pipelines().items():
+    for name, built in built_pipelines().items():
+        assert built[0] == "validate-nodes" and built[-1] == "topological-sort", built
+        passes = built[1:-1]  # every row's first and last, said once above the list
         words, i = [], 0
         while i < len(passes):
             if passes[i : i + len(shared)] == shared:
