@@ -27,7 +27,7 @@ from seqlower._fs import (
     give_default_mode,
     note_written,
 )
-from seqlower._graphs import all_graphs
+from seqlower._graphs import all_graphs, proto_graphs
 from seqlower.errors import InvalidModelError, ModelLoadError, OutputError, first_line
 
 __all__ = [
@@ -74,12 +74,14 @@ def load_model(path: str | os.PathLike[str], *, check: bool = True) -> ir.Model:
             onnx.checker.check_model(str(path))
         except Exception as e:
             if _MISSING_SHAPE not in str(e):
-                raise InvalidModelError(f"{path} is not valid ONNX: {_checker_message(e)}") from e
+                raise InvalidModelError(
+                    f"{path} is not valid ONNX: {_checker_message(e, proto)}"
+                ) from e
             notes = repair_missing_shapes(proto, str(path))
             try:
                 onnx.checker.check_model(_without_external_initializers(proto))
             except Exception as again:
-                message = _checker_message(again)
+                message = _checker_message(again, proto)
                 raise InvalidModelError(f"{path} is not valid ONNX: {message}") from again
     try:
         model = ir.serde.deserialize_model(proto)
@@ -766,8 +768,22 @@ def strict_inference_problem(proto: onnx.ModelProto, limit: int = 400) -> str:
     return ""
 
 
-def _checker_message(error: BaseException) -> str:
-    """The checker's complaint on one line, with the node it names when it names one."""
+#: onnx.checker's complaint about a node reading a value no earlier node wrote, cut at its
+#: line breaks by any one-line rendering ("however input 'a' of node:").
+_UNSORTED = re.compile(
+    r"topologically sorted, however input '(?P<value>[^']*)' of node:\s*name: ?(?P<name>\S*) "
+    r"OpType: (?P<op>\S+)"
+)
+_CONTEXT = re.compile(r"Context: Bad node spec for node\. Name: (\S*) OpType: (\S+)")
+
+
+def _checker_message(error: BaseException, model: onnx.ModelProto | None = None) -> str:
+    """The checker's complaint on one line, with the node it names when it names one; for
+    nodes out of order, which node reads what before it is written (``model``: the proto
+    checked, where the writer is looked for)."""
+    unsorted = _UNSORTED.search(str(error))
+    if unsorted:
+        return _unsorted_message(str(error), unsorted, model)
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]
     if not lines:
         return type(error).__name__
@@ -777,6 +793,39 @@ def _checker_message(error: BaseException) -> str:
         name = f" '{match.group(1)}'" if match.group(1) else ""
         message += f" (in {match.group(2)} node{name})"
     return message
+
+
+def _unsorted_message(text: str, match: re.Match[str], model: onnx.ModelProto | None) -> str:
+    """One line for onnx.checker's "must be topologically sorted": the node, the value it
+    reads, and the node that writes it later (the exporter wrote the nodes out of order), or
+    that nothing defines it."""
+    value, name, op = match.group("value"), match.group("name"), match.group("op")
+    node = f"{op} node '{name}'" if name else f"an unnamed {op} node"
+    context = _CONTEXT.search(text)
+    if context:
+        owner = f"'{context.group(1)}'" if context.group(1) else "an unnamed one"
+        node += f" (in a subgraph of {context.group(2)} node {owner})"
+    writer = None if model is None else _writer_of(model.graph, value)
+    if writer is None:
+        return (
+            f"{node} reads '{value}', which no node before it writes and which is no graph "
+            "input or initializer"
+        )
+    written_by = f"{writer.op_type} node '{writer.name}'" if writer.name else writer.op_type
+    return (
+        f"{node} reads '{value}' before {written_by} writes it: the exporter wrote the nodes "
+        "out of topological order, which ONNX forbids (re-export the model, or sort its nodes, "
+        "e.g. with onnx_ir.passes.common.TopologicalSortPass)"
+    )
+
+
+def _writer_of(graph: onnx.GraphProto, value: str) -> onnx.NodeProto | None:
+    """The node of ``graph`` or of its subgraphs that writes ``value``, if one does."""
+    for scope in proto_graphs(graph):
+        for node in scope.node:
+            if value in node.output:
+                return node
+    return None
 
 
 def _root_message(error: BaseException) -> str:

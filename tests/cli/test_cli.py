@@ -76,6 +76,50 @@ def test_bad_input_files(label: str, content: bytes, words: list[str], tmp_path:
     assert not target.exists()
 
 
+def _out_of_order(in_branch: bool) -> onnx.ModelProto:
+    """A Relu reading 'a' before the Neg that writes it (paddle2onnx's list-appending ``for``
+    writes its nodes so), in the main graph or in an If's then-branch."""
+    nodes = [
+        h.make_node("Relu", ["a"], ["b"], name="late_reader"),
+        h.make_node("Neg", ["x"], ["a"], name="writer"),
+    ]
+    if not in_branch:
+        return make_model(nodes, [tensor_info("x", 1, [2])], [tensor_info("b", 1, [2])])
+    then = h.make_graph(nodes, "then", [], [tensor_info("b", 1, [2])])
+    other = h.make_graph([h.make_node("Neg", ["x"], ["c"])], "else", [], [tensor_info("c", 1, [2])])
+    branch = h.make_node("If", ["p"], ["y"], then_branch=then, else_branch=other, name="the_if")
+    return make_model(
+        [branch], [tensor_info("x", 1, [2]), tensor_info("p", 9, [])], [tensor_info("y", 1, [2])]
+    )
+
+
+@pytest.mark.parametrize("in_branch", [False, True])
+def test_nodes_out_of_order_named_whole(in_branch: bool, tmp_path: Path) -> None:
+    """onnx.checker's complaint spans lines, and one line of it read "however input 'a' of
+    node:" and stopped: the line now names the reader, the value, its writer, and whose fault
+    it is."""
+    source = tmp_path / "in.onnx"
+    onnx.save(_out_of_order(in_branch), source)
+    line = assert_one_line_error(
+        run_cli(source, "-o", tmp_path / "out.onnx"),
+        "Relu node 'late_reader'",
+        "reads 'a' before Neg node 'writer' writes it",
+        "exporter wrote the nodes out of topological order",
+    )
+    assert line.rstrip().endswith(")") and "of node:" not in line
+    assert ("If node 'the_if'" in line) == in_branch
+
+
+def test_value_nothing_writes_is_not_called_out_of_order(tmp_path: Path) -> None:
+    source = tmp_path / "in.onnx"
+    onnx.save(
+        make_model([h.make_node("Neg", ["nowhere"], ["y"])], [], [tensor_info("y", 1, [1])]),
+        source,
+    )
+    line = assert_one_line_error(run_cli(source, "-o", tmp_path / "out.onnx"), "'nowhere'")
+    assert "no node before it writes" in line and "out of topological order" not in line
+
+
 def test_missing_file_and_directory(tmp_path: Path) -> None:
     assert_one_line_error(
         run_cli(tmp_path / "absent.onnx", "-o", tmp_path / "out.onnx"), "no such file"
