@@ -438,8 +438,10 @@ PIPELINES: dict[str, Pipeline] = {
                 # again: a second stacked layer's count is the unrolled first one's length
                 "loop-to-scan-constant",
                 "unroll-constant-scans",
-                # scan outputs of a bounded count written into preallocated states
+                # scan outputs written into preallocated states: a bounded count's, then any
+                # count's the loop runs exactly (IREE converts no Loop with scan outputs)
                 "scan-outputs-as-states",
+                "scan-outputs-as-run-time-states",
             ),
             requires=("require-sequence-free", "require-iree-loops"),
             loops="counted",

@@ -60,7 +60,10 @@ if TYPE_CHECKING:
     )
     from seqlower.passes.loops.lower_scan8 import LowerScan8, LowerScan8Lengths
     from seqlower.passes.loops.scan_iteration_states import ScanIterationStates
-    from seqlower.passes.loops.scan_outputs_as_states import ScanOutputsAsStates
+    from seqlower.passes.loops.scan_outputs_as_states import (
+        ScanOutputsAsRunTimeStates,
+        ScanOutputsAsStates,
+    )
     from seqlower.passes.loops.strict_loop_bodies import StrictLoopBodies
     from seqlower.passes.loops.strict_scan_bodies import StrictScanBodies, TypedScanBodies
     from seqlower.passes.loops.unroll_constant_scans import (
@@ -172,6 +175,7 @@ __all__ = [
     "ScalarIfConditions",
     "ScalarOutputs",
     "ScanIterationStates",
+    "ScanOutputsAsRunTimeStates",
     "ScanOutputsAsStates",
     "ScanSequenceMap",
     "ShapeValuesAsTensors",
@@ -262,6 +266,7 @@ _MODULES = {
     "ScalarOutputs": "repairs.scalar_outputs",
     "ScanIterationStates": "loops.scan_iteration_states",
     "ScanOutputsAsStates": "loops.scan_outputs_as_states",
+    "ScanOutputsAsRunTimeStates": "loops.scan_outputs_as_states",
     "OutputsWithoutIdentity": "repairs.outputs_without_identity",
     "SliceMeansAsMasks": "repairs.slice_reductions_as_masks",
     "SliceReductionsAsMasks": "repairs.slice_reductions_as_masks",
@@ -331,6 +336,7 @@ PASSES: MutableMapping[str, type[ir.passes.InPlacePass]] = _Registry(
         "empty-means-as-zero": "EmptyMeansAsZero",
         "scalar-outputs": "ScalarOutputs",
         "scan-outputs-as-states": "ScanOutputsAsStates",
+        "scan-outputs-as-run-time-states": "ScanOutputsAsRunTimeStates",
         "outputs-without-identity": "OutputsWithoutIdentity",
         "fold-optionals": "FoldOptionals",
         "fold-sequence-ops": "FoldSequenceOps",

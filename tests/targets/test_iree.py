@@ -97,6 +97,24 @@ LOOP_ROWS = onnx.parser.parse_model(
     """
 )
 
+# As LOOP_ROWS, each row as wide as x: rows of a run-time shape cannot be preallocated.
+LOOP_WIDE_ROWS = onnx.parser.parse_model(
+    """
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[T, K] x) => (float[N, K] ys) {
+        s = Shape(x)
+        zero = Constant<value = int64 {0}>()
+        n = Gather<axis = 0>(s, zero)
+        c = Constant<value = bool {1}>()
+        ys = Loop(n, c) <
+            body = b (int64 i, bool ci) => (bool co, float[K] row) {
+                co = Identity(ci)
+                row = Gather<axis = 0>(x, i)
+            }>
+    }
+    """
+)
+
 # Types and ranks a deployment feeds: a 0-d bool, float64 (IREE demotes it by default), a
 # shape computed at run time.
 KINDS = onnx.parser.parse_model(
@@ -157,20 +175,36 @@ def test_the_row_names_what_iree_gets_wrong_before_any_check() -> None:
     assert "returns one row for each scan output" in caught.value.blockers[0]
     assert "--overwrite-input-shape x=?,6,10" in str(caught.value)
     with pytest.raises(TargetError) as caught:
-        seqlower.lower(LOOP_ROWS, target="iree", check=False)
+        seqlower.lower(LOOP_WIDE_ROWS, target="iree", check=False)
     assert "converts no Loop with scan outputs" in caught.value.blockers[0]
     with pytest.raises(TargetError) as caught:  # stops on data only: no bound to run to
         seqlower.lower(_while("Identity(under)", count=""), target="iree", check=False)
     assert "ignores a Loop's condition" in caught.value.blockers[0]
 
 
+def test_a_loops_scan_outputs_become_states_of_its_count() -> None:
+    """No IREE needed: a Loop that runs exactly M times (M known only at run time) keeps its
+    rows in states of M rows written by ScatterND, and matches the original on every length,
+    none included (onnxruntime, the check's oracle)."""
+    lowered = seqlower.lower(LOOP_ROWS, target="iree", check=False)
+    (loop,) = [n for n in lowered.graph.node if n.op_type == "Loop"]
+    body = next(a.g for a in loop.attribute if a.name == "body")
+    assert len(body.output) == len(loop.input) - 1  # states only
+    assert "ScatterND" in {n.op_type for n in body.node}
+    for length in (0, 1, 5):
+        feeds = {"x": np.arange(3 * length, dtype=np.float32).reshape(length, 3)}
+        assert_same(run("onnxruntime", LOOP_ROWS, feeds), run("onnxruntime", lowered, feeds))
+
+
 def test_target_iree_unrolls_or_freezes_what_iree_gets_wrong(tmp_path: Path) -> None:
-    """At fixed shapes the Scan and the Loop with scan outputs are unrolled; a loop that stops
-    on data or at a bound runs to the bound with its state frozen: each proven on IREE."""
+    """At fixed shapes the Scan and the Loop with scan outputs are unrolled; at dynamic ones the
+    Loop's rows are states; a loop that stops on data or at a bound runs to the bound with its
+    state frozen: each proven on IREE."""
     require("iree")
     cases = [
         (_scan("T"), "x=4,6,10"),
         (LOOP_ROWS, "x=5,3"),
+        (LOOP_ROWS, None),
         (_while("And(under, more)"), None),
     ]
     for k, (model, shape) in enumerate(cases):
