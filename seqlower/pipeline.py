@@ -277,7 +277,8 @@ def run_pipeline(model: ir.Model, pipeline: ir.passes.PassManager) -> ir.passes.
     """Run ``pipeline`` on ``model`` in place, surfacing seqlower's own errors unwrapped.
 
     PassManager wraps every exception in PassError; a user who gave a malformed node wants the
-    message about that node, not the pass machinery's. The passes read no unenforced declared
+    message about that node, not the pass machinery's, and one who ran out of memory the
+    README's exit 3. The passes read no unenforced declared
     size (``passes/_declared.py``): those not proven are forgotten first, for good but on the
     outputs nothing reads.
     """
@@ -295,6 +296,8 @@ def run_pipeline(model: ir.Model, pipeline: ir.passes.PassManager) -> ir.passes.
                 raise cause from None
             if isinstance(cause, RecursionError):
                 raise InvalidModelError(TOO_DEEP_TO_WALK) from None
+            if isinstance(cause, MemoryError):
+                raise cause from None  # exit 3 on the command line, not a bug (PassError's 70)
             cause = cause.__cause__ or cause.__context__
         raise
 

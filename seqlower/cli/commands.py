@@ -634,6 +634,17 @@ def _configure_logging(verbose: int) -> None:
     logging.getLogger("onnx_ir").setLevel(logging.WARNING if verbose < 2 else logging.DEBUG)
 
 
+def _caused_by(error: BaseException, kind: type[BaseException]) -> bool:
+    """Whether ``error`` is a ``kind`` or was raised while handling, or from, one."""
+    cause: BaseException | None = error
+    seen = 0
+    while cause is not None and seen < 100:  # a chain can loop back
+        if isinstance(cause, kind):
+            return True
+        cause, seen = cause.__cause__ or cause.__context__, seen + 1
+    return False
+
+
 class _user_errors:
     """Map exceptions to one line on stderr and an exit code; tracebacks only with -v."""
 
@@ -673,8 +684,9 @@ class _user_errors:
                 else "nothing was written"
             )
             self._fail(f"{what}; {done}", code, None)
-        if isinstance(exc, MemoryError):
-            # Anywhere in a run (lowering, drawing inputs, a runtime): what the README promises.
+        if _caused_by(exc, MemoryError):
+            # Anywhere in a run (lowering, drawing inputs, a runtime), however wrapped (the pass
+            # machinery's PassError): what the README promises.
             self._fail(
                 "error: seqlower ran out of memory; for the check, give smaller sizes with "
                 "--dim/--input-shape or a smaller --check-memory (nothing written)",

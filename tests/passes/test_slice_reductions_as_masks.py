@@ -132,3 +132,24 @@ def test_the_bags_run_on_tinygrad() -> None:
     for bounds in ([1, 3], [2, 2], [3, 1], [0, 4]):
         feeds["bounds"] = np.array(bounds, dtype=np.int64)
         assert_same(run("onnxruntime", model, feeds), run("tinygrad", lowered, feeds))
+
+
+def test_a_long_axis_gets_its_row_numbers_at_run_time() -> None:
+    """Past the bound on constants the mask's row numbers are a ``Range`` (issue 42: an axis of
+    static length 1e9 was a constant of 8 GB), the same numbers."""
+    from seqlower.passes._limits import MAX_CONSTANT_ELEMENTS
+
+    length = MAX_CONSTANT_ELEMENTS + 3
+    text = BAG.format(op="ReduceSum", keep=0, out="3")
+    text = text.replace("float[5, 3] w", f"float[{length}, 3] w")
+    model = onnx.parser.parse_model(text)
+    lowered = seqlower.lower(model, passes=["slice-reductions-as-masks"])
+    assert "Where" in {n.op_type for n in lowered.graph.node}
+    constants = [a.t for n in lowered.graph.node for a in n.attribute if a.type == a.TENSOR]
+    assert max(int(np.prod(t.dims)) for t in constants) <= MAX_CONSTANT_ELEMENTS
+    w = np.random.default_rng(0).random((length, 3), dtype=np.float32)
+    for bounds in [[1, 4], [-9, length + 9], [length - 5, -1], [3, 3]]:
+        feeds = {"w": w, "bounds": np.array(bounds, dtype=np.int64)}
+        np.testing.assert_allclose(
+            run("onnxruntime", lowered, feeds)[0], run("onnxruntime", model, feeds)[0], rtol=1e-5
+        )

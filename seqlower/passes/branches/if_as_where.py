@@ -22,6 +22,7 @@ element of any shape, is reshaped to a scalar so ``Where`` keeps the branches' r
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable
 
 import numpy as np
@@ -239,10 +240,22 @@ def _reshape(node: ir.Node, shapes: list[Dims | None], floats: bool) -> object:
     sizes = [int(d) for d in target.reshape(-1)]
     if not int_attr(node, "allowzero", 0):
         sizes = [dims[k] if d == 0 and k < len(dims) else d for k, d in enumerate(sizes)]
-    try:
-        return np.zeros(dims, np.int8).reshape(sizes).shape
-    except ValueError:
-        return _FAILS
+    return _FAILS if (shape := reshaped(dims, sizes)) is None else shape
+
+
+def reshaped(dims: list[int], sizes: list[int]) -> tuple[int, ...] | None:
+    """The shape ``Reshape`` of ``dims`` to ``sizes`` (one -1 at most, inferred) gives, or None
+    when the element counts cannot match. Arithmetic only: numpy's reshape of a real array
+    allocated every element of a static [1e9, ...] (issue 42)."""
+    count = math.prod(dims)
+    if sizes.count(-1) > 1 or any(size < -1 for size in sizes):
+        return None
+    known = math.prod(size for size in sizes if size != -1)
+    if -1 not in sizes:
+        return tuple(sizes) if known == count else None
+    if known == 0 or count % known:
+        return None
+    return tuple(count // known if size == -1 else size for size in sizes)
 
 
 def _static(dim: object) -> int | None:

@@ -56,6 +56,7 @@ from seqlower.passes._ir import (
     nodes_in,
     strip_symbolic,
 )
+from seqlower.passes._limits import fits_constant
 from seqlower.passes._shared import outer_reads, prepend, read_inside, remove_dead
 from seqlower.passes._trip_count import (
     UNROLL_LIMIT,
@@ -689,7 +690,7 @@ def _padded(emit: Emitter, x: ir.Value, read: RowRead, ran: ir.Value) -> ir.Valu
 def _appended(emit: Emitter, x: ir.Value, read: RowRead) -> ir.Value:
     """``x`` with one zero row appended: a constant, or a ``ConstantOfShape`` of ``x``'s row
     shape (tract 0.23.9 evaluates no ``Pad`` of a bool mask)."""
-    if all(isinstance(d, int) for d in read.row):
+    if all(isinstance(d, int) for d in read.row) and fits_constant(*(d or 0 for d in read.row)):
         zeros = np.zeros((1, *(d or 0 for d in read.row)), read.dtype.numpy())
         row = emit.constant(zeros, hint=f"{x.name}_pad")
     else:

@@ -31,6 +31,7 @@ import onnx_ir as ir
 from seqlower.passes._base import NodeLoweringPass, Rewrite, Site
 from seqlower.passes._bounds import upper_bound
 from seqlower.passes._ir import constant_array, graph_attr, is_static
+from seqlower.passes._limits import fits_constant
 from seqlower.passes._trip_count import passes_through
 from seqlower.passes._types import TypeOracle, element_dtype
 
@@ -87,8 +88,13 @@ class ScanOutputsAsStates(NodeLoweringPass[_Plan]):
         count_out = inside.Add(count_in, inside.int64s(1, hint="one"), _hint="count_next")
         buffers, ins, outs = [], [], []
         for (shape, dtype), row in zip(plan.rows, body.outputs[1 + states :], strict=True):
-            zeros = np.zeros((plan.bound, *shape), dtype=dtype)
-            buffers.append(op.constant(zeros, hint="rows"))
+            if fits_constant(plan.bound, *shape):
+                zeros = np.zeros((plan.bound, *shape), dtype=dtype)
+                buffers.append(op.constant(zeros, hint="rows"))
+            else:  # a row of a static [1e9]: the zeros made at run time
+                filler = ir.Tensor(np.zeros(1, dtype=dtype))
+                dims = op.int64s([plan.bound, *shape], hint="rows_shape")
+                buffers.append(op.ConstantOfShape(dims, value=filler, _hint="rows"))
             index = np.arange(plan.bound, dtype=np.int64).reshape((-1,) + (1,) * len(shape))
             hit = inside.Equal(inside.constant(index, hint="row_index"), i, _hint="this_row")
             held = ir.Value(name=names.fresh(f"{ctx.base}_rows"), type=row.type)

@@ -29,6 +29,7 @@ import onnx_ir as ir
 from seqlower.passes._base import ONNX_DOMAINS, NodeLoweringPass, Rewrite, Site
 from seqlower.passes._emit import Emitter
 from seqlower.passes._ir import constant_array, int_attr, ints_attr, is_onnx, reduced_axes
+from seqlower.passes._limits import fits_constant
 from seqlower.passes._types import TypeOracle, element_dtype
 
 __all__ = ["SliceMeansAsMasks", "SliceReductionsAsMasks"]
@@ -168,8 +169,13 @@ def _inside(
         return op.Min(op.Max(back, zero, _hint=f"{hint}_low"), length, _hint=hint)
 
     first, last = clamped(starts, "first"), clamped(ends, "last")
-    rows = np.arange(plan.length, dtype=np.int64).reshape([-1] + [1] * (plan.rank - 1 - plan.axis))
-    index = op.constant(rows, hint="rows")
+    later = list(range(1, plan.rank - plan.axis))  # axes after the sliced one, to broadcast
+    if fits_constant(plan.length):
+        rows = np.arange(plan.length, dtype=np.int64).reshape([-1] + [1] * len(later))
+        index = op.constant(rows, hint="rows")
+    else:  # a long static axis: the row numbers computed at run time (a Range of a constant)
+        count = op.arange(op.int64s(plan.length, hint="length_scalar"), hint="rows")
+        index = op.unsqueeze(count, later, hint="rows") if later else count
     inside = op.And(
         op.GreaterOrEqual(index, first, _hint="from_first"),
         op.Less(index, last, _hint="before_last"),

@@ -27,15 +27,12 @@ import onnx_ir as ir
 
 from seqlower.passes._emit import Emitter
 from seqlower.passes._ir import rank_of
+from seqlower.passes._limits import fits_constant
 
 __all__ = ["RowPlan", "invalid_lengths", "reverse_rows"]
 
 # Far past any row count: where a constant length is negative, the index points here.
 _OUT_OF_RANGE = 2**62
-# The largest index folded into a constant (entries, 8 MB): past it, a head of max(len) steps
-# when that is smaller, else the computed index. Constant lengths longer than any plausible T
-# (invalid, but legal to write) must not make the model huge.
-_MAX_FOLDED_INDEX = 1 << 20
 
 
 class RowPlan(Protocol):
@@ -52,15 +49,18 @@ def reverse_rows(
 ) -> None:
     """Emit the reversal of ``data`` into ``result`` with a row ``Gather``."""
     rows = _Rows(emit, data, plan)
+    # The index is folded into a constant only within the bound on constants: past it, a head
+    # of max(len) steps when that is smaller, else the computed index. Constant lengths longer
+    # than any plausible T (invalid, but legal to write) must not make the model huge either.
     batch = 0 if plan.lens is None else len(plan.lens)
     if (
         plan.lens is not None
         and plan.time_size is not None
-        and (plan.time_size * batch <= _MAX_FOLDED_INDEX)
+        and fits_constant(plan.time_size, batch)
     ):
         index = _row_index(plan.lens, plan.time_size, plan.time_axis, plan.time_size)
         rows.gather(emit.constant(index, hint="index"), output=result)
-    elif plan.lens is not None and _head_steps(plan.lens) * batch <= _MAX_FOLDED_INDEX:
+    elif plan.lens is not None and fits_constant(_head_steps(plan.lens), batch):
         _head_and_tail(emit, rows, plan.lens, plan.time_axis, result)
     else:
         rows.gather(_computed_index(emit, rows, lens, plan.time_axis), output=result)

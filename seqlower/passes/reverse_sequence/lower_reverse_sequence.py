@@ -72,6 +72,7 @@ from seqlower.passes._base import NodeLoweringPass, Rewrite, Site
 from seqlower.passes._dims import Dim, DimProver, filled_vector
 from seqlower.passes._emit import Emitter
 from seqlower.passes._ir import ints_attr, is_onnx, onnx_producer, static_dim
+from seqlower.passes._limits import fits_constant
 from seqlower.passes._types import TypeOracle, element_dtype
 from seqlower.passes._validate import check_lengths_count, validate_reverse_sequence
 from seqlower.passes.reverse_sequence._reverse_rows import (
@@ -88,8 +89,6 @@ __all__ = [
 ]
 
 _INT64_MIN = -(2**63)  # a Slice end meaning "past the first element", stepping backwards
-# The largest constant index (entries, 8 MB of int64): past it the index is computed.
-_MAX_CONSTANT_INDEX = 1 << 20
 
 
 class _Form(enum.Enum):
@@ -369,7 +368,7 @@ def _constant_form(lens: np.ndarray | None, time_size: int | None) -> _Form | No
     # 1.1-1.6x slower in onnxruntime than a GatherND with a constant index shared by the model's
     # reversals, and ran no faster (200 reversals of [8, 4, 16] and [8, 8, 1], 20 of
     # [64, 32, 256]).
-    return _Form.CONSTANT if time_size * lens.size <= _MAX_CONSTANT_INDEX else None
+    return _Form.CONSTANT if fits_constant(time_size, lens.size) else None
 
 
 def _constant_index(emit: Emitter, plan: _Plan) -> ir.Value:
@@ -564,7 +563,8 @@ def _lengths_part(
     it for symbolic B.) A static B with the lengths known to be one per entry needs neither:
     the coordinates are a constant and the lengths are read as they are."""
     column = _column_axes(plan)[1]
-    if plan.batch_checked and (plan.lens is not None or plan.batch_size):
+    static_batch = bool(plan.batch_size) and fits_constant(plan.batch_size or 0)
+    if plan.batch_checked and (plan.lens is not None or static_batch):
         # One length per entry of a static batch axis (not empty: OpenVINO 2026.4.1 broadcasts
         # an empty constant away, see _time_steps): the batch coordinates are a constant, and
         # so are the lengths when they are (else they are read as they are).
@@ -655,7 +655,8 @@ def _time_steps(
     column = _column_axes(plan)[0]
     # A static T: the steps are constants. Not for T = 0: OpenVINO 2026.4.1 broadcasts an empty
     # constant away (Sub([1, 1], [0, 1, 1]) gives [1, 1]; tests/passes/test_reverse_sequence.py).
-    if plan.time_size:
+    # Nor past the bound on constants (a static T = 2e7 wrote 320 MB of steps, issue 42).
+    if plan.time_size and fits_constant(plan.time_size + 1):
         last_steps = emit.constant(np.arange(-1, plan.time_size, dtype=np.int64), hint="last_steps")
         steps = emit.constant(
             np.arange(plan.time_size, dtype=np.int64).reshape(
@@ -808,9 +809,12 @@ def _checked_gather(emit: Emitter, table: ir.Value, lengths: ir.Value) -> ir.Val
 
 def _static_sizes(time_size: int | None, batch_size: int | None) -> bool:
     """Whether T and B are static and not 0 (OpenVINO 2026.4.1 broadcasts an empty constant
-    away, see :func:`_time_steps`), and every row number fits in int32: the index's shape
-    parts are then constants (issue 33)."""
+    away, see :func:`_time_steps`), small enough for constants of T + 1 and B entries (issue
+    42), and every row number fits in int32: the index's shape parts are then constants (issue
+    33)."""
     if not time_size or not batch_size:
+        return False
+    if not fits_constant(time_size + 1) or not fits_constant(batch_size):
         return False
     return (time_size + 1) * batch_size < 2**31
 

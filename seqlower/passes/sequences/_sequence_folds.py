@@ -239,7 +239,11 @@ class SequenceFolds(ir.passes.InPlacePass):
         axis = node.attributes["axis"].as_int() if "axis" in node.attributes else 0
         keepdims = node.attributes["keepdims"].as_int() if "keepdims" in node.attributes else 1
         sizes = self._split_sizes(x, split, axis)
-        count = len(sizes) if sizes is not None else self._static_count(split, opset)
+        count: int | None
+        if isinstance(sizes, int):  # too many pieces to list
+            count, sizes = sizes, None
+        else:
+            count = len(sizes) if sizes is not None else self._static_count(split, opset)
         if count is None:
             block(node, "the number of pieces is known only at run time")
             return False
@@ -288,7 +292,11 @@ class SequenceFolds(ir.passes.InPlacePass):
             return None
         return shape[0]
 
-    def _split_sizes(self, x: ir.Value, split: ir.Value | None, axis: int) -> list[int] | None:
+    def _split_sizes(
+        self, x: ir.Value, split: ir.Value | None, axis: int
+    ) -> list[int] | int | None:
+        """The pieces' sizes when known; only their count past :data:`SPLIT_LIMIT` (listing
+        a static axis of 1e9 unit pieces took gigabytes, issue 42)."""
         if split is not None:
             array = constant_array(split)
             if array is None or array.dtype.kind not in "iu":
@@ -304,6 +312,9 @@ class SequenceFolds(ir.passes.InPlacePass):
         if not isinstance(size, int):
             return None
         step = 1 if split is None else int(constant_array(split))  # type: ignore[arg-type]
+        count = -(-size // step)
+        if count > SPLIT_LIMIT:
+            return count
         return [min(step, size - start) for start in range(0, size, step)]
 
 
