@@ -39,6 +39,13 @@ def validate_reverse_sequence(node: ir.Node) -> tuple[int, int, np.ndarray | Non
     rank = rank_of(data)
     if rank is not None and rank < 2:
         raise InvalidNodeError(node, f"input '{data.name}' has rank {rank}; it must be >= 2")
+    lens_type = lens_value.dtype
+    if lens_type is not None and lens_type != ir.DataType.INT64:
+        raise InvalidNodeError(
+            node,
+            f"sequence_lens '{lens_value.name}' is {lens_type.name.lower()}; ReverseSequence "
+            "takes int64 lengths (a Cast<to = 7> of them before the node fixes the model)",
+        )
     lens_rank = rank_of(lens_value)
     if lens_rank is not None and lens_rank != 1:
         raise InvalidNodeError(

@@ -39,6 +39,11 @@ REVERSE: dict[str, tuple[str, str]] = {
         _reverse("batch_axis = 1, time_axis = 0", lens="int64[3] lens"),
         "holds 3 lengths but input 'x' has 2 batch entries",
     ),
+    # issue 43: onnxruntime refused it in the check (exit 1, MISMATCH); lower() returned it.
+    "lens_int32": (
+        _reverse("batch_axis = 1, time_axis = 0", lens="int32[2] lens"),
+        "sequence_lens 'lens' is int32; ReverseSequence takes int64 lengths",
+    ),
 }
 
 #: Malformed SequenceMaps whose fault is in the node itself (the others need types).
@@ -83,4 +88,12 @@ def test_kept_reverse_sequence_is_exit_2_not_a_mismatch(tmp_path: Path, target: 
         require(target)  # --target names a missing runtime before the node
     result = run_cli(source, "-o", out, "--target", target, *flags)
     assert assert_one_line_error(result) == line
+    assert not out.exists()
+
+
+def test_int32_lengths_are_exit_2_naming_the_node(tmp_path: Path) -> None:
+    source, out = tmp_path / "m.onnx", tmp_path / "out.onnx"
+    onnx.save(onnx.parser.parse_model(REVERSE["lens_int32"][0]), source)
+    result = run_cli(source, "-o", out)
+    assert_one_line_error(result, "ReverseSequence node", "int32", "Cast")
     assert not out.exists()
