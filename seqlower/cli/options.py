@@ -334,12 +334,24 @@ def _expected_option(compared: str) -> _Decorator:
     )
 
 
+_STRICT_EXPECTED = click.option(
+    "--strict-expected",
+    is_flag=True,
+    help="Fail (exit 1, the export named) when the outputs differ from --expected even where "
+    "the original model differs as much (by default that is the export's fault: a warning).",
+)
+
+
 def _with_check_options(
     command: Callable[..., Any], target: _Decorator, compared: str
 ) -> Callable[..., Any]:
     options = [*_INPUT_OPTIONS, *_LIMIT_AND_FILE_OPTIONS]
     # --expected and --target before --report, as the help lists them
-    options[len(options) - 1 : len(options) - 1] = [_expected_option(compared), target]
+    options[len(options) - 1 : len(options) - 1] = [
+        _expected_option(compared),
+        _STRICT_EXPECTED,
+        target,
+    ]
     for option in reversed(options):
         command = option(command)
     return command
@@ -403,10 +415,15 @@ def checking(
     inputs: Path | None,
     expected: Path | None,
     targets: tuple[str, ...],
+    strict_expected: bool = False,
 ) -> CheckOptions:
     """The :class:`CheckOptions` the check flags ask for (``--report`` is the caller's)."""
     from seqlower.verification.check import CheckOptions
 
+    if strict_expected and expected is None:
+        from seqlower.errors import BadOptionError
+
+        raise BadOptionError("--strict-expected: give the framework's outputs with --expected")
     return CheckOptions(
         inputs=inputs,
         n=check_n,
@@ -421,6 +438,7 @@ def checking(
         targets=tuple(targets),
         expected=expected,
         force_input_shape=force_input_shape,
+        strict_expected=strict_expected,
     )
 
 
@@ -447,6 +465,7 @@ def repro_flags(options: CheckOptions, *, expected: Path | None = None) -> list[
     shapes, targets, and ``--expected`` (``expected``: where the framework's outputs for those
     inputs were saved). Drawing flags (``--seed``, ``--check-n``) play no part with inputs."""
     flags = [] if expected is None else [f"--expected={expected}"]
+    flags += ["--strict-expected"] if expected is not None and options.strict_expected else []
     tolerances = options.tolerances
     for flag, index, overall in (("--rtol", 0, tolerances.rtol), ("--atol", 1, tolerances.atol)):
         if overall is not None:

@@ -15,8 +15,10 @@ import pytest
 from click.testing import CliRunner
 from onnx import numpy_helper
 
+import seqlower
 from seqlower.cli.commands import cli
 from seqlower.targets import TARGETS
+from seqlower.verification import CheckOptions, verify
 from seqlower.verification.input_files import save_inputs
 from tests.helpers import REALWORLD
 
@@ -85,6 +87,26 @@ def test_framework_difference_the_export_shares_is_a_warning(tmp_path: Path) -> 
         "'Identity:0' max abs 0.01 (the lowered model: the same)"
     ) in result.stderr
     assert out.exists()
+    out.unlink()
+    # A CI gate makes it fatal: exit 1, the export named, OUT not written; the same in the API.
+    result = CliRunner().invoke(
+        cli, [str(model), "-o", str(out), "--expected", str(wrong), "--strict-expected"]
+    )
+    assert result.exit_code == 1, result.output
+    assert (
+        "check: MISMATCH: the original export already differs from the framework's outputs"
+    ) in result.stderr
+    assert "(--strict-expected)" in result.stderr and not out.exists()
+    lowered = seqlower.lower(model)
+    report = verify(model, lowered, CheckOptions(expected=wrong, strict_expected=True))
+    assert report.status == "mismatch" and report.culprit == "export"
+    assert verify(model, lowered, CheckOptions(expected=wrong)).ok
+
+
+def test_strict_expected_needs_expected(tmp_path: Path) -> None:
+    model = SAMPLES / "v1_bidir_dynamic_rnn_lens_input_op17.onnx"
+    result = CliRunner().invoke(cli, [str(model), "--dry-run", "--strict-expected"])
+    assert result.exit_code == 2 and "--strict-expected: give" in result.output
 
 
 def test_test_data_folder_with_output_pb(tmp_path: Path) -> None:
