@@ -130,7 +130,15 @@ class Inspection:
                 "(--target tract, --target openvino)"
             )
         elif not self.ops:
-            lines.append("no sequence op and no ReverseSequence: nothing to lower, runs anywhere")
+            blocked = [view.name for view in self.pipelines if view.blocked]
+            lines.append(
+                "no sequence op and no ReverseSequence: nothing to lower, "
+                + (
+                    f"but {', '.join(blocked)} cannot run it as it stands (below)"
+                    if blocked
+                    else "runs anywhere"
+                )
+            )
         for op, n in sorted(lowered.items()):
             lines.append(f"  {op:24} {n:>6}  lowered by seqlower")
         for op, n in sorted(others.items()):

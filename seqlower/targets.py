@@ -194,7 +194,7 @@ PIPELINES: dict[str, Pipeline] = {
                 # it ignores sequence_lens: one batch entry at a time, on its own length
                 "recurrence-lengths-per-entry",
             ),
-            requires=("require-sequence-free",),
+            requires=("require-sequence-free", "require-openvino-ops"),
             loops="kept",
             reverse_sequence="native",
             max_opset=None,
@@ -235,7 +235,12 @@ PIPELINES: dict[str, Pipeline] = {
                 "alike-branches-as-where",
                 "scan-iteration-states",
             ),
-            requires=("require-sequence-free", "require-no-loop", "require-shape-slice-bounds"),
+            requires=(
+                "require-sequence-free",
+                "require-no-loop",
+                "require-shape-slice-bounds",
+                "require-tract-ops",
+            ),
             loops="scan",
             reverse_sequence="gathernd",
             max_opset=None,

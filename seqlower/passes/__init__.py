@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from seqlower.passes.checks.require_iree_loops import RequireIreeLoops
     from seqlower.passes.checks.require_no_loop import RequireNoLoop
     from seqlower.passes.checks.require_onnx2tf_loops import RequireOnnx2TfLoops
+    from seqlower.passes.checks.require_runtime_ops import RequireOpenVinoOps, RequireTractOps
     from seqlower.passes.checks.require_sequence_free import RequireSequenceFree
     from seqlower.passes.checks.require_slice_bounds import RequireShapeSliceBounds
     from seqlower.passes.checks.validate_nodes import ValidateNodes
@@ -164,9 +165,11 @@ __all__ = [
     "RequireNoLoop",
     "RequireOnnx2TfLoops",
     "RequireOnnx2TorchOps",
+    "RequireOpenVinoOps",
     "RequireSequenceFree",
     "RequireShapeSliceBounds",
     "RequireTinygradOps",
+    "RequireTractOps",
     "RequireTvmOps",
     "ReshapeWithoutAllowzero",
     "RestampOpVersions",
@@ -239,6 +242,8 @@ _MODULES = {
     "RequireNoLoop": "checks.require_no_loop",
     "RequireIreeLoops": "checks.require_iree_loops",
     "RequireOnnx2TfLoops": "checks.require_onnx2tf_loops",
+    "RequireTractOps": "checks.require_runtime_ops",
+    "RequireOpenVinoOps": "checks.require_runtime_ops",
     "RequireShapeSliceBounds": "checks.require_slice_bounds",
     "RunTimeSlicesAsGathers": "repairs.run_time_slices",
     "RequireOnnx2TorchOps": "checks.require_converter_ops",
@@ -388,6 +393,8 @@ PASSES: MutableMapping[str, type[ir.passes.InPlacePass]] = _Registry(
         "require-onnx2torch-ops": "RequireOnnx2TorchOps",
         "require-tvm-ops": "RequireTvmOps",
         "require-tinygrad-ops": "RequireTinygradOps",
+        "require-tract-ops": "RequireTractOps",
+        "require-openvino-ops": "RequireOpenVinoOps",
         "require-shape-slice-bounds": "RequireShapeSliceBounds",
         "run-time-slices-as-gathers": "RunTimeSlicesAsGathers",
         "scalar-if-conditions": "ScalarIfConditions",

@@ -1,0 +1,91 @@
+"""Check that a runtime target translates every node left, naming each one it lacks (targets
+``tract``, ``openvino``).
+
+An op seqlower never rewrites (``NonMaxSuppression``, a string op, an ``LSTM`` with
+``sequence_lens`` on tract) that the runtime has no translation for fails the proof at load,
+which would say MISMATCH (exit 1) on the runtime's own words. The runtimes list no op set through
+their Python APIs, so ``benchmarks/runtime_ops.py`` measures it one op version at a time into
+``_runtime_ops.py``; this pass, last in the target's pipeline, resolves each default-domain node
+to its ``since_version`` at the model's opset, in every scope, and raises
+:class:`~seqlower.errors.TargetError` naming every node the runtime lacks, before any check
+(exit 2). Nodes of other domains are left to the proof: the table does not cover them. It
+changes nothing.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import onnx_ir as ir
+
+from seqlower._graphs import all_graphs
+from seqlower.errors import TargetError, describe_node
+from seqlower.passes._ir import RECURRENT_OPS, is_onnx
+from seqlower.passes._runtime_ops import (
+    OPENVINO_LACKS,
+    OPENVINO_VERSION,
+    TRACT_LACKS,
+    TRACT_VERSION,
+)
+from seqlower.passes.checks.require_converter_ops import _since_version
+
+__all__ = ["RequireOpenVinoOps", "RequireRuntimeOps", "RequireTractOps"]
+
+
+class RequireRuntimeOps(ir.passes.InPlacePass):
+    """Raise TargetError naming every default-domain node whose op version ``lacks`` holds."""
+
+    #: The target row's name, and the runtime's name and version, for messages.
+    target: ClassVar[str]
+    runtime: ClassVar[str]
+    #: Op -> the since_versions the runtime has no translation for.
+    lacks: ClassVar[dict[str, tuple[int, ...]]]
+    #: Ops the runtime cannot load with an input given: op -> (input index, its name).
+    refused_inputs: ClassVar[dict[str, tuple[int, str]]] = {}
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        opset = model.opset_imports.get("", 1)
+        blockers = []
+        for graph in all_graphs(model):
+            for node in graph:
+                why = self._missing(node, opset)
+                if why:
+                    blockers.append(f"{describe_node(node)} remains: {why}")
+        if blockers:
+            raise TargetError(self.target, blockers)
+        return ir.passes.PassResult(model, modified=False)
+
+    def _missing(self, node: ir.Node, opset: int) -> str | None:
+        if not is_onnx(node):
+            return None
+        op = node.op_type
+        refused = self.refused_inputs.get(op)
+        if refused is not None:
+            index, name = refused
+            if len(node.inputs) > index and node.inputs[index] is not None:
+                return f"{self.runtime} cannot load {op} with {name}"
+        since = _since_version(op, "", opset)
+        if since is not None and since in self.lacks.get(op, ()):
+            return f"{self.runtime} has no {op} (as defined in opset {since})"
+        return None
+
+
+class RequireTractOps(RequireRuntimeOps):
+    """Raise TargetError naming every node tract cannot load (measured:
+    ``_runtime_ops.TRACT_LACKS``, and recurrences given ``sequence_lens``)."""
+
+    target = "tract"
+    runtime = f"tract {TRACT_VERSION}"
+    lacks = TRACT_LACKS
+    # tract 0.23.9 panics typing an LSTM/GRU/RNN given sequence_lens (measured; without it,
+    # all three load).
+    refused_inputs = dict.fromkeys(RECURRENT_OPS, (4, "sequence_lens"))
+
+
+class RequireOpenVinoOps(RequireRuntimeOps):
+    """Raise TargetError naming every node OpenVINO's ONNX front end has no translation for
+    (measured, ``_runtime_ops.OPENVINO_LACKS``)."""
+
+    target = "openvino"
+    runtime = f"OpenVINO {OPENVINO_VERSION}"
+    lacks = OPENVINO_LACKS
