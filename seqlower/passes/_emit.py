@@ -13,9 +13,27 @@ import onnx_ir as ir
 
 from seqlower.passes._ir import constant_array
 
-__all__ = ["Emitter", "NameGenerator"]
+__all__ = ["MAX_CONSTANT_ELEMENTS", "Emitter", "NameGenerator", "fits_constant"]
 
 _POOLED_SIZE = 16  # constants up to this many elements are shared within a graph
+
+#: The most elements a constant a pass builds from a size may hold (512 KiB of int64). A size is
+#: the user's: a static ``T = 2e7`` made a 158-byte model a 320 MB file, and ``T = 1e9`` ran
+#: seqlower out of memory (issue 42). Every pass that builds a constant from a size asks
+#: :func:`fits_constant`; past the bound it writes the run-time form it has for an unknown size
+#: (``Range``, ``ConstantOfShape``, a computed index), a few nodes rather than the memory.
+MAX_CONSTANT_ELEMENTS = 1 << 16
+
+
+def fits_constant(*sizes: int) -> bool:
+    """Whether a constant of shape ``sizes`` stays within :data:`MAX_CONSTANT_ELEMENTS`
+    (Python integers: a product of huge sizes does not wrap around as numpy's would)."""
+    count = 1
+    for size in sizes:
+        count *= max(int(size), 0)
+    return count <= MAX_CONSTANT_ELEMENTS
+
+
 _INT64_MAX = np.iinfo(np.int64).max  # a Slice end meaning "to the last element"
 
 

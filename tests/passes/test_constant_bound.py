@@ -21,7 +21,7 @@ from onnx import helper as h
 
 import seqlower
 from seqlower.errors import ExitCode
-from seqlower.passes._limits import MAX_CONSTANT_ELEMENTS
+from seqlower.passes._emit import MAX_CONSTANT_ELEMENTS
 from seqlower.passes.reverse_sequence.lower_reverse_sequence import LowerReverseSequence
 from tests.helpers import ROOT, all_nodes, ort_run, run_cli
 

@@ -137,7 +137,7 @@ def test_the_bags_run_on_tinygrad() -> None:
 def test_a_long_axis_gets_its_row_numbers_at_run_time() -> None:
     """Past the bound on constants the mask's row numbers are a ``Range`` (issue 42: an axis of
     static length 1e9 was a constant of 8 GB), the same numbers."""
-    from seqlower.passes._limits import MAX_CONSTANT_ELEMENTS
+    from seqlower.passes._emit import MAX_CONSTANT_ELEMENTS
 
     length = MAX_CONSTANT_ELEMENTS + 3
     text = BAG.format(op="ReduceSum", keep=0, out="3")

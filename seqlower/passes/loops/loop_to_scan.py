@@ -44,7 +44,7 @@ import onnx_ir as ir
 
 from seqlower._graphs import subgraphs_of
 from seqlower.passes._base import NodeLoweringPass, Rewrite, Site, rewire
-from seqlower.passes._emit import Emitter
+from seqlower.passes._emit import Emitter, fits_constant
 from seqlower.passes._first_iteration import FirstIteration, RowRead, first_iteration
 from seqlower.passes._ir import (
     NO_LOOP,
@@ -56,7 +56,6 @@ from seqlower.passes._ir import (
     nodes_in,
     strip_symbolic,
 )
-from seqlower.passes._limits import fits_constant
 from seqlower.passes._shared import outer_reads, prepend, read_inside, remove_dead
 from seqlower.passes._trip_count import (
     UNROLL_LIMIT,

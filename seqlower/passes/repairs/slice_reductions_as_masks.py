@@ -27,9 +27,8 @@ import numpy as np
 import onnx_ir as ir
 
 from seqlower.passes._base import ONNX_DOMAINS, NodeLoweringPass, Rewrite, Site
-from seqlower.passes._emit import Emitter
+from seqlower.passes._emit import Emitter, fits_constant
 from seqlower.passes._ir import constant_array, int_attr, ints_attr, is_onnx, reduced_axes
-from seqlower.passes._limits import fits_constant
 from seqlower.passes._types import TypeOracle, element_dtype
 
 __all__ = ["SliceMeansAsMasks", "SliceReductionsAsMasks"]

@@ -25,9 +25,8 @@ from typing import Protocol
 import numpy as np
 import onnx_ir as ir
 
-from seqlower.passes._emit import Emitter
+from seqlower.passes._emit import Emitter, fits_constant
 from seqlower.passes._ir import rank_of
-from seqlower.passes._limits import fits_constant
 
 __all__ = ["RowPlan", "invalid_lengths", "reverse_rows"]
 

@@ -70,9 +70,8 @@ import onnx_ir as ir
 
 from seqlower.passes._base import NodeLoweringPass, Rewrite, Site
 from seqlower.passes._dims import Dim, DimProver, filled_vector
-from seqlower.passes._emit import Emitter
+from seqlower.passes._emit import Emitter, fits_constant
 from seqlower.passes._ir import ints_attr, is_onnx, onnx_producer, static_dim
-from seqlower.passes._limits import fits_constant
 from seqlower.passes._types import TypeOracle, element_dtype
 from seqlower.passes._validate import check_lengths_count, validate_reverse_sequence
 from seqlower.passes.reverse_sequence._reverse_rows import (
