@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
+import numpy as np
 import onnx
 import onnx_ir as ir
 from onnx_ir.passes.common import TopologicalSortPass
@@ -58,6 +59,7 @@ __all__ = [
     "SortIfNeeded",
     "TimedPass",
     "build_pipeline",
+    "check_arguments",
     "check_at_fixed_shapes",
     "lower",
     "lower_with_report",
@@ -183,6 +185,7 @@ def build_pipeline(
     ``FoldOptionals`` then folds what reads them (in every row).
     ``timed`` wraps every pass in :class:`TimedPass`.
     """
+    check_arguments(passes, unroll_inputs, optional_inputs, input_shapes, target)
     if target is not None and (passes is not None or sequence_free):
         raise BadArgumentError(
             "a target chooses its own passes: give target or passes/sequence_free"
@@ -218,6 +221,87 @@ def build_pipeline(
     if isinstance(row, Target) and row.static_shapes and not input_shapes:
         manager.static_shapes = (row.name, row.static_shapes)  # type: ignore[attr-defined]
     return manager
+
+
+def check_arguments(
+    passes: object,
+    unroll_inputs: object,
+    optional_inputs: object,
+    input_shapes: object,
+    target: object = None,
+) -> None:
+    """BadArgumentError naming the argument a Python caller gave in a form the library does not
+    take, before any work: a string where a list of passes goes was read letter by letter
+    ("unknown pass 'l'"), a size of 5.5 silently became 5 and "abc" a PassError (issue 42).
+    The command line's flags are parsed into these forms, so they pass."""
+    if passes is not None:
+        if isinstance(passes, (str, bytes)) or not isinstance(passes, Sequence):
+            hint = f"; for one pass, passes=[{passes!r}]" if isinstance(passes, str) else ""
+            raise BadArgumentError(
+                f"passes= takes a list of pass names or pass instances, not "
+                f"{type(passes).__name__}{hint}"
+            )
+        for k, spec in enumerate(passes):
+            if not isinstance(spec, (str, ir.passes.PassBase)):
+                raise BadArgumentError(
+                    f"passes[{k}] is {_shown(spec)}: each pass is a registered name "
+                    "(seqlower.passes.PASSES) or an onnx_ir pass instance"
+                )
+    if unroll_inputs is not None:
+        for name, count in _named(unroll_inputs, "unroll_inputs", "input name to K"):
+            if _integer(count, least=1) is None:
+                raise BadArgumentError(
+                    f"unroll_inputs[{name!r}] is {_shown(count)}: K must be an integer of at "
+                    "least 1"
+                )
+    if optional_inputs is not None:
+        for name, present in _named(optional_inputs, "optional_inputs", "input name to bool"):
+            if not isinstance(present, (bool, np.bool_)):
+                raise BadArgumentError(
+                    f"optional_inputs[{name!r}] is {_shown(present)}: True (present) or False "
+                    "(absent)"
+                )
+    if input_shapes is not None:
+        for name, dims in _named(input_shapes, "input_shapes", "input name to dimensions"):
+            if isinstance(dims, (str, bytes)) or not isinstance(dims, Sequence | np.ndarray):
+                raise BadArgumentError(
+                    f"input_shapes[{name!r}] is {_shown(dims)}: a sequence of sizes, such as "
+                    "(1, 8, 16)"
+                )
+            for axis, size in enumerate(dims):
+                if _integer(size, least=0) is None:
+                    raise BadArgumentError(
+                        f"input_shapes[{name!r}][{axis}] is {_shown(size)}: each size must be "
+                        "an integer of at least 0"
+                    )
+    if target is not None and not isinstance(target, str):
+        raise BadArgumentError(f"target= takes a target's name, not {_shown(target)}")
+
+
+def _named(mapping: object, argument: str, what: str) -> list[tuple[str, object]]:
+    """The items of ``mapping``, refused unless it is a mapping keyed by input names."""
+    if not isinstance(mapping, Mapping):
+        raise BadArgumentError(
+            f"{argument}= takes a mapping of {what}, not {type(mapping).__name__}"
+        )
+    for name in mapping:
+        if not isinstance(name, str):
+            raise BadArgumentError(f"{argument}: the key {name!r} is not an input name (a str)")
+    return list(mapping.items())
+
+
+def _integer(value: object, least: int) -> int | None:
+    """``value`` as an int when it is an integer (numpy's too; not a bool, not a float) of at
+    least ``least``, else None."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        return None
+    return int(value) if value >= least else None
+
+
+def _shown(value: object) -> str:
+    """A value as an error message shows it: short, whatever its size."""
+    text = repr(value)
+    return text if len(text) <= 40 else f"a {type(value).__name__}"
 
 
 def interface_passes(

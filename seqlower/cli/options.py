@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -429,8 +429,8 @@ def checking(
         n=check_n,
         seed=seed,
         tolerances=_tolerances(rtols, atols),
-        dims=dict(dims),
-        input_shapes=dict(input_shapes),
+        dims=once(dims, "--dim"),
+        input_shapes=once(input_shapes, "--input-shape"),
         seq_len=seq_len,
         memory_budget=memory_budget,
         timeout=timeout,
@@ -539,14 +539,40 @@ def planning(flags: dict[str, Any]) -> dict[str, Any]:
     return {
         "opset": flags.pop("opset"),
         "unroll_inputs": unroll_inputs(flags.pop("unroll_specs")),
-        "optional_inputs": dict(flags.pop("optional_specs")),
-        "overwrite_input_shapes": dict(flags.pop("overwrite_specs")),
+        "optional_inputs": once(flags.pop("optional_specs"), "--optional-input"),
+        "overwrite_input_shapes": once(flags.pop("overwrite_specs"), "--overwrite-input-shape"),
     }
+
+
+_V = TypeVar("_V")
+
+
+def once(pairs: tuple[tuple[str, _V], ...], flag: str) -> dict[str, _V]:
+    """Repeated ``NAME=VALUE`` flags as a dict; a name given twice with two values is a usage
+    error (the last one silently won: issue 42)."""
+    given: dict[str, _V] = {}
+    for name, value in pairs:
+        if name in given and given[name] != value:
+            raise click.BadParameter(
+                f"{name!r} is given twice ({_spelled(given[name])} and {_spelled(value)}); "
+                "give it once",
+                param_hint=flag,
+            )
+        given[name] = value
+    return given
+
+
+def _spelled(value: object) -> str:
+    if isinstance(value, tuple):
+        return ",".join(map(str, value))
+    if isinstance(value, bool):
+        return "present" if value else "absent"
+    return str(value)
 
 
 def unroll_inputs(pairs: tuple[tuple[str, int], ...]) -> dict[str, int]:
     """``--unroll-input NAME=K`` flags as a dict; K at least 1."""
-    counts = dict(pairs)
+    counts = once(pairs, "--unroll-input")
     for name, count in counts.items():
         if count < 1:
             raise click.BadParameter(
