@@ -17,12 +17,13 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
+import onnx
 import onnx_ir as ir
 
 from seqlower._graphs import all_graphs
 from seqlower.errors import InvalidModelError
 
-__all__ = ["check_external_data", "external_locations"]
+__all__ = ["check_external_data", "check_external_fields", "external_locations"]
 
 
 def _initializer_tensors(
@@ -99,6 +100,55 @@ def check_external_data(
             node.attributes[attr.name] = ir.AttrTensors(attr.name, loaded)
 
 
+def check_external_fields(proto: onnx.ModelProto, where: str) -> None:
+    """InvalidModelError naming the tensor when an external one's offset or length is not a
+    whole number of at least 0, before onnx_ir reads the fields: its own error about a
+    negative offset was lost in its error wrapper ("<lambda>() missing 1 required positional
+    argument: 'base_path'", issue 42)."""
+    for owner, tensor in _proto_tensors(proto):
+        if tensor.data_location != onnx.TensorProto.EXTERNAL:
+            continue
+        fields = {entry.key: entry.value for entry in tensor.external_data}
+        for key in ("offset", "length"):
+            text = fields.get(key)
+            if text is None:
+                continue
+            try:
+                number = int(text)
+            except ValueError:
+                number = -1
+            if number < 0:
+                location = fields.get("location", "")
+                raise InvalidModelError(
+                    f"{where}: {owner} '{tensor.name}' (external data '{location}'): "
+                    f"{key} {text!r} is not a byte count (a whole number of at least 0)"
+                )
+
+
+def _proto_tensors(proto: onnx.ModelProto) -> Iterator[tuple[str, onnx.TensorProto]]:
+    """Every tensor of ``proto`` (initializers and attributes, in every graph and function),
+    with what holds it."""
+    graphs: list[onnx.GraphProto] = [proto.graph]
+    nodes: list[onnx.NodeProto] = [n for f in proto.functions for n in f.node]
+    while graphs or nodes:
+        if graphs:
+            graph = graphs.pop()
+            for tensor in graph.initializer:
+                yield "initializer", tensor
+            for sparse in graph.sparse_initializer:
+                yield "initializer", sparse.values
+                yield "initializer", sparse.indices
+            nodes.extend(graph.node)
+            continue
+        node = nodes.pop()
+        for attr in node.attribute:
+            for tensor in [attr.t] if attr.HasField("t") else list(attr.tensors):
+                yield f"attribute '{attr.name}' of {node.op_type} node", tensor
+            if attr.HasField("g"):
+                graphs.append(attr.g)
+            graphs.extend(attr.graphs)
+
+
 def _check_tensor(tensor: ir.ExternalTensor, folder: Path, where: str) -> None:
     location = os.fspath(tensor.location)
     name = f"{where} (external data '{location}')"
@@ -116,9 +166,16 @@ def _check_tensor(tensor: ir.ExternalTensor, folder: Path, where: str) -> None:
         raise InvalidModelError(f"{name}: not a regular file")
     expected = _nbytes(tensor)
     offset = tensor.offset or 0
+    if offset < 0:
+        raise InvalidModelError(f"{name}: negative offset {offset}")
+    if tensor.length is not None and tensor.length < 0:
+        raise InvalidModelError(f"{name}: negative length {tensor.length}")
+    if offset > info.st_size:
+        # Not "negative length": with no length given, the bytes to the end are none at all.
+        raise InvalidModelError(
+            f"{name}: offset {offset} is past the end of the file ({info.st_size} bytes)"
+        )
     length = tensor.length if tensor.length is not None else info.st_size - offset
-    if offset < 0 or length < 0:
-        raise InvalidModelError(f"{name}: negative offset or length")
     if expected is not None and length != expected:
         raise InvalidModelError(
             f"{name}: length {length} bytes, but a {tensor.dtype.name.lower()} tensor of shape "

@@ -19,7 +19,7 @@ import onnx
 import onnx_ir as ir
 from onnx_ir.passes.common import CheckerPass
 
-from seqlower._external import check_external_data, external_locations
+from seqlower._external import check_external_data, check_external_fields, external_locations
 from seqlower._fs import (
     check_target,
     deferred_signals,
@@ -83,6 +83,7 @@ def load_model(path: str | os.PathLike[str], *, check: bool = True) -> ir.Model:
             except Exception as again:
                 message = _checker_message(again, proto)
                 raise InvalidModelError(f"{path} is not valid ONNX: {message}") from again
+    check_external_fields(proto, str(path))
     try:
         model = ir.serde.deserialize_model(proto)
     except Exception as e:
@@ -108,6 +109,7 @@ def model_from_proto(proto: onnx.ModelProto) -> ir.Model:
     otherwise rename the caller's."""
     own = onnx.ModelProto()
     own.CopyFrom(proto)
+    check_external_fields(own, "the model")
     try:
         model = ir.serde.deserialize_model(own)
     except Exception as e:
@@ -829,7 +831,15 @@ def _writer_of(graph: onnx.GraphProto, value: str) -> onnx.NodeProto | None:
 
 
 def _root_message(error: BaseException) -> str:
-    """The first line of the innermost cause: wrappers like onnx_ir's SerdeError say little."""
-    while error.__cause__ is not None:
-        error = error.__cause__
-    return first_line(error)
+    """The first line of the innermost cause: wrappers like onnx_ir's SerdeError say little,
+    and an error raised while wrapping another (onnx_ir's wrapper failing to describe its
+    arguments) less than the one it was handling."""
+    seen = {id(error)}
+    while True:
+        inner = error.__cause__
+        if inner is None and not error.__suppress_context__:
+            inner = error.__context__
+        if inner is None or id(inner) in seen:
+            return first_line(error)
+        seen.add(id(inner))
+        error = inner
