@@ -786,6 +786,18 @@ def _checker_message(error: BaseException, model: onnx.ModelProto | None = None)
     unsorted = _UNSORTED.search(str(error))
     if unsorted:
         return _unsorted_message(str(error), unsorted, model)
+    if _UNTYPED in str(error) and model is not None:
+        untyped = _untyped_interface(model.graph)
+        if untyped:
+            listed = ", ".join(untyped[:5]) + (
+                f" and {len(untyped) - 5} more" if len(untyped) > 5 else ""
+            )
+            return (
+                f"{listed} {'has' if len(untyped) == 1 else 'have'} no type, which ONNX requires "
+                "of every graph input and output (onnxscript can leave them untyped); give "
+                "them their types (in onnxscript, annotate the function's outputs; or copy "
+                "onnx.shape_inference.infer_shapes' types onto graph.output) and rerun"
+            )
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]
     if not lines:
         return type(error).__name__
@@ -795,6 +807,20 @@ def _checker_message(error: BaseException, model: onnx.ModelProto | None = None)
         name = f" '{match.group(1)}'" if match.group(1) else ""
         message += f" (in {match.group(2)} node{name})"
     return message
+
+
+#: onnx.checker's words for a value_info (a graph input or output) without a type.
+_UNTYPED = "Field 'type' of 'value_info' is required"
+
+
+def _untyped_interface(graph: onnx.GraphProto) -> list[str]:
+    """The main graph's inputs and outputs without a type, named (a body's may go untyped)."""
+    return [
+        f"graph {kind} '{value.name}'"
+        for kind, values in (("input", graph.input), ("output", graph.output))
+        for value in values
+        if not value.HasField("type")
+    ]
 
 
 def _unsorted_message(text: str, match: re.Match[str], model: onnx.ModelProto | None) -> str:

@@ -220,8 +220,10 @@ def verify(
         options = CheckOptions.from_kwargs(**kwargs)
     elif kwargs:
         raise TypeError("give verify() either a CheckOptions or keywords, not both")
+    inputs_flag = "--inputs"
     if options.expected is not None and options.inputs is None:
         options = dataclasses.replace(options, inputs=options.expected)
+        inputs_flag = "--expected"  # the file supplies the inputs too: named as given
     targets = [  # exit 2 at once when one is missing
         _limited(load_target(name, lowering=False), options.target_timeout)
         for name in options.targets
@@ -245,7 +247,7 @@ def verify(
     except Exception as e:  # a model the analysis does not understand still gets checked
         analysis = Analysis()
         check.problems.append(f"inputs drawn from declared types only: {first_line(e)[:300]}")
-    plans = _run_plans(reference_proto, options, analysis)
+    plans = _run_plans(reference_proto, options, analysis, inputs_flag)
     expected_outputs = _expected_outputs(options, reference_proto, len(plans))
     refused = check.load(reference_proto, candidate_proto, targets)
     if refused is not None:
@@ -357,20 +359,25 @@ class _Check:
                 self.on_targets.append(bounded(loaded, self.deadline, self.limit))
                 self.oracles[f"target {name}"] = self.on_targets[-1].name
             except Exception as e:
-                # Always the lowering's: a lowered model must at least load where it is for.
+                # The lowering's: a lowered model must at least load where it is for; unless
+                # there was no lowering (``verify A A``): then the runtime cannot run the model.
                 original = self.original_on(label)
+                same = isinstance(original, str) and _same_model(reference, candidate)
                 refused = f"does not load on {label}: {first_line(e)}" + (
-                    "; the original does not load there either: the lowering did not reach "
+                    f"; the candidate is the reference itself: {label} cannot run this model"
+                    if same
+                    else "; the original does not load there either: the lowering did not reach "
                     "the target"
                     if isinstance(original, str)
                     else "; the original loads there"
                 )
                 return self.report(
                     "mismatch",
-                    f"the lowered model {refused}",
+                    f"the {'model' if same else 'lowered model'} {refused}",
                     oracles=self.oracles,
                     input_problems=problems,
                     targets={label: refused},
+                    culprit="runtime" if same else "lowering",
                 )
         self.target_runs = {r.name: [] for r in self.on_targets}
         return None
@@ -604,6 +611,16 @@ class _Check:
             )
         count = f"{len(runs)} run{'s' if len(runs) > 1 else ''}"
         return self.report("equivalent", f"all outputs match in {count}" + _skips(skipped), **extra)
+
+
+def _same_model(reference: onnx.ModelProto, candidate: onnx.ModelProto) -> bool:
+    """Whether the candidate is the reference itself (``seqlower verify A A``): nothing was
+    lowered, so no lowering can be at fault."""
+    return reference is candidate or (
+        reference.ByteSize() == candidate.ByteSize()
+        and reference.SerializeToString(deterministic=True)
+        == candidate.SerializeToString(deterministic=True)
+    )
 
 
 def _limited(target: Oracle, timeout: float | None) -> Oracle:
@@ -910,10 +927,14 @@ class _Plan:
     what: str = "generated inputs"
 
 
-def _run_plans(model: onnx.ModelProto, options: CheckOptions, analysis: Analysis) -> list[_Plan]:
+def _run_plans(
+    model: onnx.ModelProto, options: CheckOptions, analysis: Analysis, flag: str = "--inputs"
+) -> list[_Plan]:
     if options.inputs is not None:
         inputs = options.inputs
-        given = load_inputs(inputs, model) if isinstance(inputs, (str, os.PathLike)) else inputs
+        given = (
+            load_inputs(inputs, model, flag) if isinstance(inputs, (str, os.PathLike)) else inputs
+        )
         source = str(inputs) if isinstance(inputs, (str, os.PathLike)) else "inputs"
         plans = []
         for k, feeds in enumerate(given, start=1):

@@ -24,7 +24,9 @@ from seqlower.verification.inputs import InputError, InputSpec, input_specs
 __all__ = ["load_inputs", "load_outputs", "save_inputs", "save_outputs"]
 
 
-def load_inputs(path: str | os.PathLike[str], model: onnx.ModelProto) -> list[dict[str, Any]]:
+def load_inputs(
+    path: str | os.PathLike[str], model: onnx.ModelProto, flag: str = "--inputs"
+) -> list[dict[str, Any]]:
     """Feeds from an ``.npz`` file (one run) or an ONNX test-data directory (one run per set).
 
     An ``.npz`` holds inputs under their names (sequences as ``NAME/0``, ``NAME/1``, ...), or as
@@ -32,9 +34,10 @@ def load_inputs(path: str | os.PathLike[str], model: onnx.ModelProto) -> list[di
     ``__outputs__`` name lists with bare keys; entries that name graph outputs are not inputs. A
     test-data directory is either one ``test_data_set_N`` folder or a folder holding several;
     each holds ``input_K.pb`` files (TensorProto or SequenceProto), matched to inputs by the
-    proto's name or else by position (``output_K.pb`` are :func:`load_outputs`'s).
+    proto's name or else by position (``output_K.pb`` are :func:`load_outputs`'s). ``flag``
+    names the file in errors (``--expected`` when that file supplies the inputs).
     """
-    return [feeds for feeds, _ in _load(path, model, "--inputs")]
+    return [feeds for feeds, _ in _load(path, model, flag)]
 
 
 def load_outputs(path: str | os.PathLike[str], model: onnx.ModelProto) -> list[dict[str, Any]]:
@@ -216,15 +219,15 @@ def _read_pbs(folder: Path, kind: str, slots: list[tuple[str, bool]], flag: str)
             raise InputError(f"{flag} {file}: the model has only {len(slots)} {kind}s")
         data = file.read_bytes()
         name, is_sequence = slots[position]
-        value, stored = _parse_value(data, is_sequence, file)
+        value, stored = _parse_value(data, is_sequence, file, flag)
         if stored and stored in by_name and stored != name:
             name = stored  # named for another one: trust the name
-            value, stored = _parse_value(data, by_name[name], file)
+            value, stored = _parse_value(data, by_name[name], file, flag)
         values[name] = value
     return values
 
 
-def _parse_value(data: bytes, is_sequence: bool, file: Path) -> tuple[Any, str]:
+def _parse_value(data: bytes, is_sequence: bool, file: Path, flag: str) -> tuple[Any, str]:
     try:
         if is_sequence:
             sequence = onnx.SequenceProto.FromString(data)
@@ -233,7 +236,7 @@ def _parse_value(data: bytes, is_sequence: bool, file: Path) -> tuple[Any, str]:
         return numpy_helper.to_array(tensor), tensor.name
     except Exception as e:
         kind = "SequenceProto" if is_sequence else "TensorProto"
-        raise InputError(f"--inputs {file}: not a readable {kind}") from e
+        raise InputError(f"{flag} {file}: not a readable {kind}") from e
 
 
 def save_inputs(
