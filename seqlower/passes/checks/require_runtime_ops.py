@@ -21,13 +21,13 @@ import onnx_ir as ir
 from seqlower._graphs import all_graphs
 from seqlower.errors import TargetError, describe_node
 from seqlower.passes._ir import RECURRENT_OPS, is_onnx
+from seqlower.passes._op_versions import since_version
 from seqlower.passes._runtime_ops import (
     OPENVINO_LACKS,
     OPENVINO_VERSION,
     TRACT_LACKS,
     TRACT_VERSION,
 )
-from seqlower.passes.checks.require_converter_ops import _since_version
 
 __all__ = ["RequireOpenVinoOps", "RequireRuntimeOps", "RequireTractOps"]
 
@@ -64,7 +64,7 @@ class RequireRuntimeOps(ir.passes.InPlacePass):
             index, name = refused
             if len(node.inputs) > index and node.inputs[index] is not None:
                 return f"{self.runtime} cannot load {op} with {name}"
-        since = _since_version(op, "", opset)
+        since = since_version(op, opset)
         if since is not None and since in self.lacks.get(op, ()):
             return f"{self.runtime} has no {op} (as defined in opset {since})"
         return None

@@ -25,6 +25,7 @@ import numpy as np
 import onnx_ir as ir
 
 from seqlower.passes._base import ONNX_DOMAINS, NodeLoweringPass, Rewrite, Site
+from seqlower.passes._emit import Emitter
 from seqlower.passes._ir import RECURRENT_OPS, int_attr
 from seqlower.passes._types import TypeOracle, element_dtype
 
@@ -72,7 +73,7 @@ class RecurrenceLengthsPerEntry(NodeLoweringPass[_Plan]):
         return _Plan(dtype)
 
     def rewrite(self, plan: _Plan, ctx: Rewrite) -> None:
-        node, op, names, base = ctx.node, ctx.before(), ctx.names, ctx.base
+        node, op = ctx.node, ctx.before()
         inputs = [*node.inputs, *[None] * (8 - len(node.inputs))]
         x, lens = inputs[_X], inputs[_LENS]
         assert x is not None and lens is not None
@@ -83,96 +84,115 @@ class RecurrenceLengthsPerEntry(NodeLoweringPass[_Plan]):
         batch = op.Gather(shape, op.int64s(1, hint="batch_axis"), axis=0, _hint="batch")
         lens64 = op.Cast(lens, to=ir.DataType.INT64, _hint="lens")
         every = op.constant(np.array(True), hint="true")  # Loop takes no trailing omission
-
-        body = ctx.into(ctx.graph, pool="own", prefix=f"{base}_entry")
-        iteration = ir.Value(
-            name=names.fresh(f"{base}_entry"),
-            type=ir.TensorType(ir.DataType.INT64),
-            shape=ir.Shape([]),
-        )
-        cond_in = ir.Value(
-            name=names.fresh(f"{base}_cond"),
-            type=ir.TensorType(ir.DataType.BOOL),
-            shape=ir.Shape([]),
-        )
-        at = body.unsqueeze(iteration, [0], hint="at")
-        one = body.int64s([1], hint="one")
-        zero = body.int64s([0], hint="zero")
-        past = body.Add(at, one, _hint="past")
-        length = body.Gather(lens64, at, axis=0, _hint="length")  # [1]
-        run = body.Max(length, one, _hint="run_length")  # a length-0 entry runs one step
-        x_b = body.Slice(
-            x,
-            body.Concat(zero, at, axis=0, _hint="starts"),
-            body.Concat(run, past, axis=0, _hint="ends"),
-            body.int64s([0, 1], hint="axes"),
-            _hint="x_entry",
-        )
-        entry_inputs: list[ir.Value | None] = [x_b, *inputs[1:_LENS], None]
-        for k in (_H0, _C0):
-            state = inputs[k]
-            entry_inputs.append(
-                None
-                if state is None
-                else body.Slice(state, at, past, body.int64s([1], hint="batch_axis"), _hint="state")
-            )
-        while entry_inputs and entry_inputs[-1] is None:
-            entry_inputs.pop()
-        results = [
-            ir.Value(name=names.fresh(f"{base}_entry_out_{k}")) for k in range(len(node.outputs))
+        graph = _entry_graph(plan, ctx, inputs, lens64, steps, wanted)
+        stacked = [
+            ir.Value(name=ctx.names.fresh(f"{ctx.base}_entries_{k}"))
+            for k in range(len(graph.outputs) - 1)
         ]
-        body.build(
-            node.op_type,
-            entry_inputs,
-            dict(node.attributes),
-            outputs=results,
-            name=names.fresh(f"{node.name or node.op_type}_entry"),
-        )
-        nonempty = body.Greater(length, zero, _hint="nonempty")
-        nothing = body.constant(np.zeros((), dtype=plan.dtype.numpy()), hint="zero")
-        scans: list[ir.Value] = []
-        for k, result in enumerate(results):
-            if not wanted[k]:
-                continue
-            masked = body.Where(nonempty, result, nothing, _hint=f"out_{k}")
-            if k == 0:  # Y: padded with zero rows to T steps
-                tail = body.Sub(steps, run, _hint="pad_steps")
-                pads = body.Concat(
-                    body.int64s([0, 0, 0, 0], hint="no_pad"),
-                    tail,
-                    body.int64s([0, 0, 0], hint="no_pad_after"),
-                    axis=0,
-                    _hint="pads",
-                )
-                masked = body.Pad(masked, pads, _hint="y_entry")
-            masked.type = ir.TensorType(plan.dtype)
-            masked.shape = ir.Shape([None] * (4 if k == 0 else 3))
-            scans.append(masked)
-        cond_out = body.Identity(cond_in, _hint="cond_out")
-        cond_out.type, cond_out.shape = ir.TensorType(ir.DataType.BOOL), ir.Shape([])
-        graph = ir.Graph(
-            [iteration, cond_in],
-            [cond_out, *scans],
-            nodes=body.nodes,
-            name=names.fresh(f"{base}_per_entry"),
-            opset_imports={},
-        )
-        stacked = [ir.Value(name=names.fresh(f"{base}_entries_{k}")) for k in range(len(scans))]
         op.Loop(batch, every, body=graph, _outputs=stacked, _hint="entries")
-        after = ctx.after()
-        finals: list[ir.Value | None] = []
-        taken = iter(stacked)
-        for k, old in enumerate(node.outputs):
-            if not wanted[k]:
-                finals.append(None)
-                continue
-            entries = next(taken)
-            if k == 0:  # [B, T, D, 1, H] -> [T, D, B, H]
-                squeezed = after.squeeze(entries, [3], hint="y_entries")
-                new = after.Transpose(squeezed, perm=[1, 2, 0, 3], _hint="y")
-            else:  # [B, D, 1, H] -> [D, B, H]
-                squeezed = after.squeeze(entries, [2], hint="state_entries")
-                new = after.Transpose(squeezed, perm=[1, 0, 2], _hint="state")
-            new.type, new.shape = old.type, old.shape
-            finals.append(new)
-        ctx.replace(finals)
+        ctx.replace(_restacked(ctx.after(), node, stacked, wanted))
+
+
+def _entry_graph(
+    plan: _Plan,
+    ctx: Rewrite,
+    inputs: list[ir.Value | None],
+    lens64: ir.Value,
+    steps: ir.Value,
+    wanted: list[bool],
+) -> ir.Graph:
+    """The Loop body: the op on batch entry ``b``'s first ``max(len_b, 1)`` steps, its results
+    zeroed when ``len_b`` is 0 and ``Y`` padded with zero rows to T steps."""
+    node, names, base = ctx.node, ctx.names, ctx.base
+    body = ctx.into(ctx.graph, pool="own", prefix=f"{base}_entry")
+    iteration = ir.Value(
+        name=names.fresh(f"{base}_entry"), type=ir.TensorType(ir.DataType.INT64), shape=ir.Shape([])
+    )
+    cond_in = ir.Value(
+        name=names.fresh(f"{base}_cond"), type=ir.TensorType(ir.DataType.BOOL), shape=ir.Shape([])
+    )
+    at = body.unsqueeze(iteration, [0], hint="at")
+    one = body.int64s([1], hint="one")
+    zero = body.int64s([0], hint="zero")
+    past = body.Add(at, one, _hint="past")
+    length = body.Gather(lens64, at, axis=0, _hint="length")  # [1]
+    run = body.Max(length, one, _hint="run_length")  # a length-0 entry runs one step
+    x_b = body.Slice(
+        inputs[_X],
+        body.Concat(zero, at, axis=0, _hint="starts"),
+        body.Concat(run, past, axis=0, _hint="ends"),
+        body.int64s([0, 1], hint="axes"),
+        _hint="x_entry",
+    )
+    entry_inputs: list[ir.Value | None] = [x_b, *inputs[1:_LENS], None]
+    for k in (_H0, _C0):
+        state = inputs[k]
+        entry_inputs.append(
+            None
+            if state is None
+            else body.Slice(state, at, past, body.int64s([1], hint="batch_axis"), _hint="state")
+        )
+    while entry_inputs and entry_inputs[-1] is None:
+        entry_inputs.pop()
+    results = [
+        ir.Value(name=names.fresh(f"{base}_entry_out_{k}")) for k in range(len(node.outputs))
+    ]
+    body.build(
+        node.op_type,
+        entry_inputs,
+        dict(node.attributes),
+        outputs=results,
+        name=names.fresh(f"{node.name or node.op_type}_entry"),
+    )
+    nonempty = body.Greater(length, zero, _hint="nonempty")
+    nothing = body.constant(np.zeros((), dtype=plan.dtype.numpy()), hint="zero")
+    scans: list[ir.Value] = []
+    for k, result in enumerate(results):
+        if not wanted[k]:
+            continue
+        masked = body.Where(nonempty, result, nothing, _hint=f"out_{k}")
+        if k == 0:  # Y: padded with zero rows to T steps
+            tail = body.Sub(steps, run, _hint="pad_steps")
+            pads = body.Concat(
+                body.int64s([0, 0, 0, 0], hint="no_pad"),
+                tail,
+                body.int64s([0, 0, 0], hint="no_pad_after"),
+                axis=0,
+                _hint="pads",
+            )
+            masked = body.Pad(masked, pads, _hint="y_entry")
+        masked.type = ir.TensorType(plan.dtype)
+        masked.shape = ir.Shape([None] * (4 if k == 0 else 3))
+        scans.append(masked)
+    cond_out = body.Identity(cond_in, _hint="cond_out")
+    cond_out.type, cond_out.shape = ir.TensorType(ir.DataType.BOOL), ir.Shape([])
+    return ir.Graph(
+        [iteration, cond_in],
+        [cond_out, *scans],
+        nodes=body.nodes,
+        name=names.fresh(f"{base}_per_entry"),
+        opset_imports={},
+    )
+
+
+def _restacked(
+    after: Emitter, node: ir.Node, stacked: list[ir.Value], wanted: list[bool]
+) -> list[ir.Value | None]:
+    """The Loop's stacked entries back in the op's layout: ``Y`` ``[B, T, D, 1, H]`` ->
+    ``[T, D, B, H]``, the final states ``[B, D, 1, H]`` -> ``[D, B, H]``."""
+    finals: list[ir.Value | None] = []
+    taken = iter(stacked)
+    for k, old in enumerate(node.outputs):
+        if not wanted[k]:
+            finals.append(None)
+            continue
+        entries = next(taken)
+        if k == 0:
+            squeezed = after.squeeze(entries, [3], hint="y_entries")
+            new = after.Transpose(squeezed, perm=[1, 2, 0, 3], _hint="y")
+        else:
+            squeezed = after.squeeze(entries, [2], hint="state_entries")
+            new = after.Transpose(squeezed, perm=[1, 0, 2], _hint="state")
+        new.type, new.shape = old.type, old.shape
+        finals.append(new)
+    return finals
