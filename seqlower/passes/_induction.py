@@ -70,6 +70,7 @@ _HOISTABLE = frozenset(
 )  # fmt: skip
 
 _DEPTH = 32  # nodes followed back from one value
+_INT64_MAX = 2**63 - 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -266,6 +267,10 @@ class Condition:
         """Whether carried value ``k`` is an integer that starts from the Loop's input and steps
         by one (``LoopToScan`` reads it from the iteration number instead of carrying it)."""
         return self.step(k) == 1 and self._state_dtype(k) in _INTS
+
+    def is_integer(self, k: int) -> bool:
+        """Whether carried value ``k`` is of a signed integer type."""
+        return self._state_dtype(k) in _INTS
 
     def affine(self, value: ir.Value) -> Affine | None:
         """``value`` as an affine function of the iteration number, if it is one."""
@@ -509,6 +514,10 @@ def trip_count(emit: Emitter, node: ir.Node, terms: list[Term] | None) -> ir.Val
     """The Loop's trip count as an int64 scalar, computed before it (``terms`` None or empty:
     ``M``, which must then be given)."""
     m = node.inputs[0] if node.inputs else None
+    if terms and _integer(m) == _INT64_MAX:
+        # No bound (jax2onnx writes INT64_MAX for "no M"): a count is an int64, so the Min is
+        # the count, and tract 0.23.9 computes Min(INT64_MAX, 4) as -1.
+        m = None
     scalar = emit.int64s([], hint="scalar")
     count: ir.Value | None = None
     if m is not None:

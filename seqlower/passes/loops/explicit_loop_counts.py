@@ -33,9 +33,9 @@ import onnx_ir as ir
 
 from seqlower.passes._base import NodeLoweringPass, Rewrite, Site
 from seqlower.passes._emit import Emitter
+from seqlower.passes._induction import Condition, Term, passes_through, trip_count
 from seqlower.passes._ir import constant_array, nodes_in
 from seqlower.passes._shared import outer_reads, prepend, read_inside, remove_dead
-from seqlower.passes._trip_count import Condition, Term, passes_through, trip_count
 from seqlower.passes._types import TypeOracle
 
 __all__ = ["ExplicitLoopCounts"]
@@ -78,6 +78,8 @@ class ExplicitLoopCounts(NodeLoweringPass[_Plan]):
         terms = None
         if not passes_through(body.outputs[0], body.inputs[1]):
             terms = Condition(node, body, types).terms(body.outputs[0])
+            if terms is not None and not terms and m is None:
+                return None  # a condition always true and no M: infinite, left as written
         constants, carried = [], []
         for value in outer_reads(body, list(body.inputs)):
             array = constant_array(value)

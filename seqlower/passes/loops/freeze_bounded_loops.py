@@ -27,8 +27,8 @@ import onnx_ir as ir
 
 from seqlower.passes._base import NodeLoweringPass, Rewrite, Site
 from seqlower.passes._emit import Emitter
+from seqlower.passes._induction import Condition, passes_through
 from seqlower.passes._ir import NO_LOOP, block, is_onnx
-from seqlower.passes._trip_count import Condition, passes_through
 from seqlower.passes._types import TypeOracle
 
 __all__ = ["FreezeBoundedLoops"]
@@ -73,7 +73,10 @@ class FreezeBoundedLoops(NodeLoweringPass[_Plan]):
         for leaf in _leaves(cond_out, body):
             if leaf is body.inputs[1]:
                 continue  # the condition itself: true whenever an iteration runs
-            (bounds if analysis.terms(leaf) is not None else data).append(leaf)
+            terms = analysis.terms(leaf)
+            if terms is not None and not terms:
+                continue  # true on every iteration that runs
+            (bounds if terms else data).append(leaf)
         if not bounds or not data:
             return None
         read = [v.name or "?" for v in node.outputs[carried:] if v.uses() or v.is_graph_output()]
@@ -85,7 +88,7 @@ class FreezeBoundedLoops(NodeLoweringPass[_Plan]):
             )
             block(node, why, NO_LOOP)
             return None
-        counters = [k for k in range(carried) if analysis.is_counter(k)]
+        counters = [k for k in range(carried) if analysis.step(k) is not None]
         frozen = [
             k
             for k in range(carried)

@@ -4,8 +4,9 @@ tract has no ``Loop`` at all, but runs ``Scan``; OpenVINO runs both (its target 
 made strict by :class:`~seqlower.passes.loops.strict_loop_bodies.StrictLoopBodies`). The loops
 tf2onnx writes for ``tf.while_loop`` (Keras ``Bidirectional``/``TimeDistributed``,
 ``tf.map_fn``, ``bidirectional_dynamic_rnn``) stop on a condition that is
-known when the loop starts: ``_trip_count.py`` reads the condition as bounds on the iteration
-number and computes the trip count ``N`` before the loop.
+known when the loop starts, as do Paddle's ``while i < n`` and jax2onnx's loops: the induction
+analysis (``_induction.py``) reads the condition as bounds on counters and computes the trip
+count ``N`` before the loop.
 
 The rewrite is the form both tract and OpenVINO accept: a ``Scan`` whose scan input is
 ``Range(0, N)`` (the iteration number, read where the Loop read ``i``); a counter is computed
@@ -46,6 +47,15 @@ from seqlower._graphs import subgraphs_of
 from seqlower.passes._base import NodeLoweringPass, Rewrite, Site, rewire
 from seqlower.passes._emit import Emitter, fits_constant
 from seqlower.passes._first_iteration import FirstIteration, RowRead, first_iteration
+from seqlower.passes._induction import (
+    Condition,
+    Term,
+    extreme,
+    passes_through,
+    through_identity,
+    trip_count,
+    trip_count_key,
+)
 from seqlower.passes._ir import (
     NO_LOOP,
     block,
@@ -57,17 +67,7 @@ from seqlower.passes._ir import (
     strip_symbolic,
 )
 from seqlower.passes._shared import outer_reads, prepend, read_inside, remove_dead
-from seqlower.passes._trip_count import (
-    UNROLL_LIMIT,
-    Condition,
-    Term,
-    evaluate,
-    extreme,
-    passes_through,
-    through_identity,
-    trip_count,
-    trip_count_key,
-)
+from seqlower.passes._trip_count import UNROLL_LIMIT, evaluate
 from seqlower.passes._types import TypeOracle
 
 __all__ = [
@@ -82,7 +82,8 @@ class _Plan:
     body: ir.Graph
     opset: int
     terms: list[Term] | None  # None: the condition is passed through (the trip count is M)
-    counters: list[int]  # carried values that start from the Loop's input and step by one
+    counters: list[int]  # integer states that step by a constant: read from the iteration number
+    steps: dict[int, int]  # their steps
     types: dict[int, tuple[ir.TypeProtocol | None, ir.Shape | None]]  # of the outer reads
     constant_count: int | None = None  # M evaluated at planning (LoopToScanConstant)
     #: Run as a Scan of at least one iteration, its results masked when it runs none, with
@@ -185,7 +186,16 @@ class LoopToScan(NodeLoweringPass[_Plan]):
                     f"'{cond_out.name}' depends on what the body computes ({analysis.why})",
                 )
                 return None
-        counters = [k for k in range(carried) if analysis.is_counter(k)]
+            if not terms and m is None:
+                _block(node, "its trip count is not fixed: no M and a condition always true")
+                return None
+        steps = {
+            k: step
+            for k in range(carried)
+            if (step := analysis.step(k)) is not None and analysis.is_integer(k)
+        }
+        counters = sorted(steps)
+        unit = [k for k in counters if steps[k] == 1]  # what the first iteration's proof reads
         grown = None if self.grown_states else _grown_state(body, carried)
         if grown is not None:
             _block(
@@ -201,7 +211,7 @@ class LoopToScan(NodeLoweringPass[_Plan]):
         }
         once = None
         if self.guards_zero_trips and not _runs(node, terms, site.opset, self._inferred_shape):
-            found = first_iteration(node, types, counters, self._symbolic_shape)
+            found = first_iteration(node, types, unit, self._symbolic_shape)
             if not isinstance(found, str):
                 found.in_place = _unknown_rows(found, node, body, terms) is not None
             if isinstance(found, str):
@@ -214,7 +224,7 @@ class LoopToScan(NodeLoweringPass[_Plan]):
                 )
                 return None
             once = found
-        return _Plan(node, body, site.opset, terms, counters, known, once=once)
+        return _Plan(node, body, site.opset, terms, counters, steps, known, once=once)
 
     def rewrite(self, plan: _Plan, ctx: Rewrite) -> None:
         node, body = ctx.node, plan.body
@@ -515,26 +525,33 @@ def _counters_from_iterations(
     # The body runs only while the condition holds: a read of cond_in is a read of true.
     if cond_in.uses():
         rewire(cond_in, inner.constant(np.array(True), hint="cond_true"), graph_outputs=False)
-    # A counter is its start plus the iteration number: read from the scan input, it needs
-    # no state (tract discards a state input no node reads, then fails), and its final
-    # value is its start plus the trip count.
+    # A counter is its start plus its step times the iteration number: read from the scan
+    # input, it needs no state (tract discards a state input no node reads, then fails), and
+    # its final value is its start plus the step times the trip count.
     outer_finals: dict[int, ir.Value] = {}
     for k in plan.counters:
         state, start = body.inputs[2 + k], node.inputs[2 + k]
         assert start is not None
         dtype = state.dtype or start.dtype or ir.DataType.INT64  # PyTorch leaves states untyped
+        by = plan.steps[k]
         step = iteration
+        if by != 1:
+            step = inner.Mul(iteration, inner.int64s(by, hint="step"), _hint="counter_moved")
         if dtype != ir.DataType.INT64:
-            step = inner.Cast(iteration, to=dtype.value, _hint="counter_step")
-        if constant_int(start) == 0:  # no state to carry the start (tf2onnx's counters)
-            counter = inner.Identity(step, _hint=f"{state.name}_now")
-        else:
+            step = inner.Cast(step, to=dtype.value, _hint="counter_step")
+        shape = state.shape if state.shape is not None else start.shape
+        if constant_int(start) == 0 and shape is not None and len(shape) == 0:
+            counter = inner.Identity(step, _hint=f"{state.name}_now")  # tf2onnx's counters
+        else:  # a start of shape [1] (Paddle's) gives the counter its shape
             counter = inner.Add(starts.get(k, start), step, _hint=f"{state.name}_now")
-        counter.type, counter.shape = state.type or ir.TensorType(dtype), ir.Shape([])
+        counter.type = state.type or ir.TensorType(dtype)
+        counter.shape = ir.Shape([]) if shape is None else shape
         rewire(state, counter)
         trips = count
+        if by != 1:
+            trips = emit.Mul(count, emit.int64s(by, hint="step"), _hint="counter_moves")
         if dtype != ir.DataType.INT64:
-            trips = emit.Cast(count, to=dtype.value, _hint="counter_trips")
+            trips = emit.Cast(trips, to=dtype.value, _hint="counter_trips")
         outer_finals[k] = emit.Add(start, trips, _hint=f"{state.name}_final")
     prepend(body, list(inner.nodes))
     return outer_finals
@@ -923,7 +940,7 @@ def _unknown_rows(
     rows = [r for r in found.rows if None in r.row]
     if not rows:
         return None
-    sources = [*node.inputs[:2], *((t.limit, t.linear.base) for t in terms or [])]
+    sources = [*node.inputs[:2], *((t.limit, t.value.start) for t in terms or [])]
     flat = [v for item in sources for v in (item if isinstance(item, tuple) else (item,))]
     if all(_from_shapes(v, node, body) for v in flat):
         return None
