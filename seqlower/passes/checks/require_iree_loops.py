@@ -24,8 +24,8 @@ from __future__ import annotations
 import onnx_ir as ir
 
 from seqlower.errors import TargetError, describe_node
+from seqlower.passes._induction import passes_through
 from seqlower.passes._ir import NO_LOOP, blocked, constant_array, graph_attr, is_onnx, model_nodes
-from seqlower.passes._trip_count import passes_through
 
 __all__ = ["RequireIreeLoops"]
 
