@@ -31,8 +31,8 @@ import onnx_ir as ir
 from seqlower.passes._base import NodeLoweringPass, Rewrite, Site
 from seqlower.passes._bounds import upper_bound
 from seqlower.passes._emit import fits_constant
+from seqlower.passes._induction import passes_through
 from seqlower.passes._ir import constant_array, graph_attr, is_static
-from seqlower.passes._trip_count import passes_through
 from seqlower.passes._types import TypeOracle, element_dtype
 
 __all__ = ["ScanOutputsAsRunTimeStates", "ScanOutputsAsStates"]
