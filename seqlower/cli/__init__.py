@@ -12,6 +12,8 @@ import os
 import sys
 
 _INTERRUPTED = 128  # exit codes from here up are 128 + signal number
+#: Seconds a batch's run has to unwind (remove its temporary files) once the batch is gone.
+_GRACE = 10.0
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -19,6 +21,10 @@ def main(argv: list[str] | None = None) -> None:
         from seqlower._signals import signals_as_interrupts
 
         with signals_as_interrupts():
+            if "SEQLOWER_PARENT" in os.environ:  # a batch's run: it ends when the batch does
+                from seqlower._children import die_with_parent
+
+                die_with_parent(grace=_GRACE)
             if (sys.argv[1:] if argv is None else argv) == ["--version"]:
                 # Alone, it needs no command line parser: click and the commands take half
                 # of its time (click's own --version prints the same text, version_text).

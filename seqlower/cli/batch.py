@@ -10,6 +10,7 @@ model's (0 when all succeeded).
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -21,6 +22,7 @@ from pathlib import Path
 
 import click
 
+from seqlower._children import spawn
 from seqlower._fs import owned_paths
 from seqlower.cli.output import Printer
 from seqlower.errors import BadOptionError, ExitCode, OutputError
@@ -217,8 +219,9 @@ def run_batch(items: list[BatchItem], flags: list[str], jobs: int, show: Printer
             item.output.parent.mkdir(parents=True, exist_ok=True)
             command[4:4] = ["-o", str(item.output)]
         start = time.perf_counter()
-        with subprocess.Popen(
+        with spawn(
             command,
+            death_signal=signal.SIGTERM,  # the run unwinds, removing its temporary files
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

@@ -7,7 +7,8 @@ Run by path (``python _tract_worker.py``, importing numpy and tract only), it re
 requests on stdin and answers each on stdout: ``("load", key, model_bytes, concrete)``,
 ``("run", key, arrays)``, ``("drop", key)``; answers are ``("ok", value)`` or
 ``("error", kind, message)`` with kind ``load`` (tract refused the model, or typing it with
-these inputs' shapes) or ``run``. The parent kills it past its time limit or on Ctrl-C.
+these inputs' shapes) or ``run``. The parent kills it past its time limit or on Ctrl-C, and
+it dies with the parent however the parent ends (:mod:`seqlower._children`, loaded by path).
 """
 
 from __future__ import annotations
@@ -92,7 +93,20 @@ def serve(requests: Any, answers: Any) -> None:
         answers.flush()
 
 
+def _die_with_parent() -> None:
+    """seqlower._children's watch of the parent, without importing the seqlower package."""
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "_children.py")
+    spec = importlib.util.spec_from_file_location("_seqlower_children", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.die_with_parent()
+
+
 if __name__ == "__main__":
+    _die_with_parent()
     # Answers go to a private copy of stdout; anything printed goes to stderr.
     answers = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)

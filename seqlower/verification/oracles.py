@@ -436,7 +436,10 @@ class _TractChild:
     #: The worker script (tests point it at one that hangs).
     worker = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_tract_worker.py")
     _lock = threading.Lock()
+    _spawning = threading.RLock()  # held while the worker is started or killed
+    _stopped = False  # stop() was called: no worker starts until the next load
     _process: Any = None
+    _ended: list[Any] = []  # noqa: RUF012 (the workers killed, see _kill)
     _stderr: Any = None
     _generation = 0
     _keys = 0
@@ -448,6 +451,7 @@ class _TractChild:
         self.generation = -1  # the worker this model is loaded in
 
     def load(self) -> None:
+        _TractChild._stopped = False  # a check is loading its models: runs may start workers
         with self._lock:
             self._ensure_loaded()
 
@@ -466,7 +470,7 @@ class _TractChild:
         return list(answer[1])
 
     def stop(self) -> None:
-        _TractChild._kill()
+        _TractChild._kill(stop=True)
 
     def _ensure_loaded(self) -> None:
         if self.generation == _TractChild._generation and _TractChild._alive():
@@ -479,7 +483,9 @@ class _TractChild:
         self.generation = _TractChild._generation
 
     def _ask(self, request: tuple[Any, ...], timeout: float) -> tuple[Any, ...]:
-        """Send one request and wait for its answer, at most ``timeout`` seconds."""
+        """Send one request and wait for its answer, at most ``timeout`` seconds. Interrupted
+        (Ctrl-C, SIGTERM in the main thread), the worker is stopped at once: it may be hung,
+        and an answer left unread would be taken for the next request's."""
         import pickle
 
         process = _TractChild._start()
@@ -495,6 +501,9 @@ class _TractChild:
             body = _read_within(process.stdout, int.from_bytes(head, "little"), None)
         except (BrokenPipeError, EOFError, OSError):
             body = None
+        except BaseException:
+            _TractChild._kill()
+            raise
         if body is None:
             raise RuntimeRefusal(_TractChild._death())
         answer: tuple[Any, ...] = pickle.loads(body)
@@ -508,32 +517,48 @@ class _TractChild:
     def _start(cls) -> Any:
         import subprocess
 
-        if not cls._alive():
-            cls._kill()
-            if cls._generation == 0:  # a hung worker must not outlive the check
-                import atexit
+        from seqlower._children import spawn
 
-                atexit.register(cls._kill)
-            cls._stderr = tempfile.TemporaryFile()  # noqa: SIM115 (the worker's, kept)
-            cls._process = subprocess.Popen(
-                [sys.executable, cls.worker],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=cls._stderr,
-                start_new_session=True,  # Ctrl-C reaches the check, which stops the worker
-            )
-            cls._generation += 1
-        return cls._process
+        with cls._spawning:  # a stop and a start do not cross: no worker starts after a stop
+            if cls._stopped:
+                raise RuntimeRefusal(f"{cls.__name__}: stopped")
+            if not cls._alive():
+                cls._kill()
+                if cls._generation == 0:  # a hung worker must not outlive the check
+                    import atexit
+
+                    atexit.register(cls._kill)
+                cls._stderr = tempfile.TemporaryFile()  # noqa: SIM115 (the worker's, kept)
+                cls._process = spawn(
+                    [sys.executable, cls.worker],
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=cls._stderr,
+                    # Its own process group: Ctrl-C reaches the check, which stops the worker.
+                    start_new_session=True,
+                )
+                cls._generation += 1
+            return cls._process
 
     @classmethod
-    def _kill(cls) -> None:
-        process, cls._process = cls._process, None
+    def _kill(cls, *, stop: bool = False) -> None:
+        """Kill the worker (its process group); with ``stop``, start none until the next
+        check loads a model (a run's thread may be about to start one)."""
+        with cls._spawning:
+            if stop:
+                cls._stopped = True
+            process, cls._process = cls._process, None
         if process is not None:
+            with contextlib.suppress(OSError):
+                os.killpg(process.pid, signal.SIGKILL)
             process.kill()
             process.wait()
             for stream in (process.stdin, process.stdout):
                 with contextlib.suppress(OSError):
                     stream.close()
+            # Kept: Popen.__del__ is Python code, and a stop signal handled while it runs in
+            # the main thread is lost ("Exception ignored in ..."), the check going on.
+            cls._ended.append(process)
 
     @classmethod
     def _death(cls) -> str:
@@ -557,9 +582,12 @@ def _read_within(stream: Any, size: int, timeout: float | None) -> bytes | None:
     import select
 
     if timeout is not None:
-        ready, _, _ = select.select([stream], [], [], timeout)
-        if not ready:
-            return None
+        # In slices: a stop signal the kernel hands to another thread (a runtime's pool) does
+        # not end a wait in this one; its handler runs once this thread runs Python code.
+        end = time.monotonic() + timeout
+        while not select.select([stream], [], [], min(max(end - time.monotonic(), 0), 0.1))[0]:
+            if time.monotonic() >= end:
+                return None
     data = b""
     while len(data) < size:
         chunk = stream.read(size - len(data))
@@ -765,7 +793,11 @@ class Onnx2Tf:
 
 #: onnx2tf's conversion, run in a child process (see :func:`_onnx2tf_convert`).
 _ONNX2TF_CHILD = """
-import contextlib, io, json, sys
+import contextlib, importlib.util, io, json, sys
+spec = importlib.util.spec_from_file_location("_seqlower_children", sys.argv[4])
+children = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(children)
+children.die_with_parent()
 import onnx2tf
 printed = io.StringIO()
 try:
@@ -791,12 +823,17 @@ def _onnx2tf_convert(source: str, folder: str, inputs: list[str]) -> None:
     import json
     import subprocess
 
-    done = subprocess.run(
-        [sys.executable, "-c", _ONNX2TF_CHILD, source, folder, json.dumps(inputs)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    from seqlower import _children
+
+    argv = [sys.executable, "-c", _ONNX2TF_CHILD, source, folder, json.dumps(inputs)]
+    argv.append(_children.__file__)  # it dies with seqlower (loaded by path: no package)
+    with _children.spawn(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as child:
+        try:
+            stdout, stderr = child.communicate()
+        except BaseException:
+            child.kill()
+            raise
+    done = subprocess.CompletedProcess(argv, child.returncode, stdout, stderr)
     if done.returncode < 0:
         if os.path.exists(os.path.join(folder, "model_float32.tflite")):
             return  # written before the float16 one it crashed on: what a user deploys
@@ -1086,8 +1123,8 @@ def bounded(runner: Runner, deadline: float, limit: float) -> Runner:
             finally:
                 done.set()
 
-        threading.Thread(target=work, name="seqlower-check", daemon=True).start()
-        try:
+        try:  # an interrupt while the thread starts must stop its run too
+            threading.Thread(target=work, name="seqlower-check", daemon=True).start()
             while not done.wait(min(max(deadline - time.monotonic(), 0), 0.1)):
                 if time.monotonic() >= deadline:
                     _stop(runner, done)
