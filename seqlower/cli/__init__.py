@@ -22,7 +22,7 @@ def main(argv: list[str] | None = None) -> None:
 
         with signals_as_interrupts():
             if "SEQLOWER_PARENT" in os.environ:  # a batch's run: it ends when the batch does
-                from seqlower._children import die_with_parent
+                from seqlower._signals import die_with_parent
 
                 die_with_parent(grace=_GRACE)
             if (sys.argv[1:] if argv is None else argv) == ["--version"]:

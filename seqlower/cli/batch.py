@@ -22,8 +22,8 @@ from pathlib import Path
 
 import click
 
-from seqlower._children import spawn
 from seqlower._fs import owned_paths
+from seqlower._signals import spawn
 from seqlower.cli.output import Printer
 from seqlower.errors import BadOptionError, ExitCode, OutputError
 from seqlower.summary import seconds

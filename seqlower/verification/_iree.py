@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import onnx
 
+from seqlower._signals import spawn
 from seqlower.verification.oracles import (
     DEFAULT_TARGET_TIMEOUT,
     Runner,
@@ -114,7 +115,9 @@ class _Child:
             return
         _Child._end(self.__dict__)
         self.stderr = tempfile.TemporaryFile()  # noqa: SIM115 (the worker's, kept)
-        self.process = subprocess.Popen(
+        # Started by seqlower._signals's long-lived thread: PR_SET_PDEATHSIG fires when the
+        # thread that started the child ends, and a run's thread ends after each run.
+        self.process = spawn(
             [sys.executable, WORKER, str(os.getpid())],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,

@@ -8,7 +8,7 @@ requests on stdin and answers each on stdout: ``("load", key, model_bytes, concr
 ``("run", key, arrays)``, ``("drop", key)``; answers are ``("ok", value)`` or
 ``("error", kind, message)`` with kind ``load`` (tract refused the model, or typing it with
 these inputs' shapes) or ``run``. The parent kills it past its time limit or on Ctrl-C, and
-it dies with the parent however the parent ends (:mod:`seqlower._children`, loaded by path).
+it dies with the parent however the parent ends (:mod:`seqlower._signals`, loaded by path).
 """
 
 from __future__ import annotations
@@ -94,11 +94,11 @@ def serve(requests: Any, answers: Any) -> None:
 
 
 def _die_with_parent() -> None:
-    """seqlower._children's watch of the parent, without importing the seqlower package."""
+    """seqlower._signals's watch of the parent, without importing the seqlower package."""
     import importlib.util
 
-    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "_children.py")
-    spec = importlib.util.spec_from_file_location("_seqlower_children", path)
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "_signals.py")
+    spec = importlib.util.spec_from_file_location("_seqlower_signals", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

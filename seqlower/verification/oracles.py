@@ -517,7 +517,7 @@ class _TractChild:
     def _start(cls) -> Any:
         import subprocess
 
-        from seqlower._children import spawn
+        from seqlower._signals import spawn
 
         with cls._spawning:  # a stop and a start do not cross: no worker starts after a stop
             if cls._stopped:
@@ -794,7 +794,7 @@ class Onnx2Tf:
 #: onnx2tf's conversion, run in a child process (see :func:`_onnx2tf_convert`).
 _ONNX2TF_CHILD = """
 import contextlib, importlib.util, io, json, sys
-spec = importlib.util.spec_from_file_location("_seqlower_children", sys.argv[4])
+spec = importlib.util.spec_from_file_location("_seqlower_signals", sys.argv[4])
 children = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(children)
 children.die_with_parent()
@@ -823,11 +823,14 @@ def _onnx2tf_convert(source: str, folder: str, inputs: list[str]) -> None:
     import json
     import subprocess
 
-    from seqlower import _children
+    from seqlower._signals import spawn
 
     argv = [sys.executable, "-c", _ONNX2TF_CHILD, source, folder, json.dumps(inputs)]
-    argv.append(_children.__file__)  # it dies with seqlower (loaded by path: no package)
-    with _children.spawn(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as child:
+    # It dies with seqlower (seqlower/_signals.py, loaded by path: no package to import).
+    argv.append(
+        os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "_signals.py")
+    )
+    with spawn(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as child:
         try:
             stdout, stderr = child.communicate()
         except BaseException:

@@ -16,6 +16,7 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
 import onnx
 import onnx.parser
 import pytest
@@ -36,8 +37,8 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def _workers(parent: int) -> list[int]:
-    """The tract workers whose parent is ``parent``."""
+def _workers(parent: int, script: bytes = b"_tract_worker") -> list[int]:
+    """The runtime workers (tract's unless told) whose parent is ``parent``."""
     found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -49,7 +50,7 @@ def _workers(parent: int) -> list[int]:
                 command = file.read()
         except (OSError, ValueError, IndexError):
             continue
-        if ppid == parent and b"_tract_worker" in command:
+        if ppid == parent and script in command and _alive(int(entry)):
             found.append(int(entry))
     return found
 
@@ -228,3 +229,38 @@ def test_no_run_of_a_killed_batch_goes_on(tmp_path: Path) -> None:
     batch.communicate()
     assert _gone(runs + workers, 20) == [], "a run of the batch outlived it"
     assert os.listdir(out) == []  # the run unwound: no staging left behind
+
+
+@pytest.mark.parametrize(
+    ("target", "script"), [("tract", b"_tract_worker"), ("iree", b"_iree_worker")]
+)
+def test_a_worker_started_by_a_runs_thread_outlives_the_thread(target: str, script: bytes) -> None:
+    """PR_SET_PDEATHSIG fires when the *thread* that started the child ends: a worker a run's
+    thread restarted (after a time-out) was killed when that run ended, and the next run
+    failed ("aborted the process (exit -9)") or started it again."""
+    require(target)
+    from seqlower.verification.oracles import TARGET_ORACLES, _TractChild
+
+    model = onnx.parser.parse_model(
+        """
+        <ir_version: 8, opset_import: ["" : 17]>
+        g (float[3] x) => (float[3] y) { y = Neg(x) }
+        """
+    )
+    feeds = {"x": np.arange(3, dtype=np.float32)}
+    runner = TARGET_ORACLES[target].load(model)
+    # Killed (and reaped): the next run starts the worker, in its thread.
+    if target == "tract":
+        _TractChild._kill()  # runner.stop() would also keep it from starting one
+    elif runner.stop is not None:
+        runner.stop()
+    thread = threading.Thread(target=runner.run, args=(feeds,))
+    thread.start()
+    thread.join()
+    (worker,) = _workers(os.getpid(), script)
+    time.sleep(0.5)  # the parent-death signal, if it comes, has come
+    assert _alive(worker)
+    (out,) = runner.run(feeds)
+    assert np.array_equal(out, -feeds["x"]) and _workers(os.getpid(), script) == [worker]
+    if runner.stop is not None:
+        runner.stop()
