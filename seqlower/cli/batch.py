@@ -3,26 +3,34 @@
 Each model is lowered by its own ``seqlower MODEL -o OUTDIR/NAME`` process with the same flags,
 so every model is exactly as safe as a single run (its own staging, locks, signal handling and
 memory; a crash or an out-of-memory ends that model only), and ``-j N`` runs N of them at once.
-One line per model as it finishes, then a table in the order given; the exit code is the worst
-model's (0 when all succeeded).
+One line per model as it finishes (a failure's whole reason: every blocker and the flag hint; a
+success's warnings), then a table in the order given, where a model copied as read is
+``unchanged`` and one that succeeded with warnings is ``warnings``; the exit code is the worst
+model's (0 when all succeeded). Each run writes its JSON report into a private folder; with
+``--report FILE`` they are joined into one, with each model's exit code, culprit, blockers and
+timings.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import click
 
-from seqlower._fs import owned_paths
+from seqlower._fs import owned_paths, write_file_atomically
 from seqlower._signals import spawn
 from seqlower.cli.output import Printer
 from seqlower.errors import BadOptionError, ExitCode, OutputError
@@ -35,7 +43,6 @@ CHILD = "SEQLOWER_BATCH_CHILD"
 
 #: Flags that name one file or folder: several models would write it in turn.
 _ONE_MODEL_FLAGS = (
-    "--report",
     "--external-data",
     "--save-inputs",
     "--save-outputs",
@@ -61,7 +68,15 @@ class BatchItem:
     output: Path | None
     code: int | None = None
     seconds: float = 0.0
-    reason: str = ""
+    reason: str = ""  # a failure's whole message (its blockers and hint on the next lines)
+    warnings: list[str] = field(default_factory=list)
+    #: The run's own JSON report (what ``seqlower MODEL -o OUT --report`` writes), when written.
+    report: dict[str, Any] | None = None
+
+    @property
+    def unchanged(self) -> bool:
+        """Nothing was lowered: OUT is the model as read."""
+        return self.code == ExitCode.OK and bool(self.report and self.report.get("unchanged"))
 
     @property
     def word(self) -> str:
@@ -69,7 +84,32 @@ class BatchItem:
             return "not run"
         if self.code > 128:
             return "interrupted"
+        if self.code == ExitCode.OK and self.warnings:
+            return "warnings"
+        if self.unchanged:
+            return "unchanged"
         return _WORDS.get(self.code, f"exit {self.code}")
+
+    @property
+    def blockers(self) -> list[str]:
+        return [line[4:] for line in self.reason.splitlines()[1:] if line.startswith("  - ")]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The batch report's entry for this model."""
+        verification = (self.report or {}).get("verification") or {}
+        return {
+            "model": str(self.model),
+            "output": None if self.output is None else str(self.output),
+            "exit_code": self.code,
+            "status": self.word,
+            "culprit": verification.get("culprit") or None,
+            "reason": self.reason or None,
+            "blockers": self.blockers,
+            "warnings": self.warnings,
+            "seconds": round(self.seconds, 3),
+            "passes": (self.report or {}).get("passes"),
+            "report": self.report,
+        }
 
 
 def plan_batch(models: Sequence[Path], output: str | None) -> list[BatchItem]:
@@ -176,7 +216,7 @@ def child_flags(raw: Sequence[str], command: click.Command, models: Sequence[Pat
             raise BadOptionError(
                 f"{name} names one file or folder: give it for one model, not a batch"
             )
-        if name in ("-o", "--output", "-j", "--jobs"):
+        if name in ("-o", "--output", "-j", "--jobs", "--report"):  # the batch's own
             k += 1 if "=" in arg else 2
             continue
         if arg[:2] in ("-o", "-j") and len(arg) > 2:  # -oOUT, -j4: the value attached
@@ -204,17 +244,53 @@ def shared_memory(flags: list[str], jobs: int) -> list[str]:
     return [*flags, "--check-memory", str(default_memory_budget() // jobs)]
 
 
-def run_batch(items: list[BatchItem], flags: list[str], jobs: int, show: Printer) -> int:
-    """Run every item (``jobs`` at a time); one line each as it ends, then the table. Ctrl-C
-    stops the runs under way (each leaves its OUT as it was) and starts no more."""
+def run_batch(
+    items: list[BatchItem],
+    flags: list[str],
+    jobs: int,
+    show: Printer,
+    report: Path | None = None,
+) -> int:
+    """Run every item (``jobs`` at a time); one line each as it ends, then the table, and the
+    batch's JSON ``report`` when asked. Ctrl-C stops the runs under way (each leaves its OUT as
+    it was) and starts no more."""
+    folder = Path(tempfile.mkdtemp(prefix="seqlower-batch-"))  # each run's own report
+    try:
+        code = _run_all(items, flags, jobs, show, folder)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    if report is not None:
+        data = {
+            "seqlower": _version(),
+            "arguments": sys.argv[1:],
+            "cwd": os.getcwd(),
+            "exit_code": int(code),
+            "models": [item.to_dict() for item in items],
+        }
+        text = json.dumps(data, indent=2, default=str) + "\n"
+        write_file_atomically(report, text.encode(), "--report")
+    return code
+
+
+def _version() -> str:
+    from seqlower._version import __version__
+
+    return __version__
+
+
+def _run_all(
+    items: list[BatchItem], flags: list[str], jobs: int, show: Printer, reports: Path
+) -> int:
     live: set[subprocess.Popen[str]] = set()
     lock = threading.Lock()
     stopping = threading.Event()
 
-    def one(item: BatchItem) -> BatchItem:
+    def one(index: int, item: BatchItem) -> BatchItem:
         if stopping.is_set():
             return item
+        own_report = reports / f"{index}.json"
         command = [sys.executable, "-m", "seqlower", str(item.model), *flags]
+        command += ["--report", str(own_report)]
         if item.output is not None:
             item.output.parent.mkdir(parents=True, exist_ok=True)
             command[4:4] = ["-o", str(item.output)]
@@ -236,17 +312,21 @@ def run_batch(items: list[BatchItem], flags: list[str], jobs: int, show: Printer
         item.code, item.seconds = process.returncode, time.perf_counter() - start
         if item.code < 0:  # killed by a signal it could not handle (SIGKILL: out of memory)
             item.code = 128 - item.code
-        lines = [line for line in stderr.splitlines() if line.startswith("seqlower: ")]
-        item.reason = lines[-1].removeprefix("seqlower: ").removeprefix("error: ") if lines else ""
+        item.reason, item.warnings = _reason_and_warnings(stderr)
+        try:
+            item.report = json.loads(own_report.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            item.report = None  # a run that failed before its report (exit 2) has none
         return item
 
     pool = ThreadPoolExecutor(max_workers=jobs)
     try:
-        futures = [pool.submit(one, item) for item in items]
+        futures = [pool.submit(one, k, item) for k, item in enumerate(items)]
         for future in as_completed(futures):
             item = future.result()
             if item.code is not None:
-                show.line(_line(item))
+                for line in _lines(item):
+                    show.line(line)
     except KeyboardInterrupt:
         stopping.set()
         with lock:
@@ -261,10 +341,38 @@ def run_batch(items: list[BatchItem], flags: list[str], jobs: int, show: Printer
     return max((item.code or 0 for item in items), default=0)
 
 
-def _line(item: BatchItem) -> str:
+def _reason_and_warnings(stderr: str) -> tuple[str, list[str]]:
+    """A run's failure, whole (its last ``seqlower:`` line and the indented lines after it:
+    the blockers, a reproduce line), and its warnings, from its stderr."""
+    lines = stderr.splitlines()
+    warnings = [
+        line.removeprefix("seqlower: warning: ")
+        for line in lines
+        if line.startswith("seqlower: warning: ")
+    ]
+    said = [k for k, line in enumerate(lines) if line.startswith("seqlower: ")]
+    errors = [k for k in said if lines[k].startswith("seqlower: error: ")]
+    if not said:
+        return "", warnings
+    first = errors[-1] if errors else said[-1]
+    reason = [lines[first].removeprefix("seqlower: ").removeprefix("error: ")]
+    for line in lines[first + 1 :]:
+        if not line.startswith("  "):
+            break
+        reason.append(line)
+    return "\n".join(reason), warnings
+
+
+def _lines(item: BatchItem) -> list[str]:
+    """The lines a model gets as it ends: its status, then a failure's whole reason (blockers
+    and the flag hint) or a success's warnings."""
     where = "" if item.output is None else f" -> {item.output}"
-    why = f": {item.reason}" if item.code and item.reason else ""
-    return f"{item.word}: {item.model}{where} ({seconds(item.seconds)}){why}"
+    reason = item.reason.splitlines() if item.code and item.reason else []
+    why = f": {reason[0]}" if reason else ""
+    lines = [f"{item.word}: {item.model}{where} ({seconds(item.seconds)}){why}", *reason[1:]]
+    if not item.code:
+        lines += [f"  warning: {warning}" for warning in item.warnings]
+    return lines
 
 
 def _table(items: list[BatchItem], show: Printer) -> None:
@@ -273,7 +381,11 @@ def _table(items: list[BatchItem], show: Printer) -> None:
     for item in items:
         show.line(f"{item.model!s:{width}}  {item.word:14} {seconds(item.seconds):>8}")
     failed = sum(1 for item in items if item.code != 0)
+    unchanged = sum(1 for item in items if item.unchanged)
+    warned = sum(1 for item in items if item.code == 0 and item.warnings)
     show.line(
-        f"{len(items) - failed} of {len(items)} models lowered"
+        f"{len(items) - failed - unchanged} of {len(items)} models lowered"
+        + (f"; {unchanged} unchanged (nothing to lower)" if unchanged else "")
+        + (f"; {warned} with warnings" if warned else "")
         + (f"; {failed} failed" if failed else "")
     )

@@ -179,8 +179,10 @@ def _batch(
     jobs: int,
     verbose: int,
     show: Printer,
+    report: Path | None = None,
 ) -> NoReturn:
-    """Several models: each lowered by its own run into the folder ``output``."""
+    """Several models: each lowered by its own run into the folder ``output``; ``report``,
+    one JSON for the batch."""
     from seqlower.cli.batch import CHILD, child_flags, plan_batch, run_batch, shared_memory
 
     with _user_errors(verbose, show):
@@ -189,9 +191,11 @@ def _batch(
         raw = ctx.find_root().meta.get("seqlower.args", [])
         flags = shared_memory(child_flags(raw, ctx.command, models), jobs)
         items = plan_batch(models, output)
+        if report is not None:
+            check_paths(None, None, None, report)
         if output is not None:
             Path(output).mkdir(exist_ok=True)
-        code = run_batch(items, flags, jobs, show)
+        code = run_batch(items, flags, jobs, show, report)
     sys.exit(code)
 
 
@@ -421,7 +425,7 @@ def lower(
     if output is None and not dry_run:
         raise click.UsageError("missing option '-o' / '--output' (or give --dry-run)")
     if len(models) > 1 or models[0].is_dir() or (output or "").endswith(os.sep):
-        _batch(ctx, models, output, jobs, verbose, Printer(quiet))
+        _batch(ctx, models, output, jobs, verbose, Printer(quiet), check.get("report_path"))
     model = models[0]
     show = Printer(quiet)
     with _user_errors(verbose, show) as errors:

@@ -65,3 +65,65 @@ def test_untyped_outputs_are_named_with_what_to_do(tmp_path: Path) -> None:
     for command in ([path, "-o", tmp_path / "out.onnx"], ["verify", path, path]):
         line = assert_one_line_error(run_cli(*command), "graph output 'y' has no type")
         assert "infer_shapes" in line and "annotate" in line
+
+
+# ---------------------------------------------------------------- batch mode (items 6, 7, 8)
+
+
+def test_batch_tells_blockers_unchanged_models_and_reports_each(tmp_path: Path) -> None:
+    """A blocked model's whole reason (every blocker, not the first line), a model with nothing
+    to lower as ``unchanged``, and --report: one JSON with each model's exit code, status,
+    culprit, blockers and timings."""
+    require("tract")
+    import json
+
+    zoo = tmp_path / "zoo"
+    zoo.mkdir()
+    blocked = _string_model()
+    blocked.graph.node.append(helper.make_node("StringNormalizer", ["t"], ["u"], name="again"))
+    blocked.graph.output[0].name = "u"
+    onnx.save(blocked, zoo / "blocked.onnx")
+    neg = helper.make_graph(
+        [helper.make_node("Neg", ["x"], ["y"])],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])],
+    )
+    onnx.save(helper.make_model(neg, opset_imports=[helper.make_opsetid("", 17)]), zoo / "neg.onnx")
+    report = tmp_path / "batch.json"
+    result = run_cli(zoo, "-o", f"{tmp_path / 'out'}/", "--target", "tract", "--report", report)
+    assert result.exit_code == 2, result.output
+    lines = result.stdout.splitlines()
+    first = next(k for k, line in enumerate(lines) if line.startswith("error: "))
+    assert "(2 blockers" in lines[first]
+    assert "StringNormalizer node 'normalize'" in lines[first + 1]
+    assert "StringNormalizer node 'again'" in lines[first + 2]
+    assert any(line.startswith("unchanged: ") and "neg.onnx" in line for line in lines)
+    assert lines[-1] == "0 of 2 models lowered; 1 unchanged (nothing to lower); 1 failed"
+    data = json.loads(report.read_text())
+    assert data["exit_code"] == 2
+    by_name = {Path(m["model"]).name: m for m in data["models"]}
+    assert (
+        by_name["blocked.onnx"]["exit_code"] == 2 and by_name["blocked.onnx"]["status"] == "error"
+    )
+    assert len(by_name["blocked.onnx"]["blockers"]) == 2
+    assert by_name["neg.onnx"]["status"] == "unchanged" and by_name["neg.onnx"]["seconds"] > 0
+    assert by_name["neg.onnx"]["report"]["exit_code"] == 0
+
+
+def test_batch_warnings_have_a_status_of_their_own() -> None:
+    """A run that succeeded with warnings is ``warnings`` in the table, its warnings printed
+    (they were dropped: the table said ``ok``, stderr was empty)."""
+    from seqlower.cli.batch import BatchItem, _lines, _reason_and_warnings
+
+    stderr = (
+        "seqlower: warning: OUT has IR version 11, but onnxruntime 1.20 reads up to 10\n"
+        "total time 1s\n"
+    )
+    reason, warnings = _reason_and_warnings(stderr)
+    item = BatchItem(Path("m.onnx"), Path("out/m.onnx"), code=0, reason=reason, warnings=warnings)
+    assert item.word == "warnings"
+    lines = _lines(item)
+    assert lines[0].startswith("warnings: m.onnx -> out/m.onnx")
+    assert lines[1] == "  warning: OUT has IR version 11, but onnxruntime 1.20 reads up to 10"
+    assert item.to_dict()["warnings"] == warnings
