@@ -7,11 +7,41 @@ seqlower walks on every run, so they stay cheap on models of 100k nodes and more
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Protocol, TypeGuard, TypeVar
 
 import onnx
 import onnx_ir as ir
 
-__all__ = ["all_graphs", "iter_graph_likes", "proto_graphs", "subgraphs_of"]
+__all__ = [
+    "ONNX_DOMAINS",
+    "all_graphs",
+    "is_onnx",
+    "iter_graph_likes",
+    "proto_graphs",
+    "subgraphs_of",
+]
+
+#: The domain names of the standard ONNX ops.
+ONNX_DOMAINS = frozenset({"", "ai.onnx"})
+
+
+class _NodeLike(Protocol):
+    @property
+    def domain(self) -> str: ...
+
+    @property
+    def op_type(self) -> str: ...
+
+
+N = TypeVar("N", bound=_NodeLike)
+
+
+def is_onnx(node: N | None, *op_types: str) -> TypeGuard[N]:
+    """Whether ``node`` (an onnx_ir node or a NodeProto) is a standard ONNX op (one of
+    ``op_types``, when any are given): the one test of ONNX's domain."""
+    if node is None or node.domain not in ONNX_DOMAINS:
+        return False
+    return not op_types or node.op_type in op_types
 
 
 def subgraphs_of(node: ir.Node) -> list[ir.Graph]:

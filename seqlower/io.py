@@ -27,7 +27,7 @@ from seqlower._fs import (
     give_default_mode,
     note_written,
 )
-from seqlower._graphs import all_graphs, proto_graphs
+from seqlower._graphs import all_graphs, is_onnx, proto_graphs
 from seqlower.errors import InvalidModelError, ModelLoadError, OutputError, first_line
 
 __all__ = [
@@ -220,7 +220,7 @@ def _reshape_ranks(graph: onnx.GraphProto) -> bool:
             lengths[name] = [d.dim_value if d.HasField("dim_value") else -1 for d in dims]
     given = False
     for node in graph.node:
-        if node.op_type != "Reshape" or node.domain not in ("", "ai.onnx") or len(node.input) < 2:
+        if not is_onnx(node, "Reshape") or len(node.input) < 2:
             continue
         out, shape = node.output[0], lengths.get(node.input[1])
         data = values.get(node.input[0])
@@ -260,7 +260,7 @@ def _sequence_concat_ranks(graph: onnx.GraphProto, ranks: Mapping[str, int]) -> 
     found = {}
     producers = {out: node for node in graph.node for out in node.output}
     for node in graph.node:
-        if node.op_type == "ConcatFromSequence" and node.domain in ("", "ai.onnx"):
+        if is_onnx(node, "ConcatFromSequence"):
             new_axis = next((a.i for a in node.attribute if a.name == "new_axis"), 0)
             rank = _element_rank(node.input[0], producers, ranks, depth=0)
             if rank is not None:
@@ -274,7 +274,7 @@ def _element_rank(
     """The rank of the tensors in ``sequence`` as built by SequenceConstruct/SequenceInsert,
     through a Loop's carried state into its body; None when not told."""
     node = producers.get(sequence)
-    if node is None or depth > 20 or node.domain not in ("", "ai.onnx"):
+    if node is None or depth > 20 or not is_onnx(node):
         return None
     if node.op_type == "SequenceConstruct":
         return next((ranks[name] for name in node.input if name in ranks), None)

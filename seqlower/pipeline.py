@@ -18,7 +18,7 @@ from onnx_ir.passes.common import TopologicalSortPass
 
 from seqlower._cleanup import RemoveUnusedNodes
 from seqlower._gc import gc_paused
-from seqlower._graphs import all_graphs, subgraphs_of
+from seqlower._graphs import all_graphs, is_onnx, subgraphs_of
 from seqlower.errors import (
     BadArgumentError,
     CannotVerifyError,
@@ -34,21 +34,18 @@ from seqlower.io import (
     self_contained_proto,
     version_converter_problem,
 )
-from seqlower.passes import (
-    PASSES,
-    ExpandFunctionOps,
-    ExplicitAttributeDefaults,
-    FixInputShapes,
-    FoldStaticShapes,
-    RestampOpVersions,
-    ValidateNodes,
-    create_pass,
-)
+from seqlower.passes import PASSES, PassEntry, create_pass
 from seqlower.passes._declared import forget_declared_sizes
+from seqlower.passes.checks.validate_nodes import ValidateNodes
+from seqlower.passes.functions.expand_function_ops import ExpandFunctionOps
+from seqlower.passes.inputs.fix_input_shapes import FixInputShapes
 from seqlower.passes.inputs.fix_optional_inputs import FixOptionalInputs
+from seqlower.passes.inputs.fold_static_shapes import FoldStaticShapes
 from seqlower.passes.inputs.unroll_inputs import UnrollInputs
+from seqlower.passes.repairs.explicit_attribute_defaults import ExplicitAttributeDefaults
+from seqlower.passes.repairs.restamp_op_versions import RestampOpVersions
 from seqlower.passes.sequences.fold_optionals import FoldOptionals
-from seqlower.targets import Target, get_pipeline, get_target
+from seqlower.targets import Pipeline, Repeat, Target, get_pipeline, get_target
 
 if TYPE_CHECKING:  # onnxruntime loads with it: only when a proof runs
     from seqlower.verification import CheckOptions
@@ -61,23 +58,27 @@ __all__ = [
     "build_pipeline",
     "check_arguments",
     "check_at_fixed_shapes",
+    "leaf_passes",
     "lower",
     "lower_with_report",
     "op_counts",
     "pass_name",
     "pass_rows",
+    "pipeline_pass_names",
     "run_pipeline",
 ]
 
-PassSpec = str | ir.passes.PassBase
+PassSpec = str | Repeat | ir.passes.PassBase
 
 
 class TimedPass(ir.passes.PassBase):
-    """Runs another pass and records how long it took (``seconds``), for summaries."""
+    """Runs another pass and records how long it took (``seconds``) and, over every run of a
+    repeated pass, how many nodes it rewrote (``rewritten``), for summaries."""
 
     def __init__(self, inner: ir.passes.PassBase) -> None:
         self.inner = inner
         self.seconds = 0.0
+        self.rewritten: int | None = None
 
     @property
     def in_place(self) -> bool:
@@ -90,9 +91,13 @@ class TimedPass(ir.passes.PassBase):
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         start = time.perf_counter()
         try:
-            return self.inner(model)
+            result = self.inner(model)
         finally:
             self.seconds += time.perf_counter() - start
+        rewritten = getattr(self.inner, "rewritten", None)
+        if rewritten is not None:
+            self.rewritten = (self.rewritten or 0) + rewritten
+        return result
 
 
 class SortIfNeeded(ir.passes.InPlacePass):
@@ -142,12 +147,63 @@ _CLEANUP_NAMES = {
 
 
 def pass_name(pass_: ir.passes.PassBase) -> str:
-    """The registry name of a pass, or its class name for passes seqlower did not register."""
+    """The registry name of a pass (the one it was made as, else that of its class without
+    arguments), or its class name for passes seqlower did not register."""
     inner = pass_.inner if isinstance(pass_, TimedPass) else pass_
-    for name, cls in PASSES.items():
-        if type(inner) is cls:
+    made_as = getattr(inner, "registry_name", None)
+    if made_as is not None:
+        return str(made_as)
+    for name, entry in PASSES.items():
+        if isinstance(entry, PassEntry):
+            if entry.class_name == type(inner).__name__ and not entry.arguments:
+                return name
+        elif type(inner) is entry:
             return name
     return _CLEANUP_NAMES.get(type(inner), type(inner).__name__)
+
+
+def leaf_passes(passes: Sequence[ir.passes.PassBase]) -> list[ir.passes.PassBase]:
+    """The passes of a pipeline, a repeated group's (a nested PassManager) once each."""
+    leaves: list[ir.passes.PassBase] = []
+    for pass_ in passes:
+        if isinstance(pass_, ir.passes.PassManager):
+            leaves += leaf_passes(pass_.passes)
+        else:
+            leaves.append(pass_)
+    return leaves
+
+
+def pipeline_pass_names(pipeline: ir.passes.PassManager) -> list[str]:
+    """The names of a pipeline's passes in the order they may run, a repeated group ``steps``
+    times (as its row lists them: :attr:`seqlower.targets.Pipeline.pass_names`)."""
+    names: list[str] = []
+    for pass_ in pipeline.passes:
+        if isinstance(pass_, ir.passes.PassManager):
+            names += pipeline_pass_names(pass_) * pass_.steps
+        else:
+            names.append(pass_name(pass_))
+    return names
+
+
+def _make(spec: PassSpec, row: Pipeline) -> ir.passes.PassBase:
+    """The pass ``spec`` names, configured for ``row`` (its name and ``max_opset``); a repeated
+    group as a PassManager that stops once a run changes nothing."""
+    if isinstance(spec, Repeat):
+        inner = [_make(name, row) for name in spec.passes]
+        return ir.passes.PassManager(inner, steps=spec.steps, early_stop=True)
+    if isinstance(spec, str):
+        target = row.name if isinstance(row, Target) else None
+        max_opset = row.max_opset if isinstance(row, Target) else None
+        return create_pass(spec, target=target, max_opset=max_opset)
+    return spec
+
+
+def _timed(pass_: ir.passes.PassBase) -> ir.passes.PassBase:
+    """``pass_`` in a :class:`TimedPass`, each pass of a repeated group in its own."""
+    if isinstance(pass_, ir.passes.PassManager):
+        inner = [_timed(p) for p in pass_.passes]
+        return ir.passes.PassManager(inner, steps=pass_.steps, early_stop=pass_.early_stop)
+    return TimedPass(pass_)
 
 
 def build_pipeline(
@@ -194,11 +250,7 @@ def build_pipeline(
     names = passes or row.passes
     # A row may place the second fold itself ("fold-static-shapes": passes after it see the
     # folded shapes); it runs only with fixed input shapes, as the one appended otherwise.
-    lowering = [
-        create_pass(p) if isinstance(p, str) else p
-        for p in names
-        if p != "fold-static-shapes" or input_shapes
-    ]
+    lowering = [_make(p, row) for p in names if p != "fold-static-shapes" or input_shapes]
     steps: list[ir.passes.PassBase] = [ValidateNodes()]
     steps += interface_passes(unroll_inputs, optional_inputs, lowering)
     if input_shapes:
@@ -214,10 +266,10 @@ def build_pipeline(
         steps.append(RemoveUnusedNodes())
     if isinstance(row, Target) and row.op_versions:
         steps.append(RestampOpVersions(row.op_versions, row.name, row.versions))
-    steps += [create_pass(p) for p in row.requires]
+    steps += [_make(p, row) for p in row.requires]
     if cleanup:
         steps.append(SortIfNeeded())
-    manager = ir.passes.PassManager([TimedPass(p) for p in steps] if timed else steps, steps=1)
+    manager = ir.passes.PassManager([_timed(p) for p in steps] if timed else steps, steps=1)
     if isinstance(row, Target) and row.static_shapes and not input_shapes:
         manager.static_shapes = (row.name, row.static_shapes)  # type: ignore[attr-defined]
     return manager
@@ -645,15 +697,16 @@ def pass_rows(passes: Sequence[ir.passes.PassBase]) -> list[PassRow]:
     """The rows of a pipeline's passes after a run (timings when built with ``timed``), but
     ``ValidateNodes``'s."""
     rows = []
-    for timed in passes:
+    for timed in leaf_passes(passes):
         inner = timed.inner if isinstance(timed, TimedPass) else timed
         if isinstance(inner, ValidateNodes):
             continue  # it rewrites nothing and runs in every pipeline: not worth a row
+        rewritten = timed.rewritten if isinstance(timed, TimedPass) else None
         rows.append(
             PassRow(
                 name=pass_name(timed),
                 op_type=getattr(inner, "op_type", None),
-                rewritten=getattr(inner, "rewritten", None),
+                rewritten=getattr(inner, "rewritten", None) if rewritten is None else rewritten,
                 seconds=getattr(timed, "seconds", 0.0),
                 forms=dict(getattr(inner, "forms", None) or {}) or None,
                 repairs=bool(getattr(inner, "repairs", False)),
@@ -668,9 +721,7 @@ def op_counts(model: ir.Model) -> Counter[str]:
     counts: Counter[str] = Counter()
     for graph in all_graphs(model):
         for node in graph:
-            counts[
-                node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}::{node.op_type}"
-            ] += 1
+            counts[node.op_type if is_onnx(node) else f"{node.domain}::{node.op_type}"] += 1
     return counts
 
 

@@ -26,6 +26,7 @@ __all__ = [
     "TARGETS",
     "Deployment",
     "Pipeline",
+    "Repeat",
     "Target",
     "deployment",
     "describe_targets",
@@ -33,19 +34,37 @@ __all__ = [
     "get_target",
 ]
 
-#: The sequence-free passes, in order, without ``lower-reverse-sequence``: known lengths first
-#: (SplitToSequence, SequenceInsert chains), then the maps on them, then the plumbing the
-#: unrolled maps leave, then maps over run-time splits.
-_SEQUENCE_FREE = (
-    "fold-optionals",
-    "stack-row-maps",
+
+@dataclasses.dataclass(frozen=True)
+class Repeat:
+    """Passes run again while they change the model, at most ``steps`` times (onnx_ir's
+    ``PassManager(passes, steps=steps, early_stop=True)``): what one run rewrites may give the
+    next run something to take (an ``If`` whose branch held an ``If``)."""
+
+    passes: tuple[str, ...]
+    steps: int = 2
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The passes in the order they may run, ``steps`` times over."""
+        return self.passes * self.steps
+
+
+#: Optionals of known presence folded, then the maps that run once on a split tensor, whatever
+#: their count (before a count known when lowering is folded into a ``Split`` and unrolled).
+_OPTIONALS_AND_ROW_MAPS = ("fold-optionals", "stack-row-maps")
+#: Sequences of known length folded (SplitToSequence, SequenceInsert chains), the maps on them
+#: unrolled, the plumbing the unrolled maps leave folded, then maps over run-time splits.
+_SEQUENCE_FOLDS = (
     "fold-sequence-ops",
     "unroll-sequence-map",
     "fold-sequence-ops",
     "scan-sequence-map",
-    "stack-loop-sequences",
-    "stack-sequences",
 )
+#: What is left of sequences of run-time length, as stacked tensors.
+_STACKED = ("stack-loop-sequences", "stack-sequences")
+#: The sequence-free passes, in order, without ``lower-reverse-sequence``.
+_SEQUENCE_FREE = (*_OPTIONALS_AND_ROW_MAPS, *_SEQUENCE_FOLDS, *_STACKED)
 
 #: How the targets that run no ``Loop`` (onnx2torch, tinygrad, tvm) unroll loops and recurrent
 #: ops: a Loop of a fixed count as a Scan, unrolled when the count is a constant; at fixed input
@@ -67,8 +86,7 @@ _UNROLLED = (
 #: whose branch held an ``If`` is taken once that one is), its reductions of such slices masked
 #: reductions, its shapes folded.
 _IFS_AS_MASKED_WHERES = (
-    "if-as-where",
-    "if-as-where",
+    Repeat(("if-as-where",)),
     "slice-reductions-as-masks",
     "fold-static-shapes",
 )
@@ -79,8 +97,9 @@ class Pipeline:
     """One way to lower a model: passes, then dead-node removal, then checks."""
 
     name: str
-    #: The lowering passes, in order (names in ``seqlower.passes.PASSES``).
-    passes: tuple[str, ...]
+    #: The lowering passes, in order (names in ``seqlower.passes.PASSES``, or a group of them
+    #: repeated while it changes the model).
+    passes: tuple[str | Repeat, ...]
     #: Checks after dead-node removal, each raising on what still blocks the runtime.
     requires: tuple[str, ...] = ()
     #: ONNX function ops the runtime lacks, expanded into their ONNX function bodies after
@@ -94,6 +113,15 @@ class Pipeline:
     @property
     def sequence_free(self) -> bool:
         return "require-sequence-free" in self.requires
+
+    @property
+    def pass_names(self) -> tuple[str, ...]:
+        """The lowering passes in the order they may run, a repeated group ``steps`` times."""
+        return tuple(
+            name
+            for spec in self.passes
+            for name in (spec.names if isinstance(spec, Repeat) else (spec,))
+        )
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -211,10 +239,11 @@ PIPELINES: dict[str, Pipeline] = {
                 "inline-functions",
                 # it runs no opset-8 Scan: one opset-9 Scan per batch entry, opset 9
                 "lower-scan-8",
-                # tract loads no Reshape to a computed shape; its Gather aborts on a bad index.
-                *_SEQUENCE_FREE[:-2],
+                *_OPTIONALS_AND_ROW_MAPS,
+                *_SEQUENCE_FOLDS,
                 # a map over pieces of run-time sizes: a Scan writing rows into a buffer
                 "ragged-maps-as-scans",
+                # tract loads no Reshape to a computed shape; its Gather aborts on a bad index.
                 "stack-loop-sequences",
                 "stack-sequences-gather-checked",
                 "freeze-bounded-loops",
@@ -278,21 +307,19 @@ PIPELINES: dict[str, Pipeline] = {
         Target(
             name="onnx2tf",
             passes=(
-                *_SEQUENCE_FREE[:2],
+                *_OPTIONALS_AND_ROW_MAPS,
                 # a row-wise map over pieces of run-time sizes: its body on the whole tensor
                 "ragged-row-maps",
-                *_SEQUENCE_FREE[2:],
+                *_SEQUENCE_FOLDS,
+                *_STACKED,
                 "explicit-loop-counts",
-                "loop-to-scan-constant",
-                "unroll-constant-scans",
                 # again: a second stacked layer's count is the unrolled first one's length
-                "loop-to-scan-constant",
-                "unroll-constant-scans",
+                Repeat(("loop-to-scan-constant", "unroll-constant-scans")),
                 "scan-outputs-as-states",
                 # at fixed input shapes, the unrolled copies' shapes folded for if-as-where
                 "fold-static-shapes",
-                "if-as-where",
-                "if-as-where",  # again: an If whose branch held an If rewritten by the first
+                # again: an If whose branch held an If rewritten by the first
+                Repeat(("if-as-where",)),
                 "slice-means-as-masks",  # a mean cannot be padded: masked
                 "pad-empty-reductions",
                 "reverse-sequence-casts",
@@ -327,8 +354,8 @@ PIPELINES: dict[str, Pipeline] = {
                 # a run-time count of constant bounds (tf2onnx's dynamic_rnn with lengths)
                 "unroll-bounded-scans",
                 # onnx2torch has no If: one whose branches cannot fail is both, then a Where
-                "if-as-where",
-                "if-as-where",  # again: an If whose branch held an If rewritten by the first
+                # again: an If whose branch held an If rewritten by the first
+                Repeat(("if-as-where",)),
                 # torch's max of an empty slice raises: the untaken branch's reductions padded
                 "pad-empty-reductions",
                 "fold-static-shapes",  # again: the shapes of those Wheres (embedding_bag's)
@@ -396,10 +423,11 @@ PIPELINES: dict[str, Pipeline] = {
         Target(
             name="tvm",
             passes=(
-                *_SEQUENCE_FREE[:2],
+                *_OPTIONALS_AND_ROW_MAPS,
                 # a row-wise map over pieces of run-time sizes: its body on the whole tensor
                 "ragged-row-maps",
-                *_SEQUENCE_FREE[2:],
+                *_SEQUENCE_FOLDS,
+                *_STACKED,
                 *_UNROLLED,
                 # a run-time count of constant bounds (tf2onnx's dynamic_rnn with lengths)
                 "unroll-bounded-scans",
@@ -549,7 +577,7 @@ def describe_targets() -> str:
     lines = []
     for target in TARGETS.values():
         lines.append(f"{target.name}  [{target.measured}: {target.versions}]")
-        lines.append(f"  passes:           {', '.join(target.passes)}")
+        lines.append(f"  passes:           {', '.join(target.pass_names)}")
         if target.expand_ops:
             lines.append(
                 f"  expanded:         {', '.join(target.expand_ops)} (ONNX function bodies)"

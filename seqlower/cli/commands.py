@@ -37,7 +37,7 @@ from seqlower.cli.options import (
 )
 from seqlower.cli.output import Printer
 from seqlower.errors import ExitCode, SeqlowerError, first_line
-from seqlower.passes import PASSES
+from seqlower.passes import PASSES, pass_doc
 from seqlower.targets import PIPELINES, TARGETS, deployment
 
 if TYPE_CHECKING:
@@ -203,8 +203,8 @@ def _list_passes(ctx: click.Context, _param: click.Parameter, value: bool) -> No
     if not value or ctx.resilient_parsing:
         return
     printer = Printer(quiet=False)
-    for name, cls in PASSES.items():
-        printer.line(f"{name:24} {_pipelines_of(name):24} {_plain_summary(cls.__doc__)}")
+    for name in PASSES:
+        printer.line(f"{name:24} {_pipelines_of(name):24} {_plain_summary(pass_doc(name))}")
     printer.line(
         "Every pipeline then runs remove-unused-nodes and topological-sort (--no-cleanup skips "
         "the sort, and the default pipeline's remove-unused-nodes); --passes and --skip change "
@@ -227,17 +227,17 @@ def _pipelines_of(name: str) -> str:
     """Which pipelines run a pass: ``default``, ``sequence-free`` (twice, last), the targets
     whose pipeline lists it, or none (``--passes`` only)."""
     runs = []
-    if name in PIPELINES["default"].passes:
+    if name in PIPELINES["default"].pass_names:
         runs.append("default")
     sequence_free = PIPELINES["sequence-free"]
-    count = sequence_free.passes.count(name)
+    count = sequence_free.pass_names.count(name)
     if count or name in sequence_free.requires:
         runs.append("sequence-free" + (" (twice)" if count > 1 else ""))
     if not runs:  # the sequence-free passes are in most targets' pipelines: said once above
         targets = [
             row.name
             for row in TARGETS.values()
-            if name in (*row.passes, *row.requires)
+            if name in (*row.pass_names, *row.requires)
             or (name == "expand-function-ops" and row.expand_ops)
         ]
         if targets:

@@ -584,7 +584,7 @@ def unroll_inputs(pairs: tuple[tuple[str, int], ...]) -> dict[str, int]:
 def choose_passes(
     text: str | None, skip: tuple[str, ...], *, sequence_free: bool = False
 ) -> list[str]:
-    default = get_pipeline(sequence_free).passes
+    default = get_pipeline(sequence_free).pass_names
     names = list(default) if text is None else [n.strip() for n in text.split(",") if n.strip()]
     skipped = [n.strip() for spec in skip for n in spec.split(",") if n.strip()]
     unknown = [name for name in (*names, *skipped) if name not in PASSES]

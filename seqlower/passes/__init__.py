@@ -1,9 +1,12 @@
 """seqlower's lowering passes, each an ``onnx_ir.passes.InPlacePass`` usable in any PassManager.
 
-``PASSES`` maps the names the CLI and :func:`seqlower.lower` accept to the pass classes;
-``SEQUENCE_OPS`` the ops a sequence-free model may not contain. Which passes run, in which
-order, is the pipeline table's (:data:`seqlower.targets.PIPELINES`: ``default``,
-``sequence-free`` and every deploy target).
+:data:`PASSES` is the one table of configured passes: each name the CLI and :func:`seqlower.lower`
+accept is a pass class and the constructor arguments that make it (``loop-to-scan-reads`` is
+``LoopToScan(outer_reads_as_states=False)``), so adding a pass, or a variant of one, touches
+that table alone. ``SEQUENCE_OPS`` are the ops a sequence-free model may not contain. Which
+passes run, in which order, is the pipeline table's (:data:`seqlower.targets.PIPELINES`:
+``default``, ``sequence-free`` and every deploy target); what a pass needs of the row it runs in
+(``max_opset``, the row's name for its messages) the pipeline hands it when it makes the pass.
 
 The pass modules (and onnx_ir, with sympy: half a second) are imported on first use of a class,
 not with this package: ``seqlower --help`` lists pass names and must not pay for them.
@@ -11,284 +14,295 @@ not with this package: ``seqlower --help`` lists pass names and must not pay for
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
-from collections.abc import Iterator, MutableMapping
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import onnx_ir as ir
 
-    from seqlower.passes._base import NodeLoweringPass
-    from seqlower.passes._ir import SEQUENCE_OPS
-    from seqlower.passes.branches.alike_branches_as_where import AlikeBranchesAsWhere
-    from seqlower.passes.branches.branch_reductions_outside import BranchReductionsOutside
-    from seqlower.passes.branches.condition_operands import ConditionOperandsInBranches
-    from seqlower.passes.branches.fold_static_ifs import FoldStaticIfs
-    from seqlower.passes.branches.if_as_where import IfAsWhere
-    from seqlower.passes.branches.scalar_if_conditions import ScalarIfConditions
-    from seqlower.passes.branches.variable_then_branches import VariableThenBranches
-    from seqlower.passes.checks.require_converter_ops import (
-        RequireOnnx2TorchOps,
-        RequireTinygradOps,
-        RequireTvmOps,
-    )
-    from seqlower.passes.checks.require_iree_loops import RequireIreeLoops
-    from seqlower.passes.checks.require_no_loop import RequireNoLoop
-    from seqlower.passes.checks.require_onnx2tf_loops import RequireOnnx2TfLoops
-    from seqlower.passes.checks.require_runtime_ops import RequireOpenVinoOps, RequireTractOps
-    from seqlower.passes.checks.require_sequence_free import RequireSequenceFree
-    from seqlower.passes.checks.require_slice_bounds import RequireShapeSliceBounds
-    from seqlower.passes.checks.validate_nodes import ValidateNodes
-    from seqlower.passes.functions.expand_function_ops import (
-        ExpandFunctionOps,
-        ExpandUnconvertedFunctionOps,
-    )
-    from seqlower.passes.functions.inline_functions import InlineFunctions
-    from seqlower.passes.functions.inline_untyped_functions import (
-        InlineUntypedSequenceMapFunctions,
-    )
-    from seqlower.passes.inputs.fix_input_shapes import FixInputShapes
-    from seqlower.passes.inputs.fold_static_shapes import FoldStaticShapes
-    from seqlower.passes.loops.explicit_loop_counts import ExplicitLoopCounts
-    from seqlower.passes.loops.freeze_bounded_loops import FreezeBoundedLoops
-    from seqlower.passes.loops.iteration_row_slices import IterationRowSlices
-    from seqlower.passes.loops.loop_to_scan import (
-        LoopToScan,
-        LoopToScanConstant,
-        LoopToScanFixedStates,
-        LoopToScanReads,
-        LoopToScanRows,
-    )
-    from seqlower.passes.loops.lower_scan8 import LowerScan8, LowerScan8Lengths
-    from seqlower.passes.loops.scan_iteration_states import ScanIterationStates
-    from seqlower.passes.loops.scan_outputs_as_states import (
-        ScanOutputsAsRunTimeStates,
-        ScanOutputsAsStates,
-    )
-    from seqlower.passes.loops.strict_loop_bodies import StrictLoopBodies
-    from seqlower.passes.loops.strict_scan_bodies import StrictScanBodies, TypedScanBodies
-    from seqlower.passes.loops.unroll_constant_scans import (
-        UnrollBoundedScans,
-        UnrollConstantScans,
-    )
-    from seqlower.passes.loops.unroll_recurrent_ops import (
-        UnrollPeepholeLstms,
-        UnrollRecurrentOps,
-    )
-    from seqlower.passes.repairs.cast_like_as_cast import CastLikeAsCast
-    from seqlower.passes.repairs.constant_values_as_tensors import ConstantValuesAsTensors
-    from seqlower.passes.repairs.empty_means_as_zero import EmptyMeansAsZero
-    from seqlower.passes.repairs.explicit_attribute_defaults import ExplicitAttributeDefaults
-    from seqlower.passes.repairs.explicit_constant_of_shape_value import (
-        ExplicitConstantOfShapeValue,
-    )
-    from seqlower.passes.repairs.outputs_without_identity import OutputsWithoutIdentity
-    from seqlower.passes.repairs.pad_empty_reductions import PadEmptyReductions
-    from seqlower.passes.repairs.recurrence_lengths_per_entry import RecurrenceLengthsPerEntry
-    from seqlower.passes.repairs.reshape_without_allowzero import ReshapeWithoutAllowzero
-    from seqlower.passes.repairs.restamp_op_versions import RestampOpVersions
-    from seqlower.passes.repairs.run_time_slices import RunTimeSlicesAsGathers
-    from seqlower.passes.repairs.scalar_outputs import ScalarOutputs
-    from seqlower.passes.repairs.shape_values_as_tensors import ShapeValuesAsTensors
-    from seqlower.passes.repairs.slice_reductions_as_masks import (
-        SliceMeansAsMasks,
-        SliceReductionsAsMasks,
-    )
-    from seqlower.passes.repairs.split_as_slices import SplitAsSlices
-    from seqlower.passes.repairs.strip_symbolic_dims import StripSymbolicDims
-    from seqlower.passes.repairs.time_major_recurrences import TimeMajorRecurrences
-    from seqlower.passes.reverse_sequence.lower_reverse_sequence import (
-        LowerReverseSequence,
-        LowerReverseSequenceGaps,
-        LowerReverseSequenceRows,
-    )
-    from seqlower.passes.reverse_sequence.reverse_sequence_casts import ReverseSequenceCasts
-    from seqlower.passes.sequences.fold_optionals import FoldOptionals
-    from seqlower.passes.sequences.fold_sequence_ops import FoldSequenceOps
-    from seqlower.passes.sequences.lower_sequence_map import (
-        LowerRaggedSequenceMap,
-        LowerSequenceMap,
-    )
-    from seqlower.passes.sequences.ragged_maps_as_scans import RaggedMapsAsScans, RaggedRowMaps
-    from seqlower.passes.sequences.scan_sequence_map import ScanSequenceMap, StackRowMaps
-    from seqlower.passes.sequences.slice_split_pieces import SliceSplitPieces
-    from seqlower.passes.sequences.stack_loop_sequences import StackLoopSequences
-    from seqlower.passes.sequences.stack_sequences import (
-        StackSequences,
-        StackSequencesGatherChecked,
-    )
-    from seqlower.passes.sequences.unroll_sequence_map import UnrollSequenceMap
 
-__all__ = [
-    "PASSES",
-    "SEQUENCE_OPS",
-    "AlikeBranchesAsWhere",
-    "BranchReductionsOutside",
-    "CastLikeAsCast",
-    "ConditionOperandsInBranches",
-    "ConstantValuesAsTensors",
-    "EmptyMeansAsZero",
-    "ExpandFunctionOps",
-    "ExpandUnconvertedFunctionOps",
-    "ExplicitAttributeDefaults",
-    "ExplicitConstantOfShapeValue",
-    "ExplicitLoopCounts",
-    "FixInputShapes",
-    "FoldOptionals",
-    "FoldSequenceOps",
-    "FoldStaticIfs",
-    "FoldStaticShapes",
-    "FreezeBoundedLoops",
-    "IfAsWhere",
-    "InlineFunctions",
-    "InlineUntypedSequenceMapFunctions",
-    "IterationRowSlices",
-    "LoopToScan",
-    "LoopToScanConstant",
-    "LoopToScanFixedStates",
-    "LoopToScanReads",
-    "LoopToScanRows",
-    "LowerRaggedSequenceMap",
-    "LowerReverseSequence",
-    "LowerReverseSequenceGaps",
-    "LowerReverseSequenceRows",
-    "LowerScan8",
-    "LowerScan8Lengths",
-    "LowerSequenceMap",
-    "NodeLoweringPass",
-    "OutputsWithoutIdentity",
-    "PadEmptyReductions",
-    "RaggedMapsAsScans",
-    "RaggedRowMaps",
-    "RecurrenceLengthsPerEntry",
-    "RequireIreeLoops",
-    "RequireNoLoop",
-    "RequireOnnx2TfLoops",
-    "RequireOnnx2TorchOps",
-    "RequireOpenVinoOps",
-    "RequireSequenceFree",
-    "RequireShapeSliceBounds",
-    "RequireTinygradOps",
-    "RequireTractOps",
-    "RequireTvmOps",
-    "ReshapeWithoutAllowzero",
-    "RestampOpVersions",
-    "ReverseSequenceCasts",
-    "RunTimeSlicesAsGathers",
-    "ScalarIfConditions",
-    "ScalarOutputs",
-    "ScanIterationStates",
-    "ScanOutputsAsRunTimeStates",
-    "ScanOutputsAsStates",
-    "ScanSequenceMap",
-    "ShapeValuesAsTensors",
-    "SliceMeansAsMasks",
-    "SliceReductionsAsMasks",
-    "SliceSplitPieces",
-    "SplitAsSlices",
-    "StackLoopSequences",
-    "StackRowMaps",
-    "StackSequences",
-    "StackSequencesGatherChecked",
-    "StrictLoopBodies",
-    "StrictScanBodies",
-    "StripSymbolicDims",
-    "TimeMajorRecurrences",
-    "TypedScanBodies",
-    "UnrollBoundedScans",
-    "UnrollConstantScans",
-    "UnrollPeepholeLstms",
-    "UnrollRecurrentOps",
-    "UnrollSequenceMap",
-    "ValidateNodes",
-    "VariableThenBranches",
-    "create_pass",
-]
+@dataclasses.dataclass(frozen=True)
+class PassEntry:
+    """One configured pass: its class (imported on first use) and the arguments that make it.
 
-# Where each exported class lives (imported by module __getattr__ on first use).
-_MODULES = {
-    "NodeLoweringPass": "_base",
-    "FixInputShapes": "inputs.fix_input_shapes",
-    "FoldStaticShapes": "inputs.fold_static_shapes",
-    "SEQUENCE_OPS": "_ir",
-    "FoldOptionals": "sequences.fold_optionals",
-    "FoldSequenceOps": "sequences.fold_sequence_ops",
-    "LowerReverseSequence": "reverse_sequence.lower_reverse_sequence",
-    "LowerReverseSequenceRows": "reverse_sequence.lower_reverse_sequence",
-    "LowerSequenceMap": "sequences.lower_sequence_map",
-    "LowerRaggedSequenceMap": "sequences.lower_sequence_map",
-    "ValidateNodes": "checks.validate_nodes",
-    "RequireSequenceFree": "checks.require_sequence_free",
-    "ScanSequenceMap": "sequences.scan_sequence_map",
-    "StackLoopSequences": "sequences.stack_loop_sequences",
-    "StackSequences": "sequences.stack_sequences",
-    "StackSequencesGatherChecked": "sequences.stack_sequences",
-    "StackRowMaps": "sequences.scan_sequence_map",
-    "UnrollSequenceMap": "sequences.unroll_sequence_map",
-    "ExpandFunctionOps": "functions.expand_function_ops",
-    "ExpandUnconvertedFunctionOps": "functions.expand_function_ops",
-    "FreezeBoundedLoops": "loops.freeze_bounded_loops",
-    "InlineFunctions": "functions.inline_functions",
-    "InlineUntypedSequenceMapFunctions": "functions.inline_untyped_functions",
-    "IterationRowSlices": "loops.iteration_row_slices",
-    "LoopToScan": "loops.loop_to_scan",
-    "LoopToScanRows": "loops.loop_to_scan",
-    "LoopToScanReads": "loops.loop_to_scan",
-    "LoopToScanConstant": "loops.loop_to_scan",
-    "LoopToScanFixedStates": "loops.loop_to_scan",
-    "LowerScan8": "loops.lower_scan8",
-    "LowerScan8Lengths": "loops.lower_scan8",
-    "ExplicitLoopCounts": "loops.explicit_loop_counts",
-    "RequireNoLoop": "checks.require_no_loop",
-    "RequireIreeLoops": "checks.require_iree_loops",
-    "RequireOnnx2TfLoops": "checks.require_onnx2tf_loops",
-    "RequireTractOps": "checks.require_runtime_ops",
-    "RequireOpenVinoOps": "checks.require_runtime_ops",
-    "RequireShapeSliceBounds": "checks.require_slice_bounds",
-    "RunTimeSlicesAsGathers": "repairs.run_time_slices",
-    "RequireOnnx2TorchOps": "checks.require_converter_ops",
-    "RequireTvmOps": "checks.require_converter_ops",
-    "RequireTinygradOps": "checks.require_converter_ops",
-    "AlikeBranchesAsWhere": "branches.alike_branches_as_where",
-    "BranchReductionsOutside": "branches.branch_reductions_outside",
-    "CastLikeAsCast": "repairs.cast_like_as_cast",
-    "ConditionOperandsInBranches": "branches.condition_operands",
-    "ConstantValuesAsTensors": "repairs.constant_values_as_tensors",
-    "ReshapeWithoutAllowzero": "repairs.reshape_without_allowzero",
-    "ExplicitAttributeDefaults": "repairs.explicit_attribute_defaults",
-    "RestampOpVersions": "repairs.restamp_op_versions",
-    "LowerReverseSequenceGaps": "reverse_sequence.lower_reverse_sequence",
-    "ShapeValuesAsTensors": "repairs.shape_values_as_tensors",
-    "ReverseSequenceCasts": "reverse_sequence.reverse_sequence_casts",
-    "IfAsWhere": "branches.if_as_where",
-    "TimeMajorRecurrences": "repairs.time_major_recurrences",
-    "RecurrenceLengthsPerEntry": "repairs.recurrence_lengths_per_entry",
-    "PadEmptyReductions": "repairs.pad_empty_reductions",
-    "EmptyMeansAsZero": "repairs.empty_means_as_zero",
-    "RaggedMapsAsScans": "sequences.ragged_maps_as_scans",
-    "RaggedRowMaps": "sequences.ragged_maps_as_scans",
-    "ScalarIfConditions": "branches.scalar_if_conditions",
-    "ScalarOutputs": "repairs.scalar_outputs",
-    "ScanIterationStates": "loops.scan_iteration_states",
-    "ScanOutputsAsStates": "loops.scan_outputs_as_states",
-    "ScanOutputsAsRunTimeStates": "loops.scan_outputs_as_states",
-    "OutputsWithoutIdentity": "repairs.outputs_without_identity",
-    "SliceMeansAsMasks": "repairs.slice_reductions_as_masks",
-    "SliceReductionsAsMasks": "repairs.slice_reductions_as_masks",
-    "SliceSplitPieces": "sequences.slice_split_pieces",
-    "SplitAsSlices": "repairs.split_as_slices",
-    "StrictLoopBodies": "loops.strict_loop_bodies",
-    "StrictScanBodies": "loops.strict_scan_bodies",
-    "TypedScanBodies": "loops.strict_scan_bodies",
-    "UnrollBoundedScans": "loops.unroll_constant_scans",
-    "UnrollConstantScans": "loops.unroll_constant_scans",
-    "UnrollPeepholeLstms": "loops.unroll_recurrent_ops",
-    "UnrollRecurrentOps": "loops.unroll_recurrent_ops",
-    "ExplicitConstantOfShapeValue": "repairs.explicit_constant_of_shape_value",
-    "FoldStaticIfs": "branches.fold_static_ifs",
-    "StripSymbolicDims": "repairs.strip_symbolic_dims",
-    "VariableThenBranches": "branches.variable_then_branches",
+    Calling the entry makes a new pass; ``context`` names what it takes of the pipeline row it
+    runs in (``target``: the row's name, ``max_opset``), given as keywords by the pipeline.
+    """
+
+    #: The module under ``seqlower.passes`` and the class in it.
+    module: str
+    class_name: str
+    #: Constructor arguments, as (name, value) pairs.
+    arguments: tuple[tuple[str, Any], ...] = ()
+    #: The row's facts the pass takes, by keyword: ``target``, ``max_opset``.
+    context: tuple[str, ...] = ()
+    #: One line on what this configuration does, when not its class's docstring.
+    doc: str | None = None
+
+    @property
+    def cls(self) -> type[ir.passes.InPlacePass]:
+        value: type[ir.passes.InPlacePass] = __getattr__(self.class_name)
+        return value
+
+    def __call__(self, **context: Any) -> ir.passes.InPlacePass:
+        given = {k: v for k, v in context.items() if k in self.context and v is not None}
+        return self.cls(**dict(self.arguments), **given)
+
+    @property
+    def description(self) -> str | None:
+        """What this configuration does: its own line, else its class's docstring."""
+        return self.doc or self.cls.__doc__
+
+
+def _entry(
+    module: str,
+    class_name: str,
+    *,
+    context: tuple[str, ...] = (),
+    doc: str | None = None,
+    **kw: Any,
+) -> PassEntry:
+    return PassEntry(module, class_name, tuple(kw.items()), context, doc)
+
+
+#: Every pass by name: the class and the arguments that configure it.
+PASSES: dict[str, PassEntry | Callable[..., ir.passes.InPlacePass]] = {
+    "lower-sequence-map": _entry("sequences.lower_sequence_map", "LowerSequenceMap"),
+    "lower-ragged-maps": _entry(
+        "sequences.lower_sequence_map",
+        "LowerSequenceMap",
+        ragged_only=True,
+        doc="Only the maps over the pieces of a split by run-time sizes, as Loops.",
+    ),
+    "lower-reverse-sequence": _entry(
+        "reverse_sequence.lower_reverse_sequence", "LowerReverseSequence"
+    ),
+    "lower-reverse-sequence-rows": _entry(
+        "reverse_sequence.lower_reverse_sequence",
+        "LowerReverseSequence",
+        form="gather",
+        doc="ReverseSequence lowered, run-time lengths as a row Gather (faster on onnxruntime).",
+    ),
+    "lower-reverse-sequence-gaps": _entry(
+        "reverse_sequence.lower_reverse_sequence",
+        "LowerReverseSequence",
+        form="gather",
+        gaps_only=True,
+        doc="Only the ReverseSequence nodes onnxruntime's kernel cannot run, as row Gathers.",
+    ),
+    "reverse-sequence-casts": _entry(
+        "reverse_sequence.reverse_sequence_casts", "ReverseSequenceCasts"
+    ),
+    "if-as-where": _entry("branches.if_as_where", "IfAsWhere"),
+    "time-major-recurrences": _entry("repairs.time_major_recurrences", "TimeMajorRecurrences"),
+    "pad-empty-reductions": _entry("repairs.pad_empty_reductions", "PadEmptyReductions"),
+    "empty-means-as-zero": _entry("repairs.empty_means_as_zero", "EmptyMeansAsZero"),
+    "scalar-outputs": _entry("repairs.scalar_outputs", "ScalarOutputs"),
+    "scan-outputs-as-states": _entry("loops.scan_outputs_as_states", "ScanOutputsAsStates"),
+    "scan-outputs-as-run-time-states": _entry(
+        "loops.scan_outputs_as_states", "ScanOutputsAsRunTimeStates"
+    ),
+    "recurrence-lengths-per-entry": _entry(
+        "repairs.recurrence_lengths_per_entry", "RecurrenceLengthsPerEntry"
+    ),
+    "outputs-without-identity": _entry(
+        "repairs.outputs_without_identity", "OutputsWithoutIdentity"
+    ),
+    "fold-optionals": _entry("sequences.fold_optionals", "FoldOptionals"),
+    "fold-sequence-ops": _entry("sequences.fold_sequence_ops", "FoldSequenceOps"),
+    "unroll-sequence-map": _entry("sequences.unroll_sequence_map", "UnrollSequenceMap"),
+    "scan-sequence-map": _entry("sequences.scan_sequence_map", "ScanSequenceMap"),
+    "ragged-maps-as-scans": _entry("sequences.ragged_maps_as_scans", "RaggedMapsAsScans"),
+    "ragged-row-maps": _entry(
+        "sequences.ragged_maps_as_scans",
+        "RaggedMapsAsScans",
+        scans=False,
+        doc="Only the maps over ragged pieces whose body is row-wise: run once, no Scan.",
+    ),
+    "stack-row-maps": _entry(
+        "sequences.scan_sequence_map",
+        "ScanSequenceMap",
+        stacked_only=True,
+        doc="Only the maps run once on the split tensor, whatever their count.",
+    ),
+    "stack-loop-sequences": _entry("sequences.stack_loop_sequences", "StackLoopSequences"),
+    "stack-sequences": _entry("sequences.stack_sequences", "StackSequences"),
+    "stack-sequences-gather-checked": _entry(
+        "sequences.stack_sequences",
+        "StackSequences",
+        reshape_check=False,
+        lengths_as_data=True,
+        doc="Sequences as stacked tensors, bad positions failing in Gather alone (tract).",
+    ),
+    "require-sequence-free": _entry("checks.require_sequence_free", "RequireSequenceFree"),
+    "inline-untyped-functions": _entry(
+        "functions.inline_untyped_functions", "InlineUntypedSequenceMapFunctions"
+    ),
+    "inline-functions": _entry("functions.inline_functions", "InlineFunctions"),
+    "loop-to-scan": _entry("loops.loop_to_scan", "LoopToScan"),
+    "freeze-bounded-loops": _entry("loops.freeze_bounded_loops", "FreezeBoundedLoops"),
+    "iteration-row-slices": _entry("loops.iteration_row_slices", "IterationRowSlices"),
+    "lower-scan-8": _entry("loops.lower_scan8", "LowerScan8", context=("target",)),
+    "lower-scan-8-lengths": _entry(
+        "loops.lower_scan8",
+        "LowerScan8",
+        context=("target",),
+        only_with_lengths=True,
+        reshape_check=True,
+        doc="Opset-8 Scans lowered only in a model where one has sequence_lens.",
+    ),
+    "loop-to-scan-rows": _entry(
+        "loops.loop_to_scan",
+        "LoopToScan",
+        rows_as_scan_inputs=True,
+        doc="Loops as Scans, TensorArray reads as scan inputs (onnxruntime).",
+    ),
+    "loop-to-scan-reads": _entry(
+        "loops.loop_to_scan",
+        "LoopToScan",
+        outer_reads_as_states=False,
+        doc="Loops as Scans, outer reads left as reads where a runtime takes them.",
+    ),
+    "loop-to-scan-constant": _entry(
+        "loops.loop_to_scan",
+        "LoopToScan",
+        outer_reads_as_states=False,
+        constant_counts=True,
+        doc="Only Loops of a constant count up to 256 as Scans (to be unrolled).",
+    ),
+    "loop-to-scan-fixed-states": _entry(
+        "loops.loop_to_scan",
+        "LoopToScan",
+        outer_reads_as_states=False,
+        grown_states=False,
+        guards_zero_trips=True,
+        doc="Loops as Scans but those growing a state; zero-trip Loops guarded (tract).",
+    ),
+    "explicit-loop-counts": _entry("loops.explicit_loop_counts", "ExplicitLoopCounts"),
+    "require-no-loop": _entry("checks.require_no_loop", "RequireNoLoop"),
+    "require-onnx2tf-loops": _entry("checks.require_onnx2tf_loops", "RequireOnnx2TfLoops"),
+    "require-iree-loops": _entry("checks.require_iree_loops", "RequireIreeLoops"),
+    "explicit-constant-of-shape-value": _entry(
+        "repairs.explicit_constant_of_shape_value", "ExplicitConstantOfShapeValue"
+    ),
+    "strip-symbolic-dims": _entry("repairs.strip_symbolic_dims", "StripSymbolicDims"),
+    "fold-static-ifs": _entry("branches.fold_static_ifs", "FoldStaticIfs"),
+    "fold-static-shapes": _entry("inputs.fold_static_shapes", "FoldStaticShapes"),
+    "variable-then-branches": _entry("branches.variable_then_branches", "VariableThenBranches"),
+    "expand-function-ops": _entry("functions.expand_function_ops", "ExpandFunctionOps"),
+    "expand-unconverted-function-ops": _entry(
+        "functions.expand_function_ops",
+        "ExpandFunctionOps",
+        context=("max_opset",),
+        unconverted_by="onnx2torch",
+        doc="Function ops onnx2torch cannot convert, at its opset, expanded into their bodies.",
+    ),
+    "slice-split-pieces": _entry("sequences.slice_split_pieces", "SliceSplitPieces"),
+    "slice-reductions-as-masks": _entry(
+        "repairs.slice_reductions_as_masks", "SliceReductionsAsMasks"
+    ),
+    "slice-means-as-masks": _entry(
+        "repairs.slice_reductions_as_masks",
+        "SliceReductionsAsMasks",
+        reductions=("ReduceMean",),
+        doc="Only the means of a Slice by run-time bounds, as masked means.",
+    ),
+    "split-as-slices": _entry("repairs.split_as_slices", "SplitAsSlices"),
+    "shape-values-as-tensors": _entry("repairs.shape_values_as_tensors", "ShapeValuesAsTensors"),
+    "strict-loop-bodies": _entry("loops.strict_loop_bodies", "StrictLoopBodies"),
+    "strict-scan-bodies": _entry("loops.strict_scan_bodies", "StrictScanBodies"),
+    "typed-scan-bodies": _entry(
+        "loops.strict_scan_bodies",
+        "StrictScanBodies",
+        carry_reads=False,
+        doc="Every Scan body input typed; outer reads left (tract runs them).",
+    ),
+    "unroll-bounded-scans": _entry(
+        "loops.unroll_constant_scans",
+        "UnrollConstantScans",
+        bounded=True,
+        doc="Scans over Range(0, N), N proven in [1, K], as K copies of the body.",
+    ),
+    "unroll-constant-scans": _entry("loops.unroll_constant_scans", "UnrollConstantScans"),
+    "unroll-recurrent-ops": _entry("loops.unroll_recurrent_ops", "UnrollRecurrentOps"),
+    "unroll-peephole-lstms": _entry(
+        "loops.unroll_recurrent_ops",
+        "UnrollRecurrentOps",
+        peephole_lstms_only=True,
+        doc="Only LSTMs with peepholes, unrolled (OpenVINO computes them wrong).",
+    ),
+    "validate-nodes": _entry("checks.validate_nodes", "ValidateNodes"),
+    "explicit-attribute-defaults": _entry(
+        "repairs.explicit_attribute_defaults", "ExplicitAttributeDefaults"
+    ),
+    "require-onnx2torch-ops": _entry(
+        "checks.require_converter_ops",
+        "RequireConverterOps",
+        context=("max_opset",),
+        converter="onnx2torch",
+        doc="Raise TargetError naming every node onnx2torch cannot convert.",
+    ),
+    "require-tvm-ops": _entry(
+        "checks.require_converter_ops",
+        "RequireConverterOps",
+        context=("max_opset",),
+        converter="tvm",
+        doc="Raise TargetError naming every node TVM's Relax frontend cannot convert.",
+    ),
+    "require-tinygrad-ops": _entry(
+        "checks.require_converter_ops",
+        "RequireConverterOps",
+        context=("max_opset",),
+        converter="tinygrad",
+        doc="Raise TargetError naming every node tinygrad's OnnxRunner cannot run.",
+    ),
+    "require-tract-ops": _entry(
+        "checks.require_runtime_ops",
+        "RequireRuntimeOps",
+        runtime="tract",
+        doc="Raise TargetError naming every node tract cannot load.",
+    ),
+    "require-openvino-ops": _entry(
+        "checks.require_runtime_ops",
+        "RequireRuntimeOps",
+        runtime="openvino",
+        doc="Raise TargetError naming every node OpenVINO's ONNX front end cannot translate.",
+    ),
+    "require-shape-slice-bounds": _entry("checks.require_slice_bounds", "RequireShapeSliceBounds"),
+    "run-time-slices-as-gathers": _entry("repairs.run_time_slices", "RunTimeSlicesAsGathers"),
+    "scalar-if-conditions": _entry("branches.scalar_if_conditions", "ScalarIfConditions"),
+    "alike-branches-as-where": _entry("branches.alike_branches_as_where", "AlikeBranchesAsWhere"),
+    "condition-operands-in-branches": _entry(
+        "branches.condition_operands", "ConditionOperandsInBranches"
+    ),
+    "branch-reductions-outside": _entry(
+        "branches.branch_reductions_outside", "BranchReductionsOutside"
+    ),
+    "scan-iteration-states": _entry("loops.scan_iteration_states", "ScanIterationStates"),
+    "constant-values-as-tensors": _entry(
+        "repairs.constant_values_as_tensors", "ConstantValuesAsTensors"
+    ),
+    "cast-like-as-cast": _entry("repairs.cast_like_as_cast", "CastLikeAsCast"),
+    "reshape-without-allowzero": _entry(
+        "repairs.reshape_without_allowzero", "ReshapeWithoutAllowzero"
+    ),
 }
+
+# Where each exported class lives (imported by module __getattr__ on first use): the table's
+# classes, and those the pipeline makes with arguments of the run (not registered).
+_MODULES = {
+    **{e.class_name: e.module for e in PASSES.values() if isinstance(e, PassEntry)},
+    "NodeLoweringPass": "_base",
+    "SEQUENCE_OPS": "_ir",
+    "FixInputShapes": "inputs.fix_input_shapes",
+    "FixOptionalInputs": "inputs.fix_optional_inputs",
+    "UnrollInputs": "inputs.unroll_inputs",
+    "RestampOpVersions": "repairs.restamp_op_versions",
+}
+
+__all__ = ["PASSES", "PassEntry", "create_pass", "pass_doc", *sorted(_MODULES)]
 
 
 def __getattr__(name: str) -> Any:
@@ -300,121 +314,22 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'seqlower.passes' has no attribute {name!r}")
 
 
-class _Registry(MutableMapping[str, "type[ir.passes.InPlacePass]"]):
-    """A name -> pass class mapping whose entries may be class names, imported when read."""
-
-    def __init__(self, entries: dict[str, Any]) -> None:
-        self._entries = entries
-
-    def __getitem__(self, name: str) -> type[ir.passes.InPlacePass]:
-        entry = self._entries[name]
-        if isinstance(entry, str):
-            entry = self._entries[name] = __getattr__(entry)
-        return entry
-
-    def __setitem__(self, name: str, cls: type[ir.passes.InPlacePass]) -> None:
-        self._entries[name] = cls
-
-    def __delitem__(self, name: str) -> None:
-        del self._entries[name]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._entries)
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-
-#: Every pass by name.
-PASSES: MutableMapping[str, type[ir.passes.InPlacePass]] = _Registry(
-    {
-        "lower-sequence-map": "LowerSequenceMap",
-        "lower-ragged-maps": "LowerRaggedSequenceMap",
-        "lower-reverse-sequence": "LowerReverseSequence",
-        "lower-reverse-sequence-rows": "LowerReverseSequenceRows",
-        "lower-reverse-sequence-gaps": "LowerReverseSequenceGaps",
-        "reverse-sequence-casts": "ReverseSequenceCasts",
-        "if-as-where": "IfAsWhere",
-        "time-major-recurrences": "TimeMajorRecurrences",
-        "recurrence-lengths-per-entry": "RecurrenceLengthsPerEntry",
-        "pad-empty-reductions": "PadEmptyReductions",
-        "empty-means-as-zero": "EmptyMeansAsZero",
-        "scalar-outputs": "ScalarOutputs",
-        "scan-outputs-as-states": "ScanOutputsAsStates",
-        "scan-outputs-as-run-time-states": "ScanOutputsAsRunTimeStates",
-        "outputs-without-identity": "OutputsWithoutIdentity",
-        "fold-optionals": "FoldOptionals",
-        "fold-sequence-ops": "FoldSequenceOps",
-        "unroll-sequence-map": "UnrollSequenceMap",
-        "scan-sequence-map": "ScanSequenceMap",
-        "ragged-maps-as-scans": "RaggedMapsAsScans",
-        "ragged-row-maps": "RaggedRowMaps",
-        "stack-row-maps": "StackRowMaps",
-        "stack-loop-sequences": "StackLoopSequences",
-        "stack-sequences": "StackSequences",
-        "stack-sequences-gather-checked": "StackSequencesGatherChecked",
-        "require-sequence-free": "RequireSequenceFree",
-        "inline-untyped-functions": "InlineUntypedSequenceMapFunctions",
-        "inline-functions": "InlineFunctions",
-        "loop-to-scan": "LoopToScan",
-        "freeze-bounded-loops": "FreezeBoundedLoops",
-        "iteration-row-slices": "IterationRowSlices",
-        "lower-scan-8": "LowerScan8",
-        "lower-scan-8-lengths": "LowerScan8Lengths",
-        "loop-to-scan-rows": "LoopToScanRows",
-        "loop-to-scan-reads": "LoopToScanReads",
-        "loop-to-scan-constant": "LoopToScanConstant",
-        "loop-to-scan-fixed-states": "LoopToScanFixedStates",
-        "explicit-loop-counts": "ExplicitLoopCounts",
-        "require-no-loop": "RequireNoLoop",
-        "require-iree-loops": "RequireIreeLoops",
-        "require-onnx2tf-loops": "RequireOnnx2TfLoops",
-        "explicit-constant-of-shape-value": "ExplicitConstantOfShapeValue",
-        "strip-symbolic-dims": "StripSymbolicDims",
-        "fold-static-ifs": "FoldStaticIfs",
-        "fold-static-shapes": "FoldStaticShapes",
-        "variable-then-branches": "VariableThenBranches",
-        "expand-function-ops": "ExpandFunctionOps",
-        "expand-unconverted-function-ops": "ExpandUnconvertedFunctionOps",
-        "slice-split-pieces": "SliceSplitPieces",
-        "slice-reductions-as-masks": "SliceReductionsAsMasks",
-        "slice-means-as-masks": "SliceMeansAsMasks",
-        "split-as-slices": "SplitAsSlices",
-        "shape-values-as-tensors": "ShapeValuesAsTensors",
-        "strict-loop-bodies": "StrictLoopBodies",
-        "strict-scan-bodies": "StrictScanBodies",
-        "typed-scan-bodies": "TypedScanBodies",
-        "unroll-bounded-scans": "UnrollBoundedScans",
-        "unroll-constant-scans": "UnrollConstantScans",
-        "unroll-recurrent-ops": "UnrollRecurrentOps",
-        "unroll-peephole-lstms": "UnrollPeepholeLstms",
-        "validate-nodes": "ValidateNodes",
-        "explicit-attribute-defaults": "ExplicitAttributeDefaults",
-        "require-onnx2torch-ops": "RequireOnnx2TorchOps",
-        "require-tvm-ops": "RequireTvmOps",
-        "require-tinygrad-ops": "RequireTinygradOps",
-        "require-tract-ops": "RequireTractOps",
-        "require-openvino-ops": "RequireOpenVinoOps",
-        "require-shape-slice-bounds": "RequireShapeSliceBounds",
-        "run-time-slices-as-gathers": "RunTimeSlicesAsGathers",
-        "scalar-if-conditions": "ScalarIfConditions",
-        "alike-branches-as-where": "AlikeBranchesAsWhere",
-        "condition-operands-in-branches": "ConditionOperandsInBranches",
-        "branch-reductions-outside": "BranchReductionsOutside",
-        "scan-iteration-states": "ScanIterationStates",
-        "constant-values-as-tensors": "ConstantValuesAsTensors",
-        "cast-like-as-cast": "CastLikeAsCast",
-        "reshape-without-allowzero": "ReshapeWithoutAllowzero",
-    }
-)
-
-
-def create_pass(name: str) -> ir.passes.InPlacePass:
-    """A new instance of the pass registered as ``name``."""
+def create_pass(name: str, **context: Any) -> ir.passes.InPlacePass:
+    """A new pass configured as ``name``, given what it takes of ``context`` (the pipeline
+    row's ``target`` and ``max_opset``); it remembers its name (``registry_name``)."""
     try:
-        return PASSES[name]()
+        entry = PASSES[name]
     except KeyError:
         known = ", ".join(PASSES)
         from seqlower.errors import BadArgumentError
 
         raise BadArgumentError(f"unknown pass '{name}'; known passes: {known}") from None
+    made = entry(**context) if isinstance(entry, PassEntry) else entry()
+    made.registry_name = name  # type: ignore[attr-defined]
+    return made
+
+
+def pass_doc(name: str) -> str | None:
+    """What the pass registered as ``name`` does, in its own words."""
+    entry = PASSES[name]
+    return entry.description if isinstance(entry, PassEntry) else entry.__doc__

@@ -308,10 +308,10 @@ class NodeLoweringPass(ir.passes.InPlacePass, Generic[P]):
     """
 
     #: The op type this pass removes from models.
-    op_type: ClassVar[str]
+    op_type: str
     #: Whether every matching node is rewritten; passes that take only some (``plan`` returns
     #: None for the others) set this False, and their postcondition is not checked.
-    takes_all: ClassVar[bool] = True
+    takes_all: bool = True
     #: Whether the pass repairs nodes for a runtime, keeping their op (``strict-loop-bodies``),
     #: rather than lowering them away; reports say "repairs", not "lowers".
     repairs: ClassVar[bool] = False

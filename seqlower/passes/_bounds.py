@@ -17,7 +17,7 @@ import math
 import numpy as np
 import onnx_ir as ir
 
-from seqlower.passes._ir import constant_array
+from seqlower.passes._ir import constant_array, is_onnx
 
 __all__ = ["lower_bound", "upper_bound", "value_range"]
 
@@ -63,7 +63,7 @@ def value_range(value: ir.Value | None, depth: int = 0) -> Range:
             return _UNKNOWN
         return float(np.min(array)), float(np.max(array))
     node = value.producer()
-    if node is None or node.domain not in ("", "ai.onnx") or not node.inputs:
+    if not is_onnx(node) or not node.inputs:
         return _UNKNOWN
     ranges = [value_range(v, depth + 1) for v in node.inputs]
     op = node.op_type

@@ -190,7 +190,7 @@ class _Proof:
 
     def node(self, node: ir.Node) -> str | None:
         """Why ``node`` may fail on iteration 0, or None (its outputs' shapes then known)."""
-        if node.domain not in ("", "ai.onnx") or not node.outputs:
+        if not is_onnx(node) or not node.outputs:
             return "is not an ONNX op"
         if any(a.type == ir.AttributeType.GRAPH for a in node.attributes.values()):
             return "holds a graph"

@@ -16,7 +16,7 @@ from typing import TypeGuard, TypeVar
 import numpy as np
 import onnx_ir as ir
 
-from seqlower._graphs import all_graphs, iter_graph_likes, subgraphs_of
+from seqlower._graphs import ONNX_DOMAINS, all_graphs, is_onnx, iter_graph_likes, subgraphs_of
 from seqlower.errors import describe_node
 
 #: A dimension, as each caller writes one (a size, a set of them).
@@ -58,8 +58,6 @@ __all__ = [
     "subgraphs_of",
 ]
 
-#: The domain names of the standard ONNX ops.
-ONNX_DOMAINS = frozenset({"", "ai.onnx"})
 
 #: The ops a sequence-free model may not contain.
 SEQUENCE_OPS = frozenset(
@@ -120,13 +118,6 @@ NO_LOOP = "require-no-loop"
 #: ... and the converter checks (``require-onnx2torch-ops``): an op a pass could have written
 #: in ops the converter has stays.
 CONVERTER_OPS = "require-converter-ops"
-
-
-def is_onnx(node: ir.Node | None, *op_types: str) -> TypeGuard[ir.Node]:
-    """Whether ``node`` is a standard ONNX op (one of ``op_types``, when any are given)."""
-    if node is None or node.domain not in ONNX_DOMAINS:
-        return False
-    return not op_types or node.op_type in op_types
 
 
 def onnx_producer(value: ir.Value) -> ir.Node | None:

@@ -23,8 +23,15 @@ import onnx
 import onnx_ir as ir
 
 from seqlower._graphs import proto_graphs
+from seqlower.passes._ir import ONNX_DOMAINS, is_onnx
 
-__all__ = ["convert_model", "convert_version", "same_but_types", "since_version"]
+__all__ = [
+    "convert_model",
+    "convert_version",
+    "resolved_since_version",
+    "same_but_types",
+    "since_version",
+]
 
 _HIDDEN = "seqlower.restamp"  # the private domain of hidden nodes, gone after the conversion
 #: Attributes a newer version added whose absence means the older behaviour for the types the
@@ -45,6 +52,16 @@ def since_version(op: str, opset: int, domain: str = "") -> int | None:
         return int(onnx.defs.get_schema(op, opset, domain).since_version)
     except onnx.defs.SchemaError:
         return None
+
+
+@functools.cache
+def resolved_since_version(op: str, domain: str, opset: int) -> int | None:
+    """The ``since_version`` a converter or runtime resolves ``op`` to at ``opset``; ``opset``
+    itself for an op ONNX does not define (resolved as given)."""
+    try:
+        return int(onnx.defs.get_schema(op, opset, domain).since_version)
+    except Exception:
+        return opset
 
 
 def _signature(schema: Any, skip: frozenset[str] = frozenset()) -> tuple[Any, ...]:
@@ -139,7 +156,7 @@ _NEW_DEFAULTS = {"noop_with_empty_axes": 0}
 
 
 def _drop_new_defaults(node: onnx.NodeProto, opset: int) -> None:
-    if node.domain not in ("", "ai.onnx"):
+    if not is_onnx(node):
         return
     for attr in list(node.attribute):
         default = _NEW_DEFAULTS.get(attr.name)
@@ -157,7 +174,7 @@ def _hideable(node: onnx.NodeProto, current: int, opset: int) -> bool:
     """Whether ``node`` can be re-stamped as it is: its op differs only in type lists (or in
     what it leaves unused) and so do the ops of its subgraphs (hidden, it hides them from the
     converter)."""
-    if node.domain not in ("", "ai.onnx") or not _same_for_node(node, current, opset):
+    if not is_onnx(node) or not _same_for_node(node, current, opset):
         return False
     for attr in node.attribute:
         bodies = [attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)
@@ -197,14 +214,14 @@ def convert_version(
     ``as_is``: default-domain ops whose nodes are re-stamped as they are whatever changed, with
     the nodes of their bodies, for the caller to rewrite (``LowerScan8``: the opset-8 ``Scan``,
     whose adapter to 9 drops the batch axis)."""
-    current = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), opset)
+    current = next((o.version for o in model.opset_import if o.domain in ONNX_DOMAINS), opset)
     copy = onnx.ModelProto()
     copy.CopyFrom(model)
     hidden: list[onnx.NodeProto] = []
     for graph in _all_graphs(copy):
         for node in graph.node:
             _drop_new_defaults(node, opset)
-            forced = node.op_type in as_is and node.domain in ("", "ai.onnx")
+            forced = node.op_type in as_is and is_onnx(node)
             if node.domain != _HIDDEN and (forced or _hideable(node, current, opset)):
                 for inner in [node, *_nested(node)]:
                     inner.domain = _HIDDEN
@@ -221,7 +238,7 @@ def convert_version(
     converted.opset_import.extend(kept)
     for function in converted.functions:
         for entry in function.opset_import:
-            if entry.domain in ("", "ai.onnx") and entry.version == current:
+            if entry.domain in ONNX_DOMAINS and entry.version == current:
                 entry.version = opset
     return converted
 

@@ -16,7 +16,7 @@ from seqlower._graphs import subgraphs_of
 from seqlower.errors import InvalidNodeError
 from seqlower.passes._base import NameGenerator, Rewrite, rewire
 from seqlower.passes._emit import Emitter
-from seqlower.passes._ir import is_onnx, nodes_in
+from seqlower.passes._ir import ONNX_DOMAINS, is_onnx, nodes_in
 from seqlower.passes._types import TypeOracle
 
 __all__ = [
@@ -243,7 +243,7 @@ def drop_unused_imports(model: ir.Model, domains: set[str]) -> None:
     used.update(node.domain for node in ir.traversal.RecursiveGraphIterator(model.graph))
     for function in model.functions.values():
         used.update(node.domain for node in ir.traversal.RecursiveGraphIterator(function))
-    for domain in domains - used - {"", "ai.onnx"}:
+    for domain in domains - used - ONNX_DOMAINS:
         model.opset_imports.pop(domain, None)
 
 

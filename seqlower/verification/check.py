@@ -27,6 +27,7 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 
+from seqlower._graphs import is_onnx
 from seqlower._version import __version__, dependency_versions
 from seqlower.errors import BadOptionError, CheckLimitError, ModelTypeError, first_line
 from seqlower.io import load_model, self_contained_proto, strict_inference_problem
@@ -267,10 +268,10 @@ def unspecified_empty_axes(model: onnx.ModelProto) -> dict[str, frozenset[int]]:
     found: dict[str, frozenset[int]] = {}
     for output in model.graph.output:
         name, node = output.name, producers.get(output.name)
-        while node is not None and node.op_type == "Identity" and node.domain in ("", "ai.onnx"):
+        while is_onnx(node, "Identity"):
             name = node.input[0]
             node = producers.get(name)
-        if node is None or node.op_type != "Loop" or node.domain not in ("", "ai.onnx"):
+        if not is_onnx(node, "Loop"):
             continue
         body = next((a.g for a in node.attribute if a.name == "body"), None)
         k = list(node.output).index(name)

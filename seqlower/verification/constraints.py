@@ -23,6 +23,8 @@ from typing import Any
 
 import onnx
 
+from seqlower._graphs import is_onnx
+
 __all__ = ["Analysis", "Constraint", "SeqLen", "Slot", "analyze"]
 
 
@@ -247,7 +249,7 @@ class _Walker:
         key = (node.domain, op)
         if key in self.functions and depth < _MAX_DEPTH:
             return self.call(self.functions[key], infos, depth + 1)
-        if node.domain not in ("", "ai.onnx"):
+        if not is_onnx(node):
             return [_EMPTY] * len(node.output)
         if op == "Constant" and "value" in attrs:
             return [_constant(attrs["value"].t)]

@@ -62,9 +62,11 @@ def test_version_alone_skips_the_parser_and_prints_what_click_prints() -> None:
     assert code == 0 and out == printed
 
 
-def test_pass_registry_still_gives_classes() -> None:
-    from seqlower.passes import PASSES, LowerReverseSequence, create_pass
+def test_pass_registry_gives_configured_passes() -> None:
+    from seqlower.passes import PASSES, LowerReverseSequence, PassEntry, create_pass
 
-    assert PASSES["lower-reverse-sequence"] is LowerReverseSequence
-    assert isinstance(create_pass("lower-reverse-sequence"), LowerReverseSequence)
-    assert all(isinstance(cls, type) for cls in PASSES.values())
+    entry = PASSES["lower-reverse-sequence-rows"]
+    assert isinstance(entry, PassEntry) and entry.cls is LowerReverseSequence
+    made = create_pass("lower-reverse-sequence-rows")
+    assert isinstance(made, LowerReverseSequence) and made.form == "gather"
+    assert all(isinstance(entry, PassEntry) for entry in PASSES.values())

@@ -12,7 +12,7 @@ import textwrap
 
 import pytest
 
-from seqlower.passes import PASSES
+from seqlower.passes import PASSES, PassEntry
 from tests.helpers import ROOT
 
 DOC = (ROOT / "ARCHITECTURE.md").read_text(encoding="utf-8")
@@ -55,9 +55,10 @@ def test_every_row_names_a_module_that_exists() -> None:
 @pytest.mark.parametrize("name", sorted(PASSES))
 def test_every_registered_pass_is_named(name: str) -> None:
     """By its registry name or its class name, somewhere in ARCHITECTURE.md."""
-    cls = PASSES[name]
-    class_name = getattr(cls, "__name__", type(cls).__name__)
-    assert f"`{name}`" in DOC or class_name in DOC, f"ARCHITECTURE.md never names pass {name}"
+    entry = PASSES[name]
+    assert isinstance(entry, PassEntry)
+    named = f"`{name}`" in DOC or entry.class_name in DOC
+    assert named, f"ARCHITECTURE.md never names pass {name}"
 
 
 def _imports() -> dict[str, set[str]]:
@@ -121,7 +122,7 @@ SHARED = "[sequence-free passes]"
 
 def built_pipelines() -> dict[str, list[str]]:
     """What ``build_pipeline`` runs for each row of the pipeline table, by registry name."""
-    from seqlower.pipeline import build_pipeline, pass_name
+    from seqlower.pipeline import build_pipeline, pipeline_pass_names
     from seqlower.targets import PIPELINES, TARGETS
 
     built = {}
@@ -130,7 +131,7 @@ def built_pipelines() -> dict[str, list[str]]:
             pipeline = build_pipeline(target=name)
         else:
             pipeline = build_pipeline(sequence_free=name == "sequence-free")
-        built[name] = [pass_name(p) for p in pipeline.passes]
+        built[name] = pipeline_pass_names(pipeline)
     return built
 
 

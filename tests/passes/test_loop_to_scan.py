@@ -179,7 +179,7 @@ def test_exporter_symbolic_names_are_dropped_inside_the_model() -> None:
 
 def test_every_target_names_registered_passes() -> None:
     for target in TARGETS.values():
-        for name in [*target.passes, *target.requires]:
+        for name in [*target.pass_names, *target.requires]:
             assert name in PASSES, (target.name, name)
         assert target.loops in ("kept", "scan", "unrolled", "counted")
         assert target.reverse_sequence in ("native", "gathernd", "gather")
@@ -188,14 +188,14 @@ def test_every_target_names_registered_passes() -> None:
             "loop-to-scan-reads",
             "loop-to-scan-fixed-states",
             "loop-to-scan-constant",
-        } & set(target.passes)
+        } & set(target.pass_names)
         assert bool(scans) == (target.loops in ("scan", "unrolled", "counted"))
-        unrolls = "unroll-constant-scans" in target.passes
+        unrolls = "unroll-constant-scans" in target.pass_names
         assert unrolls == (target.loops in ("unrolled", "counted"))
-        counts = "explicit-loop-counts" in target.passes
+        counts = "explicit-loop-counts" in target.pass_names
         assert counts == (target.loops == "counted") == ("loop-to-scan-constant" in scans)
         form = {"lower-reverse-sequence": "gathernd", "lower-reverse-sequence-rows": "gather"}
-        chosen = [form[name] for name in target.passes if name in form] or ["native"]
+        chosen = [form[name] for name in target.pass_names if name in form] or ["native"]
         assert chosen == [target.reverse_sequence], target.name
     assert set(TARGETS) >= {"onnxruntime", "openvino", "tract", "onnx2tf", "onnx2torch"}
     # onnx2tf's native ReverseSequence runs cases the lowered form does not (TFLite's SELECT).

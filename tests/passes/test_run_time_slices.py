@@ -339,6 +339,6 @@ def test_registered_and_in_tract_row_only() -> None:
     from seqlower.passes import PASSES
     from seqlower.targets import PIPELINES
 
-    assert PASSES["run-time-slices-as-gathers"] is RunTimeSlicesAsGathers
+    assert PASSES["run-time-slices-as-gathers"].cls is RunTimeSlicesAsGathers  # type: ignore[union-attr]
     rows = [t.name for t in PIPELINES.values() if "run-time-slices-as-gathers" in t.passes]
     assert rows == ["tract"]

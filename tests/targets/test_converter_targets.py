@@ -488,14 +488,14 @@ def test_a_domain_tinygrad_does_not_load_is_named_before_any_check() -> None:
 def test_the_domains_tinygrad_loads_are_its_own() -> None:
     import importlib.metadata
 
-    from seqlower.passes.checks.require_converter_ops import RequireTinygradOps
+    from seqlower.passes.checks.require_converter_ops import CONVERTERS
 
     require("tinygrad")
     from tinygrad.nn.onnx import Domain
 
     if importlib.metadata.version("tinygrad") != TINYGRAD_VERSION:
         pytest.skip(f"the list is of tinygrad {TINYGRAD_VERSION}")
-    assert RequireTinygradOps.domains == {d.value for d in Domain}
+    assert CONVERTERS["tinygrad"].domains == {d.value for d in Domain}
 
 
 def test_the_api_converts_to_the_targets_opset_as_the_command_line_does(tmp_path: Path) -> None:

@@ -22,6 +22,7 @@ from seqlower.passes._ir import (
     FLOAT_TYPES,
     REDUCTIONS,
     graph_attr,
+    is_onnx,
     is_static,
     reduced_dims,
     reduction_axes,
@@ -76,7 +77,7 @@ class BranchReductionsOutside(NodeLoweringPass[Moves]):
 def _movable(node: ir.Node, made: set[int], types: TypeOracle) -> bool:
     """Whether ``node`` is a float reduction over constant axes of values from outside its
     branch (``made``: what the branch computes), one of a shape not static."""
-    if node.op_type not in REDUCTIONS or node.domain not in ("", "ai.onnx") or not node.inputs:
+    if not is_onnx(node, *REDUCTIONS) or not node.inputs:
         return False
     data = node.inputs[0]
     if data is None or any(v is not None and id(v) in made for v in node.inputs):

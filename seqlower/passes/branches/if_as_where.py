@@ -40,6 +40,7 @@ from seqlower.passes._ir import (
     graph_attr,
     if_parts,
     int_attr,
+    is_onnx,
     reduced_dims,
 )
 from seqlower.passes._shared import inline_copy
@@ -117,7 +118,7 @@ def _branch_shapes(branch: ir.Graph, types: TypeOracle) -> list[tuple[int, ...]]
 
     def apply(node: ir.Node, depth: int) -> object:
         rule = _RULES.get(node.op_type)
-        if rule is None or len(node.outputs) != 1 or node.domain not in ("", "ai.onnx"):
+        if rule is None or len(node.outputs) != 1 or not is_onnx(node):
             return _FAILS
         floats = all(
             element_dtype(types.type_of(v)) in FLOAT_TYPES for v in node.inputs[:1] if v is not None

@@ -16,10 +16,8 @@ own words). It changes nothing.
 
 from __future__ import annotations
 
-import functools
-from typing import ClassVar
+import dataclasses
 
-import onnx
 import onnx_ir as ir
 
 from seqlower._graphs import subgraphs_of
@@ -33,35 +31,85 @@ from seqlower.passes._converter_ops import (
     TVM_VERSION,
 )
 from seqlower.passes._ir import CONVERTER_OPS, NO_LOOP, blocked, is_onnx
+from seqlower.passes._op_versions import resolved_since_version
 
-__all__ = ["RequireConverterOps", "RequireOnnx2TorchOps", "RequireTinygradOps", "RequireTvmOps"]
+__all__ = ["CONVERTERS", "Converter", "RequireConverterOps"]
 
 
-class RequireConverterOps(ir.passes.InPlacePass):
-    """Raise TargetError unless ``table`` has a converter for every node the converter reads."""
+@dataclasses.dataclass(frozen=True)
+class Converter:
+    """What one converter converts, read from its source."""
 
     #: The converter's name and version, for messages.
-    converter: ClassVar[str]
+    name: str
     #: Op (``domain::Op`` outside the default domain) -> the versions it converts.
-    table: ClassVar[dict[str, tuple[int, ...]]]
-    #: The target row whose ``max_opset`` the model is converted to.
-    target: ClassVar[str]
+    table: dict[str, tuple[int, ...]]
     #: (op, attribute, value) the converter refuses (or fails on when run), read in its source.
-    refused: ClassVar[tuple[tuple[str, str, int], ...]] = ()
+    refused: tuple[tuple[str, str, int], ...] = ()
     #: How the converter picks a node's version: ``since``, the op's ONNX ``since_version`` at
     #: the opset must be one of the table's (onnx2torch); ``newest``, the newest of them at most
     #: the opset of the node's domain (tinygrad); ``any``, every listed op converts (TVM: the
     #: newest at most the opset, else the oldest).
-    resolves: ClassVar[str] = "since"
+    resolves: str = "since"
     #: Whether an op type is found whatever its domain (``Op`` read for ``domain::Op``).
-    any_domain: ClassVar[bool] = False
+    any_domain: bool = False
     #: The only domains the converter loads a model importing or using (None: any).
-    domains: ClassVar[frozenset[str] | None] = None
+    domains: frozenset[str] | None = None
+
+
+#: The converters by name: onnx2torch (no Loop, Scan, If, LSTM, GRU, sequence op, ...; Reshape
+#: with allowzero=1, Flatten with axis=0), TVM's Relax ONNX frontend (no Loop, Scan, LSTM, GRU,
+#: RNN; it converts If and the nodes of its branches) and tinygrad's OnnxRunner (no Loop, Scan,
+#: LSTM, GRU, RNN, sequence op; it runs If and the nodes of its branches).
+CONVERTERS = {
+    "onnx2torch": Converter(
+        f"onnx2torch {ONNX2TORCH_VERSION}",
+        ONNX2TORCH,
+        # reshape.py raises for allowzero=1; flatten.py's axis=0 module flattens to one
+        # dimension, then asks torch.flatten(start_dim=1) of it (IndexError when run).
+        refused=(("Reshape", "allowzero", 1), ("Flatten", "axis", 0)),
+    ),
+    "tvm": Converter(f"TVM {TVM_VERSION}", TVM, resolves="any", any_domain=True),
+    "tinygrad": Converter(
+        f"tinygrad {TINYGRAD_VERSION}",
+        TINYGRAD,
+        resolves="newest",
+        any_domain=True,
+        # tinygrad.nn.onnx.Domain (0.14.0): its parser raises for any other domain, imported or
+        # used ("'this' is not a valid Domain").
+        domains=frozenset(
+            {
+                "ai.onnx",
+                "ai.onnx.ml",
+                "ai.onnx.training",
+                "ai.onnx.preview.training",
+                "com.microsoft",
+                "com.microsoft.nchwc",
+                "com.microsoft.experimental",
+                "org.pytorch.aten",
+            }
+        ),
+    ),
+}
+
+
+class RequireConverterOps(ir.passes.InPlacePass):
+    """Raise TargetError naming every node ``converter`` (a name in :data:`CONVERTERS`) has no
+    converter for, the model converted to ``max_opset`` (its row's) when newer."""
+
+    def __init__(self, converter: str, *, max_opset: int | None = None) -> None:
+        super().__init__()
+        spec = CONVERTERS[converter]
+        self.converter = spec.name
+        self.table = spec.table
+        self.refused = spec.refused
+        self.resolves = spec.resolves
+        self.any_domain = spec.any_domain
+        self.domains = spec.domains
+        self.max_opset = max_opset
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
-        from seqlower.targets import get_target
-
-        newest = get_target(self.target).max_opset
+        newest = self.max_opset
         opsets = dict(model.opset_imports)
         if newest is not None and opsets.get("", 1) > newest:
             opsets[""] = newest
@@ -112,7 +160,7 @@ class RequireConverterOps(ir.passes.InPlacePass):
             if min(known) <= opset:
                 return None
             return f"{self.converter} converts {op} only as of opset {min(known)}, not {opset}"
-        since = _since_version(node.op_type, domain, opset)
+        since = resolved_since_version(node.op_type, domain, opset)
         if since is None or since in known:
             return None
         versions = ", ".join(str(v) for v in known)
@@ -131,59 +179,3 @@ def _help(node: ir.Node, dynamic: bool) -> str:
     if not dynamic:
         return f"; its trip count is not a constant at these input shapes{reason}"
     return f"; unrolled when its trip count is a constant: --overwrite-input-shape{reason}"
-
-
-@functools.cache
-def _since_version(op: str, domain: str, opset: int) -> int | None:
-    try:
-        return int(onnx.defs.get_schema(op, opset, domain).since_version)
-    except Exception:  # not an ONNX op: the converter resolves it as given
-        return opset
-
-
-class RequireOnnx2TorchOps(RequireConverterOps):
-    """Raise TargetError naming every node onnx2torch cannot convert (no Loop, Scan, If, LSTM,
-    GRU, sequence op, ...; Reshape with allowzero=1, Flatten with axis=0)."""
-
-    converter = f"onnx2torch {ONNX2TORCH_VERSION}"
-    table = ONNX2TORCH
-    target = "onnx2torch"
-    # reshape.py raises for allowzero=1; flatten.py's axis=0 module flattens to one dimension,
-    # then asks torch.flatten(start_dim=1) of it (IndexError when run).
-    refused = (("Reshape", "allowzero", 1), ("Flatten", "axis", 0))
-
-
-class RequireTvmOps(RequireConverterOps):
-    """Raise TargetError naming every node TVM's Relax ONNX frontend has no converter for (no
-    Loop, Scan, LSTM, GRU, RNN; it converts If and the nodes of its branches)."""
-
-    converter = f"TVM {TVM_VERSION}"
-    table = TVM
-    target = "tvm"
-    resolves = "any"
-    any_domain = True
-
-
-class RequireTinygradOps(RequireConverterOps):
-    """Raise TargetError naming every node tinygrad's OnnxRunner has no implementation for (no
-    Loop, Scan, LSTM, GRU, RNN, sequence op; it runs If and the nodes of its branches)."""
-
-    converter = f"tinygrad {TINYGRAD_VERSION}"
-    table = TINYGRAD
-    target = "tinygrad"
-    resolves = "newest"
-    any_domain = True
-    # tinygrad.nn.onnx.Domain (0.14.0): its parser raises for any other domain, imported or used
-    # ("'this' is not a valid Domain").
-    domains = frozenset(
-        {
-            "ai.onnx",
-            "ai.onnx.ml",
-            "ai.onnx.training",
-            "ai.onnx.preview.training",
-            "com.microsoft",
-            "com.microsoft.nchwc",
-            "com.microsoft.experimental",
-            "org.pytorch.aten",
-        }
-    )

@@ -14,7 +14,7 @@ changes nothing.
 
 from __future__ import annotations
 
-from typing import ClassVar
+import dataclasses
 
 import onnx_ir as ir
 
@@ -29,19 +29,46 @@ from seqlower.passes._runtime_ops import (
     TRACT_VERSION,
 )
 
-__all__ = ["RequireOpenVinoOps", "RequireRuntimeOps", "RequireTractOps"]
+__all__ = ["RUNTIMES", "RequireRuntimeOps", "Runtime"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Runtime:
+    """What one runtime lacks, measured one op version at a time."""
+
+    #: The runtime's name and version, for messages.
+    name: str
+    #: Op -> the since_versions the runtime has no translation for.
+    lacks: dict[str, tuple[int, ...]]
+    #: Ops the runtime cannot load with an input given: op -> (input index, its name).
+    refused_inputs: dict[str, tuple[int, str]] = dataclasses.field(default_factory=dict)
+
+
+#: The runtimes by target name: tract (``_runtime_ops.TRACT_LACKS``, and recurrences given
+#: ``sequence_lens``) and OpenVINO's ONNX front end (``_runtime_ops.OPENVINO_LACKS``).
+RUNTIMES = {
+    "tract": Runtime(
+        f"tract {TRACT_VERSION}",
+        TRACT_LACKS,
+        # tract 0.23.9 panics typing an LSTM/GRU/RNN given sequence_lens (measured; without it,
+        # all three load).
+        dict.fromkeys(RECURRENT_OPS, (4, "sequence_lens")),
+    ),
+    "openvino": Runtime(f"OpenVINO {OPENVINO_VERSION}", OPENVINO_LACKS),
+}
 
 
 class RequireRuntimeOps(ir.passes.InPlacePass):
-    """Raise TargetError naming every default-domain node whose op version ``lacks`` holds."""
+    """Raise TargetError naming every default-domain node whose op version ``runtime`` (a name
+    in :data:`RUNTIMES`, the target's) lacks."""
 
-    #: The target row's name, and the runtime's name and version, for messages.
-    target: ClassVar[str]
-    runtime: ClassVar[str]
-    #: Op -> the since_versions the runtime has no translation for.
-    lacks: ClassVar[dict[str, tuple[int, ...]]]
-    #: Ops the runtime cannot load with an input given: op -> (input index, its name).
-    refused_inputs: ClassVar[dict[str, tuple[int, str]]] = {}
+    def __init__(self, runtime: str) -> None:
+        super().__init__()
+        spec = RUNTIMES[runtime]
+        self.target = runtime
+        self.runtime = spec.name
+        self.lacks = spec.lacks
+        self.refused_inputs = spec.refused_inputs
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         opset = model.opset_imports.get("", 1)
@@ -68,24 +95,3 @@ class RequireRuntimeOps(ir.passes.InPlacePass):
         if since is not None and since in self.lacks.get(op, ()):
             return f"{self.runtime} has no {op} (as defined in opset {since})"
         return None
-
-
-class RequireTractOps(RequireRuntimeOps):
-    """Raise TargetError naming every node tract cannot load (measured:
-    ``_runtime_ops.TRACT_LACKS``, and recurrences given ``sequence_lens``)."""
-
-    target = "tract"
-    runtime = f"tract {TRACT_VERSION}"
-    lacks = TRACT_LACKS
-    # tract 0.23.9 panics typing an LSTM/GRU/RNN given sequence_lens (measured; without it,
-    # all three load).
-    refused_inputs = dict.fromkeys(RECURRENT_OPS, (4, "sequence_lens"))
-
-
-class RequireOpenVinoOps(RequireRuntimeOps):
-    """Raise TargetError naming every node OpenVINO's ONNX front end has no translation for
-    (measured, ``_runtime_ops.OPENVINO_LACKS``)."""
-
-    target = "openvino"
-    runtime = f"OpenVINO {OPENVINO_VERSION}"
-    lacks = OPENVINO_LACKS

@@ -13,7 +13,7 @@ Nodes whose op has no function at that opset are left for the target's check to 
 from __future__ import annotations
 
 from collections.abc import Collection
-from typing import Any, ClassVar
+from typing import Any
 
 import onnx
 import onnx_ir as ir
@@ -24,22 +24,53 @@ from seqlower.passes._converter_ops import ONNX2TORCH
 from seqlower.passes._ir import SEQUENCE_OPS, is_onnx
 from seqlower.passes._op_versions import since_version
 
-__all__ = ["ExpandFunctionOps", "ExpandUnconvertedFunctionOps"]
+__all__ = ["CONVERTER_TABLES", "ExpandFunctionOps"]
+
+#: The converters whose unconverted function ops can be expanded: op -> since_versions.
+CONVERTER_TABLES = {"onnx2torch": ONNX2TORCH}
 
 _DOMAIN = "seqlower.expanded"  # the calls' private domain, gone once they are inlined
 
 
 class ExpandFunctionOps(ir.passes.InPlacePass):
     """Replace nodes of the ``ops`` (default: every ONNX op defined as a function) by their
-    ONNX function bodies; :attr:`rewritten` counts them."""
+    ONNX function bodies; :attr:`rewritten` counts them.
 
-    def __init__(self, ops: Collection[str] | None = None) -> None:
+    ``unconverted_by`` (a converter of :data:`CONVERTER_TABLES`) expands instead the nodes that
+    converter cannot convert, at the opset it converts at (``max_opset``). onnx2torch 1.5.15 has
+    no converter for many function ops (``Gelu``, ``Mish``, ``GroupNormalization``, ...), and
+    ops newer than the opset the model is converted to for it (``Gelu`` is of opset 20, its row
+    converts to 17) made the conversion fail outright (``--opset 18: Gelu does not exist at
+    opset 18``). Their ONNX bodies are made of ops it converts: each node of a function op the
+    converter's table lacks, or that does not exist at ``max_opset``, is expanded (the body for
+    the opset in force, re-stamped with the model). Ops that are no functions are left for the
+    converter's check to name.
+    """
+
+    def __init__(
+        self,
+        ops: Collection[str] | None = None,
+        *,
+        unconverted_by: str | None = None,
+        max_opset: int | None = None,
+    ) -> None:
         super().__init__()
         self.ops = None if ops is None else frozenset(ops)
+        self.table = None if unconverted_by is None else CONVERTER_TABLES[unconverted_by]
+        self.max_opset = max_opset
         self.rewritten = 0
 
     def matches(self, node: ir.Node) -> bool:
+        if self.table is not None:
+            return self._unconverted(node, self.table)
         return is_onnx(node) and (self.ops is None or node.op_type in self.ops)
+
+    def _unconverted(self, node: ir.Node, table: dict[str, tuple[int, ...]]) -> bool:
+        if not is_onnx(node) or node.op_type in SEQUENCE_OPS:
+            return False  # SequenceMap is a function too: the sequence-free passes lower it
+        if node.op_type not in table:
+            return True
+        return self.max_opset is not None and since_version(node.op_type, self.max_opset) is None
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         self.rewritten = 0
@@ -117,34 +148,3 @@ def _type_proto(value: ir.Value | None) -> onnx.TypeProto:
         if value.shape is not None and isinstance(value.type, ir.TensorType):
             ir.serde.serialize_shape_into(proto, value.shape)
     return proto
-
-
-class ExpandUnconvertedFunctionOps(ExpandFunctionOps):
-    """``ExpandFunctionOps`` for the nodes onnx2torch cannot convert, at the opset it converts
-    at (target ``onnx2torch``).
-
-    onnx2torch 1.5.15 has no converter for many function ops (``Gelu``, ``Mish``,
-    ``GroupNormalization``, ...), and ops newer than the opset the model is converted to for it
-    (``Gelu`` is of opset 20, the target converts to 17) made the conversion fail outright
-    (``--opset 18: Gelu does not exist at opset 18``). Their ONNX bodies are made of ops it
-    converts: each node of a function op the converter's table lacks, or that does not exist at
-    the target row's ``max_opset``, is expanded (the body for the opset in force, re-stamped
-    with the model). Ops that are no functions are left for the target's check to name.
-    """
-
-    #: The converter's table (op -> since_versions) and the target row it converts for.
-    table: ClassVar[dict[str, tuple[int, ...]]] = ONNX2TORCH
-    target: ClassVar[str] = "onnx2torch"
-
-    def __init__(self) -> None:
-        super().__init__(None)
-        from seqlower.targets import get_target
-
-        self._opset = get_target(self.target).max_opset
-
-    def matches(self, node: ir.Node) -> bool:
-        if not is_onnx(node) or node.op_type in SEQUENCE_OPS:
-            return False  # SequenceMap is a function too: the sequence-free passes lower it
-        if node.op_type not in self.table:
-            return True
-        return self._opset is not None and since_version(node.op_type, self._opset) is None

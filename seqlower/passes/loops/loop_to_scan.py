@@ -27,7 +27,7 @@ depends on what the body computes stays, with the reason recorded for the target
 (:class:`~seqlower.passes.checks.require_no_loop.RequireNoLoop`).
 
 No runtime runs a ``Scan`` of zero iterations correctly (onnxruntime and OpenVINO fail, tract
-returns a wrong state shape): the README lists it among the limits. ``LoopToScanRows`` also
+returns a wrong state shape): the README lists it among the limits. ``rows_as_scan_inputs`` also
 turns ``Gather(x, i)`` reads into scan inputs over ``x[:N]``, which onnxruntime runs as fast
 as the Loop (it copies every carried state per iteration), but tract cannot analyse that
 computed ``Slice`` and OpenVINO returned wrong numbers for it on two test loops: onnxruntime only.
@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 import onnx
@@ -70,10 +70,7 @@ from seqlower.passes._shared import outer_reads, prepend, read_inside, remove_de
 from seqlower.passes._trip_count import UNROLL_LIMIT, evaluate
 from seqlower.passes._types import TypeOracle
 
-__all__ = [
-    "LoopToScan",
-    "LoopToScanRows",
-]
+__all__ = ["LoopToScan"]
 
 
 @dataclasses.dataclass
@@ -85,7 +82,7 @@ class _Plan:
     counters: list[int]  # integer states that step by a constant: read from the iteration number
     steps: dict[int, int]  # their steps
     types: dict[int, tuple[ir.TypeProtocol | None, ir.Shape | None]]  # of the outer reads
-    constant_count: int | None = None  # M evaluated at planning (LoopToScanConstant)
+    constant_count: int | None = None  # M evaluated at planning (``constant_counts``)
     #: Run as a Scan of at least one iteration, its results masked when it runs none, with
     #: what makes the body safe on that iteration (``_first_iteration``); None: as it is.
     once: FirstIteration | None = None
@@ -101,19 +98,43 @@ class LoopToScan(NodeLoweringPass[_Plan]):
     #: onnxruntime copies every carried state on every iteration, so this form is what makes the
     #: Scan as fast as the Loop there; tract cannot analyse the computed ``Slice`` when N depends
     #: on data, so the targets use the portable form.
-    rows_as_scan_inputs: ClassVar[bool] = False
+    rows_as_scan_inputs: bool
     #: Whether every value the body reads from outside is carried as a pass-through state
     #: (OpenVINO's Scan takes no outer-scope reads); otherwise only those that also start a
     #: state are (tract panics on those), and the rest stay reads, which onnxruntime does not
     #: copy on every iteration.
-    outer_reads_as_states: ClassVar[bool] = True
+    outer_reads_as_states: bool
     #: Whether a state the body grows by ``Concat`` is carried (the rows that unroll constant
     #: Scans afterwards, where it may); tract's keeps such a Loop, named.
-    grown_states: ClassVar[bool] = True
+    grown_states: bool
     #: Whether a Loop whose body cannot fail on iteration 0 runs as a Scan of at least one
     #: iteration, its results masked when the Loop runs none (tract's zero-iteration Scan
     #: returns wrong states; onnxruntime and OpenVINO fail on it).
-    guards_zero_trips: ClassVar[bool] = False
+    guards_zero_trips: bool
+
+    #: Whether only Loops whose ``M`` is a constant the body's condition does not shorten, and
+    #: that ``unroll-constant-scans`` unrolls (1 to 256 iterations), become Scans: the converters
+    #: that lack Scan but run Loops of an explicit count (onnx2tf, after ``explicit-loop-counts``)
+    #: keep their other Loops. A loop whose count is the length of another one's result becomes
+    #: constant only once that one is unrolled: the onnx2tf row runs the pair twice (stacked RNNs
+    #: of two layers).
+    constant_counts: bool
+
+    def __init__(
+        self,
+        *,
+        rows_as_scan_inputs: bool = False,
+        outer_reads_as_states: bool = True,
+        grown_states: bool = True,
+        guards_zero_trips: bool = False,
+        constant_counts: bool = False,
+    ) -> None:
+        super().__init__()
+        self.rows_as_scan_inputs = rows_as_scan_inputs
+        self.outer_reads_as_states = outer_reads_as_states
+        self.grown_states = grown_states
+        self.guards_zero_trips = guards_zero_trips
+        self.constant_counts = constant_counts
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         self._model = model
@@ -123,6 +144,25 @@ class LoopToScan(NodeLoweringPass[_Plan]):
         self._trip_counts: dict[tuple[int, Any, bool], tuple[ir.Value, ir.Value]] = {}
         self._masks: dict[int, tuple[ir.Value, ir.Value]] = {}  # by the Range: (ran, rows)
         return super().call(model)
+
+    def _plan_constant(self, site: Site, types: TypeOracle) -> _Plan | None:
+        """The plan of a Loop of a constant count (``constant_counts``), that count in it."""
+        node = site.node
+        body = node.attributes["body"].as_graph() if "body" in node.attributes else None
+        m = node.inputs[0] if node.inputs else None
+        if body is None or m is None or len(body.inputs) < 2 or len(body.outputs) < 1:
+            return None
+        if not passes_through(body.outputs[0], body.inputs[1]):
+            return None
+        # Shapes as ONNX infers them: a stacked RNN's second layer counts the rows the first
+        # one, unrolled by the previous run of these passes, computes.
+        count = evaluate(m, site.opset, self._inferred_shape)
+        if count is None or count.size != 1 or not 1 <= int(count.reshape(-1)[0]) <= UNROLL_LIMIT:
+            return None
+        plan = self._plan_loop(site, types)
+        if plan is not None:
+            plan.constant_count = int(count.reshape(-1)[0])
+        return plan
 
     def _inferred_shape(self, value: ir.Value) -> ir.Shape | None:
         """The shape ONNX's inference gives ``value`` (by name; names are unique in a valid
@@ -147,6 +187,11 @@ class LoopToScan(NodeLoweringPass[_Plan]):
         )
 
     def plan(self, site: Site, types: TypeOracle) -> _Plan | None:
+        if self.constant_counts:
+            return self._plan_constant(site, types)
+        return self._plan_loop(site, types)
+
+    def _plan_loop(self, site: Site, types: TypeOracle) -> _Plan | None:
         node = site.node
         if site.opset < 11 or "body" not in node.attributes:
             # Scan's opset-9 form exists, but Range (the scan input) needs opset 11.
@@ -227,6 +272,15 @@ class LoopToScan(NodeLoweringPass[_Plan]):
         return _Plan(node, body, site.opset, terms, counters, steps, known, once=once)
 
     def rewrite(self, plan: _Plan, ctx: Rewrite) -> None:
+        if plan.constant_count is not None:
+            # The count as a constant: unroll-constant-scans reads the Scan's length from it
+            # (it does not infer the shapes this count was evaluated with).
+            count = ctx.before().int64s(plan.constant_count, hint="constant_count")
+            ctx.insert()
+            ctx.node.replace_input_with(0, count)
+        self._rewrite_loop(plan, ctx)
+
+    def _rewrite_loop(self, plan: _Plan, ctx: Rewrite) -> None:
         node, body = ctx.node, plan.body
         emit = ctx.before()
         count, iterations = self._iterations(emit, ctx.graph, plan)
@@ -872,29 +926,6 @@ def _distinct_outputs(body: ir.Graph, emit: Emitter, first_scanned: int) -> None
     body.outputs.extend(outputs)
 
 
-class LoopToScanRows(LoopToScan):
-    """Loops as Scans (as ``LoopToScan``), TensorArray reads as scan inputs (onnxruntime)."""
-
-    rows_as_scan_inputs = True
-
-
-class LoopToScanReads(LoopToScan):
-    """Loops as Scans (as ``LoopToScan``), outer reads left as reads where a runtime takes
-    them (tract), so onnxruntime copies nothing extra per iteration."""
-
-    outer_reads_as_states = False
-
-
-class LoopToScanFixedStates(LoopToScanReads):
-    """Loops as Scans (as ``LoopToScanReads``) except those growing a state by ``Concat`` (tract:
-    its Scan states keep their shape, and no Scan of it is unrolled); a Loop whose body cannot
-    fail on iteration 0 as a Scan of at least one iteration, its results masked when it runs
-    none (tract's zero-iteration Scan returns wrong states)."""
-
-    grown_states = False
-    guards_zero_trips = True
-
-
 def _grown_state(body: ir.Graph, carried: int) -> str | None:
     """The name of a state the body returns as a ``Concat`` of itself (through ``Identity``s),
     or None."""
@@ -973,39 +1004,3 @@ def _block(node: ir.Node, reason: str) -> None:
     knows more, said: ``freeze-bounded-loops``)."""
     if blocked(node, NO_LOOP) is None:
         block(node, reason, NO_LOOP)
-
-
-class LoopToScanConstant(LoopToScanReads):
-    """Loops as Scans (as ``LoopToScanReads``) only where ``M`` is a constant the body's
-    condition does not shorten and ``unroll-constant-scans`` unrolls (1 to 256 iterations):
-    the converters that lack Scan but run Loops of an explicit count (onnx2tf, after
-    ``explicit-loop-counts``) keep their other Loops. A loop whose count is the length of
-    another one's result becomes constant only once that one is unrolled: the onnx2tf row runs
-    the pair twice (stacked RNNs of two layers)."""
-
-    def plan(self, site: Site, types: TypeOracle) -> _Plan | None:
-        node = site.node
-        body = node.attributes["body"].as_graph() if "body" in node.attributes else None
-        m = node.inputs[0] if node.inputs else None
-        if body is None or m is None or len(body.inputs) < 2 or len(body.outputs) < 1:
-            return None
-        if not passes_through(body.outputs[0], body.inputs[1]):
-            return None
-        # Shapes as ONNX infers them: a stacked RNN's second layer counts the rows the first
-        # one, unrolled by the previous run of these passes, computes.
-        count = evaluate(m, site.opset, self._inferred_shape)
-        if count is None or count.size != 1 or not 1 <= int(count.reshape(-1)[0]) <= UNROLL_LIMIT:
-            return None
-        plan = super().plan(site, types)
-        if plan is not None:
-            plan.constant_count = int(count.reshape(-1)[0])
-        return plan
-
-    def rewrite(self, plan: _Plan, ctx: Rewrite) -> None:
-        # The count as a constant: unroll-constant-scans reads the Scan's length from it (it
-        # does not infer the shapes this count was evaluated with).
-        assert plan.constant_count is not None
-        count = ctx.before().int64s(plan.constant_count, hint="constant_count")
-        ctx.insert()
-        ctx.node.replace_input_with(0, count)
-        super().rewrite(plan, ctx)

@@ -33,7 +33,7 @@ both), a batch of 0, a node in a body that changed between opsets 8 and 9 other 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 import onnx_ir as ir
@@ -53,7 +53,7 @@ from seqlower.passes._op_versions import convert_model, same_but_types
 from seqlower.passes._shared import body_copy, prepend
 from seqlower.passes._types import TypeOracle
 
-__all__ = ["LowerScan8", "LowerScan8Lengths"]
+__all__ = ["LowerScan8"]
 
 _OPSET = 9  # the first opset of the batch-free Scan
 _FIX = "--overwrite-input-shape fixes it"
@@ -80,15 +80,20 @@ class LowerScan8(NodeLoweringPass[_Plan]):
 
     op_type = "Scan"
     takes_all = False  # the opset-9 Scans it writes stay
-    target: ClassVar[str] = "tract"
-    #: Run-time lengths outside [1, T] fail through a Reshape too (OpenVINO's Gather returns
-    #: zeros for an out-of-range index; tract loads no such Reshape, its Gather aborts).
-    reshape_check: ClassVar[bool] = False
-    #: Lower only a model with a Scan-8 that has sequence_lens (OpenVINO runs the others).
-    only_with_lengths: ClassVar[bool] = False
 
-    def __init__(self) -> None:
+    def __init__(
+        self, *, only_with_lengths: bool = False, reshape_check: bool = False, target: str = "tract"
+    ) -> None:
+        """``only_with_lengths``: lower only a model with a Scan-8 that has ``sequence_lens``
+        (OpenVINO runs the others; every Scan of such a model is lowered, since the model's
+        opset moves). ``reshape_check``: run-time lengths outside [1, T] fail through a
+        ``Reshape`` too (OpenVINO's ``Gather`` returns zeros for an out-of-range index; tract
+        loads no such ``Reshape``, its ``Gather`` aborts). ``target``: the runtime a refusal
+        names."""
         super().__init__()
+        self.only_with_lengths = only_with_lengths
+        self.reshape_check = reshape_check
+        self.target = target
         #: The plans made on the model as read, by node name (the conversion makes new nodes).
         self._plans: dict[str, _Plan] = {}
 
@@ -156,15 +161,6 @@ class LowerScan8(NodeLoweringPass[_Plan]):
         for new, old in zip(joined, ctx.node.outputs, strict=True):
             new.type, new.shape = old.type, old.shape  # the same values, batch axis and all
         ctx.replace(joined)
-
-
-class LowerScan8Lengths(LowerScan8):
-    """:class:`LowerScan8` for OpenVINO: only in a model where a Scan-8 has ``sequence_lens``
-    (it runs the others; every Scan of such a model is lowered, since the model's opset moves)."""
-
-    target = "openvino"
-    only_with_lengths = True
-    reshape_check = True
 
 
 class _Refused(Exception):

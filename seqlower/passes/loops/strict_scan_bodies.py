@@ -30,7 +30,7 @@ from seqlower.passes._ir import constant_array, graph_attr, nodes_in
 from seqlower.passes._shared import outer_reads, prepend, read_inside
 from seqlower.passes._types import TypeOracle
 
-__all__ = ["StrictScanBodies", "TypedScanBodies"]
+__all__ = ["StrictScanBodies"]
 
 _INLINED_CONSTANT_SIZE = 64  # outer constants up to this many elements are copied into a body
 
@@ -52,8 +52,12 @@ class StrictScanBodies(NodeLoweringPass[_Plan]):
     op_type = "Scan"
     takes_all = False
     repairs = True
-    #: Outer reads copied in (small constants) or carried as pass-through states.
-    carry_reads = True
+
+    def __init__(self, *, carry_reads: bool = True) -> None:
+        """``carry_reads``: outer reads copied in (small constants) or carried as pass-through
+        states (OpenVINO); else left as reads (tract runs them), only the inputs typed."""
+        super().__init__()
+        self.carry_reads = carry_reads
 
     def plan(self, site: Site, types: TypeOracle) -> _Plan | None:
         node = site.node
@@ -111,12 +115,6 @@ class StrictScanBodies(NodeLoweringPass[_Plan]):
         body.extend(passes.nodes)
         if carried:
             _with_states(ctx, plan, carried, states_in, states_out)
-
-
-class TypedScanBodies(StrictScanBodies):
-    """Every ``Scan`` body input typed; outer reads left (tract runs them)."""
-
-    carry_reads = False
 
 
 def _with_states(

@@ -50,7 +50,7 @@ from seqlower.passes._shared import initializers_as_constants, inline_copy
 from seqlower.passes._trip_count import UNROLL_LIMIT, evaluate
 from seqlower.passes._types import TypeOracle
 
-__all__ = ["UnrollBoundedScans", "UnrollConstantScans"]
+__all__ = ["UnrollConstantScans"]
 
 
 @dataclasses.dataclass
@@ -70,7 +70,17 @@ class UnrollConstantScans(NodeLoweringPass[_Plan]):
     op_type = "Scan"
     takes_all = False
 
+    def __init__(self, *, bounded: bool = False) -> None:
+        """``bounded``: instead, every forward ``Scan`` over the iteration numbers ``Range(0,
+        N)`` (what ``loop-to-scan`` writes) whose run-time ``N`` is proven in ``[1, K]`` for a
+        constant ``K`` up to 256, as ``K`` copies of its body that rerun the last iteration
+        past ``N`` (module docstring)."""
+        super().__init__()
+        self.bounded = bounded
+
     def plan(self, site: Site, types: TypeOracle) -> _Plan | None:
+        if self.bounded:
+            return self._plan_bounded(site, types)
         found = _forward_scan(site)
         if found is None:
             return None
@@ -118,6 +128,8 @@ class UnrollConstantScans(NodeLoweringPass[_Plan]):
     ) -> tuple[list[ir.Value], list[list[ir.Value]]]:
         """One copy of the body per step, reading row k of each scanned input (their nodes
         added to ``inserted``); the final states and each scan output's rows."""
+        if self.bounded:
+            return self._bounded_copies(plan, ctx, inputs, inserted)
         states = plan.states
         carried = inputs[:states]
         rows: list[list[ir.Value]] = [[] for _ in ctx.node.outputs[states:]]
@@ -135,14 +147,7 @@ class UnrollConstantScans(NodeLoweringPass[_Plan]):
                 rows[j].append(result)
         return carried, rows
 
-
-class UnrollBoundedScans(UnrollConstantScans):
-    """Every forward ``Scan`` over the iteration numbers ``Range(0, N)`` (what
-    ``loop-to-scan`` writes) whose run-time ``N`` is proven in ``[1, K]`` for a constant ``K``
-    up to 256, as ``K`` copies of its body that rerun the last iteration past ``N`` (module
-    docstring)."""
-
-    def plan(self, site: Site, types: TypeOracle) -> _Plan | None:
+    def _plan_bounded(self, site: Site, types: TypeOracle) -> _Plan | None:
         found = _forward_scan(site)
         if found is None:
             return None
@@ -164,7 +169,7 @@ class UnrollBoundedScans(UnrollConstantScans):
         assert high is not None
         return _Plan(node, body, site.opset, high, states, count)
 
-    def _copies(
+    def _bounded_copies(
         self, plan: _Plan, ctx: Rewrite, inputs: list[ir.Value], inserted: list[ir.Node]
     ) -> tuple[list[ir.Value], list[list[ir.Value]]]:
         """Copy ``k`` runs iteration ``min(k, N - 1)`` on the states it was given; the next

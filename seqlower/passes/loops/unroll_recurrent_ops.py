@@ -38,11 +38,11 @@ import onnx_ir as ir
 
 from seqlower.passes._base import NodeLoweringPass, Rewrite, Site
 from seqlower.passes._emit import Emitter
-from seqlower.passes._ir import CONVERTER_OPS, block, constant_array, int_attr
+from seqlower.passes._ir import CONVERTER_OPS, block, constant_array, int_attr, is_onnx
 from seqlower.passes._trip_count import UNROLL_LIMIT
 from seqlower.passes._types import TypeOracle, element_dtype
 
-__all__ = ["UnrollPeepholeLstms", "UnrollRecurrentOps"]
+__all__ = ["UnrollRecurrentOps"]
 
 #: Gates per op (rows of W and R in units of the hidden size) and activations per direction.
 _GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
@@ -98,8 +98,20 @@ class UnrollRecurrentOps(NodeLoweringPass[_Plan]):
     op_type = "LSTM"
     takes_all = False
 
+    def __init__(self, *, peephole_lstms_only: bool = False) -> None:
+        """``peephole_lstms_only``: only an ``LSTM`` with peepholes ``P``, which OpenVINO
+        2026.4.1 computes wrong (ONNX's ``test_lstm_with_peepholes``: 0.45 off); one it cannot
+        unroll (a time axis not static) is left to the check, which blames the runtime."""
+        super().__init__()
+        self.peephole_lstms_only = peephole_lstms_only
+
     def matches(self, node: ir.Node) -> bool:
-        return node.op_type in _GATES and node.domain in ("", "ai.onnx")
+        if not is_onnx(node) or node.op_type not in _GATES:
+            return False
+        if not self.peephole_lstms_only:
+            return True
+        peepholes = node.inputs[7] if len(node.inputs) > 7 else None
+        return node.op_type == "LSTM" and peepholes is not None
 
     def _op_types(self) -> frozenset[str] | None:
         return frozenset(_GATES)
@@ -107,7 +119,7 @@ class UnrollRecurrentOps(NodeLoweringPass[_Plan]):
     def plan(self, site: Site, types: TypeOracle) -> _Plan | None:
         node = site.node
         why, plan = _plan(node, site.opset, types)
-        if plan is None:
+        if plan is None and not self.peephole_lstms_only:
             block(node, f"{node.op_type} not unrolled: {why}", CONVERTER_OPS)
         return plan
 
@@ -144,19 +156,6 @@ class UnrollRecurrentOps(NodeLoweringPass[_Plan]):
             new.type, new.shape = old.type or new.type, old.shape or new.shape
             finals.append(new)
         ctx.replace(finals, rename=True)
-
-
-class UnrollPeepholeLstms(UnrollRecurrentOps):
-    """:class:`UnrollRecurrentOps` for OpenVINO: only an ``LSTM`` with peepholes ``P``, which
-    OpenVINO 2026.4.1 computes wrong (ONNX's ``test_lstm_with_peepholes``: 0.45 off). One it
-    cannot unroll (a time axis not static) is left to the check, which blames OpenVINO."""
-
-    def matches(self, node: ir.Node) -> bool:
-        peepholes = node.inputs[7] if len(node.inputs) > 7 else None
-        return super().matches(node) and node.op_type == "LSTM" and peepholes is not None
-
-    def plan(self, site: Site, types: TypeOracle) -> _Plan | None:
-        return _plan(site.node, site.opset, types)[1]
 
 
 def _plan(node: ir.Node, opset: int, types: TypeOracle) -> tuple[str, _Plan | None]:

@@ -26,7 +26,7 @@ import onnx_ir as ir
 
 from seqlower._graphs import all_graphs
 from seqlower.errors import TargetError, describe_node
-from seqlower.passes._ir import is_onnx
+from seqlower.passes._ir import ONNX_DOMAINS, is_onnx
 from seqlower.passes._op_versions import same_but_types, since_version
 from seqlower.passes._types import TypeOracle
 
@@ -40,7 +40,7 @@ def _versions(op: str) -> tuple[int, ...]:
             {
                 s.since_version
                 for s in onnx.defs.get_all_schemas_with_history()
-                if s.name == op and s.domain in ("", "ai.onnx")
+                if s.name == op and s.domain in ONNX_DOMAINS
             }
         )
     )

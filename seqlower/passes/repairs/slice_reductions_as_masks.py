@@ -21,6 +21,7 @@ reduction takes that axis (its axes constant), is rewritten; every shape is then
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -31,7 +32,7 @@ from seqlower.passes._emit import Emitter, fits_constant
 from seqlower.passes._ir import constant_array, int_attr, ints_attr, is_onnx, reduced_axes
 from seqlower.passes._types import TypeOracle, element_dtype
 
-__all__ = ["SliceMeansAsMasks", "SliceReductionsAsMasks"]
+__all__ = ["SliceReductionsAsMasks"]
 
 #: Each reduction's identity; a mean sums (its count divides after).
 IDENTITY = {
@@ -62,8 +63,14 @@ class SliceReductionsAsMasks(NodeLoweringPass[_Plan]):
     op_type = "ReduceSum"  # and the others of IDENTITY (matches)
     takes_all = False
 
-    #: The reductions rewritten.
-    reductions: tuple[str, ...] = tuple(IDENTITY)
+    def __init__(self, *, reductions: Sequence[str] | None = None) -> None:
+        """``reductions``: the reductions rewritten (default: every one of IDENTITY). The
+        means alone for onnx2tf: its sums, products, maxima and minima are padded by
+        ``pad-empty-reductions``; LiteRT 2.1.2 gives the masked max of an empty slice as the
+        lowest finite float, even through a ``Where`` of -inf."""
+        super().__init__()
+        self.reductions = tuple(IDENTITY) if reductions is None else tuple(reductions)
+        self.op_type = self.reductions[0] if len(self.reductions) == 1 else "ReduceSum"
 
     def matches(self, node: ir.Node) -> bool:
         return node.op_type in self.reductions and node.domain in ONNX_DOMAINS
@@ -115,15 +122,6 @@ class SliceReductionsAsMasks(NodeLoweringPass[_Plan]):
         result = _finished(op, node, masked, identity, span, dtype)
         result.type, result.shape = node.outputs[0].type, node.outputs[0].shape
         ctx.replace([result])
-
-
-class SliceMeansAsMasks(SliceReductionsAsMasks):
-    """The means alone (target ``onnx2tf``: its sums, products, maxima and minima are padded
-    by ``pad-empty-reductions``; LiteRT 2.1.2 gives the masked max of an empty slice as the
-    lowest finite float, even through a ``Where`` of -inf)."""
-
-    op_type = "ReduceMean"
-    reductions = ("ReduceMean",)
 
 
 def _finished(

@@ -83,8 +83,6 @@ __all__ = [
     "FORMS",
     "ONNXRUNTIME_LACKS",
     "LowerReverseSequence",
-    "LowerReverseSequenceGaps",
-    "LowerReverseSequenceRows",
 ]
 
 _INT64_MIN = -(2**63)  # a Slice end meaning "past the first element", stepping backwards
@@ -125,6 +123,10 @@ class _Plan:
 FORMS = ("gathernd", "gather")
 
 
+#: Element types onnxruntime 1.32's ReverseSequence kernel does not take.
+ONNXRUNTIME_LACKS = frozenset({ir.DataType.BFLOAT16, ir.DataType.COMPLEX64, ir.DataType.COMPLEX128})
+
+
 class LowerReverseSequence(NodeLoweringPass[_Plan]):
     """Replace every ``ReverseSequence`` with a ``Slice`` or a ``GatherND`` (see the module
     docstring); the count of each form chosen is in :attr:`forms` after a run.
@@ -136,15 +138,25 @@ class LowerReverseSequence(NodeLoweringPass[_Plan]):
     2.3x for slices of 8 floats; neither is within 1.1x of the native kernel for slices of 1
     or 8 floats), but its ``Flatten``/``Reshape`` are beyond tract and onnx2torch: it is for
     onnxruntime and OpenVINO.
+
+    ``gaps_only`` lowers only the nodes onnxruntime cannot run, the others kept (its row).
+    onnxruntime runs ``ReverseSequence`` natively for every tensor type but bfloat16, complex64
+    and complex128 (``NOT_IMPLEMENTED``), and its kernel is faster than any decomposition:
+    1.25-4.3x for slices of 1 or 8 elements (``benchmarks/reverse_sequence.py --inner``). So
+    only the nodes whose data type onnxruntime lacks, or whose type is not known (asking may
+    run ONNX's shape inference once; a node whose type stays unknown is lowered, which runs
+    everywhere), are rewritten.
     """
 
     op_type = "ReverseSequence"
 
-    def __init__(self, form: str = "gathernd") -> None:
+    def __init__(self, form: str = "gathernd", *, gaps_only: bool = False) -> None:
         if form not in FORMS:
             raise ValueError(f"unknown ReverseSequence form {form!r}; known: {', '.join(FORMS)}")
         super().__init__()
         self.form = form
+        self.gaps_only = gaps_only
+        self.takes_all = not gaps_only
         self.forms: dict[str, int] = {}
         self._indices: dict[tuple[Any, ...], ir.Value] = {}
         self._lengths: dict[tuple[Any, ...], _LengthsPart] = {}
@@ -162,6 +174,14 @@ class LowerReverseSequence(NodeLoweringPass[_Plan]):
             self._dims, self._indices, self._lengths = DimProver(), {}, {}
 
     def plan(self, site: Site, types: TypeOracle) -> _Plan | None:
+        if self.gaps_only:
+            data = site.node.inputs[0] if site.node.inputs else None
+            dtype = None if data is None else element_dtype(types.type_of(data))
+            if dtype is not None and dtype not in ONNXRUNTIME_LACKS:
+                return None  # onnxruntime's own kernel: kept
+        return self._plan_node(site, types)
+
+    def _plan_node(self, site: Site, types: TypeOracle) -> _Plan | None:
         node = site.node
         time_axis, batch_axis, lens = validate_reverse_sequence(node)
         data, lens_value = node.inputs
@@ -878,40 +898,3 @@ def _output_shape(declared: ir.Shape | None, data: ir.Shape | None) -> ir.Shape 
 
 def _static_or_none(dim: int | ir.SymbolicDim) -> int | None:
     return dim if isinstance(dim, int) else None
-
-
-class LowerReverseSequenceRows(LowerReverseSequence):
-    """:class:`LowerReverseSequence` with ``form="gather"`` (the faster form on onnxruntime),
-    registered by name so a pipeline can list it."""
-
-    def __init__(self) -> None:
-        super().__init__(form="gather")
-
-
-#: Element types onnxruntime 1.32's ReverseSequence kernel does not take.
-ONNXRUNTIME_LACKS = frozenset({ir.DataType.BFLOAT16, ir.DataType.COMPLEX64, ir.DataType.COMPLEX128})
-
-
-class LowerReverseSequenceGaps(LowerReverseSequence):
-    """:class:`LowerReverseSequence` (row form) for the nodes onnxruntime cannot run; the
-    others are kept (target ``onnxruntime``).
-
-    onnxruntime runs ``ReverseSequence`` natively for every tensor type but bfloat16, complex64
-    and complex128 (``NOT_IMPLEMENTED``), and its kernel is faster than any decomposition:
-    1.25-4.3x for slices of 1 or 8 elements (``benchmarks/reverse_sequence.py --inner``). So
-    only the nodes whose data type onnxruntime lacks, or whose type is not known (asking may
-    run ONNX's shape inference once; a node whose type stays unknown is lowered, which runs
-    everywhere), are rewritten, in the row ``Gather`` form (the faster one there).
-    """
-
-    takes_all = False
-
-    def __init__(self) -> None:
-        super().__init__(form="gather")
-
-    def plan(self, site: Site, types: TypeOracle) -> _Plan | None:
-        data = site.node.inputs[0] if site.node.inputs else None
-        dtype = None if data is None else element_dtype(types.type_of(data))
-        if dtype is not None and dtype not in ONNXRUNTIME_LACKS:
-            return None  # onnxruntime's own kernel: kept
-        return super().plan(site, types)

@@ -90,10 +90,17 @@ class LowerSequenceMap(NodeLoweringPass[_Plan]):
 
     op_type = "SequenceMap"
 
-    def __init__(self, stack_static: bool = True) -> None:
-        """``stack_static``: use scan outputs when every body output's shape is static."""
+    def __init__(self, stack_static: bool = True, *, ragged_only: bool = False) -> None:
+        """``stack_static``: use scan outputs when every body output's shape is static.
+        ``ragged_only``: only the maps over the pieces of a split by run-time sizes
+        (``SplitToSequence(x, lens)``, a 1-D ``lens`` computed at run time), which OpenVINO
+        runs as a ``Loop`` once ``slice-split-pieces`` reads the pieces as ``Slice``s and
+        ``stack-loop-sequences`` grows the results as tensors (the sequence-free passes leave
+        such maps: the pieces differ in length)."""
         super().__init__()
         self.stack_static = stack_static
+        self.ragged_only = ragged_only
+        self.takes_all = not ragged_only
         self.forms: dict[str, int] = {}
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
@@ -103,7 +110,12 @@ class LowerSequenceMap(NodeLoweringPass[_Plan]):
         result = super().call(model)
         return ir.passes.PassResult(result.model, modified=result.modified or inlined > 0)
 
-    def plan(self, site: Site, types: TypeOracle) -> _Plan:
+    def plan(self, site: Site, types: TypeOracle) -> _Plan | None:
+        if self.ragged_only and not _over_ragged_pieces(site.node):
+            return None
+        return self._plan_map(site, types)
+
+    def _plan_map(self, site: Site, types: TypeOracle) -> _Plan:
         node = site.node
         body = validate_sequence_map(node)
 
@@ -160,24 +172,14 @@ class LowerSequenceMap(NodeLoweringPass[_Plan]):
         ctx.replace(loop_outputs)
 
 
-class LowerRaggedSequenceMap(LowerSequenceMap):
-    """Only the maps over the pieces of a split by run-time sizes (``SplitToSequence(x,
-    lens)``, a 1-D ``lens`` computed at run time): target ``openvino``, which runs the ``Loop``
-    once ``slice-split-pieces`` reads the pieces as ``Slice``s and ``stack-loop-sequences`` grows
-    the results as tensors (the sequence-free passes leave such maps: the pieces differ in
-    length)."""
-
-    takes_all = False
-
-    def plan(self, site: Site, types: TypeOracle) -> _Plan | None:  # type: ignore[override]
-        source = site.node.inputs[0] if site.node.inputs else None
-        split = None if source is None else source.producer()
-        if not is_onnx(split, "SplitToSequence") or split is None or len(split.inputs) < 2:
-            return None
-        sizes = split.inputs[1]
-        if sizes is None or rank_of(sizes) != 1 or constant_array(sizes) is not None:
-            return None
-        return super().plan(site, types)
+def _over_ragged_pieces(node: ir.Node) -> bool:
+    """Whether the map reads the pieces of a split by sizes computed at run time."""
+    source = node.inputs[0] if node.inputs else None
+    split = None if source is None else source.producer()
+    if not is_onnx(split, "SplitToSequence") or split is None or len(split.inputs) < 2:
+        return False
+    sizes = split.inputs[1]
+    return sizes is not None and rank_of(sizes) == 1 and constant_array(sizes) is None
 
 
 def _read_elements(

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import ClassVar
 
 import numpy as np
 import onnx_ir as ir
@@ -69,7 +68,7 @@ from seqlower.passes._shared import (
 )
 from seqlower.passes._types import TypeOracle, element_dtype
 
-__all__ = ["RaggedMapsAsScans", "RaggedRowMaps"]
+__all__ = ["RaggedMapsAsScans"]
 
 _INT64 = int(ir.DataType.INT64)
 #: Reductions of the data alone (no count of what they reduce) that tract 0.23.9 gets right on
@@ -120,9 +119,15 @@ class RaggedMapsAsScans(NodeLoweringPass[_Plan]):
 
     op_type = "SequenceMap"
     takes_all = False
-    #: Whether maps of other bodies become Scans (and those left are named); else only
-    #: row-wise bodies are taken, run once on the whole tensor.
-    scans: ClassVar[bool] = True
+
+    def __init__(self, *, scans: bool = True) -> None:
+        """``scans``: maps of other bodies than row-wise ones become Scans (and those left are
+        named); else only the maps of a row-wise body are taken, run once on the whole tensor
+        (no ``Scan``): for the converters, which run no ``Scan`` of a run-time count, placed
+        before ``fold-sequence-ops`` (at fixed shapes it splits the tensor by the run-time sizes
+        into a ``Split`` TVM and onnx2tf cannot convert)."""
+        super().__init__()
+        self.scans = scans
 
     def plan(self, site: Site, types: TypeOracle) -> _Plan | None:
         node = site.node
@@ -224,15 +229,6 @@ def _body_interface(
     prepend(body, reads.nodes)
     body.extend(tail.nodes)
     return buffers, written, scanned, size
-
-
-class RaggedRowMaps(RaggedMapsAsScans):
-    """Only the maps of a row-wise body, run once on the whole tensor (no ``Scan``): the
-    converter targets', which run no ``Scan`` of a run-time count, placed before
-    ``fold-sequence-ops`` (at fixed shapes it splits the tensor by the run-time sizes into a
-    ``Split`` TVM and onnx2tf cannot convert)."""
-
-    scans = False
 
 
 #: Per axis, the dimensions that broadcast to it (static 1s left out: an empty set is 1).

@@ -53,7 +53,7 @@ from seqlower.passes._shared import (
 from seqlower.passes._stacking import elementwise, run_on_stack, stacked_source
 from seqlower.passes._types import TypeOracle, element_dtype
 
-__all__ = ["ScanSequenceMap", "StackRowMaps", "concat_problem", "concat_stacked"]
+__all__ = ["ScanSequenceMap", "concat_problem", "concat_stacked"]
 
 
 @dataclasses.dataclass
@@ -82,7 +82,29 @@ class ScanSequenceMap(NodeLoweringPass[_Plan]):
     op_type = "SequenceMap"
     takes_all = False
 
+    def __init__(self, *, stacked_only: bool = False) -> None:
+        """``stacked_only``: only the maps run once on the split tensor, whatever their count,
+        first in the sequence-free pipeline: otherwise a count known when lowering is folded
+        into a ``Split`` and the map unrolled, one copy of the body per row. Being the first
+        SequenceMap pass there, it inlines onnxscript's untyped functions first, so their maps
+        get the call's types (as ``FoldSequenceOps`` would)."""
+        super().__init__()
+        self.stacked_only = stacked_only
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        if not self.stacked_only:
+            return super().call(model)
+        inlined = inline_untyped_sequence_map_functions(model)
+        result = super().call(model)
+        return ir.passes.PassResult(result.model, modified=result.modified or inlined > 0)
+
     def plan(self, site: Site, types: TypeOracle) -> _Plan | None:
+        plan = self._plan_map(site, types)
+        if self.stacked_only and (plan is None or plan.stacked is None):
+            return None
+        return plan
+
+    def _plan_map(self, site: Site, types: TypeOracle) -> _Plan | None:
         node = site.node
         body = body_of(node)
         if len(body.inputs) != len(node.inputs) or len(body.outputs) != len(node.outputs):
@@ -221,20 +243,3 @@ def _scanned(
         replacements[param] = element
     results = cut_interface(body, replacements, list(body.outputs))
     return scanned_inputs, body_inputs, axes, results
-
-
-class StackRowMaps(ScanSequenceMap):
-    """Only the maps :class:`ScanSequenceMap` runs once on the split tensor, whatever their
-    count, first in the sequence-free pipeline: otherwise a count known when lowering is folded
-    into a ``Split`` and the map unrolled, one copy of the body per row."""
-
-    def call(self, model: ir.Model) -> ir.passes.PassResult:
-        # The first SequenceMap pass of the pipeline: onnxscript's untyped functions are inlined
-        # first, so their maps get the call's types (as FoldSequenceOps would).
-        inlined = inline_untyped_sequence_map_functions(model)
-        result = super().call(model)
-        return ir.passes.PassResult(result.model, modified=result.modified or inlined > 0)
-
-    def plan(self, site: Site, types: TypeOracle) -> _Plan | None:
-        plan = super().plan(site, types)
-        return plan if plan is not None and plan.stacked is not None else None

@@ -55,7 +55,7 @@ from seqlower.passes.sequences._sequence_folds import SequenceFolds
 # Comparisons are Less/Greater/Equal/Not only: onnx2torch 1.5.15 converts GreaterOrEqual and
 # LessOrEqual only as opset 12 defines them.
 
-__all__ = ["StackSequences", "StackSequencesGatherChecked"]
+__all__ = ["StackSequences"]
 
 _INT64 = int(ir.DataType.INT64)
 _READERS = frozenset(
@@ -76,12 +76,16 @@ class StackSequences(SequenceFolds):
     """Sequences of one element shape as stacked tensors (module docstring); positions out of
     range fail on every runtime, OpenVINO included (the ``Reshape`` check)."""
 
-    #: Whether each index also goes through the ``Reshape`` that fails for a bad position.
-    reshape_check = True
-    #: Whether a length the graph returns is counted from data (a ``ReduceSum`` of ones), not
-    #: read from a shape: tract 0.23.9 types a value computed from shapes alone as a symbolic
-    #: dimension and returns none ("Unsupported DatumType in the public API TDim").
-    lengths_as_data = False
+    def __init__(self, *, reshape_check: bool = True, lengths_as_data: bool = False) -> None:
+        """``reshape_check``: each index also goes through the ``Reshape`` that fails for a bad
+        position; without it a bad position fails in ``Gather`` alone (tract 0.23.9 aborts on
+        one, and loads no ``Reshape`` to a computed shape). ``lengths_as_data``: a length the
+        graph returns is counted from data (a ``ReduceSum`` of ones), not read from a shape:
+        tract 0.23.9 types a value computed from shapes alone as a symbolic dimension and
+        returns none ("Unsupported DatumType in the public API TDim")."""
+        super().__init__()
+        self.reshape_check = reshape_check
+        self.lengths_as_data = lengths_as_data
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         self._stacks: dict[int, _Stack] = {}
@@ -92,7 +96,7 @@ class StackSequences(SequenceFolds):
         for node in list(graph):
             for subgraph in subgraphs_of(node):
                 self._graph(subgraph, opset)
-            if node.domain not in ("", "ai.onnx"):
+            if not is_onnx(node):
                 continue
             make = _MAKERS.get(node.op_type)
             if make is not None and self._read_here(node):
@@ -433,14 +437,6 @@ class StackSequences(SequenceFolds):
             return False
         concat_stacked(self._scope.at(Site(node, opset)), stack.value, len(stack.dims))
         return True
-
-
-class StackSequencesGatherChecked(StackSequences):
-    """:class:`StackSequences` without the ``Reshape`` check: a bad position fails in ``Gather``
-    alone (tract 0.23.9 aborts on one, and loads no ``Reshape`` to a computed shape)."""
-
-    reshape_check = False
-    lengths_as_data = True
 
 
 _MAKERS = {
