@@ -102,7 +102,7 @@ PASSES: dict[str, PassEntry | Callable[..., ir.passes.InPlacePass]] = {
     "scalar-outputs": _entry("repairs.scalar_outputs", "ScalarOutputs"),
     "scan-outputs-as-states": _entry("loops.scan_outputs_as_states", "ScanOutputsAsStates"),
     "scan-outputs-as-run-time-states": _entry(
-        "loops.scan_outputs_as_states", "ScanOutputsAsRunTimeStates"
+        "loops.scan_outputs_as_run_time_states", "ScanOutputsAsRunTimeStates"
     ),
     "recurrence-lengths-per-entry": _entry(
         "repairs.recurrence_lengths_per_entry", "RecurrenceLengthsPerEntry"

@@ -409,3 +409,15 @@ def outer_reads_as_states(
         state_outs.append(state_out)
     body.extend(passes.nodes)
     return outer, states, state_outs
+
+
+def restate_loop_body(
+    body: ir.Graph, states: int, ins: list[ir.Value], outs: list[ir.Value]
+) -> None:
+    """A ``Loop`` body with ``ins``/``outs`` as states after its own ``states``, and no scan
+    output (a pass writing scan outputs into states)."""
+    inputs, outputs = list(body.inputs), list(body.outputs[: 1 + states])
+    body.inputs.clear()
+    body.inputs.extend([*inputs, *ins])
+    body.outputs.clear()
+    body.outputs.extend([*outputs, *outs])

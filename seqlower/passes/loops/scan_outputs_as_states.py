@@ -11,14 +11,6 @@ constant row index: TFLite keeps states of one static shape; a growing ``Concat`
 XNNPACK, ``SCATTER_ND`` builds a new tensor), and a counter state counts the iterations run;
 after the loop the first ``count`` rows are the scan output. Exact for every count from 0 to
 ``K``, which the bound proves is every count the loop runs. Other Loops are left.
-
-``ScanOutputsAsRunTimeStates`` (target ``iree``) takes the Loops that run exactly ``M`` times
-(a constant true initial condition the body passes through: what ``explicit-loop-counts``
-writes where the count is known when the loop starts), whatever ``M``: each scan output becomes
-a state of ``M`` zero rows (``Expand``, ``M`` read at run time) that iteration ``i`` writes row
-``i`` of by ``ScatterND``, and is the scan output as it stands after the loop. torch-mlir converts
-no Loop with scan outputs (llvm/torch-mlir#3988) but does one of states, so IREE then runs the
-loop at dynamic shapes.
 """
 
 from __future__ import annotations
@@ -31,11 +23,11 @@ import onnx_ir as ir
 from seqlower.passes._base import NodeLoweringPass, Rewrite, Site
 from seqlower.passes._bounds import upper_bound
 from seqlower.passes._emit import fits_constant
-from seqlower.passes._induction import passes_through
-from seqlower.passes._ir import constant_array, graph_attr, is_static
+from seqlower.passes._ir import graph_attr, is_static
+from seqlower.passes._shared import restate_loop_body
 from seqlower.passes._types import TypeOracle, element_dtype
 
-__all__ = ["ScanOutputsAsRunTimeStates", "ScanOutputsAsStates"]
+__all__ = ["ScanOutputsAsStates"]
 
 #: The largest bound written as preallocated rows (K rows per scan output, K compares a step).
 ROWS_LIMIT = 4096
@@ -104,7 +96,7 @@ class ScanOutputsAsStates(NodeLoweringPass[_Plan]):
             ins.append(held)
             outs.append(written)
         body.extend(inside.nodes)
-        _restate(body, states, [count_in, *ins], [count_out, *outs])
+        restate_loop_body(body, states, [count_in, *ins], [count_out, *outs])
         finals = [ir.Value(name=names.fresh(f"{v.name or ctx.base}_loop")) for v in node.outputs]
         for new, old in zip(finals, node.outputs, strict=True):
             new.type, new.shape = old.type, old.shape
@@ -125,81 +117,4 @@ class ScanOutputsAsStates(NodeLoweringPass[_Plan]):
         ctx.replace([*finals[:states], *scans], rename=True)
 
 
-class ScanOutputsAsRunTimeStates(NodeLoweringPass[_Plan]):
-    """Every ``Loop`` that runs exactly ``M`` times with scan outputs of static rows, its scan
-    outputs written by ``ScatterND`` into states of ``M`` rows preallocated at run time."""
-
-    op_type = "Loop"
-    takes_all = False
-    repairs = True
-
-    def plan(self, site: Site, types: TypeOracle) -> _Plan | None:
-        node = site.node
-        body = graph_attr(node, "body")
-        if body is None or len(node.inputs) < 2 or node.inputs[0] is None or site.opset < 11:
-            return None  # no ScatterND before opset 11
-        states = len(node.inputs) - 2
-        scanned = body.outputs[1 + states :]
-        if not scanned or len(body.outputs) != len(node.outputs) + 1:
-            return None
-        start = node.inputs[1]
-        initial = None if start is None else constant_array(start)
-        if start is not None and (initial is None or initial.size != 1 or not initial.all()):
-            return None
-        if not passes_through(body.outputs[0], body.inputs[1]):
-            return None  # it may stop before M: its rows would be M
-        rows = []
-        for value in scanned:
-            shape = value.shape or types.shape_of(value)
-            dtype = element_dtype(types.type_of(value))
-            if dtype is None or not is_static(shape):
-                return None
-            rows.append((tuple(int(d) for d in shape), dtype.numpy()))  # type: ignore[arg-type]
-        return _Plan(node, body, site.opset, 0, rows)
-
-    def rewrite(self, plan: _Plan, ctx: Rewrite) -> None:
-        node, body, names = ctx.node, plan.body, ctx.names
-        states = len(node.inputs) - 2
-        op, inside = ctx.before(), ctx.into(body, pool="own")
-        # M as a count of rows, at least 0 (a Loop of a negative M runs none).
-        count = op.Max(
-            op.Reshape(node.inputs[0], op.int64s([1], hint="one_d"), _hint="count"),
-            op.int64s([0], hint="none"),
-            _hint="count",
-        )
-        where = inside.Reshape(body.inputs[0], inside.int64s([1, 1], hint="at"), _hint="at")
-        buffers, ins, outs = [], [], []
-        for (shape, dtype), row in zip(plan.rows, body.outputs[1 + states :], strict=True):
-            dims = op.Concat(count, op.int64s(list(shape), hint="row_shape"), axis=0, _hint="rows")
-            buffers.append(op.Expand(op.constant(np.zeros((), dtype), hint="zero"), dims))
-            held = ir.Value(name=names.fresh(f"{ctx.base}_rows"), type=row.type)
-            held.shape = ir.Shape([None, *shape])
-            written = inside.ScatterND(
-                held, where, inside.unsqueeze(row, [0], hint="row"), _hint="rows"
-            )
-            written.type, written.shape = row.type, held.shape
-            ins.append(held)
-            outs.append(written)
-        body.extend(inside.nodes)
-        _restate(body, states, ins, outs)
-        finals = [ir.Value(name=names.fresh(f"{v.name or ctx.base}_loop")) for v in node.outputs]
-        for new, old in zip(finals, node.outputs, strict=True):
-            new.type, new.shape = old.type, old.shape
-        del node.attributes["body"]
-        op.Loop(
-            *node.inputs, *buffers, body=body, _outputs=finals,
-            _name=node.name or names.fresh("Loop"), _doc_string=node.doc_string,
-        )  # fmt: skip
-        ctx.replace(finals, rename=True)
-
-
 _INT64 = ir.TensorType(ir.DataType.INT64)
-
-
-def _restate(body: ir.Graph, states: int, ins: list[ir.Value], outs: list[ir.Value]) -> None:
-    """The body with ``ins``/``outs`` as states after its own, and no scan output."""
-    inputs, outputs = list(body.inputs), list(body.outputs[: 1 + states])
-    body.inputs.clear()
-    body.inputs.extend([*inputs, *ins])
-    body.outputs.clear()
-    body.outputs.extend([*outputs, *outs])
