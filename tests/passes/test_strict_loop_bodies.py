@@ -372,3 +372,82 @@ def test_repaired_loops_match_over_forms(
     expected = run("onnxruntime", model, feeds)
     assert_same(expected, run("onnxruntime", repaired, feeds))
     assert_same(expected, run("openvino", repaired, feeds))
+
+
+def _paddle_while() -> onnx.ModelProto:
+    """``while i < n: s = s + x; i = i + 1`` as paddle2onnx 2.0.1 writes it: body inputs named
+    as the outer values that start them, the iteration number and the conditions of shape [1],
+    the counter stepped by Paddle's ``scale`` through float."""
+    from onnx import TensorProto, helper
+
+    def const(name: str, array: np.ndarray) -> onnx.NodeProto:
+        return helper.make_node(
+            "Constant", [], [name], value=onnx.numpy_helper.from_array(array, name)
+        )
+
+    body = helper.make_graph(
+        [
+            helper.make_node("Add", ["s0", "x"], ["s_next"]),
+            helper.make_node("Cast", ["i0"], ["i_f"], to=TensorProto.FLOAT),
+            const("scale", np.array([1.0], np.float32)),
+            helper.make_node("Mul", ["i_f", "scale"], ["i_scaled"]),
+            const("bias", np.array(1.0, np.float32)),
+            helper.make_node("Add", ["i_scaled", "bias"], ["i_biased"]),
+            const("one_shape", np.array([1], np.int64)),
+            helper.make_node("Reshape", ["i_biased", "one_shape"], ["i_shaped"]),
+            helper.make_node("Cast", ["i_shaped"], ["i_next"], to=TensorProto.INT64),
+            helper.make_node("Less", ["i_next", "n"], ["go_next"]),
+        ],
+        "body",
+        [
+            helper.make_tensor_value_info("iter", TensorProto.INT64, [1]),
+            helper.make_tensor_value_info("go", TensorProto.BOOL, [1]),  # the outer cond's name
+            helper.make_tensor_value_info("i0", TensorProto.INT64, [1]),  # the outer start's
+            helper.make_tensor_value_info("s0", TensorProto.FLOAT, ["N", 3]),
+        ],
+        [
+            helper.make_tensor_value_info("go_next", TensorProto.BOOL, [1]),
+            helper.make_tensor_value_info("i_next", TensorProto.INT64, [1]),
+            helper.make_tensor_value_info("s_next", TensorProto.FLOAT, ["N", 3]),
+        ],
+    )
+    graph = helper.make_graph(
+        [
+            const("i0", np.array([0], np.int64)),
+            helper.make_node("Mul", ["x", "x"], ["s0"]),
+            helper.make_node("Less", ["i0", "n"], ["go"]),
+            helper.make_node("Loop", ["", "go", "i0", "s0"], ["i_final", "s_final"], body=body),
+        ],
+        "paddle_while",
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3]),
+            helper.make_tensor_value_info("n", TensorProto.INT64, [1]),
+        ],
+        [
+            helper.make_tensor_value_info("s_final", TensorProto.FLOAT, ["N", 3]),
+            helper.make_tensor_value_info("i_final", TensorProto.INT64, [1]),
+        ],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+@pytest.mark.parametrize("n", [0, 1, 4])
+def test_paddle_loops_run_on_openvino(n: int) -> None:
+    """paddle2onnx's layout fails in OpenVINO's importer as written (``canonical inputs size``);
+    strict: renamed inputs, scalar iteration number and condition, it runs and matches."""
+    model = _paddle_while()
+    feeds = {
+        "x": np.arange(6, dtype=np.float32).reshape(2, 3),
+        "n": np.array([n], np.int64),
+    }
+    expected = run("onnxruntime", model, feeds)
+    with pytest.raises(Exception, match="canonical"):
+        run("openvino", model, feeds)
+    lowered = seqlower.lower(model, passes=["strict-loop-bodies"])
+    onnx.checker.check_model(lowered, full_check=True)
+    onnx.shape_inference.infer_shapes(lowered, check_type=True, strict_mode=True)
+    assert_same(expected, run("onnxruntime", lowered, feeds))
+    assert_same(expected, run("openvino", lowered, feeds))
+    assert_same(expected, run("openvino", seqlower.lower(model, target="openvino"), feeds))

@@ -32,12 +32,19 @@ REACH: dict[str, tuple[str, ...]] = {
     ),
     "openvino": (
         "jax2onnx/jax_cond",
+        "jax2onnx/jax_flip",
+        "jax2onnx/jax_fori_static",
         "jax2onnx/jax_map",
         "jax2onnx/jax_scan_cumsum",
+        "jax2onnx/jax_scan_flipped",
         "jax2onnx/jax_scan_rnn",
         "jax2onnx/jax_while_counter",
         "jax2onnx/jax_while_newton",
+        "paddle2onnx/paddle_greedy_decode",
         "paddle2onnx/paddle_if_value",
+        "paddle2onnx/paddle_newton",
+        "paddle2onnx/paddle_while_counter",
+        "paddle2onnx/paddle_while_step",
     ),
 }
 

@@ -20,6 +20,13 @@ or mistranslates three things that are valid ONNX and common in exports:
   OpenVINO's plugin fails with ``unordered_map::at``), its dimensions left unknown, since they
   may change from one iteration to the next (ONNX's own inference passes no shape there). A
   state whose body output is declared with another rank keeps no rank.
+- **paddle2onnx's layout**: body inputs named as the outer values that start them (valid in
+  ONNX, whose scopes hold distinct values: the importer binds them to the outer values and
+  finds ``canonical inputs size (1)``), renamed; and an iteration number and condition declared
+  of shape ``[1]`` (ONNX gives the body scalars), declared scalars (the Loop's condition
+  reshaped to one, whose shape ONNX's inference gives the body's): with the ``[1]`` the CPU
+  plugin fails at run time (``Check 'to->getShape() == Shape(VectorDims{1})' failed at
+  tensoriterator.cpp``) once the loop is otherwise strict.
 """
 
 from __future__ import annotations
@@ -48,6 +55,10 @@ class _Plan:
     cond_reads: list[tuple[ir.Node, int]]
     #: Untyped body inputs, the type each gets and its shape (None: unknown).
     types: list[tuple[ir.Value, ir.TypeProtocol, ir.Shape | None]]
+    #: Body inputs named as a value of the enclosing graph.
+    shadowing: list[ir.Value]
+    #: The iteration number and condition inputs declared with a shape other than a scalar's.
+    unscalar: list[ir.Value]
 
 
 class StrictLoopBodies(NodeLoweringPass[_Plan]):
@@ -84,15 +95,34 @@ class StrictLoopBodies(NodeLoweringPass[_Plan]):
             if start is None or type_ is None:
                 continue
             typed.append((value, type_, _rank_of(start, body.outputs[k - 1], types)))
-        if not (passed or cond_reads or typed):
+        outer = _names_defined(node.graph)
+        shadowing = [value for value in body.inputs if value.name in outer]
+        unscalar = [
+            value
+            for value in body.inputs[:2]
+            if value.type is not None and value.shape is not None and value.shape.rank() != 0
+        ]
+        if not (passed or cond_reads or typed or shadowing or unscalar):
             return None
-        return _Plan(node, body, site.opset, passed, cond_reads, typed)
+        return _Plan(node, body, site.opset, passed, cond_reads, typed, shadowing, unscalar)
 
     def rewrite(self, plan: _Plan, ctx: Rewrite) -> None:
         body = plan.body
         op = ctx.into(body, pool=None)
         for value, type_, shape in plan.types:
             value.type, value.shape = type_, shape
+        for value in plan.unscalar:
+            value.shape = ir.Shape([])
+        cond0 = ctx.node.inputs[1] if len(ctx.node.inputs) > 1 else None
+        if cond0 is not None and body.inputs[1] in plan.unscalar:
+            # ONNX's inference gives the body's condition the shape of the Loop's.
+            outer = ctx.before()
+            scalar = outer.reshape(cond0, outer.int64s([], hint="scalar"), hint="runs")
+            scalar.type, scalar.shape = ir.TensorType(ir.DataType.BOOL), ir.Shape([])
+            ctx.insert()
+            ctx.node.replace_input_with(1, scalar)
+        for value in plan.shadowing:
+            value.name = ctx.names.fresh(f"{value.name}_in_body")
         if plan.cond_reads:
             true = op.constant(np.array(True), hint="running")
             for user, index in plan.cond_reads:
@@ -105,6 +135,17 @@ class StrictLoopBodies(NodeLoweringPass[_Plan]):
             copy.type, copy.shape = value.type, value.shape
             body.outputs[k] = copy
         body.extend(copies.nodes)
+
+
+def _names_defined(graph: ir.Graph | ir.Function | None) -> set[str]:
+    """The names of the values a graph defines (inputs, initializers, node outputs)."""
+    if graph is None:
+        return set()
+    names = {v.name for v in graph.inputs if v.name}
+    if isinstance(graph, ir.Graph):
+        names.update(name for name in graph.initializers if name)
+    names.update(v.name for node in graph for v in node.outputs if v.name)
+    return names
 
 
 def _rank_of(start: ir.Value, out: ir.Value, types: TypeOracle) -> ir.Shape | None:
