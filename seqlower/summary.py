@@ -169,7 +169,17 @@ def facts_lines(before: ModelFacts, after: ModelFacts | None, *, verbose: int = 
         ("output", before.outputs, after.outputs if after else []),
     ):
         known, changed = dict(old), dict(new)
-        rows = [f"{kind} {name}".ljust(26) + f" {pair(t, changed.get(name))}" for name, t in old]
+        # One the output no longer has (--optional-input NAME=absent, --unroll-input) is said
+        # gone: listed as it was, it read as kept.
+        rows = [
+            f"{kind} {name}".ljust(26)
+            + (
+                " (removed) " + t
+                if after and name not in changed
+                else f" {pair(t, changed.get(name))}"
+            )
+            for name, t in old
+        ]
         rows += [f"{kind} {name}".ljust(26) + f" (new) {t}" for name, t in new if name not in known]
         if len(rows) > MAX_LISTED and not verbose:
             rows = [*rows[:MAX_LISTED], f"... and {len(rows) - MAX_LISTED} more {kind}s (-v)"]

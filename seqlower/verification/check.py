@@ -361,24 +361,25 @@ class _Check:
                 self.oracles[f"target {name}"] = self.on_targets[-1].name
             except Exception as e:
                 # The lowering's: a lowered model must at least load where it is for; unless
-                # there was no lowering (``verify A A``): then the runtime cannot run the model.
+                # there was no lowering (``verify A A``), or the original fails to load there
+                # the same way (issue 42): then the runtime cannot run what it was given.
                 original = self.original_on(label)
                 same = isinstance(original, str) and _same_model(reference, candidate)
-                refused = f"does not load on {label}: {first_line(e)}" + (
-                    f"; the candidate is the reference itself: {label} cannot run this model"
-                    if same
-                    else "; the original does not load there either: the lowering did not reach "
-                    "the target"
-                    if isinstance(original, str)
-                    else "; the original loads there"
-                )
+                if same:
+                    refused = (
+                        f"does not load on {label}: {first_line(e)}; the candidate is the "
+                        f"reference itself: {label} cannot run this model"
+                    )
+                    culprit: Culprit = "runtime"
+                else:
+                    refused, culprit = _refused_on(label, first_line(e), original)
                 return self.report(
                     "mismatch",
                     f"the {'model' if same else 'lowered model'} {refused}",
                     oracles=self.oracles,
                     input_problems=problems,
                     targets={label: refused},
-                    culprit="runtime" if same else "lowering",
+                    culprit=culprit,
                 )
         self.target_runs = {r.name: [] for r in self.on_targets}
         return None
@@ -621,6 +622,28 @@ def _same_model(reference: onnx.ModelProto, candidate: onnx.ModelProto) -> bool:
         reference.ByteSize() == candidate.ByteSize()
         and reference.SerializeToString(deterministic=True)
         == candidate.SerializeToString(deterministic=True)
+    )
+
+
+def _refused_on(label: str, error: str, original: Runner | str) -> tuple[str, Culprit]:
+    """Why the lowered model does not load on target ``label``, and whose fault that is: the
+    lowering's when the original loads there, or fails to load another way (the lowering did
+    not reach the target); the runtime's when the original fails with the very same error: it
+    refuses what the lowering left as it was (OpenVINO: an ``Inverse`` of onnxruntime's
+    contrib ops, which was blamed on the lowering)."""
+    refused = f"does not load on {label}: {error}"
+    if not isinstance(original, str):
+        return f"{refused}; the original loads there", "lowering"
+    if original != error:
+        return (
+            f"{refused}; the original does not load there either: the lowering did not reach "
+            "the target",
+            "lowering",
+        )
+    return (
+        f"{refused}; the original does not load there either, with the same error: {label} "
+        "cannot run what the lowering left as it was; not the lowering's fault",
+        "runtime",
     )
 
 

@@ -1079,6 +1079,12 @@ def _runtime_errors() -> Iterator[None]:
         ]
         causes = [re.sub(r"^\d+: ", "", line) for line in lines if re.match(r"\d+: ", line)]
         head = next((line for line in lines if not re.match(r"\d+: |Caused by", line)), "")
+        if head.endswith(":") and head in lines:
+            # A heading whose substance follows it (OpenVINO's "OpConversionFailure:", then
+            # "No conversion rule found for operations: ..."): the substance names the op.
+            after = lines[lines.index(head) + 1 :][:3]
+            detail = [line.lstrip("- ") for line in after if line != "Summary:"]
+            head = " ".join([head, *detail])
         node = next((k for k, line in enumerate(lines) if "While validating" in line), None)
         if node is not None and node + 1 < len(lines):  # OpenVINO: the node and its problem
             head = f"{lines[node].rstrip(':')}: {lines[node + 1]}"

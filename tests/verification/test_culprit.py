@@ -221,8 +221,9 @@ def test_a_runtime_that_cannot_load_the_model_is_said_apart(tmp_path: Path) -> N
 
 
 class _Skewed:
-    """A fake target: onnxruntime, refusing what ``refuses`` says (a load failure), adding
-    ``skew(model)`` to float outputs, failing runs ``fails(model)`` says."""
+    """A fake target: onnxruntime, refusing what ``refuses`` says (a load failure, saying
+    ``refusal(model)``), adding ``skew(model)`` to float outputs, failing runs ``fails(model)``
+    says."""
 
     name = "skewed"
     package = "numpy"  # installed: load_target accepts it
@@ -232,12 +233,13 @@ class _Skewed:
         skew: Any = lambda model: 0.0,
         refuses: Any = lambda model: False,
         fails: Any = lambda model: False,
+        refusal: Any = lambda model: "Unimplemented(SequenceMap)",
     ) -> None:
-        self.skew, self.refuses, self.fails = skew, refuses, fails
+        self.skew, self.refuses, self.fails, self.refusal = skew, refuses, fails, refusal
 
     def load(self, model: onnx.ModelProto) -> Runner:
         if self.refuses(model):
-            raise RuntimeError("Unimplemented(SequenceMap)")
+            raise RuntimeError(self.refusal(model))
         inner = oracles_module.OnnxRuntime().load(model)
         skew, fails = self.skew(model), self.fails(model)
 
@@ -337,14 +339,35 @@ def test_whose_fault_a_target_failure_is(
 def test_a_lowered_model_the_target_refuses_is_the_lowerings_fault(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    report = _check(monkeypatch, _Skewed(refuses=lambda m: True))
-    assert report.status == "mismatch"
+    """The original is refused too, but for another reason: the lowering did not reach it."""
+    refusal = "Unimplemented(ReverseSequence)"
+    target = _Skewed(
+        refuses=lambda m: True,
+        refusal=lambda m: "Unimplemented(SequenceMap)" if _lowered(m) else refusal,
+    )
+    report = _check(monkeypatch, target)
+    assert report.status == "mismatch" and report.culprit == "lowering"
     assert report.reason == (
         f"the lowered model does not load on {oracle_label(_Skewed())}: "
         "Unimplemented(SequenceMap); the original does not load there either: the lowering did "
         "not reach the target"
     )
     assert report.failing_inputs is None
+
+
+def test_a_target_refusing_both_models_the_same_way_is_the_runtimes_fault(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The same refusal for both: the target refuses what the lowering left as it was (issue
+    42: OpenVINO and onnxruntime's contrib op Inverse), still a failed --target check."""
+    report = _check(monkeypatch, _Skewed(refuses=lambda m: True))
+    assert report.status == "mismatch" and report.culprit == "runtime"
+    label = oracle_label(_Skewed())
+    assert report.reason == (
+        f"the lowered model does not load on {label}: Unimplemented(SequenceMap); the original "
+        f"does not load there either, with the same error: {label} cannot run what the "
+        "lowering left as it was; not the lowering's fault"
+    )
 
 
 def test_the_table_shows_the_failing_runtimes_numbers(monkeypatch: pytest.MonkeyPatch) -> None:
