@@ -36,6 +36,7 @@ from seqlower.passes import SEQUENCE_OPS
 
 if TYPE_CHECKING:
     from seqlower.job import LowerOptions
+    from seqlower.pipeline import PassRow
 
 #: What a runtime without sequence support refuses, in a stable order.
 _SEQUENCE_OPS = tuple(sorted(SEQUENCE_OPS))
@@ -183,8 +184,9 @@ def inspect_model(
     is run as ``lower`` runs it, on a copy read as ``lower`` reads it, without the check.
 
     ``planning`` holds what ``lower`` is told besides the pipeline (its ``opset``,
-    ``unroll_inputs``, ``optional_inputs`` and ``overwrite_input_shapes``: the CLI's planning
-    flags); its passes, check and output are not read."""
+    ``unroll_inputs``, ``optional_inputs``, ``overwrite_input_shapes`` and
+    ``constant_inputs``: the CLI's planning flags); its passes, check and output are not
+    read."""
     start = time.perf_counter()
     from seqlower.pipeline import op_counts
     from seqlower.targets import PIPELINES
@@ -281,5 +283,24 @@ def _dry_run(
         if before[op]:
             view.rewritten[op] = min(n, before[op])
     view.remaining = {op: n for op in _SEQUENCE_OPS if (n := after[op])}
+    view.notes += _constant_notes(planning, rows, before, after)
     view.ops_after = dict(after)
     return view
+
+
+def _constant_notes(
+    planning: LowerOptions, rows: Sequence[PassRow], before: Counter[str], after: Counter[str]
+) -> list[str]:
+    """What ``--constant-input`` folded: the nodes, and the ``If``s left of those there were."""
+    if not planning.constant_inputs:
+        return []
+    from seqlower.passes.inputs.fix_input_shapes import spelled_constant
+
+    folded = sum(row.rewritten or 0 for row in rows if row.name == "fix-constant-inputs")
+    given = "; ".join(
+        spelled_constant(name, value) for name, value in planning.constant_inputs.items()
+    )
+    kept = "dropped" if planning.drop_constant_inputs else "kept, read by nothing"
+    return [
+        f"{given}: {folded} nodes fold, {after['If']} of {before['If']} If left (the input {kept})"
+    ]

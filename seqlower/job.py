@@ -45,6 +45,7 @@ from seqlower.io import check_model, load_model, save_model
 from seqlower.pipeline import (
     PassRow,
     build_pipeline,
+    check_at_constant_inputs,
     check_at_fixed_shapes,
     interface_reference,
     op_counts,
@@ -132,6 +133,11 @@ class LowerOptions:
     optional_inputs: Mapping[str, bool] = field(default_factory=dict)
     #: ``--overwrite-input-shape``: input name -> the static shape it is lowered (and checked) at.
     overwrite_input_shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    #: ``--constant-input NAME=VALUE``: input name -> the one value it is lowered (and checked)
+    #: at (a ``str`` read as the command line reads VALUE, else an array-like).
+    constant_inputs: Mapping[str, Any] = field(default_factory=dict)
+    #: ``--drop-constant-inputs``: the inputs ``constant_inputs`` fixes leave the interface.
+    drop_constant_inputs: bool = False
     save: SaveOptions = field(default_factory=SaveOptions)
 
     def __post_init__(self) -> None:
@@ -356,6 +362,7 @@ def lower_file(
             not options.unroll_inputs
             and not options.optional_inputs
             and not options.overwrite_input_shapes
+            and not options.constant_inputs
             and not any(row.rewritten for row in rows)
         )
         as_read: onnx.ModelProto | None = None
@@ -431,6 +438,8 @@ def lower_pipeline(ir_model: ir.Model, options: LowerOptions, target: str | None
         optional_inputs=options.optional_inputs,
         target=target,
         input_shapes=options.overwrite_input_shapes,
+        constant_inputs=options.constant_inputs,
+        drop_constant_inputs=options.drop_constant_inputs,
     )
     run_pipeline(ir_model, pipeline)
     return pass_rows(pipeline.passes)
@@ -439,17 +448,23 @@ def lower_pipeline(ir_model: ir.Model, options: LowerOptions, target: str | None
 def _at_fixed_shapes(
     model: ir.Model, original: onnx.ModelProto | None, options: LowerOptions
 ) -> CheckOptions:
-    """The check's options at the shapes ``--overwrite-input-shape`` fixes; a shape that
+    """The check's options at the shapes ``--overwrite-input-shape`` fixes and the values
+    ``--constant-input`` fixes (fed when the inputs are kept); a shape or a value that
     contradicts the model is exit 2 here, before any lowering, checked or not (with
     ``--unroll-input``, against the unrolled interface the check sees)."""
-    shapes = options.overwrite_input_shapes
-    if not shapes:
+    shapes, values = options.overwrite_input_shapes, options.constant_inputs
+    if not shapes and not values:
         return options.check_options
-    if options.unroll_inputs or options.optional_inputs:
+    if options.unroll_inputs or options.optional_inputs or options.drop_constant_inputs:
         if original is None:
-            return options.check_options  # FixInputShapes checks them after the unrolling
+            return options.check_options  # the passes check them after the new interface
         model = ir.serde.deserialize_model(original)
-    return check_at_fixed_shapes(options.check_options, model, shapes)
+    check = options.check_options
+    if shapes:
+        check = check_at_fixed_shapes(check, model, shapes)
+    if values and not options.drop_constant_inputs:
+        check = check_at_constant_inputs(check, model, values)
+    return check
 
 
 def _kept_unchecked(
@@ -886,11 +901,13 @@ def save_failing_inputs(
 
 
 def _reference(model: ir.Model, options: LowerOptions) -> onnx.ModelProto:
-    """The original, for the check; with --unroll-input or --optional-input, given the same new
-    inputs (it then gets the K tensors as its sequence, the optional's element or none), since
+    """The original, for the check; with --unroll-input, --optional-input or
+    --drop-constant-inputs, given the same new inputs (it then gets the K tensors as its
+    sequence, the optional's element or none, the dropped inputs' values as constants), since
     the check compares models of one interface."""
+    dropped = options.constant_inputs if options.drop_constant_inputs else None
     return _in_memory_proto(
-        interface_reference(model, options.unroll_inputs, options.optional_inputs)
+        interface_reference(model, options.unroll_inputs, options.optional_inputs, dropped)
     )
 
 

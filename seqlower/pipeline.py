@@ -38,7 +38,7 @@ from seqlower.passes import PASSES, PassEntry, create_pass
 from seqlower.passes._declared import forget_declared_sizes
 from seqlower.passes.checks.validate_nodes import ValidateNodes
 from seqlower.passes.functions.expand_function_ops import ExpandFunctionOps
-from seqlower.passes.inputs.fix_input_shapes import FixInputShapes
+from seqlower.passes.inputs.fix_input_shapes import FixConstantInputs, FixInputShapes
 from seqlower.passes.inputs.fix_optional_inputs import FixOptionalInputs
 from seqlower.passes.inputs.fold_static_shapes import FoldStaticShapes
 from seqlower.passes.inputs.unroll_inputs import UnrollInputs
@@ -57,6 +57,7 @@ __all__ = [
     "TimedPass",
     "build_pipeline",
     "check_arguments",
+    "check_at_constant_inputs",
     "check_at_fixed_shapes",
     "leaf_passes",
     "lower",
@@ -142,6 +143,7 @@ _CLEANUP_NAMES = {
     UnrollInputs: "unroll-inputs",
     FixOptionalInputs: "fix-optional-inputs",
     FixInputShapes: "fix-input-shapes",
+    FixConstantInputs: "fix-constant-inputs",
     RestampOpVersions: "restamp-op-versions",
 }
 
@@ -216,6 +218,8 @@ def build_pipeline(
     target: str | None = None,
     input_shapes: Mapping[str, Sequence[int]] | None = None,
     optional_inputs: Mapping[str, bool] | None = None,
+    constant_inputs: Mapping[str, Any] | None = None,
+    drop_constant_inputs: bool = False,
 ) -> ir.passes.PassManager:
     """A PassManager for one row of :data:`seqlower.targets.PIPELINES`: ``target`` (a name in
     :data:`~seqlower.targets.TARGETS`), else ``sequence-free`` when ``sequence_free``, else
@@ -238,10 +242,21 @@ def build_pipeline(
     ``optional_inputs`` (input name to present or not) fixes those optional inputs' presence
     before any unrolling
     (:class:`~seqlower.passes.inputs.fix_optional_inputs.FixOptionalInputs`), and
-    ``FoldOptionals`` then folds what reads them (in every row).
+    ``FoldOptionals`` then folds what reads them (in every row). ``constant_inputs`` (input
+    name to its one value) makes those inputs constants after the shapes are fixed and folds
+    what they decide, the inputs kept (read by nothing) unless ``drop_constant_inputs``
+    (:class:`~seqlower.passes.inputs.fix_input_shapes.FixConstantInputs`).
     ``timed`` wraps every pass in :class:`TimedPass`.
     """
-    check_arguments(passes, unroll_inputs, optional_inputs, input_shapes, target)
+    check_arguments(
+        passes,
+        unroll_inputs,
+        optional_inputs,
+        input_shapes,
+        target,
+        constant_inputs=constant_inputs,
+        drop_constant_inputs=drop_constant_inputs,
+    )
     if target is not None and (passes is not None or sequence_free):
         raise BadArgumentError(
             "a target chooses its own passes: give target or passes/sequence_free"
@@ -255,6 +270,8 @@ def build_pipeline(
     steps += interface_passes(unroll_inputs, optional_inputs, lowering)
     if input_shapes:
         steps.append(FixInputShapes(input_shapes))
+    if constant_inputs:
+        steps.append(FixConstantInputs(constant_inputs, drop=bool(drop_constant_inputs)))
     steps += lowering
     if input_shapes and "fold-static-shapes" not in names:
         steps.append(FoldStaticShapes())
@@ -281,6 +298,9 @@ def check_arguments(
     optional_inputs: object,
     input_shapes: object,
     target: object = None,
+    *,
+    constant_inputs: object = None,
+    drop_constant_inputs: object = False,
 ) -> None:
     """BadArgumentError naming the argument a Python caller gave in a form the library does not
     take, before any work: a string where a list of passes goes was read letter by letter
@@ -328,6 +348,28 @@ def check_arguments(
                     )
     if target is not None and not isinstance(target, str):
         raise BadArgumentError(f"target= takes a target's name, not {_shown(target)}")
+    if constant_inputs is not None:
+        for name, value in _named(constant_inputs, "constant_inputs", "input name to value"):
+            if not _value_like(value):
+                raise BadArgumentError(
+                    f"constant_inputs[{name!r}] is {_shown(value)}: a number, a bool, a str "
+                    "(read as --constant-input's VALUE), or a (nested) list or array of them"
+                )
+    if not isinstance(drop_constant_inputs, (bool, np.bool_)):
+        raise BadArgumentError(
+            f"drop_constant_inputs= is {_shown(drop_constant_inputs)}: True or False"
+        )
+    if drop_constant_inputs and not constant_inputs:
+        raise BadArgumentError("drop_constant_inputs without constant_inputs drops nothing")
+
+
+def _value_like(value: object) -> bool:
+    """Whether ``value`` is what an input's one value may be given as."""
+    if isinstance(value, (str, bytes, bool, int, float, np.generic, np.ndarray)):
+        return not isinstance(value, np.ndarray) or value.dtype.kind in "biufUSO"
+    if isinstance(value, (list, tuple)):
+        return all(_value_like(v) for v in value)
+    return False
 
 
 def _named(mapping: object, argument: str, what: str) -> list[tuple[str, object]]:
@@ -378,15 +420,20 @@ def interface_reference(
     model: ir.Model,
     unroll_inputs: Mapping[str, int] | None,
     optional_inputs: Mapping[str, bool] | None,
+    dropped_constants: Mapping[str, Any] | None = None,
 ) -> ir.Model:
     """The original the check compares with: ``model`` itself, or with a changed interface
-    (``--unroll-input``, ``--optional-input``) a copy given the same change, since the check
-    compares models of one interface."""
+    (``--unroll-input``, ``--optional-input``, ``--constant-input`` with
+    ``--drop-constant-inputs``: ``dropped_constants``) a copy given the same change (the
+    dropped inputs as constants, nothing folded), since the check compares models of one
+    interface."""
     steps = [
         p
         for p in interface_passes(unroll_inputs, optional_inputs)
         if not isinstance(p, FoldOptionals)
     ]
+    if dropped_constants:
+        steps.append(FixConstantInputs(dropped_constants, drop=True, fold=False))
     if not steps:
         return model
     copy = model.clone()
@@ -476,6 +523,8 @@ def lower(
     target: str | None = ...,
     check: bool | CheckOptions = ...,
     input_shapes: Mapping[str, Sequence[int]] | None = ...,
+    constant_inputs: Mapping[str, Any] | None = ...,
+    drop_constant_inputs: bool = ...,
 ) -> onnx.ModelProto: ...
 @overload
 def lower(
@@ -489,6 +538,8 @@ def lower(
     target: str | None = ...,
     check: bool | CheckOptions = ...,
     input_shapes: Mapping[str, Sequence[int]] | None = ...,
+    constant_inputs: Mapping[str, Any] | None = ...,
+    drop_constant_inputs: bool = ...,
 ) -> ir.Model: ...
 def lower(
     model: onnx.ModelProto | ir.Model | str | os.PathLike[str],
@@ -501,6 +552,8 @@ def lower(
     target: str | None = None,
     check: bool | CheckOptions = True,
     input_shapes: Mapping[str, Sequence[int]] | None = None,
+    constant_inputs: Mapping[str, Any] | None = None,
+    drop_constant_inputs: bool = False,
 ) -> onnx.ModelProto | ir.Model:
     """Lower every SequenceMap (and the other registered ops) in ``model``.
 
@@ -522,6 +575,11 @@ def lower(
     ``check=False`` lowers for the target unproven.
     ``input_shapes={"x": (1, 8, 16)}`` fixes those inputs' shapes before lowering (as
     ``--overwrite-input-shape``) and folds what they make constant; the proof runs at them.
+    ``constant_inputs={"mode": 1}`` fixes those inputs' values (as ``--constant-input``; a
+    ``str`` is read as the command line reads VALUE) and folds what they decide (the ``If``s
+    choosing by them); the inputs stay, read by nothing (the lowered model computes what the
+    original computes at that value, whatever it is fed), unless ``drop_constant_inputs``; the
+    proof feeds that value.
     :func:`lower_with_report` does the same and also says what each pass did (README: "Python
     API").
     """
@@ -533,6 +591,8 @@ def lower(
         optional_inputs=optional_inputs,
         target=target,
         input_shapes=input_shapes,
+        constant_inputs=constant_inputs,
+        drop_constant_inputs=drop_constant_inputs,
     )
     proof = _proof(target, check)
     with gc_paused():
@@ -542,6 +602,7 @@ def lower(
             proof=proof,
             input_shapes=input_shapes,
             interface=(unroll_inputs, optional_inputs),
+            constants=(constant_inputs, drop_constant_inputs),
             target=target,
         )
 
@@ -554,20 +615,29 @@ def _lower(
     proof: CheckOptions | None = None,
     input_shapes: Mapping[str, Sequence[int]] | None = None,
     interface: tuple[Mapping[str, int] | None, Mapping[str, bool] | None] = (None, None),
+    constants: tuple[Mapping[str, Any] | None, bool] = (None, False),
     target: str | None = None,
 ) -> onnx.ModelProto | ir.Model:
     """``counts``, when given, gets the op counts before and after the passes; ``proof``, when
     given, is the check the lowered model must pass (it raises otherwise), at ``input_shapes``,
-    against the original with the ``interface`` (unrolled, optional inputs) the pipeline gives.
+    against the original with the ``interface`` (unrolled, optional inputs) the pipeline gives,
+    fed the ``constants`` (values, and whether they are dropped) the pipeline fixes.
     A model newer than ``target``'s converters know is converted to their newest opset, as the
     command line does (onnx2torch: 17)."""
     newest = None if target is None else get_target(target).max_opset
 
     def run(ir_model: ir.Model) -> ir.Model:
         nonlocal proof
-        reference = None if proof is None else interface_reference(ir_model, *interface)
+        values, drop = constants
+        reference = (
+            None
+            if proof is None
+            else interface_reference(ir_model, *interface, values if drop else None)
+        )
         if proof is not None and reference is not None and input_shapes:
             proof = check_at_fixed_shapes(proof, reference, input_shapes)
+        if proof is not None and reference is not None and values and not drop:
+            proof = check_at_constant_inputs(proof, reference, values)
         original = None if reference is None else self_contained_proto(reference)
         if counts is not None:
             counts.append(op_counts(ir_model))
@@ -634,6 +704,17 @@ def check_at_fixed_shapes(
                 f"{dims_by_name[symbol]} says otherwise"
             )
     return dataclasses.replace(options, input_shapes=input_shapes, dims=dims_by_name)
+
+
+def check_at_constant_inputs(
+    options: CheckOptions, model: ir.Model, values: Mapping[str, Any]
+) -> CheckOptions:
+    """``options`` feeding the values ``--constant-input`` fixes (inputs kept in the
+    interface) in every run; BadOptionError when a value contradicts ``model``."""
+    from seqlower.passes.inputs.fix_input_shapes import resolve_constant_inputs
+
+    fed = {**options.constant_inputs, **resolve_constant_inputs(model, values)}
+    return dataclasses.replace(options, constant_inputs=fed)
 
 
 def _proof(target: str | None, check: bool | CheckOptions) -> CheckOptions | None:
@@ -763,6 +844,8 @@ def lower_with_report(
     target: str | None = ...,
     check: bool | CheckOptions = ...,
     input_shapes: Mapping[str, Sequence[int]] | None = ...,
+    constant_inputs: Mapping[str, Any] | None = ...,
+    drop_constant_inputs: bool = ...,
 ) -> LowerReport[onnx.ModelProto]: ...
 @overload
 def lower_with_report(
@@ -776,6 +859,8 @@ def lower_with_report(
     target: str | None = ...,
     check: bool | CheckOptions = ...,
     input_shapes: Mapping[str, Sequence[int]] | None = ...,
+    constant_inputs: Mapping[str, Any] | None = ...,
+    drop_constant_inputs: bool = ...,
 ) -> LowerReport[ir.Model]: ...
 def lower_with_report(
     model: onnx.ModelProto | ir.Model | str | os.PathLike[str],
@@ -788,6 +873,8 @@ def lower_with_report(
     target: str | None = None,
     check: bool | CheckOptions = True,
     input_shapes: Mapping[str, Sequence[int]] | None = None,
+    constant_inputs: Mapping[str, Any] | None = None,
+    drop_constant_inputs: bool = False,
 ) -> LowerReport[Any]:
     """:func:`lower` (same arguments, same result in ``.model``), reporting what it did.
 
@@ -804,6 +891,8 @@ def lower_with_report(
         optional_inputs=optional_inputs,
         target=target,
         input_shapes=input_shapes,
+        constant_inputs=constant_inputs,
+        drop_constant_inputs=drop_constant_inputs,
     )
     proof = _proof(target, check)
     counts: list[Counter[str]] = []
@@ -815,6 +904,7 @@ def lower_with_report(
             proof=proof,
             input_shapes=input_shapes,
             interface=(unroll_inputs, optional_inputs),
+            constants=(constant_inputs, drop_constant_inputs),
             target=target,
         )
     return LowerReport(lowered, pass_rows(pipeline.passes), counts[0], counts[1])

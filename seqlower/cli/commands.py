@@ -551,8 +551,8 @@ def inspect_command(model: Path, targets: tuple[str, ...], as_json: bool, **flag
     """Say what each mode and target would lower in MODEL, leave, or be blocked by.
 
     Each pipeline is the one `seqlower MODEL -o OUT` runs (with the same --opset,
-    --unroll-input, --optional-input and --overwrite-input-shape), run in memory without the
-    check; nothing is written and nothing is run on a runtime.
+    --unroll-input, --optional-input, --overwrite-input-shape and --constant-input), run in
+    memory without the check; nothing is written and nothing is run on a runtime.
     """
     show = Printer(quiet=False)
     with _user_errors(0, show):
@@ -589,6 +589,8 @@ def _lowering_flags(options: LowerOptions) -> list[str]:
         f"--overwrite-input-shape={n}={','.join(map(str, s))}"
         for n, s in options.overwrite_input_shapes.items()
     ]
+    flags += [f"--constant-input={n}={v}" for n, v in options.constant_inputs.items()]
+    flags += ["--drop-constant-inputs"] if options.drop_constant_inputs else []
     flags += [] if options.cleanup else ["--no-cleanup"]
     flags += [] if options.opset is None else [f"--opset={options.opset}"]
     return flags + ([] if options.ir_version is None else [f"--ir-version={options.ir_version}"])

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from seqlower.verification.compare import Tolerances
 
 __all__ = [
+    "CONSTANT_INPUT",
     "OPTIONAL_INPUT",
     "OVERWRITE_INPUT_SHAPE",
     "UNROLL_INPUT",
@@ -165,6 +166,29 @@ OPTIONAL_INPUT = NamedValue("=", _presence, "NAME=present|absent")
 
 #: ``--overwrite-input-shape NAME=D0,D1,...``.
 OVERWRITE_INPUT_SHAPE = InputShape()
+
+
+class ConstantInput(NamedValue):
+    """``NAME=VALUE``, split at the first ``=`` (a string value may hold one); VALUE is kept as
+    text, read once the input's type is known
+    (:func:`~seqlower.passes.inputs.fix_input_shapes.resolve_constant_inputs`)."""
+
+    def __init__(self) -> None:
+        super().__init__("=", str, "NAME=VALUE")
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> tuple[str, Any]:
+        if isinstance(value, tuple):
+            return value
+        name, sep, text = str(value).partition("=")
+        if not sep or not name or not text:
+            self.fail(f"{value}: expected NAME=VALUE, e.g. mode=1", param, ctx)
+        return name, text
+
+
+#: ``--constant-input NAME=VALUE``.
+CONSTANT_INPUT = ConstantInput()
 
 _UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 
@@ -522,12 +546,30 @@ _PLANNING_OPTIONS = [
         "x=1,8,16 (repeatable; as onnxsim's): shape arithmetic folds, loop counts become "
         "constants (converters unroll them); the check runs at these shapes.",
     ),
+    click.option(
+        "--constant-input",
+        "constant_specs",
+        type=CONSTANT_INPUT,
+        multiple=True,
+        help="Lower with the input NAME fixed to VALUE, e.g. --constant-input mode=1 "
+        "(repeatable; VALUE a number, true/false, 1,2,3 or [[1,2],[3,4]]): the Ifs it decides "
+        "and all that becomes constant fold. The input stays, read by nothing: the lowered "
+        "model computes what the original computes at VALUE whatever it is fed; the check "
+        "feeds VALUE.",
+    ),
+    click.option(
+        "--drop-constant-inputs",
+        "drop_constant_inputs",
+        is_flag=True,
+        help="Remove the inputs --constant-input fixes from the lowered model's interface.",
+    ),
 ]
 
 
 def planning_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """The planning flags (``--opset``, ``--unroll-input``, ``--optional-input``,
-    ``--overwrite-input-shape``), shared by `lower` and `inspect` (read by :func:`planning`)."""
+    ``--overwrite-input-shape``, ``--constant-input``), shared by `lower` and `inspect` (read
+    by :func:`planning`)."""
     for option in reversed(_PLANNING_OPTIONS):
         command = option(command)
     return command
@@ -541,6 +583,7 @@ def planning(flags: dict[str, Any]) -> dict[str, Any]:
         "unroll_inputs": unroll_inputs(flags.pop("unroll_specs")),
         "optional_inputs": once(flags.pop("optional_specs"), "--optional-input"),
         "overwrite_input_shapes": once(flags.pop("overwrite_specs"), "--overwrite-input-shape"),
+        **constant_inputs(flags.pop("constant_specs"), flags.pop("drop_constant_inputs")),
     }
 
 
@@ -568,6 +611,14 @@ def _spelled(value: object) -> str:
     if isinstance(value, bool):
         return "present" if value else "absent"
     return str(value)
+
+
+def constant_inputs(pairs: tuple[tuple[str, str], ...], drop: bool) -> dict[str, Any]:
+    """``--constant-input NAME=VALUE`` flags as LowerOptions fields; a name given two values,
+    or ``--drop-constant-inputs`` alone, is a usage error."""
+    if drop and not pairs:
+        raise click.UsageError("--drop-constant-inputs: no --constant-input to drop")
+    return {"constant_inputs": once(pairs, "--constant-input"), "drop_constant_inputs": drop}
 
 
 def unroll_inputs(pairs: tuple[tuple[str, int], ...]) -> dict[str, int]:

@@ -130,6 +130,10 @@ def fold_region(model: ir.Model, names: NameGenerator) -> bool:
             node.name = region_names[id(node)]  # the folder prefixes inlined branch nodes
         elif id(node) not in before or not node.name:
             node.name = names.fresh(node.name or node.op_type)
+        elif id(node) in region_names and node.name != region_names[id(node)]:
+            # An unnamed node of an inlined branch, named by the folder's prefix alone: two of
+            # them would share the name, which onnxruntime refuses.
+            node.name = names.fresh(node.name)
         for value in node.outputs:
             _clean(value, names, fresh=id(node) not in before, key=constant_folding.FOLDED_FROM_KEY)
     for value in list(model.graph.initializers.values()):

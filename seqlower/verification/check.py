@@ -117,6 +117,9 @@ class CheckOptions:
     #: Differences from ``expected`` that the original shares (the export's fault) fail the
     #: check too (``--strict-expected``), instead of being warnings.
     strict_expected: bool = False
+    #: Inputs fed this one value in every run (``--constant-input``: the lowering fixed it):
+    #: generated runs take it, given inputs must hold it.
+    constant_inputs: Mapping[str, np.ndarray] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
         # ``targets="tract"`` means one target: iterating the string would ask for "t", "r"...
@@ -963,25 +966,46 @@ def _run_plans(
         plans = []
         for k, feeds in enumerate(given, start=1):
             where = source if len(given) == 1 else f"{source} (set {k})"
+            feeds = _with_constants(dict(feeds), options.constant_inputs, where)
             validate_inputs(model, feeds, analysis, where=where)
-            plans.append(_Plan(_fixed(dict(feeds)), False, False, "given inputs"))
+            plans.append(_Plan(_fixed(feeds), False, False, "given inputs"))
         return plans
 
     def generated(run: int, length: int | None) -> Callable[[int], dict[str, Any]]:
-        return lambda attempt: generate_inputs(
-            model,
-            np.random.default_rng([options.seed, run, attempt]),
-            dims=options.dims,
-            input_shapes=options.input_shapes,
-            seq_len=length,
-            analysis=analysis,
-        )
+        return lambda attempt: {
+            **generate_inputs(
+                model,
+                np.random.default_rng([options.seed, run, attempt]),
+                dims=options.dims,
+                input_shapes=options.input_shapes,
+                seq_len=length,
+                analysis=analysis,
+            ),
+            **options.constant_inputs,
+        }
 
     plans = [_Plan(generated(i, options.seq_len), True, False) for i in range(options.n)]
     if any(s.is_sequence for s in input_specs(model)) and options.seq_len is None:
         # Lengths are all 0: retrying changes nothing.
         plans.append(_Plan(generated(options.n, 0), False, True, "empty sequences"))
     return plans
+
+
+def _with_constants(
+    feeds: dict[str, Any], constants: Mapping[str, np.ndarray], where: str
+) -> dict[str, Any]:
+    """Given ``feeds`` with the ``--constant-input`` values the lowering fixed (where a list of
+    feeds lacks them); a given value that differs is an error (the lowered model would compute
+    at the fixed one)."""
+    for name, value in constants.items():
+        given = feeds.setdefault(name, value)
+        if given is not value and not np.array_equal(np.asarray(given), value):
+            raise BadOptionError(
+                f"{where}: input '{name}' holds {np.asarray(given).tolist()}, but "
+                f"--constant-input fixes it to {value.tolist()}; give inputs holding that "
+                "value, or leave it out of them"
+            )
+    return feeds
 
 
 def _fixed(feeds: dict[str, Any]) -> Callable[[int], dict[str, Any]]:
