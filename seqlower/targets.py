@@ -463,6 +463,8 @@ PIPELINES: dict[str, Pipeline] = {
                 # every Loop gets its count where it is known when it starts
                 "freeze-bounded-loops",
                 "explicit-loop-counts",
+                # it ignores the initial condition too: a run-time one folded into M
+                "start-conditions-in-counts",
                 "loop-to-scan-constant",
                 "unroll-constant-scans",
                 "unroll-recurrent-ops",

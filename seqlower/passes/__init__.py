@@ -104,6 +104,9 @@ PASSES: dict[str, PassEntry | Callable[..., ir.passes.InPlacePass]] = {
     "scan-outputs-as-run-time-states": _entry(
         "loops.scan_outputs_as_run_time_states", "ScanOutputsAsRunTimeStates"
     ),
+    "start-conditions-in-counts": _entry(
+        "loops.start_conditions_in_counts", "StartConditionsInCounts"
+    ),
     "recurrence-lengths-per-entry": _entry(
         "repairs.recurrence_lengths_per_entry", "RecurrenceLengthsPerEntry"
     ),

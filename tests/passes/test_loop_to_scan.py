@@ -561,7 +561,9 @@ def test_every_target_pipeline_lowers_an_exporter_model(target: str) -> None:
     lowered = seqlower.lower(model, target=target, check=False)
     assert_valid(lowered)
     assert ("ReverseSequence" in all_op_types(lowered)) == (row.reverse_sequence == "native")
-    if row.loops == "unrolled":  # a Scan of a run-time trip count (onnx2torch, tvm, tinygrad): exit 2
+    if (
+        row.loops == "unrolled"
+    ):  # a Scan of a run-time trip count (onnx2torch, tvm, tinygrad): exit 2
         with pytest.raises(TargetError, match="has no converter for Scan"):
             seqlower.lower(loop_model, target=target, check=False)
         return

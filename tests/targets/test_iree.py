@@ -14,10 +14,12 @@ from pathlib import Path
 import numpy as np
 import onnx
 import onnx.parser
+import onnx_ir as ir
 import pytest
 
 import seqlower
 from seqlower.errors import TargetError
+from seqlower.passes import create_pass
 from seqlower.verification import CheckOptions, verify
 from seqlower.verification.oracles import TARGET_ORACLES, oracle_label
 from tests.helpers import run_cli
@@ -115,6 +117,40 @@ LOOP_WIDE_ROWS = onnx.parser.parse_model(
     """
 )
 
+# A state grown by Concat from an empty seed (ONNX's shape inference: float[0]), as a sequence
+# stacked into a tensor starts.
+GROWN = onnx.parser.parse_model(
+    """
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[K] x, int64 n) => (float[M] y) {
+        c = Constant<value = bool {1}>()
+        zero = Constant<value = int64[1] {0}>()
+        seed = Slice(x, zero, zero)
+        y = Loop(n, c, seed) <
+            body = b (int64 i, bool ci, float[L] acc) => (bool co, float[L2] out) {
+                co = Identity(ci)
+                out = Concat<axis = 0>(acc, x)
+            }>
+    }
+    """
+)
+GROWN_FEEDS = {"x": np.array([1, 2], np.float32), "n": np.array(3, np.int64)}
+
+# A for-loop whose first test is an input: it runs n times when c, none otherwise.
+STARTS = onnx.parser.parse_model(
+    """
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[3] x, bool c, int64 n) => (float[3] y) {
+        y = Loop(n, c, x) <
+            body = b (int64 i, bool ci, float[3] acc) => (bool co, float[3] out) {
+                co = Identity(ci)
+                two = Constant<value = float {2}>()
+                out = Mul(acc, two)
+            }>
+    }
+    """
+)
+
 # Types and ranks a deployment feeds: a 0-d bool, float64 (IREE demotes it by default), a
 # shape computed at run time.
 KINDS = onnx.parser.parse_model(
@@ -167,6 +203,26 @@ def test_iree_ignores_a_loops_condition() -> None:
         run("iree", LOOP_ROWS, {"x": np.ones((4, 3), np.float32)})
 
 
+def test_iree_ignores_a_loops_initial_condition() -> None:
+    """IREE 3.13.0's bug: a Loop given a false condition runs anyway (all M iterations). The row
+    folds the condition into M (start-conditions-in-counts), which IREE then runs right."""
+    feeds = {"x": np.array([1, 2, 3], np.float32), "c": np.array(False), "n": np.array(3)}
+    np.testing.assert_array_equal(run("onnxruntime", STARTS, feeds)[0], [1, 2, 3])
+    np.testing.assert_array_equal(run("iree", STARTS, feeds)[0], [8, 16, 24])
+    lowered = seqlower.lower(STARTS, target="iree", check=False)
+    for flag in (False, True):
+        feeds["c"] = np.array(flag)
+        assert_same(run("onnxruntime", STARTS, feeds), run("iree", lowered, feeds))
+
+
+def test_iree_returns_an_empty_grown_state_as_it_started() -> None:
+    """IREE 3.13.0's bug: a Loop state grown by Concat from a seed ONNX infers empty comes out
+    empty (tf2onnx's ragged map_fn, stacked, differed so on IREE)."""
+    expected = run("onnxruntime", GROWN, GROWN_FEEDS)
+    assert expected[0].shape == (6,)
+    assert run("iree", GROWN, GROWN_FEEDS)[0].shape == (0,)
+
+
 def test_the_row_names_what_iree_gets_wrong_before_any_check() -> None:
     """No IREE needed: the target's last check names each form IREE 3.13.0 gets wrong or
     cannot convert, and the flag that fixes the shapes."""
@@ -180,6 +236,12 @@ def test_the_row_names_what_iree_gets_wrong_before_any_check() -> None:
     with pytest.raises(TargetError) as caught:  # stops on data only: no bound to run to
         seqlower.lower(_while("Identity(under)", count=""), target="iree", check=False)
     assert "ignores a Loop's condition" in caught.value.blockers[0]
+    with pytest.raises(TargetError) as caught:  # the check alone: a start not folded
+        create_pass("require-iree-loops")(ir.from_proto(STARTS))
+    assert "ignores a Loop's condition" in caught.value.blockers[0]
+    with pytest.raises(TargetError) as caught:
+        seqlower.lower(GROWN, target="iree", check=False)
+    assert "grows by a Concat from a value that may be empty" in caught.value.blockers[0]
 
 
 def test_a_loops_scan_outputs_become_states_of_its_count() -> None:

@@ -12,6 +12,10 @@ at a time (``tests/targets/test_iree.py``):
   body's condition: a loop that stops on data runs all ``M`` iterations (wrong results, no
   error). So a ``Loop`` is left only with ``M``, an initial condition that is a constant true
   and a body that passes its condition through.
+- a ``Loop`` state that grows by ``Concat`` from an initial value ONNX's shape inference finds
+  empty (``float[0]``: the seed of a sequence stacked into a tensor) keeps that shape: the loop
+  returns the empty seed (wrong results, no error). One grown from a value of a size known not
+  to be 0 runs right; one whose size is unknown when lowering is named too.
 
 The row's passes give loops that form where they can (``freeze-bounded-loops``,
 ``explicit-loop-counts``, ``scan-outputs-as-states``) and unroll those of a constant count; this
@@ -100,4 +104,19 @@ def _loop_problem(node: ir.Node) -> str | None:
             f"{IREE} ignores a Loop's condition (it runs all M iterations: wrong results); only "
             "a Loop whose condition is true throughout runs right"
         )
+    for k in range(states):
+        grown = body.outputs[1 + k]
+        while is_onnx(grown.producer(), "Identity"):
+            grown = grown.producer().inputs[0]  # type: ignore[union-attr,assignment]
+        producer = grown.producer()
+        if not (is_onnx(producer, "Concat") and body.inputs[2 + k] in producer.inputs):
+            continue
+        seed = node.inputs[2 + k]
+        shape = None if seed is None else seed.shape
+        if shape is None or not all(isinstance(d, int) and d > 0 for d in shape):
+            return (
+                f"its state '{body.inputs[2 + k].name}' grows by a Concat from a value that may "
+                f"be empty, and {IREE} returns such a state as it started when ONNX's shape "
+                "inference finds it empty (wrong results)"
+            )
     return None

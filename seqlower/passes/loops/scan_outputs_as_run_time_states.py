@@ -19,7 +19,7 @@ import onnx_ir as ir
 
 from seqlower.passes._base import NodeLoweringPass, Rewrite, Site
 from seqlower.passes._induction import passes_through
-from seqlower.passes._ir import constant_array, graph_attr, is_static
+from seqlower.passes._ir import constant_array, graph_attr, is_onnx, is_static
 from seqlower.passes._shared import restate_loop_body
 from seqlower.passes._types import TypeOracle, element_dtype
 
@@ -59,8 +59,9 @@ class ScanOutputsAsRunTimeStates(NodeLoweringPass[_Plan]):
             return None  # it may stop before M: its rows would be M
         rows = []
         for value in scanned:
-            shape = value.shape or types.shape_of(value)
-            dtype = element_dtype(types.type_of(value))
+            known = _state_read(node, body, value) or value
+            shape = known.shape if known.shape is not None else types.shape_of(known)
+            dtype = element_dtype(types.type_of(known))
             if dtype is None or not is_static(shape):
                 return None
             rows.append((tuple(int(d) for d in shape), dtype.numpy()))  # type: ignore[arg-type]
@@ -100,3 +101,15 @@ class ScanOutputsAsRunTimeStates(NodeLoweringPass[_Plan]):
             _name=node.name or names.fresh("Loop"), _doc_string=node.doc_string,
         )  # fmt: skip
         ctx.replace(finals, rename=True)
+
+
+def _state_read(node: ir.Node, body: ir.Graph, value: ir.Value) -> ir.Value | None:
+    """The loop's initial value of the state ``value`` is (through ``Identity``s), when the
+    body scans a state it received (ONNX's expanded ``Range``, untyped), else None: its type and
+    shape are the rows'. A state whose shape changed between iterations would not fit its row
+    of the buffer: ``ScatterND`` then fails at run time, which the check sees."""
+    while is_onnx(value.producer(), "Identity"):
+        value = value.producer().inputs[0]  # type: ignore[union-attr,assignment]
+    if value.producer() is not None or value not in body.inputs[2:]:
+        return None
+    return node.inputs[2 + list(body.inputs[2:]).index(value)]
