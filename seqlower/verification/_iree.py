@@ -118,7 +118,7 @@ class _Child:
         # Started by seqlower._signals's long-lived thread: PR_SET_PDEATHSIG fires when the
         # thread that started the child ends, and a run's thread ends after each run.
         self.process = spawn(
-            [sys.executable, WORKER, str(os.getpid())],
+            [sys.executable, WORKER],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self.stderr,

@@ -6,8 +6,8 @@ neither can be stopped from a thread, so each model is compiled and run here. Ru
 (``python _iree_worker.py``, importing numpy, onnx and IREE only), it reads pickled requests on
 stdin and answers each on stdout, length-prefixed: ``("load", model_bytes)`` (import and
 compile), ``("run", arrays)``; answers are ``("ok", value)`` or ``("error", kind, message)``
-with kind ``load`` or ``run``. It dies with its parent (``PR_SET_PDEATHSIG``), which also kills
-it past its time limit or on Ctrl-C.
+with kind ``load`` or ``run``. It dies with its parent however the parent ends
+(:mod:`seqlower._signals`, loaded by path); the parent kills it past its time limit or on Ctrl-C.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import pickle
 import re
-import signal
 import sys
 from typing import Any
 
@@ -26,18 +25,16 @@ from typing import Any
 COMPILE_FLAGS = ("--iree-llvmcpu-target-cpu=host", "--iree-input-demote-f64-to-f32=false")
 
 
-def die_with_parent(parent: int) -> None:
-    """Ask Linux to kill this process when its parent dies (``prctl(PR_SET_PDEATHSIG)``): a check
-    killed with SIGKILL leaves no compiler or run behind. A parent already gone: exit now."""
-    if not sys.platform.startswith("linux"):
-        return
-    import ctypes
+def _die_with_parent() -> None:
+    """seqlower._signals's watch of the parent, without importing the seqlower package."""
+    import importlib.util
 
-    libc = ctypes.CDLL(None, use_errno=True)
-    pr_set_pdeathsig = 1
-    libc.prctl(pr_set_pdeathsig, int(signal.SIGKILL), 0, 0, 0)
-    if os.getppid() != parent:  # it died before the request took effect
-        os._exit(1)
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "_signals.py")
+    spec = importlib.util.spec_from_file_location("_seqlower_signals", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.die_with_parent()
 
 
 #: torch-mlir's words for an ONNX node it has no conversion for (or whose conversion refused it).
@@ -130,7 +127,7 @@ def serve(requests: Any, answers: Any) -> None:
 
 
 if __name__ == "__main__":
-    die_with_parent(int(sys.argv[1]) if len(sys.argv) > 1 else os.getppid())
+    _die_with_parent()
     # Answers go to a private copy of stdout; anything printed goes to stderr.
     answers = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)

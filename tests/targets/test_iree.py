@@ -5,10 +5,6 @@ the tests that run it skip without it; those of the row's checks run everywhere.
 
 from __future__ import annotations
 
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -286,44 +282,3 @@ def test_a_wrong_result_on_iree_is_caught() -> None:
     report = verify(fixed, _scan("T"), CheckOptions(targets=("iree",), inputs=[SCAN_FEEDS]))
     assert report.status == "mismatch"
     assert _label() in report.reason
-
-
-def test_the_worker_dies_with_its_parent(tmp_path: Path) -> None:
-    """PR_SET_PDEATHSIG: a check killed outright (SIGKILL) leaves no IREE worker behind. No IREE
-    needed: the helper is what the worker calls first."""
-    if not sys.platform.startswith("linux"):
-        pytest.skip("PR_SET_PDEATHSIG is Linux's")
-    pid_file = tmp_path / "child.pid"
-    root = Path(__file__).resolve().parents[2]
-    child = (
-        f"import os, sys, time; sys.path.insert(0, {str(root)!r}); "
-        "from seqlower.verification._iree_worker import die_with_parent; "
-        f"die_with_parent({{parent}}); open({str(pid_file)!r}, 'w').write(str(os.getpid())); "
-        "time.sleep(60)"
-    )
-    parent = (
-        "import os, subprocess, sys, time; "
-        f"subprocess.Popen([sys.executable, '-c', {child!r}.format(parent=os.getpid())]); "
-        "time.sleep(60)"
-    )
-    process = subprocess.Popen([sys.executable, "-c", parent])
-    try:
-        deadline = time.monotonic() + 30
-        while not (pid_file.exists() and pid_file.read_text()) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        worker = int(pid_file.read_text())
-    finally:
-        process.send_signal(signal.SIGKILL)
-        process.wait()
-    deadline = time.monotonic() + 10
-    while _alive(worker) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not _alive(worker)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().split(") ")[1][0] != "Z"  # a zombie is dead, not yet reaped
-    except OSError:
-        return False
