@@ -404,6 +404,8 @@ def lower_file(
             proven = dataclasses.replace(check_options, targets=deploy.proofs)
             report = verify(original, lowered, _with_progress(proven, on_run))
         _record_check(result, report, original, None if options.dry_run else output, options.save)
+        if result.exit_code != ExitCode.OK and deploy.target is not None:
+            result.warnings += _constant_input_hints(original, options)
     if not options.dry_run and (result.exit_code == ExitCode.OK or options.keep_on_failure):
         assert output is not None
         with progress(f"writing {output}"):
@@ -412,6 +414,16 @@ def lower_file(
         result.warnings.append("--save-inputs/--save-outputs: no check ran, so nothing was saved")
     result.seconds = time.perf_counter() - start
     return result
+
+
+def _constant_input_hints(original: onnx.ModelProto, options: LowerOptions) -> list[str]:
+    """A failed target run's hint: the inputs whose value decides ``If``s, unless
+    ``--constant-input`` already fixes them."""
+    from seqlower.passes.inputs.fix_input_shapes import constant_input_hints
+
+    if options.constant_inputs:
+        return []
+    return constant_input_hints(ir.serde.deserialize_model(original))
 
 
 def _files_read(

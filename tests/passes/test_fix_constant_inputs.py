@@ -18,7 +18,11 @@ from onnx import TensorProto
 
 import seqlower
 from seqlower.errors import BadArgumentError, BadOptionError
-from seqlower.passes.inputs.fix_input_shapes import FixConstantInputs, resolve_constant_inputs
+from seqlower.passes.inputs.fix_input_shapes import (
+    FixConstantInputs,
+    constant_input_hints,
+    resolve_constant_inputs,
+)
 from tests.constant_input_cases import audio_like, feeds
 from tests.helpers import all_op_types, assert_one_line_error, make_model, run_cli, tensor_info
 from tests.runtimes import assert_same, run
@@ -261,3 +265,30 @@ def test_the_repro_line_of_a_failed_check_lowers_the_same_way() -> None:
     options = LowerOptions(constant_inputs={"mode": "1"}, drop_constant_inputs=True)
     flags = _lowering_flags(options)
     assert flags[-2:] == ["--constant-input=mode=1", "--drop-constant-inputs"]
+
+
+def test_the_hint_names_small_inputs_whose_value_decides_ifs() -> None:
+    """A failed target run names ``mode`` (its value decides both Ifs, in a Loop body too), not
+    an input whose shape alone decides one (``--overwrite-input-shape``'s), nor a large one."""
+    hints = constant_input_hints(ir.serde.deserialize_model(audio_like(in_loop=True)))
+    assert hints == [
+        "2 If (choose_conv, choose_head) choose by the value of input 'mode': if it is always "
+        "fed one value, --constant-input mode=VALUE folds them (docs/cli.md, Constant inputs)"
+    ]
+    branch = h.make_graph(
+        [h.make_node("Neg", ["x"], ["n"])], "b", [], [tensor_info("n", TensorProto.FLOAT, [4])]
+    )
+    rank_test = make_model(
+        [
+            h.make_node("Shape", ["x"], ["s"]),
+            h.make_node("ReduceSum", ["s"], ["total"], keepdims=0),
+            h.make_node("ReduceSum", ["big"], ["big_total"], keepdims=0),
+            h.make_node("Cast", ["big_total"], ["big_int"], to=TensorProto.INT64),
+            h.make_node("Add", ["total", "big_int"], ["both"]),
+            h.make_node("Cast", ["both"], ["c"], to=TensorProto.BOOL),
+            h.make_node("If", ["c"], ["y"], then_branch=branch, else_branch=branch),
+        ],
+        [tensor_info("x", TensorProto.FLOAT, [4]), tensor_info("big", TensorProto.FLOAT, [32])],
+        [tensor_info("y", TensorProto.FLOAT, [4])],
+    )
+    assert constant_input_hints(ir.serde.deserialize_model(rank_test)) == []

@@ -35,6 +35,11 @@ def test_target_alone_does_not_reach_it(target: str, in_loop: bool, tmp_path: Pa
     code, _, err = run_cli(source, "-o", out, "--target", target)
     assert code == 1 and "does not load on" in err, err
     assert not out.exists()
+    hint = (
+        "warning: 2 If (choose_conv, choose_head) choose by the value of input 'mode': if it is "
+        "always fed one value, --constant-input mode=VALUE folds them"
+    )
+    assert hint in err
 
 
 @pytest.mark.parametrize(("mode", "drop"), [(1, False), (0, True)])

@@ -43,6 +43,7 @@ from seqlower.errors import BadOptionError
 from seqlower.io import strict_inference_problem
 from seqlower.passes._base import model_names, rewire
 from seqlower.passes._fold import fold_model
+from seqlower.passes._ir import is_onnx, model_nodes
 from seqlower.passes._types import weightless_proto
 
 __all__ = [
@@ -51,6 +52,7 @@ __all__ = [
     "FLAG",
     "FixConstantInputs",
     "FixInputShapes",
+    "constant_input_hints",
     "resolve_constant_inputs",
     "resolve_input_shapes",
     "spelled_constant",
@@ -347,3 +349,56 @@ class FixConstantInputs(ir.passes.InPlacePass):
         if self.fold:
             self.rewritten += fold_model(model, names)
         return ir.passes.PassResult(model, modified=True)
+
+
+#: Inputs of at most this many elements are named as deciding ``If``s: a mode, a flag, a
+#: length, not a signal.
+_SMALL_INPUT = 16
+
+
+def constant_input_hints(model: ir.Model) -> list[str]:
+    """For a target run that failed: each small input whose value (not its shape) decides
+    ``If``s, with the flag that folds them, e.g. ``2 If (choose_conv, choose_head) choose by
+    the value of input 'mode' ...``."""
+    inputs = {
+        id(value): value.name or ""
+        for value in model.graph.inputs
+        if value.name not in model.graph.initializers
+        and isinstance(value.type, ir.TensorType)
+        and value.shape is not None
+        and value.shape.is_static()
+        and math.prod(value.shape.numpy()) <= _SMALL_INPUT
+    }
+    deciding: dict[str, list[str]] = {}
+    for node in model_nodes(model):
+        if not is_onnx(node, "If") or not node.inputs or node.inputs[0] is None:
+            continue
+        for name in _read_values(node.inputs[0], inputs):
+            deciding.setdefault(name, []).append(node.name or "unnamed")
+    hints = []
+    for name, ifs in deciding.items():
+        shown = ", ".join(ifs[:3]) + (f" and {len(ifs) - 3} more" if len(ifs) > 3 else "")
+        hints.append(
+            f"{len(ifs)} If ({shown}) choose by the value of input '{name}': if it is always "
+            f"fed one value, {CONSTANT_FLAG} {name}=VALUE folds them (docs/cli.md, Constant "
+            "inputs)"
+        )
+    return hints
+
+
+def _read_values(value: ir.Value, inputs: Mapping[int, str]) -> list[str]:
+    """The names of ``inputs`` whose values (not only their shapes) ``value`` is computed from."""
+    found: dict[str, None] = {}
+    stack, seen = [value], {id(value)}
+    while stack:
+        current = stack.pop()
+        if id(current) in inputs:
+            found[inputs[id(current)]] = None
+        producer = current.producer()
+        if producer is None or (producer.op_type in ("Shape", "Size") and producer.domain == ""):
+            continue
+        for read in producer.inputs:
+            if read is not None and id(read) not in seen:
+                seen.add(id(read))
+                stack.append(read)
+    return list(found)
