@@ -569,7 +569,7 @@ class VerifyResult:
     candidate: Path
     verification: VerifyReport
     exit_code: int
-    failing_inputs: Path | None = None  # the first failing run's inputs, beside CANDIDATE
+    failing_inputs: Path | None = None  # the first failing run's inputs (--save-failing-inputs)
     warnings: list[str] = field(default_factory=list)
 
     def __str__(self) -> str:
@@ -599,11 +599,13 @@ def verify_files(
 
     Raises :class:`seqlower.SeqlowerError` for anything the user can fix (paths, models of
     different interfaces, options naming what the reference lacks); a mismatch (its inputs
-    saved beside CANDIDATE, or where ``save`` says) or an impossible check is a result, with
-    ``exit_code`` 1 or 3.
+    saved only where ``save.failing_inputs`` says: a compare leaves the models' folder alone)
+    or an impossible check is a result, with ``exit_code`` 1 or 3.
     """
     reference, candidate = Path(reference), Path(candidate)
     save = save or SaveOptions()
+    if save.failing_inputs is None:
+        save = dataclasses.replace(save, no_failing_inputs=True)
     if _keeps_runs(save):
         options = dataclasses.replace(options, keep_runs=True)
     proven = deployment(options.targets)  # a deploy target's name means the runtime proving it

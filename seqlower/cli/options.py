@@ -318,7 +318,7 @@ _SAVE_OPTIONS: list[_Decorator] = [
         type=click.Path(path_type=Path),
         metavar="DIR",
         help="On a mismatch, save the first failing run's inputs in DIR/test_data_set_0 "
-        "(default: OUT.failing-inputs, CANDIDATE.failing-inputs for verify).",
+        "(default: OUT.failing-inputs; verify saves them only when given DIR).",
     ),
     click.option(
         "--no-save-failing-inputs",

@@ -317,6 +317,8 @@ class _Check:
     target_oracles: dict[str, Oracle] = dataclasses.field(default_factory=dict)
     originals: dict[str, Runner | str] = dataclasses.field(default_factory=dict)
     kept: list[tuple[dict[str, Any], list[Any]]] = dataclasses.field(default_factory=list)
+    candidate_proto: onnx.ModelProto | None = None
+    same: bool | None = None
 
     def report(self, status: Status, reason: str, **extra: Any) -> VerifyReport:
         if status == "mismatch":
@@ -353,6 +355,7 @@ class _Check:
                     "mismatch", f"the lowered model fails ONNX's strict shape inference: {strict}"
                 )
             problems.append(f"strict shape inference fails on both models: {strict}")
+        self.candidate_proto = candidate
         self.reference, self.candidate = (bounded(r, self.deadline, self.limit) for r in pair)
         self.oracles = {"reference": self.reference.name, "candidate": self.candidate.name}
         for name, target in zip(self.options.targets, targets, strict=True):
@@ -367,7 +370,7 @@ class _Check:
                 # there was no lowering (``verify A A``), or the original fails to load there
                 # the same way (issue 42): then the runtime cannot run what it was given.
                 original = self.original_on(label)
-                same = isinstance(original, str) and _same_model(reference, candidate)
+                same = isinstance(original, str) and self.candidate_is_original()
                 if same:
                     refused = (
                         f"does not load on {label}: {first_line(e)}; the candidate is the "
@@ -386,6 +389,12 @@ class _Check:
                 )
         self.target_runs = {r.name: [] for r in self.on_targets}
         return None
+
+    def candidate_is_original(self) -> bool:
+        """Whether the candidate is the reference itself (asked once)."""
+        if self.same is None:
+            self.same = _same_model(self.original, self.candidate_proto)
+        return self.same
 
     def original_on(self, label: str) -> Runner | str:
         """The original loaded on target ``label`` (once), or why it does not load there."""
@@ -502,6 +511,8 @@ class _Check:
         failed.culprit = "lowering"
         if isinstance(original, str):
             failed.original_error = f"does not load: {original}"
+            if self.candidate_is_original():  # verify A A: no lowering to blame
+                failed.culprit = "runtime"
             return
         try:
             outputs = original.run(feeds)
@@ -509,6 +520,8 @@ class _Check:
             raise
         except NotLoaded as e:
             failed.original_error = f"does not load: {first_line(e)}"
+            if self.candidate_is_original():  # verify A A: no lowering to blame
+                failed.culprit = "runtime"
             return
         except Exception as e:
             failed.original_error = first_line(e)
@@ -618,9 +631,11 @@ class _Check:
         return self.report("equivalent", f"all outputs match in {count}" + _skips(skipped), **extra)
 
 
-def _same_model(reference: onnx.ModelProto, candidate: onnx.ModelProto) -> bool:
+def _same_model(reference: onnx.ModelProto, candidate: onnx.ModelProto | None) -> bool:
     """Whether the candidate is the reference itself (``seqlower verify A A``): nothing was
     lowered, so no lowering can be at fault."""
+    if candidate is None:
+        return False
     return reference is candidate or (
         reference.ByteSize() == candidate.ByteSize()
         and reference.SerializeToString(deterministic=True)
@@ -668,6 +683,12 @@ def _target_summary(name: str, runs: list[RunReport]) -> tuple[str, Culprit]:
     first = next((r for r in bad if r.culprit == "lowering"), bad[0])
     if first.culprit == "lowering":
         return _failure_on(name, first) + _original_clause(first, "there"), "lowering"
+    if not first.loaded:  # the candidate is the original (verify A A), and neither loads
+        return (
+            _failure_on(name, first)
+            + f"; the candidate is the reference itself: {name} cannot run this model",
+            "runtime",
+        )
     if first.error:
         return (
             f"{name} fails on the original too in run {first.index}: {first.original_error} "

@@ -134,9 +134,14 @@ def test_verify_mismatch_saves_inputs_and_a_repro(tmp_path: Path) -> None:
     a, b = tmp_path / "a.onnx", tmp_path / "b.onnx"
     onnx.save(NEG, a)
     onnx.save(other, b)
+    # A compare leaves the models' folder alone unless asked (issue 43).
     result = run_cli("verify", a, b)
     assert result.exit_code == 1 and "MISMATCH" in result.stderr
-    saved = tmp_path / "b.onnx.failing-inputs" / "test_data_set_0" / "input_0.pb"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.onnx", "b.onnx"]
+    assert "reproduce" not in result.stderr
+    result = run_cli("verify", a, b, "--save-failing-inputs", tmp_path / "failing")
+    assert result.exit_code == 1 and "MISMATCH" in result.stderr
+    saved = tmp_path / "failing" / "test_data_set_0" / "input_0.pb"
     assert saved.exists()
     repro = next(line for line in result.stderr.splitlines() if "--inputs" in line).split()
     assert repro[:4] == ["seqlower", "verify", str(a), str(b)]

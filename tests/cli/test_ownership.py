@@ -84,13 +84,14 @@ def test_a_user_folder_at_out_failing_inputs_is_refused_before_any_work(
     assert tree(tmp_path) == before
 
 
-def test_verify_refuses_a_user_folder_at_candidate_failing_inputs(tmp_path: Path) -> None:
+def test_verify_leaves_a_user_folder_at_candidate_failing_inputs(tmp_path: Path) -> None:
+    """verify saves no failing inputs unless asked (issue 43): the folder is not its business."""
     a, b = save(NEG, tmp_path, "a.onnx"), save(ABS, tmp_path, "b.onnx")
     mine = tmp_path / "b.onnx.failing-inputs" / "x.onnx"
     mine.parent.mkdir()
     mine.write_bytes(b"someone's model")
     before = tree(tmp_path)
-    assert_one_line_error(run_cli("verify", a, b), str(mine.parent))
+    assert run_cli("verify", a, b).exit_code == 1
     assert tree(tmp_path) == before
 
 
@@ -188,10 +189,11 @@ def test_one_folder_for_failing_inputs_and_every_run_is_refused(tmp_path: Path) 
 
 
 def test_save_data_into_the_failing_inputs_folder_is_refused(tmp_path: Path) -> None:
-    """A mismatch replaces ``CANDIDATE.failing-inputs`` whole: no other set goes there."""
-    a, b = save(NEG, tmp_path, "a.onnx"), save(ABS, tmp_path, "b.onnx")
-    folder = tmp_path / "b.onnx.failing-inputs"
-    assert_one_line_error(run_cli("verify", a, b, "--save-inputs", folder), "--save-inputs")
+    """A mismatch replaces ``OUT.failing-inputs`` whole: no other set goes there."""
+    source = save(NEG, tmp_path, "a.onnx")
+    folder = tmp_path / "out.onnx.failing-inputs"
+    result = run_cli(source, "-o", tmp_path / "out.onnx", "--save-inputs", folder)
+    assert_one_line_error(result, "--save-inputs")
     assert not folder.exists()
 
 
@@ -252,17 +254,20 @@ def test_replacing_a_named_weights_file_another_model_reads_is_said(tmp_path: Pa
 # ------------------------------------------------- 9. saved test-data folders follow the umask
 
 
-def test_saved_data_folders_follow_the_umask(tmp_path: Path) -> None:
+def test_saved_data_folders_follow_the_umask(tmp_path: Path, buggy: onnx.ModelProto) -> None:
     a, b = save(NEG, tmp_path, "a.onnx"), save(ABS, tmp_path, "b.onnx")
+    source = save(buggy, tmp_path, "m.onnx")
     old = os.umask(0o022)
     try:
         assert run_cli("verify", a, b, "--save-inputs", tmp_path / "kept").exit_code == 1
         assert run_cli("verify", a, b, "--save-failing-inputs", tmp_path / "chosen").exit_code == 1
+        out = tmp_path / "out.onnx"
+        assert run_cli(source, "-o", out, "--passes", "buggy").exit_code == 1
     finally:
         os.umask(old)
     folders = [
-        tmp_path / "b.onnx.failing-inputs",
-        tmp_path / "b.onnx.failing-inputs" / "test_data_set_0",
+        tmp_path / "out.onnx.failing-inputs",
+        tmp_path / "out.onnx.failing-inputs" / "test_data_set_0",
         tmp_path / "kept",
         tmp_path / "kept" / "test_data_set_0",
         tmp_path / "chosen" / "test_data_set_0",
