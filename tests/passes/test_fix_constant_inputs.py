@@ -151,14 +151,12 @@ def test_the_api_checks_its_arguments() -> None:
     with pytest.raises(BadArgumentError, match="drop_constant_inputs without constant_inputs"):
         seqlower.lower(model, drop_constant_inputs=True)
     with pytest.raises(BadArgumentError, match=r"constant_inputs= takes a mapping .* not list"):
-        seqlower.lower(model, constant_inputs=[("mode", 1)])  # type: ignore[arg-type]
+        seqlower.lower(model, constant_inputs=[("mode", 1)])  # type: ignore[call-overload]
     with pytest.raises(BadArgumentError, match=r"constant_inputs\['mode'\] is None"):
         seqlower.lower(model, constant_inputs={"mode": None})
     with pytest.raises(BadArgumentError, match=r"drop_constant_inputs= is 'yes'"):
-        seqlower.lower(
-            model,
-            constant_inputs={"mode": 1},
-            drop_constant_inputs="yes",  # type: ignore[arg-type]
+        seqlower.lower(  # type: ignore[call-overload]
+            model, constant_inputs={"mode": 1}, drop_constant_inputs="yes"
         )
     for value in (np.int64(1), np.array(1), [1], "1", 1.0):
         seqlower.lower(model, constant_inputs={"mode": value})
@@ -203,13 +201,13 @@ def test_the_check_feeds_the_fixed_value(tmp_path: Path) -> None:
 def test_given_inputs_holding_another_value_are_refused(tmp_path: Path) -> None:
     source = _save(tmp_path)
     inputs = tmp_path / "inputs.npz"
-    np.savez(inputs, **feeds(1))
+    np.savez(inputs, x=feeds(1)["x"], mode=feeds(1)["mode"])
     result = run_cli(
         source, "-o", tmp_path / "out.onnx", "--constant-input", "mode=0", "--inputs", inputs
     )
     assert_one_line_error(result, "input 'mode' holds 1", "--constant-input fixes it to 0")
     assert not (tmp_path / "out.onnx").exists()
-    np.savez(inputs, **feeds(0))
+    np.savez(inputs, x=feeds(0)["x"], mode=feeds(0)["mode"])
     code, out, err = run_cli(
         source, "-o", tmp_path / "out.onnx", "--constant-input", "mode=0", "--inputs", inputs
     )
@@ -292,3 +290,18 @@ def test_the_hint_names_small_inputs_whose_value_decides_ifs() -> None:
         [tensor_info("y", TensorProto.FLOAT, [4])],
     )
     assert constant_input_hints(ir.serde.deserialize_model(rank_test)) == []
+
+
+def test_a_mode_declared_one_element_folds_as_paddle_writes_it() -> None:
+    """Paddle declares scalars [1] and compares them to [1] constants: the If's condition is
+    [1], which the folder takes as one value."""
+    model = audio_like()
+    mode = next(i for i in model.graph.input if i.name == "mode")
+    mode.type.tensor_type.shape.dim.add().dim_value = 1
+    one = next(t for t in model.graph.initializer if t.name == "one")
+    one.CopyFrom(onnx.numpy_helper.from_array(np.array([1], np.int64), "one"))
+    onnx.checker.check_model(model, full_check=True)
+    lowered = seqlower.lower(model, constant_inputs={"mode": 0})
+    assert "If" not in all_op_types(lowered)
+    expected = run("onnxruntime", model, {**feeds(None), "mode": np.array([0], np.int64)})
+    assert_same(expected, run("onnxruntime", lowered, {**feeds(None), "mode": np.array([0])}))
