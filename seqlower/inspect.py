@@ -155,9 +155,15 @@ class Inspection:
             lines.append(f"{view.name}{flag}, a dry run of lower (no check):")
             for op, n in sorted(view.rewritten.items()):
                 forms = view.forms.get(op)
-                lines.append(f"  lowers {n} {op}" + (f": {describe_forms(forms)}" if forms else ""))
+                lines.append(
+                    f"  lowers {n} {_plural(op, n)}"
+                    + (f": {describe_forms(forms)}" if forms else "")
+                )
             for op, (n, names) in sorted(view.repaired.items()):
-                lines.append(f"  repairs {n} {op} for the runtime, keeping it ({names})")
+                keeping = "it" if n == 1 else "them"
+                lines.append(
+                    f"  repairs {n} {_plural(op, n)} for the runtime, keeping {keeping} ({names})"
+                )
             if view.remaining:
                 left = ", ".join(f"{n} {op}" for op, n in sorted(view.remaining.items()))
                 lines.append(f"  leaves {left}: runtimes without sequence support refuse these")
@@ -173,6 +179,11 @@ class Inspection:
                     lines.append(f"    ... and {len(view.blockers) - MAX_BLOCKERS} more")
         lines.append(f"inspected in {seconds(self.seconds)}")
         return "\n".join(lines)
+
+
+def _plural(op: str, count: int) -> str:
+    """``Loop`` or ``Loops``: an op type counted."""
+    return op if count == 1 else f"{op}s"
 
 
 def inspect_model(

@@ -28,6 +28,7 @@ from seqlower.cli.options import (
     check_options,
     checking,
     choose_passes,
+    inspect_planning_options,
     planning,
     planning_options,
     repro_flags,
@@ -203,8 +204,12 @@ def _list_passes(ctx: click.Context, _param: click.Parameter, value: bool) -> No
     if not value or ctx.resilient_parsing:
         return
     printer = Printer(quiet=False)
+    runs = {name: _pipelines_of(name) for name in PASSES}
+    # The columns as wide as their longest entry (a long pass name broke them at 24).
+    width = max(len(name) for name in runs)
+    where = max(len(pipelines) for pipelines in runs.values())
     for name in PASSES:
-        printer.line(f"{name:24} {_pipelines_of(name):24} {_plain_summary(pass_doc(name))}")
+        printer.line(f"{name:{width}} {runs[name]:{where}} {_plain_summary(pass_doc(name))}")
     printer.line(
         "Every pipeline then runs remove-unused-nodes and topological-sort (--no-cleanup skips "
         "the sort, and the default pipeline's remove-unused-nodes); --passes and --skip change "
@@ -517,16 +522,26 @@ def verify_command(
     "-o",
     "--output",
     type=click.Path(path_type=Path),
-    default=Path("preprocess.onnx"),
-    show_default=True,
-    help="Where to write the example model.",
+    default=None,
+    help="Where to write the example model (default: ./preprocess.onnx, not replaced when it "
+    "exists unless -o names it).",
 )
-def example_command(output: Path) -> None:
+def example_command(output: Path | None) -> None:
     """Write the bundled example to try seqlower on: an image-preprocessing model (a SequenceMap
     over images of different sizes) that onnxruntime cannot run as written."""
     show = Printer(quiet=False)
     with _user_errors(0, show):
         from importlib.resources import files
+
+        if output is None:
+            output = Path(_EXAMPLE)
+            if os.path.lexists(output):
+                from seqlower.errors import OutputError
+
+                raise OutputError(
+                    f"{output} exists and was not named: give -o {output} to replace it, or "
+                    "-o another path"
+                )
 
         data = (files("seqlower") / "examples" / "preprocess.onnx").read_bytes()
         write_file_atomically(output, data, "-o")
@@ -545,14 +560,13 @@ def example_command(output: Path) -> None:
     help="Say what lowering for this target would do and what would still block it "
     "(repeatable; default: the default and sequence-free modes, openvino and tract).",
 )
-@planning_options
+@inspect_planning_options
 @click.option("--json", "as_json", is_flag=True, help="Print the answer as JSON, for scripts.")
 def inspect_command(model: Path, targets: tuple[str, ...], as_json: bool, **flags: Any) -> None:
     """Say what each mode and target would lower in MODEL, leave, or be blocked by.
 
-    Each pipeline is the one `seqlower MODEL -o OUT` runs (with the same --opset,
-    --unroll-input, --optional-input, --overwrite-input-shape and --constant-input), run in
-    memory without the check; nothing is written and nothing is run on a runtime.
+    Each pipeline is the one lowering runs, with the flags below, run in memory on a copy of
+    MODEL: inspect writes nothing and runs nothing on a runtime.
     """
     show = Printer(quiet=False)
     with _user_errors(0, show):
@@ -574,6 +588,10 @@ def inspect_command(model: Path, targets: tuple[str, ...], as_json: bool, **flag
         else:
             show.line(str(inspection))
     sys.exit(ExitCode.OK)
+
+
+#: Where ``seqlower example`` writes by default.
+_EXAMPLE = "preprocess.onnx"
 
 
 def _lowering_flags(options: LowerOptions) -> list[str]:

@@ -514,63 +514,75 @@ def repro_flags(options: CheckOptions, *, expected: Path | None = None) -> list[
 #: The flags that decide what a lowering plans (the interface and shapes it lowers at, the opset
 #: it converts to): `lower` and `inspect` declare them once, here, and read them with
 #: :func:`planning`, so inspect runs the planning lower runs.
-_PLANNING_OPTIONS = [
-    click.option(
-        "--opset",
-        type=click.IntRange(1),
-        help="Convert OUT to this default-domain opset with onnx's version converter.",
-    ),
-    click.option(
-        "--unroll-input",
-        "unroll_specs",
-        type=UNROLL_INPUT,
-        multiple=True,
-        help="Replace the sequence input NAME by K tensor inputs NAME_0..NAME_{K-1} (a new "
-        "interface; with --sequence-free, for a model that takes a sequence). Repeatable.",
-    ),
-    click.option(
-        "--optional-input",
-        "optional_specs",
-        type=OPTIONAL_INPUT,
-        multiple=True,
-        help="Fix the presence of the optional input NAME: present (it becomes its element "
-        "type) or absent (removed); the optional ops reading it fold away (a new interface; "
-        "OpenVINO, tract and onnxruntime 1.32 run no optional op of opset 28). Repeatable.",
-    ),
-    click.option(
-        "--overwrite-input-shape",
-        "overwrite_specs",
-        type=OVERWRITE_INPUT_SHAPE,
-        multiple=True,
-        help="Lower with the input NAME fixed to this shape, e.g. --overwrite-input-shape "
-        "x=1,8,16 (repeatable; as onnxsim's): shape arithmetic folds, loop counts become "
-        "constants (converters unroll them); the check runs at these shapes.",
-    ),
-    click.option(
-        "--constant-input",
-        "constant_specs",
-        type=CONSTANT_INPUT,
-        multiple=True,
-        help="Lower with the input NAME fixed to VALUE, e.g. --constant-input mode=1 "
-        "(repeatable; VALUE a number, true/false, 1,2,3 or [[1,2],[3,4]]): the Ifs it decides "
-        "and all that becomes constant fold. The input stays, read by nothing: the lowered "
-        "model computes what the original computes at VALUE whatever it is fed; the check "
-        "feeds VALUE.",
-    ),
-    click.option(
-        "--drop-constant-inputs",
-        "drop_constant_inputs",
-        is_flag=True,
-        help="Remove the inputs --constant-input fixes from the lowered model's interface.",
-    ),
-]
+def _planning_options(inspecting: bool) -> list[_Decorator]:
+    """The planning flags; for `inspect` (``inspecting``) their help says only what they
+    change in the dry run: it writes no OUT and runs no check."""
+    lowered = "the lowered model" if inspecting else "OUT"
+    check_shapes = "" if inspecting else "; the check runs at these shapes"
+    check_value = "" if inspecting else "; the check feeds VALUE"
+    return [
+        click.option(
+            "--opset",
+            type=click.IntRange(1),
+            help=f"Convert {lowered} to this default-domain opset with onnx's version converter.",
+        ),
+        click.option(
+            "--unroll-input",
+            "unroll_specs",
+            type=UNROLL_INPUT,
+            multiple=True,
+            help="Replace the sequence input NAME by K tensor inputs NAME_0..NAME_{K-1} (a new "
+            "interface; with --sequence-free, for a model that takes a sequence). Repeatable.",
+        ),
+        click.option(
+            "--optional-input",
+            "optional_specs",
+            type=OPTIONAL_INPUT,
+            multiple=True,
+            help="Fix the presence of the optional input NAME: present (it becomes its element "
+            "type) or absent (removed); the optional ops reading it fold away (a new interface; "
+            "OpenVINO, tract and onnxruntime 1.32 run no optional op of opset 28). Repeatable.",
+        ),
+        click.option(
+            "--overwrite-input-shape",
+            "overwrite_specs",
+            type=OVERWRITE_INPUT_SHAPE,
+            multiple=True,
+            help="Lower with the input NAME fixed to this shape, e.g. --overwrite-input-shape "
+            "x=1,8,16 (repeatable; as onnxsim's): shape arithmetic folds, loop counts become "
+            f"constants (converters unroll them){check_shapes}.",
+        ),
+        click.option(
+            "--constant-input",
+            "constant_specs",
+            type=CONSTANT_INPUT,
+            multiple=True,
+            help="Lower with the input NAME fixed to VALUE, e.g. --constant-input mode=1 "
+            "(repeatable; VALUE a number, true/false, 1,2,3 or [[1,2],[3,4]]): the Ifs it decides "
+            "and all that becomes constant fold. The input stays, read by nothing: the lowered "
+            f"model computes what the original computes at VALUE whatever it is fed{check_value}.",
+        ),
+        click.option(
+            "--drop-constant-inputs",
+            "drop_constant_inputs",
+            is_flag=True,
+            help="Remove the inputs --constant-input fixes from the lowered model's interface.",
+        ),
+    ]
+
+
+def inspect_planning_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """:func:`planning_options` for `inspect`, their help without OUT or the check."""
+    for option in reversed(_planning_options(inspecting=True)):
+        command = option(command)
+    return command
 
 
 def planning_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """The planning flags (``--opset``, ``--unroll-input``, ``--optional-input``,
     ``--overwrite-input-shape``, ``--constant-input``), shared by `lower` and `inspect` (read
     by :func:`planning`)."""
-    for option in reversed(_PLANNING_OPTIONS):
+    for option in reversed(_planning_options(inspecting=False)):
         command = option(command)
     return command
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import onnx
+import onnx.parser
+import pytest
 from onnx import TensorProto, helper
 
 from tests.helpers import assert_one_line_error, run_cli
@@ -127,3 +129,66 @@ def test_batch_warnings_have_a_status_of_their_own() -> None:
     assert lines[0].startswith("warnings: m.onnx -> out/m.onnx")
     assert lines[1] == "  warning: OUT has IR version 11, but onnxruntime 1.20 reads up to 10"
     assert item.to_dict()["warnings"] == warnings
+
+
+# ---------------------------------------------------------------- small things a newcomer hit
+
+
+def test_example_keeps_an_existing_preprocess_onnx(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """It was silently replaced; only -o naming it replaces it."""
+    monkeypatch.chdir(tmp_path)
+    mine = tmp_path / "preprocess.onnx"
+    mine.write_bytes(b"my own model")
+    assert_one_line_error(run_cli("example"), "preprocess.onnx exists", "-o preprocess.onnx")
+    assert mine.read_bytes() == b"my own model"
+    assert run_cli("example", "-o", "preprocess.onnx").exit_code == 0
+    onnx.load(mine)
+    mine.unlink()
+    assert run_cli("example").exit_code == 0 and mine.exists()
+
+
+def test_list_passes_columns_survive_long_names() -> None:
+    lines = [line for line in run_cli("--list-passes").stdout.splitlines() if line[:1].islower()]
+    rows = [line for line in lines if not line.startswith("Every ")]
+    # The second column starts at one place on every row, however long the pass name
+    # (lower-reverse-sequence-rows ran into it at 24).
+    width = max(len(line.split()[0]) for line in rows)
+    assert width > 24
+    for line in rows:
+        name = line.split()[0]
+        assert line[len(name) : width + 1].strip() == "" and line[width + 1] != " ", line
+
+
+def test_inspect_help_says_only_what_inspect_does() -> None:
+    text = run_cli("inspect", "--help").stdout
+    assert "OUT" not in text and "check" not in text
+
+
+def test_inspect_counts_repairs_in_the_plural(tmp_path: Path) -> None:
+    from tests.helpers import neg_loop
+
+    loop = onnx.parser.parse_model(neg_loop(2, 3))
+    path = tmp_path / "m.onnx"
+    onnx.save(loop, path)
+    from seqlower.inspect import inspect_model
+
+    view = inspect_model(path, ["openvino"])
+    view.pipelines[0].repaired = {"Loop": (4, "strict-loop-bodies")}
+    text = str(view)
+    assert "repairs 4 Loops for the runtime, keeping them (strict-loop-bodies)" in text
+    view.pipelines[0].repaired = {"Loop": (1, "strict-loop-bodies")}
+    assert "repairs 1 Loop for the runtime, keeping it" in str(view)
+
+
+def test_sequence_free_names_the_targets_that_lower_a_ragged_map(tmp_path: Path) -> None:
+    from tests.helpers import ragged_map
+
+    path = tmp_path / "m.onnx"
+    onnx.save(ragged_map(), path)
+    result = run_cli(path, "-o", tmp_path / "out.onnx", "--sequence-free")
+    assert result.exit_code == 2
+    assert "is split with sizes known at run time (--target openvino and --target tract" in (
+        result.stderr
+    )

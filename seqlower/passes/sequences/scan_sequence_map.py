@@ -121,7 +121,12 @@ class ScanSequenceMap(NodeLoweringPass[_Plan]):
             split = unit_split(value)
             if split is None:
                 if is_onnx(value.producer(), "SplitToSequence"):
-                    block(node, f"its input '{value.name}' is split with sizes known at run time")
+                    block(
+                        node,
+                        f"its input '{value.name}' is split with sizes known at run time "
+                        "(--target openvino and --target tract lower such a map: a Loop over "
+                        "slices, a Scan writing rows)",
+                    )
                 return None  # otherwise the unroll pass's reason stands
             source, axis, keepdims = split
             reads.append(_Read(source, axis, keepdims))
