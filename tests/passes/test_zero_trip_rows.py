@@ -219,11 +219,14 @@ NEXT_ROW = ROWS.replace(
 
 
 def test_a_body_that_can_fail_on_iteration_0_is_named() -> None:
+    """Its count is an input's value: tract types no If on it (what guards a count of shapes,
+    ``test_zero_trip_guard.py``), so no form runs it."""
     with pytest.raises(TargetError) as raised:
         seqlower.lower(parse(NEXT_ROW), target="tract", check=False)
     message = str(raised.value)
     assert raised.value.exit_code == 2
     assert "Loop" in message and "Gather" in message and "iteration 0" in message
+    assert "computed from values" in message
 
 
 # An RNN over the rows of x[T, B, 3] (tf2onnx's Keras RNN: M = T), its state starting from zeros

@@ -86,6 +86,10 @@ class _Plan:
     #: Run as a Scan of at least one iteration, its results masked when it runs none, with
     #: what makes the body safe on that iteration (``_first_iteration``); None: as it is.
     once: FirstIteration | None = None
+    #: Run as a Scan of exactly the trip count inside an ``If`` on ``count > 0``, whose other
+    #: branch gives the initial states and empty scan outputs of these row shapes (by Loop scan
+    #: output): a Loop that may run none whose body is not proven safe on iteration 0.
+    guarded: list[tuple[int, ...]] | None = None
 
 
 class LoopToScan(NodeLoweringPass[_Plan]):
@@ -260,16 +264,59 @@ class LoopToScan(NodeLoweringPass[_Plan]):
             if not isinstance(found, str):
                 found.in_place = _unknown_rows(found, node, body, terms) is not None
             if isinstance(found, str):
-                _block(
-                    node,
-                    "its trip count may be 0 and tract runs no Scan of zero iterations right (it "
-                    "returns wrong states), but the Scan of at least one iteration that replaces "
-                    f"it then runs the body on iteration 0, where {found} "
-                    "(--overwrite-input-shape with the input shapes may prove it)",
-                )
-                return None
+                rows = self._empty_rows(node, body, counters, terms)
+                if isinstance(rows, str):
+                    _block(
+                        node,
+                        "its trip count may be 0 and tract runs no Scan of zero iterations right "
+                        "(it returns wrong states), but the Scan of at least one iteration that "
+                        f"replaces it then runs the body on iteration 0, where {found}, and an "
+                        f"If on the count cannot give its results when it runs none: {rows} "
+                        "(--overwrite-input-shape with the input shapes may prove it)",
+                    )
+                    return None
+                plan = _Plan(node, body, site.opset, terms, counters, steps, known)
+                plan.guarded = rows
+                return plan
             once = found
         return _Plan(node, body, site.opset, terms, counters, steps, known, once=once)
+
+    def _empty_rows(
+        self, node: ir.Node, body: ir.Graph, counters: list[int], terms: list[Term] | None
+    ) -> list[tuple[int, ...]] | str:
+        """The row shape of each scan output, static (what an ``If``'s branch for zero
+        iterations gives them: ``[0, *row]``), or why there is none: a count computed from
+        values, not shapes only (tract 0.23.9 types no ``If`` whose branches' lengths come
+        from values: 'Source node without a determined fact'), or a state the body never reads
+        whose final value is read (a last scanned row, of no row then)."""
+        sources = [*node.inputs[:2], *(v for t in terms or [] for v in (t.limit, t.value.start))]
+        if not all(_from_shapes(v, node, body) for v in sources):
+            return "its count is computed from values, not shapes only"
+        carried = len(node.inputs) - 2
+        for k in range(carried):
+            if k in counters or body.inputs[2 + k].uses():
+                continue
+            final = node.outputs[k]
+            if final.uses() or final.is_graph_output():
+                return f"its state '{body.inputs[2 + k].name}' is never read"
+        rows: list[tuple[int, ...]] = []
+        for j, out in enumerate(node.outputs[carried:]):
+            result = body.outputs[1 + carried + j]
+            found = None
+            for shape, skip in (
+                (result.shape, 0),
+                (self._inferred_shape(result), 0),
+                (out.shape, 1),
+                (self._inferred_shape(out), 1),
+            ):
+                dims = None if shape is None else list(shape)[skip:]
+                if dims is not None and all(isinstance(d, int) for d in dims):
+                    found = tuple(int(d) for d in dims)  # type: ignore[arg-type]
+                    break
+            if found is None:
+                return f"the rows of its scan output '{out.name}' are of a size not known"
+            rows.append(found)
+        return rows
 
     def rewrite(self, plan: _Plan, ctx: Rewrite) -> None:
         if plan.constant_count is not None:
@@ -316,7 +363,9 @@ class LoopToScan(NodeLoweringPass[_Plan]):
         _scan_body(ctx, plan, extra, states, kept, len(scan_outs))
         loop = _Replacement(node, body, results, kept, dropped, last_rows, outer_finals)
         loop.mask = self._masks.get(id(iterations))
-        _replace_by_scan(ctx, loop, emit, ctx.after(), extra)
+        scan = _replace_by_scan(ctx, loop, emit, ctx.after(), extra)
+        if plan.guarded is not None:
+            _guard_by_if(ctx, plan, scan, count, iterations, len(node.outputs) - carried)
 
     def _iterations(self, emit: Emitter, graph: ir.Graph, plan: _Plan) -> tuple[ir.Value, ir.Value]:
         """The trip count and ``Range(0, count)``. Loops of one graph whose trip counts are
@@ -659,7 +708,7 @@ def _read_iteration(
 
 def _replace_by_scan(
     ctx: Rewrite, loop: _Replacement, emit: Emitter, after: Emitter, extra: _Extra
-) -> None:
+) -> ir.Node:
     """Put the Scan in the Loop's place: its outputs take the Loop outputs' names and uses."""
     node, results, kept, last_rows = loop.node, loop.results, loop.kept, loop.last_rows
     names, base = ctx.names, ctx.base
@@ -686,7 +735,7 @@ def _replace_by_scan(
         del new_outputs[k]
         new_outputs[len(node.outputs) + k] = rows
     del node.attributes["body"]
-    emit.Scan(
+    first = emit.Scan(
         *(node.inputs[2 + k] for k in kept),
         *extra.inits,
         *extra.scanned,
@@ -717,6 +766,67 @@ def _replace_by_scan(
     if loop.mask is not None:
         replacements = _masked(loop, after, replacements)
     ctx.replace(replacements, rename=True)
+    scan = first.producer()
+    assert scan is not None
+    return scan
+
+
+def _guard_by_if(
+    ctx: Rewrite,
+    plan: _Plan,
+    scan: ir.Node,
+    count: ir.Value,
+    iterations: ir.Value,
+    stacked: int,
+) -> None:
+    """The Scan (of exactly ``count`` iterations) moved into the then-branch of an ``If`` on
+    ``count > 0``, whose else-branch gives the Loop's results when it runs none: each state its
+    initial value, each scan output ``[0, *row]`` zeros; the If's outputs take the Scan's
+    names and readers. No runtime runs a Scan of zero iterations right, and a body that may
+    fail on an iteration the Loop never runs is then never run."""
+    assert plan.guarded is not None
+    graph, names, opset = scan.graph, ctx.names, plan.opset
+    assert isinstance(graph, ir.Graph)
+    outer = Emitter(names, ctx.base, opset, None)
+    runs = outer.Greater(count, outer.int64s(0, hint="none"), _hint="runs")
+    states = len(scan.outputs) - stacked
+    initials = [v for v in scan.inputs[:states]]
+    otherwise = Emitter(names, f"{ctx.base}_none", opset, None)
+    firsts = otherwise.Mul(iterations, otherwise.int64s(0, hint="zero"), _hint="first_rows")
+    empty: list[ir.Value] = []
+    for j, out in enumerate(scan.outputs):
+        if j < states:
+            initial = initials[j]
+            assert initial is not None
+            value = otherwise.Identity(initial, _hint=f"{out.name}_initial")
+        else:
+            # count (that is 0) rows of zeros: tract 0.23.9 wants both branches' facts alike,
+            # and gives a Gather of Range(0, count) the Scan's own length
+            row = plan.guarded[j - states]
+            dtype = out.dtype or ir.DataType.FLOAT
+            zeros = otherwise.constant(np.zeros((1, *row), dtype.numpy()), hint="zero_row")
+            value = otherwise.Gather(zeros, firsts, axis=0, _hint=f"{out.name}_empty")
+        value.type, value.shape = out.type, out.shape
+        empty.append(value)
+    results = []
+    for out in scan.outputs:
+        result = ir.Value(name=out.name, type=out.type, shape=out.shape)
+        out.name = names.fresh(f"{out.name}_ran")
+        rewire(out, result)
+        results.append(result)
+    then_graph = ir.Graph([], list(scan.outputs), nodes=[], name=names.fresh(f"{ctx.base}_ran"))
+    else_graph = ir.Graph([], empty, nodes=otherwise.nodes, name=names.fresh(f"{ctx.base}_none"))
+    branch = outer.If(
+        runs,
+        then_branch=then_graph,
+        else_branch=else_graph,
+        _outputs=results,
+        _name=names.fresh(f"{ctx.base}_if_runs"),
+    )
+    del branch
+    graph.insert_before(scan, outer.nodes)
+    graph.remove(scan)
+    then_graph.append(scan)
 
 
 def _masked(
