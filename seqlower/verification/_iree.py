@@ -76,12 +76,33 @@ class Iree:
         names = _feed_names(model)
         label = oracle_label(self)
         child = _Child(model.SerializeToString(), self.timeout, label)
-        child.load()  # a model IREE cannot import or compile is refused at load
+        try:
+            child.load()  # a model IREE cannot import or compile is refused at load
+        except RuntimeRefusal as e:
+            raise RuntimeRefusal(str(e) + _older_forms(model, str(e))) from None
 
         def run(feeds: Mapping[str, Any]) -> list[Any]:
             return child.run([np.asarray(feeds[name]) for name in names])
 
         return Runner(label, run, child.stop)
+
+
+#: ONNX ops IREE 3.13.0 converts only in their newer forms (measured: ``Unsqueeze`` with its
+#: ``axes`` attribute, opset 11, and ``Slice`` with attributes, opset 9, are not converted).
+_NEWER_FORMS = {"Unsqueeze": 13, "Slice": 10}
+
+
+def _older_forms(model: onnx.ModelProto, message: str) -> str:
+    """The fix when IREE refused an op in a form older than the one it converts: the model
+    converted to a newer opset (``--opset``)."""
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
+    for op, newest in _NEWER_FORMS.items():
+        if f"onnx.{op} not converted" in message and opset is not None and opset < newest:
+            return (
+                f"; IREE converts {op} only as of opset {newest} and the model's opset is "
+                f"{opset}: --opset {newest} converts the lowered model"
+            )
+    return ""
 
 
 class _Child:

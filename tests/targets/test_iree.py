@@ -282,3 +282,22 @@ def test_a_wrong_result_on_iree_is_caught() -> None:
     report = verify(fixed, _scan("T"), CheckOptions(targets=("iree",), inputs=[SCAN_FEEDS]))
     assert report.status == "mismatch"
     assert _label() in report.reason
+
+
+def test_old_forms_iree_cannot_convert_name_the_opset(tmp_path: Path) -> None:
+    """IREE 3.13.0 converts Unsqueeze only as of opset 13 (an unrolled opset-9 Scan writes the
+    older one): the proof's refusal names --opset 13, with which the model is proven."""
+    require("iree")
+    model = onnx.parser.parse_model(
+        """
+        <ir_version: 8, opset_import: ["" : 11]>
+        g (float[3] x) => (float[1, 3] y) { y = Unsqueeze<axes = [0]>(x) }
+        """
+    )
+    source, out = tmp_path / "m.onnx", tmp_path / "out.onnx"
+    onnx.save(model, source)
+    result = run_cli(source, "-o", out, "--target", "iree")
+    assert result.exit_code == 1 and not out.exists()
+    assert "--opset 13" in result.stdout + result.stderr
+    result = run_cli(source, "-o", out, "--target", "iree", "--opset", "13")
+    assert result.exit_code == 0, result.stdout + result.stderr
