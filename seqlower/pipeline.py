@@ -729,8 +729,8 @@ def _proof(target: str | None, check: bool | CheckOptions) -> CheckOptions | Non
     deploy = deployment([target])
     if deploy.unproven:
         raise cannot_run(target, api=True)
-    for name in deploy.proofs:
-        load_target(name, api=True)
+    for name in deploy.proofs:  # found, not imported: the check imports it
+        load_target(name, api=True, imports=False)
     options = check if isinstance(check, CheckOptions) else CheckOptions()
     return dataclasses.replace(options, targets=deploy.proofs)
 

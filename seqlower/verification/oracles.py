@@ -28,6 +28,7 @@ import contextlib
 import dataclasses
 import functools
 import importlib.metadata
+import importlib.util
 import os
 import re
 import shutil
@@ -994,10 +995,14 @@ TARGET_ORACLES: dict[str, Oracle] = {
 }
 
 
-def load_target(name: str, *, api: bool = False, lowering: bool = True) -> Oracle:
+def load_target(
+    name: str, *, api: bool = False, lowering: bool = True, imports: bool = True
+) -> Oracle:
     """The oracle of target ``name``; TargetUnavailableError when unknown or not installed,
     naming the extra that installs it and, when ``lowering``, the way to lower without the
-    proof (``--no-check``; ``check=False`` from Python, ``api``)."""
+    proof (``--no-check``; ``check=False`` from Python, ``api``). Without ``imports`` its
+    packages are only found, not imported: the check imports them when it runs, so a model
+    refused before the check does not wait for torch (6 s)."""
     where, unproven = _wording(name, api)
     oracle = TARGET_ORACLES.get(name)
     if oracle is None:
@@ -1020,7 +1025,10 @@ def load_target(name: str, *, api: bool = False, lowering: bool = True) -> Oracl
     for package, module in needs:
         try:
             importlib.metadata.version(package)
-            if importer is not None and package == needs[0][0]:
+            if not imports:
+                if importlib.util.find_spec(module.split(".")[0]) is None:
+                    raise ImportError(module)
+            elif importer is not None and package == needs[0][0]:
                 importer()
             else:
                 __import__(module)

@@ -9,6 +9,7 @@ import onnx.parser
 import pytest
 from onnx import TensorProto, helper
 
+import seqlower
 from tests.helpers import assert_one_line_error, run_cli
 from tests.runtimes import require
 from tests.targets.test_recurrence_lengths import padded_recurrence
@@ -192,3 +193,29 @@ def test_sequence_free_names_the_targets_that_lower_a_ragged_map(tmp_path: Path)
     assert "is split with sizes known at run time (--target openvino and --target tract" in (
         result.stderr
     )
+
+
+def test_a_blocked_onnx2torch_run_imports_no_converter(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A model onnx2torch cannot convert is refused before the check, so before torch is
+    imported (6 s); its packages are only found up front."""
+    from seqlower.verification import oracles
+
+    imported: list[str] = []
+
+    class Converter(oracles.Onnx2Torch):
+        package = "onnx"  # installed: found, not imported
+        runs_on = "numpy"
+        importer = staticmethod(lambda: imported.append("onnx2torch"))
+
+    monkeypatch.setitem(oracles.TARGET_ORACLES, "onnx2torch", Converter())
+    path = tmp_path / "m.onnx"
+    onnx.save(_string_model(), path)  # StringNormalizer: no converter
+    result = run_cli(path, "-o", tmp_path / "out.onnx", "--target", "onnx2torch")
+    assert result.exit_code == 2, result.output
+    assert "cannot lower the model for onnx2torch" in result.stderr
+    assert imported == []
+    with pytest.raises(seqlower.TargetError):
+        seqlower.lower(onnx.load(path), target="onnx2torch")
+    assert imported == []
