@@ -71,12 +71,11 @@ class ScanOutputsAsRunTimeStates(NodeLoweringPass[_Plan]):
         node, body, names = ctx.node, plan.body, ctx.names
         states = len(node.inputs) - 2
         op, inside = ctx.before(), ctx.into(body, pool="own")
-        # M as a count of rows, at least 0 (a Loop of a negative M runs none).
-        count = op.Max(
-            op.Reshape(node.inputs[0], op.int64s([1], hint="one_d"), _hint="count"),
-            op.int64s([0], hint="none"),
-            _hint="count",
-        )
+        # M as a count of rows, at least 0 (a Loop of a negative M runs none); by Where, not
+        # Max, which takes no int64 before opset 12.
+        m = op.Reshape(node.inputs[0], op.int64s([1], hint="one_d"), _hint="count")
+        none = op.int64s([0], hint="none")
+        count = op.Where(op.Less(m, none, _hint="negative"), none, m, _hint="count")
         where = inside.Reshape(body.inputs[0], inside.int64s([1, 1], hint="at"), _hint="at")
         buffers, ins, outs = [], [], []
         for (shape, dtype), row in zip(plan.rows, body.outputs[1 + states :], strict=True):
