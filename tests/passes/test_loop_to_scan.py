@@ -25,7 +25,7 @@ from seqlower.passes import (
 from seqlower.pipeline import build_pipeline, pass_name
 from seqlower.targets import TARGETS
 from tests import loop_cases as cases
-from tests.helpers import all_nodes, all_op_types
+from tests.helpers import all_nodes, all_op_types, parse
 from tests.runtimes import RuntimeFailure, assert_close, assert_same, run
 
 RUNS = [(name, runtime) for name in cases.CASES for runtime in ("onnxruntime", "tract")]
@@ -757,3 +757,25 @@ def test_an_if_on_a_declared_size_becomes_its_branch() -> None:
     ):
         ir_model = ir.serde.deserialize_model(onnx.parser.parse_model(text))
         assert not FoldStaticIfs()(ir_model).modified
+
+
+def test_a_state_that_changes_rank_stays_a_loop_named() -> None:
+    """Paddle carries a placeholder state that starts as a scalar 0 and becomes a [3]: a Scan's
+    states keep their shape, so it is refused naming the state (it was an invalid Scan that
+    onnxruntime refused to load)."""
+    model = parse(
+        """
+        <ir_version: 8, opset_import: ["" : 17]>
+        g (float[3] x, int64 n) => (float[3] y) {
+            t = Constant<value = bool {1}>()
+            s0 = Constant<value = float {0}>()
+            y = Loop(n, t, s0) <body = b (int64 i, bool c, float[?] s)
+                    => (bool c_out, float[3] s2) {
+                c_out = Identity(c)
+                s2 = Add(s, x)
+            }>
+        }
+        """
+    )
+    with pytest.raises(TargetError, match="starts of rank 0 and the body returns it of rank 1"):
+        seqlower.lower(model, target="tract", check=False)

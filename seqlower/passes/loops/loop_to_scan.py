@@ -253,6 +253,16 @@ class LoopToScan(NodeLoweringPass[_Plan]):
                 "their shape (onnxruntime preallocates them, tract fixes their facts)",
             )
             return None
+        for k in range(carried):
+            ranks = self._ranks(node.inputs[2 + k], body.outputs[1 + k], types)
+            if k not in steps and ranks is not None and body.inputs[2 + k].uses():
+                _block(
+                    node,
+                    f"its state '{body.inputs[2 + k].name}' starts of rank {ranks[0]} and the "
+                    f"body returns it of rank {ranks[1]} (Paddle's placeholder states), and a "
+                    "Scan's states keep their shape",
+                )
+                return None
         reads = outer_reads(body, list(body.inputs))
         reads += [node.inputs[2 + k] for k in counters]  # type: ignore[misc]
         known = {
@@ -280,6 +290,19 @@ class LoopToScan(NodeLoweringPass[_Plan]):
                 return plan
             once = found
         return _Plan(node, body, site.opset, terms, counters, steps, known, once=once)
+
+    def _ranks(
+        self, start: ir.Value | None, result: ir.Value, types: TypeOracle
+    ) -> tuple[int, int] | None:
+        """The ranks of a state's initial value and of the body's value for it, when both are
+        known and differ (a state the body never reads is no Scan state: its last row)."""
+        if start is None:
+            return None
+        first = start.shape or types.shape_of(start) or self._inferred_shape(start)
+        then = result.shape or self._inferred_shape(result)
+        if first is None or then is None or first.rank() == then.rank():
+            return None
+        return first.rank(), then.rank()
 
     def _empty_rows(
         self, node: ir.Node, body: ir.Graph, counters: list[int], terms: list[Term] | None
