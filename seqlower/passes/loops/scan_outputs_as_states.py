@@ -22,7 +22,7 @@ import onnx_ir as ir
 
 from seqlower.passes._base import NodeLoweringPass, Rewrite, Site
 from seqlower.passes._bounds import upper_bound
-from seqlower.passes._emit import fits_constant
+from seqlower.passes._emit import Emitter, fits_constant
 from seqlower.passes._ir import graph_attr, is_static
 from seqlower.passes._shared import restate_loop_body
 from seqlower.passes._types import TypeOracle, element_dtype
@@ -75,26 +75,9 @@ class ScanOutputsAsStates(NodeLoweringPass[_Plan]):
         node, body, names = ctx.node, plan.body, ctx.names
         states = len(node.inputs) - 2
         op, inside, tail = ctx.before(), ctx.into(body, pool="own"), ctx.after()
-        i = body.inputs[0]
         count_in = ir.Value(name=names.fresh(f"{ctx.base}_count"), type=_INT64, shape=ir.Shape([]))
         count_out = inside.Add(count_in, inside.int64s(1, hint="one"), _hint="count_next")
-        buffers, ins, outs = [], [], []
-        for (shape, dtype), row in zip(plan.rows, body.outputs[1 + states :], strict=True):
-            if fits_constant(plan.bound, *shape):
-                zeros = np.zeros((plan.bound, *shape), dtype=dtype)
-                buffers.append(op.constant(zeros, hint="rows"))
-            else:  # a row of a static [1e9]: the zeros made at run time
-                filler = ir.Tensor(np.zeros(1, dtype=dtype))
-                dims = op.int64s([plan.bound, *shape], hint="rows_shape")
-                buffers.append(op.ConstantOfShape(dims, value=filler, _hint="rows"))
-            index = np.arange(plan.bound, dtype=np.int64).reshape((-1,) + (1,) * len(shape))
-            hit = inside.Equal(inside.constant(index, hint="row_index"), i, _hint="this_row")
-            held = ir.Value(name=names.fresh(f"{ctx.base}_rows"), type=row.type)
-            held.shape = ir.Shape([plan.bound, *shape])
-            written = inside.Where(hit, inside.unsqueeze(row, [0], hint="row"), held, _hint="rows")
-            written.type, written.shape = row.type, held.shape
-            ins.append(held)
-            outs.append(written)
+        buffers, ins, outs = _row_states(plan, ctx, op, inside, states)
         body.extend(inside.nodes)
         restate_loop_body(body, states, [count_in, *ins], [count_out, *outs])
         finals = [ir.Value(name=names.fresh(f"{v.name or ctx.base}_loop")) for v in node.outputs]
@@ -115,6 +98,35 @@ class ScanOutputsAsStates(NodeLoweringPass[_Plan]):
         for new, old in zip(scans, node.outputs[states:], strict=True):
             new.type, new.shape = old.type, old.shape
         ctx.replace([*finals[:states], *scans], rename=True)
+
+
+def _row_states(
+    plan: _Plan, ctx: Rewrite, op: Emitter, inside: Emitter, states: int
+) -> tuple[list[ir.Value], list[ir.Value], list[ir.Value]]:
+    """Per scan output: its buffer of ``bound`` zero rows (made before the Loop), and the body's
+    state of it in and out (this iteration's row written by a ``Where`` on the row index)."""
+    body, names = plan.body, ctx.names
+    i = body.inputs[0]
+    buffers: list[ir.Value] = []
+    ins: list[ir.Value] = []
+    outs: list[ir.Value] = []
+    for (shape, dtype), row in zip(plan.rows, body.outputs[1 + states :], strict=True):
+        if fits_constant(plan.bound, *shape):
+            zeros = np.zeros((plan.bound, *shape), dtype=dtype)
+            buffers.append(op.constant(zeros, hint="rows"))
+        else:  # a row of a static [1e9]: the zeros made at run time
+            filler = ir.Tensor(np.zeros(1, dtype=dtype))
+            dims = op.int64s([plan.bound, *shape], hint="rows_shape")
+            buffers.append(op.ConstantOfShape(dims, value=filler, _hint="rows"))
+        index = np.arange(plan.bound, dtype=np.int64).reshape((-1,) + (1,) * len(shape))
+        hit = inside.Equal(inside.constant(index, hint="row_index"), i, _hint="this_row")
+        held = ir.Value(name=names.fresh(f"{ctx.base}_rows"), type=row.type)
+        held.shape = ir.Shape([plan.bound, *shape])
+        written = inside.Where(hit, inside.unsqueeze(row, [0], hint="row"), held, _hint="rows")
+        written.type, written.shape = row.type, held.shape
+        ins.append(held)
+        outs.append(written)
+    return buffers, ins, outs
 
 
 _INT64 = ir.TensorType(ir.DataType.INT64)
