@@ -808,13 +808,13 @@ def _guard_by_if(
     names and readers. No runtime runs a Scan of zero iterations right, and a body that may
     fail on an iteration the Loop never runs is then never run."""
     assert plan.guarded is not None
-    graph, names, opset = scan.graph, ctx.names, plan.opset
+    graph, names = scan.graph, ctx.names
     assert isinstance(graph, ir.Graph)
-    outer = Emitter(names, ctx.base, opset, None)
+    outer = ctx.into(graph, pool=None)
     runs = outer.Greater(count, outer.int64s(0, hint="none"), _hint="runs")
     states = len(scan.outputs) - stacked
     initials = [v for v in scan.inputs[:states]]
-    otherwise = Emitter(names, f"{ctx.base}_none", opset, None)
+    otherwise = ctx.into(graph, pool=None, prefix=f"{ctx.base}_none")  # the else-branch's
     firsts = otherwise.Mul(iterations, otherwise.int64s(0, hint="zero"), _hint="first_rows")
     empty: list[ir.Value] = []
     for j, out in enumerate(scan.outputs):
