@@ -13,6 +13,7 @@ timings.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -40,6 +41,10 @@ __all__ = ["CHILD", "BatchItem", "child_flags", "plan_batch", "run_batch", "shar
 
 #: Set in each model's run: a run started by a batch never starts one itself.
 CHILD = "SEQLOWER_BATCH_CHILD"
+
+#: In each model's run: the file descriptor on which it tells the batch what it put in place
+#: (:func:`tell_batch`): a run interrupted after its renames exits 130 having written its OUT.
+STATUS = "SEQLOWER_BATCH_STATUS"
 
 #: Flags that name one file or folder: several models would write it in turn.
 _ONE_MODEL_FLAGS = (
@@ -72,6 +77,7 @@ class BatchItem:
     warnings: list[str] = field(default_factory=list)
     #: The run's own JSON report (what ``seqlower MODEL -o OUT --report`` writes), when written.
     report: dict[str, Any] | None = None
+    written: list[str] = field(default_factory=list)  # what its run put in place, as it said
 
     @property
     def unchanged(self) -> bool:
@@ -82,13 +88,18 @@ class BatchItem:
     def word(self) -> str:
         if self.code is None:
             return "not run"
-        if self.code > 128:
-            return "interrupted"
+        if self.code > 128:  # stopped; after its renames, OUT is the new one all the same
+            return "written" if self.wrote_output else "interrupted"
         if self.code == ExitCode.OK and self.warnings:
             return "warnings"
         if self.unchanged:
             return "unchanged"
         return _WORDS.get(self.code, f"exit {self.code}")
+
+    @property
+    def wrote_output(self) -> bool:
+        """Whether its run said it put OUT in place (OUT and its weights, in full)."""
+        return self.output is not None and os.path.abspath(self.output) in self.written
 
     @property
     def blockers(self) -> list[str]:
@@ -272,6 +283,35 @@ def run_batch(
     return code
 
 
+def tell_batch(paths: Sequence[Path]) -> None:
+    """In a batch's run: tell the batch which files the run put in place (absolute paths,
+    NUL-separated), whatever ended it."""
+    fd = os.environ.get(STATUS)
+    if not fd:
+        return
+    data = "".join(f"{os.path.abspath(path)}\0" for path in paths).encode()
+    with contextlib.suppress(OSError, ValueError):
+        os.write(int(fd), data)
+        os.close(int(fd))
+
+
+def _told(fd: int) -> list[str]:
+    """What a run told the batch it put in place (read once the run has ended)."""
+    data = b""
+    while chunk := os.read(fd, 65536):
+        data += chunk
+    return [path for path in data.decode(errors="surrogateescape").split("\0") if path]
+
+
+def _what_was_written(items: list[BatchItem]) -> str:
+    """The files the runs put in place, every one, for the line that ends a stopped batch."""
+    written = [path for item in items for path in item.written]
+    if not written:
+        return "nothing was written"
+    verb = "were" if len(written) > 1 else "was"
+    return f"{', '.join(written)} {verb} written in full; nothing else was written"
+
+
 def _version() -> str:
     from seqlower._version import __version__
 
@@ -295,20 +335,33 @@ def _run_all(
             item.output.parent.mkdir(parents=True, exist_ok=True)
             command[4:4] = ["-o", str(item.output)]
         start = time.perf_counter()
-        with spawn(
-            command,
-            death_signal=signal.SIGTERM,  # the run unwinds, removing its temporary files
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env={**os.environ, "NO_COLOR": "1", CHILD: "1"},
-        ) as process:
-            with lock:
-                live.add(process)
-            _, stderr = process.communicate()
-            with lock:
-                live.discard(process)
+        status, told = os.pipe()
+        try:
+            with spawn(
+                command,
+                death_signal=signal.SIGTERM,  # the run unwinds, removing its temporary files
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env={**os.environ, "NO_COLOR": "1", CHILD: "1", STATUS: str(told)},
+                pass_fds=(told,),
+                # Its own group: a Ctrl-C at the terminal reaches the batch alone, which passes
+                # it on once (a second signal would cut the run's cleanup short).
+                start_new_session=True,
+            ) as process:
+                os.close(told)
+                told = -1
+                with lock:
+                    live.add(process)
+                _, stderr = process.communicate()
+                with lock:
+                    live.discard(process)
+            item.written = _told(status)
+        finally:
+            os.close(status)
+            if told >= 0:
+                os.close(told)
         item.code, item.seconds = process.returncode, time.perf_counter() - start
         if item.code < 0:  # killed by a signal it could not handle (SIGKILL: out of memory)
             item.code = 128 - item.code
@@ -327,15 +380,19 @@ def _run_all(
             if item.code is not None:
                 for line in _lines(item):
                     show.line(line)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
         stopping.set()
+        signum = getattr(e, "signum", signal.SIGINT)  # SIGTERM and SIGHUP: Interrupted
         with lock:
             for process in live:
-                process.terminate()  # SIGTERM: the run cleans up and leaves OUT as it was
+                with contextlib.suppress(OSError):
+                    process.send_signal(signum)  # the run cleans up, leaving OUT as it was
         pool.shutdown(wait=True, cancel_futures=True)
         _table(items, show)
-        show.error("interrupted; the models marked ok were written in full, the others not")
-        return ExitCode.INTERRUPTED
+        code = getattr(e, "exit_code", ExitCode.INTERRUPTED)
+        what = "interrupted" if code == ExitCode.INTERRUPTED else f"stopped by {e}"
+        show.error(f"{what}; {_what_was_written(items)}")
+        return code
     pool.shutdown(wait=True)
     _table(items, show)
     return max((item.code or 0 for item in items), default=0)
@@ -380,7 +437,7 @@ def _table(items: list[BatchItem], show: Printer) -> None:
     show.line(f"{'model':{width}}  {'result':14} {'time':>8}")
     for item in items:
         show.line(f"{item.model!s:{width}}  {item.word:14} {seconds(item.seconds):>8}")
-    failed = sum(1 for item in items if item.code != 0)
+    failed = sum(1 for item in items if item.code != 0 and item.word != "written")
     unchanged = sum(1 for item in items if item.unchanged)
     warned = sum(1 for item in items if item.code == 0 and item.warnings)
     show.line(

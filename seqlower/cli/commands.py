@@ -694,6 +694,10 @@ class _user_errors:
     ) -> Literal[False]:
         self._recording.__exit__(exc_type, exc, tb)
         self._signals.__exit__(exc_type, exc, tb)
+        if os.environ.get("SEQLOWER_BATCH_STATUS"):  # a batch's run (batch.STATUS)
+            from seqlower.cli.batch import tell_batch
+
+            tell_batch(getattr(exc, "written", None) or self.written)
         if exc is None or isinstance(exc, (click.exceptions.Exit, click.ClickException)):
             return False
         if isinstance(exc, SeqlowerError):
