@@ -20,6 +20,7 @@ from seqlower.verification import CheckOptions, verify
 from seqlower.verification.oracles import TARGET_ORACLES, oracle_label
 from tests.helpers import run_cli
 from tests.runtimes import RuntimeFailure, assert_same, require, run
+from tests.sequence_free_cases import CASES
 
 
 def _scan(length: str) -> onnx.ModelProto:
@@ -259,6 +260,15 @@ def test_a_loops_scan_outputs_become_states_of_its_count() -> None:
     model, feeds = for_loop()
     lowered = seqlower.lower(model, target="iree", check=False)
     assert_same(run("onnxruntime", model, feeds), run("onnxruntime", lowered, feeds))
+    # tf2onnx's map_fn, its rows untyped: the states are typed all the same (IREE's importer
+    # converts no Loop with an untyped state).
+    model, feeds = CASES["tf2onnx_map_fn"]()
+    lowered = seqlower.lower(model, target="iree", check=False)
+    (loop,) = [n for n in lowered.graph.node if n.op_type == "Loop"]
+    body = next(a.g for a in loop.attribute if a.name == "body")
+    assert all(value.type.tensor_type.elem_type for value in body.input[2:])
+    assert all(value.type.tensor_type.elem_type for value in body.output[1:])
+    assert_same(run("onnxruntime", model, feeds), run("onnxruntime", lowered, feeds))
 
 
 def test_target_iree_unrolls_or_freezes_what_iree_gets_wrong(tmp_path: Path) -> None:
@@ -270,6 +280,7 @@ def test_target_iree_unrolls_or_freezes_what_iree_gets_wrong(tmp_path: Path) -> 
         (_scan("T"), "x=4,6,10"),
         (LOOP_ROWS, "x=5,3"),
         (LOOP_ROWS, None),
+        (CASES["tf2onnx_map_fn"]()[0], None),
         (_while("And(under, more)"), None),
     ]
     for k, (model, shape) in enumerate(cases):
@@ -308,3 +319,22 @@ def test_old_forms_iree_cannot_convert_name_the_opset(tmp_path: Path) -> None:
     assert "--opset 13" in result.stdout + result.stderr
     result = run_cli(source, "-o", out, "--target", "iree", "--opset", "13")
     assert result.exit_code == 0, result.stdout + result.stderr
+
+
+def test_iree_cannot_compile_a_two_d_time_major_reverse_sequence() -> None:
+    """IREE 3.13.0 fails to compile a ReverseSequence of a [T, B] tensor with time_axis 0
+    ('LLVM Translation failed', ONNX's test_reversesequence_time): the row lowers every
+    ReverseSequence, and the lowered model runs there."""
+    model = onnx.parser.parse_model(
+        """
+        <ir_version: 8, opset_import: ["" : 17]>
+        g (float[5, 3] x, int64[3] lens) => (float[5, 3] y) {
+            y = ReverseSequence<batch_axis = 1, time_axis = 0>(x, lens)
+        }
+        """
+    )
+    feeds = {"x": np.arange(15, dtype=np.float32).reshape(5, 3), "lens": np.array([3, 2, 1])}
+    with pytest.raises(RuntimeFailure, match="LLVM Translation failed"):
+        run("iree", model, feeds)
+    lowered = seqlower.lower(model, target="iree", check=False)
+    assert_same(run("onnxruntime", model, feeds), run("iree", lowered, feeds))

@@ -81,12 +81,15 @@ class ScanOutputsAsRunTimeStates(NodeLoweringPass[_Plan]):
         for (shape, dtype), row in zip(plan.rows, body.outputs[1 + states :], strict=True):
             dims = op.Concat(count, op.int64s(list(shape), hint="row_shape"), axis=0, _hint="rows")
             buffers.append(op.Expand(op.constant(np.zeros((), dtype), hint="zero"), dims))
-            held = ir.Value(name=names.fresh(f"{ctx.base}_rows"), type=row.type)
+            # Typed from the plan: a body's untyped row (tf2onnx's) would leave the state
+            # untyped, which IREE's importer cannot convert ('onnx.Loop not converted').
+            typed = ir.TensorType(ir.DataType.from_numpy(dtype))
+            held = ir.Value(name=names.fresh(f"{ctx.base}_rows"), type=typed)
             held.shape = ir.Shape([None, *shape])
             written = inside.ScatterND(
                 held, where, inside.unsqueeze(row, [0], hint="row"), _hint="rows"
             )
-            written.type, written.shape = row.type, held.shape
+            written.type, written.shape = typed, held.shape
             ins.append(held)
             outs.append(written)
         body.extend(inside.nodes)
@@ -94,6 +97,10 @@ class ScanOutputsAsRunTimeStates(NodeLoweringPass[_Plan]):
         finals = [ir.Value(name=names.fresh(f"{v.name or ctx.base}_loop")) for v in node.outputs]
         for new, old in zip(finals, node.outputs, strict=True):
             new.type, new.shape = old.type, old.shape
+        for new, held in zip(finals[states:], ins, strict=True):  # as typed as the states
+            rank = None if held.shape is None else len(held.shape)
+            if new.type is None or new.shape is None or len(new.shape) != rank:
+                new.type, new.shape = held.type, held.shape
         del node.attributes["body"]
         op.Loop(
             *node.inputs, *buffers, body=body, _outputs=finals,
