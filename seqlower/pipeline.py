@@ -314,10 +314,11 @@ def check_arguments(
                 f"{type(passes).__name__}{hint}"
             )
         for k, spec in enumerate(passes):
-            if not isinstance(spec, (str, ir.passes.PassBase)):
+            if not isinstance(spec, (str, Repeat, ir.passes.PassBase)):
                 raise BadArgumentError(
                     f"passes[{k}] is {_shown(spec)}: each pass is a registered name "
-                    "(seqlower.passes.PASSES) or an onnx_ir pass instance"
+                    "(seqlower.passes.PASSES), a seqlower.targets.Repeat or an onnx_ir pass "
+                    "instance"
                 )
     if unroll_inputs is not None:
         for name, count in _named(unroll_inputs, "unroll_inputs", "input name to K"):
