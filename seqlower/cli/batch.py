@@ -139,6 +139,14 @@ def plan_batch(models: Sequence[Path], output: str | None) -> list[BatchItem]:
             raise OutputError(f"-o {output}: the directory {folder.parent} does not exist")
     items: list[BatchItem] = []
     for given in models:
+        if given.is_dir() and folder is not None and _within(given, folder):
+            why = (
+                "is the input folder: each output would replace its model"
+                if _within(folder, given)
+                else f"holds the input folder {given}, and no model under OUTDIR is read (it "
+                "may be an earlier batch's output)"
+            )
+            raise OutputError(f"-o {output}: the output folder {why}; lower into another folder")
         if given.is_dir():
             found = sorted(
                 p
@@ -158,6 +166,11 @@ def plan_batch(models: Sequence[Path], output: str | None) -> list[BatchItem]:
             items.append(BatchItem(model, out))
     _no_shared_paths(items)
     return items
+
+
+def _within(path: Path, folder: Path) -> bool:
+    """Whether ``path`` is ``folder`` or under it, links resolved."""
+    return Path(os.path.realpath(path)).is_relative_to(os.path.realpath(folder))
 
 
 def _no_link_between(folder: Path, out: Path) -> None:
@@ -207,41 +220,38 @@ def _no_shared_paths(items: list[BatchItem]) -> None:
                     )
 
 
-def child_flags(raw: Sequence[str], command: click.Command, models: Sequence[Path]) -> list[str]:
+def child_flags(raw: Sequence[str], command: click.Command, ctx: click.Context) -> list[str]:
     """The flags of ``raw`` (this command's arguments) for each model's own run: without the
-    models, ``-o`` and ``-j``; refused when one names a single file every run would write."""
-    takes_value = {
-        name
-        for param in command.params
-        if isinstance(param, click.Option) and not param.is_flag and not param.count
-        for name in param.opts + param.secondary_opts
-    }
-    left = list(models)
-    flags: list[str] = []
+    models, ``-o``, ``-j`` and ``--report``; refused when one names a single file every run
+    would write. Read by click's own parser (``-vo out/`` is ``-v -o out/``) and passed on in
+    their long form, each value a separate argument, in the order given."""
     args = list(raw[1:] if raw and raw[0] == "lower" else raw)
-    k = 0
-    while k < len(args):
-        arg = args[k]
-        name = arg.split("=", 1)[0]
-        if name in _ONE_MODEL_FLAGS:
+    values, _, order = command.make_parser(ctx).parse_args(args)
+    params = {param.name: param for param in command.params if isinstance(param, click.Option)}
+    flags: list[str] = []
+    for name in dict.fromkeys(param.name for param in order):
+        param = params.get(name or "")
+        if param is None or name not in values:
+            continue  # the models
+        option = next((o for o in param.opts if o.startswith("--")), param.opts[0])
+        if option in _ONE_MODEL_FLAGS:
             raise BadOptionError(
-                f"{name} names one file or folder: give it for one model, not a batch"
+                f"{option} names one file or folder: give it for one model, not a batch"
             )
-        if name in ("-o", "--output", "-j", "--jobs", "--report"):  # the batch's own
-            k += 1 if "=" in arg else 2
+        if option in ("--output", "--jobs", "--report"):  # the batch's own
             continue
-        if arg[:2] in ("-o", "-j") and len(arg) > 2:  # -oOUT, -j4: the value attached
-            k += 1
-            continue
-        if arg.startswith("-") and name in takes_value:
-            flags += args[k : k + (1 if "=" in arg else 2)]
-            k += 1 if "=" in arg else 2
-            continue
-        if not arg.startswith("-") and Path(arg) in left:
-            left.remove(Path(arg))
+        value = values[name]
+        if param.count:
+            flags += [option] * int(value)
+        elif param.is_flag:
+            bool_flag = getattr(param, "is_bool_flag", False)
+            if value is True if bool_flag else value == param.flag_value:
+                flags.append(option)
+            elif param.secondary_opts:
+                flags.append(param.secondary_opts[0])
         else:
-            flags.append(arg)
-        k += 1
+            for one in value if param.multiple else [value]:
+                flags += [option, *(one if isinstance(one, (list, tuple)) else [one])]
     return flags
 
 
@@ -329,11 +339,12 @@ def _run_all(
         if stopping.is_set():
             return item
         own_report = reports / f"{index}.json"
-        command = [sys.executable, "-m", "seqlower", str(item.model), *flags]
+        command = [sys.executable, "-m", "seqlower", "lower", *flags]
         command += ["--report", str(own_report)]
         if item.output is not None:
             item.output.parent.mkdir(parents=True, exist_ok=True)
-            command[4:4] = ["-o", str(item.output)]
+            command += ["-o", str(item.output)]
+        command += ["--", str(item.model)]  # a model named -m.onnx is not an option
         start = time.perf_counter()
         status, told = os.pipe()
         try:

@@ -190,7 +190,7 @@ def _batch(
         if os.environ.get(CHILD):
             raise click.UsageError("a run of a batch was given several models")
         raw = ctx.find_root().meta.get("seqlower.args", [])
-        flags = shared_memory(child_flags(raw, ctx.command, models), jobs)
+        flags = shared_memory(child_flags(raw, ctx.command, ctx), jobs)
         items = plan_batch(models, output)
         if report is not None:
             check_paths(None, None, None, report)

@@ -123,3 +123,65 @@ def test_a_stopped_batch_says_exactly_what_was_written(
         f"seqlower: {what}; {', '.join(written)} "
         f"{'were' if len(written) > 1 else 'was'} written in full; nothing else was written"
     ), stderr
+
+
+# ------------------------------------------------------- item 7: the batch's arguments
+
+
+def _zoo(tmp_path: Path, *names: str) -> Path:
+    zoo = tmp_path / "zoo"
+    zoo.mkdir()
+    for name in names:
+        onnx.save(REVERSE, zoo / name)
+    return zoo
+
+
+def test_a_model_named_like_an_option_is_batched(tmp_path: Path) -> None:
+    """Each run gets its model after ``--``: ``-m.onnx`` was read as an option by its run."""
+    zoo = _zoo(tmp_path, "-m.onnx", "b.onnx")
+    batch = subprocess.run(
+        [sys.executable, "-m", "seqlower", ".", "-o", "../out/", "--check-n", "1"],
+        cwd=zoo, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert batch.returncode == 0, batch.stdout + batch.stderr
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["-m.onnx", "b.onnx"]
+
+
+def test_combined_short_flags_reach_each_run(tmp_path: Path) -> None:
+    """``-vo out/`` is ``-v -o out/``: the runs got ``-vo`` and ``out/`` (a second model)."""
+    zoo = _zoo(tmp_path, "a.onnx", "b.onnx")
+    out = tmp_path / "out"
+    batch = subprocess.run(
+        [sys.executable, "-m", "seqlower", str(zoo), "-qvo", f"{out}{os.sep}", "--check-n", "1"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert batch.returncode == 0, batch.stdout + batch.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["a.onnx", "b.onnx"]
+
+
+def test_child_flags_are_the_parsed_options() -> None:
+    from seqlower.cli.batch import child_flags
+    from seqlower.cli.commands import cli
+
+    command = cli.commands["lower"]  # type: ignore[attr-defined]
+    ctx = command.make_context("lower", ["x.onnx"], resilient_parsing=True)
+    raw = ["lower", "zoo", "-vqo", "out/", "--dim=T=3", "-j2", "--no-check", "--", "-m.onnx"]
+    assert child_flags(raw, command, ctx) == ["--verbose", "--quiet", "--dim", "T=3", "--no-check"]
+
+
+@pytest.mark.parametrize("inside", [False, True])
+def test_the_output_folder_may_not_be_or_hold_the_input_folder(
+    tmp_path: Path, inside: bool
+) -> None:
+    zoo = _zoo(tmp_path, "a.onnx")
+    out = tmp_path if inside else zoo
+    batch = subprocess.run(
+        [sys.executable, "-m", "seqlower", str(zoo), "-o", f"{out}{os.sep}"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert batch.returncode == 2, batch.stderr
+    (line,) = batch.stderr.splitlines()
+    why = "holds the input folder" if inside else "is the input folder"
+    assert f"-o {out}{os.sep}: the output folder {why}" in line, line
+    assert "no .onnx file" not in line
+    assert sorted(p.name for p in zoo.iterdir()) == ["a.onnx"]
