@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper
 
+import seqlower
 from seqlower.passes._emit import Emitter, NameGenerator
 from seqlower.passes._induction import Condition, passes_through, trip_count
 from seqlower.passes._types import TypeOracle
@@ -309,3 +310,48 @@ def test_paddle_counter_is_a_counter(update: str) -> None:
     facts = Condition(loop, loop.attributes["body"].as_graph(), TypeOracle(ir_model))
     assert facts.is_counter(0)
     assert facts.step(1) is None  # the limit passes through: no step
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    form=st.fixed_dictionaries(
+        {
+            **_FORMS,
+            "dtype": st.sampled_from(["int32", "int64"]),
+            "compared": st.sampled_from(["counter", "next"]),
+            "toward": st.just(True),
+            "with_m": st.just(False),
+            "and_max": st.just(False),
+        }
+    ),
+    start=st.integers(-4, 6),
+    limit=st.integers(-6, 12),
+)
+def test_loop_to_scan_reads_each_counter_from_the_iteration_number(
+    form: dict[str, Any], start: int, limit: int
+) -> None:
+    """A counter of any step becomes ``start + step * i`` in the Scan, its final value
+    ``start + step * N`` outside: the Scan's results are the Loop's (counts of 1 and up: no
+    runtime runs a Scan of none, ``test_zero_trip_guard.py``)."""
+    toward = form.pop("toward")
+    strict = form["compare"] in ("Less", "Greater")
+    if toward:
+        ups = {True: "Less", False: "LessOrEqual"}, {True: "Greater", False: "GreaterOrEqual"}
+        form["compare"] = ups[0 if form["step"] > 0 else 1][strict]
+    form["start_outer"] = True
+    model = _counted_loop(**form)
+    shape = (1,) if form["row"] else ()
+    feeds = {
+        "m": np.array(0, np.int64),
+        "go": np.full(shape, True),
+        "limit": np.array(limit).astype(_NUMPY[form["limit_dtype"]]),
+        "max": np.array(0, np.int64),
+        "start": np.full(shape, start, _NUMPY[form["dtype"]]),
+    }
+    expected = run("onnxruntime", model, feeds)
+    scan = seqlower.lower(model, passes=["loop-to-scan"])
+    assert "Loop" not in {n.op_type for n in scan.graph.node}
+    assume(len(expected[1]) > 0)
+    actual = run("onnxruntime", scan, feeds)
+    for want, got in zip(expected, actual, strict=True):
+        np.testing.assert_array_equal(got, want)
