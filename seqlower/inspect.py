@@ -244,31 +244,36 @@ def _load(model: str | os.PathLike[str] | onnx.ModelProto) -> Any:
 def _dry_run(
     ir_model: Any, name: str, before: Counter[str], planning: LowerOptions
 ) -> PipelineView:
-    """The pipeline ``lower`` runs for ``name`` (``job.lower_pipeline``, with ``planning``'s
-    interface and shapes), on ``ir_model`` (a copy of its own): the passes, the target's
-    checks, and the opset asked for or a target's converter needs; no check."""
+    """The plan ``lower`` runs for ``name`` (:func:`seqlower.job.make_lower_plan`, with
+    ``planning``'s interface and shapes), run on ``ir_model`` (a copy of its own): the passes,
+    the target's checks, and the opset asked for or a target's converter needs; no check."""
     import dataclasses
 
     from seqlower._gc import gc_paused
-    from seqlower.job import lower_pipeline
+    from seqlower.job import make_lower_plan
     from seqlower.pipeline import op_counts, restamp
+    from seqlower.plan import run_plan
     from seqlower.targets import TARGETS
 
     view = PipelineView(name)
-    row = TARGETS.get(name)
     options = dataclasses.replace(
-        planning, passes=None, cleanup=True, sequence_free=name == "sequence-free"
+        planning,
+        passes=None,
+        cleanup=True,
+        sequence_free=name == "sequence-free",
+        check=False,
+        check_options=dataclasses.replace(
+            planning.check_options, targets=(name,) if name in TARGETS else (), expected=None
+        ),
     )
     try:
         with gc_paused():
-            rows = lower_pipeline(ir_model, options, None if row is None else name)
-            newest = None if row is None else row.max_opset
-            opset = planning.opset
-            if opset is None and newest is not None and ir_model.opset_imports.get("", 1) > newest:
-                view.notes.append(f"converted to opset {newest}, the newest its converters know")
-                opset = newest
+            plan = make_lower_plan(options)
+            rows = run_plan(plan, ir_model)
+            opset, flag, converting = plan.opset_for(ir_model)
+            if converting is not None:
+                view.notes.append(f"converted to opset {opset}, the newest its converters know")
             if opset is not None:
-                flag = "--opset" if planning.opset is not None else f"--target {name}"
                 restamp(ir_model, ir_version=None, opset=opset, flag=flag)
     except (SequenceFreeError, TargetError) as e:
         view.blockers = list(e.blockers)

@@ -44,17 +44,15 @@ from seqlower.errors import (
 from seqlower.io import check_model, load_model, save_model
 from seqlower.pipeline import (
     PassRow,
-    build_pipeline,
     check_at_constant_inputs,
     check_at_fixed_shapes,
     interface_reference,
     op_counts,
-    pass_rows,
     restamp,
-    run_pipeline,
 )
+from seqlower.plan import Plan, make_plan, run_plan
 from seqlower.summary import ModelFacts
-from seqlower.targets import Deployment, deployment
+from seqlower.targets import deployment
 
 if TYPE_CHECKING:
     from seqlower.verification import VerifyReport
@@ -340,7 +338,7 @@ def lower_file(
         options.save,
         failing_beside=target if options.check else None,
     )
-    deploy = _deployment(options)
+    plan = make_lower_plan(options)
     with progress(f"reading {model}"):
         ir_model = load_model(model)
     reads, keep = _files_read(model, ir_model, output)
@@ -352,11 +350,10 @@ def lower_file(
     check_options = _at_fixed_shapes(ir_model, original, options)
     if original is not None:
         check_names(original, check_options)
-    opset, target_notes = _target_opset(ir_model, deploy, options.opset, check=options.check)
+    opset, flag, converting = plan.opset_for(ir_model)
+    target_notes = [*plan.notes, *([converting] if converting else [])]
     with progress("lowering"):
-        rows = lower_pipeline(
-            ir_model, options, None if deploy.target is None else deploy.target.name
-        )
+        rows = run_plan(plan, ir_model)
         load_notes = seqlower.io.load_notes(ir_model)
         unchanged = (
             not options.unroll_inputs
@@ -369,15 +366,12 @@ def lower_file(
         notes_unchanged: list[str] = []
         if unchanged:
             ir_model, as_read = _as_read(model, opset, repaired=bool(load_notes))
-        flag = None
-        if options.opset is None and opset is not None and deploy.target is not None:
-            flag = f"--target {deploy.target.name} (converting to opset {opset})"
         notes = load_notes + restamp(
             ir_model, ir_version=options.ir_version, opset=opset, flag=flag
         )
         if as_read is not None:
             as_read.ir_version = ir_model.ir_version  # re-stamped only when asked
-        if unchanged and _kept_unchecked(original, options, deploy.proofs, opset):
+        if unchanged and _kept_unchecked(original, options, plan.runtimes, opset):
             notes_unchanged = [] if original is None else [KEPT_AS_READ]
             original = None  # the check would compare the model with itself
         # Without the check the written file is checked before it replaces anything
@@ -401,10 +395,10 @@ def lower_file(
         with progress("checking"):
             from seqlower.verification import verify  # imports onnxruntime: only when checking
 
-            proven = dataclasses.replace(check_options, targets=deploy.proofs)
+            proven = dataclasses.replace(check_options, targets=plan.runtimes)
             report = verify(original, lowered, _with_progress(proven, on_run))
         _record_check(result, report, original, None if options.dry_run else output, options.save)
-        if result.exit_code != ExitCode.OK and deploy.target is not None:
+        if result.exit_code != ExitCode.OK and plan.target is not None:
             result.warnings += _constant_input_hints(original, options)
     if not options.dry_run and (result.exit_code == ExitCode.OK or options.keep_on_failure):
         assert output is not None
@@ -435,26 +429,6 @@ def _files_read(
     reads = [model, *(Path(p) for p in seqlower.io.external_locations(ir_model))]
     in_place = output is not None and os.path.realpath(output) == os.path.realpath(model)
     return reads, [model] if in_place else reads
-
-
-def lower_pipeline(ir_model: ir.Model, options: LowerOptions, target: str | None) -> list[PassRow]:
-    """Run the passes ``options`` (or the ``target``'s row) ask for on ``ir_model``, with its
-    interface and shape flags; a row per pass. What ``lower_file`` runs and ``inspect``
-    runs dry."""
-    pipeline = build_pipeline(
-        options.passes,
-        cleanup=options.cleanup,
-        timed=True,
-        sequence_free=options.sequence_free,
-        unroll_inputs=options.unroll_inputs,
-        optional_inputs=options.optional_inputs,
-        target=target,
-        input_shapes=options.overwrite_input_shapes,
-        constant_inputs=options.constant_inputs,
-        drop_constant_inputs=options.drop_constant_inputs,
-    )
-    run_pipeline(ir_model, pipeline)
-    return pass_rows(pipeline.passes)
 
 
 def _at_fixed_shapes(
@@ -751,55 +725,26 @@ def _validate_given_inputs(model: onnx.ModelProto, options: LowerOptions) -> Non
         validate_inputs(model, feeds, analyze(model), where=where)
 
 
-def _deployment(options: LowerOptions) -> Deployment:
-    """What the ``--target`` names ask for (the pipeline of their row of the target table, the
-    runtimes that prove it). With the check each proof runtime must be installed, and a target
-    seqlower cannot run is refused: exit 2 before any work, naming ``--no-check``, the one way
-    to lower for a target unproven."""
-    deploy = deployment(options.check_options.targets)
-    if deploy.target is not None and (options.passes is not None or options.sequence_free):
-        flag = "--sequence-free" if options.sequence_free else "--passes/--skip"
-        raise BadOptionError(
-            f"--target {deploy.target.name} chooses its own passes; leave out {flag} "
-            "(seqlower --list-targets shows them)"
-        )
+def make_lower_plan(options: LowerOptions) -> Plan:
+    """The plan ``options`` ask for (:func:`seqlower.plan.make_plan`): with the check each
+    runtime that proves the target must be installed, and a target seqlower cannot run is
+    refused: exit 2 before any work, naming ``--no-check``, the one way to lower for a target
+    unproven. What :func:`lower_file` runs and ``inspect`` runs dry."""
     if options.check_options.expected is not None and not options.check:
         raise BadOptionError("--expected: comparing with the framework's outputs needs the check")
-    if not options.check:
-        return deploy
-    from seqlower.verification.oracles import cannot_run, load_target
-
-    if deploy.unproven:
-        raise cannot_run(deploy.unproven[0])
-    for name in deploy.proofs:  # found, not imported: the check imports it (torch: 6 s)
-        load_target(name, imports=False)
-    return deploy
-
-
-def _target_opset(
-    model: ir.Model, deploy: Deployment, opset: int | None, *, check: bool
-) -> tuple[int | None, list[str]]:
-    """The opset to convert to: the user's, or the newest the target's converter knows when
-    the model is newer (onnx2torch stops at 18), and, without the check, that the targets are
-    not proven."""
-    unproven = dict.fromkeys([*deploy.proofs, *deploy.unproven]) if not check else {}
-    notes = [
-        f"--target {name}: not proven on {name} (--no-check: the lowered model was not run there)"
-        for name in unproven
-    ]
-    row = deploy.target
-    newest = None if row is None else row.max_opset
-    if (
-        row is not None
-        and opset is None
-        and newest is not None
-        and model.opset_imports.get("", 1) > newest
-    ):
-        notes.append(
-            f"--target {row.name}: converting to opset {newest}, the newest its converters know"
-        )
-        return newest, notes
-    return opset, notes
+    return make_plan(
+        options.check_options.targets,
+        passes=options.passes,
+        sequence_free=options.sequence_free,
+        cleanup=options.cleanup,
+        unroll_inputs=options.unroll_inputs,
+        optional_inputs=options.optional_inputs,
+        input_shapes=options.overwrite_input_shapes,
+        constant_inputs=options.constant_inputs,
+        drop_constant_inputs=options.drop_constant_inputs,
+        opset=options.opset,
+        check=options.check,
+    )
 
 
 def _runtime_notes(model: ir.Model) -> list[str]:

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
-import os
 import time
-import warnings
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import onnx
@@ -17,20 +15,14 @@ import onnx_ir as ir
 from onnx_ir.passes.common import TopologicalSortPass
 
 from seqlower._cleanup import RemoveUnusedNodes
-from seqlower._gc import gc_paused
 from seqlower._graphs import all_graphs, is_onnx, subgraphs_of
 from seqlower.errors import (
     BadArgumentError,
-    CannotVerifyError,
     InvalidModelError,
-    ModelTypeError,
-    ProofFailedError,
     SeqlowerError,
     TargetError,
 )
 from seqlower.io import (
-    load_model,
-    model_from_proto,
     self_contained_proto,
     version_converter_problem,
 )
@@ -51,8 +43,8 @@ if TYPE_CHECKING:  # onnxruntime loads with it: only when a proof runs
     from seqlower.verification import CheckOptions
 
 __all__ = [
-    "LowerReport",
     "PassRow",
+    "PassSpec",
     "SortIfNeeded",
     "TimedPass",
     "build_pipeline",
@@ -60,8 +52,6 @@ __all__ = [
     "check_at_constant_inputs",
     "check_at_fixed_shapes",
     "leaf_passes",
-    "lower",
-    "lower_with_report",
     "op_counts",
     "pass_name",
     "pass_rows",
@@ -457,7 +447,9 @@ def _caused_by(error: BaseException, kind: type[BaseException]) -> bool:
     return False
 
 
-def run_pipeline(model: ir.Model, pipeline: ir.passes.PassManager) -> ir.passes.PassResult:
+def run_pipeline(
+    model: ir.Model, pipeline: ir.passes.PassManager, *, forget_sizes: bool = True
+) -> ir.passes.PassResult:
     """Run ``pipeline`` on ``model`` in place, surfacing seqlower's own errors unwrapped.
 
     PassManager wraps every exception in PassError; a user who gave a malformed node wants the
@@ -466,10 +458,11 @@ def run_pipeline(model: ir.Model, pipeline: ir.passes.PassManager) -> ir.passes.
     size (``passes/_declared.py``): those not proven are forgotten first, for good but on the
     outputs nothing reads.
     """
-    forgotten = forget_declared_sizes(model)
+    forgotten = forget_declared_sizes(model) if forget_sizes else None
     try:
         result = pipeline(model)
-        forgotten.restore_interface(model)
+        if forgotten is not None:
+            forgotten.restore_interface(model)
         return result
     except Exception as e:
         cause: BaseException | None = e
@@ -512,173 +505,6 @@ def _with_static_shapes_hint(
     return TargetError(error.target, error.blockers, hint)
 
 
-@overload
-def lower(
-    model: onnx.ModelProto | str | os.PathLike[str],
-    passes: Sequence[PassSpec] | None = ...,
-    *,
-    cleanup: bool = ...,
-    sequence_free: bool = ...,
-    unroll_inputs: Mapping[str, int] | None = ...,
-    optional_inputs: Mapping[str, bool] | None = ...,
-    target: str | None = ...,
-    check: bool | CheckOptions = ...,
-    input_shapes: Mapping[str, Sequence[int]] | None = ...,
-    constant_inputs: Mapping[str, Any] | None = ...,
-    drop_constant_inputs: bool = ...,
-) -> onnx.ModelProto: ...
-@overload
-def lower(
-    model: ir.Model,
-    passes: Sequence[PassSpec] | None = ...,
-    *,
-    cleanup: bool = ...,
-    sequence_free: bool = ...,
-    unroll_inputs: Mapping[str, int] | None = ...,
-    optional_inputs: Mapping[str, bool] | None = ...,
-    target: str | None = ...,
-    check: bool | CheckOptions = ...,
-    input_shapes: Mapping[str, Sequence[int]] | None = ...,
-    constant_inputs: Mapping[str, Any] | None = ...,
-    drop_constant_inputs: bool = ...,
-) -> ir.Model: ...
-def lower(
-    model: onnx.ModelProto | ir.Model | str | os.PathLike[str],
-    passes: Sequence[PassSpec] | None = None,
-    *,
-    cleanup: bool = True,
-    sequence_free: bool = False,
-    unroll_inputs: Mapping[str, int] | None = None,
-    optional_inputs: Mapping[str, bool] | None = None,
-    target: str | None = None,
-    check: bool | CheckOptions = True,
-    input_shapes: Mapping[str, Sequence[int]] | None = None,
-    constant_inputs: Mapping[str, Any] | None = None,
-    drop_constant_inputs: bool = False,
-) -> onnx.ModelProto | ir.Model:
-    """Lower every SequenceMap (and the other registered ops) in ``model``.
-
-    - ``onnx.ModelProto``: returns a new ModelProto; the input is not modified.
-    - ``onnx_ir.Model``: lowered in place and returned.
-    - a path: the file is read and a ModelProto returned.
-
-    ``passes`` picks lowering passes by name (see ``seqlower.passes.PASSES``) or instance;
-    ``cleanup=False`` skips dead-node removal and sorting, leaving all else as it was.
-    ``sequence_free=True`` returns a model with no sequence op or sequence-typed value, or
-    raises :class:`seqlower.errors.SequenceFreeError` naming every blocker (README: "Which
-    mode for which runtime"). ``unroll_inputs={"NAME": K}`` replaces the sequence
-    input NAME by K tensor inputs ``NAME_0``..``NAME_{K-1}`` (a new interface, so only on request).
-    ``target="tract"`` (see :data:`seqlower.targets.TARGETS`) lowers for that runtime, or raises
-    :class:`seqlower.errors.TargetError` / ``SequenceFreeError`` naming every blocker; then
-    proves the result on the target's runtime as ``seqlower --target`` does (a ``CheckOptions``
-    as ``check`` says how), raising ``ProofFailedError`` when it fails there and
-    ``TargetUnavailableError`` before any work when the runtime is not installed;
-    ``check=False`` lowers for the target unproven.
-    ``input_shapes={"x": (1, 8, 16)}`` fixes those inputs' shapes before lowering (as
-    ``--overwrite-input-shape``) and folds what they make constant; the proof runs at them.
-    ``constant_inputs={"mode": 1}`` fixes those inputs' values (as ``--constant-input``; a
-    ``str`` is read as the command line reads VALUE) and folds what they decide (the ``If``s
-    choosing by them); the inputs stay, read by nothing (the lowered model computes what the
-    original computes at that value, whatever it is fed), unless ``drop_constant_inputs``; the
-    proof feeds that value.
-    :func:`lower_with_report` does the same and also says what each pass did (README: "Python
-    API").
-    """
-    pipeline = build_pipeline(
-        passes,
-        cleanup=cleanup,
-        sequence_free=sequence_free,
-        unroll_inputs=unroll_inputs,
-        optional_inputs=optional_inputs,
-        target=target,
-        input_shapes=input_shapes,
-        constant_inputs=constant_inputs,
-        drop_constant_inputs=drop_constant_inputs,
-    )
-    proof = _proof(target, check)
-    with gc_paused():
-        return _lower(
-            model,
-            pipeline,
-            proof=proof,
-            input_shapes=input_shapes,
-            interface=(unroll_inputs, optional_inputs),
-            constants=(constant_inputs, drop_constant_inputs),
-            target=target,
-        )
-
-
-def _lower(
-    model: onnx.ModelProto | ir.Model | str | os.PathLike[str],
-    pipeline: ir.passes.PassManager,
-    counts: list[Counter[str]] | None = None,
-    *,
-    proof: CheckOptions | None = None,
-    input_shapes: Mapping[str, Sequence[int]] | None = None,
-    interface: tuple[Mapping[str, int] | None, Mapping[str, bool] | None] = (None, None),
-    constants: tuple[Mapping[str, Any] | None, bool] = (None, False),
-    target: str | None = None,
-) -> onnx.ModelProto | ir.Model:
-    """``counts``, when given, gets the op counts before and after the passes; ``proof``, when
-    given, is the check the lowered model must pass (it raises otherwise), at ``input_shapes``,
-    against the original with the ``interface`` (unrolled, optional inputs) the pipeline gives,
-    fed the ``constants`` (values, and whether they are dropped) the pipeline fixes.
-    A model newer than ``target``'s converters know is converted to their newest opset, as the
-    command line does (onnx2torch: 17)."""
-    newest = None if target is None else get_target(target).max_opset
-
-    def run(ir_model: ir.Model) -> ir.Model:
-        nonlocal proof
-        values, drop = constants
-        reference = (
-            None
-            if proof is None
-            else interface_reference(ir_model, *interface, values if drop else None)
-        )
-        if proof is not None and reference is not None and input_shapes:
-            proof = check_at_fixed_shapes(proof, reference, input_shapes)
-        if proof is not None and reference is not None and values and not drop:
-            proof = check_at_constant_inputs(proof, reference, values)
-        original = None if reference is None else self_contained_proto(reference)
-        if counts is not None:
-            counts.append(op_counts(ir_model))
-        run_pipeline(ir_model, pipeline)
-        if newest is not None and ir_model.opset_imports.get("", 1) > newest:
-            flag = f"target={target!r} (converting to opset {newest})"
-            restamp(ir_model, ir_version=None, opset=newest, flag=flag)
-        if counts is not None:
-            counts.append(op_counts(ir_model))
-        if original is not None and proof is not None:
-            _prove(original, self_contained_proto(ir_model), proof)
-        return ir_model
-
-    if isinstance(model, ir.Model):
-        # All or nothing: a later pass may fail after an earlier one changed the model, so a
-        # copy is kept and put back (every slot of the Model object) when any pass fails.
-        try:
-            backup = model.clone()
-        except Exception as e:
-            if _caused_by(e, RecursionError):
-                raise InvalidModelError(TOO_DEEP_TO_WALK) from None
-            raise
-        try:
-            return run(model)
-        except BaseException:
-            for slot in ir.Model.__slots__:
-                setattr(model, slot, getattr(backup, slot))
-            raise
-    if isinstance(model, onnx.ModelProto):
-        ir_model = model_from_proto(model)
-    elif isinstance(model, (str, os.PathLike)):
-        ir_model = load_model(model)
-        run(ir_model)
-        # Like onnx.load, return a self-contained proto: external weights read into it.
-        return self_contained_proto(ir_model, may_modify=True)
-    else:
-        raise ModelTypeError("lower", model)
-    return ir.serde.serialize_model(run(ir_model))
-
-
 def check_at_fixed_shapes(
     options: CheckOptions, model: ir.Model, shapes: Mapping[str, Sequence[int]]
 ) -> CheckOptions:
@@ -718,51 +544,6 @@ def check_at_constant_inputs(
     return dataclasses.replace(options, constant_inputs=fed)
 
 
-def _proof(target: str | None, check: bool | CheckOptions) -> CheckOptions | None:
-    """The check that proves a lowering for ``target`` on its runtimes, each installed (else
-    TargetUnavailableError now, before any work); None when no proof is asked for."""
-    if target is None or check is False:
-        return None
-    from seqlower.targets import deployment
-    from seqlower.verification import CheckOptions
-    from seqlower.verification.oracles import cannot_run, load_target
-
-    deploy = deployment([target])
-    if deploy.unproven:
-        raise cannot_run(target, api=True)
-    for name in deploy.proofs:  # found, not imported: the check imports it
-        load_target(name, api=True, imports=False)
-    options = check if isinstance(check, CheckOptions) else CheckOptions()
-    return dataclasses.replace(options, targets=deploy.proofs)
-
-
-def _prove(original: onnx.ModelProto, lowered: onnx.ModelProto, options: CheckOptions) -> None:
-    """Run the check; raise unless it proves ``lowered`` on every target runtime."""
-    from seqlower.verification import verify
-
-    report = verify(original, lowered, options)
-    where = ", ".join(options.targets)
-    if report.status == "cannot_verify":
-        raise CannotVerifyError(f"cannot prove the lowered model on {where}: {report.reason}")
-    if not report.ok:
-        culprit = report.culprit or "lowering"
-        raise ProofFailedError(
-            f"the lowered model fails on {where}{_blamed(culprit)}: {report.reason}",
-            report,
-            culprit,
-        )
-    for warning in report.warnings:  # a difference the original shares: the export's
-        warnings.warn(warning, stacklevel=4)
-
-
-def _blamed(culprit: str) -> str:
-    """Whose fault a failed proof is, in words, when not the lowering's."""
-    return {
-        "runtime": " (the runtime's fault: it gets the original wrong too)",
-        "export": " (the export's fault: the original differs from the expected outputs too)",
-    }.get(culprit, "")
-
-
 @dataclass
 class PassRow:
     """One pass of a run: nodes it rewrote (None for the cleanup), time, forms chosen."""
@@ -773,6 +554,7 @@ class PassRow:
     seconds: float
     forms: dict[str, int] | None = None  # how the nodes were lowered, for passes that choose
     repairs: bool = False  # the pass repairs nodes for a runtime (keeps their op)
+    verbose_only: bool = False  # a step of every run, shown with -v only (the declared sizes')
 
 
 def pass_rows(passes: Sequence[ir.passes.PassBase]) -> list[PassRow]:
@@ -805,110 +587,6 @@ def op_counts(model: ir.Model) -> Counter[str]:
         for node in graph:
             counts[node.op_type if is_onnx(node) else f"{node.domain}::{node.op_type}"] += 1
     return counts
-
-
-M = TypeVar("M", onnx.ModelProto, ir.Model)
-
-
-@dataclass
-class LowerReport(Generic[M]):
-    """What :func:`lower_with_report` returns: the lowered model and what each pass did.
-
-    ``str(report)`` is the pass and op tables ``seqlower MODEL -o OUT -v`` prints.
-    """
-
-    model: M
-    passes: list[PassRow]
-    ops_before: Counter[str]
-    ops_after: Counter[str]
-
-    @property
-    def rewritten(self) -> int:
-        """Nodes rewritten by all passes together."""
-        return sum(row.rewritten or 0 for row in self.passes)
-
-    def __str__(self) -> str:
-        from seqlower.summary import pass_lines
-
-        return "\n".join(pass_lines(self.passes, self.ops_before, self.ops_after, verbose=1))
-
-
-@overload
-def lower_with_report(
-    model: onnx.ModelProto | str | os.PathLike[str],
-    passes: Sequence[PassSpec] | None = ...,
-    *,
-    cleanup: bool = ...,
-    sequence_free: bool = ...,
-    unroll_inputs: Mapping[str, int] | None = ...,
-    optional_inputs: Mapping[str, bool] | None = ...,
-    target: str | None = ...,
-    check: bool | CheckOptions = ...,
-    input_shapes: Mapping[str, Sequence[int]] | None = ...,
-    constant_inputs: Mapping[str, Any] | None = ...,
-    drop_constant_inputs: bool = ...,
-) -> LowerReport[onnx.ModelProto]: ...
-@overload
-def lower_with_report(
-    model: ir.Model,
-    passes: Sequence[PassSpec] | None = ...,
-    *,
-    cleanup: bool = ...,
-    sequence_free: bool = ...,
-    unroll_inputs: Mapping[str, int] | None = ...,
-    optional_inputs: Mapping[str, bool] | None = ...,
-    target: str | None = ...,
-    check: bool | CheckOptions = ...,
-    input_shapes: Mapping[str, Sequence[int]] | None = ...,
-    constant_inputs: Mapping[str, Any] | None = ...,
-    drop_constant_inputs: bool = ...,
-) -> LowerReport[ir.Model]: ...
-def lower_with_report(
-    model: onnx.ModelProto | ir.Model | str | os.PathLike[str],
-    passes: Sequence[PassSpec] | None = None,
-    *,
-    cleanup: bool = True,
-    sequence_free: bool = False,
-    unroll_inputs: Mapping[str, int] | None = None,
-    optional_inputs: Mapping[str, bool] | None = None,
-    target: str | None = None,
-    check: bool | CheckOptions = True,
-    input_shapes: Mapping[str, Sequence[int]] | None = None,
-    constant_inputs: Mapping[str, Any] | None = None,
-    drop_constant_inputs: bool = False,
-) -> LowerReport[Any]:
-    """:func:`lower` (same arguments, same result in ``.model``), reporting what it did.
-
-    ``report.passes`` holds one :class:`PassRow` per pass (nodes rewritten, seconds, forms
-    chosen), ``report.ops_before``/``ops_after`` the op counts of every scope (README:
-    "Python API").
-    """
-    pipeline = build_pipeline(
-        passes,
-        cleanup=cleanup,
-        timed=True,
-        sequence_free=sequence_free,
-        unroll_inputs=unroll_inputs,
-        optional_inputs=optional_inputs,
-        target=target,
-        input_shapes=input_shapes,
-        constant_inputs=constant_inputs,
-        drop_constant_inputs=drop_constant_inputs,
-    )
-    proof = _proof(target, check)
-    counts: list[Counter[str]] = []
-    with gc_paused():
-        lowered = _lower(
-            model,
-            pipeline,
-            counts,
-            proof=proof,
-            input_shapes=input_shapes,
-            interface=(unroll_inputs, optional_inputs),
-            constants=(constant_inputs, drop_constant_inputs),
-            target=target,
-        )
-    return LowerReport(lowered, pass_rows(pipeline.passes), counts[0], counts[1])
 
 
 def restamp(

@@ -65,6 +65,8 @@ def pass_lines(
     """The pass table (``PassRow``-like rows) and the op table (changed ops; all with -v)."""
     lines = [f"{'pass':26} {'rewritten':>9} {'time':>10}"]
     for row in passes:
+        if getattr(row, "verbose_only", False) and not verbose:
+            continue
         rewritten = "" if row.rewritten is None else str(row.rewritten)
         line = f"{row.name:26} {rewritten:>9} {seconds(row.seconds):>10}"
         if row.forms:

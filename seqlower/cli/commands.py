@@ -253,7 +253,7 @@ def _pipelines_of(name: str) -> str:
 def _list_targets(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
     if not value or ctx.resilient_parsing:
         return
-    from seqlower.targets import describe_targets
+    from seqlower.cli.output import describe_targets
 
     printer = Printer(quiet=False)
     for line in describe_targets().splitlines():

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from seqlower.job import LowerResult
     from seqlower.verification import VerifyReport
 
-__all__ = ["Printer", "seconds"]
+__all__ = ["Printer", "describe_targets", "seconds"]
 
 
 class Printer:
@@ -129,3 +129,56 @@ def _isatty(stream: Any) -> bool:
         return bool(stream.isatty())
     except (AttributeError, ValueError):
         return False
+
+
+def describe_targets() -> str:
+    """The target table as text, one block per target (what ``seqlower --list-targets``
+    prints), each proof runtime's version here or why it cannot run here."""
+    from seqlower.targets import TARGETS
+
+    lines = []
+    for target in TARGETS.values():
+        lines.append(f"{target.name}  [{target.measured}: {target.versions}]")
+        lines.append(f"  passes:           {', '.join(target.pass_names)}")
+        if target.expand_ops:
+            lines.append(
+                f"  expanded:         {', '.join(target.expand_ops)} (ONNX function bodies)"
+            )
+        if target.op_versions:
+            newest = ", ".join(f"{op}-{v}" for op, v in target.op_versions)
+            lines.append(f"  op versions:      {newest} (newer: re-stamped if only types changed)")
+        if target.attribute_defaults:
+            written = ", ".join(f"{op}.{name}={v}" for op, name, v in target.attribute_defaults)
+            lines.append(f"  defaults written: {written} (the converter misreads them)")
+        lines.append(f"  checks:           {', '.join(target.requires) or 'none'}")
+        lines.append(
+            f"  Loop: {target.loops}; ReverseSequence: {target.reverse_sequence}; "
+            f"opset: {target.max_opset or 'any'}; symbolic names dropped: "
+            f"{'yes' if target.strip_symbolic_dims else 'no'}"
+        )
+        lines.append(f"  still blocks:     {target.still_blocks}")
+        if target.static_shapes:
+            lines.append(
+                f"  static shapes:    {target.static_shapes}: --overwrite-input-shape NAME=D0,..."
+            )
+        proofs = "; ".join(_proof_here(name) for name in target.proofs)
+        lines.append(
+            f"  proven on:        {proofs or 'nothing seqlower runs (--no-check lowers for it)'}"
+        )
+    return "\n".join(lines)
+
+
+def _proof_here(name: str) -> str:
+    """The oracle ``name`` proves with, and its version here or why it cannot run here."""
+    from seqlower.errors import SeqlowerError
+    from seqlower.verification.oracles import TARGET_ORACLES, load_target, oracle_label
+
+    oracle = TARGET_ORACLES.get(name)
+    if oracle is None:
+        return name
+    try:
+        load_target(name, lowering=False)
+    except SeqlowerError as e:
+        reason = str(e).split(": ", 1)[-1].split(", so ")[0]
+        return f"{name} ({reason} here: pip install 'seqlower[{getattr(oracle, 'extra', name)}]')"
+    return f"{name} ({oracle_label(oracle)} here)"

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import onnx
 
+from seqlower._graphs import ONNX_DOMAINS
 from seqlower._signals import spawn
 from seqlower.verification.oracles import (
     DEFAULT_TARGET_TIMEOUT,
@@ -95,7 +96,7 @@ _NEWER_FORMS = {"Unsqueeze": 13, "Slice": 10}
 def _older_forms(model: onnx.ModelProto, message: str) -> str:
     """The fix when IREE refused an op in a form older than the one it converts: the model
     converted to a newer opset (``--opset``)."""
-    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
+    opset = next((o.version for o in model.opset_import if o.domain in ONNX_DOMAINS), None)
     for op, newest in _NEWER_FORMS.items():
         if f"onnx.{op} not converted" in message and opset is not None and opset < newest:
             return (

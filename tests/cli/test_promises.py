@@ -16,6 +16,7 @@ from click.testing import CliRunner
 
 import seqlower.io
 import seqlower.job
+import seqlower.plan
 import seqlower.verification.inputs
 from seqlower.cli.commands import cli
 from tests.helpers import assert_one_line_error
@@ -65,7 +66,7 @@ def test_out_of_memory_while_lowering_is_exit_3(
 ) -> None:
     source, out = tmp_path / "small.onnx", tmp_path / "out.onnx"
     onnx.save(SMALL, source)
-    monkeypatch.setattr(seqlower.job, "run_pipeline", _out_of_memory)
+    monkeypatch.setattr(seqlower.plan, "run_pipeline", _out_of_memory)
     line = _one_line(CliRunner().invoke(cli, [str(source), "-o", str(out)]), 3)
     assert line.startswith("seqlower: error: seqlower ran out of memory")
     assert not out.exists()

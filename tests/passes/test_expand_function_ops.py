@@ -14,8 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import seqlower
+from seqlower.cli.output import describe_targets
 from seqlower.passes import ExpandFunctionOps
-from seqlower.targets import TARGETS, describe_targets
+from seqlower.targets import TARGETS
 from tests.helpers import EXAMPLE, all_op_types
 from tests.runtimes import assert_same, require, run
 

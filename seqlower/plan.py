@@ -1,0 +1,531 @@
+"""The one lowering plan: what a run does, worked out once from its options and the model.
+
+What a ``--target`` (or ``target=``) means is decided here and nowhere else: :func:`make_plan`
+resolves the names to the row of :data:`seqlower.targets.PIPELINES` whose passes run, the
+check's runtimes that must prove the result (each installed, else exit 2 before any work), and
+the opset the lowered model is converted to (the row's converters' newest when the model is
+newer); :func:`run_plan` runs it. :func:`seqlower.lower`, the command line's file job and
+``inspect`` call these two.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+import warnings
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
+
+import onnx
+import onnx_ir as ir
+
+from seqlower._gc import gc_paused
+from seqlower.errors import (
+    BadArgumentError,
+    BadOptionError,
+    CannotVerifyError,
+    InvalidModelError,
+    ModelTypeError,
+    ProofFailedError,
+)
+from seqlower.io import load_model, model_from_proto, self_contained_proto
+from seqlower.passes._declared import forget_declared_sizes
+from seqlower.pipeline import (
+    TOO_DEEP_TO_WALK,
+    PassRow,
+    PassSpec,
+    _caused_by,
+    build_pipeline,
+    check_at_constant_inputs,
+    check_at_fixed_shapes,
+    interface_reference,
+    op_counts,
+    pass_rows,
+    restamp,
+    run_pipeline,
+)
+from seqlower.targets import Pipeline, Target, deployment, get_pipeline, get_target
+
+if TYPE_CHECKING:  # onnxruntime loads with it: only when a proof runs
+    from seqlower.verification import CheckOptions
+
+__all__ = [
+    "DECLARED_SIZES",
+    "LowerReport",
+    "Plan",
+    "lower",
+    "lower_with_report",
+    "make_plan",
+    "plan_pipeline",
+    "run_plan",
+]
+
+#: The name of the step that forgets the sizes a model declares but nothing enforces, in
+#: reports (``-v``'s timings).
+DECLARED_SIZES = "forget-declared-sizes"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A lowering, resolved: the row whose passes run (or the passes asked for), the interface
+    and shape changes, the opset to convert to, and the runtimes that must prove the result."""
+
+    #: The row of the pipeline table that runs (a :class:`~seqlower.targets.Target` for
+    #: ``--target``).
+    row: Pipeline
+    #: The passes asked for by name or instance (``--passes``); None: the row's.
+    passes: tuple[PassSpec, ...] | None = None
+    cleanup: bool = True
+    unroll_inputs: Mapping[str, int] = field(default_factory=dict)
+    optional_inputs: Mapping[str, bool] = field(default_factory=dict)
+    #: ``--overwrite-input-shape``: the static shapes the model is lowered (and checked) at.
+    input_shapes: Mapping[str, Sequence[int]] = field(default_factory=dict)
+    #: ``--constant-input``: the one value each of these inputs is lowered (and checked) at,
+    #: and whether they leave the interface (``--drop-constant-inputs``).
+    constant_inputs: Mapping[str, Any] = field(default_factory=dict)
+    drop_constant_inputs: bool = False
+    #: The default-domain opset asked for (``--opset``; None: kept, or the target's converters'
+    #: newest when the model is newer: :meth:`opset_for`).
+    opset: int | None = None
+    #: The check's runtimes that must prove the lowered model (empty: no proof asked).
+    runtimes: tuple[str, ...] = ()
+    #: What the plan says of itself (a target unproven, a conversion the target asks for).
+    notes: tuple[str, ...] = ()
+
+    #: Whether messages name :func:`seqlower.lower`'s arguments rather than flags.
+    api: bool = False
+
+    @property
+    def target(self) -> Target | None:
+        return self.row if isinstance(self.row, Target) else None
+
+    def opset_for(self, model: ir.Model) -> tuple[int | None, str | None, str | None]:
+        """The opset ``model`` is converted to (None: kept), what asks for it (for messages;
+        None: ``--opset``), and a note when the target does: the model is newer than its
+        converters know (onnx2torch: 17)."""
+        newest = None if self.target is None else self.target.max_opset
+        if self.opset is not None or newest is None or model.opset_imports.get("", 1) <= newest:
+            return self.opset, None, None
+        name = self.row.name
+        flag = f"target={name!r}" if self.api else f"--target {name}"
+        note = f"--target {name}: converting to opset {newest}, the newest its converters know"
+        return newest, f"{flag} (converting to opset {newest})", note
+
+
+def make_plan(
+    targets: Sequence[str] = (),
+    *,
+    passes: Sequence[PassSpec] | None = None,
+    sequence_free: bool = False,
+    cleanup: bool = True,
+    unroll_inputs: Mapping[str, int] | None = None,
+    optional_inputs: Mapping[str, bool] | None = None,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    constant_inputs: Mapping[str, Any] | None = None,
+    drop_constant_inputs: bool = False,
+    opset: int | None = None,
+    check: bool = True,
+    api: bool = False,
+) -> Plan:
+    """The plan for ``targets`` (deploy targets or the check's runtime names; at most one
+    lowering among them) and the other options. With ``check`` every runtime that proves the
+    target must be installed, and a target nothing here runs is refused
+    (TargetUnavailableError, before any work); ``api`` words the errors as
+    :func:`seqlower.lower`'s arguments, not flags."""
+    if api:
+        for name in targets:
+            get_target(name)  # the API's error: BadArgumentError naming the known targets
+    deploy = deployment(targets)
+    row: Pipeline = deploy.target if deploy.target is not None else get_pipeline(sequence_free)
+    if deploy.target is not None and (passes is not None or sequence_free):
+        if api:
+            raise BadArgumentError(
+                "a target chooses its own passes: give target or passes/sequence_free"
+            )
+        flag = "--sequence-free" if sequence_free else "--passes/--skip"
+        raise BadOptionError(
+            f"--target {row.name} chooses its own passes; leave out {flag} "
+            "(seqlower --list-targets shows them)"
+        )
+    notes: list[str] = []
+    if check:
+        from seqlower.verification.oracles import cannot_run, load_target
+
+        if deploy.unproven:
+            raise cannot_run(deploy.unproven[0], api=api)
+        for name in deploy.proofs:  # found, not imported: the check imports it (torch: 6 s)
+            load_target(name, api=api, imports=False)
+    else:
+        notes += [
+            f"--target {name}: not proven on {name} (--no-check: the lowered model was not run "
+            "there)"
+            for name in dict.fromkeys([*deploy.proofs, *deploy.unproven])
+        ]
+    return Plan(
+        row=row,
+        passes=None if passes is None else tuple(passes),
+        cleanup=cleanup,
+        unroll_inputs=dict(unroll_inputs or {}),
+        optional_inputs=dict(optional_inputs or {}),
+        input_shapes=dict(input_shapes or {}),
+        constant_inputs=dict(constant_inputs or {}),
+        drop_constant_inputs=drop_constant_inputs,
+        opset=opset,
+        runtimes=deploy.proofs if check else (),
+        notes=tuple(notes),
+        api=api,
+    )
+
+
+def plan_pipeline(plan: Plan, *, timed: bool = False) -> ir.passes.PassManager:
+    """The passes ``plan`` runs, as one PassManager (``timed``: each in a TimedPass)."""
+    target = plan.target
+    return build_pipeline(
+        plan.passes,
+        cleanup=plan.cleanup,
+        timed=timed,
+        sequence_free=target is None and plan.row.sequence_free,
+        unroll_inputs=plan.unroll_inputs,
+        optional_inputs=plan.optional_inputs,
+        target=None if target is None else target.name,
+        input_shapes=plan.input_shapes,
+        constant_inputs=plan.constant_inputs,
+        drop_constant_inputs=plan.drop_constant_inputs,
+    )
+
+
+def run_plan(
+    plan: Plan, model: ir.Model, *, pipeline: ir.passes.PassManager | None = None
+) -> list[PassRow]:
+    """Run ``plan`` on ``model`` in place; a row per step, timed: first the declared sizes
+    nothing enforces forgotten (the passes read none of them; the main graph's unread outputs
+    get theirs back after), then the passes (``pipeline``: the plan's, built by the caller)."""
+    pipeline = plan_pipeline(plan, timed=True) if pipeline is None else pipeline
+    start = time.perf_counter()
+    forgotten = forget_declared_sizes(model)
+    seconds = time.perf_counter() - start
+    declared = PassRow(DECLARED_SIZES, None, None, seconds, verbose_only=True)
+    run_pipeline(model, pipeline, forget_sizes=False)
+    forgotten.restore_interface(model)
+    return [declared, *pass_rows(pipeline.passes)]
+
+
+def _api_plan(
+    passes: Sequence[PassSpec] | None,
+    *,
+    cleanup: bool,
+    sequence_free: bool,
+    unroll_inputs: Mapping[str, int] | None,
+    optional_inputs: Mapping[str, bool] | None,
+    target: str | None,
+    check: bool | CheckOptions,
+    input_shapes: Mapping[str, Sequence[int]] | None,
+    constant_inputs: Mapping[str, Any] | None,
+    drop_constant_inputs: bool,
+) -> tuple[Plan, ir.passes.PassManager]:
+    """:func:`lower`'s plan (a proof only for a target, and unless ``check=False``) and its
+    pipeline, timed."""
+    plan = make_plan(
+        () if target is None else (target,),
+        passes=passes,
+        sequence_free=sequence_free,
+        cleanup=cleanup,
+        unroll_inputs=unroll_inputs,
+        optional_inputs=optional_inputs,
+        input_shapes=input_shapes,
+        constant_inputs=constant_inputs,
+        drop_constant_inputs=drop_constant_inputs,
+        check=check is not False and target is not None,
+        api=True,
+    )
+    return plan, plan_pipeline(plan, timed=True)
+
+
+@overload
+def lower(
+    model: onnx.ModelProto | str | os.PathLike[str],
+    passes: Sequence[PassSpec] | None = ...,
+    *,
+    cleanup: bool = ...,
+    sequence_free: bool = ...,
+    unroll_inputs: Mapping[str, int] | None = ...,
+    optional_inputs: Mapping[str, bool] | None = ...,
+    target: str | None = ...,
+    check: bool | CheckOptions = ...,
+    input_shapes: Mapping[str, Sequence[int]] | None = ...,
+    constant_inputs: Mapping[str, Any] | None = ...,
+    drop_constant_inputs: bool = ...,
+) -> onnx.ModelProto: ...
+@overload
+def lower(
+    model: ir.Model,
+    passes: Sequence[PassSpec] | None = ...,
+    *,
+    cleanup: bool = ...,
+    sequence_free: bool = ...,
+    unroll_inputs: Mapping[str, int] | None = ...,
+    optional_inputs: Mapping[str, bool] | None = ...,
+    target: str | None = ...,
+    check: bool | CheckOptions = ...,
+    input_shapes: Mapping[str, Sequence[int]] | None = ...,
+    constant_inputs: Mapping[str, Any] | None = ...,
+    drop_constant_inputs: bool = ...,
+) -> ir.Model: ...
+def lower(
+    model: onnx.ModelProto | ir.Model | str | os.PathLike[str],
+    passes: Sequence[PassSpec] | None = None,
+    *,
+    cleanup: bool = True,
+    sequence_free: bool = False,
+    unroll_inputs: Mapping[str, int] | None = None,
+    optional_inputs: Mapping[str, bool] | None = None,
+    target: str | None = None,
+    check: bool | CheckOptions = True,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    constant_inputs: Mapping[str, Any] | None = None,
+    drop_constant_inputs: bool = False,
+) -> onnx.ModelProto | ir.Model:
+    """Lower every SequenceMap (and the other registered ops) in ``model``.
+
+    - ``onnx.ModelProto``: returns a new ModelProto; the input is not modified.
+    - ``onnx_ir.Model``: lowered in place and returned.
+    - a path: the file is read and a ModelProto returned.
+
+    ``passes`` picks lowering passes by name (see ``seqlower.passes.PASSES``) or instance;
+    ``cleanup=False`` skips dead-node removal and sorting, leaving all else as it was.
+    ``sequence_free=True`` returns a model with no sequence op or sequence-typed value, or
+    raises :class:`seqlower.errors.SequenceFreeError` naming every blocker (README: "Which
+    mode for which runtime"). ``unroll_inputs={"NAME": K}`` replaces the sequence
+    input NAME by K tensor inputs ``NAME_0``..``NAME_{K-1}`` (a new interface, so only on request).
+    ``target="tract"`` (see :data:`seqlower.targets.TARGETS`) lowers for that runtime, or raises
+    :class:`seqlower.errors.TargetError` / ``SequenceFreeError`` naming every blocker; then
+    proves the result on the target's runtime as ``seqlower --target`` does (a ``CheckOptions``
+    as ``check`` says how), raising ``ProofFailedError`` when it fails there and
+    ``TargetUnavailableError`` before any work when the runtime is not installed;
+    ``check=False`` lowers for the target unproven.
+    ``input_shapes={"x": (1, 8, 16)}`` fixes those inputs' shapes before lowering (as
+    ``--overwrite-input-shape``) and folds what they make constant; the proof runs at them.
+    ``constant_inputs={"mode": 1}`` fixes those inputs' values (as ``--constant-input``; a
+    ``str`` is read as the command line reads VALUE) and folds what they decide (the ``If``s
+    choosing by them); the inputs stay, read by nothing (the lowered model computes what the
+    original computes at that value, whatever it is fed), unless ``drop_constant_inputs``; the
+    proof feeds that value.
+    :func:`lower_with_report` does the same and also says what each pass did (README: "Python
+    API").
+    """
+    plan, pipeline = _api_plan(
+        passes,
+        cleanup=cleanup,
+        sequence_free=sequence_free,
+        unroll_inputs=unroll_inputs,
+        optional_inputs=optional_inputs,
+        target=target,
+        check=check,
+        input_shapes=input_shapes,
+        constant_inputs=constant_inputs,
+        drop_constant_inputs=drop_constant_inputs,
+    )
+    with gc_paused():
+        return _lower(model, plan, pipeline, check)
+
+
+def _lower(
+    model: onnx.ModelProto | ir.Model | str | os.PathLike[str],
+    plan: Plan,
+    pipeline: ir.passes.PassManager,
+    check: bool | CheckOptions,
+    counts: list[Counter[str]] | None = None,
+    rows: list[PassRow] | None = None,
+) -> onnx.ModelProto | ir.Model:
+    """``plan`` run on ``model``: proven on its runtimes (``check``: how) against the original
+    with the interface the plan gives, at its input shapes; ``counts``, when given, gets the op
+    counts before and after, ``rows`` the steps' rows. A model newer than the target's
+    converters know is converted to their newest opset, as the command line does."""
+
+    def run(ir_model: ir.Model) -> ir.Model:
+        proof = _proof_options(plan, check)
+        reference = None
+        values, drop = plan.constant_inputs, plan.drop_constant_inputs
+        if proof is not None:
+            reference = interface_reference(
+                ir_model, plan.unroll_inputs, plan.optional_inputs, values if drop else None
+            )
+            if plan.input_shapes:
+                proof = check_at_fixed_shapes(proof, reference, plan.input_shapes)
+            if values and not drop:
+                proof = check_at_constant_inputs(proof, reference, values)
+        original = None if reference is None else self_contained_proto(reference)
+        if counts is not None:
+            counts.append(op_counts(ir_model))
+        done = run_plan(plan, ir_model, pipeline=pipeline)
+        if rows is not None:
+            rows.extend(done)
+        opset, flag, _ = plan.opset_for(ir_model)
+        if opset is not None:
+            restamp(ir_model, ir_version=None, opset=opset, flag=flag)
+        if counts is not None:
+            counts.append(op_counts(ir_model))
+        if original is not None and proof is not None:
+            _prove(original, self_contained_proto(ir_model), proof)
+        return ir_model
+
+    if isinstance(model, ir.Model):
+        # All or nothing: a later pass may fail after an earlier one changed the model, so a
+        # copy is kept and put back (every slot of the Model object) when any pass fails.
+        try:
+            backup = model.clone()
+        except Exception as e:
+            if _caused_by(e, RecursionError):
+                raise InvalidModelError(TOO_DEEP_TO_WALK) from None
+            raise
+        try:
+            return run(model)
+        except BaseException:
+            for slot in ir.Model.__slots__:
+                setattr(model, slot, getattr(backup, slot))
+            raise
+    if isinstance(model, onnx.ModelProto):
+        ir_model = model_from_proto(model)
+    elif isinstance(model, (str, os.PathLike)):
+        ir_model = load_model(model)
+        run(ir_model)
+        # Like onnx.load, return a self-contained proto: external weights read into it.
+        return self_contained_proto(ir_model, may_modify=True)
+    else:
+        raise ModelTypeError("lower", model)
+    return ir.serde.serialize_model(run(ir_model))
+
+
+def _proof_options(plan: Plan, check: bool | CheckOptions) -> CheckOptions | None:
+    """The check that proves ``plan`` on its runtimes; None when none is asked for."""
+    if not plan.runtimes:
+        return None
+    from seqlower.verification import CheckOptions
+
+    options = check if isinstance(check, CheckOptions) else CheckOptions()
+    return dataclasses.replace(options, targets=plan.runtimes)
+
+
+def _prove(original: onnx.ModelProto, lowered: onnx.ModelProto, options: CheckOptions) -> None:
+    """Run the check; raise unless it proves ``lowered`` on every target runtime."""
+    from seqlower.verification import verify
+
+    report = verify(original, lowered, options)
+    where = ", ".join(options.targets)
+    if report.status == "cannot_verify":
+        raise CannotVerifyError(f"cannot prove the lowered model on {where}: {report.reason}")
+    if not report.ok:
+        culprit = report.culprit or "lowering"
+        raise ProofFailedError(
+            f"the lowered model fails on {where}{_blamed(culprit)}: {report.reason}",
+            report,
+            culprit,
+        )
+    for warning in report.warnings:  # a difference the original shares: the export's
+        warnings.warn(warning, stacklevel=4)
+
+
+def _blamed(culprit: str) -> str:
+    """Whose fault a failed proof is, in words, when not the lowering's."""
+    return {
+        "runtime": " (the runtime's fault: it gets the original wrong too)",
+        "export": " (the export's fault: the original differs from the expected outputs too)",
+    }.get(culprit, "")
+
+
+M = TypeVar("M", onnx.ModelProto, ir.Model)
+
+
+@dataclass
+class LowerReport(Generic[M]):
+    """What :func:`lower_with_report` returns: the lowered model and what each pass did.
+
+    ``str(report)`` is the pass and op tables ``seqlower MODEL -o OUT -v`` prints.
+    """
+
+    model: M
+    passes: list[PassRow]
+    ops_before: Counter[str]
+    ops_after: Counter[str]
+
+    @property
+    def rewritten(self) -> int:
+        """Nodes rewritten by all passes together."""
+        return sum(row.rewritten or 0 for row in self.passes)
+
+    def __str__(self) -> str:
+        from seqlower.summary import pass_lines
+
+        return "\n".join(pass_lines(self.passes, self.ops_before, self.ops_after, verbose=1))
+
+
+@overload
+def lower_with_report(
+    model: onnx.ModelProto | str | os.PathLike[str],
+    passes: Sequence[PassSpec] | None = ...,
+    *,
+    cleanup: bool = ...,
+    sequence_free: bool = ...,
+    unroll_inputs: Mapping[str, int] | None = ...,
+    optional_inputs: Mapping[str, bool] | None = ...,
+    target: str | None = ...,
+    check: bool | CheckOptions = ...,
+    input_shapes: Mapping[str, Sequence[int]] | None = ...,
+    constant_inputs: Mapping[str, Any] | None = ...,
+    drop_constant_inputs: bool = ...,
+) -> LowerReport[onnx.ModelProto]: ...
+@overload
+def lower_with_report(
+    model: ir.Model,
+    passes: Sequence[PassSpec] | None = ...,
+    *,
+    cleanup: bool = ...,
+    sequence_free: bool = ...,
+    unroll_inputs: Mapping[str, int] | None = ...,
+    optional_inputs: Mapping[str, bool] | None = ...,
+    target: str | None = ...,
+    check: bool | CheckOptions = ...,
+    input_shapes: Mapping[str, Sequence[int]] | None = ...,
+    constant_inputs: Mapping[str, Any] | None = ...,
+    drop_constant_inputs: bool = ...,
+) -> LowerReport[ir.Model]: ...
+def lower_with_report(
+    model: onnx.ModelProto | ir.Model | str | os.PathLike[str],
+    passes: Sequence[PassSpec] | None = None,
+    *,
+    cleanup: bool = True,
+    sequence_free: bool = False,
+    unroll_inputs: Mapping[str, int] | None = None,
+    optional_inputs: Mapping[str, bool] | None = None,
+    target: str | None = None,
+    check: bool | CheckOptions = True,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    constant_inputs: Mapping[str, Any] | None = None,
+    drop_constant_inputs: bool = False,
+) -> LowerReport[Any]:
+    """:func:`lower` (same arguments, same result in ``.model``), reporting what it did.
+
+    ``report.passes`` holds one :class:`PassRow` per step (nodes rewritten, seconds, forms
+    chosen; the declared sizes' step first), ``report.ops_before``/``ops_after`` the op counts
+    of every scope (README: "Python API").
+    """
+    plan, pipeline = _api_plan(
+        passes,
+        cleanup=cleanup,
+        sequence_free=sequence_free,
+        unroll_inputs=unroll_inputs,
+        optional_inputs=optional_inputs,
+        target=target,
+        check=check,
+        input_shapes=input_shapes,
+        constant_inputs=constant_inputs,
+        drop_constant_inputs=drop_constant_inputs,
+    )
+    counts: list[Counter[str]] = []
+    rows: list[PassRow] = []
+    with gc_paused():
+        lowered = _lower(model, plan, pipeline, check, counts, rows)
+    return LowerReport(lowered, rows, counts[0], counts[1])
