@@ -256,6 +256,9 @@ def build_pipeline(
     # A row may place the second fold itself ("fold-static-shapes": passes after it see the
     # folded shapes); it runs only with fixed input shapes, as the one appended otherwise.
     lowering = [_make(p, row) for p in names if p != "fold-static-shapes" or input_shapes]
+    like = get_target(row.restamps_like) if row.restamps_like and passes is None else None
+    if like is not None:
+        lowering.insert(0, _quiet(FoldOptionals()))
     steps: list[ir.passes.PassBase] = [ValidateNodes()]
     steps += interface_passes(unroll_inputs, optional_inputs, lowering)
     if input_shapes:
@@ -273,6 +276,9 @@ def build_pipeline(
         steps.append(RemoveUnusedNodes())
     if isinstance(row, Target) and row.op_versions:
         steps.append(RestampOpVersions(row.op_versions, row.name, row.versions))
+    elif like is not None:
+        restamp = RestampOpVersions(like.op_versions, like.name, like.versions, strict=False)
+        steps.append(_quiet(restamp))
     steps += [_make(p, row) for p in row.requires]
     if cleanup:
         steps.append(SortIfNeeded())
@@ -280,6 +286,16 @@ def build_pipeline(
     if isinstance(row, Target) and row.static_shapes and not input_shapes:
         manager.static_shapes = (row.name, row.static_shapes)  # type: ignore[attr-defined]
     return manager
+
+
+_QUIET = "_seqlower_quiet"
+
+
+def _quiet(step: ir.passes.PassBase) -> ir.passes.PassBase:
+    """``step`` given a row in a run's table only when it rewrites something (what the default
+    row does for onnxruntime besides lowering: ``Pipeline.restamps_like``)."""
+    setattr(step, _QUIET, True)
+    return step
 
 
 def check_arguments(
@@ -566,6 +582,10 @@ def pass_rows(passes: Sequence[ir.passes.PassBase]) -> list[PassRow]:
         if isinstance(inner, ValidateNodes):
             continue  # it rewrites nothing and runs in every pipeline: not worth a row
         rewritten = timed.rewritten if isinstance(timed, TimedPass) else None
+        if getattr(inner, _QUIET, False) and not (
+            getattr(inner, "rewritten", None) if rewritten is None else rewritten
+        ):
+            continue
         rows.append(
             PassRow(
                 name=pass_name(timed),

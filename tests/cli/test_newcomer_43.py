@@ -219,3 +219,34 @@ def test_a_blocked_onnx2torch_run_imports_no_converter(
     with pytest.raises(seqlower.TargetError):
         seqlower.lower(onnx.load(path), target="onnx2torch")
     assert imported == []
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["test_optional_get_element_optional_tensor", "test_optional_has_element_optional_input"],
+)
+def test_the_default_pipeline_makes_opset_28_optionals_load_on_onnxruntime(
+    tmp_path: Path, name: str
+) -> None:
+    """The README's command for onnxruntime is ``seqlower MODEL -o OUT``: it folds and re-stamps
+    optionals as --target onnxruntime does (onnxruntime 1.32 has no opset-28 optional kernel)."""
+    import warnings
+
+    import numpy as np
+    import onnxruntime as ort
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from onnx.backend.test.case.node import collect_testcases
+
+        case = next(c for c in collect_testcases(None) if c.name == name)
+    source, out = tmp_path / "m.onnx", tmp_path / "out.onnx"
+    onnx.save(case.model, source)
+    result = run_cli(source, "-o", out)
+    assert result.exit_code == 0, result.output
+    session = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"])
+    inputs, outputs = case.data_sets[0]
+    names = [i.name for i in session.get_inputs()]
+    got = session.run(None, dict(zip(names, inputs, strict=True)))
+    for want, have in zip(outputs, got, strict=True):
+        np.testing.assert_array_equal(have, want)

@@ -88,9 +88,19 @@ class RestampOpVersions(ir.passes.InPlacePass):
     """Lower the default-domain opset so that the ``newest`` ops resolve to versions the
     runtime runs (module docstring)."""
 
-    def __init__(self, newest: Iterable[tuple[str, int]], target: str, runtime: str = "") -> None:
-        """``target``: the row's name; ``runtime``: its runtime and version, for messages."""
+    def __init__(
+        self,
+        newest: Iterable[tuple[str, int]],
+        target: str,
+        runtime: str = "",
+        *,
+        strict: bool = True,
+    ) -> None:
+        """``target``: the row's name; ``runtime``: its runtime and version, for messages;
+        ``strict=False`` (the default pipeline, not a target) leaves a model it cannot
+        re-stamp as it is instead of refusing it."""
         super().__init__()
+        self.strict = strict
         self.newest: Mapping[str, int] = dict(newest)
         self.target = target
         self.runtime = runtime or target
@@ -133,6 +143,8 @@ class RestampOpVersions(ir.passes.InPlacePass):
                 blockers.append(f"{where}: {problem}")
                 continue
             changed += 1
+        if blockers and not self.strict:
+            return ir.passes.PassResult(model, modified=False)
         if blockers:
             ops = ", ".join(f"{op}-{self.newest[op]}" for op in sorted(lagging))
             raise TargetError(
