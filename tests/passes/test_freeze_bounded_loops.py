@@ -114,3 +114,41 @@ def test_a_bounded_loop_is_frozen_then_unrolled_for_the_converters(target: str) 
         expected = run("onnxruntime", model, feeds)
         assert_same(expected, run("onnxruntime", lowered, feeds))
         np.testing.assert_allclose(run(target, lowered, feeds)[0], expected[0], rtol=1e-5)
+
+
+# A for-loop with a break (PyTorch's, Paddle's `for i in range(n): ... if done: break`): M bounds
+# it, the data alone is its condition, of shape [1] through a Reshape as Paddle writes it.
+FOR_BREAK = """
+<ir_version: 10, opset_import: ["" : 20]>
+for_break (float[3] x, int64 n, float limit) => (float[3] acc, int64 steps) {
+    zero = Constant <value = int64 {0}> ()
+    go0 = Constant <value = bool[1] {1}> ()
+    start = Constant <value = float[3] {0, 0, 0}> ()
+    steps, acc = Loop (n, go0, zero, start) <body = step (int64 i, bool[1] go_in, int64 k,
+            float[3] a) => (bool[1] go, int64 k1, float[3] a2) {
+        one = Constant <value = int64 {1}> ()
+        row = Constant <value = int64[1] {1}> ()
+        k1 = Add(k, one)
+        a2 = Add(a, x)
+        first = Constant <value = int64 {0}> ()
+        total = Gather(a2, first)
+        small = Less(total, limit)
+        go = Reshape(small, row)
+    }>
+}
+"""
+
+
+@pytest.mark.parametrize(("n", "limit"), [(6, 2.5), (6, 100.0), (0, 2.5), (1, -5.0), (4, 0.5)])
+@pytest.mark.parametrize("runtime", ["onnxruntime", "tract"])
+def test_a_for_loop_with_a_break_runs_to_m_frozen(n: int, limit: float, runtime: str) -> None:
+    model = onnx.parser.parse_model(FOR_BREAK)
+    onnx.checker.check_model(model, full_check=True)
+    feeds = {
+        "x": np.array([0.5, 0.25, 0.25], np.float32),
+        "n": np.array(n, np.int64),
+        "limit": np.array(limit, np.float32),
+    }
+    lowered = seqlower.lower(model, target="tract", check=False)
+    assert "Loop" not in all_op_types(lowered)
+    assert_same(run("onnxruntime", model, feeds), run(runtime, lowered, feeds))

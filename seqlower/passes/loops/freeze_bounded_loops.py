@@ -5,7 +5,8 @@ states frozen once the data says stop (target ``tract``, before ``loop-to-scan-f
 decode's (``i < max_len and not eos``) stop on what the body computes, so no trip count is
 known when they start and ``LoopToScan`` leaves them; tract has no ``Loop``. Their condition
 is an ``And`` whose leaves are bounds on the iteration number (what ``LoopToScan`` reads) and
-data. The Loop is rewritten to run while the bounds hold, with one more state, ``alive``
+data, or data alone under ``M`` (a ``for`` loop with a ``break``). The Loop is rewritten to run
+while the bounds hold (``M`` times, without any), with one more state, ``alive``
 (the initial condition; then ``alive and data``), and every state that is not a counter or
 passed through updated by ``Where(alive, new, old)``: once the data says stop, the states keep
 the values they had, as in the original, and the remaining iterations change nothing. Its
@@ -77,8 +78,9 @@ class FreezeBoundedLoops(NodeLoweringPass[_Plan]):
             if terms is not None and not terms:
                 continue  # true on every iteration that runs
             (bounds if terms else data).append(leaf)
-        if not bounds or not data:
-            return None
+        m = node.inputs[0] if node.inputs else None
+        if not data or not (bounds or m is not None):
+            return None  # nothing stops it on data, or no bound (M or a counter's) to run to
         read = [v.name or "?" for v in node.outputs[carried:] if v.uses() or v.is_graph_output()]
         if read:
             why = (
@@ -175,9 +177,12 @@ def _freeze(ctx: Rewrite, plan: _Plan, outside: Emitter, inside: Emitter) -> _Fr
         kept = inside.Where(alive, new, old, _hint=f"{old.name or k}_frozen")
         kept.type, kept.shape = new.type or old.type, new.shape
         outs[1 + k] = kept
-    cond = plan.bounds[0]
-    for leaf in plan.bounds[1:]:
-        cond = inside.And(cond, leaf, _hint="bounds")
+    if plan.bounds:
+        cond = plan.bounds[0]
+        for leaf in plan.bounds[1:]:
+            cond = inside.And(cond, leaf, _hint="bounds")
+    else:  # bounded by M alone: run M iterations
+        cond = inside.constant(np.array(True), hint="to_the_bound")
     final = ir.Value(name=names.fresh(f"{base}_alive_final"), type=alive.type, shape=alive.shape)
     extra = _Frozen(outs, cond, [alive], [still], [alive0], [final])
     for k in plan.counters:
@@ -198,12 +203,18 @@ def _freeze(ctx: Rewrite, plan: _Plan, outside: Emitter, inside: Emitter) -> _Fr
     return extra
 
 
+#: An ``And`` tree's nodes, and the one-element reshapes of Paddle's ``[1]`` conditions.
+_THROUGH = ("And", "Identity", "Reshape", "Squeeze", "Unsqueeze", "Flatten")
+
+
 def _leaves(cond: ir.Value, body: ir.Graph) -> list[ir.Value]:
-    """The operands of the ``And`` tree (through ``Identity``) the body computes ``cond`` by."""
+    """The operands of the ``And`` tree (through ``Identity`` and one-element reshapes) the
+    body computes ``cond`` by."""
     producer = cond.producer()
-    if producer is not None and producer.graph is body and is_onnx(producer, "And", "Identity"):
+    if producer is not None and producer.graph is body and is_onnx(producer, *_THROUGH):
         found: list[ir.Value] = []
-        for operand in producer.inputs:
+        operands = producer.inputs if producer.op_type == "And" else producer.inputs[:1]
+        for operand in operands:
             if operand is None:
                 return [cond]
             found += _leaves(operand, body)
