@@ -88,22 +88,22 @@ class Iree:
         return Runner(label, run, child.stop)
 
 
-#: ONNX ops IREE 3.13.0 converts only in their newer forms (measured: ``Unsqueeze`` with its
-#: ``axes`` attribute, opset 11, and ``Slice`` with attributes, opset 9, are not converted).
-_NEWER_FORMS = {"Unsqueeze": 13, "Slice": 10}
+#: The opset whose forms IREE 3.13.0's importer converts: many ops only as defined there or later
+#: (measured: ``Unsqueeze`` with its ``axes`` attribute at opset 11, ``Less`` at 9 to 12 and
+#: ``Slice`` with attributes at 9 are not converted; as of opset 13 they are).
+CONVERTED_AS_OF = 13
 
 
 def _older_forms(model: onnx.ModelProto, message: str) -> str:
-    """The fix when IREE refused an op in a form older than the one it converts: the model
-    converted to a newer opset (``--opset``)."""
+    """The fix when IREE refused an op of a model older than the forms it converts: the model
+    converted to a newer opset (``--opset``), as ``iree-import-onnx --opset-version`` does."""
     opset = next((o.version for o in model.opset_import if o.domain in ONNX_DOMAINS), None)
-    for op, newest in _NEWER_FORMS.items():
-        if f"onnx.{op} not converted" in message and opset is not None and opset < newest:
-            return (
-                f"; IREE converts {op} only as of opset {newest} and the model's opset is "
-                f"{opset}: --opset {newest} converts the lowered model"
-            )
-    return ""
+    if " not converted" not in message or opset is None or opset >= CONVERTED_AS_OF:
+        return ""
+    return (
+        f"; IREE converts many ops only as defined in opset {CONVERTED_AS_OF} or later and the "
+        f"model's opset is {opset}: --opset {CONVERTED_AS_OF} converts the lowered model"
+    )
 
 
 class _Child:
