@@ -18,6 +18,12 @@ _GRACE = 10.0
 
 def main(argv: list[str] | None = None) -> None:
     try:
+        import signal
+
+        # Ctrl-C as KeyboardInterrupt again, caught below (the package set a quiet handler
+        # for its own imports: seqlower._quiet_start_up_interrupts; an ignored SIGINT stays so).
+        if getattr(signal.getsignal(signal.SIGINT), "seqlower_start_up", False):
+            signal.signal(signal.SIGINT, signal.default_int_handler)
         from seqlower._signals import signals_as_interrupts
 
         with signals_as_interrupts():
