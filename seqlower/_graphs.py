@@ -1,22 +1,33 @@
-"""Fast walks over every graph of a model.
+"""Fast walks over every graph of a model, and the shape rules every prover shares.
 
 onnx_ir's traversal helpers are general (and generators all the way down); these few are what
 seqlower walks on every run, so they stay cheap on models of 100k nodes and more.
+
+The shape rules (:func:`broadcast`, :func:`matmul`) are written once here, generic over what a
+dimension is to the prover asking (a static size, a symbol, the outer dimensions that broadcast
+to it, a graph input's axis): each prover gives only how the sizes of one axis combine. They
+live beside the ONNX-domain test because both the passes and the check's input constraints read
+them, and the check knows nothing of the passes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Protocol, TypeGuard, TypeVar
 
 import onnx
 import onnx_ir as ir
 
 __all__ = [
+    "BROADCASTING",
     "ONNX_DOMAINS",
+    "aligned",
     "all_graphs",
+    "broadcast",
     "is_onnx",
     "iter_graph_likes",
+    "matmul",
+    "one_size",
     "proto_graphs",
     "subgraphs_of",
 ]
@@ -94,3 +105,74 @@ def proto_graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
             elif attr.type == onnx.AttributeProto.GRAPHS:
                 for sub in attr.graphs:
                     yield from proto_graphs(sub)
+
+
+#: Ops whose inputs broadcast multidirectionally (numpy's rule) to their output's shape (PRelu's
+#: slope broadcasts one way to X, a case of it).
+BROADCASTING = frozenset(
+    {
+        "Add", "Sub", "Mul", "Div", "Pow", "Mod", "Max", "Min", "Sum", "Mean", "And", "Or",
+        "Xor", "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "Where", "PRelu",
+        "BitShift", "BitwiseAnd", "BitwiseOr", "BitwiseXor",
+    }
+)  # fmt: skip
+
+D = TypeVar("D")
+R = TypeVar("R")
+
+
+def aligned(ranks: Sequence[int], axis: int) -> list[tuple[int, int]]:
+    """``(input, its axis)`` for each input that has output axis ``axis`` of a broadcast of
+    inputs of ``ranks``: aligned on the trailing axes, an input without the axis left out."""
+    rank = max(ranks, default=0)
+    return [(k, axis - rank + r) for k, r in enumerate(ranks) if axis - rank + r >= 0]
+
+
+def broadcast(
+    shapes: Sequence[Sequence[D]], column: Callable[[list[D]], R | None]
+) -> tuple[R, ...] | None:
+    """Multidirectional broadcasting: each output axis is ``column`` of the inputs' dimensions
+    aligned with it (in input order), None as soon as one is."""
+    ranks = [len(s) for s in shapes]
+    out: list[R] = []
+    for axis in range(max(ranks, default=0)):
+        dim = column([shapes[k][a] for k, a in aligned(ranks, axis)])
+        if dim is None:
+            return None
+        out.append(dim)
+    return tuple(out)
+
+
+def one_size(dims: Iterable[D | None], one: D) -> D | None:
+    """The size of dimensions that broadcast: every one not ``one`` the same (``one`` when all
+    are), else None; None too where one is None (not known). Lazy: stops at the first."""
+    found: D | None = None
+    for dim in dims:
+        if dim is None:
+            return None
+        if dim == one:
+            continue
+        if found is not None and dim != found:
+            return None
+        found = dim
+    return one if found is None else found
+
+
+def matmul(
+    a: Sequence[D],
+    b: Sequence[D],
+    one: D,
+    column: Callable[[list[D]], D | None],
+    inner: Callable[[D, D], bool],
+) -> tuple[D, ...] | None:
+    """numpy's ``matmul`` shape (ONNX's ``MatMul``): a vector operand promoted by a ``one``
+    axis and that axis dropped after, the batch axes broadcast by ``column``, the inner sizes
+    equal as ``inner`` proves them."""
+    if not a or not b:
+        return None
+    left = (one, *a) if len(a) == 1 else tuple(a)
+    right = (*b, one) if len(b) == 1 else tuple(b)
+    batch = broadcast([left[:-2], right[:-2]], column)
+    if batch is None or not inner(left[-1], right[-2]):
+        return None
+    return (*batch, *(left[-2:-1] if len(a) > 1 else ()), *(right[-1:] if len(b) > 1 else ()))

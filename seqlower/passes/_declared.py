@@ -32,7 +32,7 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 
-from seqlower._graphs import all_graphs
+from seqlower._graphs import BROADCASTING, all_graphs, broadcast, matmul, one_size
 from seqlower.passes._ir import (
     SAME_SHAPE,
     constant_array,
@@ -374,16 +374,8 @@ class _Seq(NamedTuple):
     element: Static
 
 
-#: Ops whose inputs broadcast (multidirectionally) to the output's shape.
-_BROADCAST = frozenset(
-    {"Add", "Sub", "Mul", "Div", "Pow", "Mod", "Max", "Min", "Sum", "Mean", "Where", "Equal",
-     "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor", "BitwiseAnd",
-     "BitwiseOr", "BitwiseXor"}
-)  # fmt: skip
-
-
 #: The ops :class:`_StaticShapes` has a rule for.
-_RULED = SAME_SHAPE | _BROADCAST | {
+_RULED = SAME_SHAPE | BROADCASTING | {
     "MatMul", "Slice", "Transpose", "SequenceConstruct", "SplitToSequence", "SequenceAt",
     "ConcatFromSequence", "SequenceMap",
 }  # fmt: skip
@@ -444,10 +436,10 @@ class _StaticShapes:
         first = inputs[0] if inputs else None
         if op in SAME_SHAPE:
             return [first]
-        if op in _BROADCAST:
+        if op in BROADCASTING:
             return [_broadcast(inputs)]
-        if op == "MatMul" and len(inputs) == 2 and None not in inputs:
-            return [_matmul(*inputs)]  # type: ignore[arg-type]
+        if op == "MatMul" and len(inputs) == 2 and first is not None and inputs[1] is not None:
+            return [matmul(first, inputs[1], 1, _one_size, int.__eq__)]
         if op == "Slice" and first is not None:
             return [_slice(node, first)]
         if op == "Transpose" and first is not None:
@@ -536,36 +528,15 @@ def _split(node: ir.Node, data: Static) -> _Seq | None:
     return _Seq(len(pieces), (*data[:axis], pieces[0], *data[axis + 1 :]))
 
 
+def _one_size(dims: list[int]) -> int | None:
+    return one_size(dims, 1)
+
+
 def _broadcast(shapes: list[Static | None]) -> Static | None:
     """Multidirectional broadcasting of static shapes, or None where it fails."""
-    if any(s is None for s in shapes):
+    if not shapes or any(s is None for s in shapes):
         return None
-    rank = max(len(s) for s in shapes)  # type: ignore[arg-type]
-    out = [1] * rank
-    for shape in shapes:
-        assert shape is not None
-        for k, d in enumerate(shape, rank - len(shape)):
-            if d != 1:
-                if out[k] not in (1, d):
-                    return None
-                out[k] = d
-    return tuple(out)
-
-
-def _matmul(a: Static, b: Static) -> Static | None:
-    """numpy's ``matmul`` shape (ONNX's ``MatMul``), or None where it fails."""
-    if not a or not b:
-        return None
-    left = (1, *a) if len(a) == 1 else a
-    right = (*b, 1) if len(b) == 1 else b
-    if left[-1] != right[-2]:
-        return None
-    try:
-        batch = np.broadcast_shapes(left[:-2], right[:-2])
-    except ValueError:
-        return None
-    out = (*batch, *(left[-2:-1] if len(a) > 1 else ()), *(right[-1:] if len(b) > 1 else ()))
-    return tuple(int(d) for d in out)
+    return broadcast(shapes, _one_size)  # type: ignore[arg-type]
 
 
 def _slice(node: ir.Node, data: Static) -> Static | None:

@@ -14,9 +14,12 @@ same static size, or the same axis of the same value. Declared symbolic names ar
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import onnx_ir as ir
 
+from seqlower._graphs import BROADCASTING, aligned, one_size
 from seqlower.passes._ir import (
     ELEMENTWISE,
     RECURRENT_OPS,
@@ -60,15 +63,6 @@ def _squeeze_axes(node: ir.Node) -> list[int] | None:
     return ints_attr(node, "axes")
 
 
-# Elementwise ops with multidirectional broadcasting: an output dimension is proven when every
-# input's aligned dimension is the same proven one, or a static 1 that broadcasts.
-BROADCASTING = frozenset(
-    {
-        "Add", "Sub", "Mul", "Div", "Pow", "Mod", "Max", "Min", "Sum", "Mean", "And", "Or",
-        "Xor", "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "Where", "PRelu",
-        "BitShift", "BitwiseAnd", "BitwiseOr", "BitwiseXor",
-    }
-)  # fmt: skip
 _DEPTH_LIMIT = 200  # nested proofs (broadcasting ops) before giving up: unproven is safe
 
 
@@ -303,18 +297,7 @@ class DimProver:
             return self.dim(b, rank_b - 1, depth + 1)
         if axis == out_rank - 2:
             return self.dim(a, rank_a - 2, depth + 1)
-        proven: Dim | None = None
-        for source, rank in ((a, rank_a), (b, rank_b)):
-            aligned = axis - (out_rank - rank)
-            if aligned < 0:
-                continue  # no such batch axis: it broadcasts
-            dim = self.dim(source, aligned, depth + 1)
-            if dim == 1:
-                continue
-            if dim is None or (proven is not None and dim != proven):
-                return None
-            proven = dim
-        return proven
+        return self._aligned((a, b), [rank_a - 2, rank_b - 2], axis, depth)
 
     def _split(self, node: ir.Node, value: ir.Value, axis: int, depth: int) -> Dim | None:
         """A ``Split`` piece keeps every axis but the split one, whose size is the piece's
@@ -416,20 +399,18 @@ class DimProver:
         ranks = [self.rank(v, depth + 1) for v in inputs]
         if None in ranks:
             return None
-        out_rank = max(r for r in ranks if r is not None)
-        proven: Dim | None = None
-        for source, rank in zip(inputs, ranks, strict=True):
-            assert rank is not None
-            aligned = axis - (out_rank - rank)
-            if aligned < 0:
-                continue  # this input has no such axis: it broadcasts
-            dim = self.dim(source, aligned, depth + 1)
-            if dim == 1:
-                continue  # broadcasts (at run time a 1 stays 1)
-            if dim is None or (proven is not None and dim != proven):
-                return None
-            proven = dim
-        return proven
+        return self._aligned(inputs, ranks, axis, depth)  # type: ignore[arg-type]
+
+    def _aligned(
+        self, inputs: Sequence[ir.Value], ranks: list[int], axis: int, depth: int
+    ) -> Dim | None:
+        """Output axis ``axis`` of the broadcast of ``inputs`` (the batch axes of a
+        ``MatMul``): their aligned dimensions, walked one by one until two differ (a static 1
+        broadcasts; all 1: not proven, as before)."""
+        dims = (self.dim(inputs[k], a, depth + 1) for k, a in aligned(ranks, axis))
+        one: Dim = 1
+        found = one_size(dims, one)
+        return None if found == 1 else found
 
 
 def _mapped_output(node: ir.Node) -> tuple[ir.Node, ir.Value] | None:

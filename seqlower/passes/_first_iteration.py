@@ -36,6 +36,7 @@ from collections.abc import Callable
 import numpy as np
 import onnx_ir as ir
 
+from seqlower._graphs import broadcast, matmul
 from seqlower.errors import describe_node
 from seqlower.passes._ir import (
     BROADCASTING_CANNOT_FAIL,
@@ -504,15 +505,20 @@ def _rule(
 def _broadcast(shapes: list[Dims], agree: Agree | None = None) -> Dims | None:
     """Multidirectional broadcasting, proven: the dimensions of one axis are 1 or one size (or
     one symbol), or ``agree`` takes them."""
-    rank = max(len(s) for s in shapes)
-    out: list[Dim | None] = []
-    for k in range(rank):
-        dims = {s[k - rank + len(s)] for s in shapes if k - rank + len(s) >= 0} - {1}
-        if len(dims) > 1:
-            out.append(None if agree is None else agree(sorted(dims, key=str), False))
-        else:
-            out.append(dims.pop() if dims else 1)
-    return None if None in out else tuple(out)  # type: ignore[arg-type]
+    return broadcast(shapes, _column(agree))
+
+
+def _column(agree: Agree | None) -> Callable[[list[Dim]], Dim | None]:
+    """The size of one axis's dimensions that broadcast: 1 or one size (or symbol), or what
+    ``agree`` makes of them."""
+
+    def column(dims: list[Dim]) -> Dim | None:
+        sizes = set(dims) - {1}
+        if len(sizes) > 1:
+            return None if agree is None else agree(sorted(sizes, key=str), False)
+        return sizes.pop() if sizes else 1
+
+    return column
 
 
 def _axes(node: ir.Node) -> list[int] | None:
@@ -628,18 +634,7 @@ def _slice(node: ir.Node, shapes: list[Dims | None], fresh: Callable[[], str]) -
 
 def _matmul(a: Dims, b: Dims, agree: Agree | None = None) -> Dims | None:
     """numpy's ``matmul`` shapes (ONNX's ``MatMul``): inner dimensions equal, batches broadcast."""
-    if not a or not b:
-        return None
-    left, right = (1, *a) if len(a) == 1 else a, (*b, 1) if len(b) == 1 else b
-    batch = _broadcast([left[:-2], right[:-2]], agree)
-    if not _equal([left[-1], right[-2]], agree) or batch is None:
-        return None
-    out = (*batch, left[-2], right[-1])
-    if len(a) == 1:
-        out = (*out[:-2], out[-1])
-    if len(b) == 1:
-        out = out[:-1]
-    return out
+    return matmul(a, b, 1, _column(agree), lambda k, k2: _equal([k, k2], agree))
 
 
 def _gemm(node: ir.Node, shapes: list[Dims], agree: Agree | None = None) -> Dims | None:

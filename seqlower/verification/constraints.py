@@ -23,7 +23,7 @@ from typing import Any
 
 import onnx
 
-from seqlower._graphs import is_onnx
+from seqlower._graphs import BROADCASTING, broadcast, is_onnx
 
 __all__ = ["Analysis", "Constraint", "SeqLen", "Slot", "analyze"]
 
@@ -157,30 +157,6 @@ _SAME_SHAPE = {
     "Clip",
     "Dropout",
     "ReverseSequence",
-}
-# Broadcasting ops: their inputs' dimensions, right-aligned, may be tied equal.
-_BROADCAST = {
-    "Add",
-    "Sub",
-    "Mul",
-    "Div",
-    "Pow",
-    "Mod",
-    "And",
-    "Or",
-    "Xor",
-    "Equal",
-    "Less",
-    "LessOrEqual",
-    "Greater",
-    "GreaterOrEqual",
-    "Max",
-    "Min",
-    "Sum",
-    "Mean",
-    "Where",
-    "PRelu",
-    "BitShift",
 }
 _MAX_DEPTH = 40  # nested scopes and function calls followed
 
@@ -357,7 +333,7 @@ class _Walker:
         dims = None
         if op in _SAME_SHAPE:
             dims = infos[0].dims
-        elif op in _BROADCAST:
+        elif op in BROADCASTING:
             dims = self.broadcast(infos)
         elif op == "Concat" and "axis" in attrs:
             dims = self.concat(infos, int(attrs["axis"].i))
@@ -392,13 +368,16 @@ class _Walker:
         known = [i.dims for i in infos if i.dims is not None]
         if len(known) != len(infos) or not known:
             return None
+        broadcast(known, self.tie_column)
         rank = max(len(d) for d in known)
-        for offset in range(1, rank + 1):
-            column = [d[-offset] for d in known if len(d) >= offset]
-            column = [s for s in column if s is not None and self.static.get(s) != 1]
-            for a, b in itertools.pairwise(column):
-                self.tie(a, b)
         return next(d for d in known if len(d) == rank)
+
+    def tie_column(self, column: list[Slot | None]) -> bool:
+        """Tie one axis's dimensions but the static 1s (they broadcast)."""
+        tied = [s for s in column if s is not None and self.static.get(s) != 1]
+        for a, b in itertools.pairwise(tied):
+            self.tie(a, b)
+        return True
 
     def concat(self, infos: list[_Info], axis: int) -> tuple[Slot | None, ...] | None:
         known = [i.dims for i in infos if i.dims is not None]

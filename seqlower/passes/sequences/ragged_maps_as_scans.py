@@ -39,9 +39,11 @@ from collections.abc import Sequence
 import numpy as np
 import onnx_ir as ir
 
+from seqlower._graphs import BROADCASTING
+from seqlower._graphs import broadcast as broadcast_shapes
 from seqlower.errors import describe_node
 from seqlower.passes._base import NodeLoweringPass, Rewrite, Site
-from seqlower.passes._dims import BROADCASTING, ELEMENTWISE, DimProver
+from seqlower.passes._dims import ELEMENTWISE, DimProver
 from seqlower.passes._emit import Emitter
 from seqlower.passes._ir import (
     REDUCTIONS,
@@ -305,15 +307,15 @@ def _static_dims(shape: Sequence[int]) -> Dims:
 
 
 def _broadcast(operands: list[Dims | None]) -> Dims | None:
+    """Each axis: every outer dimension that broadcasts to it, from any operand."""
     if any(d is None for d in operands) or not operands:
         return None
-    rank = max(len(d) for d in operands)  # type: ignore[arg-type]
-    out: Dims = [frozenset() for _ in range(rank)]
-    for dims in operands:
-        assert dims is not None
-        for k, d in enumerate(dims):
-            out[rank - len(dims) + k] |= d
-    return out
+    found = broadcast_shapes(operands, _union)  # type: ignore[arg-type]
+    return None if found is None else list(found)
+
+
+def _union(dims: list[frozenset[Outer]]) -> frozenset[Outer]:
+    return frozenset().union(*dims)
 
 
 def _moved(node: ir.Node, first: Dims) -> Dims | None:
