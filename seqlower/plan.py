@@ -39,6 +39,7 @@ from seqlower.pipeline import (
     PassSpec,
     _caused_by,
     build_pipeline,
+    check_arguments,
     check_at_constant_inputs,
     check_at_fixed_shapes,
     interface_reference,
@@ -227,7 +228,17 @@ def _api_plan(
     drop_constant_inputs: bool,
 ) -> tuple[Plan, ir.passes.PassManager]:
     """:func:`lower`'s plan (a proof only for a target, and unless ``check=False``) and its
-    pipeline, timed."""
+    pipeline, timed; the arguments checked first, as given (the plan's ``dict()`` would take a
+    list of pairs, the row a target of another type)."""
+    check_arguments(
+        passes,
+        unroll_inputs,
+        optional_inputs,
+        input_shapes,
+        target,
+        constant_inputs=constant_inputs,
+        drop_constant_inputs=drop_constant_inputs,
+    )
     plan = make_plan(
         () if target is None else (target,),
         passes=passes,

@@ -75,6 +75,6 @@ def test_the_api_proves_it_there_too(target: str) -> None:
     report = seqlower.lower_with_report(
         original, target=target, constant_inputs={"mode": "1"}, drop_constant_inputs=True
     )
-    assert [row.name for row in report.passes][:1] == ["fix-constant-inputs"]
+    assert "fix-constant-inputs" in [row.name for row in report.passes]
     assert report.ops_after["If"] == 0 and report.ops_before["If"] == 2
     assert [i.name for i in report.model.graph.input] == ["x"]
