@@ -176,8 +176,19 @@ def test_a_stop_the_kernel_hands_another_thread_ends_the_wait(tmp_path: Path) ->
     release = threading.Event()
     other = threading.Thread(target=release.wait, daemon=True)  # a pool thread's stand-in
     other.start()
-    sent = threading.Timer(0.5, signal.pthread_kill, (other.ident, signal.SIGTERM))
+    hung: list[int] = []
+
+    def stop() -> None:
+        end = time.monotonic() + 60
+        while _TractChild._process is None and time.monotonic() < end:
+            time.sleep(0.01)  # the load has started its worker (slow on a loaded machine)
+        hung.append(_TractChild._process.pid)  # the worker the load waits on
+        time.sleep(0.2)
+        signal.pthread_kill(other.ident or 0, signal.SIGTERM)
+
+    sent = threading.Thread(target=stop, daemon=True)
     saved = _TractChild.worker
+    _TractChild._kill()  # a worker left by an earlier test would take the load
     _TractChild.worker = str(worker_script)
     try:
         with signals_as_interrupts():
@@ -186,12 +197,13 @@ def test_a_stop_the_kernel_hands_another_thread_ends_the_wait(tmp_path: Path) ->
             with pytest.raises(Interrupted):
                 TARGET_ORACLES["tract"].load(model)
             waited = time.monotonic() - start
+            gone = not _alive(hung[0])
     finally:
         _TractChild.worker = saved
         release.set()
         _TractChild._kill()
     assert waited < 30, f"the stop was heard after {waited:.0f} s, when the load timed out"
-    assert _workers(os.getpid()) == []
+    assert gone, "the hung worker outlived the stopped load"
 
 
 def _children(parent: int) -> list[int]:
