@@ -84,7 +84,8 @@ def _lower(path: Path, out: Path, target: str, shapes: dict, check: bool) -> tup
     out.unlink(missing_ok=True)
     options = LowerOptions(
         check=check,
-        check_options=CheckOptions(inputs=str(path.with_suffix(".npz")), targets=(target,)),
+        targets=(target,),
+        check_options=CheckOptions(inputs=str(path.with_suffix(".npz"))),
         overwrite_input_shapes=shapes,
     )
     try:

@@ -227,7 +227,6 @@ def converters(
 
     from seqlower.errors import SeqlowerError, first_line
     from seqlower.job import LowerOptions, lower_file
-    from seqlower.verification import CheckOptions
     from seqlower.verification.oracles import ORACLES, load_runner
 
     cells: dict[str, dict[str, str]] = {}
@@ -250,7 +249,7 @@ def converters(
                 out.unlink(missing_ok=True)
                 try:
                     options = LowerOptions(
-                        check_options=CheckOptions(targets=(name,)),
+                        targets=(name,),
                         overwrite_input_shapes=fixed_shapes(model, feeds) if static else {},
                     )
                     result = lower_file(source, out, options)

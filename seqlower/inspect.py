@@ -262,9 +262,8 @@ def _dry_run(
         cleanup=True,
         sequence_free=name == "sequence-free",
         check=False,
-        check_options=dataclasses.replace(
-            planning.check_options, targets=(name,) if name in TARGETS else (), expected=None
-        ),
+        targets=(name,) if name in TARGETS else (),
+        check_options=dataclasses.replace(planning.check_options, expected=None),
     )
     try:
         with gc_paused():

@@ -112,8 +112,10 @@ class SaveOptions:
 
 @dataclass
 class LowerOptions:
-    """How :func:`lower_file` runs; ``check_options`` is how the check runs (when ``check``),
-    its ``targets`` the runtimes the lowered model is also run and compared on."""
+    """How :func:`lower_file` runs: ``targets`` the deploy targets it lowers for (``--target``:
+    rows of the target table, or the check's runtime names; the plan resolves them);
+    ``check_options`` how the check runs (when ``check``), its ``runtimes`` set by the plan to
+    the runtimes that prove the target."""
 
     passes: Sequence[str] | None = None
     cleanup: bool = True
@@ -137,8 +139,12 @@ class LowerOptions:
     #: ``--drop-constant-inputs``: the inputs ``constant_inputs`` fixes leave the interface.
     drop_constant_inputs: bool = False
     save: SaveOptions = field(default_factory=SaveOptions)
+    #: ``--target``: the deploy targets (or the check's runtime names) it lowers for.
+    targets: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        # ``targets="tract"`` means one target: iterating the string would ask for "t", "r"...
+        self.targets = (self.targets,) if isinstance(self.targets, str) else tuple(self.targets)
         if _keeps_runs(self.save) and not self.check_options.keep_runs:
             self.check_options = dataclasses.replace(self.check_options, keep_runs=True)
 
@@ -395,7 +401,7 @@ def lower_file(
         with progress("checking"):
             from seqlower.verification import verify  # imports onnxruntime: only when checking
 
-            proven = dataclasses.replace(check_options, targets=plan.runtimes)
+            proven = dataclasses.replace(check_options, runtimes=plan.runtimes)
             report = verify(original, lowered, _with_progress(proven, on_run))
         _record_check(result, report, original, None if options.dry_run else output, options.save)
         if result.exit_code != ExitCode.OK and plan.target is not None:
@@ -582,7 +588,7 @@ def verify_files(
         save = dataclasses.replace(save, no_failing_inputs=True)
     if _keeps_runs(save):
         options = dataclasses.replace(options, keep_runs=True)
-    proven = deployment(options.targets)  # a deploy target's name means the runtime proving it
+    proven = deployment(options.runtimes)  # a deploy target's name: the runtime proving it
     if proven.unproven:
         raise BadOptionError(
             f"--target {proven.unproven[0]}: seqlower cannot run it, so cannot verify on it "
@@ -592,7 +598,7 @@ def verify_files(
 
     for name in proven.proofs:  # not installed: exit 2 before any model is read
         load_target(name, lowering=False)
-    options = dataclasses.replace(options, targets=proven.proofs)
+    options = dataclasses.replace(options, runtimes=proven.proofs)
     check_paths(reference, None, None, None)
     check_paths(
         candidate, None, None, None, _as_path(options.inputs), save, failing_beside=candidate
@@ -733,7 +739,7 @@ def make_lower_plan(options: LowerOptions) -> Plan:
     if options.check_options.expected is not None and not options.check:
         raise BadOptionError("--expected: comparing with the framework's outputs needs the check")
     return make_plan(
-        options.check_options.targets,
+        options.targets,
         passes=options.passes,
         sequence_free=options.sequence_free,
         cleanup=options.cleanup,

@@ -137,6 +137,15 @@ def make_plan(
     (TargetUnavailableError, before any work); ``api`` words the errors as
     :func:`seqlower.lower`'s arguments, not flags."""
     if api:
+        check_arguments(
+            passes,
+            unroll_inputs,
+            optional_inputs,
+            input_shapes,
+            targets[0] if targets else None,
+            constant_inputs=constant_inputs,
+            drop_constant_inputs=drop_constant_inputs,
+        )
         for name in targets:
             get_target(name)  # the API's error: BadArgumentError naming the known targets
     deploy = deployment(targets)
@@ -417,7 +426,7 @@ def _proof_options(plan: Plan, check: bool | CheckOptions) -> CheckOptions | Non
     from seqlower.verification import CheckOptions
 
     options = check if isinstance(check, CheckOptions) else CheckOptions()
-    return dataclasses.replace(options, targets=plan.runtimes)
+    return dataclasses.replace(options, runtimes=plan.runtimes)
 
 
 def _prove(original: onnx.ModelProto, lowered: onnx.ModelProto, options: CheckOptions) -> None:
@@ -425,7 +434,7 @@ def _prove(original: onnx.ModelProto, lowered: onnx.ModelProto, options: CheckOp
     from seqlower.verification import verify
 
     report = verify(original, lowered, options)
-    where = ", ".join(options.targets)
+    where = ", ".join(options.runtimes)
     if report.status == "cannot_verify":
         raise CannotVerifyError(f"cannot prove the lowered model on {where}: {report.reason}")
     if not report.ok:

@@ -50,7 +50,8 @@ def lower(folder: Path, out: Path, target: str, static: bool = False) -> None:
             inputs, _ = _io(path, onnx.load(str(path), load_external_data=False))
             shapes = {name: tuple(np.asarray(value).shape) for name, value in inputs.items()}
         options = LowerOptions(
-            check_options=CheckOptions(inputs=str(path.with_suffix(".npz")), targets=(target,)),
+            targets=(target,),
+            check_options=CheckOptions(inputs=str(path.with_suffix(".npz"))),
             overwrite_input_shapes=shapes,
         )
         try:

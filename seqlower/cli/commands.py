@@ -7,6 +7,7 @@ one line on stderr and an exit code from :class:`seqlower.errors.ExitCode`.
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import json
 import logging
@@ -440,13 +441,15 @@ def lower(
         report_path = check.pop("report_path")
         save = saving(check)
         planned = planning(check)
+        checked = checking(**check)  # its runtimes: the --target names, the plan's to resolve
         options = LowerOptions(
             passes=None
             if pass_names is None and not skip_names
             else choose_passes(pass_names, skip_names, sequence_free=sequence_free),
             cleanup=not no_cleanup,
             check=not no_check,
-            check_options=checking(**check),
+            targets=checked.runtimes,
+            check_options=dataclasses.replace(checked, runtimes=()),
             external_data=external_data,
             keep_on_failure=keep_on_failure,
             dry_run=dry_run,
@@ -467,7 +470,8 @@ def lower(
             show.verdict(result.verification, verbose)
         if result.failing_inputs is not None:
             repro = ["seqlower", str(model), "-o", str(out), *_lowering_flags(options)]
-            _tell_repro(show, result.failing_inputs, repro, options.check_options)
+            proven = dataclasses.replace(options.check_options, runtimes=options.targets)
+            _tell_repro(show, result.failing_inputs, repro, proven)
         if dry_run:
             show.line("dry run: nothing written")
         elif result.written:

@@ -459,7 +459,7 @@ def checking(
         memory_budget=memory_budget,
         timeout=timeout,
         target_timeout=target_timeout,
-        targets=tuple(targets),
+        runtimes=tuple(targets),
         expected=expected,
         force_input_shape=force_input_shape,
         strict_expected=strict_expected,
@@ -506,9 +506,9 @@ def repro_flags(options: CheckOptions, *, expected: Path | None = None) -> list[
     ]
     flags += ["--force-input-shape"] if options.force_input_shape else []
     flags += [] if options.seq_len is None else [f"--seq-len={options.seq_len}"]
-    if options.target_timeout is not None and options.targets:
+    if options.target_timeout is not None and options.runtimes:
         flags.append(f"--target-timeout={options.target_timeout:g}")
-    return flags + [f"--target={t}" for t in options.targets]
+    return flags + [f"--target={t}" for t in options.runtimes]
 
 
 #: The flags that decide what a lowering plans (the interface and shapes it lowers at, the opset

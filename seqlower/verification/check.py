@@ -3,7 +3,7 @@
 This module knows nothing of seqlower's passes: it compares any reference model with any
 candidate. Both run in the first oracle that loads the reference (:mod:`.oracles`): a candidate
 that oracle refuses, or that fails ONNX's strict shape inference where the reference passes, is a
-failed check. With ``targets`` the candidate also runs on each target runtime and is compared
+failed check. With ``runtimes`` the candidate also runs on each target runtime and is compared
 with the same reference outputs; with ``expected`` its outputs are compared with the framework's
 own. A failure there is blamed (:meth:`_Check.blame_target`, :meth:`_Check.blame_export`): the
 original runs the same way (on that target; its outputs against the framework's), and a failure
@@ -88,7 +88,7 @@ class CheckOptions:
     default a quarter of physical memory) and ``timeout`` (seconds in all; default 600) bound
     the check. ``on_run(k, total)`` is called before run k (from 1), for progress displays.
     ``oracles``: tried in order for the reference; the candidate runs in the one that took it.
-    ``targets``: names in :data:`~.oracles.TARGET_ORACLES` the candidate is also run on.
+    ``runtimes``: names in :data:`~.oracles.TARGET_ORACLES` the candidate is also run on.
     ``expected``: a file (as ``inputs``) or a list of dicts of the framework's outputs for the
     given inputs, run by run; without ``inputs``, the inputs come from the same file.
     """
@@ -108,7 +108,7 @@ class CheckOptions:
     target_timeout: float | None = None
     on_run: Callable[[int, int], None] | None = None
     oracles: tuple[Oracle, ...] = ORACLES
-    targets: tuple[str, ...] = ()
+    runtimes: tuple[str, ...] = ()
     expected: InputsLike | None = None
     #: Let ``input_shapes`` change dimensions the model declares (see :func:`check_names`).
     force_input_shape: bool = False
@@ -122,9 +122,9 @@ class CheckOptions:
     constant_inputs: Mapping[str, np.ndarray] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        # ``targets="tract"`` means one target: iterating the string would ask for "t", "r"...
-        targets = (self.targets,) if isinstance(self.targets, str) else tuple(self.targets)
-        object.__setattr__(self, "targets", targets)
+        # ``runtimes="tract"`` means one runtime: iterating the string would ask for "t", "r"...
+        runtimes = (self.runtimes,) if isinstance(self.runtimes, str) else tuple(self.runtimes)
+        object.__setattr__(self, "runtimes", runtimes)
 
     @classmethod
     def from_kwargs(
@@ -230,7 +230,7 @@ def verify(
         inputs_flag = "--expected"  # the file supplies the inputs too: named as given
     targets = [  # exit 2 at once when one is missing
         _limited(load_target(name, lowering=False), options.target_timeout)
-        for name in options.targets
+        for name in options.runtimes
     ]
     reference_proto = _as_proto(reference)
     candidate_proto = _as_proto(candidate)
@@ -358,7 +358,7 @@ class _Check:
         self.candidate_proto = candidate
         self.reference, self.candidate = (bounded(r, self.deadline, self.limit) for r in pair)
         self.oracles = {"reference": self.reference.name, "candidate": self.candidate.name}
-        for name, target in zip(self.options.targets, targets, strict=True):
+        for name, target in zip(self.options.runtimes, targets, strict=True):
             label = oracle_label(target)
             self.target_oracles[label] = target
             try:

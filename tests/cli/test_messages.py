@@ -137,6 +137,6 @@ def test_a_target_that_loads_neither_model_the_same_way_is_not_the_lowerings_fau
     model = onnx.parser.parse_model(INVERSE)
     lowered = seqlower.lower(model, sequence_free=True)
     assert "SequenceAt" not in {n.op_type for n in lowered.graph.node}
-    report = seqlower.verify(model, lowered, targets=("openvino",))
+    report = seqlower.verify(model, lowered, runtimes=("openvino",))
     assert report.status == "mismatch" and report.culprit == "runtime", report.reason
     assert "with the same error" in report.reason, report.reason

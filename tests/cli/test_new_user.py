@@ -104,12 +104,16 @@ def test_verify_files_is_what_the_verify_command_does(tmp_path: Path) -> None:
 
 
 def test_lower_options_hold_check_options_alone() -> None:
-    """The check is said once, in ``check_options`` (dropped after 0.1.0: ``verify=``, ``targets=``
-    and ``force_input_shape=``: CHANGELOG.md)."""
-    typed = LowerOptions(check_options=CheckOptions(n=5, dims={"N": 2}, targets=("tract",)))
+    """The check is said once, in ``check_options`` (dropped after 0.1.0: ``verify=`` and
+    ``force_input_shape=``: CHANGELOG.md); the targets it lowers for are ``targets`` (issue 45:
+    the check's options name the runtimes that prove them, ``runtimes``)."""
+    typed = LowerOptions(targets="tract", check_options=CheckOptions(n=5, dims={"N": 2}))
     assert typed.check_options.n == 5 and typed.check_options.dims == {"N": 2}
-    assert typed.check_options.targets == ("tract",)
-    for older in ({"verify": {"n": 4}}, {"targets": ("tract",)}, {"force_input_shape": True}):
+    assert typed.targets == ("tract",) and typed.check_options.runtimes == ()
+    assert CheckOptions(runtimes="tract").runtimes == ("tract",)
+    with pytest.raises(TypeError):
+        CheckOptions(targets=("tract",))  # type: ignore[call-arg]
+    for older in ({"verify": {"n": 4}}, {"force_input_shape": True}):
         with pytest.raises(TypeError):
             LowerOptions(**older)  # type: ignore[arg-type]
     saving = LowerOptions(save=SaveOptions(inputs=Path("runs")))

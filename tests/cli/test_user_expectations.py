@@ -55,10 +55,10 @@ def test_unknown_names_are_seqlower_errors_and_still_value_errors(
 def test_verify_takes_one_target_as_a_string(tmp_path: Path) -> None:
     require("tract")
     source = save(NEG, tmp_path)
-    report = seqlower.verify(source, source, targets="tract")
+    report = seqlower.verify(source, source, runtimes="tract")
     assert report.ok and [name.split()[0] for name in report.targets] == ["tract"]
     with pytest.raises(seqlower.SeqlowerError, match="nosuch: unknown target"):
-        seqlower.verify(source, source, targets="nosuch")
+        seqlower.verify(source, source, runtimes="nosuch")
 
 
 def test_model_bytes_are_a_short_type_error(tmp_path: Path) -> None:

@@ -94,7 +94,6 @@ def _case(label: str) -> tuple[onnx.ModelProto, dict[str, Any], list[Any] | None
 def test_the_converter_still_runs_it(converter: str, label: str, tmp_path: Path) -> None:
     require(converter)
     from seqlower.job import LowerOptions, lower_file
-    from seqlower.verification import CheckOptions
     from seqlower.verification.oracles import TARGET_ORACLES
 
     model, feeds, expected, static = _case(label)
@@ -105,9 +104,7 @@ def test_the_converter_still_runs_it(converter: str, label: str, tmp_path: Path)
     source, out = tmp_path / "model.onnx", tmp_path / "out.onnx"
     onnx.save(model, source)
     shapes = {n: tuple(np.asarray(v).shape) for n, v in feeds.items()} if static else {}
-    options = LowerOptions(
-        check_options=CheckOptions(targets=(converter,)), overwrite_input_shapes=shapes
-    )
+    options = LowerOptions(targets=(converter,), overwrite_input_shapes=shapes)
     result = lower_file(source, out, options)
     assert result.exit_code == 0 and out.exists(), str(result)
     got = TARGET_ORACLES[converter].load(onnx.load(out)).run(feeds)

@@ -297,7 +297,7 @@ def test_a_wrong_result_on_iree_is_caught() -> None:
     candidate (a mismatch), never an agreement."""
     require("iree")
     fixed = _scan("4")
-    report = verify(fixed, _scan("T"), CheckOptions(targets=("iree",), inputs=[SCAN_FEEDS]))
+    report = verify(fixed, _scan("T"), CheckOptions(runtimes=("iree",), inputs=[SCAN_FEEDS]))
     assert report.status == "mismatch"
     assert _label() in report.reason
 

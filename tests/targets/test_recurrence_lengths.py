@@ -100,7 +100,7 @@ def test_openvino_gets_lengths_wrong_as_written_and_that_is_exit_1(tmp_path: Pat
     failed proof (never exit 0), the runtime named."""
     require("openvino")
     model = padded_recurrence()
-    report = verify(model, model, CheckOptions(targets=("openvino",)))
+    report = verify(model, model, CheckOptions(runtimes=("openvino",)))
     assert report.status == "mismatch" and report.culprit == "runtime", report.reason
     assert "computes this model wrongly, the original too" in report.reason
     path = tmp_path / "m.onnx"

@@ -64,7 +64,7 @@ def test_verify_on_several_targets_through_the_api() -> None:
     for target in targets:
         require(target)
     lowered = seqlower.lower(REVERSE)
-    report = verify(REVERSE, lowered, CheckOptions(targets=targets))
+    report = verify(REVERSE, lowered, CheckOptions(runtimes=targets))
     assert report.ok, report.reason
     assert sorted(report.targets) == sorted(
         [
@@ -98,9 +98,7 @@ def test_lower_file_targets_field(tmp_path: Path) -> None:
     require("openvino")
     source, out = tmp_path / "m.onnx", tmp_path / "out.onnx"
     onnx.save(REVERSE, source)
-    result = lower_file(
-        source, out, LowerOptions(check_options=CheckOptions(targets=("openvino",)))
-    )
+    result = lower_file(source, out, LowerOptions(targets=("openvino",)))
     assert result.exit_code == 0 and result.verification is not None
     assert list(result.verification.targets.values()) == [
         f"runs and matches on openvino {_version('openvino')}"
@@ -312,7 +310,7 @@ def test_onnxruntime_target_proves_what_only_onnx_reference_ran(tmp_path: Path) 
     """The original only onnx.reference runs (nested maps): both models run there, and
     --target onnxruntime proves the lowered one on onnxruntime too."""
     model = onnx.parser.parse_model(nested_row_maps("ReduceSum"))
-    report = verify(model, seqlower.lower(model), CheckOptions(targets=("onnxruntime",)))
+    report = verify(model, seqlower.lower(model), CheckOptions(runtimes=("onnxruntime",)))
     assert report.ok, report.reason
     assert report.oracles["reference"] == report.oracles["candidate"] == "onnx.reference"
     label = f"onnxruntime {_version('onnxruntime')}"
@@ -325,7 +323,7 @@ def test_candidate_openvino_refuses_fails_the_check() -> None:
     require("openvino")
     path = REALWORLD / "tf_map_fn_reverse_op13.onnx"
     model = onnx.load(path)
-    report = verify(model, seqlower.lower(model), CheckOptions(targets=("openvino",)))
+    report = verify(model, seqlower.lower(model), CheckOptions(runtimes=("openvino",)))
     assert report.status == "mismatch"
     assert report.reason.startswith(
         f"the lowered model does not load on openvino {_version('openvino')}: "

@@ -92,7 +92,7 @@ def test_tinygrad_refuses_at_load_what_it_lacks() -> None:
     """A Loop (tinygrad 0.14 has none): refused when loaded, named, never run."""
     require("tinygrad")
     model = onnx.parser.parse_model(neg_loop(2, 3))
-    report = verify(model, model, CheckOptions(targets=("tinygrad",)))
+    report = verify(model, model, CheckOptions(runtimes=("tinygrad",)))
     assert report.status == "mismatch"
     assert f"does not load on {_label('tinygrad')}: tinygrad has no Loop" in report.reason
 
@@ -127,17 +127,17 @@ def test_onnx2torch_cumsum_default_is_caught() -> None:
     explicit = onnx.ModelProto()
     explicit.CopyFrom(CUMSUM)
     explicit.graph.node[1].attribute.append(onnx.helper.make_attribute("reverse", 0))
-    report = verify(explicit, CUMSUM, CheckOptions(targets=("onnx2torch",)))
+    report = verify(explicit, CUMSUM, CheckOptions(runtimes=("onnx2torch",)))
     assert report.status == "mismatch"
     assert f"differs on {_label('onnx2torch')}" in report.reason
-    shared = verify(CUMSUM, CUMSUM, CheckOptions(targets=("onnx2torch",)))
+    shared = verify(CUMSUM, CUMSUM, CheckOptions(runtimes=("onnx2torch",)))
     assert shared.status == "equivalent" and _label("onnx2torch") in " ".join(shared.warnings)
 
 
 def test_onnx2torch_refuses_at_load_what_it_cannot_convert() -> None:
     require("onnx2torch")
     model = onnx.parser.parse_model(neg_loop(2, 3))
-    report = verify(model, model, CheckOptions(targets=("onnx2torch",)))
+    report = verify(model, model, CheckOptions(runtimes=("onnx2torch",)))
     assert report.status == "mismatch"
     assert f"does not load on {_label('onnx2torch')}: Converter is not implemented" in (
         report.reason
@@ -289,7 +289,7 @@ SCAN = onnx.parser.parse_model(
 def test_onnx2tf_refuses_at_load_what_litert_cannot_run() -> None:
     """A custom op in the .tflite is a refusal at load, named, never a run's failure."""
     require("onnx2tf")
-    report = verify(SCAN, SCAN, CheckOptions(targets=("onnx2tf",)))
+    report = verify(SCAN, SCAN, CheckOptions(runtimes=("onnx2tf",)))
     assert report.status == "mismatch"
     refused = f"does not load on {_label('onnx2tf')}: onnx2tf wrote custom ops LiteRT cannot run"
     assert f"{refused}: ONNX_SCAN" in report.reason

@@ -270,7 +270,7 @@ def _lowered(model: onnx.ModelProto) -> bool:
 
 def _check(monkeypatch: pytest.MonkeyPatch, target: _Skewed) -> VerifyReport:
     monkeypatch.setitem(oracles_module.TARGET_ORACLES, "skewed", target)
-    report = verify(REVERSE, seqlower.lower(REVERSE), CheckOptions(targets=("skewed",)))
+    report = verify(REVERSE, seqlower.lower(REVERSE), CheckOptions(runtimes=("skewed",)))
     again = VerifyReport.from_dict(json.loads(json.dumps(report.to_dict())))
     assert again.target_runs == report.target_runs and again.warnings == report.warnings
     return report
@@ -491,7 +491,7 @@ def test_a_zero_trip_loops_unsized_axes_are_not_compared() -> None:
     lowered = seqlower.lower(model, target="tract", check=False)
     x = np.arange(6, dtype=np.float32).reshape(2, 3)
     runs = [{"x": x[:k]} for k in (0, 2)]
-    report = verify(model, lowered, CheckOptions(inputs=runs, targets=("tract",)))
+    report = verify(model, lowered, CheckOptions(inputs=runs, runtimes=("tract",)))
     assert report.status == "equivalent", report.reason
     shapes = [r.outputs[0].reference_shape for r in report.runs]
     assert shapes == [[0, 0], [2, 3]] and report.runs[0].outputs[0].candidate_shape == [0, 3]

@@ -91,7 +91,7 @@ def test_a_hanging_run_times_out_and_the_next_run_works(fake_worker) -> None:  #
 
 def test_the_lowering_is_blamed_when_only_it_hangs(fake_worker) -> None:  # type: ignore[no-untyped-def]
     fake_worker(b"Sub")
-    report = verify(ORIGINAL, LOWERED, targets=("tract",), target_timeout=0.5, n=1)
+    report = verify(ORIGINAL, LOWERED, runtimes=("tract",), target_timeout=0.5, n=1)
     assert report.status == "mismatch"
     (run,) = next(iter(report.target_runs.values()))
     assert run.culprit == "lowering" and "timed out after 0.5 s on tract" in (run.error or "")
@@ -99,7 +99,7 @@ def test_the_lowering_is_blamed_when_only_it_hangs(fake_worker) -> None:  # type
 
 def test_the_runtime_is_blamed_when_the_original_hangs_too(fake_worker) -> None:  # type: ignore[no-untyped-def]
     fake_worker(b"")  # every run hangs
-    report = verify(ORIGINAL, LOWERED, targets=("tract",), target_timeout=0.5, n=1)
+    report = verify(ORIGINAL, LOWERED, runtimes=("tract",), target_timeout=0.5, n=1)
     # Matches on onnxruntime, but fails on tract: never ok there, tract named as the culprit.
     assert report.status == "mismatch" and report.culprit == "runtime"
     (run,) = next(iter(report.target_runs.values()))
