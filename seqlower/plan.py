@@ -136,16 +136,7 @@ def make_plan(
     target must be installed, and a target nothing here runs is refused
     (TargetUnavailableError, before any work); ``api`` words the errors as
     :func:`seqlower.lower`'s arguments, not flags."""
-    if api:
-        check_arguments(
-            passes,
-            unroll_inputs,
-            optional_inputs,
-            input_shapes,
-            targets[0] if targets else None,
-            constant_inputs=constant_inputs,
-            drop_constant_inputs=drop_constant_inputs,
-        )
+    if api:  # the arguments checked as given by _api_plan, before this
         for name in targets:
             get_target(name)  # the API's error: BadArgumentError naming the known targets
     deploy = deployment(targets)
