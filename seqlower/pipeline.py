@@ -266,13 +266,27 @@ def build_pipeline(
     if constant_inputs:
         steps.append(FixConstantInputs(constant_inputs, drop=bool(drop_constant_inputs)))
     steps += lowering
-    if input_shapes and "fold-static-shapes" not in names:
-        steps.append(FoldStaticShapes())
+    refold = bool(input_shapes) and "fold-static-shapes" not in names
+    steps += _closing_steps(row, like, refold=refold, cleanup=cleanup)
+    manager = ir.passes.PassManager([_timed(p) for p in steps] if timed else steps, steps=1)
+    if isinstance(row, Target) and row.static_shapes and not input_shapes:
+        manager.static_shapes = (row.name, row.static_shapes)  # type: ignore[attr-defined]
+    return manager
+
+
+def _closing_steps(
+    row: Pipeline, like: Target | None, *, refold: bool, cleanup: bool
+) -> list[ir.passes.PassBase]:
+    """What every row runs after its passes (:func:`build_pipeline`'s docstring): the second
+    fold (``refold``), the row's function-op expansion and attribute defaults, dead-node
+    removal, the op-version restamp (the row's, or quietly ``like``'s), the row's checks and
+    the sort."""
+    steps: list[ir.passes.PassBase] = [FoldStaticShapes()] if refold else []
     if row.expand_ops:
         steps.append(ExpandFunctionOps(row.expand_ops))
     if row.attribute_defaults:
         steps.append(ExplicitAttributeDefaults(row.attribute_defaults))
-    if cleanup or row.requires or target is not None:
+    if cleanup or row.requires or isinstance(row, Target):
         steps.append(RemoveUnusedNodes())
     if isinstance(row, Target) and row.op_versions:
         steps.append(RestampOpVersions(row.op_versions, row.name, row.versions))
@@ -282,10 +296,7 @@ def build_pipeline(
     steps += [_make(p, row) for p in row.requires]
     if cleanup:
         steps.append(SortIfNeeded())
-    manager = ir.passes.PassManager([_timed(p) for p in steps] if timed else steps, steps=1)
-    if isinstance(row, Target) and row.static_shapes and not input_shapes:
-        manager.static_shapes = (row.name, row.static_shapes)  # type: ignore[attr-defined]
-    return manager
+    return steps
 
 
 _QUIET = "_seqlower_quiet"

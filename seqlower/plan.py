@@ -48,7 +48,14 @@ from seqlower.pipeline import (
     restamp,
     run_pipeline,
 )
-from seqlower.targets import Pipeline, Target, deployment, get_pipeline, get_target
+from seqlower.targets import (
+    Deployment,
+    Pipeline,
+    Target,
+    deployment,
+    get_pipeline,
+    get_target,
+)
 
 if TYPE_CHECKING:  # onnxruntime loads with it: only when a proof runs
     from seqlower.verification import CheckOptions
@@ -151,20 +158,7 @@ def make_plan(
             f"--target {row.name} chooses its own passes; leave out {flag} "
             "(seqlower --list-targets shows them)"
         )
-    notes: list[str] = []
-    if check:
-        from seqlower.verification.oracles import cannot_run, load_target
-
-        if deploy.unproven:
-            raise cannot_run(deploy.unproven[0], api=api)
-        for name in deploy.proofs:  # found, not imported: the check imports it (torch: 6 s)
-            load_target(name, api=api, imports=False)
-    else:
-        notes += [
-            f"--target {name}: not proven on {name} (--no-check: the lowered model was not run "
-            "there)"
-            for name in dict.fromkeys([*deploy.proofs, *deploy.unproven])
-        ]
+    notes = _proven_here(deploy, check=check, api=api)
     return Plan(
         row=row,
         passes=None if passes is None else tuple(passes),
@@ -179,6 +173,25 @@ def make_plan(
         notes=tuple(notes),
         api=api,
     )
+
+
+def _proven_here(deploy: Deployment, *, check: bool, api: bool) -> list[str]:
+    """With the check, every runtime that proves the targets found installed (not imported:
+    the check imports it; torch takes 6 s), a target nothing here runs refused
+    (TargetUnavailableError); without it, a note per target left unproven."""
+    if not check:
+        return [
+            f"--target {name}: not proven on {name} (--no-check: the lowered model was not run "
+            "there)"
+            for name in dict.fromkeys([*deploy.proofs, *deploy.unproven])
+        ]
+    from seqlower.verification.oracles import cannot_run, load_target
+
+    if deploy.unproven:
+        raise cannot_run(deploy.unproven[0], api=api)
+    for name in deploy.proofs:
+        load_target(name, api=api, imports=False)
+    return []
 
 
 def plan_pipeline(plan: Plan, *, timed: bool = False) -> ir.passes.PassManager:
