@@ -12,7 +12,7 @@ import textwrap
 
 import pytest
 
-from seqlower.passes import PASSES, PassEntry
+from seqlower.passes import PASSES
 from tests.helpers import ROOT
 
 DOC = (ROOT / "ARCHITECTURE.md").read_text(encoding="utf-8")
@@ -54,11 +54,11 @@ def test_every_row_names_a_module_that_exists() -> None:
 
 @pytest.mark.parametrize("name", sorted(PASSES))
 def test_every_registered_pass_is_named(name: str) -> None:
-    """By its registry name or its class name, somewhere in ARCHITECTURE.md."""
-    entry = PASSES[name]
-    assert isinstance(entry, PassEntry)
-    named = f"`{name}`" in DOC or entry.class_name in DOC
-    assert named, f"ARCHITECTURE.md never names pass {name}"
+    """By its registry name, somewhere in ARCHITECTURE.md (a variant of another pass's class,
+    made with constructor arguments, has no class name of its own to be found by)."""
+    assert re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", DOC), (
+        f"ARCHITECTURE.md never names {name}"
+    )
 
 
 def _imports() -> dict[str, set[str]]:
