@@ -7,9 +7,11 @@ the body declares it, so seqlower runs Neg once on the stacked elements; "dynami
 have different lengths and no declared shape, so seqlower carries a sequence through
 SequenceInsert (as onnxruntime's own expansion does); "split": onnxscript's form, an [N, 256]
 tensor split into rows, mapped and stacked back (SplitToSequence -> SequenceMap ->
-ConcatFromSequence), which seqlower lowers to Neg on the tensor. Both models run in one
-process, interleaved, on the same inputs; the script prints median times and native/lowered
-speed-ups.
+ConcatFromSequence), which seqlower lowers to Neg on the tensor; "reduce" (issue 45): elements
+of [n, 64], n from 1 to 31, declared [N, 64], whose body is MatMul by a 64x64 weight, Relu and
+ReduceMax over axis 0, returning a static [64] (a Loop of SequenceAt, scan outputs, one
+SplitToSequence). Both models run in one process, interleaved, on the same inputs; the script
+prints median times and native/lowered speed-ups.
 """
 
 from __future__ import annotations
@@ -28,7 +30,34 @@ import seqlower
 LENGTHS = [4, 64, 512, 2048, 8192]
 
 
+def reduce_model() -> onnx.ModelProto:
+    """The "reduce" kind: each [n, 64] element times a 64x64 weight, Relu, max over its rows."""
+    elem = helper.make_tensor_type_proto(TensorProto.FLOAT, ["N", 64])
+    weight = np.random.default_rng(1).standard_normal((64, 64)).astype(np.float32)
+    body = helper.make_graph(
+        [
+            helper.make_node("MatMul", ["x", "w"], ["m"]),
+            helper.make_node("Relu", ["m"], ["r"]),
+            helper.make_node("ReduceMax", ["r"], ["y"], axes=[0], keepdims=0),
+        ],
+        "body",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [64])],
+    )
+    out = helper.make_tensor_type_proto(TensorProto.FLOAT, [64])
+    graph = helper.make_graph(
+        [helper.make_node("SequenceMap", ["s"], ["out"], body=body)],
+        "map",
+        [helper.make_value_info("s", helper.make_sequence_type_proto(elem))],
+        [helper.make_value_info("out", helper.make_sequence_type_proto(out))],
+        [onnx.numpy_helper.from_array(weight, "w")],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
 def model(kind: str) -> onnx.ModelProto:
+    if kind == "reduce":
+        return reduce_model()
     shape = None if kind == "dynamic" else [256]
     elem = helper.make_tensor_type_proto(TensorProto.FLOAT, shape)
     seq = helper.make_sequence_type_proto(elem)
@@ -61,7 +90,11 @@ def session(proto: onnx.ModelProto) -> ort.InferenceSession:
 def bench(kind: str, length: int, max_seconds: float) -> tuple[float, float]:
     rng = np.random.default_rng(0)
     sizes = rng.integers(128, 384, size=length) if kind == "dynamic" else [256] * length
+    if kind == "reduce":
+        sizes = rng.integers(1, 32, size=length)
     rows = [rng.standard_normal(int(n)).astype(np.float32) for n in sizes]
+    if kind == "reduce":
+        rows = [rng.standard_normal((int(n), 64)).astype(np.float32) for n in sizes]
     feeds: dict[str, object] = {"s": rows}
     if kind == "split":
         feeds = {"t": np.stack(rows)}
@@ -74,6 +107,7 @@ def bench(kind: str, length: int, max_seconds: float) -> tuple[float, float]:
         "static": {"If"} <= ops and "Loop" not in ops,
         "dynamic": "Loop" in ops,
         "split": ops == {"Neg"},
+        "reduce": "Loop" in ops and "SplitToSequence" in ops,
     }
     assert expected_ops[kind], ops
     runs = {"native": session(native_model), "lowered": session(lowered_model)}
@@ -95,10 +129,11 @@ def bench(kind: str, length: int, max_seconds: float) -> tuple[float, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--max-seconds", type=float, default=4.0, help="per case, at least 3 runs")
+    parser.add_argument("--kinds", default="static,dynamic,split,reduce", help="which kinds")
     args = parser.parse_args()
-    print(f"onnxruntime {ort.__version__}, 1 thread, Neg over N float tensors, medians")
+    print(f"onnxruntime {ort.__version__}, 1 thread, a map over N float tensors, medians")
     print(f"{'shapes':>8} {'N':>6} {'native ms':>11} {'lowered ms':>11} {'speed-up':>9}")
-    for kind in ("static", "dynamic", "split"):
+    for kind in args.kinds.split(","):
         for length in LENGTHS:
             native, lowered = bench(kind, length, args.max_seconds)
             print(

@@ -95,13 +95,17 @@ def synthetic_model(
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
 
-def constant_lengths_model(blocks: int, matmuls: int = 10) -> onnx.ModelProto:
+def constant_lengths_model(
+    blocks: int, matmuls: int = 10, *, declared: bool = True
+) -> onnx.ModelProto:
     """Issue 33's model: ``blocks`` blocks of ``Constant`` lengths → ``ReverseSequence`` over a
     static ``[8, 8]`` tensor → ``SequenceConstruct`` → ``SequenceMap(Relu, Add)`` →
     ``ConcatFromSequence`` → ``Slice`` → ``matmuls`` alternating ``MatMul``/``Add``.
 
     Every length is the constant 3 and every shape static, so each reversal can be lowered with no
     run-time index; 16 + 2 (the map's body) nodes a block with the default ``matmuls``.
+    ``declared=False``: no block's input declares its shape (issue 45's 200 blocks): only the
+    graph input's [8, 8] is given, every later size is for the tool to prove.
     """
     side = 8
     lengths = onnx.numpy_helper.from_array(np.full(side, 3, np.int64))
@@ -142,7 +146,7 @@ def constant_lengths_model(blocks: int, matmuls: int = 10) -> onnx.ModelProto:
             nodes.append(helper.make_node(op, [last, second], [f"{p}f{k}"]))
             last = f"{p}f{k}"
         current = last
-        if i + 1 < blocks:  # declared, as exporters write them: the next reversal's input
+        if declared and i + 1 < blocks:  # as exporters write them: the next reversal's input
             infos.append(helper.make_tensor_value_info(current, TensorProto.FLOAT, [side, side]))
     graph = helper.make_graph(
         nodes,

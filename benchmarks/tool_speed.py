@@ -8,6 +8,8 @@ Run by hand (not a test):  .venv/bin/python benchmarks/tool_speed.py [--sizes 10
     --kind constant: issue 33's model, 18-node blocks of Constant lengths -> ReverseSequence over
              a static [8, 8] tensor -> SequenceConstruct -> SequenceMap(Relu, Add) ->
              ConcatFromSequence -> Slice -> 10 MatMul/Add
+    --kind blocks: the constant kind with no block declaring its input's shape (issue 45): only
+             the graph input's [8, 8] is given, every later size is proven by the tool
 
 Every measurement is a fresh process (interpreter start and imports included, as a user sees
 it), repeated and interleaved; the script prints medians and seqlower's ratio to onnx_ir, plain
@@ -65,9 +67,9 @@ def per_node(by: dict[str, list[float]], count: int) -> float:
 
 def make_model(kind: str, size: int) -> tuple[onnx.ModelProto, int]:
     """A model of about ``size`` nodes (bodies included) of ``kind``, and its exact count."""
-    if kind == "constant":
+    if kind in ("constant", "blocks"):
         blocks = max(1, size // 18)
-        model = constant_lengths_model(blocks)
+        model = constant_lengths_model(blocks, declared=kind == "constant")
     else:
         filler = 10 if kind == "dense" else 60  # 60: thousands of maps/reversals at 120k
         blocks = max(1, size // (filler + 5))  # + ReverseSequence, 3 sequence ops, 2-node body
@@ -79,7 +81,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1000,10000,120000", help="approximate node counts")
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--kind", choices=("default", "dense", "constant"), default="default")
+    kinds = ("default", "dense", "constant", "blocks")
+    parser.add_argument("--kind", choices=kinds, default="default")
     parser.add_argument("--dense", action="store_true", help="the same as --kind dense")
     args = parser.parse_args()
     kind = "dense" if args.dense else args.kind

@@ -19,12 +19,18 @@ graph optimizations, ``Shape`` of a value declared [5, 3, 8] is folded to [5, 3,
 the value is), so a hint put back on a value a lowering reads the shape of would make the
 lowered model wrong there. Only the main graph's outputs that nothing reads get their declared
 shapes back (:meth:`Forgotten.restore_interface`): the interface stays the user's.
+
+The same static rules (:class:`_StaticShapes`, linear, run on every model) give a value that
+declares no shape the static shape and element type they prove from what is enforced: a model
+declaring only its input's size has every later size proven (issue 45's 200 blocks computed 995
+``Shape`` nodes at run time without it). Those are facts for the passes; the lowered model gets
+the values' own declarations back where no pass changed them.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -33,6 +39,12 @@ import onnx
 import onnx_ir as ir
 
 from seqlower._graphs import BROADCASTING, all_graphs, broadcast, matmul, one_size
+from seqlower.passes._first_iteration import (
+    concat_dims,
+    reshape_dims,
+    squeeze_dims,
+    unsqueeze_dims,
+)
 from seqlower.passes._ir import (
     SAME_SHAPE,
     constant_array,
@@ -258,6 +270,10 @@ def _agreed(assumed: ir.Shape, *shapes: ir.Shape | None) -> ir.Shape:
     return assumed
 
 
+#: A value given a proven shape: its type and shape before, and the shape set.
+_Proven = tuple[ir.Value, ir.TypeProtocol | None, ir.Shape | None, ir.Shape]
+
+
 @dataclass
 class Forgotten:
     """What :func:`forget_declared_sizes` changed: how many values, and the main graph's
@@ -265,13 +281,28 @@ class Forgotten:
 
     changed: int = 0
     outputs: list[tuple[ir.Value, ir.Shape, ir.Shape]] = field(default_factory=list)
+    #: Values that declared no size, given the static shape (and element type) the rules
+    #: prove, with what they had before: the passes read them; the lowered model gets the
+    #: values' own declarations back.
+    proven: list[_Proven] = field(default_factory=list)
 
     def restore_interface(self, model: ir.Model) -> None:
         """The declared shape back on each main-graph output that nothing in the lowered
-        model reads (no node can fold its shape) and that no pass has given another shape."""
+        model reads (no node can fold its shape) and that no pass has given another shape;
+        a value's own declaration back where the rules gave it a proven shape no pass
+        changed."""
         for value, declared, set_here in self.outputs:
             if value.shape is set_here and value in model.graph.outputs and not value.uses():
                 value.shape = declared
+        for value, type_, before, set_here in self.proven:
+            if value.shape is set_here:
+                value.type, value.shape = type_, before
+        if self.proven:  # a shape passes copied from a proven one onto an untyped value
+            for graph in all_graphs(model):
+                for node in graph:
+                    for value in node.outputs:
+                        if value.type is None and value.shape is not None:
+                            value.shape = None  # unwritten (onnx_ir writes no untyped one)
 
 
 def forget_declared_sizes(model: ir.Model) -> Forgotten:
@@ -282,6 +313,7 @@ def forget_declared_sizes(model: ir.Model) -> Forgotten:
     graphs = all_graphs(model)
     hinted = _hinted(model, graphs)
     if not hinted:
+        _StaticShapes({}, forgotten).graph(model.graph)
         return forgotten
     declared: dict[int, ir.Shape] = {}
     for value in hinted:
@@ -298,7 +330,7 @@ def forget_declared_sizes(model: ir.Model) -> Forgotten:
     # Else derived by ONNX's inference, from the declarations as they were.
     for value in hinted:
         value.shape = declared[id(value)]
-    forgotten = Forgotten()
+    forgotten = Forgotten(proven=forgotten.proven)
     states = _states(model, hinted)
     # Induction: each state's declared sizes assumed in the body, kept when the initial value
     # and the body's result (inferred under the assumptions) have them; rounds until none drops.
@@ -374,10 +406,16 @@ class _Seq(NamedTuple):
     element: Static
 
 
+#: Ruled ops whose outputs are booleans.
+_BOOLEAN = frozenset(
+    {"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor", "Not",
+     "IsNaN", "IsInf"}
+)  # fmt: skip
 #: The ops :class:`_StaticShapes` has a rule for.
 _RULED = SAME_SHAPE | BROADCASTING | {
     "MatMul", "Slice", "Transpose", "SequenceConstruct", "SplitToSequence", "SequenceAt",
-    "ConcatFromSequence", "SequenceMap",
+    "ConcatFromSequence", "SequenceMap", "Reshape", "Concat", "Gather", "Squeeze",
+    "Unsqueeze", "Shape",
 }  # fmt: skip
 
 
@@ -393,19 +431,33 @@ class _StaticShapes:
         self.forgotten = forgotten
         self.tensors: dict[int, Static] = {}
         self.sequences: dict[int, _Seq] = {}
+        self.dtypes: dict[int, ir.DataType] = {}  # proven element types, by value id
+        self.seq_dtypes: dict[int, ir.DataType] = {}  # a sequence's elements'
+        self.map_dtypes: list[ir.DataType | None] = []  # the last SequenceMap's outputs
 
     def graph(self, graph: ir.Graph) -> None:
         tensors, sequences, declared = self.tensors, self.sequences, self.declared
         for node in graph:
             if node.op_type not in _RULED or not is_onnx(node):
                 continue
-            for value, shape in zip(node.outputs, self.node(node) or (), strict=False):
+            shapes = self.node(node) or ()
+            dtypes = self.map_dtypes if node.op_type == "SequenceMap" else None
+            dtype = None if dtypes is not None else self.out_dtype(node)
+            for k, (value, shape) in enumerate(zip(node.outputs, shapes, strict=False)):
+                if dtypes is not None:
+                    dtype = dtypes[k] if k < len(dtypes) else None
                 if isinstance(shape, _Seq):
                     sequences[id(value)] = shape
+                    if dtype is not None:
+                        self.seq_dtypes[id(value)] = dtype
                 elif shape is not None:
                     tensors[id(value)] = shape
+                    if dtype is not None:
+                        self.dtypes[id(value)] = dtype
                     if id(value) in declared:
                         self._restore(value, shape)
+                    else:
+                        self._prove(value, shape, dtype)
 
     def _restore(self, value: ir.Value, shape: Static) -> None:
         declared = self.declared.get(id(value))
@@ -414,6 +466,53 @@ class _StaticShapes:
         value.shape = declared
         self.forgotten.changed -= 1
         self.forgotten.outputs = [o for o in self.forgotten.outputs if o[0] is not value]
+
+    def _prove(self, value: ir.Value, shape: Static, dtype: ir.DataType | None) -> None:
+        """A value that declares no size gets its proven static shape (for the passes), and
+        its element type where it has none (onnx_ir writes no shape without one)."""
+        before, type_ = value.shape, value.type
+        if before is not None and all(isinstance(d, int) for d in before):
+            return
+        if type_ is None:
+            if dtype is None:
+                return
+            value.type = ir.TensorType(dtype)
+        value.shape = ir.Shape(shape)
+        self.forgotten.proven.append((value, type_, before, value.shape))
+
+    def dtype(self, value: ir.Value | None) -> ir.DataType | None:
+        """A tensor's element type: declared, proven here, or a constant's."""
+        if value is None:
+            return None
+        type_ = value.type
+        if type_ is not None:
+            return type_.dtype
+        found = self.dtypes.get(id(value))
+        if found is not None:
+            return found
+        array = constant_array(value)
+        return None if array is None else ir.DataType.from_numpy(array.dtype)
+
+    def out_dtype(self, node: ir.Node) -> ir.DataType | None:
+        """The element type of a node's (tensor) outputs, by ONNX's type rules of the ruled
+        ops: the first input's but for a few."""
+        op = node.op_type
+        if op == "Shape":
+            return ir.DataType.INT64
+        if op == "Cast":
+            to = int_attr(node, "to")
+            return None if to is None else ir.DataType(to)
+        if op in _BOOLEAN:
+            return ir.DataType.BOOL
+        if op in ("CastLike", "Where"):
+            return self.dtype(node.inputs[1] if len(node.inputs) > 1 else None)
+        if op in ("SequenceAt", "ConcatFromSequence"):
+            source = node.inputs[0] if node.inputs else None
+            found = None if source is None else self.seq_dtypes.get(id(source))
+            if found is None and source is not None and isinstance(source.type, ir.SequenceType):
+                found = source.type.elem_type.dtype
+            return found
+        return self.dtype(node.inputs[0] if node.inputs else None)
 
     def shape(self, value: ir.Value | None) -> Static | None:
         if value is None:
@@ -447,6 +546,8 @@ class _StaticShapes:
             perm = list(range(len(first)))[::-1] if perm is None else perm
             ok = sorted(perm) == list(range(len(first)))
             return [tuple(first[p] for p in perm) if ok else None]
+        if op in _TENSOR_RULES and first is not None:
+            return [_TENSOR_RULES[op](node, inputs)]
         if op == "SequenceConstruct" and inputs and None not in inputs:
             same = all(s == first for s in inputs)
             return [_Seq(len(inputs), first)] if same and first is not None else None
@@ -499,8 +600,60 @@ class _StaticShapes:
         for inner in body.inputs:
             self._restore(inner, self.tensors[id(inner)])
         self.graph(body)
+        self.map_dtypes = [self.dtype(v) for v in body.outputs]
         outs = [self.tensors.get(id(v)) for v in body.outputs]
         return [None if o is None else _Seq(seq.length, o) for o in outs]
+
+
+def _reshape(node: ir.Node, inputs: list[Static | None]) -> Static | None:
+    return reshape_dims(node, inputs[0]) if len(inputs) == 2 else None  # type: ignore[arg-type,return-value]
+
+
+def _squeeze(node: ir.Node, inputs: list[Static | None]) -> Static | None:
+    rule = squeeze_dims if node.op_type == "Squeeze" else unsqueeze_dims
+    return rule(node, inputs[0])  # type: ignore[arg-type,return-value]
+
+
+def _concat(node: ir.Node, inputs: list[Static | None]) -> Static | None:
+    if any(s is None or len(s) != len(inputs[0] or ()) for s in inputs):
+        return None
+    return concat_dims(node, inputs, _no_symbol)  # type: ignore[arg-type,return-value]
+
+
+def _no_symbol() -> str:
+    raise AssertionError("static sizes sum to a size")
+
+
+def _gather(node: ir.Node, inputs: list[Static | None]) -> Static | None:
+    """``Gather``: the data's axes around ``axis`` replaced by the indices' shape."""
+    data, indices = inputs[0], inputs[1] if len(inputs) == 2 else None
+    axis = int_attr(node, "axis", 0)
+    if data is None or indices is None or axis is None or not -len(data) <= axis < len(data):
+        return None
+    axis %= len(data)
+    return (*data[:axis], *indices, *data[axis + 1 :])
+
+
+def _shape_op(node: ir.Node, inputs: list[Static | None]) -> Static | None:
+    """``Shape``: one entry per axis from ``start`` to ``end`` (clamped)."""
+    rank = len(inputs[0] or ())
+    start, end = int_attr(node, "start", 0), int_attr(node, "end", rank)
+    if start is None or end is None:
+        return None
+    start, end = (max(0, min(rank, d + rank if d < 0 else d)) for d in (start, end))
+    return (max(0, end - start),)
+
+
+_TensorRule = Callable[[ir.Node, list[Static | None]], Static | None]
+#: Rules over the static shapes of a node's inputs (the first one known).
+_TENSOR_RULES: dict[str, _TensorRule] = {
+    "Reshape": _reshape,
+    "Squeeze": _squeeze,
+    "Unsqueeze": _squeeze,
+    "Concat": _concat,
+    "Gather": _gather,
+    "Shape": _shape_op,
+}
 
 
 def _split(node: ir.Node, data: Static) -> _Seq | None:

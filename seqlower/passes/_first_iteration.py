@@ -51,7 +51,16 @@ from seqlower.passes._ir import (
 )
 from seqlower.passes._types import TypeOracle
 
-__all__ = ["FirstIteration", "RowRead", "Shapes", "first_iteration"]
+__all__ = [
+    "FirstIteration",
+    "RowRead",
+    "Shapes",
+    "concat_dims",
+    "first_iteration",
+    "reshape_dims",
+    "squeeze_dims",
+    "unsqueeze_dims",
+]
 
 #: A dimension: a size, or a symbol (equal only to itself).
 Dim = int | str
@@ -470,19 +479,11 @@ def _rule(
             return None  # an integer division by zero
         return _broadcast(shapes, agree)  # type: ignore[arg-type]
     if op == "Unsqueeze":
-        axes = _axes(node)
-        rank = len(first) + len(axes or [])
-        if not axes or any(not -rank <= a < rank for a in axes):
-            return None
-        inserted = {a % rank for a in axes}
-        if len(inserted) != len(axes):
-            return None
-        rest = iter(first)
-        return tuple(1 if k in inserted else next(rest) for k in range(rank))
+        return unsqueeze_dims(node, first)
     if op == "Squeeze":
-        return _squeeze(node, first)
+        return squeeze_dims(node, first)
     if op == "Reshape" and len(shapes) == 2:
-        return _reshape(node, first)
+        return reshape_dims(node, first)
     if op == "CumSum" and len(node.inputs) == 2:
         axis = constant_int(node.inputs[1])
         return first if axis is not None and -len(first) <= axis < len(first) else None
@@ -498,7 +499,7 @@ def _rule(
             return first[::-1]
         return tuple(first[p] for p in perm) if sorted(perm) == list(range(len(first))) else None
     if op == "Concat" and all(s is not None and len(s) == len(first) for s in shapes):
-        return _concat(node, shapes, fresh, agree)  # type: ignore[arg-type]
+        return concat_dims(node, shapes, fresh, agree)  # type: ignore[arg-type]
     return None
 
 
@@ -553,7 +554,22 @@ def _picked(values: Dims, index: ir.Value | None) -> Dims | None:
     return tuple(values[int(k)] for k in array)
 
 
-def _squeeze(node: ir.Node, first: Dims) -> Dims | None:
+def unsqueeze_dims(node: ir.Node, first: Dims) -> Dims | None:
+    """``Unsqueeze`` by constant axes, each in range and once."""
+    axes = _axes(node)
+    rank = len(first) + len(axes or [])
+    if not axes or any(not -rank <= a < rank for a in axes):
+        return None
+    inserted = {a % rank for a in axes}
+    if len(inserted) != len(axes):
+        return None
+    rest = iter(first)
+    return tuple(1 if k in inserted else next(rest) for k in range(rank))
+
+
+def squeeze_dims(node: ir.Node, first: Dims) -> Dims | None:
+    """``Squeeze`` by constant axes of size 1 (none given: every axis of size 1, all sizes
+    known)."""
     axes = _axes(node)
     if axes is None or any(not -len(first) <= a < len(first) for a in axes):
         return None
@@ -565,7 +581,7 @@ def _squeeze(node: ir.Node, first: Dims) -> Dims | None:
     return tuple(d for k, d in enumerate(first) if k not in dropped)
 
 
-def _reshape(node: ir.Node, first: Dims) -> Dims | None:
+def reshape_dims(node: ir.Node, first: Dims) -> Dims | None:
     """A ``Reshape`` to a constant shape that holds as many elements: every size known, or
     one ``-1`` taking the rest, the sizes given dividing the known part of the input."""
     target = constant_array(node.inputs[1])
@@ -665,9 +681,11 @@ def _equal(dims: list[Dim], agree: Agree | None) -> bool:
     return len(set(dims)) == 1 or (agree is not None and agree(dims, True) is not None)
 
 
-def _concat(
+def concat_dims(
     node: ir.Node, shapes: list[Dims], fresh: Callable[[], str], agree: Agree | None = None
 ) -> Dims | None:
+    """``Concat``: the joined axis the sum of the sizes (a new symbol unless all are sizes),
+    every other one size, or what ``agree`` makes of them."""
     axis = int_attr(node, "axis")
     rank = len(shapes[0])
     if axis is None or not -rank <= axis < rank:
