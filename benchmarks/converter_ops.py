@@ -53,7 +53,7 @@ def _sorted(versions: dict[str, set[int]]) -> Table:
 
 def onnx2torch_ops() -> Table:
     sys.path.insert(0, str(ROOT))
-    from seqlower.verification.oracles import import_onnx2torch
+    from seqlower.verification.runtimes.onnx2torch import import_onnx2torch
 
     import_onnx2torch()  # registers every converter (torchvision stood in where it breaks)
     from onnx2torch.node_converters.registry import _CONVERTER_REGISTRY

@@ -116,7 +116,7 @@ def run_and_compare(
     import onnx
     from onnx import numpy_helper
 
-    from seqlower.verification.oracles import load_target
+    from seqlower.verification.runtimes import load_target
 
     model = onnx.load(model_path)
     data = Path(case_folder) / "test_data_set_0"

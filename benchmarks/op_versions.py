@@ -108,7 +108,7 @@ def try_one(runtime: str, op: str, opset: int) -> str:
     """In the child: the op's model at ``opset`` on ``runtime`` against onnx.reference."""
     from onnx.reference import ReferenceEvaluator
 
-    from seqlower.verification.oracles import load_target
+    from seqlower.verification.runtimes import load_target
 
     proto = model(op, opset)
     # onnx.reference's opset-15 OptionalGetElement returns the optional as a list

@@ -3,7 +3,7 @@
 Run by hand (not a test):  .venv/bin/python benchmarks/reverse_sequence_tract.py [--repeat N]
 
 Lengths a graph input (the index computed at run time), time-major, through the ``tract``
-oracle (``seqlower.verification.oracles.TARGET_ORACLES``, concrete input facts), each model loaded
+oracle (``seqlower.verification.runtimes.TARGET_ORACLES``, concrete input facts), each model loaded
 once and run ``--repeat`` times; medians. Compared, for each shape, with the form seqlower
 writes:
 
@@ -27,7 +27,7 @@ from onnx import helper
 
 import seqlower
 from seqlower.passes.reverse_sequence import lower_reverse_sequence
-from seqlower.verification.oracles import TARGET_ORACLES
+from seqlower.verification.runtimes import TARGET_ORACLES
 
 SHAPES = [(2048, 512), (2048, 512, 1), (512, 2048), (2048, 128, 8), (256, 256, 16), (64, 64, 256)]
 

@@ -72,7 +72,7 @@ def converter_outputs(
 ) -> list[np.ndarray]:
     if target == "onnx2torch":
         return onnx2torch_outputs(model, feeds)
-    from seqlower.verification.oracles import TARGET_ORACLES
+    from seqlower.verification.runtimes import TARGET_ORACLES
 
     return [np.asarray(o) for o in TARGET_ORACLES[target].load(model).run(feeds)]
 
@@ -80,7 +80,7 @@ def converter_outputs(
 def onnx2torch_outputs(model: onnx.ModelProto, feeds: dict[str, Any]) -> list[np.ndarray]:
     import torch
 
-    from seqlower.verification.oracles import import_onnx2torch
+    from seqlower.verification.runtimes.onnx2torch import import_onnx2torch
 
     onnx2torch = import_onnx2torch()
 

@@ -192,7 +192,7 @@ def on_oracle(name: str, model: Any, feeds: Feeds, expected: list[Any], seconds:
     import signal
 
     from seqlower.errors import first_line
-    from seqlower.verification.oracles import TARGET_ORACLES
+    from seqlower.verification.runtimes import TARGET_ORACLES
 
     def alarm(*_: object) -> None:
         raise TimeoutError(f"over {seconds} s")
@@ -227,7 +227,7 @@ def converters(
 
     from seqlower.errors import SeqlowerError, first_line
     from seqlower.job import LowerOptions, lower_file
-    from seqlower.verification.oracles import ORACLES, load_runner
+    from seqlower.verification.runtimes import ORACLES, load_runner
 
     cells: dict[str, dict[str, str]] = {}
     with tempfile.TemporaryDirectory() as folder:

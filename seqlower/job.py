@@ -594,7 +594,7 @@ def verify_files(
             f"--target {proven.unproven[0]}: seqlower cannot run it, so cannot verify on it "
             "(seqlower --list-targets)"
         )
-    from seqlower.verification.oracles import load_target
+    from seqlower.verification.runtimes import load_target
 
     for name in proven.proofs:  # not installed: exit 2 before any model is read
         load_target(name, lowering=False)

@@ -185,7 +185,7 @@ def _proven_here(deploy: Deployment, *, check: bool, api: bool) -> list[str]:
             "there)"
             for name in dict.fromkeys([*deploy.proofs, *deploy.unproven])
         ]
-    from seqlower.verification.oracles import cannot_run, load_target
+    from seqlower.verification.runtimes import cannot_run, load_target
 
     if deploy.unproven:
         raise cannot_run(deploy.unproven[0], api=api)

@@ -155,7 +155,7 @@ class Target(Pipeline):
     measured: str
     #: What still blocks it after lowering, in a few words.
     still_blocks: str
-    #: The check's runtimes (names in ``seqlower.verification.oracles.TARGET_ORACLES``) that run a
+    #: The check's runtimes (names in ``seqlower.verification.runtimes.TARGET_ORACLES``) that run a
     #: model lowered for this target, the first being what ``--target NAME`` runs; empty when
     #: seqlower cannot run the target itself (measured by hand).
     proofs: tuple[str, ...] = ()

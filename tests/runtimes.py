@@ -48,7 +48,7 @@ def _run_onnxruntime(model: onnx.ModelProto, feeds: Feeds) -> list[np.ndarray]:
     session = ort.InferenceSession(
         model.SerializeToString(), options, providers=["CPUExecutionProvider"]
     )
-    from seqlower.verification.oracles import ort_run
+    from seqlower.verification.runtimes import ort_run
 
     return ort_run(session, feeds)  # bfloat16 arrays too
 
@@ -57,7 +57,7 @@ def _run_on(target: str) -> Callable[[onnx.ModelProto, Feeds], list[np.ndarray]]
     """The library's own target oracle (what ``--target`` runs): one way to run everywhere."""
 
     def runner(model: onnx.ModelProto, feeds: Feeds) -> list[np.ndarray]:
-        from seqlower.verification.oracles import TARGET_ORACLES
+        from seqlower.verification.runtimes import TARGET_ORACLES
 
         return list(TARGET_ORACLES[target].load(model).run(feeds))
 
@@ -90,7 +90,7 @@ BY_HAND = {"onnx2torch": "onnx2torch", "tvm": "tvm", "onnx2tf": "onnx2tf", "iree
 def missing(runtime: str) -> str | None:
     """Why ``runtime`` cannot run here (not installed, or what it needs is not), or None."""
     from seqlower.errors import SeqlowerError
-    from seqlower.verification.oracles import TARGET_ORACLES, load_target
+    from seqlower.verification.runtimes import TARGET_ORACLES, load_target
 
     module, _ = _ALL[runtime]
     try:  # onnx2torch is imported by its oracle (which stands in for a broken torchvision)

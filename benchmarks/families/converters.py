@@ -89,7 +89,7 @@ def _onnx2torch(model: Any, inputs: dict[str, np.ndarray]) -> list[np.ndarray]:
 
 
 def _on_oracle(target: str, model: Any, inputs: dict[str, np.ndarray]) -> list[np.ndarray]:
-    from seqlower.verification.oracles import TARGET_ORACLES
+    from seqlower.verification.runtimes import TARGET_ORACLES
 
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         return [np.asarray(v) for v in TARGET_ORACLES[target].load(model).run(inputs)]

@@ -171,7 +171,7 @@ def describe_targets() -> str:
 def _proof_here(name: str) -> str:
     """The oracle ``name`` proves with, and its version here or why it cannot run here."""
     from seqlower.errors import SeqlowerError
-    from seqlower.verification.oracles import TARGET_ORACLES, load_target, oracle_label
+    from seqlower.verification.runtimes import TARGET_ORACLES, load_target
 
     oracle = TARGET_ORACLES.get(name)
     if oracle is None:
@@ -180,5 +180,5 @@ def _proof_here(name: str) -> str:
         load_target(name, lowering=False)
     except SeqlowerError as e:
         reason = str(e).split(": ", 1)[-1].split(", so ")[0]
-        return f"{name} ({reason} here: pip install 'seqlower[{getattr(oracle, 'extra', name)}]')"
-    return f"{name} ({oracle_label(oracle)} here)"
+        return f"{name} ({reason} here: pip install 'seqlower[{oracle.extra or name}]')"
+    return f"{name} ({oracle.label()} here)"

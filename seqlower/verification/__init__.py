@@ -3,10 +3,10 @@
 It knows nothing of seqlower's passes: it compares any reference model with any candidate.
 
 - :mod:`.check`: :func:`verify` and its :class:`CheckOptions` (runs, retries, the verdict).
-- :mod:`.oracles`: the runtimes, one class each behind the :class:`~.oracles.Oracle` protocol,
-  tried in the order of :data:`~.oracles.ORACLES` (both models in the first that loads the
-  reference); :data:`~.oracles.TARGET_ORACLES`, the runtimes ``--target`` also proves the
-  candidate on.
+- :mod:`.runtimes`: the runtimes, one adapter module each on the :class:`~.runtimes.Oracle`
+  base class, tried in the order of :data:`~.runtimes.ORACLES` (both models in the first that
+  loads the reference); :data:`~.runtimes.TARGET_ORACLES`, the runtimes ``--target`` also
+  proves the candidate on.
 - :mod:`.compare`: output comparison and :class:`Tolerances`.
 - :mod:`.report`: :class:`VerifyReport` and its parts, with a JSON round-trip.
 - :mod:`.inputs`: inputs for the check, generated or read from files and validated;
@@ -15,7 +15,6 @@ It knows nothing of seqlower's passes: it compares any reference model with any 
 
 from __future__ import annotations
 
-from seqlower.verification._iree import Iree
 from seqlower.verification.check import (
     DEFAULT_TIMEOUT,
     CheckOptions,
@@ -23,15 +22,8 @@ from seqlower.verification.check import (
     verify,
 )
 from seqlower.verification.compare import Tolerances, compare_values, default_tolerance
-from seqlower.verification.oracles import (
-    ORACLES,
-    TARGET_ORACLES,
-    Oracle,
-)
 from seqlower.verification.report import OutputReport, RunReport, SkippedRun, VerifyReport
-
-# IREE's oracle (its own module, importing oracles.py) joins the table here.
-TARGET_ORACLES["iree"] = Iree()
+from seqlower.verification.runtimes import ORACLES, TARGET_ORACLES, Oracle
 
 __all__ = [
     "DEFAULT_TIMEOUT",

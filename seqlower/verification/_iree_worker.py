@@ -1,4 +1,5 @@
-"""The child process IREE compiles and runs one model in for the check (:class:`~._iree.Iree`).
+"""The child process IREE compiles and runs one model in for the check
+(:class:`~.runtimes.iree.Iree`).
 
 Import (torch-mlir's ONNX importer, ``iree-import-onnx``'s Python API), ``iree-compile`` for
 ``llvm-cpu`` and the ``local-task`` driver can hang or abort the process (an MLIR assertion);

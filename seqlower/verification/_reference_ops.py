@@ -1,4 +1,5 @@
-"""Corrected ``onnx.reference`` implementations, for the :class:`~.oracles.Reference` oracle.
+"""Corrected ``onnx.reference`` implementations, for the
+:class:`~.runtimes.reference.Reference` oracle.
 
 onnx 1.23's reference runtime gets these wrong, and each is something a valid model does:
 

@@ -1,4 +1,4 @@
-"""The child process tract runs in for the check (:class:`~.oracles.Tract`).
+"""The child process tract runs in for the check (:class:`~.runtimes.tract.Tract`).
 
 tract 0.23.9 aborts the whole process on some models (a panic in ``tract_state_run``: its
 ``Gather`` on an out-of-range index) and hangs on others (ONNX's expanded

@@ -1,7 +1,7 @@
 """The check itself: run two models on the same inputs and compare every output.
 
 This module knows nothing of seqlower's passes: it compares any reference model with any
-candidate. Both run in the first oracle that loads the reference (:mod:`.oracles`): a candidate
+candidate. Both run in the first oracle that loads the reference (:mod:`.runtimes`): a candidate
 that oracle refuses, or that fails ONNX's strict shape inference where the reference passes, is a
 failed check. With ``runtimes`` the candidate also runs on each target runtime and is compared
 with the same reference outputs; with ``expected`` its outputs are compared with the framework's
@@ -42,7 +42,15 @@ from seqlower.verification.inputs import (
     input_specs,
     validate_inputs,
 )
-from seqlower.verification.oracles import (
+from seqlower.verification.report import (
+    Culprit,
+    OutputReport,
+    RunReport,
+    SkippedRun,
+    Status,
+    VerifyReport,
+)
+from seqlower.verification.runtimes import (
     ORACLES,
     CandidateRefused,
     NotLoaded,
@@ -51,15 +59,6 @@ from seqlower.verification.oracles import (
     bounded,
     load_pair,
     load_target,
-    oracle_label,
-)
-from seqlower.verification.report import (
-    Culprit,
-    OutputReport,
-    RunReport,
-    SkippedRun,
-    Status,
-    VerifyReport,
 )
 
 __all__ = [
@@ -88,7 +87,7 @@ class CheckOptions:
     default a quarter of physical memory) and ``timeout`` (seconds in all; default 600) bound
     the check. ``on_run(k, total)`` is called before run k (from 1), for progress displays.
     ``oracles``: tried in order for the reference; the candidate runs in the one that took it.
-    ``runtimes``: names in :data:`~.oracles.TARGET_ORACLES` the candidate is also run on.
+    ``runtimes``: names in :data:`~.runtimes.TARGET_ORACLES` the candidate is also run on.
     ``expected``: a file (as ``inputs``) or a list of dicts of the framework's outputs for the
     given inputs, run by run; without ``inputs``, the inputs come from the same file.
     """
@@ -103,7 +102,7 @@ class CheckOptions:
     memory_budget: int | None = None
     timeout: float | None = None
     #: Seconds one run may take on a target that runs in a child process (tract; default
-    #: :data:`~.oracles.DEFAULT_TARGET_TIMEOUT`): past it the run fails, the runtime's fault
+    #: :data:`~.runtimes.DEFAULT_TARGET_TIMEOUT`): past it the run fails, the runtime's fault
     #: when the original times out there too.
     target_timeout: float | None = None
     on_run: Callable[[int, int], None] | None = None
@@ -229,7 +228,7 @@ def verify(
         options = dataclasses.replace(options, inputs=options.expected)
         inputs_flag = "--expected"  # the file supplies the inputs too: named as given
     targets = [  # exit 2 at once when one is missing
-        _limited(load_target(name, lowering=False), options.target_timeout)
+        load_target(name, lowering=False).with_timeout(options.target_timeout)
         for name in options.runtimes
     ]
     reference_proto = _as_proto(reference)
@@ -359,7 +358,7 @@ class _Check:
         self.reference, self.candidate = (bounded(r, self.deadline, self.limit) for r in pair)
         self.oracles = {"reference": self.reference.name, "candidate": self.candidate.name}
         for name, target in zip(self.options.runtimes, targets, strict=True):
-            label = oracle_label(target)
+            label = target.label()
             self.target_oracles[label] = target
             try:
                 loaded = dataclasses.replace(target.load(candidate), name=label)
@@ -663,13 +662,6 @@ def _refused_on(label: str, error: str, original: Runner | str) -> tuple[str, Cu
         "cannot run what the lowering left as it was; not the lowering's fault",
         "runtime",
     )
-
-
-def _limited(target: Oracle, timeout: float | None) -> Oracle:
-    """``target`` with its runs stopped after ``timeout`` seconds, when it runs them in a
-    child process it can stop (tract); the others are bounded by the check's time limit."""
-    with_timeout = getattr(target, "with_timeout", None)
-    return target if with_timeout is None else with_timeout(timeout)
 
 
 def _target_summary(name: str, runs: list[RunReport]) -> tuple[str, Culprit]:

@@ -200,16 +200,18 @@ def test_a_blocked_onnx2torch_run_imports_no_converter(
 ) -> None:
     """A model onnx2torch cannot convert is refused before the check, so before torch is
     imported (6 s); its packages are only found up front."""
-    from seqlower.verification import oracles
+    from seqlower.verification import runtimes
 
     imported: list[str] = []
 
-    class Converter(oracles.Onnx2Torch):
+    class Converter(runtimes.Onnx2Torch):
         package = "onnx"  # installed: found, not imported
         runs_on = "numpy"
-        importer = staticmethod(lambda: imported.append("onnx2torch"))
 
-    monkeypatch.setitem(oracles.TARGET_ORACLES, "onnx2torch", Converter())
+        def importer(self) -> None:
+            imported.append("onnx2torch")
+
+    monkeypatch.setitem(runtimes.TARGET_ORACLES, "onnx2torch", Converter())
     path = tmp_path / "m.onnx"
     onnx.save(_string_model(), path)  # StringNormalizer: no converter
     result = run_cli(path, "-o", tmp_path / "out.onnx", "--target", "onnx2torch")

@@ -18,7 +18,7 @@ from onnx import helper as h
 import seqlower
 from seqlower.errors import TargetError
 from seqlower.passes import RunTimeSlicesAsGathers
-from seqlower.verification.oracles import OnnxRuntime
+from seqlower.verification.runtimes import OnnxRuntime
 from tests.helpers import all_op_types
 from tests.runtimes import RuntimeFailure, assert_same, require, run
 

@@ -111,7 +111,7 @@ def test_bounds_follow_constants_comparisons_and_wheres() -> None:
 @pytest.mark.parametrize("converter", ["onnx2torch", "tvm"])
 def test_it_runs_on_the_converter(converter: str) -> None:
     require(converter)
-    from seqlower.verification.oracles import TARGET_ORACLES
+    from seqlower.verification.runtimes import TARGET_ORACLES
 
     model = onnx.parser.parse_model(LENGTHS_RNN)
     lowered = seqlower.lower(model, target=converter)

@@ -94,7 +94,7 @@ def _case(label: str) -> tuple[onnx.ModelProto, dict[str, Any], list[Any] | None
 def test_the_converter_still_runs_it(converter: str, label: str, tmp_path: Path) -> None:
     require(converter)
     from seqlower.job import LowerOptions, lower_file
-    from seqlower.verification.oracles import TARGET_ORACLES
+    from seqlower.verification.runtimes import TARGET_ORACLES
 
     model, feeds, expected, static = _case(label)
     if expected is None:

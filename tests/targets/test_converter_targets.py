@@ -49,7 +49,7 @@ def _onnx2torch() -> Any:
     """onnx2torch, or a skip (it is no extra of seqlower: never required, not even in CI),
     imported with the oracle's torchvision stand-in."""
     require("onnx2torch")
-    from seqlower.verification.oracles import import_onnx2torch
+    from seqlower.verification.runtimes.onnx2torch import import_onnx2torch
 
     return import_onnx2torch()
 

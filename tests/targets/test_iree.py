@@ -17,7 +17,7 @@ import seqlower
 from seqlower.errors import TargetError
 from seqlower.passes import create_pass
 from seqlower.verification import CheckOptions, verify
-from seqlower.verification.oracles import TARGET_ORACLES, oracle_label
+from seqlower.verification.runtimes import TARGET_ORACLES
 from tests.helpers import run_cli
 from tests.runtimes import RuntimeFailure, assert_same, require, run
 from tests.sequence_free_cases import CASES
@@ -164,7 +164,7 @@ KINDS = onnx.parser.parse_model(
 
 
 def _label() -> str:
-    return oracle_label(TARGET_ORACLES["iree"])
+    return TARGET_ORACLES["iree"].label()
 
 
 def test_iree_runs_what_onnxruntime_runs() -> None:

@@ -306,21 +306,21 @@ def test_a_conversion_that_crashes_is_a_refusal_not_a_crash(
     """onnx2tf 2.6.9 segfaults writing the float16 ``.tflite`` of some models: the conversion
     runs in a child process, so seqlower survives; the float32 file, written before the crash,
     is what a user deploys and what the check runs (runs without onnx2tf: a stand-in crashes)."""
-    from seqlower.verification import oracles
+    from seqlower.verification.runtimes import onnx2tf
 
     write = "open(sys.argv[2] + '/model_float32.tflite', 'wb').close()" if float32_written else ""
     monkeypatch.setattr(
-        oracles,
+        onnx2tf,
         "_ONNX2TF_CHILD",
         f"import os, signal, sys\nos.makedirs(sys.argv[2])\n{write}\n"
         "os.kill(os.getpid(), signal.SIGSEGV)\n",
     )
     folder = str(tmp_path / "tflite")
     if float32_written:
-        oracles._onnx2tf_convert(str(tmp_path / "m.onnx"), folder, ["x"])
+        onnx2tf._onnx2tf_convert(str(tmp_path / "m.onnx"), folder, ["x"])
     else:
         with pytest.raises(RuntimeError, match=r"onnx2tf crashed converting the model \(SIGSEGV\)"):
-            oracles._onnx2tf_convert(str(tmp_path / "m.onnx"), folder, ["x"])
+            onnx2tf._onnx2tf_convert(str(tmp_path / "m.onnx"), folder, ["x"])
 
 
 # A WHILE (a count known only when it runs) whose body reads a tensor of the main graph:

@@ -23,7 +23,7 @@ from seqlower.cli.commands import cli
 from seqlower.job import LowerOptions, lower_file
 from seqlower.targets import TARGETS as DEPLOY_TARGETS
 from seqlower.verification import CheckOptions, VerifyReport, verify
-from seqlower.verification.oracles import TARGET_ORACLES, Runner
+from seqlower.verification.runtimes import TARGET_ORACLES, Oracle, Runner
 from tests.helpers import REALWORLD, neg_loop, nested_row_maps
 from tests.runtimes import BY_HAND, require
 
@@ -255,7 +255,7 @@ def test_target_not_installed_lowers_unproven_when_asked(
     assert "ReverseSequence" not in {n.op_type for n in lowered.graph.node}
 
 
-class _OffByOne:
+class _OffByOne(Oracle):
     """A target runtime that gets the lowered model (no ReverseSequence left) wrong by one, and
     the original right: the lowering is to blame."""
 
@@ -291,7 +291,7 @@ def test_python_api_raises_on_a_runtime_culprit(monkeypatch: pytest.MonkeyPatch)
     """A target runtime that gets the original wrong just as much: not the lowering's fault,
     but the model is wrong where it is to run, so lower() raises, the runtime the culprit."""
 
-    class Wrong:
+    class Wrong(Oracle):
         name = "wrongboth"
         package = "onnx"
 

@@ -17,7 +17,7 @@ import seqlower
 from seqlower.verification import CheckOptions, Tolerances, verify
 from seqlower.verification.constraints import analyze
 from seqlower.verification.inputs import InputError, validate_inputs
-from seqlower.verification.oracles import OnnxRuntime, Reference
+from seqlower.verification.runtimes import OnnxRuntime, Reference
 from tests.helpers import assert_one_line_error, parse, run_cli
 
 #: The models here may call functions of a "local" domain.

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from seqlower.cli.commands import cli
 from seqlower.verification import CheckOptions, verify
-from seqlower.verification.oracles import ORACLES, OnnxRuntime, Runner
+from seqlower.verification.runtimes import ORACLES, OnnxRuntime, Runner
 
 REFERENCE = onnx.parser.parse_model(
     """

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 from seqlower.cli.commands import cli
 from seqlower.verification import CheckOptions, verify
-from seqlower.verification.oracles import TARGET_ORACLES, oracle_label
+from seqlower.verification.runtimes import TARGET_ORACLES
 from tests.helpers import neg_loop
 from tests.runtimes import assert_same, require, run
 
@@ -62,7 +62,7 @@ BRANCHES = onnx.parser.parse_model(
 
 
 def _label(name: str) -> str:
-    return oracle_label(TARGET_ORACLES[name])
+    return TARGET_ORACLES[name].label()
 
 
 def _lower(tmp_path: Path, model: onnx.ModelProto, *args: str) -> tuple[int, str, Path]:

@@ -17,10 +17,9 @@ import onnx.parser
 import pytest
 
 import seqlower
-from seqlower.verification import CheckOptions, VerifyReport, verify
-from seqlower.verification import oracles as oracles_module
-from seqlower.verification.oracles import Runner, oracle_label
+from seqlower.verification import CheckOptions, VerifyReport, runtimes, verify
 from seqlower.verification.report import verdict_lines
+from seqlower.verification.runtimes import Oracle, Runner
 from tests.helpers import CliResult, neg_loop, run_cli
 from tests.runtimes import require
 
@@ -174,7 +173,7 @@ def test_openvino_gets_zero_trip_loops_wrong_for_the_original_too(tmp_path: Path
     result = run_cli(model, "-o", out, "--target", "openvino")
     assert result.exit_code == 1, result.output
     assert not out.exists()
-    label = oracle_label(oracles_module.TARGET_ORACLES["openvino"])
+    label = runtimes.TARGET_ORACLES["openvino"].label()
     assert (
         f"check: MISMATCH: {label} computes this model wrongly, the original too, in run 3: "
         "output 'res_scan' shape "
@@ -217,7 +216,7 @@ def test_a_runtime_that_cannot_load_the_model_is_said_apart(tmp_path: Path) -> N
         onnx.save(loop, path)
     result = run_cli("verify", *paths, "--target", "tract")
     assert result.exit_code == 1, result.output
-    label = oracle_label(oracles_module.TARGET_ORACLES["tract"])
+    label = runtimes.TARGET_ORACLES["tract"].label()
     assert f"check: MISMATCH: does not load on {label}: " in result.stderr
     assert "Loop" in result.stderr
     assert f"the candidate is the reference itself: {label} cannot run this model" in (
@@ -232,7 +231,7 @@ def test_a_runtime_that_cannot_load_the_model_is_said_apart(tmp_path: Path) -> N
 # ---------------------------------------------------------------- a fake target
 
 
-class _Skewed:
+class _Skewed(Oracle):
     """A fake target: onnxruntime, refusing what ``refuses`` says (a load failure, saying
     ``refusal(model)``), adding ``skew(model)`` to float outputs, failing runs ``fails(model)``
     says."""
@@ -252,7 +251,7 @@ class _Skewed:
     def load(self, model: onnx.ModelProto) -> Runner:
         if self.refuses(model):
             raise RuntimeError(self.refusal(model))
-        inner = oracles_module.OnnxRuntime().load(model)
+        inner = runtimes.OnnxRuntime().load(model)
         skew, fails = self.skew(model), self.fails(model)
 
         def run(feeds: Mapping[str, Any]) -> list[Any]:
@@ -269,7 +268,7 @@ def _lowered(model: onnx.ModelProto) -> bool:
 
 
 def _check(monkeypatch: pytest.MonkeyPatch, target: _Skewed) -> VerifyReport:
-    monkeypatch.setitem(oracles_module.TARGET_ORACLES, "skewed", target)
+    monkeypatch.setitem(runtimes.TARGET_ORACLES, "skewed", target)
     report = verify(REVERSE, seqlower.lower(REVERSE), CheckOptions(runtimes=("skewed",)))
     again = VerifyReport.from_dict(json.loads(json.dumps(report.to_dict())))
     assert again.target_runs == report.target_runs and again.warnings == report.warnings
@@ -337,7 +336,7 @@ def test_whose_fault_a_target_failure_is(
 ) -> None:
     report = _check(monkeypatch, target)
     assert report.status == status, report.reason
-    label = oracle_label(target)
+    label = target.label()
     runs = report.target_runs[label]
     assert runs and all(r.culprit == culprit for r in runs)
     line = report.targets[label]
@@ -360,7 +359,7 @@ def test_a_lowered_model_the_target_refuses_is_the_lowerings_fault(
     report = _check(monkeypatch, target)
     assert report.status == "mismatch" and report.culprit == "lowering"
     assert report.reason == (
-        f"the lowered model does not load on {oracle_label(_Skewed())}: "
+        f"the lowered model does not load on {_Skewed().label()}: "
         "Unimplemented(SequenceMap); the original does not load there either: the lowering did "
         "not reach the target"
     )
@@ -374,7 +373,7 @@ def test_a_target_refusing_both_models_the_same_way_is_the_runtimes_fault(
     42: OpenVINO and onnxruntime's contrib op Inverse), still a failed --target check."""
     report = _check(monkeypatch, _Skewed(refuses=lambda m: True))
     assert report.status == "mismatch" and report.culprit == "runtime"
-    label = oracle_label(_Skewed())
+    label = _Skewed().label()
     assert report.reason == (
         f"the lowered model does not load on {label}: Unimplemented(SequenceMap); the original "
         f"does not load there either, with the same error: {label} cannot run what the "
@@ -386,7 +385,7 @@ def test_the_table_shows_the_failing_runtimes_numbers(monkeypatch: pytest.Monkey
     report = _check(monkeypatch, _Skewed(skew=lambda m: 0.5 if _lowered(m) else 0.0))
     text = "\n".join(verdict_lines(report))  # what the command line prints without -v
     assert text.count("MISMATCH") == 1
-    label = oracle_label(_Skewed())
+    label = _Skewed().label()
     header = next(line for line in text.splitlines() if line.strip().startswith(f"on {label}"))
     assert "original max abs" in header
     row = text.splitlines()[text.splitlines().index(header) + 1].split()
@@ -405,7 +404,7 @@ def test_the_reproduce_line_remakes_the_lowering_and_the_check(
     # The tract row's pipeline, proven on a fake runtime that refuses SequenceMap and skews
     # whatever it runs: the lowering did not reach it.
     monkeypatch.setitem(
-        oracles_module.TARGET_ORACLES,
+        runtimes.TARGET_ORACLES,
         "tract",
         _Skewed(skew=lambda m: 0.5, refuses=lambda m: not _lowered(m)),
     )
@@ -441,7 +440,7 @@ def test_the_reproduce_line_of_lower_repeats_expected(
     saved beside them, the line reads both, and fails the same way."""
     require("tract")
     monkeypatch.setitem(
-        oracles_module.TARGET_ORACLES,
+        runtimes.TARGET_ORACLES,
         "tract",
         _Skewed(skew=lambda m: 0.5, refuses=lambda m: not _lowered(m)),
     )

@@ -125,7 +125,7 @@ time.sleep(3600)
 
 _WITH_WORKER = """
 import sys
-from seqlower.verification.oracles import _TractChild
+from seqlower.verification.runtimes.tract import _TractChild
 _TractChild.worker = sys.argv[1]
 from seqlower.cli import main
 main(sys.argv[2:])
@@ -163,7 +163,8 @@ def test_a_stop_the_kernel_hands_another_thread_ends_the_wait(tmp_path: Path) ->
     worker in one long select (the load's: up to a minute) went on, the stop unheard."""
     require("tract")
     from seqlower._signals import Interrupted, signals_as_interrupts
-    from seqlower.verification.oracles import TARGET_ORACLES, _TractChild
+    from seqlower.verification.runtimes import TARGET_ORACLES
+    from seqlower.verification.runtimes.tract import _TractChild
 
     worker_script = tmp_path / "_tract_worker.py"
     worker_script.write_text(_HANGS_IN_LOAD, encoding="utf-8")
@@ -251,7 +252,8 @@ def test_a_worker_started_by_a_runs_thread_outlives_the_thread(target: str, scri
     thread restarted (after a time-out) was killed when that run ended, and the next run
     failed ("aborted the process (exit -9)") or started it again."""
     require(target)
-    from seqlower.verification.oracles import TARGET_ORACLES, _TractChild
+    from seqlower.verification.runtimes import TARGET_ORACLES
+    from seqlower.verification.runtimes.tract import _TractChild
 
     model = onnx.parser.parse_model(
         """

@@ -13,7 +13,8 @@ import onnx.parser
 import pytest
 
 from seqlower.verification import verify
-from seqlower.verification.oracles import TARGET_ORACLES, RuntimeRefusal, _TractChild
+from seqlower.verification.runtimes import TARGET_ORACLES, RuntimeRefusal
+from seqlower.verification.runtimes.tract import _TractChild
 from tests.helpers import run_cli
 from tests.runtimes import require
 

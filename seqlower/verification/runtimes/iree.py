@@ -27,22 +27,25 @@ import onnx
 
 from seqlower._graphs import ONNX_DOMAINS
 from seqlower._signals import spawn
-from seqlower.verification.oracles import (
+from seqlower.verification.runtimes.base import (
     DEFAULT_TARGET_TIMEOUT,
+    Oracle,
     Runner,
     RuntimeRefusal,
-    _feed_names,
-    _read_within,
-    oracle_label,
+    feed_names,
+    read_within,
 )
 
 __all__ = ["Iree"]
 
-#: The worker script (tests may point it at another).
-WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_iree_worker.py")
+#: The worker script (tests may point it at another), run by path from verification/ (from this
+#: folder, ``import iree`` would find this module).
+WORKER = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "_iree_worker.py"
+)
 
 
-class Iree:
+class Iree(Oracle):
     """IREE 3.x on the CPU (llvm-cpu, local-task), each model in its own child process; runs
     past ``timeout`` seconds are stopped and fail."""
 
@@ -54,8 +57,7 @@ class Iree:
     runs_on_module = "iree._runtime_libs"
     extra = "iree"
 
-    @staticmethod
-    def importer() -> None:
+    def importer(self) -> None:
         """Whether IREE's compiler is there, without loading it into the check's process (the
         child imports it)."""
         import importlib.util
@@ -74,8 +76,8 @@ class Iree:
         for value in model.graph.input:
             if not value.type.HasField("tensor_type"):
                 raise RuntimeRefusal(f"IREE takes tensors only: input '{value.name}' is not one")
-        names = _feed_names(model)
-        label = oracle_label(self)
+        names = feed_names(model)
+        label = self.label()
         child = _Child(model.SerializeToString(), self.timeout, label)
         try:
             child.load()  # a model IREE cannot import or compile is refused at load
@@ -159,13 +161,13 @@ class _Child:
         try:
             pickle.dump(request, process.stdin, protocol=pickle.HIGHEST_PROTOCOL)
             process.stdin.flush()
-            head = _read_within(process.stdout, 8, timeout)
+            head = read_within(process.stdout, 8, timeout)
             if head is None:
                 _Child._end(self.__dict__)
                 raise RuntimeRefusal(
                     f"timed out after {timeout:g} s on {self.label} (--target-timeout)"
                 )
-            body = _read_within(process.stdout, int.from_bytes(head, "little"), None)
+            body = read_within(process.stdout, int.from_bytes(head, "little"), None)
         except (BrokenPipeError, EOFError, OSError):
             body = None
         if body is None:
