@@ -113,9 +113,16 @@ class Plan:
     def opset_for(self, model: ir.Model) -> tuple[int | None, str | None, str | None]:
         """The opset ``model`` is converted to (None: kept), what asks for it (for messages;
         None: ``--opset``), and a note when the target does: the model is newer than its
-        converters know (onnx2torch: 17)."""
+        converters know (onnx2torch: 17), or older than the forms it converts (iree: 13)."""
         newest = None if self.target is None else self.target.max_opset
-        if self.opset is not None or newest is None or model.opset_imports.get("", 1) <= newest:
+        oldest = None if self.target is None else self.target.min_opset
+        current = model.opset_imports.get("", 1)
+        if self.opset is None and oldest is not None and current < oldest:
+            name = self.row.name
+            flag = f"target={name!r}" if self.api else f"--target {name}"
+            note = f"--target {name}: converting to opset {oldest}, the oldest forms it converts"
+            return oldest, f"{flag} (converting to opset {oldest})", note
+        if self.opset is not None or newest is None or current <= newest:
             return self.opset, None, None
         name = self.row.name
         flag = f"target={name!r}" if self.api else f"--target {name}"

@@ -146,6 +146,9 @@ class Target(Pipeline):
     #: The newest default-domain opset the runtime's converters know (None: any); a newer model
     #: is to be re-stamped down to it (``--opset``).
     max_opset: int | None
+    #: The oldest default-domain opset whose op forms the runtime converts (None: any); an older
+    #: model is converted up to it after lowering (``--opset``).
+    min_opset: int | None = None
     #: Whether the exporter's symbolic dimension names are dropped inside the model.
     strip_symbolic_dims: bool
     #: The versions the row was measured with.
@@ -502,6 +505,9 @@ PIPELINES: dict[str, Pipeline] = {
             "condition): named before the check (require-iree-loops); at dynamic shapes every "
             "tf2onnx loop over the time axis: --overwrite-input-shape makes its count a constant",
             proofs=("iree",),
+            # torch-mlir converts many ops only as defined in opset 13 or later (Unsqueeze with
+            # its axes attribute, Less before 13, Slice with attributes: 'not converted')
+            min_opset=13,
             static_shapes="for Loops with scan outputs and Scans (unrolled when their count is "
             "a constant)",
         ),
