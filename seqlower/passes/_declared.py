@@ -397,6 +397,8 @@ def _more(derived: ir.Shape | None, proven: ir.Shape) -> ir.Shape:
 
 
 Static = tuple[int, ...]
+#: A shape proven per dimension: a size, or None where that one is not proven.
+Partial = tuple[int | None, ...]
 
 
 class _Seq(NamedTuple):
@@ -434,6 +436,8 @@ class _StaticShapes:
         self.dtypes: dict[int, ir.DataType] = {}  # proven element types, by value id
         self.seq_dtypes: dict[int, ir.DataType] = {}  # a sequence's elements'
         self.map_dtypes: list[ir.DataType | None] = []  # the last SequenceMap's outputs
+        #: Shapes proven per dimension only (None: a dimension not proven), by value id.
+        self.partial: dict[int, Partial] = {}
 
     def graph(self, graph: ir.Graph) -> None:
         tensors, sequences, declared = self.tensors, self.sequences, self.declared
@@ -458,6 +462,46 @@ class _StaticShapes:
                         self._restore(value, shape)
                     else:
                         self._prove(value, shape, dtype)
+            if node.op_type in _PARTIAL and node.outputs and not any(shapes):
+                self._partly(node)
+
+    def _partly(self, node: ir.Node) -> None:
+        """A tensor op's output shape proven per dimension where not all its sizes are: a
+        ``MatMul`` by a [16, 64] weight ends in 64 whatever the symbolic batch, which a
+        chunk of it counts its pieces by (issue 44); each declared size so proven is put back."""
+        value = node.outputs[0]
+        found = _partial_rule(node, [self.partial_shape(v) for v in node.inputs])
+        if found is None or not any(isinstance(d, int) for d in found):
+            return
+        self.partial[id(value)] = found
+        declared, now = self.declared.get(id(value)), value.shape
+        if declared is None or now is None or value.shape is declared:
+            return
+        if not len(declared) == len(now) == len(found):
+            return
+        dims = [
+            d if isinstance(d, int) and d == p else n
+            for d, p, n in zip(declared, found, now, strict=True)
+        ]
+        if dims == list(now):
+            return
+        value.shape = ir.Shape(dims)
+        self.forgotten.outputs = [
+            (v, d, value.shape if v is value else s) for v, d, s in self.forgotten.outputs
+        ]
+
+    def partial_shape(self, value: ir.Value | None) -> Partial | None:
+        """A value's shape with each size proven (a fully static one included), else None."""
+        if value is None:
+            return None
+        full = self.shape(value)
+        if full is not None:
+            return full
+        found = self.partial.get(id(value))
+        if found is not None:
+            return found
+        shape = value.shape  # enforced, derived or forgotten by now
+        return None if shape is None else tuple(d if isinstance(d, int) else None for d in shape)
 
     def _restore(self, value: ir.Value, shape: Static) -> None:
         declared = self.declared.get(id(value))
@@ -679,6 +723,50 @@ def _split(node: ir.Node, data: Static) -> _Seq | None:
     if not pieces or len(set(pieces)) != 1 or sum(pieces) != size:
         return None
     return _Seq(len(pieces), (*data[:axis], pieces[0], *data[axis + 1 :]))
+
+
+#: The ops proven per dimension (:meth:`_StaticShapes._partly`).
+_PARTIAL = SAME_SHAPE | BROADCASTING | {"MatMul", "Transpose"}
+#: An unproven dimension inside the shared shape rules, whose None means "fails".
+_UNPROVEN = -1
+
+
+def _partial_rule(node: ir.Node, inputs: list[Partial | None]) -> Partial | None:
+    """The output shape of a node of :data:`_PARTIAL`, per dimension, None where it fails."""
+    if not inputs or any(s is None for s in inputs):
+        return None
+    marked = [tuple(_UNPROVEN if d is None else d for d in s) for s in inputs if s is not None]
+    op, first = node.op_type, marked[0]
+    found: tuple[int, ...] | None
+    if op in SAME_SHAPE:
+        found = first
+    elif op in BROADCASTING:
+        found = broadcast(marked, _partial_size)
+    elif op == "MatMul" and len(marked) == 2:
+        found = matmul(first, marked[1], 1, _partial_size, _may_equal)
+    elif op == "Transpose":
+        perm = ints_attr(node, "perm")
+        perm = list(range(len(first)))[::-1] if perm is None else perm
+        ok = sorted(perm) == list(range(len(first)))
+        found = tuple(first[p] for p in perm) if ok else None
+    else:
+        found = None
+    return None if found is None else tuple(None if d == _UNPROVEN else d for d in found)
+
+
+def _may_equal(a: int, b: int) -> bool:
+    return _UNPROVEN in (a, b) or a == b
+
+
+def _partial_size(dims: list[int]) -> int | None:
+    """The broadcast size of dimensions some of which may be unproven: the one size other
+    than 1 among the proven ones (an unproven one that runs is 1 or that size); unproven when
+    the proven ones are all 1 and one is not proven."""
+    proven = [d for d in dims if d != _UNPROVEN]
+    found = one_size(proven, 1)
+    if found == 1 and len(proven) < len(dims):
+        return _UNPROVEN
+    return found
 
 
 def _one_size(dims: list[int]) -> int | None:

@@ -383,3 +383,69 @@ def test_sizes_behind_maps_proven_block_after_block() -> None:
     assert ops.count("ReverseSequence") == 0
     x = _floats(8, 8)
     np.testing.assert_array_equal(ort_run(lowered, {"x": x})[0], ort_run(model, {"x": x})[0])
+
+
+def _chunk_past_the_budget(branches: int) -> onnx.ModelProto:
+    """PyTorch's ``chunk`` of a linear layer (issue 44): ``SplitToSequence`` by 32 of a
+    ``MatMul`` by a [16, 64] weight, the batch and time symbolic, every value declared as
+    dynamo writes them; ``branches`` ``If``s before it put whole-model inference past its
+    budget (a large export), so only the declared-sizes step's own rules can prove the 64."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    nodes = []
+    hints = [helper.make_tensor_value_info("mm", TensorProto.FLOAT, ["B", "T", 64])]
+    previous = "x"
+    for k in range(branches):
+        then = helper.make_graph(
+            [helper.make_node("Identity", [previous], [f"t{k}"])], f"then{k}", [],
+            [helper.make_tensor_value_info(f"t{k}", TensorProto.FLOAT, None)],
+        )  # fmt: skip
+        orelse = helper.make_graph(
+            [helper.make_node("Neg", [previous], [f"e{k}"])], f"else{k}", [],
+            [helper.make_tensor_value_info(f"e{k}", TensorProto.FLOAT, None)],
+        )  # fmt: skip
+        nodes.append(helper.make_node("If", ["c"], [f"i{k}"], then_branch=then, else_branch=orelse))
+        hints.append(helper.make_tensor_value_info(f"i{k}", TensorProto.FLOAT, ["B", "T", 16]))
+        previous = f"i{k}"
+    body = helper.make_graph(
+        [helper.make_node("Relu", ["e"], ["r"])], "body",
+        [helper.make_tensor_value_info("e", TensorProto.FLOAT, None)],
+        [helper.make_tensor_value_info("r", TensorProto.FLOAT, None)],
+    )  # fmt: skip
+    nodes += [
+        helper.make_node("MatMul", [previous, "w"], ["mm"]),
+        helper.make_node("SplitToSequence", ["mm", "split"], ["seq"], axis=-1),
+        helper.make_node("SequenceMap", ["seq"], ["mapped"], body=body),
+        helper.make_node("ConcatFromSequence", ["mapped"], ["y"], axis=-1),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "chunk",
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, ["B", "T", 16]),
+            helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["B", "T", 64])],
+        [
+            numpy_helper.from_array(_floats(16, 64), "w"),
+            numpy_helper.from_array(np.array(32, np.int64), "split"),
+        ],
+        value_info=hints,
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+
+
+def test_chunk_of_a_matmul_past_inference_budget_is_split_in_two() -> None:
+    """The last axis of 64 is proven from the weight whatever the symbolic batch and time (per
+    dimension): before, the rules proved a shape all or nothing, the declared [B, T, 64] was
+    forgotten whole, and ``--target openvino|tract`` refused a model OpenVINO ran as exported
+    ("the number of pieces is known only at run time")."""
+    model = _chunk_past_the_budget(1300)
+    onnx.checker.check_model(model, full_check=True)
+    feeds = {"x": _floats(2, 5, 16), "c": np.array(False)}
+    want = ort_run(model, feeds)
+    for target in ("openvino", "tract"):
+        lowered = seqlower.lower(model, target=target, check=False)
+        ops = {node.op_type for node in all_nodes(lowered)}
+        assert not ops & {"SplitToSequence", "SequenceMap", "ConcatFromSequence"}, target
+        np.testing.assert_allclose(ort_run(lowered, feeds)[0], want[0], rtol=1e-5, atol=1e-6)
