@@ -331,71 +331,22 @@ def _version() -> str:
 def _run_all(
     items: list[BatchItem], flags: list[str], jobs: int, show: Printer, reports: Path
 ) -> int:
-    live: set[subprocess.Popen[str]] = set()
-    lock = threading.Lock()
-    stopping = threading.Event()
-
-    def one(index: int, item: BatchItem) -> BatchItem:
-        if stopping.is_set():
-            return item
-        own_report = reports / f"{index}.json"
-        command = [sys.executable, "-m", "seqlower", "lower", *flags]
-        command += ["--report", str(own_report)]
-        if item.output is not None:
-            item.output.parent.mkdir(parents=True, exist_ok=True)
-            command += ["-o", str(item.output)]
-        command += ["--", str(item.model)]  # a model named -m.onnx is not an option
-        start = time.perf_counter()
-        status, told = os.pipe()
-        try:
-            with spawn(
-                command,
-                death_signal=signal.SIGTERM,  # the run unwinds, removing its temporary files
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-                env={**os.environ, "NO_COLOR": "1", CHILD: "1", STATUS: str(told)},
-                pass_fds=(told,),
-                # Its own group: a Ctrl-C at the terminal reaches the batch alone, which passes
-                # it on once (a second signal would cut the run's cleanup short).
-                start_new_session=True,
-            ) as process:
-                os.close(told)
-                told = -1
-                with lock:
-                    live.add(process)
-                _, stderr = process.communicate()
-                with lock:
-                    live.discard(process)
-            item.written = _told(status)
-        finally:
-            os.close(status)
-            if told >= 0:
-                os.close(told)
-        item.code, item.seconds = process.returncode, time.perf_counter() - start
-        if item.code < 0:  # killed by a signal it could not handle (SIGKILL: out of memory)
-            item.code = 128 - item.code
-        item.reason, item.warnings = _reason_and_warnings(stderr)
-        try:
-            item.report = json.loads(own_report.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            item.report = None  # a run that failed before its report (exit 2) has none
-        return item
-
+    live = _Live()
     pool = ThreadPoolExecutor(max_workers=jobs)
     try:
-        futures = [pool.submit(one, k, item) for k, item in enumerate(items)]
+        futures = [
+            pool.submit(_run_one, k, item, flags, reports, live) for k, item in enumerate(items)
+        ]
         for future in as_completed(futures):
             item = future.result()
             if item.code is not None:
                 for line in _lines(item):
                     show.line(line)
     except KeyboardInterrupt as e:
-        stopping.set()
+        live.stopping.set()
         signum = getattr(e, "signum", signal.SIGINT)  # SIGTERM and SIGHUP: Interrupted
-        with lock:
-            for process in live:
+        with live.lock:
+            for process in live.processes:
                 with contextlib.suppress(OSError):
                     process.send_signal(signum)  # the run cleans up, leaving OUT as it was
         pool.shutdown(wait=True, cancel_futures=True)
@@ -407,6 +358,76 @@ def _run_all(
     pool.shutdown(wait=True)
     _table(items, show)
     return max((item.code or 0 for item in items), default=0)
+
+
+class _Live:
+    """The runs in progress, which a Ctrl-C passes its signal on to, and whether the batch is
+    stopping (no run starts then)."""
+
+    def __init__(self) -> None:
+        self.processes: set[subprocess.Popen[str]] = set()
+        self.lock = threading.Lock()
+        self.stopping = threading.Event()
+
+
+def _run_one(
+    index: int, item: BatchItem, flags: list[str], reports: Path, live: _Live
+) -> BatchItem:
+    """One model's ``seqlower lower`` process, its exit code, time, failure and report read
+    into ``item``."""
+    if live.stopping.is_set():
+        return item
+    own_report = reports / f"{index}.json"
+    command = [sys.executable, "-m", "seqlower", "lower", *flags]
+    command += ["--report", str(own_report)]
+    if item.output is not None:
+        item.output.parent.mkdir(parents=True, exist_ok=True)
+        command += ["-o", str(item.output)]
+    command += ["--", str(item.model)]  # a model named -m.onnx is not an option
+    start = time.perf_counter()
+    code, stderr, item.written = _child_run(command, live)
+    item.code, item.seconds = code, time.perf_counter() - start
+    if item.code < 0:  # killed by a signal it could not handle (SIGKILL: out of memory)
+        item.code = 128 - item.code
+    item.reason, item.warnings = _reason_and_warnings(stderr)
+    try:
+        item.report = json.loads(own_report.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        item.report = None  # a run that failed before its report (exit 2) has none
+    return item
+
+
+def _child_run(command: list[str], live: _Live) -> tuple[int, str, list[str]]:
+    """Run ``command`` as a child that dies with the batch: its exit code, its stderr, and the
+    paths it told (through a pipe) it wrote."""
+    status, told = os.pipe()
+    try:
+        with spawn(
+            command,
+            death_signal=signal.SIGTERM,  # the run unwinds, removing its temporary files
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "NO_COLOR": "1", CHILD: "1", STATUS: str(told)},
+            pass_fds=(told,),
+            # Its own group: a Ctrl-C at the terminal reaches the batch alone, which passes
+            # it on once (a second signal would cut the run's cleanup short).
+            start_new_session=True,
+        ) as process:
+            os.close(told)
+            told = -1
+            with live.lock:
+                live.processes.add(process)
+            _, stderr = process.communicate()
+            with live.lock:
+                live.processes.discard(process)
+        written = _told(status)
+    finally:
+        os.close(status)
+        if told >= 0:
+            os.close(told)
+    return process.returncode, stderr, written
 
 
 def _reason_and_warnings(stderr: str) -> tuple[str, list[str]]:

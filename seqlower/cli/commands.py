@@ -43,7 +43,7 @@ from seqlower.passes import PASSES, pass_doc
 from seqlower.targets import PIPELINES, TARGETS, deployment
 
 if TYPE_CHECKING:
-    from seqlower.job import LowerOptions, check_paths, lower_file, verify_files
+    from seqlower.job import LowerOptions, LowerResult, check_paths, lower_file, verify_files
 else:  # onnx and onnx_ir load when a command runs: --help and --version need neither
     from seqlower._lazy import lazy
 
@@ -421,15 +421,7 @@ def lower(
     .onnx under it), go to the folder -o OUTDIR/, each as its own run (-j N at once).
     """
     _configure_logging(verbose)
-    if not models:
-        raise click.UsageError("no model given")
-    if len(models) == 2 and output is None and not dry_run and not models[1].is_dir():
-        raise click.UsageError(
-            f"unexpected extra argument {models[1]}; to write the model there, give "
-            f"-o {models[1]} (several models go to a folder: -o OUTDIR/)"
-        )
-    if output is None and not dry_run:
-        raise click.UsageError("missing option '-o' / '--output' (or give --dry-run)")
+    _check_models(models, output, dry_run)
     if len(models) > 1 or models[0].is_dir() or (output or "").endswith(os.sep):
         _batch(ctx, models, output, jobs, verbose, Printer(quiet), check.get("report_path"))
     model = models[0]
@@ -439,17 +431,13 @@ def lower(
         if output == "":
             raise click.BadParameter("an empty path", param_hint="-o")
         report_path = check.pop("report_path")
-        save = saving(check)
-        planned = planning(check)
-        checked = checking(**check)  # its runtimes: the --target names, the plan's to resolve
-        options = LowerOptions(
+        options = _lower_options(
+            check,
             passes=None
             if pass_names is None and not skip_names
             else choose_passes(pass_names, skip_names, sequence_free=sequence_free),
             cleanup=not no_cleanup,
             check=not no_check,
-            targets=checked.runtimes,
-            check_options=dataclasses.replace(checked, runtimes=()),
             external_data=external_data,
             keep_on_failure=keep_on_failure,
             dry_run=dry_run,
@@ -457,35 +445,74 @@ def lower(
             count_ops=not quiet or report_path is not None,
             ir_version=ir_version,
             sequence_free=sequence_free,
-            save=save,
-            **planned,
         )
         check_paths(model, None if dry_run else out, external_data, report_path)
         result = lower_file(model, out, options, progress=show.step, on_run=show.run_progress)
         if result.written and out is not None:
             data = result.external_data
             errors.written = [out] + ([out.parent / data] if data else [])
-        show.summary(result, verbose)
-        if result.verification is not None:
-            show.verdict(result.verification, verbose)
-        if result.failing_inputs is not None:
-            repro = ["seqlower", str(model), "-o", str(out), *_lowering_flags(options)]
-            proven = dataclasses.replace(options.check_options, runtimes=options.targets)
-            _tell_repro(show, result.failing_inputs, repro, proven)
-        if dry_run:
-            show.line("dry run: nothing written")
-        elif result.written:
-            data = result.external_data
-            show.line(f"wrote {output}" + (f" (weights in {data})" if data else ""))
-            if external_data is not None and data is None:
-                show.line(f"no weight is big enough for {external_data}: all are inline")
-        else:
-            show.error(f"{output} not written (--keep-on-failure writes it anyway)")
-        for warning in result.warnings:
-            show.error(f"warning: {warning}")
-        show.total(result)
+        _tell_lowered(show, result, options, (model, out, output), verbose)
         _write_report(report_path, result.to_dict(), options.check_options.tolerances)
     sys.exit(result.exit_code)
+
+
+def _lower_options(keywords: dict[str, Any], /, **fields: Any) -> LowerOptions:
+    """The lowering's options: ``fields`` as given, and the saving, plan and check flags parsed
+    from ``keywords`` (the command's other keywords)."""
+    save = saving(keywords)
+    planned = planning(keywords)
+    checked = checking(**keywords)  # its runtimes: the --target names, the plan's to resolve
+    return LowerOptions(
+        targets=checked.runtimes,
+        check_options=dataclasses.replace(checked, runtimes=()),
+        save=save,
+        **planned,
+        **fields,
+    )
+
+
+def _check_models(models: tuple[Path, ...], output: str | None, dry_run: bool) -> None:
+    """The usage errors of the models and -o given."""
+    if not models:
+        raise click.UsageError("no model given")
+    if len(models) == 2 and output is None and not dry_run and not models[1].is_dir():
+        raise click.UsageError(
+            f"unexpected extra argument {models[1]}; to write the model there, give "
+            f"-o {models[1]} (several models go to a folder: -o OUTDIR/)"
+        )
+    if output is None and not dry_run:
+        raise click.UsageError("missing option '-o' / '--output' (or give --dry-run)")
+
+
+def _tell_lowered(
+    show: Printer,
+    result: LowerResult,
+    options: LowerOptions,
+    paths: tuple[Path, Path | None, str | None],
+    verbose: int,
+) -> None:
+    """What one model's lowering printed: its summary, verdict, repro, what was written
+    (``paths``: the model, and OUT as a path and as given)."""
+    model, out, output = paths
+    show.summary(result, verbose)
+    if result.verification is not None:
+        show.verdict(result.verification, verbose)
+    if result.failing_inputs is not None:
+        repro = ["seqlower", str(model), "-o", str(out), *_lowering_flags(options)]
+        proven = dataclasses.replace(options.check_options, runtimes=options.targets)
+        _tell_repro(show, result.failing_inputs, repro, proven)
+    if options.dry_run:
+        show.line("dry run: nothing written")
+    elif result.written:
+        data = result.external_data
+        show.line(f"wrote {output}" + (f" (weights in {data})" if data else ""))
+        if options.external_data is not None and data is None:
+            show.line(f"no weight is big enough for {options.external_data}: all are inline")
+    else:
+        show.error(f"{output} not written (--keep-on-failure writes it anyway)")
+    for warning in result.warnings:
+        show.error(f"warning: {warning}")
+    show.total(result)
 
 
 @cli.command(

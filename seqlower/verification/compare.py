@@ -109,27 +109,7 @@ def compare_values(
     Two empty tensors may differ in size on the ``unspecified`` axes (see
     :attr:`Tolerances.unspecified`), nowhere else."""
     if isinstance(expected, list) or isinstance(actual, list):
-        report = OutputReport(name, True, kind="sequence")
-        if not (isinstance(expected, list) and isinstance(actual, list)):
-            report.ok, report.message = False, "one is a sequence, the other a tensor"
-            return report
-        report.reference_length, report.candidate_length = len(expected), len(actual)
-        if len(expected) != len(actual):
-            report.ok = False
-            report.message = f"sequence length {len(actual)}, expected {len(expected)}"
-            return report
-        for i, (e, a) in enumerate(zip(expected, actual, strict=True)):
-            element = compare_values(f"{name}[{i}]", e, a, rtol, atol)
-            report.max_abs = max(report.max_abs, element.max_abs)
-            report.max_rel = max(report.max_rel, element.max_rel)
-            report.mismatches += element.mismatches
-            report.special += element.special
-            report.elements += element.elements
-            if not element.ok:
-                report.ok = False
-                report.message = report.message or f"element {i}: {element.message}"
-        return report
-
+        return _compare_sequences(name, expected, actual, rtol, atol)
     e, a = np.asarray(expected), np.asarray(actual)
     report = OutputReport(
         name,
@@ -150,36 +130,75 @@ def compare_values(
     if open_shape:
         return report  # both empty: no values to compare
     if e.dtype.kind in "OSUb" or e.dtype.kind in "iu":
-        differ = e != a
-        report.mismatches = int(np.count_nonzero(differ))
-        if e.dtype.kind in "iu" and report.mismatches:
-            diff = np.abs(e.astype(np.float64) - a.astype(np.float64))
-            report.max_abs = float(diff.max())
-            report.max_rel = float((diff / np.maximum(np.abs(e.astype(np.float64)), 1e-300)).max())
+        _compare_exact(e, a, report)
     else:
         default_rtol, default_atol = default_tolerance(e.dtype)
         rtol = default_rtol if rtol is None else rtol
         atol = default_atol if atol is None else atol
-        e64 = e.astype(np.complex128 if e.dtype.kind == "c" else np.float64)
-        a64 = a.astype(e64.dtype)
-        nan_e, nan_a = np.isnan(e64), np.isnan(a64)
-        inf_e, inf_a = np.isinf(e64), np.isinf(a64)
-        finite = ~(nan_e | nan_a | inf_e | inf_a)
-        diff = np.zeros(e.shape, dtype=np.float64)
-        diff[finite] = np.abs(e64[finite] - a64[finite])
-        within = diff <= atol + rtol * np.abs(e64)
-        # NaN must meet NaN; an infinity must meet the same infinity; finite within tolerance.
-        ok = np.where(finite, within, (nan_e & nan_a) | (inf_e & inf_a & (e64 == a64)))
-        report.mismatches = int(np.count_nonzero(~ok))
-        report.special = int(np.count_nonzero(~ok & ~finite))
-        if diff.size:
-            report.max_abs = float(diff.max())
-            rel = diff / np.maximum(np.abs(e64), np.finfo(np.float64).tiny)
-            report.max_rel = float(np.where(finite, rel, 0.0).max())
+        _compare_floats(e, a, rtol, atol, report)
     if report.mismatches:
         report.ok = False
         report.message = f"{report.mismatches} of {report.elements} elements differ"
     return report
+
+
+def _compare_sequences(
+    name: str, expected: Any, actual: Any, rtol: float | None, atol: float | None
+) -> OutputReport:
+    """Two sequences by length, then element by element (the first differing one named)."""
+    report = OutputReport(name, True, kind="sequence")
+    if not (isinstance(expected, list) and isinstance(actual, list)):
+        report.ok, report.message = False, "one is a sequence, the other a tensor"
+        return report
+    report.reference_length, report.candidate_length = len(expected), len(actual)
+    if len(expected) != len(actual):
+        report.ok = False
+        report.message = f"sequence length {len(actual)}, expected {len(expected)}"
+        return report
+    for i, (e, a) in enumerate(zip(expected, actual, strict=True)):
+        element = compare_values(f"{name}[{i}]", e, a, rtol, atol)
+        report.max_abs = max(report.max_abs, element.max_abs)
+        report.max_rel = max(report.max_rel, element.max_rel)
+        report.mismatches += element.mismatches
+        report.special += element.special
+        report.elements += element.elements
+        if not element.ok:
+            report.ok = False
+            report.message = report.message or f"element {i}: {element.message}"
+    return report
+
+
+def _compare_exact(e: np.ndarray, a: np.ndarray, report: OutputReport) -> None:
+    """Ints, bools and strings bit for bit; ints' differences measured for the report."""
+    differ = e != a
+    report.mismatches = int(np.count_nonzero(differ))
+    if e.dtype.kind in "iu" and report.mismatches:
+        diff = np.abs(e.astype(np.float64) - a.astype(np.float64))
+        report.max_abs = float(diff.max())
+        report.max_rel = float((diff / np.maximum(np.abs(e.astype(np.float64)), 1e-300)).max())
+
+
+def _compare_floats(
+    e: np.ndarray, a: np.ndarray, rtol: float, atol: float, report: OutputReport
+) -> None:
+    """Floats within ``atol + rtol * |expected|``; NaN must meet NaN, an infinity the same
+    infinity (those that do not are counted as ``special``)."""
+    e64 = e.astype(np.complex128 if e.dtype.kind == "c" else np.float64)
+    a64 = a.astype(e64.dtype)
+    nan_e, nan_a = np.isnan(e64), np.isnan(a64)
+    inf_e, inf_a = np.isinf(e64), np.isinf(a64)
+    finite = ~(nan_e | nan_a | inf_e | inf_a)
+    diff = np.zeros(e.shape, dtype=np.float64)
+    diff[finite] = np.abs(e64[finite] - a64[finite])
+    within = diff <= atol + rtol * np.abs(e64)
+    # NaN must meet NaN; an infinity must meet the same infinity; finite within tolerance.
+    ok = np.where(finite, within, (nan_e & nan_a) | (inf_e & inf_a & (e64 == a64)))
+    report.mismatches = int(np.count_nonzero(~ok))
+    report.special = int(np.count_nonzero(~ok & ~finite))
+    if diff.size:
+        report.max_abs = float(diff.max())
+        rel = diff / np.maximum(np.abs(e64), np.finfo(np.float64).tiny)
+        report.max_rel = float(np.where(finite, rel, 0.0).max())
 
 
 def _open_shape(e: np.ndarray, a: np.ndarray, unspecified: frozenset[int]) -> bool:

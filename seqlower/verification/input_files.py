@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -130,38 +130,9 @@ def _load_npz(
             if key in archive.files
         }
         as_input, as_output = _npz_roles(keys, listed, specs, outputs, f"{flag} {path}")
-        names = {spec.name for spec in specs}
-        sequences = {spec.name for spec in specs if spec.is_sequence}
-        for key, name in as_input.items():
-            base, _, position = name.rpartition("/")
-            if name in names or (base in sequences and position.isdigit()) or name in outputs:
-                continue
-            raise InputError(
-                f"{flag} {path}: '{key}' names no input or output of the model (inputs: "
-                f"{', '.join(spec.name for spec in specs)}; sequences as NAME/0, NAME/1, ...)"
-            )
+        _check_npz_inputs(as_input, specs, outputs, f"{flag} {path}")
         by_name = {name: key for key, name in as_input.items()}
-        feeds: dict[str, Any] = {}
-        for spec in specs:
-            if spec.is_sequence:
-                # Sequences are stored as NAME/0, NAME/1, ...; an empty one as a size-0 NAME.
-                elements: list[np.ndarray] = []
-                while f"{spec.name}/{len(elements)}" in by_name:
-                    element = read(by_name[f"{spec.name}/{len(elements)}"])
-                    elements.append(_typed(element, spec.dtype))
-                if not elements and (
-                    spec.name not in by_name or read(by_name[spec.name]).size != 0
-                ):
-                    raise InputError(
-                        f"{flag} {path}: no value for the sequence input '{spec.name}' "
-                        f"({spec.name}/0, {spec.name}/1, ...; an empty one as a size-0 "
-                        f"'{spec.name}')"
-                    )
-                feeds[spec.name] = elements
-            elif spec.name in by_name:
-                feeds[spec.name] = _typed(read(by_name[spec.name]), spec.dtype)
-            else:
-                raise InputError(f"{flag} {path}: no value for the input '{spec.name}'")
+        feeds = _npz_feeds(specs, by_name, read, f"{flag} {path}")
         expected = {
             name: _typed(read(key), types.get(name, 0))
             for key, name in as_output.items()
@@ -174,6 +145,51 @@ def _load_npz(
                 f"{', '.join(outputs)})"
             )
     return feeds, expected
+
+
+def _check_npz_inputs(
+    as_input: Mapping[str, str], specs: list[InputSpec], outputs: list[str], where: str
+) -> None:
+    """Every array read as an input names an input, a sequence's element or an output."""
+    names = {spec.name for spec in specs}
+    sequences = {spec.name for spec in specs if spec.is_sequence}
+    for key, name in as_input.items():
+        base, _, position = name.rpartition("/")
+        if name in names or (base in sequences and position.isdigit()) or name in outputs:
+            continue
+        raise InputError(
+            f"{where}: '{key}' names no input or output of the model (inputs: "
+            f"{', '.join(spec.name for spec in specs)}; sequences as NAME/0, NAME/1, ...)"
+        )
+
+
+def _npz_feeds(
+    specs: list[InputSpec],
+    by_name: Mapping[str, str],
+    read: Callable[[str], np.ndarray],
+    where: str,
+) -> dict[str, Any]:
+    """Each input's value from the archive's arrays (``by_name``: input name -> key)."""
+    feeds: dict[str, Any] = {}
+    for spec in specs:
+        if spec.is_sequence:
+            # Sequences are stored as NAME/0, NAME/1, ...; an empty one as a size-0 NAME.
+            elements: list[np.ndarray] = []
+            while f"{spec.name}/{len(elements)}" in by_name:
+                element = read(by_name[f"{spec.name}/{len(elements)}"])
+                elements.append(_typed(element, spec.dtype))
+            if not elements and (spec.name not in by_name or read(by_name[spec.name]).size != 0):
+                raise InputError(
+                    f"{where}: no value for the sequence input '{spec.name}' "
+                    f"({spec.name}/0, {spec.name}/1, ...; an empty one as a size-0 "
+                    f"'{spec.name}')"
+                )
+            feeds[spec.name] = elements
+        elif spec.name in by_name:
+            feeds[spec.name] = _typed(read(by_name[spec.name]), spec.dtype)
+        else:
+            raise InputError(f"{where}: no value for the input '{spec.name}'")
+    return feeds
 
 
 def _typed(array: np.ndarray, elem_type: int) -> np.ndarray:

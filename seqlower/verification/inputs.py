@@ -133,38 +133,10 @@ def _draw_shapes(
     tensor input has it, else one size per element index, shared by every sequence (the i-th
     elements mapped together by one SequenceMap agree; elements of one sequence differ).
     """
-    parent: dict[Any, Any] = {}
-
-    def find(key: Any) -> Any:
-        parent.setdefault(key, key)
-        while parent[key] != key:
-            parent[key] = parent[parent[key]]
-            key = parent[key]
-        return key
-
-    def union(a: Any, b: Any) -> None:
-        parent[find(a)] = find(b)
-
     by_name = {spec.name: spec for spec in specs}
-    for spec in specs:
-        fixed = input_shapes.get(spec.name)
-        if fixed is not None and spec.shape is not None and len(fixed) != len(spec.shape):
-            raise InputError(
-                f"--input-shape {spec.name}: rank {len(fixed)}, but the input has rank "
-                f"{len(spec.shape)}"
-            )
-        for axis, dim in enumerate(spec.shape or ()):
-            find(Slot(spec.name, axis))
-            if isinstance(dim, str):
-                union(Slot(spec.name, axis), ("name", dim))
-    for a, b in analysis.ties:
-        if _has_slot(by_name, a) and _has_slot(by_name, b):
-            union(a, b)
-    groups: dict[Any, list[Any]] = {}
-    for key in list(parent):
-        groups.setdefault(find(key), []).append(key)
+    groups = _tied_dims(specs, by_name, analysis, input_shapes)
     sizes: dict[Any, int | list[int]] = {}
-    for root, members in groups.items():
+    for root, members in groups.members().items():
         slots = [m for m in members if isinstance(m, Slot)]
         names = [m[1] for m in members if isinstance(m, tuple)]
         per_element = not any(slot in analysis.uniform for slot in slots)
@@ -188,7 +160,7 @@ def _draw_shapes(
             if isinstance(declared, int):  # even if a tie says otherwise: the model says so
                 shape.append(declared)
                 continue
-            size = sizes[find(Slot(spec.name, axis))]
+            size = sizes[groups.find(Slot(spec.name, axis))]
             shape.append(size[element or 0] if isinstance(size, list) else size)
         return tuple(shape)
 
@@ -198,6 +170,56 @@ def _draw_shapes(
         else shape_of(spec, None)
         for spec in specs
     }
+
+
+class _UnionFind:
+    """Groups of keys (union-find with path halving), in the order keys were first seen."""
+
+    def __init__(self) -> None:
+        self.parent: dict[Any, Any] = {}
+
+    def find(self, key: Any) -> Any:
+        parent = self.parent
+        parent.setdefault(key, key)
+        while parent[key] != key:
+            parent[key] = parent[parent[key]]
+            key = parent[key]
+        return key
+
+    def union(self, a: Any, b: Any) -> None:
+        self.parent[self.find(a)] = self.find(b)
+
+    def members(self) -> dict[Any, list[Any]]:
+        groups: dict[Any, list[Any]] = {}
+        for key in list(self.parent):
+            groups.setdefault(self.find(key), []).append(key)
+        return groups
+
+
+def _tied_dims(
+    specs: list[InputSpec],
+    by_name: Mapping[str, InputSpec],
+    analysis: Analysis,
+    input_shapes: Mapping[str, tuple[int, ...]],
+) -> _UnionFind:
+    """The inputs' axes grouped by symbolic name and by the graph's ties; an ``--input-shape``
+    of the wrong rank refused."""
+    groups = _UnionFind()
+    for spec in specs:
+        fixed = input_shapes.get(spec.name)
+        if fixed is not None and spec.shape is not None and len(fixed) != len(spec.shape):
+            raise InputError(
+                f"--input-shape {spec.name}: rank {len(fixed)}, but the input has rank "
+                f"{len(spec.shape)}"
+            )
+        for axis, dim in enumerate(spec.shape or ()):
+            groups.find(Slot(spec.name, axis))
+            if isinstance(dim, str):
+                groups.union(Slot(spec.name, axis), ("name", dim))
+    for a, b in analysis.ties:
+        if _has_slot(by_name, a) and _has_slot(by_name, b):
+            groups.union(a, b)
+    return groups
 
 
 def _group_size(
