@@ -28,7 +28,7 @@ from collections.abc import Callable
 import numpy as np
 import onnx_ir as ir
 
-from seqlower._graphs import subgraphs_of
+from seqlower._graphs import broadcast, one_size, subgraphs_of
 from seqlower.passes._base import NodeLoweringPass, Rewrite, Site
 from seqlower.passes._fold import detach
 from seqlower.passes._ir import (
@@ -185,10 +185,12 @@ def _binary(node: ir.Node, shapes: list[Dims | None], floats: bool) -> object:
         return _FAILS  # an integer division by zero
     if not shapes or any(s is None or None in s for s in shapes):
         return _FAILS  # unknown sizes may not broadcast
-    try:
-        return tuple(np.broadcast_shapes(*shapes))  # type: ignore[arg-type]
-    except ValueError:
-        return _FAILS
+    found = broadcast(shapes, _one_size)  # type: ignore[arg-type]
+    return _FAILS if found is None else found
+
+
+def _one_size(dims: list[int]) -> int | None:
+    return one_size(dims, 1)
 
 
 def _slice(node: ir.Node, shapes: list[Dims | None], floats: bool) -> object:
