@@ -10,8 +10,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-import shutil
-import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -23,15 +21,13 @@ import onnx
 import onnx_ir as ir
 
 import seqlower.io
-from seqlower._fs import (
-    check_failing_inputs_folder,
-    check_target,
-    data_sets,
-    failing_inputs_folder,
-    folder_lock,
-    give_default_folder_mode,
-    put_folder_in_place,
-    replace_own_folder,
+from seqlower._saving import (
+    SaveOptions,
+    check_paths,
+    keeps_runs,
+    save_failing,
+    save_failing_inputs,
+    save_runs,
 )
 from seqlower.errors import (
     BadOptionError,
@@ -78,38 +74,6 @@ KEPT_AS_READ = "the model is kept as read and not checked (the check would compa
 Progress = Callable[[str], contextlib.AbstractContextManager[None]]
 
 
-@dataclass(frozen=True)
-class SaveOptions:
-    """What the check leaves on disk, as ONNX test-data sets (``test_data_set_K/input_J.pb``,
-    ``output_J.pb``: what ``--inputs``/``--expected`` read back).
-
-    ``failing_inputs``: the folder for a mismatch's first failing run (default: beside OUT or
-    CANDIDATE, ``OUT.failing-inputs``); ``no_failing_inputs`` saves none. ``inputs`` and
-    ``outputs``: folders for every compared run's inputs and the original's outputs on them,
-    whatever the verdict (polygraphy's ``--save-inputs``/``--save-outputs``); one folder for
-    both holds complete sets.
-    """
-
-    failing_inputs: Path | None = None
-    no_failing_inputs: bool = False
-    inputs: Path | None = None
-    outputs: Path | None = None
-
-    @property
-    def default_failing_inputs(self) -> bool:
-        """Whether a mismatch's failing inputs go to ``OUT.failing-inputs`` (or CANDIDATE's)."""
-        return self.failing_inputs is None and not self.no_failing_inputs
-
-    def folders(self) -> list[tuple[Path, str]]:
-        """The folders given, with their flags, for the up-front path check."""
-        flags = (
-            (self.failing_inputs, "--save-failing-inputs"),
-            (self.inputs, "--save-inputs"),
-            (self.outputs, "--save-outputs"),
-        )
-        return [(Path(path), flag) for path, flag in flags if path is not None]
-
-
 @dataclass
 class LowerOptions:
     """How :func:`lower_file` runs: ``targets`` the deploy targets it lowers for (``--target``:
@@ -145,12 +109,8 @@ class LowerOptions:
     def __post_init__(self) -> None:
         # ``targets="tract"`` means one target: iterating the string would ask for "t", "r"...
         self.targets = (self.targets,) if isinstance(self.targets, str) else tuple(self.targets)
-        if _keeps_runs(self.save) and not self.check_options.keep_runs:
+        if keeps_runs(self.save) and not self.check_options.keep_runs:
             self.check_options = dataclasses.replace(self.check_options, keep_runs=True)
-
-
-def _keeps_runs(save: SaveOptions) -> bool:
-    return save.inputs is not None or save.outputs is not None
 
 
 def _check_options() -> CheckOptions:
@@ -233,86 +193,6 @@ class LowerResult:
 @contextlib.contextmanager
 def _no_progress(_: str) -> Iterator[None]:
     yield
-
-
-def check_paths(
-    model: Path | None,
-    output: Path | None,
-    external_data: str | None,
-    report: Path | None,
-    inputs: Path | None = None,
-    save: SaveOptions | None = None,
-    *,
-    failing_beside: Path | None = None,
-) -> None:
-    """Refuse, before any work, paths that would fail or do harm once the work is done.
-
-    ``failing_beside``: the model beside which a mismatch's failing inputs go by default
-    (OUT, or verify's CANDIDATE), when they may be saved there.
-    """
-    if save is not None:
-        _check_save_folders(save)
-    if failing_beside is not None and save is not None and save.default_failing_inputs:
-        failing = failing_inputs_folder(failing_beside)
-        for folder, flag in save.folders():
-            if _same_folder(folder, failing):  # a mismatch replaces that folder whole
-                raise OutputError(
-                    f"{flag} {folder}: that is where a mismatch's failing inputs go; give "
-                    "another folder, or --save-failing-inputs DIR"
-                )
-        check_failing_inputs_folder(
-            failing, "--save-failing-inputs DIR or --no-save-failing-inputs"
-        )
-    if model is not None and not model.exists():
-        raise ModelLoadError(f"{model}: no such file")
-    if inputs is not None and not inputs.exists():
-        raise ModelLoadError(f"--inputs {inputs}: no such file or folder")
-    if output is not None:
-        check_target(output, "-o")
-        if model is not None and external_data is not None:
-            seqlower.io.check_external_data_name(external_data, output, inputs=[model])
-    if report is not None:
-        check_target(report, "--report")
-        taken = [p for p in (model, output, inputs) if p is not None]
-        if external_data is not None and output is not None:
-            taken.append(output.parent / external_data)
-        for path in taken:
-            if os.path.realpath(report) == os.path.realpath(path):
-                raise OutputError(f"--report {report}: that is {path}, which this run uses")
-
-
-def _check_save_folders(save: SaveOptions) -> None:
-    """The folders the check's data goes into: each a folder or absent, in a folder that takes
-    files, holding no test-data set this run would write (seqlower adds sets, never replaces
-    one: a set is somebody's data, even one an earlier run saved)."""
-    given = save.folders()
-    for folder, flag in given:
-        if os.path.lexists(folder) and (folder.is_symlink() or not folder.is_dir()):
-            raise OutputError(f"{flag} {folder}: not a folder")
-        # The sets go in under a private name first, then are renamed in: the same test as a file.
-        if not folder.is_dir():
-            check_target(folder, flag)
-            continue
-        taken = data_sets(folder)
-        if flag == "--save-failing-inputs":  # only set 0 goes there
-            taken = [p for p in taken if p.name == "test_data_set_0"]
-        if taken:
-            raise OutputError(
-                f"{flag} {folder}: {taken[0]} exists, and seqlower never replaces a saved "
-                "test-data set; give a new or empty folder"
-            )
-        check_target(folder / "test_data_set_0", flag)
-    failing = [folder for folder, flag in given if flag == "--save-failing-inputs"]
-    for folder, flag in given:
-        if failing and flag != "--save-failing-inputs" and _same_folder(folder, failing[0]):
-            raise OutputError(
-                f"--save-failing-inputs {failing[0]} and {flag} {folder}: both would write "
-                "test_data_set_0 there; give them different folders"
-            )
-
-
-def _same_folder(a: Path, b: Path) -> bool:
-    return os.path.realpath(a) == os.path.realpath(b)
 
 
 def lower_file(
@@ -410,7 +290,7 @@ def lower_file(
         assert output is not None
         with progress(f"writing {output}"):
             _write(result, ir_model, output, options, keep=keep, exact=as_read)
-    if _keeps_runs(options.save) and result.verification is None:
+    if keeps_runs(options.save) and result.verification is None:
         result.warnings.append("--save-inputs/--save-outputs: no check ran, so nothing was saved")
     result.seconds = time.perf_counter() - start
     return result
@@ -502,7 +382,7 @@ def _record_check(
     result.exit_code = _exit_code(report)
     result.warnings += report.warnings
     if result.exit_code == ExitCode.MISMATCH and output is not None:
-        result.failing_inputs, warning = _save_failing(report, original, output, save)
+        result.failing_inputs, warning = save_failing(report, original, output, save)
         result.warnings += warning
     if output is not None:
         result.warnings += save_runs(report, original, save)
@@ -586,7 +466,7 @@ def verify_files(
     save = save or SaveOptions()
     if save.failing_inputs is None:
         save = dataclasses.replace(save, no_failing_inputs=True)
-    if _keeps_runs(save):
+    if keeps_runs(save):
         options = dataclasses.replace(options, keep_runs=True)
     proven = deployment(options.runtimes)  # a deploy target's name: the runtime proving it
     if proven.unproven:
@@ -619,57 +499,10 @@ def verify_files(
     result = VerifyResult(reference, candidate, report, _exit_code(report))
     result.warnings += report.warnings
     if result.exit_code == ExitCode.MISMATCH:
-        result.failing_inputs, warning = _save_failing(report, protos[0], candidate, save)
+        result.failing_inputs, warning = save_failing(report, protos[0], candidate, save)
         result.warnings += warning
     result.warnings += save_runs(report, protos[0], save)
     return result
-
-
-def _save_failing(
-    report: VerifyReport, original: onnx.ModelProto, beside: Path, save: SaveOptions
-) -> tuple[Path | None, list[str]]:
-    """A mismatch's first failing inputs where ``save`` says (default: beside ``beside``)."""
-    if save.no_failing_inputs or report.failing_inputs is None:
-        return None, []
-    folder = save.failing_inputs or failing_inputs_folder(beside)
-    saved = save_failing_inputs(report, original, beside, folder=folder)
-    if saved is None:
-        if save.failing_inputs is not None:
-            why = f"{folder / 'test_data_set_0'} is already there (a set is never replaced)"
-        else:
-            why = f"{folder} is a link, a file, or holds files seqlower did not write"
-        return None, [f"failing inputs not saved: {why}"]
-    return saved, []
-
-
-def save_runs(report: VerifyReport, original: onnx.ModelProto, save: SaveOptions) -> list[str]:
-    """Every compared run's inputs (``save.inputs``) and the original's outputs on them
-    (``save.outputs``), run K (from 0) as ``test_data_set_K``, each set staged and renamed in
-    (never over a set already there: the warnings say which were not saved)."""
-    from seqlower.verification.input_files import save_inputs, save_outputs
-
-    folders: dict[str, tuple[Path, set[str]]] = {}
-    for path, kind in ((save.inputs, "inputs"), (save.outputs, "outputs")):
-        if path is not None:
-            folders.setdefault(os.path.realpath(path), (path, set()))[1].add(kind)
-    warnings = []
-    for k, (feeds, outputs) in enumerate(report.kept_runs):
-        for folder, kinds in folders.values():
-            folder.mkdir(exist_ok=True)
-            staging = Path(tempfile.mkdtemp(prefix=".test_data_set.", dir=folder))
-            try:
-                if "inputs" in kinds:
-                    save_inputs(staging, feeds, original)
-                if "outputs" in kinds:
-                    names = [o.name for o in original.graph.output]
-                    save_outputs(staging, dict(zip(names, outputs, strict=True)), original)
-                give_default_folder_mode(staging)
-                target = folder / f"test_data_set_{k}"
-                if not put_folder_in_place(staging, target):
-                    warnings.append(f"{target} not saved: something else is there now")
-            finally:
-                shutil.rmtree(staging, ignore_errors=True)
-    return warnings
 
 
 def _as_path(value: object) -> Path | None:
@@ -822,47 +655,6 @@ def newest_ir_version_onnxruntime_reads() -> int | None:
 
 
 _NEWEST_ORT_IR: int | None = None
-
-
-def save_failing_inputs(
-    report: VerifyReport,
-    original: onnx.ModelProto,
-    output: Path,
-    *,
-    folder: Path | None = None,
-) -> Path | None:
-    """Save the inputs of the first failing run beside OUT (``OUT.failing-inputs``), or as
-    ``test_data_set_0`` in ``folder`` when given, with the framework's outputs for them when
-    the check had some (so ``--expected`` can read the same folder), staged and renamed into
-    place like every other write; None when there are none or no room: ``OUT.failing-inputs``
-    is replaced only when it holds nothing but a previous run's failing inputs, and a set in
-    ``folder`` never."""
-    from seqlower.verification.input_files import save_inputs, save_outputs
-
-    if report.failing_inputs is None:
-        return None
-    default = failing_inputs_folder(output)
-    folder = default if folder is None else folder
-    if os.path.lexists(folder) and (folder.is_symlink() or not folder.is_dir()):
-        return None
-    if folder != default:
-        folder.mkdir(exist_ok=True)
-    parent = folder.parent if folder == default else folder
-    staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=parent))
-    try:
-        save_inputs(staging / "test_data_set_0", report.failing_inputs, original)
-        if report.failing_outputs is not None:
-            save_outputs(staging / "test_data_set_0", report.failing_outputs, original)
-        give_default_folder_mode(staging / "test_data_set_0")
-        if folder == default:
-            give_default_folder_mode(staging)
-            with folder_lock(folder.parent):  # two runs failing on one OUT take turns
-                placed = replace_own_folder(staging, folder)
-        else:
-            placed = put_folder_in_place(staging / "test_data_set_0", folder / "test_data_set_0")
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return folder if placed else None
 
 
 def _reference(model: ir.Model, options: LowerOptions) -> onnx.ModelProto:
