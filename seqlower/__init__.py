@@ -67,15 +67,15 @@ if TYPE_CHECKING:
 
     from seqlower.inspect import inspect_model
     from seqlower.job import LowerOptions, LowerResult, lower_file
-    from seqlower.pipeline import PassRow, build_pipeline
-    from seqlower.plan import LowerReport, lower, lower_with_report
+    from seqlower.pipeline import PassRow
+    from seqlower.plan import LowerReport, build_pipeline, lower, lower_with_report
     from seqlower.verification import CheckOptions, Tolerances, VerifyReport, verify
 
 #: The lazily loaded names, by module: onnx and onnx_ir take half a second, onnxruntime more,
 #: and the command line must be able to handle Ctrl-C before them.
 _LAZY = {
-    "seqlower.pipeline": ("PassRow", "build_pipeline"),
-    "seqlower.plan": ("LowerReport", "lower", "lower_with_report"),
+    "seqlower.pipeline": ("PassRow",),
+    "seqlower.plan": ("LowerReport", "build_pipeline", "lower", "lower_with_report"),
     "seqlower.verification": ("CheckOptions", "Tolerances", "VerifyReport", "verify"),
     "seqlower.job": ("LowerOptions", "LowerResult", "lower_file"),
     "seqlower.inspect": ("inspect_model",),

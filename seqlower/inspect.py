@@ -200,11 +200,12 @@ def inspect_model(
     read."""
     start = time.perf_counter()
     from seqlower.pipeline import op_counts
-    from seqlower.targets import PIPELINES
+    from seqlower.plan import pipeline_rows
 
-    unknown = [name for name in pipelines if name not in PIPELINES]
+    rows = pipeline_rows()
+    unknown = [name for name in pipelines if name not in rows]
     if unknown:
-        known = ", ".join(PIPELINES)
+        known = ", ".join(rows)
         raise BadArgumentError(f"unknown pipeline or target {unknown[0]!r}; known: {known}")
     if not isinstance(model, (onnx.ModelProto, str, os.PathLike)):
         raise ModelTypeError("inspect_model", model, "a ModelProto or a path")
@@ -252,8 +253,7 @@ def _dry_run(
     from seqlower._gc import gc_paused
     from seqlower.job import make_lower_plan
     from seqlower.pipeline import op_counts, restamp
-    from seqlower.plan import run_plan
-    from seqlower.targets import TARGETS
+    from seqlower.plan import run_plan, target_rows
 
     view = PipelineView(name)
     options = dataclasses.replace(
@@ -262,7 +262,7 @@ def _dry_run(
         cleanup=True,
         sequence_free=name == "sequence-free",
         check=False,
-        targets=(name,) if name in TARGETS else (),
+        targets=(name,) if name in {row.name for row in target_rows()} else (),
         check_options=dataclasses.replace(planning.check_options, expected=None),
     )
     try:

@@ -46,9 +46,8 @@ from seqlower.pipeline import (
     op_counts,
     restamp,
 )
-from seqlower.plan import Plan, make_plan, run_plan
+from seqlower.plan import Plan, make_plan, run_plan, verification_runtimes
 from seqlower.summary import ModelFacts
-from seqlower.targets import deployment
 
 if TYPE_CHECKING:
     from seqlower.verification import VerifyReport
@@ -468,17 +467,8 @@ def verify_files(
         save = dataclasses.replace(save, no_failing_inputs=True)
     if keeps_runs(save):
         options = dataclasses.replace(options, keep_runs=True)
-    proven = deployment(options.runtimes)  # a deploy target's name: the runtime proving it
-    if proven.unproven:
-        raise BadOptionError(
-            f"--target {proven.unproven[0]}: seqlower cannot run it, so cannot verify on it "
-            "(seqlower --list-targets)"
-        )
-    from seqlower.verification.runtimes import load_target
-
-    for name in proven.proofs:  # not installed: exit 2 before any model is read
-        load_target(name, lowering=False)
-    options = dataclasses.replace(options, runtimes=proven.proofs)
+    # not installed: exit 2 before any model is read
+    options = dataclasses.replace(options, runtimes=verification_runtimes(options.runtimes))
     check_paths(reference, None, None, None)
     check_paths(
         candidate, None, None, None, _as_path(options.inputs), save, failing_beside=candidate

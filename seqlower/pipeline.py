@@ -37,7 +37,7 @@ from seqlower.passes.inputs.unroll_inputs import UnrollInputs
 from seqlower.passes.repairs.explicit_attribute_defaults import ExplicitAttributeDefaults
 from seqlower.passes.repairs.restamp_op_versions import RestampOpVersions
 from seqlower.passes.sequences.fold_optionals import FoldOptionals
-from seqlower.targets import Pipeline, Repeat, Target, get_pipeline, get_target
+from seqlower.targets import Pipeline, Repeat, Target
 
 if TYPE_CHECKING:  # onnxruntime loads with it: only when a proof runs
     from seqlower.verification import CheckOptions
@@ -47,7 +47,6 @@ __all__ = [
     "PassSpec",
     "SortIfNeeded",
     "TimedPass",
-    "build_pipeline",
     "check_arguments",
     "check_at_constant_inputs",
     "check_at_fixed_shapes",
@@ -55,6 +54,7 @@ __all__ = [
     "op_counts",
     "pass_name",
     "pass_rows",
+    "pipeline_for_row",
     "pipeline_pass_names",
     "run_pipeline",
 ]
@@ -198,65 +198,26 @@ def _timed(pass_: ir.passes.PassBase) -> ir.passes.PassBase:
     return TimedPass(pass_)
 
 
-def build_pipeline(
+def pipeline_for_row(
+    row: Pipeline,
     passes: Sequence[PassSpec] | None = None,
     *,
+    like: Target | None = None,
     cleanup: bool = True,
     timed: bool = False,
-    sequence_free: bool = False,
     unroll_inputs: Mapping[str, int] | None = None,
-    target: str | None = None,
     input_shapes: Mapping[str, Sequence[int]] | None = None,
     optional_inputs: Mapping[str, bool] | None = None,
     constant_inputs: Mapping[str, Any] | None = None,
     drop_constant_inputs: bool = False,
 ) -> ir.passes.PassManager:
-    """A PassManager for one row of :data:`seqlower.targets.PIPELINES`: ``target`` (a name in
-    :data:`~seqlower.targets.TARGETS`), else ``sequence-free`` when ``sequence_free``, else
-    ``default``.
-
-    Every row is built the same way: ``ValidateNodes`` first (a malformed node is the same
-    error whether it is lowered or kept); ``unroll_inputs`` (input name to K) then replaces
-    those sequence inputs by K tensors each
-    (:class:`~seqlower.passes.inputs.unroll_inputs.UnrollInputs`); ``input_shapes``
-    (input name to its dimensions) fixes those inputs' shapes and folds what that makes
-    constant (:class:`~seqlower.passes.inputs.fix_input_shapes.FixInputShapes`); the row's
-    passes, or ``passes`` (names or instances; not with a target, which chooses its own); with
-    ``input_shapes`` a second fold (``FoldStaticShapes``: after them, or where the row names
-    ``fold-static-shapes``; without ``input_shapes`` that name is skipped); the row's
-    function-op expansion and explicit attribute defaults; dead-node removal (onnx_ir's, made
-    cheaper: :mod:`seqlower._cleanup`); the row's checks (which raise
-    naming every node that blocks it); onnx_ir's stable topological sort when anything is out
-    of order. ``cleanup=False`` skips the sort, and the dead-node removal of the default row (a
-    row with checks, or a target's, always removes dead nodes: dead sequence ops count).
-    ``optional_inputs`` (input name to present or not) fixes those optional inputs' presence
-    before any unrolling
-    (:class:`~seqlower.passes.inputs.fix_optional_inputs.FixOptionalInputs`), and
-    ``FoldOptionals`` then folds what reads them (in every row). ``constant_inputs`` (input
-    name to its one value) makes those inputs constants after the shapes are fixed and folds
-    what they decide, the inputs kept (read by nothing) unless ``drop_constant_inputs``
-    (:class:`~seqlower.passes.inputs.fix_input_shapes.FixConstantInputs`).
-    ``timed`` wraps every pass in :class:`TimedPass`.
-    """
-    check_arguments(
-        passes,
-        unroll_inputs,
-        optional_inputs,
-        input_shapes,
-        target,
-        constant_inputs=constant_inputs,
-        drop_constant_inputs=drop_constant_inputs,
-    )
-    if target is not None and (passes is not None or sequence_free):
-        raise BadArgumentError(
-            "a target chooses its own passes: give target or passes/sequence_free"
-        )
-    row = get_target(target) if target is not None else get_pipeline(sequence_free)
+    """The PassManager for ``row``, a row :mod:`seqlower.plan` resolved (``like``: the target
+    whose op versions the row re-stamps to, ``Pipeline.restamps_like``), as
+    :func:`seqlower.plan.build_pipeline` describes it; the arguments are checked there."""
     names = passes or row.passes
     # A row may place the second fold itself ("fold-static-shapes": passes after it see the
     # folded shapes); it runs only with fixed input shapes, as the one appended otherwise.
     lowering = [_make(p, row) for p in names if p != "fold-static-shapes" or input_shapes]
-    like = get_target(row.restamps_like) if row.restamps_like and passes is None else None
     if like is not None:
         lowering.insert(0, _quiet(FoldOptionals()))
     steps: list[ir.passes.PassBase] = [ValidateNodes()]
@@ -277,10 +238,10 @@ def build_pipeline(
 def _closing_steps(
     row: Pipeline, like: Target | None, *, refold: bool, cleanup: bool
 ) -> list[ir.passes.PassBase]:
-    """What every row runs after its passes (:func:`build_pipeline`'s docstring): the second
-    fold (``refold``), the row's function-op expansion and attribute defaults, dead-node
-    removal, the op-version restamp (the row's, or quietly ``like``'s), the row's checks and
-    the sort."""
+    """What every row runs after its passes (:func:`seqlower.plan.build_pipeline` says
+    which): the second fold (``refold``), the row's function-op expansion and attribute
+    defaults, dead-node removal, the op-version restamp (the row's, or quietly ``like``'s), the
+    row's checks and the sort."""
     steps: list[ir.passes.PassBase] = [FoldStaticShapes()] if refold else []
     if row.expand_ops:
         steps.append(ExpandFunctionOps(row.expand_ops))

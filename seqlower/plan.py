@@ -38,17 +38,19 @@ from seqlower.pipeline import (
     PassRow,
     PassSpec,
     _caused_by,
-    build_pipeline,
     check_arguments,
     check_at_constant_inputs,
     check_at_fixed_shapes,
     interface_reference,
     op_counts,
     pass_rows,
+    pipeline_for_row,
     restamp,
     run_pipeline,
 )
 from seqlower.targets import (
+    PIPELINES,
+    TARGETS,
     Deployment,
     Pipeline,
     Target,
@@ -64,11 +66,15 @@ __all__ = [
     "DECLARED_SIZES",
     "LowerReport",
     "Plan",
+    "build_pipeline",
     "lower",
     "lower_with_report",
     "make_plan",
+    "pipeline_rows",
     "plan_pipeline",
     "run_plan",
+    "target_rows",
+    "verification_runtimes",
 ]
 
 #: The name of the step that forgets the sizes a model declares but nothing enforces, in
@@ -182,6 +188,38 @@ def make_plan(
     )
 
 
+def target_rows(names: Sequence[str] | None = None) -> tuple[Target, ...]:
+    """The rows of the target table: every one (``--list-targets``), or the one ``names``
+    lower with, resolved as ``--target`` resolves them (unknown names, or two lowerings, are a
+    BadOptionError): the command line's check before the model is read, and ``inspect``'s."""
+    if names is None:
+        return tuple(TARGETS.values())
+    row = deployment(names).target
+    return () if row is None else (row,)
+
+
+def pipeline_rows() -> Mapping[str, Pipeline]:
+    """The pipeline table by name (``default``, ``sequence-free`` and each target's row), for
+    what lists or names rows without lowering: ``inspect``, ``--list-passes``, ``--passes``."""
+    return PIPELINES
+
+
+def verification_runtimes(names: Sequence[str]) -> tuple[str, ...]:
+    """The check's runtimes that prove ``names`` for ``seqlower verify`` (a deploy target's
+    name: the runtime proving it), each installed: exit 2 before any model is read."""
+    proven = deployment(names)
+    if proven.unproven:
+        raise BadOptionError(
+            f"--target {proven.unproven[0]}: seqlower cannot run it, so cannot verify on it "
+            "(seqlower --list-targets)"
+        )
+    from seqlower.verification.runtimes import load_target
+
+    for name in proven.proofs:
+        load_target(name, lowering=False)
+    return proven.proofs
+
+
 def _proven_here(deploy: Deployment, *, check: bool, api: bool) -> list[str]:
     """With the check, every runtime that proves the targets found installed (not imported:
     the check imports it; torch takes 6 s), a target nothing here runs refused
@@ -201,21 +239,105 @@ def _proven_here(deploy: Deployment, *, check: bool, api: bool) -> list[str]:
     return []
 
 
+def build_pipeline(
+    passes: Sequence[PassSpec] | None = None,
+    *,
+    cleanup: bool = True,
+    timed: bool = False,
+    sequence_free: bool = False,
+    unroll_inputs: Mapping[str, int] | None = None,
+    target: str | None = None,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    optional_inputs: Mapping[str, bool] | None = None,
+    constant_inputs: Mapping[str, Any] | None = None,
+    drop_constant_inputs: bool = False,
+) -> ir.passes.PassManager:
+    """A PassManager for one row of :data:`seqlower.targets.PIPELINES`: ``target`` (a name in
+    :data:`~seqlower.targets.TARGETS`), else ``sequence-free`` when ``sequence_free``, else
+    ``default``.
+
+    Every row is built the same way: ``ValidateNodes`` first (a malformed node is the same
+    error whether it is lowered or kept); ``unroll_inputs`` (input name to K) then replaces
+    those sequence inputs by K tensors each
+    (:class:`~seqlower.passes.inputs.unroll_inputs.UnrollInputs`); ``input_shapes``
+    (input name to its dimensions) fixes those inputs' shapes and folds what that makes
+    constant (:class:`~seqlower.passes.inputs.fix_input_shapes.FixInputShapes`); the row's
+    passes, or ``passes`` (names or instances; not with a target, which chooses its own); with
+    ``input_shapes`` a second fold (``FoldStaticShapes``: after them, or where the row names
+    ``fold-static-shapes``; without ``input_shapes`` that name is skipped); the row's
+    function-op expansion and explicit attribute defaults; dead-node removal (onnx_ir's, made
+    cheaper: :mod:`seqlower._cleanup`); the row's checks (which raise
+    naming every node that blocks it); onnx_ir's stable topological sort when anything is out
+    of order. ``cleanup=False`` skips the sort, and the dead-node removal of the default row (a
+    row with checks, or a target's, always removes dead nodes: dead sequence ops count).
+    ``optional_inputs`` (input name to present or not) fixes those optional inputs' presence
+    before any unrolling
+    (:class:`~seqlower.passes.inputs.fix_optional_inputs.FixOptionalInputs`), and
+    ``FoldOptionals`` then folds what reads them (in every row). ``constant_inputs`` (input
+    name to its one value) makes those inputs constants after the shapes are fixed and folds
+    what they decide, the inputs kept (read by nothing) unless ``drop_constant_inputs``
+    (:class:`~seqlower.passes.inputs.fix_input_shapes.FixConstantInputs`).
+    ``timed`` wraps every pass in :class:`TimedPass`.
+    """
+    check_arguments(
+        passes,
+        unroll_inputs,
+        optional_inputs,
+        input_shapes,
+        target,
+        constant_inputs=constant_inputs,
+        drop_constant_inputs=drop_constant_inputs,
+    )
+    if target is not None and (passes is not None or sequence_free):
+        raise BadArgumentError(
+            "a target chooses its own passes: give target or passes/sequence_free"
+        )
+    row = get_target(target) if target is not None else get_pipeline(sequence_free)
+    return _row_pipeline(
+        row,
+        passes,
+        cleanup=cleanup,
+        timed=timed,
+        unroll_inputs=unroll_inputs,
+        input_shapes=input_shapes,
+        optional_inputs=optional_inputs,
+        constant_inputs=constant_inputs,
+        drop_constant_inputs=drop_constant_inputs,
+    )
+
+
 def plan_pipeline(plan: Plan, *, timed: bool = False) -> ir.passes.PassManager:
     """The passes ``plan`` runs, as one PassManager (``timed``: each in a TimedPass)."""
     target = plan.target
-    return build_pipeline(
+    check_arguments(
         plan.passes,
-        cleanup=plan.cleanup,
-        timed=timed,
-        sequence_free=target is None and plan.row.sequence_free,
-        unroll_inputs=plan.unroll_inputs,
-        optional_inputs=plan.optional_inputs,
-        target=None if target is None else target.name,
-        input_shapes=plan.input_shapes,
+        plan.unroll_inputs,
+        plan.optional_inputs,
+        plan.input_shapes,
+        None if target is None else target.name,
         constant_inputs=plan.constant_inputs,
         drop_constant_inputs=plan.drop_constant_inputs,
     )
+    return _row_pipeline(
+        plan.row,
+        plan.passes,
+        cleanup=plan.cleanup,
+        timed=timed,
+        unroll_inputs=plan.unroll_inputs,
+        input_shapes=plan.input_shapes,
+        optional_inputs=plan.optional_inputs,
+        constant_inputs=plan.constant_inputs,
+        drop_constant_inputs=plan.drop_constant_inputs,
+    )
+
+
+def _row_pipeline(
+    row: Pipeline, passes: Sequence[PassSpec] | None, **options: Any
+) -> ir.passes.PassManager:
+    """``row``'s PassManager, with the target whose op versions it re-stamps to (a row that
+    re-stamps like another, unless ``passes`` replace its own) resolved here."""
+    like = get_target(row.restamps_like) if row.restamps_like and passes is None else None
+    return pipeline_for_row(row, passes, like=like, **options)
 
 
 def run_plan(

@@ -40,7 +40,6 @@ from seqlower.cli.options import (
 from seqlower.cli.output import Printer
 from seqlower.errors import ExitCode, SeqlowerError, first_line
 from seqlower.passes import PASSES, pass_doc
-from seqlower.targets import PIPELINES, TARGETS, deployment
 
 if TYPE_CHECKING:
     from seqlower.job import LowerOptions, LowerResult, check_paths, lower_file, verify_files
@@ -232,17 +231,19 @@ def _show_version(ctx: click.Context, _param: click.Parameter, value: bool) -> N
 def _pipelines_of(name: str) -> str:
     """Which pipelines run a pass: ``default``, ``sequence-free`` (twice, last), the targets
     whose pipeline lists it, or none (``--passes`` only)."""
+    from seqlower.plan import pipeline_rows, target_rows
+
     runs = []
-    if name in PIPELINES["default"].pass_names:
+    if name in pipeline_rows()["default"].pass_names:
         runs.append("default")
-    sequence_free = PIPELINES["sequence-free"]
+    sequence_free = pipeline_rows()["sequence-free"]
     count = sequence_free.pass_names.count(name)
     if count or name in sequence_free.requires:
         runs.append("sequence-free" + (" (twice)" if count > 1 else ""))
     if not runs:  # the sequence-free passes are in most targets' pipelines: said once above
         targets = [
             row.name
-            for row in TARGETS.values()
+            for row in target_rows()
             if name in (*row.pass_names, *row.requires)
             or (name == "expand-function-ops" and row.expand_ops)
         ]
@@ -606,8 +607,10 @@ def inspect_command(model: Path, targets: tuple[str, ...], as_json: bool, **flag
 
         planned = LowerOptions(**planning(flags))
 
-        rows = [] if not targets else [deployment([name]).target for name in targets]
-        names = [row.name for row in rows if row is not None] or [
+        from seqlower.plan import target_rows
+
+        rows = [row for name in targets for row in target_rows([name])]
+        names = [row.name for row in rows] or [
             "default",
             "sequence-free",
             "openvino",

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from seqlower.passes import PASSES
-from seqlower.targets import get_pipeline
 
 if TYPE_CHECKING:
     from seqlower.job import SaveOptions
@@ -126,10 +125,10 @@ def _check_targets(
     if not names:  # nothing to import: click calls this for every run
         return names
     from seqlower.errors import SeqlowerError
-    from seqlower.targets import deployment
+    from seqlower.plan import target_rows
 
     try:
-        deployment(names)
+        target_rows(names)
     except SeqlowerError as e:
         raise click.UsageError(str(e)) from None
     return tuple(dict.fromkeys(names))
@@ -647,7 +646,9 @@ def unroll_inputs(pairs: tuple[tuple[str, int], ...]) -> dict[str, int]:
 def choose_passes(
     text: str | None, skip: tuple[str, ...], *, sequence_free: bool = False
 ) -> list[str]:
-    default = get_pipeline(sequence_free).pass_names
+    from seqlower.plan import pipeline_rows
+
+    default = pipeline_rows()["sequence-free" if sequence_free else "default"].pass_names
     names = list(default) if text is None else [n.strip() for n in text.split(",") if n.strip()]
     skipped = [n.strip() for spec in skip for n in spec.split(",") if n.strip()]
     unknown = [name for name in (*names, *skipped) if name not in PASSES]

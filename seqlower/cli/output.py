@@ -134,10 +134,10 @@ def _isatty(stream: Any) -> bool:
 def describe_targets() -> str:
     """The target table as text, one block per target (what ``seqlower --list-targets``
     prints), each proof runtime's version here or why it cannot run here."""
-    from seqlower.targets import TARGETS
+    from seqlower.plan import target_rows
 
     lines = []
-    for target in TARGETS.values():
+    for target in target_rows():
         lines.append(f"{target.name}  [{target.measured}: {target.versions}]")
         lines.append(f"  passes:           {', '.join(target.pass_names)}")
         if target.expand_ops:

@@ -122,7 +122,8 @@ SHARED = "[sequence-free passes]"
 
 def built_pipelines() -> dict[str, list[str]]:
     """What ``build_pipeline`` runs for each row of the pipeline table, by registry name."""
-    from seqlower.pipeline import build_pipeline, pipeline_pass_names
+    from seqlower.pipeline import pipeline_pass_names
+    from seqlower.plan import build_pipeline
     from seqlower.targets import PIPELINES, TARGETS
 
     built = {}

@@ -22,7 +22,8 @@ from seqlower.passes import (
     LoopToScan,
     StripSymbolicDims,
 )
-from seqlower.pipeline import build_pipeline, pass_name
+from seqlower.pipeline import pass_name
+from seqlower.plan import build_pipeline
 from seqlower.targets import TARGETS
 from tests import loop_cases as cases
 from tests.helpers import all_nodes, all_op_types, parse

@@ -48,6 +48,29 @@ def test_the_three_entry_points_make_and_run_a_plan() -> None:
         assert not {"deployment", "get_target", "build_pipeline"} & _calls(function)
 
 
+#: What the target table offers that resolves or lists its rows.
+_TABLE_LOOKUPS = {"TARGETS", "PIPELINES", "get_target", "get_pipeline", "deployment"}
+
+
+def test_only_the_plan_looks_the_target_table_up() -> None:
+    """The CLI's early name check, ``--list-targets``, ``inspect``, ``verify_files`` and the
+    pipeline builder get rows from :mod:`seqlower.plan` (it resolved names 5 more times)."""
+    lookups = {}
+    for path in sorted((ROOT / "seqlower").rglob("*.py")):
+        if path.name in ("plan.py", "targets.py") and path.parent.name == "seqlower":
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        names = {
+            alias.name
+            for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom) and node.module == "seqlower.targets"
+            for alias in node.names
+        }
+        if names & _TABLE_LOOKUPS:
+            lookups[str(path.relative_to(ROOT))] = sorted(names & _TABLE_LOOKUPS)
+    assert not lookups
+
+
 def test_the_target_table_imports_nothing_above_the_errors() -> None:
     tree = ast.parse((ROOT / "seqlower" / "targets.py").read_text(encoding="utf-8"))
     imported = {
