@@ -219,7 +219,7 @@ def lower_file(
         target,
         options.external_data,
         None,
-        _inputs_path(options),
+        _inputs_path(options.check_options),
         options.save,
         failing_beside=target if options.check else None,
     )
@@ -231,32 +231,25 @@ def lower_file(
     if options.external_data is not None and target is not None:
         seqlower.io.check_external_data_name(options.external_data, target, inputs=reads)
     before = op_counts(ir_model) if options.count_ops else Counter()
-    original = _reference(ir_model, options) if options.check else None
-    check_options = _at_fixed_shapes(ir_model, original, options)
+    original = _reference(ir_model, plan) if options.check else None
+    check_options = _at_fixed_shapes(ir_model, original, plan, options.check_options)
     if original is not None:
         check_names(original, check_options)
     opset, flag, converting = plan.opset_for(ir_model)
     target_notes = [*plan.notes, *([converting] if converting else [])]
+    ir_version = options.ir_version
     with progress("lowering"):
         rows = run_plan(plan, ir_model)
         load_notes = seqlower.io.load_notes(ir_model)
-        unchanged = (
-            not options.unroll_inputs
-            and not options.optional_inputs
-            and not options.overwrite_input_shapes
-            and not options.constant_inputs
-            and not any(row.rewritten for row in rows)
-        )
+        unchanged = not plan.changes_interface and not any(row.rewritten for row in rows)
         as_read: onnx.ModelProto | None = None
         notes_unchanged: list[str] = []
         if unchanged:
             ir_model, as_read = _as_read(model, opset, repaired=bool(load_notes))
-        notes = load_notes + restamp(
-            ir_model, ir_version=options.ir_version, opset=opset, flag=flag
-        )
+        notes = load_notes + restamp(ir_model, opset=opset, flag=flag, ir_version=ir_version)
         if as_read is not None:
             as_read.ir_version = ir_model.ir_version  # re-stamped only when asked
-        if unchanged and _kept_unchecked(original, options, plan.runtimes, opset):
+        if unchanged and _kept_unchecked(original, options.check_options, plan.runtimes, opset):
             notes_unchanged = [] if original is None else [KEPT_AS_READ]
             original = None  # the check would compare the model with itself
         # Without the check the written file is checked before it replaces anything
@@ -284,23 +277,23 @@ def lower_file(
             report = verify(original, lowered, _with_progress(proven, on_run))
         _record_check(result, report, original, None if options.dry_run else output, options.save)
         if result.exit_code != ExitCode.OK and plan.target is not None:
-            result.warnings += _constant_input_hints(original, options)
+            result.warnings += _constant_input_hints(original, plan)
     if not options.dry_run and (result.exit_code == ExitCode.OK or options.keep_on_failure):
         assert output is not None
         with progress(f"writing {output}"):
-            _write(result, ir_model, output, options, keep=keep, exact=as_read)
+            _write(result, ir_model, output, options.external_data, keep=keep, exact=as_read)
     if keeps_runs(options.save) and result.verification is None:
         result.warnings.append("--save-inputs/--save-outputs: no check ran, so nothing was saved")
     result.seconds = time.perf_counter() - start
     return result
 
 
-def _constant_input_hints(original: onnx.ModelProto, options: LowerOptions) -> list[str]:
+def _constant_input_hints(original: onnx.ModelProto, plan: Plan) -> list[str]:
     """A failed target run's hint: the inputs whose value decides ``If``s, unless
     ``--constant-input`` already fixes them."""
     from seqlower.passes.inputs.fix_input_shapes import constant_input_hints
 
-    if options.constant_inputs:
+    if plan.constant_inputs:
         return []
     return constant_input_hints(ir.serde.deserialize_model(original))
 
@@ -317,39 +310,38 @@ def _files_read(
 
 
 def _at_fixed_shapes(
-    model: ir.Model, original: onnx.ModelProto | None, options: LowerOptions
+    model: ir.Model, original: onnx.ModelProto | None, plan: Plan, check: CheckOptions
 ) -> CheckOptions:
     """The check's options at the shapes ``--overwrite-input-shape`` fixes and the values
     ``--constant-input`` fixes (fed when the inputs are kept); a shape or a value that
     contradicts the model is exit 2 here, before any lowering, checked or not (with
     ``--unroll-input``, against the unrolled interface the check sees)."""
-    shapes, values = options.overwrite_input_shapes, options.constant_inputs
+    shapes, values = plan.input_shapes, plan.constant_inputs
     if not shapes and not values:
-        return options.check_options
-    if options.unroll_inputs or options.optional_inputs or options.drop_constant_inputs:
+        return check
+    if plan.unroll_inputs or plan.optional_inputs or plan.drop_constant_inputs:
         if original is None:
-            return options.check_options  # the passes check them after the new interface
+            return check  # the passes check them after the new interface
         model = ir.serde.deserialize_model(original)
-    check = options.check_options
     if shapes:
         check = check_at_fixed_shapes(check, model, shapes)
-    if values and not options.drop_constant_inputs:
+    if values and not plan.drop_constant_inputs:
         check = check_at_constant_inputs(check, model, values)
     return check
 
 
 def _kept_unchecked(
     original: onnx.ModelProto | None,
-    options: LowerOptions,
+    check: CheckOptions,
     targets: tuple[str, ...],
     opset: int | None,
 ) -> bool:
     """Whether a model with nothing lowered goes unchecked: unless a target, the framework's
     outputs or an opset conversion call for the check. ``--inputs`` must fit all the same."""
-    if opset is not None or targets or options.check_options.expected is not None:
+    if opset is not None or targets or check.expected is not None:
         return False
     if original is not None:
-        _validate_given_inputs(original, options)  # still wrong inputs: exit 2
+        _validate_given_inputs(original, check.inputs)  # still wrong inputs: exit 2
     return True
 
 
@@ -391,7 +383,7 @@ def _write(
     result: LowerResult,
     ir_model: ir.Model,
     output: Path,
-    options: LowerOptions,
+    external_data: str | None,
     *,
     keep: list[Path],
     exact: onnx.ModelProto | None,
@@ -400,7 +392,7 @@ def _write(
     result.external_data = save_model(
         ir_model,
         output,
-        external_data=options.external_data,
+        external_data=external_data,
         check=result.verification is None,
         keep=keep,
         exact=exact,
@@ -531,17 +523,15 @@ def _with_progress(
     return options if on_run is None else dataclasses.replace(options, on_run=on_run)
 
 
-def _inputs_path(options: LowerOptions) -> Path | None:
-    inputs = options.check_options.inputs
-    expected = options.check_options.expected
+def _inputs_path(check: CheckOptions) -> Path | None:
+    inputs, expected = check.inputs, check.expected
     if isinstance(expected, (str, os.PathLike)) and not Path(expected).exists():
         raise ModelLoadError(f"--expected {expected}: no such file or folder")
     return Path(inputs) if isinstance(inputs, (str, os.PathLike)) else None
 
 
-def _validate_given_inputs(model: onnx.ModelProto, options: LowerOptions) -> None:
+def _validate_given_inputs(model: onnx.ModelProto, given: object) -> None:
     """``--inputs`` that do not fit the model are an error even when no check runs."""
-    given = options.check_options.inputs
     if not isinstance(given, (str, os.PathLike)):
         return
     from seqlower.verification.constraints import analyze
@@ -647,14 +637,14 @@ def newest_ir_version_onnxruntime_reads() -> int | None:
 _NEWEST_ORT_IR: int | None = None
 
 
-def _reference(model: ir.Model, options: LowerOptions) -> onnx.ModelProto:
+def _reference(model: ir.Model, plan: Plan) -> onnx.ModelProto:
     """The original, for the check; with --unroll-input, --optional-input or
     --drop-constant-inputs, given the same new inputs (it then gets the K tensors as its
     sequence, the optional's element or none, the dropped inputs' values as constants), since
     the check compares models of one interface."""
-    dropped = options.constant_inputs if options.drop_constant_inputs else None
+    dropped = plan.constant_inputs if plan.drop_constant_inputs else None
     return _in_memory_proto(
-        interface_reference(model, options.unroll_inputs, options.optional_inputs, dropped)
+        interface_reference(model, plan.unroll_inputs, plan.optional_inputs, dropped)
     )
 
 

@@ -213,7 +213,16 @@ def pipeline_for_row(
 ) -> ir.passes.PassManager:
     """The PassManager for ``row``, a row :mod:`seqlower.plan` resolved (``like``: the target
     whose op versions the row re-stamps to, ``Pipeline.restamps_like``), as
-    :func:`seqlower.plan.build_pipeline` describes it; the arguments are checked there."""
+    :func:`seqlower.plan.build_pipeline` describes it."""
+    check_arguments(
+        passes,
+        unroll_inputs,
+        optional_inputs,
+        input_shapes,
+        row.name if isinstance(row, Target) else None,
+        constant_inputs=constant_inputs,
+        drop_constant_inputs=drop_constant_inputs,
+    )
     names = passes or row.passes
     # A row may place the second fold itself ("fold-static-shapes": passes after it see the
     # folded shapes); it runs only with fixed input shapes, as the one appended otherwise.

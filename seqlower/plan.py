@@ -113,6 +113,14 @@ class Plan:
     api: bool = False
 
     @property
+    def changes_interface(self) -> bool:
+        """Whether the lowered model's inputs differ from the model's (unrolled, fixed or made
+        constant): then it is never the model as read."""
+        return bool(
+            self.unroll_inputs or self.optional_inputs or self.input_shapes or self.constant_inputs
+        )
+
+    @property
     def target(self) -> Target | None:
         return self.row if isinstance(self.row, Target) else None
 
@@ -308,16 +316,6 @@ def build_pipeline(
 
 def plan_pipeline(plan: Plan, *, timed: bool = False) -> ir.passes.PassManager:
     """The passes ``plan`` runs, as one PassManager (``timed``: each in a TimedPass)."""
-    target = plan.target
-    check_arguments(
-        plan.passes,
-        plan.unroll_inputs,
-        plan.optional_inputs,
-        plan.input_shapes,
-        None if target is None else target.name,
-        constant_inputs=plan.constant_inputs,
-        drop_constant_inputs=plan.drop_constant_inputs,
-    )
     return _row_pipeline(
         plan.row,
         plan.passes,
@@ -335,8 +333,9 @@ def _row_pipeline(
     row: Pipeline, passes: Sequence[PassSpec] | None, **options: Any
 ) -> ir.passes.PassManager:
     """``row``'s PassManager, with the target whose op versions it re-stamps to (a row that
-    re-stamps like another, unless ``passes`` replace its own) resolved here."""
-    like = get_target(row.restamps_like) if row.restamps_like and passes is None else None
+    re-stamps like another, unless ``passes`` replace its own) resolved here: a row the table
+    itself names, so no user's error to word."""
+    like = TARGETS[row.restamps_like] if row.restamps_like and passes is None else None
     return pipeline_for_row(row, passes, like=like, **options)
 
 
