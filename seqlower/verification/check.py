@@ -467,8 +467,9 @@ class _Check:
             self.kept.append((feeds, expected))
         blamed: list[RunReport] = []  # failures on a target or against the framework's outputs
         for runner in self.on_targets:
+            at_precision = dataclasses.replace(tolerances, narrowed=runner.narrows)
             on_target, outputs = _compare_run(
-                index, feeds, expected, runner, output_names, tolerances
+                index, feeds, expected, runner, output_names, at_precision
             )
             if not on_target.ok:
                 self.blame_target(runner.name, on_target, feeds, expected, outputs, output_names)

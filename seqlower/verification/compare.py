@@ -48,6 +48,10 @@ class Tolerances:
     #: them 0, OpenVINO keeps the previous run's, a Scan the rows' own). Read from the reference
     #: model (:func:`seqlower.verification.check.unspecified_empty_axes`), not from options.
     unspecified: Mapping[str, frozenset[int]] = dataclasses.field(default_factory=dict)
+    #: Float types the runtime compared computes in a narrower one (numpy names: OpenVINO's CPU
+    #: plugin runs float64 as float32): their outputs there get the narrower type's default
+    #: tolerance, not one no run of that runtime could meet (set per runtime by the check).
+    narrowed: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
     @classmethod
     def from_options(
@@ -87,6 +91,11 @@ class Tolerances:
     def compare(self, name: str, expected: Any, actual: Any) -> OutputReport:
         """:func:`compare_values` with this output's tolerances and unspecified axes."""
         rtol, atol = self.for_output(name)
+        narrower = self.narrowed.get(_dtype_name(expected) or "")
+        if narrower is not None:
+            narrow_rtol, narrow_atol = default_tolerance(np.dtype(narrower))
+            rtol = narrow_rtol if rtol is None else rtol
+            atol = narrow_atol if atol is None else atol
         return compare_values(name, expected, actual, rtol, atol, self.unspecified.get(name))
 
     def to_dict(self) -> dict[str, Any]:
@@ -95,6 +104,13 @@ class Tolerances:
             "atol": self.atol,
             "per_output": {k: {"rtol": r, "atol": a} for k, (r, a) in self.per_output.items()},
         }
+
+
+def _dtype_name(value: Any) -> str | None:
+    """The element type of a tensor or of a sequence's first tensor (None: an empty one)."""
+    if isinstance(value, list):
+        return _dtype_name(value[0]) if value else None
+    return str(np.asarray(value).dtype)
 
 
 def compare_values(

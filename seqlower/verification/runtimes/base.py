@@ -33,6 +33,9 @@ class Runner:
     run: Callable[[Mapping[str, Any]], list[Any]]
     #: Asks a run in progress to stop (onnxruntime's RunOptions.terminate); None: cannot.
     stop: Callable[[], None] | None = None
+    #: Float types it computes in a narrower one (``{"float64": "float32"}``), which the check
+    #: compares at the narrower type's tolerance (:attr:`Tolerances.narrowed`).
+    narrows: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
 
 class Oracle:

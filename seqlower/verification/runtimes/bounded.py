@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import signal
 import threading
 import time
@@ -62,7 +63,7 @@ def bounded(runner: Runner, deadline: float, limit: float) -> Runner:
             raise error
         return box["value"]
 
-    return Runner(runner.name, watched, runner.stop)
+    return dataclasses.replace(runner, run=watched)
 
 
 def _stop(runner: Runner, done: threading.Event) -> None:

@@ -49,7 +49,9 @@ class OpenVino(Oracle):
                 result = compiled.create_infer_request().infer(given)
             return [_openvino_output(result[p], p) for p in chosen]
 
-        return Runner(self.label(), run)
+        # Its CPU plugin has no float64 kernels: it converts the model to float32 (documented in
+        # docs/targets/openvino.md; ONNX's test_sequence_model7 is 5e-8 off on it).
+        return Runner(self.label(), run, narrows={"float64": "float32"})
 
 
 #: ml_dtypes' types by OpenVINO's name for them. OpenVINO 2026.4.1 takes an ml_dtypes array as
