@@ -471,6 +471,8 @@ PIPELINES: dict[str, Pipeline] = {
             name="iree",
             passes=(
                 "inline-functions",
+                # onnx's version converter (to min_opset) gets the opset-8 Scan wrong
+                "lower-scan-8",
                 *_SEQUENCE_FREE,
                 # IREE runs a Loop only as a for-loop of states with a count (it ignores the
                 # body's condition): loops that stop on data run to their bound, frozen, and
