@@ -238,6 +238,7 @@ def lower_file(
     opset, flag, converting = plan.opset_for(ir_model)
     target_notes = [*plan.notes, *([converting] if converting else [])]
     ir_version = options.ir_version
+    unread = _unread_inputs(ir_model)
     with progress("lowering"):
         rows = run_plan(plan, ir_model)
         load_notes = seqlower.io.load_notes(ir_model)
@@ -268,6 +269,7 @@ def lower_file(
         unchanged=unchanged,
         before=facts_before,
         after=ModelFacts.of(ir_model),
+        warnings=unread,
     )
     if original is not None and lowered is not None:
         with progress("checking"):
@@ -564,6 +566,19 @@ def make_lower_plan(options: LowerOptions) -> Plan:
         opset=options.opset,
         check=options.check,
     )
+
+
+def _unread_inputs(model: ir.Model) -> list[str]:
+    """A warning per main-graph input that nothing reads: the model ignores its value, which
+    the user feeds believing otherwise (paddle2onnx's LSTM drops what read its
+    ``sequence_length``: every sequence then runs to full length)."""
+    outputs = {id(value) for value in model.graph.outputs}
+    return [
+        f"input '{value.name}' is read by no node: the model ignores its value (did the "
+        "exporter drop what read it, such as a recurrence's sequence_lens?)"
+        for value in model.graph.inputs
+        if not value.uses() and id(value) not in outputs and not value.is_initializer()
+    ]
 
 
 def _runtime_notes(model: ir.Model) -> list[str]:

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import onnx
 import pytest
 
@@ -286,3 +287,32 @@ def test_report_records_arguments_tolerances_and_absolute_paths(
     assert data["input"] == str(sequence_model) and data["output"] == str(tmp_path / "out.onnx")
     assert data["tolerances"]["rtol"] == 1e-3
     assert "arguments" in data and data["exit_code"] == 0
+
+
+def test_an_input_nothing_reads_is_named_in_a_warning(tmp_path: Path) -> None:
+    """paddle2onnx's LSTM export drops what read its ``sequence_length`` input (issue 44): the
+    model runs every sequence to full length whatever the lengths fed, and says nothing; the
+    input nothing reads is named, the one read is not."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(3)
+    weights = [
+        numpy_helper.from_array(rng.standard_normal((1, 16, 3)).astype(np.float32), "W"),
+        numpy_helper.from_array(rng.standard_normal((1, 16, 4)).astype(np.float32), "R"),
+    ]
+    graph = helper.make_graph(
+        [helper.make_node("LSTM", ["x", "W", "R"], ["y"], hidden_size=4)],
+        "paddle_lstm",
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, ["T", "B", 3]),
+            helper.make_tensor_value_info("sequence_length", TensorProto.INT64, ["B"]),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["T", 1, "B", 4])],
+        weights,
+    )
+    model = tmp_path / "lstm.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)]), model)
+    result = run_cli(model, "-o", tmp_path / "out.onnx")
+    assert result.exit_code == 0
+    warned = [line for line in result.stderr.splitlines() if "read by no node" in line]
+    assert len(warned) == 1 and "'sequence_length'" in warned[0], result.stderr
