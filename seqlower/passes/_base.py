@@ -309,6 +309,9 @@ class NodeLoweringPass(ir.passes.InPlacePass, Generic[P]):
 
     #: The op type this pass removes from models.
     op_type: str
+    #: Every op type it takes, for a pass over a family of ops (``RNN``/``GRU``/``LSTM``);
+    #: None: ``op_type`` alone.
+    op_types: ClassVar[frozenset[str] | None] = None
     #: Whether every matching node is rewritten; passes that take only some (``plan`` returns
     #: None for the others) set this False, and their postcondition is not checked.
     takes_all: bool = True
@@ -326,7 +329,9 @@ class NodeLoweringPass(ir.passes.InPlacePass, Generic[P]):
         return self._constant_pools.setdefault(id(graph), {})
 
     def matches(self, node: ir.Node) -> bool:
-        return node.op_type == self.op_type and node.domain in ONNX_DOMAINS
+        if self.op_types is None:
+            return node.op_type == self.op_type and node.domain in ONNX_DOMAINS
+        return node.op_type in self.op_types and node.domain in ONNX_DOMAINS
 
     @abc.abstractmethod
     def plan(self, site: Site, types: TypeOracle) -> P | None:
@@ -343,7 +348,9 @@ class NodeLoweringPass(ir.passes.InPlacePass, Generic[P]):
 
     def _op_types(self) -> frozenset[str] | None:
         """What :meth:`matches` can take, when it is the default (a subclass's may differ)."""
-        return frozenset([self.op_type]) if type(self).matches is NodeLoweringPass.matches else None
+        if type(self).matches is not NodeLoweringPass.matches:
+            return None
+        return self.op_types or frozenset([self.op_type])
 
     def find_sites(self, model: ir.Model) -> list[Site]:
         return find_sites(model, self.matches, self._op_types())

@@ -24,7 +24,7 @@ import dataclasses
 import numpy as np
 import onnx_ir as ir
 
-from seqlower.passes._base import ONNX_DOMAINS, NodeLoweringPass, Rewrite, Site
+from seqlower.passes._base import NodeLoweringPass, Rewrite, Site
 from seqlower.passes._emit import Emitter
 from seqlower.passes._ir import RECURRENT_OPS, int_attr
 from seqlower.passes._types import TypeOracle, element_dtype
@@ -45,15 +45,10 @@ class RecurrenceLengthsPerEntry(NodeLoweringPass[_Plan]):
     """Every ``RNN``/``GRU``/``LSTM`` with ``sequence_lens`` as a ``Loop`` over its batch
     entries, each run on its own length (module docstring)."""
 
-    op_type = "LSTM"  # and GRU, RNN (matches)
+    op_type = "LSTM"
+    op_types = RECURRENT_OPS
     takes_all = False
     repairs = True
-
-    def matches(self, node: ir.Node) -> bool:
-        return node.op_type in RECURRENT_OPS and node.domain in ONNX_DOMAINS
-
-    def _op_types(self) -> frozenset[str]:
-        return RECURRENT_OPS
 
     def plan(self, site: Site, types: TypeOracle) -> _Plan | None:
         node = site.node

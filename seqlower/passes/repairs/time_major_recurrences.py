@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from seqlower.passes._base import ONNX_DOMAINS, NodeLoweringPass, Rewrite, Site
+from seqlower.passes._base import NodeLoweringPass, Rewrite, Site
 from seqlower.passes._ir import RECURRENT_OPS, int_attr
 from seqlower.passes._types import TypeOracle
 
@@ -31,15 +31,10 @@ class TimeMajorRecurrences(NodeLoweringPass[ir.Node]):
     """Every ``RNN``/``GRU``/``LSTM`` with ``layout=1`` as the ``layout=0`` op between
     ``Transpose``s (module docstring)."""
 
-    op_type = "RNN"  # and GRU, LSTM (matches)
+    op_type = "RNN"
+    op_types = RECURRENT_OPS
     takes_all = False
     repairs = True
-
-    def matches(self, node: ir.Node) -> bool:
-        return node.op_type in RECURRENT_OPS and node.domain in ONNX_DOMAINS
-
-    def _op_types(self) -> frozenset[str]:
-        return RECURRENT_OPS
 
     def plan(self, site: Site, types: TypeOracle) -> ir.Node | None:
         node = site.node
