@@ -13,24 +13,14 @@ import seqlower
 from tests.helpers import assert_one_line_error, run_cli
 from tests.runtimes import require
 from tests.targets.test_recurrence_lengths import padded_recurrence
-
-
-def _string_model() -> onnx.ModelProto:
-    node = helper.make_node("StringNormalizer", ["s"], ["t"], name="normalize")
-    graph = helper.make_graph(
-        [node],
-        "g",
-        [helper.make_tensor_value_info("s", TensorProto.STRING, [3])],
-        [helper.make_tensor_value_info("t", TensorProto.STRING, None)],
-    )
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+from tests.targets.test_runtime_ops import string_model
 
 
 def test_verify_a_model_against_itself_blames_no_lowering(tmp_path: Path) -> None:
     """``verify A A`` lowered nothing: the runtime that cannot load A is at fault (exit 1)."""
     require("openvino")
     path = tmp_path / "m.onnx"
-    onnx.save(_string_model(), path)
+    onnx.save(string_model(), path)
     result = run_cli("verify", path, path, "--target", "openvino")
     assert result.exit_code == 1, result.output
     assert "did not reach the target" not in result.output
@@ -82,7 +72,7 @@ def test_batch_tells_blockers_unchanged_models_and_reports_each(tmp_path: Path) 
 
     zoo = tmp_path / "zoo"
     zoo.mkdir()
-    blocked = _string_model()
+    blocked = string_model()
     blocked.graph.node.append(helper.make_node("StringNormalizer", ["t"], ["u"], name="again"))
     blocked.graph.output[0].name = "u"
     onnx.save(blocked, zoo / "blocked.onnx")
@@ -213,7 +203,7 @@ def test_a_blocked_onnx2torch_run_imports_no_converter(
 
     monkeypatch.setitem(runtimes.TARGET_ORACLES, "onnx2torch", Converter())
     path = tmp_path / "m.onnx"
-    onnx.save(_string_model(), path)  # StringNormalizer: no converter
+    onnx.save(string_model(), path)  # StringNormalizer: no converter
     result = run_cli(path, "-o", tmp_path / "out.onnx", "--target", "onnx2torch")
     assert result.exit_code == 2, result.output
     assert "cannot lower the model for onnx2torch" in result.stderr

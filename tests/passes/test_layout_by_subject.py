@@ -15,19 +15,11 @@ import pytest
 
 from seqlower.passes import PASSES, PassEntry
 from tests.helpers import ROOT
+from tests.passes.test_kit import GROUPS
 
 PACKAGE = ROOT / "seqlower"
 PASSES_DIR = PACKAGE / "passes"
-SUBJECTS = {
-    "branches",
-    "checks",
-    "functions",
-    "inputs",
-    "loops",
-    "repairs",
-    "reverse_sequence",
-    "sequences",
-}
+SUBJECTS = set(GROUPS)  # the subject folders, as the kit's rules list them
 
 
 def pass_modules() -> list[Path]:

@@ -54,7 +54,8 @@ def test_the_measured_table_is_the_installed_runtime(tmp_path: Path, runtime: st
         assert (since in table.get(op, ())) == (op in lacking), (runtime, op)
 
 
-def _string_model() -> onnx.ModelProto:
+def string_model() -> onnx.ModelProto:
+    """A string op no runtime of the table loads (tract, OpenVINO): a blocker by name."""
     node = helper.make_node("StringNormalizer", ["s"], ["t"], name="normalize")
     graph = helper.make_graph(
         [node],
@@ -69,8 +70,8 @@ def _string_model() -> onnx.ModelProto:
     ("target", "model", "words"),
     [
         ("tract", padded_recurrence, "LSTM node 'rnn'"),
-        ("openvino", _string_model, "StringNormalizer node 'normalize'"),
-        ("tract", _string_model, "StringNormalizer node 'normalize'"),
+        ("openvino", string_model, "StringNormalizer node 'normalize'"),
+        ("tract", string_model, "StringNormalizer node 'normalize'"),
     ],
 )
 def test_an_op_the_runtime_lacks_is_a_blocker(
