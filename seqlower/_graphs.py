@@ -1,33 +1,29 @@
-"""Fast walks over every graph of a model, and the shape rules every prover shares.
+"""Facts about a model's graphs that both the passes and the check ask, each written once.
 
-onnx_ir's traversal helpers are general (and generators all the way down); these few are what
-seqlower walks on every run, so they stay cheap on models of 100k nodes and more.
-
-The shape rules (:func:`broadcast`, :func:`matmul`) are written once here, generic over what a
-dimension is to the prover asking (a static size, a symbol, the outer dimensions that broadcast
-to it, a graph input's axis): each prover gives only how the sizes of one axis combine. They
-live beside the ONNX-domain test because both the passes and the check's input constraints read
-them, and the check knows nothing of the passes.
+Fast walks over every graph (onnx_ir's traversal helpers are general, and generators all the
+way down; these few are what seqlower walks on every run, so they stay cheap on models of 100k
+nodes and more), the ONNX-domain test, and what a node's attributes and constant inputs hold.
+They live here, not in ``passes/_ir.py``, because the check's input constraints and the shape
+rules (:mod:`seqlower._shape_rules`) read them too, and the check knows nothing of the passes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterator
 from typing import Protocol, TypeGuard, TypeVar
 
+import numpy as np
 import onnx
 import onnx_ir as ir
 
 __all__ = [
-    "BROADCASTING",
     "ONNX_DOMAINS",
-    "aligned",
     "all_graphs",
-    "broadcast",
+    "constant_array",
+    "int_attr",
+    "ints_attr",
     "is_onnx",
     "iter_graph_likes",
-    "matmul",
-    "one_size",
     "proto_graphs",
     "subgraphs_of",
 ]
@@ -107,72 +103,50 @@ def proto_graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
                     yield from proto_graphs(sub)
 
 
-#: Ops whose inputs broadcast multidirectionally (numpy's rule) to their output's shape (PRelu's
-#: slope broadcasts one way to X, a case of it).
-BROADCASTING = frozenset(
-    {
-        "Add", "Sub", "Mul", "Div", "Pow", "Mod", "Max", "Min", "Sum", "Mean", "And", "Or",
-        "Xor", "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "Where", "PRelu",
-        "BitShift", "BitwiseAnd", "BitwiseOr", "BitwiseXor",
-    }
-)  # fmt: skip
-
-D = TypeVar("D")
-R = TypeVar("R")
-
-
-def aligned(ranks: Sequence[int], axis: int) -> list[tuple[int, int]]:
-    """``(input, its axis)`` for each input that has output axis ``axis`` of a broadcast of
-    inputs of ``ranks``: aligned on the trailing axes, an input without the axis left out."""
-    rank = max(ranks, default=0)
-    return [(k, axis - rank + r) for k, r in enumerate(ranks) if axis - rank + r >= 0]
-
-
-def broadcast(
-    shapes: Sequence[Sequence[D]], column: Callable[[list[D]], R | None]
-) -> tuple[R, ...] | None:
-    """Multidirectional broadcasting: each output axis is ``column`` of the inputs' dimensions
-    aligned with it (in input order), None as soon as one is."""
-    ranks = [len(s) for s in shapes]
-    out: list[R] = []
-    for axis in range(max(ranks, default=0)):
-        dim = column([shapes[k][a] for k, a in aligned(ranks, axis)])
-        if dim is None:
-            return None
-        out.append(dim)
-    return tuple(out)
-
-
-def one_size(dims: Iterable[D | None], one: D) -> D | None:
-    """The size of dimensions that broadcast: every one not ``one`` the same (``one`` when all
-    are), else None; None too where one is None (not known). Lazy: stops at the first."""
-    found: D | None = None
-    for dim in dims:
-        if dim is None:
-            return None
-        if dim == one:
-            continue
-        if found is not None and dim != found:
-            return None
-        found = dim
-    return one if found is None else found
-
-
-def matmul(
-    a: Sequence[D],
-    b: Sequence[D],
-    one: D,
-    column: Callable[[list[D]], D | None],
-    inner: Callable[[D, D], bool],
-) -> tuple[D, ...] | None:
-    """numpy's ``matmul`` shape (ONNX's ``MatMul``): a vector operand promoted by a ``one``
-    axis and that axis dropped after, the batch axes broadcast by ``column``, the inner sizes
-    equal as ``inner`` proves them."""
-    if not a or not b:
+def constant_array(value: ir.Value | None) -> np.ndarray | None:
+    """The value's contents when fixed at lowering time: an initializer (not also a graph input,
+    which a caller may override) or a ``Constant`` node's ``value`` tensor, ``value_int(s)`` or
+    ``value_float(s)``."""
+    if value is None:
         return None
-    left = (one, *a) if len(a) == 1 else tuple(a)
-    right = (*b, one) if len(b) == 1 else tuple(b)
-    batch = broadcast([left[:-2], right[:-2]], column)
-    if batch is None or not inner(left[-1], right[-2]):
+    if value.const_value is not None and value.is_initializer() and not value.is_graph_input():
+        return value.const_value.numpy()
+    node = value.producer()
+    if node is None or node.op_type != "Constant" or node.domain not in ONNX_DOMAINS:
         return None
-    return (*batch, *(left[-2:-1] if len(a) > 1 else ()), *(right[-1:] if len(b) > 1 else ()))
+    if len(node.attributes) != 1:
+        return None
+    name, attr = next(iter(node.attributes.items()))
+    if attr.is_ref():
+        return None
+    if name == "value" and attr.type == ir.AttributeType.TENSOR:
+        # attr.value, not as_tensor(): that one's isinstance against a Protocol costs ~200 us
+        # a call, 0.8 s of a 32k-node model's lowering.
+        return attr.value.numpy()
+    if name == "value_int":
+        return np.array(attr.as_int(), dtype=np.int64)
+    if name == "value_ints":
+        return np.array(list(attr.as_ints()), dtype=np.int64)
+    if name == "value_float":
+        return np.array(attr.as_float(), dtype=np.float32)
+    if name == "value_floats":
+        return np.array(list(attr.as_floats()), dtype=np.float32)
+    return None
+
+
+def int_attr(node: ir.Node, name: str, default: int | None = None) -> int | None:
+    """An INT attribute's value; ``default`` when absent, None when not a plain INT."""
+    attr = node.attributes.get(name)
+    if attr is None:
+        return default
+    if attr.is_ref() or attr.type != ir.AttributeType.INT:
+        return None
+    return attr.as_int()
+
+
+def ints_attr(node: ir.Node, name: str) -> list[int] | None:
+    """An INTS attribute's values; None when absent or not a plain INTS."""
+    attr = node.attributes.get(name)
+    if attr is None or attr.is_ref() or attr.type != ir.AttributeType.INTS:
+        return None
+    return list(attr.as_ints())

@@ -30,7 +30,7 @@ the values' own declarations back where no pass changed them.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -38,21 +38,9 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 
-from seqlower._graphs import BROADCASTING, all_graphs, broadcast, matmul, one_size
-from seqlower.passes._first_iteration import (
-    concat_dims,
-    reshape_dims,
-    squeeze_dims,
-    unsqueeze_dims,
-)
-from seqlower.passes._ir import (
-    SAME_SHAPE,
-    constant_array,
-    graph_attr,
-    int_attr,
-    ints_attr,
-    is_onnx,
-)
+from seqlower._graphs import all_graphs
+from seqlower._shape_rules import BROADCASTING, SAME_SHAPE, STATIC, infer, one_size
+from seqlower.passes._ir import constant_array, graph_attr, int_attr, is_onnx
 from seqlower.passes._types import inference_affordable
 
 __all__ = ["Forgotten", "forget_declared_sizes"]
@@ -413,11 +401,14 @@ _BOOLEAN = frozenset(
     {"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor", "Not",
      "IsNaN", "IsInf"}
 )  # fmt: skip
+#: The ops of the shape rules (:mod:`seqlower._shape_rules`) :class:`_StaticShapes` takes.
+_SHAPE_RULED = SAME_SHAPE | BROADCASTING | {
+    "MatMul", "Transpose", "Reshape", "Concat", "Gather", "Squeeze", "Unsqueeze", "Shape",
+}  # fmt: skip
 #: The ops :class:`_StaticShapes` has a rule for.
-_RULED = SAME_SHAPE | BROADCASTING | {
-    "MatMul", "Slice", "Transpose", "SequenceConstruct", "SplitToSequence", "SequenceAt",
-    "ConcatFromSequence", "SequenceMap", "Reshape", "Concat", "Gather", "Squeeze",
-    "Unsqueeze", "Shape",
+_RULED = _SHAPE_RULED | {
+    "Slice", "SequenceConstruct", "SplitToSequence", "SequenceAt", "ConcatFromSequence",
+    "SequenceMap",
 }  # fmt: skip
 
 
@@ -577,21 +568,10 @@ class _StaticShapes:
         op = node.op_type
         inputs = [self.shape(v) for v in node.inputs]
         first = inputs[0] if inputs else None
-        if op in SAME_SHAPE:
-            return [first]
-        if op in BROADCASTING:
-            return [_broadcast(inputs)]
-        if op == "MatMul" and len(inputs) == 2 and first is not None and inputs[1] is not None:
-            return [matmul(first, inputs[1], 1, _one_size, int.__eq__)]
+        if op in _SHAPE_RULED:
+            return [infer(node, inputs, STATIC)]
         if op == "Slice" and first is not None:
             return [_slice(node, first)]
-        if op == "Transpose" and first is not None:
-            perm = ints_attr(node, "perm")
-            perm = list(range(len(first)))[::-1] if perm is None else perm
-            ok = sorted(perm) == list(range(len(first)))
-            return [tuple(first[p] for p in perm) if ok else None]
-        if op in _TENSOR_RULES and first is not None:
-            return [_TENSOR_RULES[op](node, inputs)]
         if op == "SequenceConstruct" and inputs and None not in inputs:
             same = all(s == first for s in inputs)
             return [_Seq(len(inputs), first)] if same and first is not None else None
@@ -649,57 +629,6 @@ class _StaticShapes:
         return [None if o is None else _Seq(seq.length, o) for o in outs]
 
 
-def _reshape(node: ir.Node, inputs: list[Static | None]) -> Static | None:
-    return reshape_dims(node, inputs[0]) if len(inputs) == 2 else None  # type: ignore[arg-type,return-value]
-
-
-def _squeeze(node: ir.Node, inputs: list[Static | None]) -> Static | None:
-    rule = squeeze_dims if node.op_type == "Squeeze" else unsqueeze_dims
-    return rule(node, inputs[0])  # type: ignore[arg-type,return-value]
-
-
-def _concat(node: ir.Node, inputs: list[Static | None]) -> Static | None:
-    if any(s is None or len(s) != len(inputs[0] or ()) for s in inputs):
-        return None
-    return concat_dims(node, inputs, _no_symbol)  # type: ignore[arg-type,return-value]
-
-
-def _no_symbol() -> str:
-    raise AssertionError("static sizes sum to a size")
-
-
-def _gather(node: ir.Node, inputs: list[Static | None]) -> Static | None:
-    """``Gather``: the data's axes around ``axis`` replaced by the indices' shape."""
-    data, indices = inputs[0], inputs[1] if len(inputs) == 2 else None
-    axis = int_attr(node, "axis", 0)
-    if data is None or indices is None or axis is None or not -len(data) <= axis < len(data):
-        return None
-    axis %= len(data)
-    return (*data[:axis], *indices, *data[axis + 1 :])
-
-
-def _shape_op(node: ir.Node, inputs: list[Static | None]) -> Static | None:
-    """``Shape``: one entry per axis from ``start`` to ``end`` (clamped)."""
-    rank = len(inputs[0] or ())
-    start, end = int_attr(node, "start", 0), int_attr(node, "end", rank)
-    if start is None or end is None:
-        return None
-    start, end = (max(0, min(rank, d + rank if d < 0 else d)) for d in (start, end))
-    return (max(0, end - start),)
-
-
-_TensorRule = Callable[[ir.Node, list[Static | None]], Static | None]
-#: Rules over the static shapes of a node's inputs (the first one known).
-_TENSOR_RULES: dict[str, _TensorRule] = {
-    "Reshape": _reshape,
-    "Squeeze": _squeeze,
-    "Unsqueeze": _squeeze,
-    "Concat": _concat,
-    "Gather": _gather,
-    "Shape": _shape_op,
-}
-
-
 def _split(node: ir.Node, data: Static) -> _Seq | None:
     """``SplitToSequence`` into pieces of one size: no ``split`` (pieces of 1, ``keepdims``),
     or a constant one whose pieces are all equal."""
@@ -736,48 +665,40 @@ def _partial_rule(node: ir.Node, inputs: list[Partial | None]) -> Partial | None
     if not inputs or any(s is None for s in inputs):
         return None
     marked = [tuple(_UNPROVEN if d is None else d for d in s) for s in inputs if s is not None]
-    op, first = node.op_type, marked[0]
-    found: tuple[int, ...] | None
-    if op in SAME_SHAPE:
-        found = first
-    elif op in BROADCASTING:
-        found = broadcast(marked, _partial_size)
-    elif op == "MatMul" and len(marked) == 2:
-        found = matmul(first, marked[1], 1, _partial_size, _may_equal)
-    elif op == "Transpose":
-        perm = ints_attr(node, "perm")
-        perm = list(range(len(first)))[::-1] if perm is None else perm
-        ok = sorted(perm) == list(range(len(first)))
-        found = tuple(first[p] for p in perm) if ok else None
-    else:
-        found = None
+    found = infer(node, marked, _PARTLY)  # type: ignore[arg-type]
     return None if found is None else tuple(None if d == _UNPROVEN else d for d in found)
 
 
-def _may_equal(a: int, b: int) -> bool:
-    return _UNPROVEN in (a, b) or a == b
+class _Partly:
+    """Sizes some of which are not proven (:data:`_UNPROVEN`): an unproven one that runs is
+    1 or the size it broadcasts with, and equals the size it must equal."""
+
+    one = 1
+
+    def broadcast(self, dims: list[int]) -> int | None:
+        """The one size other than 1 among the proven ones; unproven when the proven ones
+        are all 1 and one is not proven."""
+        proven = [d for d in dims if d != _UNPROVEN]
+        found = one_size(proven, 1)
+        if found == 1 and len(proven) < len(dims):
+            return _UNPROVEN
+        return found
+
+    def equal(self, dims: list[int]) -> int | None:
+        proven = {d for d in dims if d != _UNPROVEN}
+        return _UNPROVEN if not proven else proven.pop() if len(proven) == 1 else None
+
+    def sum(self, dims: list[int]) -> int | None:
+        return _UNPROVEN if _UNPROVEN in dims else sum(dims)
+
+    def known(self, dim: int) -> int | None:
+        return None if dim == _UNPROVEN else dim
+
+    def size(self, number: int) -> int:
+        return number
 
 
-def _partial_size(dims: list[int]) -> int | None:
-    """The broadcast size of dimensions some of which may be unproven: the one size other
-    than 1 among the proven ones (an unproven one that runs is 1 or that size); unproven when
-    the proven ones are all 1 and one is not proven."""
-    proven = [d for d in dims if d != _UNPROVEN]
-    found = one_size(proven, 1)
-    if found == 1 and len(proven) < len(dims):
-        return _UNPROVEN
-    return found
-
-
-def _one_size(dims: list[int]) -> int | None:
-    return one_size(dims, 1)
-
-
-def _broadcast(shapes: list[Static | None]) -> Static | None:
-    """Multidirectional broadcasting of static shapes, or None where it fails."""
-    if not shapes or any(s is None for s in shapes):
-        return None
-    return broadcast(shapes, _one_size)  # type: ignore[arg-type]
+_PARTLY = _Partly()
 
 
 def _slice(node: ir.Node, data: Static) -> Static | None:

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 import numpy as np
 import onnx_ir as ir
 
-from seqlower._graphs import BROADCASTING, aligned, one_size
+from seqlower._shape_rules import BROADCASTING, aligned, one_size
 from seqlower.passes._ir import (
     ELEMENTWISE,
     RECURRENT_OPS,

@@ -36,7 +36,7 @@ from collections.abc import Callable
 import numpy as np
 import onnx_ir as ir
 
-from seqlower._graphs import broadcast, matmul
+from seqlower._shape_rules import broadcast, infer
 from seqlower.errors import describe_node
 from seqlower.passes._ir import (
     BROADCASTING_CANNOT_FAIL,
@@ -55,11 +55,7 @@ __all__ = [
     "FirstIteration",
     "RowRead",
     "Shapes",
-    "concat_dims",
     "first_iteration",
-    "reshape_dims",
-    "squeeze_dims",
-    "unsqueeze_dims",
 ]
 
 #: A dimension: a size, or a symbol (equal only to itself).
@@ -477,58 +473,50 @@ def _rule(
         dtype = None if source is None else types.type_of(source)
         if op == "Div" and (dtype is None or dtype.dtype not in FLOAT_TYPES):
             return None  # an integer division by zero
-        return _broadcast(shapes, agree)  # type: ignore[arg-type]
-    if op == "Unsqueeze":
-        return unsqueeze_dims(node, first)
-    if op == "Squeeze":
-        return squeeze_dims(node, first)
-    if op == "Reshape" and len(shapes) == 2:
-        return reshape_dims(node, first)
-    if op == "CumSum" and len(node.inputs) == 2:
+    elif op == "CumSum" and len(node.inputs) == 2:
         axis = constant_int(node.inputs[1])
         return first if axis is not None and -len(first) <= axis < len(first) else None
-    if op == "Slice":
+    elif op == "Slice":
         return _slice(node, shapes, fresh)
-    if op == "MatMul" and len(shapes) == 2 and shapes[1] is not None:
-        return _matmul(first, shapes[1], agree)
-    if op == "Gemm" and len(shapes) in (2, 3) and all(s is not None for s in shapes):
-        return _gemm(node, shapes, agree)  # type: ignore[arg-type]
-    if op == "Transpose":
-        perm = ints_attr(node, "perm")
-        if perm is None:
-            return first[::-1]
-        return tuple(first[p] for p in perm) if sorted(perm) == list(range(len(first))) else None
-    if op == "Concat" and all(s is not None and len(s) == len(first) for s in shapes):
-        return concat_dims(node, shapes, fresh, agree)  # type: ignore[arg-type]
-    return None
+    elif op == "Gemm" and len(shapes) in (2, 3) and all(s is not None for s in shapes):
+        return _gemm(node, shapes, _Symbols(fresh, agree))  # type: ignore[arg-type]
+    elif op not in _SHAPE_ONLY:
+        return None
+    return infer(node, shapes, _Symbols(fresh, agree))
 
 
-def _broadcast(shapes: list[Dims], agree: Agree | None = None) -> Dims | None:
-    """Multidirectional broadcasting, proven: the dimensions of one axis are 1 or one size (or
-    one symbol), or ``agree`` takes them."""
-    return broadcast(shapes, _column(agree))
+#: Ops of the shape rules (:mod:`seqlower._shape_rules`) that fail on shapes alone.
+_SHAPE_ONLY = frozenset({"Unsqueeze", "Squeeze", "Reshape", "MatMul", "Transpose", "Concat"})
 
 
-def _column(agree: Agree | None) -> Callable[[list[Dim]], Dim | None]:
-    """The size of one axis's dimensions that broadcast: 1 or one size (or symbol), or what
-    ``agree`` makes of them."""
+class _Symbols:
+    """Sizes and symbols (:data:`Dim`): dimensions combine when proven to (one size or symbol,
+    1s broadcasting), or where ``agree`` takes them; a ``Concat`` of symbols is a new one."""
 
-    def column(dims: list[Dim]) -> Dim | None:
+    one = 1
+
+    def __init__(self, fresh: Callable[[], str], agree: Agree | None) -> None:
+        self.fresh, self.agree = fresh, agree
+
+    def broadcast(self, dims: list[Dim]) -> Dim | None:
         sizes = set(dims) - {1}
         if len(sizes) > 1:
-            return None if agree is None else agree(sorted(sizes, key=str), False)
+            return None if self.agree is None else self.agree(sorted(sizes, key=str), False)
         return sizes.pop() if sizes else 1
 
-    return column
+    def equal(self, dims: list[Dim]) -> Dim | None:
+        if len(set(dims)) == 1:
+            return dims[0]
+        return None if self.agree is None else self.agree(dims, True)
 
+    def sum(self, dims: list[Dim]) -> Dim | None:
+        return sum(dims) if all(isinstance(d, int) for d in dims) else self.fresh()  # type: ignore[arg-type]
 
-def _axes(node: ir.Node) -> list[int] | None:
-    """A node's constant ``axes`` (its attribute, or its second input), [] when absent."""
-    axes = ints_attr(node, "axes")
-    if axes is None and len(node.inputs) > 1 and node.inputs[1] is not None:
-        array = constant_array(node.inputs[1])
-        return None if array is None else [int(a) for a in array.reshape(-1)]
-    return axes or []
+    def known(self, dim: Dim) -> int | None:
+        return dim if isinstance(dim, int) else None
+
+    def size(self, number: int) -> Dim:
+        return number
 
 
 def _shape_values(node: ir.Node, shape: Dims) -> Dims | None:
@@ -552,73 +540,6 @@ def _picked(values: Dims, index: ir.Value | None) -> Dims | None:
     if not np.all((array >= -size) & (array < size)):
         return None
     return tuple(values[int(k)] for k in array)
-
-
-def unsqueeze_dims(node: ir.Node, first: Dims) -> Dims | None:
-    """``Unsqueeze`` by constant axes, each in range and once."""
-    axes = _axes(node)
-    rank = len(first) + len(axes or [])
-    if not axes or any(not -rank <= a < rank for a in axes):
-        return None
-    inserted = {a % rank for a in axes}
-    if len(inserted) != len(axes):
-        return None
-    rest = iter(first)
-    return tuple(1 if k in inserted else next(rest) for k in range(rank))
-
-
-def squeeze_dims(node: ir.Node, first: Dims) -> Dims | None:
-    """``Squeeze`` by constant axes of size 1 (none given: every axis of size 1, all sizes
-    known)."""
-    axes = _axes(node)
-    if axes is None or any(not -len(first) <= a < len(first) for a in axes):
-        return None
-    if not axes:  # every dimension of size 1: known only if each is a size
-        return tuple(d for d in first if d != 1) if all(isinstance(d, int) for d in first) else None
-    dropped = {a % len(first) for a in axes}
-    if any(first[a] != 1 for a in dropped):
-        return None
-    return tuple(d for k, d in enumerate(first) if k not in dropped)
-
-
-def reshape_dims(node: ir.Node, first: Dims) -> Dims | None:
-    """A ``Reshape`` to a constant shape that holds as many elements: every size known, or
-    one ``-1`` taking the rest, the sizes given dividing the known part of the input."""
-    target = constant_array(node.inputs[1])
-    if target is None or target.ndim != 1:
-        return None
-    allow_zero = int_attr(node, "allowzero", 0) == 1
-    out: list[Dim] = []
-    for k, size in enumerate(int(d) for d in target):
-        if size == 0 and not allow_zero:  # copies the input's dimension
-            if k >= len(first):
-                return None
-            out.append(first[k])
-        elif size < -1 or (size == -1 and -1 in out):
-            return None
-        else:
-            out.append(size)
-    if any(not isinstance(d, int) for d in first) and -1 not in out:
-        return tuple(out) if tuple(out) == first else None
-    symbols = [d for d in first if not isinstance(d, int)]
-    size = int(np.prod([d for d in first if isinstance(d, int)]))
-    given = [d for d in out if d != -1]
-    known = int(np.prod([d for d in given if isinstance(d, int)]))
-    for d in given:  # a symbol the target copies takes its part of the input
-        if not isinstance(d, int):
-            if d not in symbols:
-                return None
-            symbols.remove(d)
-    if known == 0 or size % known:
-        return None
-    rest: Dim = size // known
-    if -1 not in out:
-        return tuple(out) if not symbols and rest == 1 else None
-    if symbols:
-        if len(symbols) > 1 or rest != 1:
-            return None
-        rest = symbols[0]
-    return tuple(rest if d == -1 else d for d in out)
 
 
 def _slice(node: ir.Node, shapes: list[Dims | None], fresh: Callable[[], str]) -> Dims | None:
@@ -648,12 +569,7 @@ def _slice(node: ir.Node, shapes: list[Dims | None], fresh: Callable[[], str]) -
     return tuple(fresh() if k in sliced else d for k, d in enumerate(first))
 
 
-def _matmul(a: Dims, b: Dims, agree: Agree | None = None) -> Dims | None:
-    """numpy's ``matmul`` shapes (ONNX's ``MatMul``): inner dimensions equal, batches broadcast."""
-    return matmul(a, b, 1, _column(agree), lambda k, k2: _equal([k, k2], agree))
-
-
-def _gemm(node: ir.Node, shapes: list[Dims], agree: Agree | None = None) -> Dims | None:
+def _gemm(node: ir.Node, shapes: list[Dims], symbols: _Symbols) -> Dims | None:
     """``Gemm``: A and B of rank 2 (each transposed as its attribute says), inner sizes equal,
     C broadcasting to the result one way (PyTorch's ``nn.Linear`` in a ``while_loop``)."""
     a, b = shapes[0], shapes[1]
@@ -661,10 +577,11 @@ def _gemm(node: ir.Node, shapes: list[Dims], agree: Agree | None = None) -> Dims
     if len(a) != 2 or len(b) != 2 or trans_a is None or trans_b is None:
         return None
     (m, k), (k2, n) = (a[::-1] if trans_a else a), (b[::-1] if trans_b else b)
-    if not _equal([k, k2], agree):
+    if symbols.equal([k, k2]) is None:
         return None
-    out = (m, n)
-    if len(shapes) == 3 and (len(shapes[2]) > 2 or _broadcast([out, shapes[2]]) != out):
+    out, agree = (m, n), symbols.agree
+    strict = _Symbols(symbols.fresh, None)
+    if len(shapes) == 3 and (len(shapes[2]) > 2 or broadcast([out, shapes[2]], strict) != out):
         c = shapes[2]  # broadcast to the result one way: each dimension 1 or the result's
         if len(c) > 2 or agree is None:
             return None
@@ -674,36 +591,6 @@ def _gemm(node: ir.Node, shapes: list[Dims], agree: Agree | None = None) -> Dims
         ):
             return None
     return out
-
-
-def _equal(dims: list[Dim], agree: Agree | None) -> bool:
-    """Whether sizes that must be equal are proven to be, or ``agree`` takes them."""
-    return len(set(dims)) == 1 or (agree is not None and agree(dims, True) is not None)
-
-
-def concat_dims(
-    node: ir.Node, shapes: list[Dims], fresh: Callable[[], str], agree: Agree | None = None
-) -> Dims | None:
-    """``Concat``: the joined axis the sum of the sizes (a new symbol unless all are sizes),
-    every other one size, or what ``agree`` makes of them."""
-    axis = int_attr(node, "axis")
-    rank = len(shapes[0])
-    if axis is None or not -rank <= axis < rank:
-        return None
-    axis %= rank
-    out: list[Dim] = []
-    for k in range(rank):
-        dims = [s[k] for s in shapes]
-        if k == axis:
-            out.append(sum(dims) if all(isinstance(d, int) for d in dims) else fresh())  # type: ignore[arg-type]
-        elif len(set(dims)) == 1:
-            out.append(dims[0])
-        else:
-            size = None if agree is None else agree(dims, True)
-            if size is None:
-                return None
-            out.append(size)
-    return tuple(out)
 
 
 def _split(node: ir.Node, shapes: list[Dims | None]) -> list[Dims] | None:

@@ -13,10 +13,19 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import TypeGuard, TypeVar
 
-import numpy as np
 import onnx_ir as ir
 
-from seqlower._graphs import ONNX_DOMAINS, all_graphs, is_onnx, iter_graph_likes, subgraphs_of
+from seqlower._graphs import (
+    ONNX_DOMAINS,
+    all_graphs,
+    constant_array,
+    int_attr,
+    ints_attr,
+    is_onnx,
+    iter_graph_likes,
+    subgraphs_of,
+)
+from seqlower._shape_rules import ELEMENTWISE, SAME_SHAPE
 from seqlower.errors import describe_node
 
 #: A dimension, as each caller writes one (a size, a set of them).
@@ -74,16 +83,6 @@ SEQUENCE_OPS = frozenset(
     }
 )
 
-#: Unary ops that act on each element alone, whatever the axes of their input.
-ELEMENTWISE = frozenset(
-    {
-        "Identity", "Cast", "Abs", "Neg", "Relu", "Sigmoid", "Tanh", "Exp", "Log", "Sqrt",
-        "Reciprocal", "Floor", "Ceil", "Round", "Sign", "Not", "Erf", "Softplus", "Softsign",
-        "LeakyRelu", "Elu", "Selu", "Celu", "HardSigmoid", "HardSwish", "Gelu", "Mish", "IsNaN",
-        "IsInf", "Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh",
-        "Atanh", "BitwiseNot", "ThresholdedRelu", "Shrink",
-    }
-)  # fmt: skip
 #: Unary ops that cannot fail on any input of their types, keeping its shape (what ``If``
 #: branches and a loop's first iteration are proven safe with).
 CANNOT_FAIL = frozenset(
@@ -104,10 +103,6 @@ REDUCTIONS = frozenset(
 RECURRENT_OPS = frozenset({"RNN", "GRU", "LSTM"})
 #: The float element types those proofs cover.
 FLOAT_TYPES = frozenset({ir.DataType.FLOAT, ir.DataType.DOUBLE, ir.DataType.FLOAT16})
-# Ops whose first output has the first input's shape (some act along an axis).
-SAME_SHAPE = ELEMENTWISE | {
-    "CastLike", "Clip", "Dropout", "Softmax", "LogSoftmax", "ReverseSequence", "Hardmax",
-}  # fmt: skip
 #: ``node.meta`` key prefix: why a pass left the node (meta is never serialized), one record per
 #: check that names what stays, so a reason for one check never reads as the other's.
 BLOCKED_KEY = "seqlower.blocked"
@@ -138,61 +133,12 @@ def blocked(node: ir.Node, check: str = SEQUENCE_FREE) -> str | None:
     return str(reason) if reason else None
 
 
-def constant_array(value: ir.Value | None) -> np.ndarray | None:
-    """The value's contents when fixed at lowering time: an initializer (not also a graph input,
-    which a caller may override) or a ``Constant`` node's ``value`` tensor, ``value_int(s)`` or
-    ``value_float(s)``."""
-    if value is None:
-        return None
-    if value.const_value is not None and value.is_initializer() and not value.is_graph_input():
-        return value.const_value.numpy()
-    node = value.producer()
-    if node is None or node.op_type != "Constant" or node.domain not in ONNX_DOMAINS:
-        return None
-    if len(node.attributes) != 1:
-        return None
-    name, attr = next(iter(node.attributes.items()))
-    if attr.is_ref():
-        return None
-    if name == "value" and attr.type == ir.AttributeType.TENSOR:
-        # attr.value, not as_tensor(): that one's isinstance against a Protocol costs ~200 us
-        # a call, 0.8 s of a 32k-node model's lowering.
-        return attr.value.numpy()
-    if name == "value_int":
-        return np.array(attr.as_int(), dtype=np.int64)
-    if name == "value_ints":
-        return np.array(list(attr.as_ints()), dtype=np.int64)
-    if name == "value_float":
-        return np.array(attr.as_float(), dtype=np.float32)
-    if name == "value_floats":
-        return np.array(list(attr.as_floats()), dtype=np.float32)
-    return None
-
-
 def constant_int(value: ir.Value | None) -> int | None:
     """The value as one integer, when it is a constant integer scalar or 1-element tensor."""
     array = constant_array(value)
     if array is None or array.size != 1 or array.dtype.kind not in "iu":
         return None
     return int(array.reshape(()))
-
-
-def int_attr(node: ir.Node, name: str, default: int | None = None) -> int | None:
-    """An INT attribute's value; ``default`` when absent, None when not a plain INT."""
-    attr = node.attributes.get(name)
-    if attr is None:
-        return default
-    if attr.is_ref() or attr.type != ir.AttributeType.INT:
-        return None
-    return attr.as_int()
-
-
-def ints_attr(node: ir.Node, name: str) -> list[int] | None:
-    """An INTS attribute's values; None when absent or not a plain INTS."""
-    attr = node.attributes.get(name)
-    if attr is None or attr.is_ref() or attr.type != ir.AttributeType.INTS:
-        return None
-    return list(attr.as_ints())
 
 
 def graph_attr(node: ir.Node, name: str) -> ir.Graph | None:

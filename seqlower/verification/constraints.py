@@ -23,7 +23,8 @@ from typing import Any
 
 import onnx
 
-from seqlower._graphs import BROADCASTING, broadcast, is_onnx
+from seqlower._graphs import is_onnx
+from seqlower._shape_rules import BROADCASTING, broadcast
 
 __all__ = ["Analysis", "Constraint", "SeqLen", "Slot", "analyze"]
 
@@ -368,16 +369,9 @@ class _Walker:
         known = [i.dims for i in infos if i.dims is not None]
         if len(known) != len(infos) or not known:
             return None
-        broadcast(known, self.tie_column)
+        broadcast(known, _Ties(self))
         rank = max(len(d) for d in known)
         return next(d for d in known if len(d) == rank)
-
-    def tie_column(self, column: list[Slot | None]) -> bool:
-        """Tie one axis's dimensions but the static 1s (they broadcast)."""
-        tied = [s for s in column if s is not None and self.static.get(s) != 1]
-        for a, b in itertools.pairwise(tied):
-            self.tie(a, b)
-        return True
 
     def concat(self, infos: list[_Info], axis: int) -> tuple[Slot | None, ...] | None:
         known = [i.dims for i in infos if i.dims is not None]
@@ -421,6 +415,38 @@ class _Walker:
         rule = _RULES.get(op)
         if rule is not None:
             rule(_Site(self, node, attrs, infos))
+
+
+#: What :class:`_Ties` combines dimensions to: the walk keeps its own (an input's slots).
+_ANY = Slot("", -1)
+
+
+class _Ties:
+    """The walk's dimensions (a graph input's axis, None: not one) as the shape rules combine
+    them: those that must agree are tied, a static 1 broadcasting (tied to nothing)."""
+
+    one: Slot | None = None
+
+    def __init__(self, walker: _Walker) -> None:
+        self.walker = walker
+
+    def broadcast(self, dims: list[Slot | None]) -> Slot | None:
+        return self.equal([s for s in dims if s is None or self.walker.static.get(s) != 1])
+
+    def equal(self, dims: list[Slot | None]) -> Slot | None:
+        tied = [s for s in dims if s is not None]
+        for a, b in itertools.pairwise(tied):
+            self.walker.tie(a, b)
+        return _ANY
+
+    def sum(self, dims: list[Slot | None]) -> Slot | None:
+        return _ANY
+
+    def known(self, dim: Slot | None) -> int | None:
+        return None if dim is None else self.walker.static.get(dim)
+
+    def size(self, number: int) -> Slot | None:
+        return None
 
 
 @dataclasses.dataclass

@@ -24,11 +24,13 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable
+from typing import cast
 
 import numpy as np
 import onnx_ir as ir
 
-from seqlower._graphs import broadcast, one_size, subgraphs_of
+from seqlower._graphs import subgraphs_of
+from seqlower._shape_rules import STATIC, broadcast
 from seqlower.passes._base import NodeLoweringPass, Rewrite, Site
 from seqlower.passes._fold import detach
 from seqlower.passes._ir import (
@@ -185,12 +187,8 @@ def _binary(node: ir.Node, shapes: list[Dims | None], floats: bool) -> object:
         return _FAILS  # an integer division by zero
     if not shapes or any(s is None or None in s for s in shapes):
         return _FAILS  # unknown sizes may not broadcast
-    found = broadcast(shapes, _one_size)  # type: ignore[arg-type]
+    found = broadcast(cast("list[tuple[int, ...]]", shapes), STATIC)
     return _FAILS if found is None else found
-
-
-def _one_size(dims: list[int]) -> int | None:
-    return one_size(dims, 1)
 
 
 def _slice(node: ir.Node, shapes: list[Dims | None], floats: bool) -> object:

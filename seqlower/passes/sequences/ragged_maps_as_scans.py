@@ -39,8 +39,7 @@ from collections.abc import Sequence
 import numpy as np
 import onnx_ir as ir
 
-from seqlower._graphs import BROADCASTING
-from seqlower._graphs import broadcast as broadcast_shapes
+from seqlower._shape_rules import BROADCASTING, infer, transpose, unsqueeze
 from seqlower.errors import describe_node
 from seqlower.passes._base import NodeLoweringPass, Rewrite, Site
 from seqlower.passes._dims import ELEMENTWISE, DimProver
@@ -289,7 +288,9 @@ class _BodyDims:
         if op in ELEMENTWISE or op in ("CastLike", "Clip"):
             return first
         if op in BROADCASTING:
-            return _broadcast([self.of(v) if v is not None else None for v in node.inputs])
+            shapes = [None if v is None else self.of(v) for v in node.inputs]
+            found = infer(node, [None if d is None else tuple(d) for d in shapes], _UNION)
+            return None if found is None else list(found)
         if first is None:
             return None
         if op in REDUCTIONS:
@@ -306,34 +307,46 @@ def _static_dims(shape: Sequence[int]) -> Dims:
     return [frozenset() if d == 1 else frozenset([int(d)]) for d in shape]
 
 
-def _broadcast(operands: list[Dims | None]) -> Dims | None:
-    """Each axis: every outer dimension that broadcasts to it, from any operand."""
-    if any(d is None for d in operands) or not operands:
+class _Union:
+    """Each axis as the outer dimensions that broadcast to it, from any operand (static 1s
+    left out: the empty set is 1)."""
+
+    one: frozenset[Outer] = frozenset()
+
+    def broadcast(self, dims: list[frozenset[Outer]]) -> frozenset[Outer] | None:
+        return frozenset().union(*dims)
+
+    def equal(self, dims: list[frozenset[Outer]]) -> frozenset[Outer] | None:
+        return frozenset().union(*dims)
+
+    def sum(self, dims: list[frozenset[Outer]]) -> frozenset[Outer] | None:
         return None
-    found = broadcast_shapes(operands, _union)  # type: ignore[arg-type]
-    return None if found is None else list(found)
+
+    def known(self, dim: frozenset[Outer]) -> int | None:
+        number = next(iter(dim), None) if len(dim) == 1 else 1 if not dim else None
+        return number if isinstance(number, int) else None
+
+    def size(self, number: int) -> frozenset[Outer]:
+        return frozenset() if number == 1 else frozenset([number])
 
 
-def _union(dims: list[frozenset[Outer]]) -> frozenset[Outer]:
-    return frozenset().union(*dims)
+_UNION = _Union()
 
 
 def _moved(node: ir.Node, first: Dims) -> Dims | None:
-    """Transpose, Squeeze and Unsqueeze: axes moved, removed or added."""
-    op, rank = node.op_type, len(first)
+    """Transpose, Squeeze and Unsqueeze: axes moved, removed or added (a squeezed axis is
+    taken as 1: the body runs only where it is)."""
+    op, axes = node.op_type, _constant_axes(node)
     if op == "Transpose":
-        perm = ints_attr(node, "perm") or list(reversed(range(rank)))
-        return [first[p] for p in perm] if sorted(perm) == list(range(rank)) else None
-    axes = _constant_axes(node)
-    if op == "Squeeze" and axes:
-        removed = {a % rank for a in axes}
-        return [d for k, d in enumerate(first) if k not in removed]
-    if op == "Unsqueeze" and axes:
-        out_rank = rank + len(axes)
-        added = {a % out_rank for a in axes}
-        kept = iter(first)
-        return [frozenset() if k in added else next(kept) for k in range(out_rank)]
-    return None
+        found = transpose(tuple(first), ints_attr(node, "perm") or None)
+    elif op == "Squeeze" and axes:
+        removed = {a % len(first) for a in axes}
+        found = tuple(d for k, d in enumerate(first) if k not in removed)
+    elif op == "Unsqueeze":
+        found = unsqueeze(tuple(first), axes, _UNION)
+    else:
+        found = None
+    return None if found is None else list(found)
 
 
 def _ragged_split(node: ir.Node) -> tuple[ir.Value, ir.Value] | None:

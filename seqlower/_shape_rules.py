@@ -1,0 +1,379 @@
+"""Per-op shape rules, written once, generic over what a dimension is to the prover asking.
+
+Five provers reason about shapes: the declared-sizes step (static sizes, and sizes proven per
+axis), the first-iteration proof (sizes and symbols, equal only to themselves), the dimension
+prover (the outer axis a dimension is), ragged-maps-as-scans (the outer dimensions that
+broadcast to one) and the check's input constraints (the graph-input axis a dimension is, tied
+to the ones it must equal). What an op does to shapes is the same for all of them; only how the
+dimensions of one axis combine differs. So each prover supplies an :class:`Algebra` (a size of
+1, the size of dimensions that broadcast, of dimensions that must be equal, of a concatenated
+axis), and the rules here, registered per op with :func:`register` as onnxscript's constant
+folder registers its evaluators, do the rest: a new op is taught once. A rule gives None when
+the op is not proven to succeed on such inputs (an algebra's None: its dimensions do not
+combine). Which ops a prover takes stays its own (the first-iteration proof only those that
+cannot fail on any value). The pure rules (:func:`broadcast`, :func:`matmul`, :func:`concat`,
+...) take numbers, not nodes, so the check, which reads protos, calls them too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Protocol, TypeVar
+
+import numpy as np
+import onnx_ir as ir
+
+from seqlower._graphs import constant_array, int_attr, ints_attr
+
+__all__ = [
+    "BROADCASTING",
+    "ELEMENTWISE",
+    "RULES",
+    "SAME_SHAPE",
+    "STATIC",
+    "Algebra",
+    "aligned",
+    "broadcast",
+    "concat",
+    "infer",
+    "matmul",
+    "one_size",
+    "register",
+    "reshape",
+    "squeeze",
+    "transpose",
+    "unsqueeze",
+]
+
+D = TypeVar("D")
+#: A shape: one dimension per axis, each what the prover makes of one.
+Shape = tuple[D, ...]
+
+#: Ops whose inputs broadcast multidirectionally (numpy's rule) to their output's shape (PRelu's
+#: slope broadcasts one way to X, a case of it).
+BROADCASTING = frozenset(
+    {
+        "Add", "Sub", "Mul", "Div", "Pow", "Mod", "Max", "Min", "Sum", "Mean", "And", "Or",
+        "Xor", "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "Where", "PRelu",
+        "BitShift", "BitwiseAnd", "BitwiseOr", "BitwiseXor",
+    }
+)  # fmt: skip
+#: Unary ops that act on each element alone, whatever the axes of their input.
+ELEMENTWISE = frozenset(
+    {
+        "Identity", "Cast", "Abs", "Neg", "Relu", "Sigmoid", "Tanh", "Exp", "Log", "Sqrt",
+        "Reciprocal", "Floor", "Ceil", "Round", "Sign", "Not", "Erf", "Softplus", "Softsign",
+        "LeakyRelu", "Elu", "Selu", "Celu", "HardSigmoid", "HardSwish", "Gelu", "Mish", "IsNaN",
+        "IsInf", "Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh",
+        "Atanh", "BitwiseNot", "ThresholdedRelu", "Shrink",
+    }
+)  # fmt: skip
+#: Ops whose first output has the first input's shape (some act along an axis).
+SAME_SHAPE = ELEMENTWISE | {
+    "CastLike", "Clip", "Dropout", "Softmax", "LogSoftmax", "ReverseSequence", "Hardmax",
+}  # fmt: skip
+
+
+class Algebra(Protocol[D]):
+    """How one prover's dimensions combine; None: they are not proven to."""
+
+    @property
+    def one(self) -> D:
+        """The dimension of size 1 (what ``Unsqueeze`` inserts, a promoted vector's axis)."""
+        ...
+
+    def broadcast(self, dims: list[D]) -> D | None:
+        """The size of one axis's dimensions that broadcast (aligned, in input order)."""
+        ...
+
+    def equal(self, dims: list[D]) -> D | None:
+        """The size of dimensions that must be equal (``MatMul``'s inner ones, a ``Concat``'s
+        other axes)."""
+        ...
+
+    def sum(self, dims: list[D]) -> D | None:
+        """The size of a ``Concat``'s joined axis."""
+        ...
+
+    def known(self, dim: D) -> int | None:
+        """The number ``dim`` is when lowering, if one."""
+        ...
+
+    def size(self, number: int) -> D:
+        """The dimension of a number."""
+        ...
+
+
+def one_size(dims: Iterable[D | None], one: D) -> D | None:
+    """The size of dimensions that broadcast: every one not ``one`` the same (``one`` when all
+    are), else None; None too where one is None (not known). Lazy: stops at the first."""
+    found: D | None = None
+    for dim in dims:
+        if dim is None:
+            return None
+        if dim == one:
+            continue
+        if found is not None and dim != found:
+            return None
+        found = dim
+    return one if found is None else found
+
+
+class _Static:
+    """Static sizes: the one proof is equality of numbers."""
+
+    one = 1
+
+    def broadcast(self, dims: list[int]) -> int | None:
+        return one_size(dims, 1)
+
+    def equal(self, dims: list[int]) -> int | None:
+        return dims[0] if len(set(dims)) == 1 else None
+
+    def sum(self, dims: list[int]) -> int | None:
+        return sum(dims)
+
+    def known(self, dim: int) -> int | None:
+        return dim
+
+    def size(self, number: int) -> int:
+        return number
+
+
+#: The algebra of static sizes.
+STATIC: Algebra[int] = _Static()
+
+
+def aligned(ranks: Sequence[int], axis: int) -> list[tuple[int, int]]:
+    """``(input, its axis)`` for each input that has output axis ``axis`` of a broadcast of
+    inputs of ``ranks``: aligned on the trailing axes, an input without the axis left out."""
+    rank = max(ranks, default=0)
+    return [(k, axis - rank + r) for k, r in enumerate(ranks) if axis - rank + r >= 0]
+
+
+def broadcast(shapes: Sequence[Sequence[D]], dims: Algebra[D]) -> Shape[D] | None:
+    """Multidirectional broadcasting: each output axis is the algebra's broadcast of the
+    inputs' dimensions aligned with it (in input order), None as soon as one is."""
+    ranks = [len(s) for s in shapes]
+    out: list[D] = []
+    for axis in range(max(ranks, default=0)):
+        dim = dims.broadcast([shapes[k][a] for k, a in aligned(ranks, axis)])
+        if dim is None:
+            return None
+        out.append(dim)
+    return tuple(out)
+
+
+def matmul(a: Sequence[D], b: Sequence[D], dims: Algebra[D]) -> Shape[D] | None:
+    """numpy's ``matmul`` shape (ONNX's ``MatMul``): a vector operand promoted by a size-1
+    axis and that axis dropped after, the batch axes broadcast, the inner sizes equal."""
+    if not a or not b:
+        return None
+    left = (dims.one, *a) if len(a) == 1 else tuple(a)
+    right = (*b, dims.one) if len(b) == 1 else tuple(b)
+    batch = broadcast([left[:-2], right[:-2]], dims)
+    if batch is None or dims.equal([left[-1], right[-2]]) is None:
+        return None
+    return (*batch, *(left[-2:-1] if len(a) > 1 else ()), *(right[-1:] if len(b) > 1 else ()))
+
+
+def transpose(shape: Shape[D], perm: list[int] | None) -> Shape[D] | None:
+    """``Transpose`` by ``perm`` (None: the axes reversed), a permutation of the axes."""
+    if perm is None:
+        return shape[::-1]
+    return tuple(shape[p] for p in perm) if sorted(perm) == list(range(len(shape))) else None
+
+
+def unsqueeze(shape: Shape[D], axes: list[int] | None, dims: Algebra[D]) -> Shape[D] | None:
+    """``Unsqueeze`` by constant axes, each in range and once."""
+    rank = len(shape) + len(axes or [])
+    if not axes or any(not -rank <= a < rank for a in axes):
+        return None
+    inserted = {a % rank for a in axes}
+    if len(inserted) != len(axes):
+        return None
+    rest = iter(shape)
+    return tuple(dims.one if k in inserted else next(rest) for k in range(rank))
+
+
+def squeeze(shape: Shape[D], axes: list[int] | None, dims: Algebra[D]) -> Shape[D] | None:
+    """``Squeeze`` by constant axes of size 1 (none given: every axis of size 1, all sizes
+    known)."""
+    if axes is None or any(not -len(shape) <= a < len(shape) for a in axes):
+        return None
+    if not axes:  # every dimension of size 1: known only if each is a size
+        known = [dims.known(d) for d in shape]
+        if None in known:
+            return None
+        return tuple(d for d, n in zip(shape, known, strict=True) if n != 1)
+    dropped = {a % len(shape) for a in axes}
+    if any(dims.known(shape[a]) != 1 for a in dropped):
+        return None
+    return tuple(d for k, d in enumerate(shape) if k not in dropped)
+
+
+def reshape(
+    shape: Shape[D], target: Sequence[int], allow_zero: bool, dims: Algebra[D]
+) -> Shape[D] | None:
+    """A ``Reshape`` to a constant shape that holds as many elements: every size known, or
+    one ``-1`` taking the rest, the sizes given dividing the known part of the input."""
+    out: list[D] = []
+    hole: int | None = None  # where the -1 is
+    for k, size in enumerate(target):
+        if size == 0 and not allow_zero:  # copies the input's dimension
+            if k >= len(shape):
+                return None
+            out.append(shape[k])
+        elif size < -1 or (size == -1 and hole is not None):
+            return None
+        else:
+            hole = k if size == -1 else hole
+            out.append(dims.size(size))
+    known = [dims.known(d) for d in shape]
+    if None in known and hole is None:
+        return tuple(out) if tuple(out) == shape else None
+    symbols = [d for d, n in zip(shape, known, strict=True) if n is None]
+    total = int(np.prod([n for n in known if n is not None]))
+    given = [d for k, d in enumerate(out) if k != hole]
+    divisor = int(np.prod([n for d in given if (n := dims.known(d)) is not None]))
+    for d in given:  # a symbol the target copies takes its part of the input
+        if dims.known(d) is None:
+            if d not in symbols:
+                return None
+            symbols.remove(d)
+    if divisor == 0 or total % divisor:
+        return None
+    if hole is None:
+        return tuple(out) if not symbols and total // divisor == 1 else None
+    rest = dims.size(total // divisor)
+    if symbols:
+        if len(symbols) > 1 or total // divisor != 1:
+            return None
+        rest = symbols[0]
+    return tuple(rest if k == hole else d for k, d in enumerate(out))
+
+
+def concat(shapes: Sequence[Shape[D]], axis: int | None, dims: Algebra[D]) -> Shape[D] | None:
+    """``Concat`` of inputs of one rank: the joined axis their sum, every other one size."""
+    rank = len(shapes[0])
+    if axis is None or not -rank <= axis < rank:
+        return None
+    axis %= rank
+    out: list[D] = []
+    for k in range(rank):
+        column = [s[k] for s in shapes]
+        size = dims.sum(column) if k == axis else dims.equal(column)
+        if size is None:
+            return None
+        out.append(size)
+    return tuple(out)
+
+
+# ---------------------------------------------------------------------------- the registry
+
+#: A rule: a node, its inputs' shapes (the first one known; another None where not known) and
+#: the prover's algebra -> the first output's shape, None where not proven.
+Rule = Callable[[ir.Node, list["Shape[D] | None"], Algebra[D]], "Shape[D] | None"]
+#: Op type -> its rule (ONNX domain).
+RULES: dict[str, Rule] = {}
+
+
+def register(*ops: str) -> Callable[[Rule[D]], Rule[D]]:
+    """Make the decorated function the shape rule of ``ops``."""
+
+    def add(rule: Rule[D]) -> Rule[D]:
+        for op in ops:
+            assert op not in RULES, f"{op}: two shape rules"
+            RULES[op] = rule
+        return rule
+
+    return add
+
+
+def infer(node: ir.Node, shapes: list[Shape[D] | None], dims: Algebra[D]) -> Shape[D] | None:
+    """The registered rule of ``node``'s op on inputs of ``shapes``, None when there is none
+    or the first input's shape is not known."""
+    rule = RULES.get(node.op_type)
+    if rule is None or not shapes or shapes[0] is None:
+        return None
+    return rule(node, shapes, dims)
+
+
+@register(*SAME_SHAPE)
+def _same_shape(node: ir.Node, shapes: list[Shape[D] | None], dims: Algebra[D]) -> Shape[D] | None:
+    return shapes[0]
+
+
+@register(*BROADCASTING)
+def _broadcasting(
+    node: ir.Node, shapes: list[Shape[D] | None], dims: Algebra[D]
+) -> Shape[D] | None:
+    known = [s for s in shapes if s is not None]
+    return None if len(known) != len(shapes) else broadcast(known, dims)
+
+
+@register("MatMul")
+def _matmul(node: ir.Node, shapes: list[Shape[D] | None], dims: Algebra[D]) -> Shape[D] | None:
+    if len(shapes) != 2 or shapes[0] is None or shapes[1] is None:
+        return None
+    return matmul(shapes[0], shapes[1], dims)
+
+
+@register("Transpose")
+def _transpose(node: ir.Node, shapes: list[Shape[D] | None], dims: Algebra[D]) -> Shape[D] | None:
+    assert shapes[0] is not None
+    return transpose(shapes[0], ints_attr(node, "perm"))
+
+
+def _axes(node: ir.Node) -> list[int] | None:
+    """A node's constant ``axes`` (its attribute, or its second input), [] when absent."""
+    axes = ints_attr(node, "axes")
+    if axes is None and len(node.inputs) > 1 and node.inputs[1] is not None:
+        array = constant_array(node.inputs[1])
+        return None if array is None else [int(a) for a in array.reshape(-1)]
+    return axes or []
+
+
+@register("Squeeze", "Unsqueeze")
+def _squeeze(node: ir.Node, shapes: list[Shape[D] | None], dims: Algebra[D]) -> Shape[D] | None:
+    assert shapes[0] is not None
+    rule = squeeze if node.op_type == "Squeeze" else unsqueeze
+    return rule(shapes[0], _axes(node), dims)
+
+
+@register("Reshape")
+def _reshape(node: ir.Node, shapes: list[Shape[D] | None], dims: Algebra[D]) -> Shape[D] | None:
+    target = constant_array(node.inputs[1]) if len(shapes) == 2 else None
+    if shapes[0] is None or target is None or target.ndim != 1:
+        return None
+    allow_zero = int_attr(node, "allowzero", 0) == 1
+    return reshape(shapes[0], [int(d) for d in target], allow_zero, dims)
+
+
+@register("Concat")
+def _concat(node: ir.Node, shapes: list[Shape[D] | None], dims: Algebra[D]) -> Shape[D] | None:
+    first = shapes[0]
+    known = [s for s in shapes if s is not None and first is not None and len(s) == len(first)]
+    return concat(known, int_attr(node, "axis"), dims) if len(known) == len(shapes) else None
+
+
+@register("Gather")
+def _gather(node: ir.Node, shapes: list[Shape[D] | None], dims: Algebra[D]) -> Shape[D] | None:
+    """The data's axes around ``axis`` replaced by the indices' shape."""
+    data, indices = shapes[0], shapes[1] if len(shapes) == 2 else None
+    axis = int_attr(node, "axis", 0)
+    if data is None or indices is None or axis is None or not -len(data) <= axis < len(data):
+        return None
+    axis %= len(data)
+    return (*data[:axis], *indices, *data[axis + 1 :])
+
+
+@register("Shape")
+def _shape(node: ir.Node, shapes: list[Shape[D] | None], dims: Algebra[D]) -> Shape[D] | None:
+    """One entry per axis from ``start`` to ``end`` (clamped)."""
+    rank = len(shapes[0] or ())
+    start, end = int_attr(node, "start", 0), int_attr(node, "end", rank)
+    if start is None or end is None:
+        return None
+    start, end = (max(0, min(rank, d + rank if d < 0 else d)) for d in (start, end))
+    return (dims.size(max(0, end - start)),)
