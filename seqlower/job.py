@@ -211,83 +211,121 @@ def lower_file(
     start = time.perf_counter()
     model = Path(model)
     output = None if output is None else Path(output)
-    if output is None and not options.dry_run:
-        raise OutputError("no output given (-o OUT), and not a dry run")
-    target = None if options.dry_run else output
-    check_paths(
-        model,
-        target,
-        options.external_data,
-        None,
-        _inputs_path(options.check_options),
-        options.save,
-        failing_beside=target if options.check else None,
-    )
+    written = _checked_paths(model, output, options)
+    check = options.check_options
     plan = make_lower_plan(options)
     with progress(f"reading {model}"):
         ir_model = load_model(model)
     reads, keep = _files_read(model, ir_model, output)
-    facts_before = ModelFacts.of(ir_model, _files_size(reads))
-    if options.external_data is not None and target is not None:
-        seqlower.io.check_external_data_name(options.external_data, target, inputs=reads)
-    before = op_counts(ir_model) if options.count_ops else Counter()
+    result = _read_result(model, output, ir_model, _files_size(reads), counted=options.count_ops)
+    if options.external_data is not None and written is not None:
+        seqlower.io.check_external_data_name(options.external_data, written, inputs=reads)
     original = _reference(ir_model, plan) if options.check else None
-    check_options = _at_fixed_shapes(ir_model, original, plan, options.check_options)
+    check = _at_fixed_shapes(ir_model, original, plan, check)
     if original is not None:
-        check_names(original, check_options)
-    opset, flag, converting = plan.opset_for(ir_model)
-    target_notes = [*plan.notes, *([converting] if converting else [])]
-    ir_version = options.ir_version
-    unread = _unread_inputs(ir_model)
+        check_names(original, check)
     with progress("lowering"):
-        rows = run_plan(plan, ir_model)
-        load_notes = seqlower.io.load_notes(ir_model)
-        unchanged = not plan.changes_interface and not any(row.rewritten for row in rows)
-        as_read: onnx.ModelProto | None = None
-        notes_unchanged: list[str] = []
-        if unchanged:
-            ir_model, as_read = _as_read(model, opset, repaired=bool(load_notes))
-        notes = load_notes + restamp(ir_model, opset=opset, flag=flag, ir_version=ir_version)
-        if as_read is not None:
-            as_read.ir_version = ir_model.ir_version  # re-stamped only when asked
-        if unchanged and _kept_unchecked(original, options.check_options, plan.runtimes, opset):
-            notes_unchanged = [] if original is None else [KEPT_AS_READ]
+        lowered = _lower(model, ir_model, plan, options.ir_version, result)
+        if lowered.unchanged and _kept_unchecked(original, check, plan.runtimes, lowered.opset):
+            result.notes[:0] = [] if original is None else [KEPT_AS_READ]
             original = None  # the check would compare the model with itself
         # Without the check the written file is checked before it replaces anything
         # (cheaper); with it, the proto made for the runtimes is checked.
-        lowered = _in_memory_proto(ir_model) if original is not None else None
-        if lowered is not None or options.dry_run:
-            check_model(ir_model if lowered is None else lowered, what="lowered model")
-    result = LowerResult(
-        input=model,
-        output=output,
-        passes=rows,
-        ops_before=before,
-        ops_after=op_counts(ir_model) if options.count_ops else Counter(),
-        verification=None,
-        notes=notes_unchanged + target_notes + notes,
-        unchanged=unchanged,
-        before=facts_before,
-        after=ModelFacts.of(ir_model),
-        warnings=unread,
-    )
-    if original is not None and lowered is not None:
+        proto = _in_memory_proto(lowered.model) if original is not None else None
+        if proto is not None or options.dry_run:
+            check_model(lowered.model if proto is None else proto, what="lowered model")
+    result.ops_after = op_counts(lowered.model) if options.count_ops else Counter()
+    result.after = ModelFacts.of(lowered.model)
+    if original is not None and proto is not None:
         with progress("checking"):
-            from seqlower.verification import verify  # imports onnxruntime: only when checking
-
-            proven = dataclasses.replace(check_options, runtimes=plan.runtimes)
-            report = verify(original, lowered, _with_progress(proven, on_run))
-        _record_check(result, report, original, None if options.dry_run else output, options.save)
+            report = _verify(original, proto, check, plan.runtimes, on_run)
+        _record_check(result, report, original, written, options.save)
         if result.exit_code != ExitCode.OK and plan.target is not None:
             result.warnings += _constant_input_hints(original, plan)
     if not options.dry_run and (result.exit_code == ExitCode.OK or options.keep_on_failure):
         assert output is not None
         with progress(f"writing {output}"):
-            _write(result, ir_model, output, options.external_data, keep=keep, exact=as_read)
+            _write(result, lowered, output, options.external_data, keep=keep)
     if keeps_runs(options.save) and result.verification is None:
         result.warnings.append("--save-inputs/--save-outputs: no check ran, so nothing was saved")
     result.seconds = time.perf_counter() - start
     return result
+
+
+def _checked_paths(model: Path, output: Path | None, options: LowerOptions) -> Path | None:
+    """Where OUT goes (None: a dry run), once the paths of the run are found fit before any
+    work: the model, OUT and its weights, ``--inputs``, the folders the check's data goes to."""
+    if output is None and not options.dry_run:
+        raise OutputError("no output given (-o OUT), and not a dry run")
+    written = None if options.dry_run else output
+    beside = written if options.check else None
+    inputs = _inputs_path(options.check_options)
+    external_data = options.external_data
+    check_paths(model, written, external_data, None, inputs, options.save, failing_beside=beside)
+    return written
+
+
+def _verify(
+    original: onnx.ModelProto,
+    lowered: onnx.ModelProto,
+    check: CheckOptions,
+    runtimes: tuple[str, ...],
+    on_run: Callable[[int, int], None] | None,
+) -> VerifyReport:
+    """The check of ``lowered`` against ``original`` on the runtimes that prove it."""
+    from seqlower.verification import verify  # imports onnxruntime: only when checking
+
+    proven = dataclasses.replace(check, runtimes=runtimes)
+    return verify(original, lowered, _with_progress(proven, on_run))
+
+
+def _read_result(
+    model: Path, output: Path | None, ir_model: ir.Model, nbytes: int | None, *, counted: bool
+) -> LowerResult:
+    """The result as far as the model read tells: its facts, its ops (when ``counted``) and its
+    inputs nothing reads."""
+    return LowerResult(
+        input=model,
+        output=output,
+        passes=[],
+        ops_before=op_counts(ir_model) if counted else Counter(),
+        ops_after=Counter(),
+        verification=None,
+        before=ModelFacts.of(ir_model, nbytes),
+        warnings=_unread_inputs(ir_model),
+    )
+
+
+@dataclass
+class _Lowered:
+    """What the lowering made: the model to write (the model as read when nothing was lowered,
+    ``unchanged``, with its proto as read when it can be written byte for byte: ``as_read``)
+    and the opset it was converted to (None: kept)."""
+
+    model: ir.Model
+    unchanged: bool
+    opset: int | None
+    as_read: onnx.ModelProto | None = None
+
+
+def _lower(
+    path: Path, ir_model: ir.Model, plan: Plan, ir_version: int | None, result: LowerResult
+) -> _Lowered:
+    """``plan`` run on ``ir_model`` (read from ``path``), re-stamped to the plan's opset and
+    ``ir_version``; its steps and notes recorded in ``result``."""
+    opset, flag, converting = plan.opset_for(ir_model)
+    result.passes = run_plan(plan, ir_model)
+    load_notes = seqlower.io.load_notes(ir_model)
+    unchanged = not plan.changes_interface and not result.lowered_anything
+    lowered = _Lowered(ir_model, unchanged, opset)
+    if unchanged:
+        lowered.model, lowered.as_read = _as_read(path, opset, repaired=bool(load_notes))
+    notes = restamp(lowered.model, opset=opset, flag=flag, ir_version=ir_version)
+    if lowered.as_read is not None:
+        lowered.as_read.ir_version = lowered.model.ir_version  # re-stamped only when asked
+    result.notes += [*plan.notes, *([converting] if converting else []), *load_notes, *notes]
+    result.unchanged = unchanged
+    return lowered
 
 
 def _constant_input_hints(original: onnx.ModelProto, plan: Plan) -> list[str]:
@@ -383,21 +421,22 @@ def _record_check(
 
 def _write(
     result: LowerResult,
-    ir_model: ir.Model,
+    lowered: _Lowered,
     output: Path,
     external_data: str | None,
     *,
     keep: list[Path],
-    exact: onnx.ModelProto | None,
 ) -> None:
-    """Write OUT (and its weights) and record what was written in ``result``."""
+    """Write OUT (and its weights; byte for byte the model as read when it can be) and record
+    what was written in ``result``."""
+    ir_model = lowered.model
     result.external_data = save_model(
         ir_model,
         output,
         external_data=external_data,
         check=result.verification is None,
         keep=keep,
-        exact=exact,
+        exact=lowered.as_read,
         warnings=result.warnings,
     )
     result.written = True

@@ -41,6 +41,7 @@ def test_the_three_entry_points_make_and_run_a_plan() -> None:
     api = _calls(seqlower.plan._api_plan) | _calls(seqlower.plan._lower)
     assert {"make_plan", "run_plan"} <= api
     job = _calls(seqlower.job.lower_file) | _calls(seqlower.job.make_lower_plan)
+    job |= _calls(seqlower.job._lower)
     assert {"make_plan", "run_plan"} <= job
     dry = _calls(seqlower.inspect._dry_run)
     assert {"make_lower_plan", "run_plan"} <= dry
