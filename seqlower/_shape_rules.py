@@ -377,3 +377,29 @@ def _shape(node: ir.Node, shapes: list[Shape[D] | None], dims: Algebra[D]) -> Sh
         return None
     start, end = (max(0, min(rank, d + rank if d < 0 else d)) for d in (start, end))
     return (dims.size(max(0, end - start)),)
+
+
+@register("Slice")
+def _slice(node: ir.Node, shapes: list[Shape[D] | None], dims: Algebra[D]) -> Shape[D] | None:
+    """A ``Slice`` (opset 10+: bounds as inputs) of constant bounds of a static shape, on a view
+    that holds no memory: Python's slicing clamps as ONNX's does."""
+    sizes = [n for d in shapes[0] or () if (n := dims.known(d)) is not None]
+    bounds = [constant_array(v) if v is not None else None for v in node.inputs[1:]]
+    if len(sizes) != len(shapes[0] or ()) or len(bounds) < 2:
+        return None
+    if bounds[0] is None or bounds[1] is None:
+        return None
+    starts, ends = bounds[0].reshape(-1), bounds[1].reshape(-1)
+    axes = bounds[2] if len(bounds) > 2 else None
+    steps = bounds[3] if len(bounds) > 3 else None
+    axes = np.arange(len(starts)) if axes is None else axes.reshape(-1)
+    steps = np.ones(len(starts), np.int64) if steps is None else steps.reshape(-1)
+    if not len(starts) == len(ends) == len(axes) == len(steps) or (steps == 0).any():
+        return None
+    index: list[slice] = [slice(None)] * len(sizes)
+    for start, end, axis, step in zip(starts, ends, axes, steps, strict=True):
+        if not -len(sizes) <= int(axis) < len(sizes):
+            return None
+        index[int(axis) % len(sizes)] = slice(int(start), int(end), int(step))
+    view = np.broadcast_to(np.empty((), dtype=bool), sizes)
+    return tuple(dims.size(int(d)) for d in view[tuple(index)].shape)

@@ -20,11 +20,10 @@ the value is), so a hint put back on a value a lowering reads the shape of would
 lowered model wrong there. Only the main graph's outputs that nothing reads get their declared
 shapes back (:meth:`Forgotten.restore_interface`): the interface stays the user's.
 
-The same static rules (:class:`_StaticShapes`, linear, run on every model) give a value that
-declares no shape the static shape and element type they prove from what is enforced: a model
-declaring only its input's size has every later size proven (issue 45's 200 blocks computed 995
-``Shape`` nodes at run time without it). Those are facts for the passes; the lowered model gets
-the values' own declarations back where no pass changed them.
+The static rules (:class:`_StaticShapes`: :mod:`seqlower._shape_rules` over static sizes,
+linear) give a value declaring no shape the shape and element type they prove (issue 45's 200
+blocks computed 995 ``Shape`` nodes at run time without it): facts for the passes, the values'
+own declarations back in the lowered model where no pass changed them.
 """
 
 from __future__ import annotations
@@ -34,7 +33,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-import numpy as np
 import onnx
 import onnx_ir as ir
 
@@ -48,6 +46,8 @@ __all__ = ["Forgotten", "forget_declared_sizes"]
 # Initializers of at most this many elements stay in inference's copy: Reshape targets, Slice
 # bounds and Split sizes are read from them.
 _KEEP = 1024
+# Rounds of the states' induction (:func:`_induction`) before it assumes nothing.
+_ROUNDS = 4
 
 
 def _hinted(model: ir.Model, graphs: list[ir.Graph | ir.Function]) -> list[ir.Value]:
@@ -320,30 +320,7 @@ def forget_declared_sizes(model: ir.Model) -> Forgotten:
         value.shape = declared[id(value)]
     forgotten = Forgotten(proven=forgotten.proven)
     states = _states(model, hinted)
-    # Induction: each state's declared sizes assumed in the body, kept when the initial value
-    # and the body's result (inferred under the assumptions) have them; rounds until none drops.
-    assumed = {id(inner): inner for _, inner, _, _ in states}
-    derived = _Derived()
-    for _ in range(_ROUNDS):
-        derived = _derived(model, [v for v in hinted if id(v) not in assumed])
-
-        def now(value: ir.Value, derived: _Derived = derived) -> ir.Shape | None:
-            return derived.get(id(value), value.shape)
-
-        dropped = False
-        for initial, inner, out, _ in states:
-            if id(inner) not in assumed or inner.shape is None:
-                continue
-            kept = _agreed(inner.shape, now(initial), now(out))
-            if list(kept) != list(inner.shape):
-                inner.shape, dropped = kept, True
-        if not dropped:
-            break
-    else:  # no fixed point reached: assume nothing
-        for inner in assumed.values():
-            inner.shape = declared[id(inner)]
-        assumed = {}
-        derived = _derived(model, hinted)
+    derived, assumed = _induction(model, hinted, states, declared)
     # A final state is the initial value or the body's last result: what both have.
     finals = {
         id(final): _agreed(inner.shape, derived.get(id(out), out.shape))
@@ -363,6 +340,34 @@ def forget_declared_sizes(model: ir.Model) -> Forgotten:
     return forgotten
 
 
+def _induction(
+    model: ir.Model, hinted: list[ir.Value], states: list[_State], declared: dict[int, ir.Shape]
+) -> tuple[_Derived, dict[int, ir.Value]]:
+    """Each state's declared sizes assumed in the body, kept when the initial value and the
+    body's result (inferred under the assumptions) have them, in rounds until none drops: the
+    shapes derived, and the body inputs whose (kept) assumptions hold."""
+    assumed = {id(inner): inner for _, inner, _, _ in states}
+    derived = _Derived()
+    for _ in range(_ROUNDS):
+        derived = _derived(model, [v for v in hinted if id(v) not in assumed])
+
+        def now(value: ir.Value, derived: _Derived = derived) -> ir.Shape | None:
+            return derived.get(id(value), value.shape)
+
+        dropped = False
+        for initial, inner, out, _ in states:
+            if id(inner) not in assumed or inner.shape is None:
+                continue
+            kept = _agreed(inner.shape, now(initial), now(out))
+            if list(kept) != list(inner.shape):
+                inner.shape, dropped = kept, True
+        if not dropped:
+            return derived, assumed
+    for inner in assumed.values():  # no fixed point reached: assume nothing
+        inner.shape = declared[id(inner)]
+    return _derived(model, hinted), {}
+
+
 def _forget(
     value: ir.Value, declared: ir.Shape, kept: ir.Shape, model: ir.Model, forgotten: Forgotten
 ) -> None:
@@ -372,9 +377,6 @@ def _forget(
     forgotten.changed += 1
     if value in model.graph.outputs:
         forgotten.outputs.append((value, declared, kept))
-
-
-_ROUNDS = 4
 
 
 def _more(derived: ir.Shape | None, proven: ir.Shape) -> ir.Shape:
@@ -404,11 +406,11 @@ _BOOLEAN = frozenset(
 #: The ops of the shape rules (:mod:`seqlower._shape_rules`) :class:`_StaticShapes` takes.
 _SHAPE_RULED = SAME_SHAPE | BROADCASTING | {
     "MatMul", "Transpose", "Reshape", "Concat", "Gather", "Squeeze", "Unsqueeze", "Shape",
+    "Slice",
 }  # fmt: skip
 #: The ops :class:`_StaticShapes` has a rule for.
 _RULED = _SHAPE_RULED | {
-    "Slice", "SequenceConstruct", "SplitToSequence", "SequenceAt", "ConcatFromSequence",
-    "SequenceMap",
+    "SequenceConstruct", "SplitToSequence", "SequenceAt", "ConcatFromSequence", "SequenceMap",
 }  # fmt: skip
 
 
@@ -570,8 +572,6 @@ class _StaticShapes:
         first = inputs[0] if inputs else None
         if op in _SHAPE_RULED:
             return [infer(node, inputs, STATIC)]
-        if op == "Slice" and first is not None:
-            return [_slice(node, first)]
         if op == "SequenceConstruct" and inputs and None not in inputs:
             same = all(s == first for s in inputs)
             return [_Seq(len(inputs), first)] if same and first is not None else None
@@ -671,13 +671,12 @@ def _partial_rule(node: ir.Node, inputs: list[Partial | None]) -> Partial | None
 
 class _Partly:
     """Sizes some of which are not proven (:data:`_UNPROVEN`): an unproven one that runs is
-    1 or the size it broadcasts with, and equals the size it must equal."""
+    1 or the size it broadcasts with (unproven when all the others are 1), and equals the size
+    it must equal."""
 
     one = 1
 
     def broadcast(self, dims: list[int]) -> int | None:
-        """The one size other than 1 among the proven ones; unproven when the proven ones
-        are all 1 and one is not proven."""
         proven = [d for d in dims if d != _UNPROVEN]
         found = one_size(proven, 1)
         if found == 1 and len(proven) < len(dims):
@@ -699,25 +698,3 @@ class _Partly:
 
 
 _PARTLY = _Partly()
-
-
-def _slice(node: ir.Node, data: Static) -> Static | None:
-    """A ``Slice`` (opset 10+: bounds as inputs) of constant bounds, on a view that holds no
-    memory: Python's slicing clamps as ONNX's does."""
-    bounds = [constant_array(v) if v is not None else None for v in node.inputs[1:]]
-    if len(bounds) < 2 or bounds[0] is None or bounds[1] is None:
-        return None
-    starts, ends = bounds[0].reshape(-1), bounds[1].reshape(-1)
-    axes = bounds[2] if len(bounds) > 2 else None
-    steps = bounds[3] if len(bounds) > 3 else None
-    axes = np.arange(len(starts)) if axes is None else axes.reshape(-1)
-    steps = np.ones(len(starts), np.int64) if steps is None else steps.reshape(-1)
-    if not len(starts) == len(ends) == len(axes) == len(steps) or (steps == 0).any():
-        return None
-    index: list[slice] = [slice(None)] * len(data)
-    for start, end, axis, step in zip(starts, ends, axes, steps, strict=True):
-        if not -len(data) <= int(axis) < len(data):
-            return None
-        index[int(axis) % len(data)] = slice(int(start), int(end), int(step))
-    view = np.broadcast_to(np.empty((), dtype=bool), data)
-    return tuple(int(d) for d in view[tuple(index)].shape)
