@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING
 
 import onnx
 
-import seqlower.io
 from seqlower._fs import (
     check_failing_inputs_folder,
     check_target,
@@ -26,6 +25,7 @@ from seqlower._fs import (
     replace_own_folder,
 )
 from seqlower.errors import ModelLoadError, OutputError
+from seqlower.writing import check_external_data_name
 
 if TYPE_CHECKING:
     from seqlower.verification import VerifyReport
@@ -111,7 +111,7 @@ def check_paths(
     if output is not None:
         check_target(output, "-o")
         if model is not None and external_data is not None:
-            seqlower.io.check_external_data_name(external_data, output, inputs=[model])
+            check_external_data_name(external_data, output, inputs=[model])
     if report is not None:
         check_target(report, "--report")
         taken = [p for p in (model, output, inputs) if p is not None]

@@ -1,18 +1,11 @@
-"""Reading and writing models with one-line errors, and writes that never leave half a file."""
+"""Reading models with one-line errors, their weights asked about, and the checker's messages
+made one line (writing them: :mod:`seqlower.writing`)."""
 
 from __future__ import annotations
 
-import contextlib
-import dataclasses
-import errno
-import glob
-import mmap
 import os
 import re
-import secrets
-import shutil
-import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import onnx
@@ -20,25 +13,19 @@ import onnx_ir as ir
 from onnx_ir.passes.common import CheckerPass
 
 from seqlower._external import check_external_data, check_external_fields, external_locations
-from seqlower._fs import (
-    check_target,
-    deferred_signals,
-    folder_lock,
-    give_default_mode,
-    note_written,
-)
 from seqlower._graphs import all_graphs, is_onnx, proto_graphs
-from seqlower.errors import InvalidModelError, ModelLoadError, OutputError, first_line
+from seqlower.errors import InvalidModelError, ModelLoadError, first_line
 
 __all__ = [
-    "check_external_data_name",
+    "INLINE_LIMIT",
+    "all_proto_tensors",
     "check_model",
     "check_names_and_dims",
+    "checker_message",
     "external_locations",
     "has_external_data",
     "load_model",
     "proto_has_external_data",
-    "save_model",
     "self_contained_proto",
     "weights_nbytes",
 ]
@@ -75,13 +62,13 @@ def load_model(path: str | os.PathLike[str], *, check: bool = True) -> ir.Model:
         except Exception as e:
             if _MISSING_SHAPE not in str(e):
                 raise InvalidModelError(
-                    f"{path} is not valid ONNX: {_checker_message(e, proto)}"
+                    f"{path} is not valid ONNX: {checker_message(e, proto)}"
                 ) from e
             notes = repair_missing_shapes(proto, str(path))
             try:
                 onnx.checker.check_model(_without_external_initializers(proto))
             except Exception as again:
-                message = _checker_message(again, proto)
+                message = checker_message(again, proto)
                 raise InvalidModelError(f"{path} is not valid ONNX: {message}") from again
     check_external_fields(proto, str(path))
     try:
@@ -357,15 +344,11 @@ def check_model(
         cause = e.__cause__ or e
         if "MaxDepth" in str(cause) or "recursion" in str(cause).lower():
             raise InvalidModelError(f"the {what}: {TOO_DEEP}") from e
-        raise InvalidModelError(f"the {what} is not valid ONNX: {_checker_message(cause)}") from e
+        raise InvalidModelError(f"the {what} is not valid ONNX: {checker_message(cause)}") from e
 
 
 # Protobuf cannot serialize 2 GiB; keep a margin for the graph itself.
 INLINE_LIMIT = 1_800_000_000
-
-
-#: onnx_ir's default: initializers up to this size stay in the model file when weights go out.
-_SIZE_THRESHOLD = 256
 
 
 def initializer_values(model: ir.Model) -> list[ir.Value]:
@@ -377,18 +360,6 @@ def initializer_values(model: ir.Model) -> list[ir.Value]:
         if isinstance(graph, ir.Graph)
         for value in graph.initializers.values()
     ]
-
-
-def _external_threshold(initializers: list[ir.Value]) -> int:
-    """The size from which initializers go to the weights file: onnx_ir's 256 bytes, lowered to
-    the smallest weight that was external, so that what was external stays so (a model whose
-    small weights were all external came back with them inline and no weights file)."""
-    sizes = [
-        value.const_value.nbytes
-        for value in initializers
-        if isinstance(value.const_value, ir.ExternalTensor)
-    ]
-    return min([_SIZE_THRESHOLD, *(size - 1 for size in sizes)])  # onnx_ir moves only larger
 
 
 def has_external_data(model: ir.Model, initializers: list[ir.Value] | None = None) -> bool:
@@ -413,270 +384,12 @@ def weights_nbytes(model: ir.Model, initializers: list[ir.Value] | None = None) 
     return sum(value.const_value.nbytes for value in initializers if value.const_value is not None)
 
 
-def check_external_data_name(name: str, out: Path, *, inputs: Sequence[Path] = ()) -> None:
-    """Raise OutputError unless ``name`` (``--external-data``) is a safe weights file for ``out``.
-
-    A plain file name beside OUT that is not OUT itself nor any file the run reads (``inputs``:
-    the input model and its weight files), and that is absent, a regular file or a link.
-    """
-    flag = "--external-data"
-    if name in ("", ".", "..") or "/" in name or os.sep in name or Path(name).is_absolute():
-        raise OutputError(f"{flag} {name!r}: give a file name (no folder), e.g. weights.bin")
-    target = out.parent / name
-    if name == out.name:
-        raise OutputError(f"{flag} {name}: that is the output model itself")
-    for path in inputs:
-        if _same_file(target, path):
-            raise OutputError(f"{flag} {name}: that is {path}, which this run reads")
-    check_target(target, flag)
-
-
-def _same_file(a: Path, b: Path) -> bool:
-    try:
-        return os.path.samefile(a, b)
-    except OSError:
-        return os.path.realpath(a) == os.path.realpath(b)
-
-
-def save_model(
-    model: ir.Model,
-    path: str | os.PathLike[str],
-    *,
-    external_data: str | None = None,
-    check: bool = False,
-    keep: Sequence[Path] = (),
-    exact: onnx.ModelProto | None = None,
-    warnings: list[str] | None = None,
-) -> str | None:
-    """Write ``model`` to ``path``, its weights with it, so that readers never see a mix.
-
-    ``exact``: the proto to write as it is, when no weights go to a file (a model with nothing
-    to lower is written as read; onnx_ir's round trip would add value_info and the like).
-
-    Everything is written under private names in a staging folder beside ``path``, then moved
-    into place in a few renames, with signals held back and other seqlower runs writing into the
-    same folder locked out. Weights go to the file ``external_data`` (a name in ``path``'s
-    folder) when given; otherwise, when the model had external weights or is too big for one
-    protobuf, to ``<OUT>.data``, or, while an older ``<OUT>.data`` is in place, to a fresh
-    ``<OUT>.<random>.data``: the old model keeps reading its own weights until the new model
-    replaces it in one rename. The weights files the replaced model used are then removed when
-    they are named as seqlower names them, nothing reads them any more, and they are not in
-    ``keep`` (the files this run read), nor another model in the folder (a copy of the old OUT):
-    those are kept, and ``warnings`` (when given) says so, as it says when the weights replace a
-    file named by ``external_data`` another model there reads. With ``check``, ONNX's checker
-    reads the staged files before anything is replaced. Returns the weights file name used, if
-    any.
-    """
-    path = Path(path)
-    folder = path.parent
-    check_target(path, "-o")
-    if external_data is not None:
-        check_external_data_name(external_data, path, inputs=keep)
-    initializers = initializer_values(model)
-    wants_data = external_data is not None or (
-        has_external_data(model, initializers) or weights_nbytes(model, initializers) > INLINE_LIMIT
-    )
-    try:
-        staging = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".seqlower", dir=folder))
-    except OSError as e:
-        raise OutputError(f"{path}: cannot write there ({_strerror(e)})") from e
-    try:
-        with folder_lock(folder):
-            data_name = external_data
-            if data_name is None and wants_data:
-                data_name = f"{path.name}.data"
-                if os.path.lexists(folder / data_name):
-                    data_name = f"{path.name}.{secrets.token_hex(4)}.data"
-            staged = staging / path.name
-            if exact is not None and data_name is None:
-                staged.write_bytes(exact.SerializeToString())
-            else:
-                ir.save(
-                    model,
-                    staged,
-                    external_data=data_name,
-                    size_threshold_bytes=_external_threshold(initializers),
-                )
-            staged_data = None if data_name is None else staging / data_name
-            if staged_data is not None and (
-                not staged_data.exists() or staged_data.stat().st_size == 0
-            ):
-                # Nothing went external (no weight big enough): write no empty weights file.
-                staged_data.unlink(missing_ok=True)
-                data_name = None
-            if check:
-                try:
-                    onnx.checker.check_model(str(staged))
-                except Exception as e:
-                    raise InvalidModelError(
-                        f"the lowered model is not valid ONNX: {_checker_message(e)}"
-                    ) from e
-            give_default_mode(staged, path)
-            stale = _stale_weights(path, data_name, keep)
-            said = _shared_weights(path, stale, data_name, replaced=external_data)
-            stale = [p for p in stale if p not in said.kept]
-            if data_name is not None:
-                give_default_mode(staging / data_name, folder / data_name)
-            _commit(
-                staged,
-                path,
-                None if data_name is None else (staging, folder, data_name),
-                stale,
-                fresh=external_data is None,
-            )
-    except OSError as e:
-        raise OutputError(f"{path}: cannot write the model ({_strerror(e)})") from e
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    if warnings is not None:
-        warnings += said.lines
-    return data_name
-
-
-@dataclasses.dataclass
-class _Shared:
-    """Weights files other models in OUT's folder read: those kept, and what to say."""
-
-    kept: list[Path] = dataclasses.field(default_factory=list)
-    lines: list[str] = dataclasses.field(default_factory=list)
-
-
-def _shared_weights(
-    path: Path, stale: list[Path], data_name: str | None, *, replaced: str | None
-) -> _Shared:
-    """Which of ``stale`` (the replaced OUT's weights) another model in the folder reads (a
-    ``cp OUT backup.onnx``): those stay, or that model would no longer load; and whether the
-    weights file ``replaced`` (``--external-data``, replaced in place) is another model's."""
-    shared = _Shared()
-    folder = path.parent
-    named = None if replaced is None else folder / replaced
-    wanted = [*stale, *([named] if named is not None and named.is_file() else [])]
-    if not wanted:
-        return shared
-    readers = _readers(folder, wanted, skip=path)
-    where = "inline" if data_name is None else f"in {folder / data_name}"
-    for weights in stale:
-        if readers.get(weights):
-            shared.kept.append(weights)
-            shared.lines.append(
-                f"kept {weights}, which {_names(readers[weights])} still reads (the new "
-                f"{path}'s weights are {where})"
-            )
-    if named is not None and readers.get(named):
-        shared.lines.append(
-            f"--external-data {replaced}: replaced {named}, which {_names(readers[named])} "
-            "also read: that model now reads the new weights (give another name to keep both)"
-        )
-    return shared
-
-
-def _names(paths: list[Path]) -> str:
-    return ", ".join(str(p) for p in paths[:3]) + (
-        f" and {len(paths) - 3} more" if len(paths) > 3 else ""
-    )
-
-
-def _readers(folder: Path, weights: list[Path], *, skip: Path) -> dict[Path, list[Path]]:
-    """For each of ``weights`` (files in ``folder``), the other ``.onnx`` models in ``folder``
-    whose tensors name it. A model is parsed only when its bytes hold one of the names."""
-    found: dict[Path, list[Path]] = {}
-    names = {w.name.encode() for w in weights}
-    try:
-        entries = sorted(os.scandir(folder), key=lambda e: e.name)
-    except OSError:
-        return found
-    for entry in entries:
-        model = folder / entry.name
-        if (
-            not entry.name.endswith(".onnx")
-            or not entry.is_file(follow_symlinks=False)
-            or entry.name == skip.name  # by name: a hard link to the old OUT is a copy
-            or not _holds_any(model, names)
-        ):
-            continue
-        try:
-            used = {os.path.normpath(folder / loc) for loc in _references(model)}
-        except Exception:  # not a model: it reads nothing
-            continue
-        for w in weights:
-            if os.path.normpath(w) in used:
-                found.setdefault(w, []).append(model)
-    return found
-
-
-def _holds_any(path: Path, needles: set[bytes]) -> bool:
-    """Whether the file's bytes hold one of ``needles`` (memory-mapped: no copy)."""
-    try:
-        with open(path, "rb") as f:
-            if os.fstat(f.fileno()).st_size == 0:
-                return False
-            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
-                return any(data.find(needle) >= 0 for needle in needles)
-    except (OSError, ValueError):
-        return False
-
-
-def _commit(
-    staged: Path,
-    path: Path,
-    data: tuple[Path, Path, str] | None,
-    stale: list[Path],
-    *,
-    fresh: bool,
-) -> None:
-    """Move the staged weights, then the staged model, into place; then drop stale weights.
-
-    A fresh weights name is linked in (never replacing anything) and unlinked again if the model
-    cannot follow; a name the user chose replaces what is there. Signals wait until the end.
-    """
-    placed: Path | None = None
-    done = False
-    try:
-        with deferred_signals():
-            if data is not None:
-                staging, folder, name = data
-                placed = folder / name
-                if fresh:
-                    os.link(staging / name, placed)
-                else:
-                    os.replace(staging / name, placed)
-            try:
-                os.replace(staged, path)
-            except BaseException:
-                if placed is not None and fresh:
-                    placed.unlink(missing_ok=True)
-                raise
-            done = True
-            note_written(path, *([] if placed is None else [placed]))
-            for old in stale:
-                if placed is None or not _same_file(old, placed):
-                    with contextlib.suppress(OSError):
-                        old.unlink()
-    except KeyboardInterrupt as e:
-        # A signal held during the renames arrives once they are done: say what they wrote.
-        if done:
-            e.written = [path] if placed is None else [path, placed]  # type: ignore[attr-defined]
-        raise
-
-
 def proto_has_external_data(proto: onnx.ModelProto) -> bool:
     """Whether any tensor of ``proto`` (initializers, node attributes) lives in another file."""
-    return any(t.data_location == onnx.TensorProto.EXTERNAL for t in _all_proto_tensors(proto))
+    return any(t.data_location == onnx.TensorProto.EXTERNAL for t in all_proto_tensors(proto))
 
 
-def _references(model_path: Path) -> set[str]:
-    """The external-data locations a saved model file names (without reading its weights)."""
-    proto = onnx.load(str(model_path), load_external_data=False)
-    found: set[str] = set()
-    for tensor in _all_proto_tensors(proto):
-        if tensor.data_location == onnx.TensorProto.EXTERNAL:
-            for entry in tensor.external_data:
-                if entry.key == "location":
-                    found.add(entry.value)
-    return found
-
-
-def _all_proto_tensors(proto: onnx.ModelProto) -> Iterator[onnx.TensorProto]:
+def all_proto_tensors(proto: onnx.ModelProto) -> Iterator[onnx.TensorProto]:
     def graph_tensors(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
         yield from graph.initializer
         for node in graph.node:
@@ -696,37 +409,6 @@ def _all_proto_tensors(proto: onnx.ModelProto) -> Iterator[onnx.TensorProto]:
     for function in proto.functions:
         for node in function.node:
             yield from node_tensors(node)
-
-
-def _stale_weights(path: Path, new_name: str | None, keep: Sequence[Path]) -> list[Path]:
-    """Weights files of the model now at ``path`` that are seqlower-named for it (``OUT.data``,
-    ``OUT.<hex>.data``) and that neither the new model nor this run's inputs use."""
-    folder = path.parent
-    candidates = [p for p in folder.glob(f"{glob.escape(path.name)}.*data") if _ours(p, path)]
-    if not candidates or not path.is_file():
-        return []
-    try:
-        used = {os.path.normpath(folder / loc) for loc in _references(path)}
-    except Exception:  # not a model we can read: leave its neighbours alone
-        return []
-    return [
-        p
-        for p in candidates
-        if os.path.normpath(p) in used
-        and p.name != new_name
-        and not any(_same_file(p, k) for k in keep)
-    ]
-
-
-def _ours(candidate: Path, path: Path) -> bool:
-    middle = candidate.name[len(path.name) : -len(".data")]
-    return middle == "" or re.fullmatch(r"\.[0-9a-f]{8}", middle) is not None
-
-
-def _strerror(error: OSError) -> str:
-    if error.errno == errno.EROFS:
-        return "read-only file system"
-    return error.strerror or str(error)
 
 
 def version_converter_problem(error: BaseException, current: int | None, opset: int) -> str:
@@ -779,7 +461,7 @@ _UNSORTED = re.compile(
 _CONTEXT = re.compile(r"Context: Bad node spec for node\. Name: (\S*) OpType: (\S+)")
 
 
-def _checker_message(error: BaseException, model: onnx.ModelProto | None = None) -> str:
+def checker_message(error: BaseException, model: onnx.ModelProto | None = None) -> str:
     """The checker's complaint on one line, with the node it names when it names one; for
     nodes out of order, which node reads what before it is written (``model``: the proto
     checked, where the writer is looked for)."""

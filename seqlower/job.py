@@ -37,7 +37,7 @@ from seqlower.errors import (
     ModelLoadError,
     OutputError,
 )
-from seqlower.io import check_model, load_model, save_model
+from seqlower.io import check_model, load_model
 from seqlower.pipeline import (
     PassRow,
     check_at_constant_inputs,
@@ -48,6 +48,7 @@ from seqlower.pipeline import (
 )
 from seqlower.plan import Plan, make_plan, run_plan, verification_runtimes
 from seqlower.summary import ModelFacts
+from seqlower.writing import check_external_data_name, save_model
 
 if TYPE_CHECKING:
     from seqlower.verification import VerifyReport
@@ -219,7 +220,7 @@ def lower_file(
     reads, keep = _files_read(model, ir_model, output)
     result = _read_result(model, output, ir_model, _files_size(reads), counted=options.count_ops)
     if options.external_data is not None and written is not None:
-        seqlower.io.check_external_data_name(options.external_data, written, inputs=reads)
+        check_external_data_name(options.external_data, written, inputs=reads)
     original = _reference(ir_model, plan) if options.check else None
     check = _at_fixed_shapes(ir_model, original, plan, check)
     if original is not None:

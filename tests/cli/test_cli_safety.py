@@ -14,6 +14,7 @@ from click.testing import CliRunner
 from onnx import helper as h
 
 import seqlower.io
+import seqlower.writing
 from seqlower import passes as seqlower_passes
 from seqlower.cli.commands import cli
 from tests.helpers import (
@@ -94,7 +95,7 @@ def test_interrupted_write_leaves_nothing(tmp_path: Path, monkeypatch: pytest.Mo
         Path(path).write_bytes(b"half a model")
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(seqlower.io.ir, "save", half_write)
+    monkeypatch.setattr(seqlower.writing.ir, "save", half_write)
     result = run_cli(source, "-o", target, "--no-check")
     assert result.exit_code == 130 and "interrupted" in result.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.onnx"]
@@ -108,7 +109,7 @@ def test_existing_output_survives_a_failed_run(
     onnx.save(model, source)
     target.write_bytes(b"previous result")
     monkeypatch.setattr(
-        seqlower.io.ir,
+        seqlower.writing.ir,
         "save",
         lambda *a, **k: (_ for _ in ()).throw(OSError(28, "No space left on device")),
     )

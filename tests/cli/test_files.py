@@ -18,6 +18,7 @@ import pytest
 
 import seqlower
 import seqlower.io
+import seqlower.writing
 from seqlower.errors import InvalidModelError, OutputError
 from tests.helpers import assert_one_line_error, run_cli
 
@@ -259,7 +260,7 @@ def test_failure_between_weights_and_model_keeps_the_old_pair(
             raise OSError(28, "No space left on device")
         real_replace(src, dst)
 
-    monkeypatch.setattr(seqlower.io.os, "replace", replace)
+    monkeypatch.setattr(seqlower.writing.os, "replace", replace)
     result = run_cli(second, "-o", out, "--no-check")
     assert result.exit_code == 2 and "No space left" in result.stderr
     assert output_of(out) == 1.0  # the old model still reads its own weights
@@ -276,7 +277,7 @@ def test_concurrent_writers_leave_a_matching_pair(tmp_path: Path) -> None:
 
     def write(model: ir.Model) -> None:
         try:
-            seqlower.io.save_model(model, out)
+            seqlower.writing.save_model(model, out)
         except BaseException as e:  # pragma: no cover - reported below
             errors.append(e)
 
@@ -301,13 +302,13 @@ def test_terminating_signals_exit_cleanly(
     assert run_cli(source, "-o", out, "--no-check").exit_code == 0
     second = save_external(weighted_model(2.0), tmp_path / "second.onnx", "second.bin")
     before = listing(tmp_path)
-    real_save = seqlower.io.ir.save
+    real_save = seqlower.writing.ir.save
 
     def save_then_signal(*args: Any, **kwargs: Any) -> None:
         real_save(*args, **kwargs)  # the staged files exist when the signal comes
         os.kill(os.getpid(), signum)
 
-    monkeypatch.setattr(seqlower.io.ir, "save", save_then_signal)
+    monkeypatch.setattr(seqlower.writing.ir, "save", save_then_signal)
     result = run_cli(second, "-o", out, "--no-check")
     assert result.exit_code == code, result.stderr
     assert "nothing was written" in result.stderr and "Traceback" not in result.stderr
@@ -342,9 +343,9 @@ def test_signals_are_held_during_the_commit(tmp_path: Path, receiver: str) -> No
 
     try:
         with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(seqlower.io.os, "replace", replace)
+            patch.setattr(seqlower.writing.os, "replace", replace)
             with pytest.raises(KeyboardInterrupt):
-                seqlower.io.save_model(model, out)
+                seqlower.writing.save_model(model, out)
     finally:
         release.set()
     assert calls == ["model moved"] and output_of(out) == 4.0
@@ -403,7 +404,7 @@ def test_lower_ir_model_is_all_or_nothing() -> None:
 def test_failed_write_through_the_api_leaves_nothing(tmp_path: Path) -> None:
     model = seqlower.io.load_model(save_external(weighted_model(), tmp_path / "in.onnx", "in.b"))
     with pytest.raises(OutputError):
-        seqlower.io.save_model(model, Path("/dev/null"))
+        seqlower.writing.save_model(model, Path("/dev/null"))
     with pytest.raises(InvalidModelError):
         broken = save_external(weighted_model(), tmp_path / "bad.onnx", "in.b")
         proto = onnx.load(broken, load_external_data=False)

@@ -18,6 +18,7 @@ import seqlower.io
 import seqlower.job
 import seqlower.plan
 import seqlower.verification.inputs
+import seqlower.writing
 from seqlower.cli.commands import cli
 from tests.helpers import assert_one_line_error
 
@@ -93,7 +94,7 @@ def test_signal_during_the_final_renames_says_what_was_written(
         if Path(b) == out:  # signals are held: this one arrives once the renames are done
             os.kill(os.getpid(), signal.SIGINT)
 
-    monkeypatch.setattr(seqlower.io.os, "replace", replace_then_interrupt)
+    monkeypatch.setattr(seqlower.writing.os, "replace", replace_then_interrupt)
     flags = ["--external-data", "w.bin"] if weights else []
     if weights:  # a weight big enough to go to the external file
         model = onnx.parser.parse_model(

@@ -12,6 +12,7 @@ import onnx
 import pytest
 
 import seqlower
+import seqlower.writing
 from tests.helpers import assert_one_line_error, run_cli
 from tests.runtimes import require
 
@@ -188,13 +189,13 @@ def test_interrupt_right_after_the_renames_says_what_was_written(
     first = save_external(weighted_model(1.0), tmp_path / "first.onnx", "first.bin")
     assert run_cli(first, "-o", out, *flags).exit_code == 0
     second = save_external(weighted_model(2.0), tmp_path / "second.onnx", "second.bin")
-    real_rmtree = seqlower.io.shutil.rmtree
+    real_rmtree = seqlower.writing.shutil.rmtree
 
     def rmtree_then_signal(*args: Any, **kwargs: Any) -> None:
         real_rmtree(*args, **kwargs)
         os.kill(os.getpid(), signum)
 
-    monkeypatch.setattr(seqlower.io.shutil, "rmtree", rmtree_then_signal)
+    monkeypatch.setattr(seqlower.writing.shutil, "rmtree", rmtree_then_signal)
     result = run_cli(second, "-o", out, *flags)
     assert result.exit_code == 128 + signum, result.stderr
     assert output_of(out) == 2.0  # the new pair is in place
