@@ -24,7 +24,7 @@ from typing import Any
 import onnx
 
 from seqlower._graphs import is_onnx
-from seqlower._shape_rules import BROADCASTING, broadcast
+from seqlower._shape_rules import BROADCASTING, SAME_SHAPE, broadcast
 
 __all__ = ["Analysis", "Constraint", "SeqLen", "Slot", "analyze"]
 
@@ -124,41 +124,6 @@ _SAME_VALUES = {
     "TopK": (0,),  # its values (output 0): some of its input's, sorted
 }
 _CHANGES_VALUES = {"Abs", "Min", "Max"}  # in range if their inputs are, not only then
-# Ops whose output has the shape of input 0.
-_SAME_SHAPE = {
-    "Identity",
-    "Cast",
-    "CastLike",
-    "Abs",
-    "Neg",
-    "Relu",
-    "Sigmoid",
-    "Tanh",
-    "Exp",
-    "Log",
-    "Sqrt",
-    "Reciprocal",
-    "Floor",
-    "Ceil",
-    "Round",
-    "Sign",
-    "Not",
-    "Erf",
-    "Sin",
-    "Cos",
-    "Softmax",
-    "LogSoftmax",
-    "IsNaN",
-    "IsInf",
-    "LeakyRelu",
-    "Elu",
-    "Selu",
-    "HardSigmoid",
-    "Softplus",
-    "Clip",
-    "Dropout",
-    "ReverseSequence",
-}
 _MAX_DEPTH = 40  # nested scopes and function calls followed
 
 
@@ -332,7 +297,7 @@ class _Walker:
                 if op not in _CHANGES_VALUES:
                     exact |= info.exact
         dims = None
-        if op in _SAME_SHAPE:
+        if op in SAME_SHAPE:
             dims = infos[0].dims
         elif op in BROADCASTING:
             dims = self.broadcast(infos)

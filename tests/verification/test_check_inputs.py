@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 import seqlower
 from seqlower.verification import CheckOptions, Tolerances, verify
-from seqlower.verification.constraints import analyze
+from seqlower.verification.constraints import Slot, analyze
 from seqlower.verification.inputs import InputError, validate_inputs
 from seqlower.verification.runtimes import OnnxRuntime, Reference
 from tests.helpers import assert_one_line_error, parse, run_cli
@@ -631,3 +631,20 @@ def test_verify_command_validates_inputs_too(tmp_path: Path) -> None:
     np.savez(tmp_path / "in.npz", x=X, lens32=np.array([1, 9], np.int32))
     result = run_cli("verify", source, source, "--inputs", tmp_path / "in.npz")
     assert_one_line_error(result, "'lens32' holds 9")
+
+
+def test_lengths_bounded_through_every_same_shape_op() -> None:
+    # The check's walk had its own list of ops that keep their input's shape, without Softsign
+    # (and a dozen more of the shape rules' list): lengths of a reversal of Softsign(x) were
+    # drawn with no bound on x's time axis.
+    model = parse(
+        """
+        <ir_version: 8, opset_import: ["" : 17]>
+        g (float[T, B, 4] x, int64[B] lens) => (float[T, B, 4] y) {
+          s = Softsign(x)
+          y = ReverseSequence<time_axis = 0, batch_axis = 1>(s, lens)
+        }
+        """
+    )
+    (constraint,) = analyze(model).constraints["lens"]
+    assert constraint.limit == Slot("x", 0)
