@@ -257,7 +257,7 @@ def test_inspect_takes_the_flag_and_says_what_folds(tmp_path: Path) -> None:
 
 
 def test_the_repro_line_of_a_failed_check_lowers_the_same_way() -> None:
-    from seqlower.cli.commands import _lowering_flags
+    from seqlower.cli.lower_command import _lowering_flags
     from seqlower.job import LowerOptions
 
     options = LowerOptions(constant_inputs={"mode": "1"}, drop_constant_inputs=True)
