@@ -26,7 +26,7 @@ import onnx
 from onnx import helper
 
 import seqlower
-from seqlower.passes.reverse_sequence import lower_reverse_sequence
+from seqlower.passes.reverse_sequence import _reverse_plan
 from seqlower.verification.runtimes import TARGET_ORACLES
 
 SHAPES = [(2048, 512), (2048, 512, 1), (512, 2048), (2048, 128, 8), (256, 256, 16), (64, 64, 256)]
@@ -44,12 +44,12 @@ g (float[{dims}] x, int64[N] lens) => (float[{dims}] y) {{
 
 def gathernd_form(model: onnx.ModelProto) -> onnx.ModelProto:
     """seqlower's lowering with the GatherElements form turned off."""
-    keep = lower_reverse_sequence._one_per_step
-    lower_reverse_sequence._one_per_step = lambda *_: False  # type: ignore[assignment]
+    keep = _reverse_plan._one_per_step
+    _reverse_plan._one_per_step = lambda *_: False  # type: ignore[assignment]
     try:
         return seqlower.lower(model)
     finally:
-        lower_reverse_sequence._one_per_step = keep
+        _reverse_plan._one_per_step = keep
 
 
 def expanded_form(lowered: onnx.ModelProto) -> onnx.ModelProto:
