@@ -271,19 +271,7 @@ def _vectorized(ctx: Rewrite, plan: _Plan) -> None:
         return
     elements = _constructed(sequence)
     if elements is not None:
-        # Never empty (SequenceConstruct takes one element or more): no If to guard it.
-        stack = ctx.before()
-        stacked = stack.ConcatFromSequence(sequence, axis=0, new_axis=1, _hint="stacked")
-        param = body.inputs[0]
-        assert param.shape is not None  # the vector form needs the element's static shape
-        stacked.type = param.type or _element_type_of(sequence)
-        # The count goes into the stacked shapes (and so into a constant Reshape target) only
-        # where every element and every result is declared with the element's static shape: a
-        # declaration the values contradict must not become a constant.
-        known = elements if _declared_alike(sequence, body) else None
-        stacked.shape = ir.Shape([known, *param.shape])
-        ctx.insert()
-        _vectorized_in_place(ctx, plan, stacked, count=known)
+        _vectorized_constructed(ctx, plan, sequence, elements)
         return
     before = ctx.before()
     reads, tail = ctx.into(body), ctx.into(body)
@@ -327,6 +315,24 @@ def _vectorized(ctx: Rewrite, plan: _Plan) -> None:
         **_carried_over(ctx, "If"),
     )
     ctx.replace(outputs)
+
+
+def _vectorized_constructed(ctx: Rewrite, plan: _Plan, sequence: ir.Value, elements: int) -> None:
+    """The map of a ``SequenceConstruct``'s ``elements`` values, never empty (it takes one or
+    more): the body runs on them stacked, no ``If`` to guard it."""
+    body = plan.body
+    stack = ctx.before()
+    stacked = stack.ConcatFromSequence(sequence, axis=0, new_axis=1, _hint="stacked")
+    param = body.inputs[0]
+    assert param.shape is not None  # the vector form needs the element's static shape
+    stacked.type = param.type or _element_type_of(sequence)
+    # The count goes into the stacked shapes (and so into a constant Reshape target) only
+    # where every element and every result is declared with the element's static shape: a
+    # declaration the values contradict must not become a constant.
+    known = elements if _declared_alike(sequence, body) else None
+    stacked.shape = ir.Shape([known, *param.shape])
+    ctx.insert()
+    _vectorized_in_place(ctx, plan, stacked, count=known)
 
 
 def _constructed(sequence: ir.Value) -> int | None:

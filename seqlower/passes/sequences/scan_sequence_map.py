@@ -132,37 +132,9 @@ class ScanSequenceMap(NodeLoweringPass[_Plan]):
             reads.append(_Read(source, axis, keepdims))
             shape = types.shape_of(source)
             dims.update(str(d) for d in shape or () if isinstance(d, ir.SymbolicDim) and d.value)
-        ranks = []
-        for j, (old, result) in enumerate(zip(node.outputs, body.outputs, strict=True)):
-            if old.is_graph_output():
-                block(node, f"its output '{old.name}' is a graph output")
-                return None
-            for use in old.uses():
-                if not is_onnx(use.node, "ConcatFromSequence") or use.idx != 0:
-                    block(
-                        node,
-                        f"its output '{old.name}' is read by {describe_node(use.node)}, not only "
-                        "by ConcatFromSequence",
-                    )
-                    return None
-            shape = result.shape or types.shape_of(result)
-            stable = shape is not None and all(
-                isinstance(d, int) or (d.value is not None and str(d) in dims) for d in shape
-            )
-            if not stable:
-                block(
-                    node,
-                    f"the shape of its body output {j} '{result.name}' may change from one element "
-                    f"to the next (inferred: {shape}); stacking needs one shape",
-                )
-                return None
-            assert shape is not None
-            for use in old.uses():
-                problem = concat_problem(use.node, len(shape))
-                if problem:
-                    block(node, f"{describe_node(use.node)} {problem}")
-                    return None
-            ranks.append(len(shape))
+        ranks = _output_ranks(node, body, types, dims)
+        if ranks is None:
+            return None
         dtypes = [
             element_dtype(old.type) or element_dtype(r.type)
             for old, r in zip(node.outputs, body.outputs, strict=True)
@@ -216,6 +188,46 @@ class ScanSequenceMap(NodeLoweringPass[_Plan]):
             for use in list(old.uses()):
                 concat_stacked(ctx.at(use.node), stacked[j], plan.ranks[j], named)
         ctx.remove()
+
+
+def _output_ranks(
+    node: ir.Node, body: ir.Graph, types: TypeOracle, dims: set[str]
+) -> list[int] | None:
+    """The rank of each of the map's results, when each is read by ``ConcatFromSequence``s
+    alone and keeps one shape from element to element (numbers, or names of the split inputs'
+    own dimensions ``dims``); else None, the reason recorded."""
+    ranks = []
+    for j, (old, result) in enumerate(zip(node.outputs, body.outputs, strict=True)):
+        if old.is_graph_output():
+            block(node, f"its output '{old.name}' is a graph output")
+            return None
+        for use in old.uses():
+            if not is_onnx(use.node, "ConcatFromSequence") or use.idx != 0:
+                block(
+                    node,
+                    f"its output '{old.name}' is read by {describe_node(use.node)}, not only "
+                    "by ConcatFromSequence",
+                )
+                return None
+        shape = result.shape or types.shape_of(result)
+        stable = shape is not None and all(
+            isinstance(d, int) or (d.value is not None and str(d) in dims) for d in shape
+        )
+        if not stable:
+            block(
+                node,
+                f"the shape of its body output {j} '{result.name}' may change from one element "
+                f"to the next (inferred: {shape}); stacking needs one shape",
+            )
+            return None
+        assert shape is not None
+        for use in old.uses():
+            problem = concat_problem(use.node, len(shape))
+            if problem:
+                block(node, f"{describe_node(use.node)} {problem}")
+                return None
+        ranks.append(len(shape))
+    return ranks
 
 
 def _scanned(

@@ -117,20 +117,9 @@ class StackLoopSequences(NodeLoweringPass[_Plan]):
         types: TypeOracle,
         stable_dims: set[str],
     ) -> _Carry | None:
-        state, result, final = body.inputs[2 + c], body.outputs[1 + c], node.outputs[c]
-        uses = list(state.uses())
-        insert = uses[0].node if len(uses) == 1 else None
-        if (
-            insert is None
-            or not is_onnx(insert, "SequenceInsert")
-            or insert.graph is not body
-            or uses[0].idx != 0
-            or (len(insert.inputs) > 2 and insert.inputs[2] is not None)
-            or insert.outputs[0] is not result
-            or list(result.uses())
-            or list(body.outputs).count(result) != 1
-        ):
-            block(node, f"its carried sequence '{state.name}' is not only appended to")
+        state, final = body.inputs[2 + c], node.outputs[c]
+        insert = _appended_only(node, body, c)
+        if insert is None:
             return None
         if final.is_graph_output() or not all(
             is_onnx(use.node, "ConcatFromSequence") and use.idx == 0 for use in final.uses()
@@ -153,7 +142,27 @@ class StackLoopSequences(NodeLoweringPass[_Plan]):
         stable = all(isinstance(d, int) or (d.value and str(d) in stable_dims) for d in shape)
         if stable:
             return _Carry(c, insert, dtype, len(shape), None, 0)
-        # Ragged: one concatenation along one axis, every other dimension a known number.
+        carry = self._ragged(node, insert, c, dtype, shape, concats)
+        if carry is None:
+            block(
+                node,
+                f"what it appends to '{state.name}' may change shape from one iteration to the "
+                f"next (inferred: {shape}) and is not concatenated along one axis with every "
+                "other dimension known",
+            )
+        return carry
+
+    def _ragged(
+        self,
+        node: ir.Node,
+        insert: ir.Node,
+        c: int,
+        dtype: ir.DataType,
+        shape: ir.Shape,
+        concats: list[ir.Node],
+    ) -> _Carry | None:
+        """A carry of tensors whose shape changes: one concatenation along one axis, every
+        other dimension a known number (or named on a main-graph input)."""
         settings = {
             (
                 concat.attributes["axis"].as_int() % len(shape) if len(shape) else 0,
@@ -161,22 +170,17 @@ class StackLoopSequences(NodeLoweringPass[_Plan]):
             )
             for concat in concats
         }
-        if len(settings) == 1 and len(shape) > 0:
-            ((axis, new_axis),) = settings
-            others = [d for k, d in enumerate(shape) if k != axis]
-            if not new_axis and all(isinstance(d, int) for d in others):
-                seed = [0 if k == axis else int(d) for k, d in enumerate(shape)]  # type: ignore[arg-type]
-                return _Carry(c, insert, dtype, len(shape), seed, axis)
-            named = self._named_dims(node, shape, axis)
-            if not new_axis and named is not None and dtype != ir.DataType.STRING:
-                seed = [0 if k == axis or k in named else int(d) for k, d in enumerate(shape)]  # type: ignore[arg-type]
-                return _Carry(c, insert, dtype, len(shape), seed, axis, named)
-        block(
-            node,
-            f"what it appends to '{state.name}' may change shape from one iteration to the next "
-            f"(inferred: {shape}) and is not concatenated along one axis with every other "
-            "dimension known",
-        )
+        if len(settings) != 1 or len(shape) == 0:
+            return None
+        ((axis, new_axis),) = settings
+        others = [d for k, d in enumerate(shape) if k != axis]
+        if not new_axis and all(isinstance(d, int) for d in others):
+            seed = [0 if k == axis else int(d) for k, d in enumerate(shape)]  # type: ignore[arg-type]
+            return _Carry(c, insert, dtype, len(shape), seed, axis)
+        named = self._named_dims(node, shape, axis)
+        if not new_axis and named is not None and dtype != ir.DataType.STRING:
+            seed = [0 if k == axis or k in named else int(d) for k, d in enumerate(shape)]  # type: ignore[arg-type]
+            return _Carry(c, insert, dtype, len(shape), seed, axis, named)
         return None
 
     def _named_dims(
@@ -345,6 +349,27 @@ _REDUCE = frozenset(
     {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2"}
 )
 _TRACE_DEPTH = 32
+
+
+def _appended_only(node: ir.Node, body: ir.Graph, c: int) -> ir.Node | None:
+    """The ``SequenceInsert`` that appends to carried sequence ``c`` when that is all the body
+    does with it (its one use, at the end, its result carried straight out), else None."""
+    state, result = body.inputs[2 + c], body.outputs[1 + c]
+    uses = list(state.uses())
+    insert = uses[0].node if len(uses) == 1 else None
+    if (
+        insert is None
+        or not is_onnx(insert, "SequenceInsert")
+        or insert.graph is not body
+        or uses[0].idx != 0
+        or (len(insert.inputs) > 2 and insert.inputs[2] is not None)
+        or insert.outputs[0] is not result
+        or list(result.uses())
+        or list(body.outputs).count(result) != 1
+    ):
+        block(node, f"its carried sequence '{state.name}' is not only appended to")
+        return None
+    return insert
 
 
 def _appended_shape(value: ir.Value, types: TypeOracle, depth: int = 0) -> ir.Shape | None:
