@@ -89,6 +89,44 @@ class PipelineView:
             "ops_after": dict(sorted(self.ops_after.items())),
         }
 
+    def lines(self) -> list[str]:
+        """What ``seqlower inspect`` prints of this pipeline."""
+        from seqlower.summary import describe_forms
+
+        lines: list[str] = []
+        flag = (
+            ""
+            if self.name == "default"
+            else f" (--{self.name})"
+            if self.name in GENERAL
+            else f" (--target {self.name})"
+        )
+        lines.append(f"{self.name}{flag}, a dry run of lower (no check):")
+        for op, n in sorted(self.rewritten.items()):
+            forms = self.forms.get(op)
+            lines.append(
+                f"  lowers {n} {_plural(op, n)}" + (f": {describe_forms(forms)}" if forms else "")
+            )
+        for op, (n, names) in sorted(self.repaired.items()):
+            keeping = "it" if n == 1 else "them"
+            lines.append(
+                f"  repairs {n} {_plural(op, n)} for the runtime, keeping {keeping} ({names})"
+            )
+        if self.remaining:
+            left = ", ".join(f"{n} {op}" for op, n in sorted(self.remaining.items()))
+            lines.append(f"  leaves {left}: runtimes without sequence support refuse these")
+        elif not self.blocked:
+            lines.append("  leaves no sequence op")
+        lines += [f"  note: {note}" for note in self.notes]
+        if self.error:
+            lines.append(f"  fails: {self.error}")
+        if self.blockers:
+            lines.append(f"  blocked by {len(self.blockers)}:")
+            lines += [f"    - {blocker}" for blocker in self.blockers[:MAX_BLOCKERS]]
+            if len(self.blockers) > MAX_BLOCKERS:
+                lines.append(f"    ... and {len(self.blockers) - MAX_BLOCKERS} more")
+        return lines
+
 
 @dataclass
 class Inspection:
@@ -117,7 +155,7 @@ class Inspection:
         }
 
     def __str__(self) -> str:
-        from seqlower.summary import describe_forms, seconds
+        from seqlower.summary import seconds
 
         lines = [
             f"{self.path}: {self.nodes} nodes, opset {self.opset}, IR version {self.ir_version}"
@@ -145,38 +183,7 @@ class Inspection:
         for op, n in sorted(others.items()):
             lines.append(f"  {op:24} {n:>6}  needs sequence support unless --sequence-free")
         for view in self.pipelines:
-            flag = (
-                ""
-                if view.name == "default"
-                else f" (--{view.name})"
-                if view.name in GENERAL
-                else f" (--target {view.name})"
-            )
-            lines.append(f"{view.name}{flag}, a dry run of lower (no check):")
-            for op, n in sorted(view.rewritten.items()):
-                forms = view.forms.get(op)
-                lines.append(
-                    f"  lowers {n} {_plural(op, n)}"
-                    + (f": {describe_forms(forms)}" if forms else "")
-                )
-            for op, (n, names) in sorted(view.repaired.items()):
-                keeping = "it" if n == 1 else "them"
-                lines.append(
-                    f"  repairs {n} {_plural(op, n)} for the runtime, keeping {keeping} ({names})"
-                )
-            if view.remaining:
-                left = ", ".join(f"{n} {op}" for op, n in sorted(view.remaining.items()))
-                lines.append(f"  leaves {left}: runtimes without sequence support refuse these")
-            elif not view.blocked:
-                lines.append("  leaves no sequence op")
-            lines += [f"  note: {note}" for note in view.notes]
-            if view.error:
-                lines.append(f"  fails: {view.error}")
-            if view.blockers:
-                lines.append(f"  blocked by {len(view.blockers)}:")
-                lines += [f"    - {blocker}" for blocker in view.blockers[:MAX_BLOCKERS]]
-                if len(view.blockers) > MAX_BLOCKERS:
-                    lines.append(f"    ... and {len(view.blockers) - MAX_BLOCKERS} more")
+            lines += view.lines()
         lines.append(f"inspected in {seconds(self.seconds)}")
         return "\n".join(lines)
 

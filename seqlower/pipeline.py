@@ -212,8 +212,21 @@ def pipeline_for_row(
     drop_constant_inputs: bool = False,
 ) -> ir.passes.PassManager:
     """The PassManager for ``row``, a row :mod:`seqlower.plan` resolved (``like``: the target
-    whose op versions the row re-stamps to, ``Pipeline.restamps_like``), as
-    :func:`seqlower.plan.build_pipeline` describes it."""
+    whose op versions the row re-stamps to, ``Pipeline.restamps_like``). Every row is built the
+    same way: ``ValidateNodes`` (a malformed node is the same error, lowered or kept);
+    ``optional_inputs`` fixed present or absent before any unrolling (``FixOptionalInputs``;
+    ``FoldOptionals`` folds what reads them, in every row); ``unroll_inputs`` as K tensors each
+    (``UnrollInputs``); ``input_shapes`` fixed and what they make constant folded
+    (``FixInputShapes``); ``constant_inputs`` made constants and what they decide folded, the
+    inputs kept (read by nothing) unless ``drop_constant_inputs`` (``FixConstantInputs``); the
+    row's passes, or ``passes``; with ``input_shapes`` a second fold (``FoldStaticShapes``:
+    after them, or where the row names ``fold-static-shapes``, else skipped); the row's
+    function-op expansion and explicit attribute defaults; dead-node removal
+    (:mod:`seqlower._cleanup`); the row's checks, which raise naming every node that blocks it;
+    onnx_ir's stable topological sort when anything is out of order. ``cleanup=False`` skips
+    the sort, and the default row's dead-node removal (a row with checks, or a target's, always
+    removes dead nodes: dead sequence ops count). ``timed`` wraps every pass in ``TimedPass``.
+    """
     check_arguments(
         passes,
         unroll_inputs,
@@ -294,19 +307,7 @@ def check_arguments(
     ("unknown pass 'l'"), a size of 5.5 silently became 5 and "abc" a PassError (issue 42).
     The command line's flags are parsed into these forms, so they pass."""
     if passes is not None:
-        if isinstance(passes, (str, bytes)) or not isinstance(passes, Sequence):
-            hint = f"; for one pass, passes=[{passes!r}]" if isinstance(passes, str) else ""
-            raise BadArgumentError(
-                f"passes= takes a list of pass names or pass instances, not "
-                f"{type(passes).__name__}{hint}"
-            )
-        for k, spec in enumerate(passes):
-            if not isinstance(spec, (str, Repeat, ir.passes.PassBase)):
-                raise BadArgumentError(
-                    f"passes[{k}] is {_shown(spec)}: each pass is a registered name "
-                    "(seqlower.passes.PASSES), a seqlower.targets.Repeat or an onnx_ir pass "
-                    "instance"
-                )
+        _check_passes(passes)
     if unroll_inputs is not None:
         for name, count in _named(unroll_inputs, "unroll_inputs", "input name to K"):
             if _integer(count, least=1) is None:
@@ -322,18 +323,7 @@ def check_arguments(
                     "(absent)"
                 )
     if input_shapes is not None:
-        for name, dims in _named(input_shapes, "input_shapes", "input name to dimensions"):
-            if isinstance(dims, (str, bytes)) or not isinstance(dims, Sequence | np.ndarray):
-                raise BadArgumentError(
-                    f"input_shapes[{name!r}] is {_shown(dims)}: a sequence of sizes, such as "
-                    "(1, 8, 16)"
-                )
-            for axis, size in enumerate(dims):
-                if _integer(size, least=0) is None:
-                    raise BadArgumentError(
-                        f"input_shapes[{name!r}][{axis}] is {_shown(size)}: each size must be "
-                        "an integer of at least 0"
-                    )
+        _check_input_shapes(input_shapes)
     if target is not None and not isinstance(target, str):
         raise BadArgumentError(f"target= takes a target's name, not {_shown(target)}")
     if constant_inputs is not None:
@@ -349,6 +339,38 @@ def check_arguments(
         )
     if drop_constant_inputs and not constant_inputs:
         raise BadArgumentError("drop_constant_inputs without constant_inputs drops nothing")
+
+
+def _check_passes(passes: object) -> None:
+    """``passes=`` as a list of pass names or instances (a string was read letter by letter)."""
+    if isinstance(passes, (str, bytes)) or not isinstance(passes, Sequence):
+        hint = f"; for one pass, passes=[{passes!r}]" if isinstance(passes, str) else ""
+        raise BadArgumentError(
+            f"passes= takes a list of pass names or pass instances, not "
+            f"{type(passes).__name__}{hint}"
+        )
+    for k, spec in enumerate(passes):
+        if not isinstance(spec, (str, Repeat, ir.passes.PassBase)):
+            raise BadArgumentError(
+                f"passes[{k}] is {_shown(spec)}: each pass is a registered name "
+                "(seqlower.passes.PASSES), a seqlower.targets.Repeat or an onnx_ir pass "
+                "instance"
+            )
+
+
+def _check_input_shapes(input_shapes: object) -> None:
+    """``input_shapes=`` as input names to sequences of sizes, each an integer of at least 0."""
+    for name, dims in _named(input_shapes, "input_shapes", "input name to dimensions"):
+        if isinstance(dims, (str, bytes)) or not isinstance(dims, Sequence | np.ndarray):
+            raise BadArgumentError(
+                f"input_shapes[{name!r}] is {_shown(dims)}: a sequence of sizes, such as (1, 8, 16)"
+            )
+        for axis, size in enumerate(dims):
+            if _integer(size, least=0) is None:
+                raise BadArgumentError(
+                    f"input_shapes[{name!r}][{axis}] is {_shown(size)}: each size must be "
+                    "an integer of at least 0"
+                )
 
 
 def _value_like(value: object) -> bool:

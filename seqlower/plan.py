@@ -15,7 +15,7 @@ import os
 import time
 import warnings
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
@@ -262,29 +262,9 @@ def build_pipeline(
 ) -> ir.passes.PassManager:
     """A PassManager for one row of :data:`seqlower.targets.PIPELINES`: ``target`` (a name in
     :data:`~seqlower.targets.TARGETS`), else ``sequence-free`` when ``sequence_free``, else
-    ``default``.
-
-    Every row is built the same way: ``ValidateNodes`` first (a malformed node is the same
-    error whether it is lowered or kept); ``unroll_inputs`` (input name to K) then replaces
-    those sequence inputs by K tensors each
-    (:class:`~seqlower.passes.inputs.unroll_inputs.UnrollInputs`); ``input_shapes``
-    (input name to its dimensions) fixes those inputs' shapes and folds what that makes
-    constant (:class:`~seqlower.passes.inputs.fix_input_shapes.FixInputShapes`); the row's
-    passes, or ``passes`` (names or instances; not with a target, which chooses its own); with
-    ``input_shapes`` a second fold (``FoldStaticShapes``: after them, or where the row names
-    ``fold-static-shapes``; without ``input_shapes`` that name is skipped); the row's
-    function-op expansion and explicit attribute defaults; dead-node removal (onnx_ir's, made
-    cheaper: :mod:`seqlower._cleanup`); the row's checks (which raise
-    naming every node that blocks it); onnx_ir's stable topological sort when anything is out
-    of order. ``cleanup=False`` skips the sort, and the dead-node removal of the default row (a
-    row with checks, or a target's, always removes dead nodes: dead sequence ops count).
-    ``optional_inputs`` (input name to present or not) fixes those optional inputs' presence
-    before any unrolling
-    (:class:`~seqlower.passes.inputs.fix_optional_inputs.FixOptionalInputs`), and
-    ``FoldOptionals`` then folds what reads them (in every row). ``constant_inputs`` (input
-    name to its one value) makes those inputs constants after the shapes are fixed and folds
-    what they decide, the inputs kept (read by nothing) unless ``drop_constant_inputs``
-    (:class:`~seqlower.passes.inputs.fix_input_shapes.FixConstantInputs`).
+    ``default``; ``passes`` (names or instances) instead of the row's, not with a target, which
+    chooses its own. Every row is built the same way
+    (:func:`seqlower.pipeline.pipeline_for_row` says how, and what each argument adds);
     ``timed`` wraps every pass in :class:`TimedPass`.
     """
     check_arguments(
@@ -492,53 +472,14 @@ def _lower(
     counts: list[Counter[str]] | None = None,
     rows: list[PassRow] | None = None,
 ) -> onnx.ModelProto | ir.Model:
-    """``plan`` run on ``model``: proven on its runtimes (``check``: how) against the original
-    with the interface the plan gives, at its input shapes; ``counts``, when given, gets the op
-    counts before and after, ``rows`` the steps' rows. A model newer than the target's
-    converters know is converted to their newest opset, as the command line does."""
+    """``plan`` run on ``model`` (:func:`_run_and_prove`); an ``onnx_ir.Model`` in place, all or
+    nothing; a proto or a path in a copy, returned as a proto."""
 
     def run(ir_model: ir.Model) -> ir.Model:
-        proof = _proof_options(plan, check)
-        reference = None
-        values, drop = plan.constant_inputs, plan.drop_constant_inputs
-        if proof is not None:
-            reference = interface_reference(
-                ir_model, plan.unroll_inputs, plan.optional_inputs, values if drop else None
-            )
-            if plan.input_shapes:
-                proof = check_at_fixed_shapes(proof, reference, plan.input_shapes)
-            if values and not drop:
-                proof = check_at_constant_inputs(proof, reference, values)
-        original = None if reference is None else self_contained_proto(reference)
-        if counts is not None:
-            counts.append(op_counts(ir_model))
-        done = run_plan(plan, ir_model, pipeline=pipeline)
-        if rows is not None:
-            rows.extend(done)
-        opset, flag, _ = plan.opset_for(ir_model)
-        if opset is not None:
-            restamp(ir_model, ir_version=None, opset=opset, flag=flag)
-        if counts is not None:
-            counts.append(op_counts(ir_model))
-        if original is not None and proof is not None:
-            _prove(original, self_contained_proto(ir_model), proof)
-        return ir_model
+        return _run_and_prove(ir_model, plan, pipeline, check, counts, rows)
 
     if isinstance(model, ir.Model):
-        # All or nothing: a later pass may fail after an earlier one changed the model, so a
-        # copy is kept and put back (every slot of the Model object) when any pass fails.
-        try:
-            backup = model.clone()
-        except Exception as e:
-            if _caused_by(e, RecursionError):
-                raise InvalidModelError(TOO_DEEP_TO_WALK) from None
-            raise
-        try:
-            return run(model)
-        except BaseException:
-            for slot in ir.Model.__slots__:
-                setattr(model, slot, getattr(backup, slot))
-            raise
+        return _all_or_nothing(model, run)
     if isinstance(model, onnx.ModelProto):
         ir_model = model_from_proto(model)
     elif isinstance(model, (str, os.PathLike)):
@@ -549,6 +490,63 @@ def _lower(
     else:
         raise ModelTypeError("lower", model)
     return ir.serde.serialize_model(run(ir_model))
+
+
+def _run_and_prove(
+    ir_model: ir.Model,
+    plan: Plan,
+    pipeline: ir.passes.PassManager,
+    check: bool | CheckOptions,
+    counts: list[Counter[str]] | None,
+    rows: list[PassRow] | None,
+) -> ir.Model:
+    """``plan`` run on ``ir_model`` in place: proven on its runtimes (``check``: how) against
+    the original with the interface the plan gives, at its input shapes; ``counts``, when
+    given, gets the op counts before and after, ``rows`` the steps' rows. A model newer than
+    the target's converters know is converted to their newest opset, as the command line
+    does."""
+    proof = _proof_options(plan, check)
+    reference = None
+    values, drop = plan.constant_inputs, plan.drop_constant_inputs
+    if proof is not None:
+        reference = interface_reference(
+            ir_model, plan.unroll_inputs, plan.optional_inputs, values if drop else None
+        )
+        if plan.input_shapes:
+            proof = check_at_fixed_shapes(proof, reference, plan.input_shapes)
+        if values and not drop:
+            proof = check_at_constant_inputs(proof, reference, values)
+    original = None if reference is None else self_contained_proto(reference)
+    if counts is not None:
+        counts.append(op_counts(ir_model))
+    done = run_plan(plan, ir_model, pipeline=pipeline)
+    if rows is not None:
+        rows.extend(done)
+    opset, flag, _ = plan.opset_for(ir_model)
+    if opset is not None:
+        restamp(ir_model, ir_version=None, opset=opset, flag=flag)
+    if counts is not None:
+        counts.append(op_counts(ir_model))
+    if original is not None and proof is not None:
+        _prove(original, self_contained_proto(ir_model), proof)
+    return ir_model
+
+
+def _all_or_nothing(model: ir.Model, run: Callable[[ir.Model], ir.Model]) -> ir.Model:
+    """``run`` on ``model`` in place; a later pass may fail after an earlier one changed the
+    model, so a copy is kept and put back (every slot of the Model object) when any fails."""
+    try:
+        backup = model.clone()
+    except Exception as e:
+        if _caused_by(e, RecursionError):
+            raise InvalidModelError(TOO_DEEP_TO_WALK) from None
+        raise
+    try:
+        return run(model)
+    except BaseException:
+        for slot in ir.Model.__slots__:
+            setattr(model, slot, getattr(backup, slot))
+        raise
 
 
 def _proof_options(plan: Plan, check: bool | CheckOptions) -> CheckOptions | None:

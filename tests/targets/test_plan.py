@@ -39,6 +39,7 @@ def _calls(function: object) -> set[str]:
 
 def test_the_three_entry_points_make_and_run_a_plan() -> None:
     api = _calls(seqlower.plan._api_plan) | _calls(seqlower.plan._lower)
+    api |= _calls(seqlower.plan._run_and_prove)
     assert {"make_plan", "run_plan"} <= api
     job = _calls(seqlower.job.lower_file) | _calls(seqlower.job.make_lower_plan)
     job |= _calls(seqlower.job._lower)
