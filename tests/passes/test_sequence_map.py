@@ -6,6 +6,8 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from onnx import TensorProto as T
 from onnx import helper as h
 
@@ -291,3 +293,60 @@ def test_cleanup_sorts_only_out_of_order_graphs() -> None:
     lowered, _ = CASES["nested_sequence_map"]()
     ir_model = ir.serde.deserialize_model(seqlower.lower(lowered, cleanup=False))
     assert not SortIfNeeded()(ir_model).modified  # lowering keeps every graph in order
+
+
+def _reduce_map(reduce: str, width: int, out: int) -> onnx.ModelProto:
+    """Issue 45's "reduce" kind, small: each [n, width] element times a weight, Relu, then
+    ``reduce`` over its rows, a static [out] result whatever n (0 included)."""
+    weight = np.random.default_rng(width * 8 + out).standard_normal((width, out))
+    elem = h.make_tensor_type_proto(T.FLOAT, ["N", width])
+    nodes = [
+        h.make_node("MatMul", ["x", "w"], ["m"]),
+        h.make_node("Relu", ["m"], ["r"]),
+    ]
+    if reduce == "ReduceSum":  # its axes an input since opset 13
+        axes = h.make_tensor("axes", T.INT64, [1], [0])
+        nodes += [
+            h.make_node("Constant", [], ["axes"], value=axes),
+            h.make_node(reduce, ["r", "axes"], ["y"], keepdims=0),
+        ]
+    else:
+        nodes.append(h.make_node(reduce, ["r"], ["y"], axes=[0], keepdims=0))
+    mapped = h.make_graph(
+        nodes,
+        "body",
+        [h.make_tensor_value_info("x", T.FLOAT, ["N", width])],
+        [h.make_tensor_value_info("y", T.FLOAT, [out])],
+    )
+    return make_model(
+        [h.make_node("SequenceMap", ["s"], ["out"], body=mapped)],
+        [h.make_value_info("s", h.make_sequence_type_proto(elem))],
+        [seq_info("out", T.FLOAT, [out])],
+        initializers=[onnx.numpy_helper.from_array(weight.astype(np.float32), "w")],
+    )
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    lengths=st.lists(st.integers(0, 5), max_size=6),
+    width=st.integers(1, 4),
+    out=st.integers(1, 4),
+    reduce=st.sampled_from(["ReduceMax", "ReduceMin", "ReduceSum"]),
+    special=st.sampled_from([0.0, -0.0, np.inf, -np.inf, np.nan]),
+    data=st.data(),
+)
+def test_reducing_maps_match_over_lengths_and_element_sizes(
+    lengths: list[int], width: int, out: int, reduce: str, special: float, data: st.DataObject
+) -> None:
+    """Bit for bit with onnxruntime's own SequenceMap, an empty sequence, empty elements and
+    special values (signed zeros, infinities, NaN: where a max or a sum's order shows) included."""
+    model = _reduce_map(reduce, width, out)
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    elements = []
+    for n in lengths:
+        element = rng.standard_normal((n, width)).astype(np.float32)
+        element[rng.random((n, width)) < 0.2] = special
+        elements.append(element)
+    lowered = seqlower.lower(model)
+    assert_lowered_ok(model, lowered)
+    assert assert_equivalent(model, lowered, {"s": elements}) == "onnxruntime"
