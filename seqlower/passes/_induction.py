@@ -440,54 +440,7 @@ _SHAPE_OF_FIRST = frozenset(
 def trip_count_key(node: ir.Node, terms: list[Term] | None) -> Any:
     """A value equal for two Loops whose trip counts are computed alike from the same values (a
     bidirectional layer's two directions then share one ``Range``)."""
-    memo: dict[int, Any] = {}
-
-    def key(value: ir.Value | None, depth: int = 0) -> Any:
-        if value is None:
-            return None
-        if id(value) in memo:
-            return memo[id(value)]
-        array = constant_array(value)
-        producer = value.producer()
-        result: Any
-        if array is not None:
-            result = ("const", array.dtype.str, array.shape, array.tobytes())
-        elif producer is None or depth > _DEPTH or producer.graph is not node.graph:
-            result = ("value", id(value))
-        else:
-            attributes = tuple(
-                sorted((name, repr(attr.value)) for name, attr in producer.attributes.items())
-            )
-            if is_onnx(producer, "Shape"):
-                inputs = (shape_key(producer.inputs[0], depth + 1),)
-            else:
-                inputs = tuple(key(v, depth + 1) for v in producer.inputs)
-            result = (
-                producer.domain,
-                producer.op_type,
-                attributes,
-                list(producer.outputs).index(value),
-                inputs,
-            )
-        memo[id(value)] = result
-        return result
-
-    def shape_key(value: ir.Value | None, depth: int) -> Any:
-        """The key of what decides ``value``'s shape: through shape-keeping ops, and through
-        ``Transpose`` (keeping its permutation)."""
-        producer = None if value is None else value.producer()
-        if producer is not None and producer.graph is node.graph and depth <= _DEPTH:
-            if is_onnx(producer, *_SHAPE_OF_FIRST):
-                return shape_key(producer.inputs[0], depth + 1)
-            if is_onnx(producer, "Transpose"):
-                perm = producer.attributes.get("perm")
-                return (
-                    "Transpose",
-                    repr(perm.value if perm else None),
-                    shape_key(producer.inputs[0], depth + 1),
-                )
-        return key(value, depth)
-
+    key = _ComputationKeys(node.graph).key
     m = node.inputs[0] if node.inputs else None
     cond0 = node.inputs[1] if len(node.inputs) > 1 else None
     term_keys = None
@@ -508,6 +461,61 @@ def trip_count_key(node: ir.Node, terms: list[Term] | None) -> Any:
             )
         )
     return (repr(key(m)), repr(key(cond0)), term_keys)
+
+
+class _ComputationKeys:
+    """Keys equal for values of ``graph`` computed alike from the same values (constants by
+    their contents; a value from elsewhere, or deeper than the analysis goes, by identity)."""
+
+    def __init__(self, graph: ir.Graph | None) -> None:
+        self.graph = graph
+        self.memo: dict[int, Any] = {}
+
+    def key(self, value: ir.Value | None, depth: int = 0) -> Any:
+        if value is None:
+            return None
+        if id(value) in self.memo:
+            return self.memo[id(value)]
+        array = constant_array(value)
+        producer = value.producer()
+        result: Any
+        if array is not None:
+            result = ("const", array.dtype.str, array.shape, array.tobytes())
+        elif producer is None or depth > _DEPTH or producer.graph is not self.graph:
+            result = ("value", id(value))
+        else:
+            attributes = tuple(
+                sorted((name, repr(attr.value)) for name, attr in producer.attributes.items())
+            )
+            if is_onnx(producer, "Shape"):
+                inputs = (self.shape_key(producer.inputs[0], depth + 1),)
+            else:
+                inputs = tuple(self.key(v, depth + 1) for v in producer.inputs)
+            result = (
+                producer.domain,
+                producer.op_type,
+                attributes,
+                list(producer.outputs).index(value),
+                inputs,
+            )
+        self.memo[id(value)] = result
+        return result
+
+    def shape_key(self, value: ir.Value | None, depth: int) -> Any:
+        """The key of what decides ``value``'s shape: through shape-keeping ops, and through
+        ``Transpose`` (keeping its permutation)."""
+        producer = None if value is None else value.producer()
+        if producer is not None and producer.graph is self.graph and depth <= _DEPTH:
+            if is_onnx(producer, *_SHAPE_OF_FIRST):
+                return self.shape_key(producer.inputs[0], depth + 1)
+            if is_onnx(producer, "Transpose"):
+                perm = producer.attributes.get("perm")
+                return (
+                    "Transpose",
+                    repr(perm.value if perm else None),
+                    self.shape_key(producer.inputs[0], depth + 1),
+                )
+        return self.key(value, depth)
 
 
 def trip_count(emit: Emitter, node: ir.Node, terms: list[Term] | None) -> ir.Value:

@@ -161,25 +161,12 @@ class UnrollRecurrentOps(NodeLoweringPass[_Plan]):
 def _plan(node: ir.Node, opset: int, types: TypeOracle) -> tuple[str, _Plan | None]:
     """The plan of one node, or why it stays."""
     op = node.op_type
-    if opset < 9:
-        return f"opset {opset} has no Where or integer Less (9 on has)", None
     inputs = list(node.inputs)
-    if len(inputs) < 3 or any(v is None for v in inputs[:3]):
-        return "X, W and R are required", None
-    x, w, r = inputs[0], inputs[1], inputs[2]
-    assert x is not None and w is not None and r is not None
-    direction = _string_attr(node, "direction", "forward")
-    reverse = {"forward": (False,), "reverse": (True,), "bidirectional": (False, True)}.get(
-        direction or ""
-    )
+    why, reverse, layout = _directions(node, opset)
     if reverse is None:
-        return f"direction {direction!r} is none of forward, reverse, bidirectional", None
-    layout = int_attr(node, "layout", 0)
-    if layout not in (0, 1) or (layout and opset < 14):
-        return f"layout {layout} is not 0 or 1 (1 from opset 14)", None
-    for name in ("output_sequence",):
-        if name in node.attributes:
-            return f"the opset-1 attribute {name} is not read", None
+        return why, None
+    x, r = inputs[0], inputs[2]
+    assert x is not None and r is not None
     dtype = element_dtype(types.type_of(x))
     if dtype not in _FLOATS:
         return f"X's element type is {'unknown' if dtype is None else dtype}", None
@@ -221,6 +208,29 @@ def _plan(node: ir.Node, opset: int, types: TypeOracle) -> tuple[str, _Plan | No
         dtype=np.dtype(dtype.numpy()),
         lens=lens,
     )
+
+
+def _directions(node: ir.Node, opset: int) -> tuple[str, tuple[bool, ...] | None, int]:
+    """Whether each direction runs reversed (None: the node stays, and why) and the layout,
+    from the node's inputs, attributes and opset."""
+    if opset < 9:
+        return f"opset {opset} has no Where or integer Less (9 on has)", None, 0
+    inputs = list(node.inputs)
+    if len(inputs) < 3 or any(v is None for v in inputs[:3]):
+        return "X, W and R are required", None, 0
+    direction = _string_attr(node, "direction", "forward")
+    reverse = {"forward": (False,), "reverse": (True,), "bidirectional": (False, True)}.get(
+        direction or ""
+    )
+    if reverse is None:
+        return f"direction {direction!r} is none of forward, reverse, bidirectional", None, 0
+    layout = int_attr(node, "layout", 0)
+    if layout not in (0, 1) or (layout and opset < 14):
+        return f"layout {layout} is not 0 or 1 (1 from opset 14)", None, 0
+    for name in ("output_sequence",):
+        if name in node.attributes:
+            return f"the opset-1 attribute {name} is not read", None, 0
+    return "", reverse, layout
 
 
 def _string_attr(node: ir.Node, name: str, default: str) -> str | None:

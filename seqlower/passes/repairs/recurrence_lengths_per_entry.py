@@ -106,6 +106,35 @@ def _entry_graph(
     cond_in = ir.Value(
         name=names.fresh(f"{base}_cond"), type=ir.TensorType(ir.DataType.BOOL), shape=ir.Shape([])
     )
+    entry_inputs, length, run, zero = _entry_inputs(body, inputs, lens64, iteration)
+    results = [
+        ir.Value(name=names.fresh(f"{base}_entry_out_{k}")) for k in range(len(node.outputs))
+    ]
+    body.build(
+        node.op_type,
+        entry_inputs,
+        dict(node.attributes),
+        outputs=results,
+        name=names.fresh(f"{node.name or node.op_type}_entry"),
+    )
+    scans = _entry_results(body, plan, results, wanted, (length, run, zero, steps))
+    cond_out = body.Identity(cond_in, _hint="cond_out")
+    cond_out.type, cond_out.shape = ir.TensorType(ir.DataType.BOOL), ir.Shape([])
+    return ir.Graph(
+        [iteration, cond_in],
+        [cond_out, *scans],
+        nodes=body.nodes,
+        name=names.fresh(f"{base}_per_entry"),
+        opset_imports={},
+    )
+
+
+def _entry_inputs(
+    body: Emitter, inputs: list[ir.Value | None], lens64: ir.Value, iteration: ir.Value
+) -> tuple[list[ir.Value | None], ir.Value, ir.Value, ir.Value]:
+    """The op's inputs for batch entry ``iteration``: its first ``max(len_b, 1)`` steps of X
+    (a length-0 entry runs one step, zeroed after) and its entry of the initial states; with
+    ``[len_b]``, ``[max(len_b, 1)]`` and ``[0]``."""
     at = body.unsqueeze(iteration, [0], hint="at")
     one = body.int64s([1], hint="one")
     zero = body.int64s([0], hint="zero")
@@ -129,16 +158,19 @@ def _entry_graph(
         )
     while entry_inputs and entry_inputs[-1] is None:
         entry_inputs.pop()
-    results = [
-        ir.Value(name=names.fresh(f"{base}_entry_out_{k}")) for k in range(len(node.outputs))
-    ]
-    body.build(
-        node.op_type,
-        entry_inputs,
-        dict(node.attributes),
-        outputs=results,
-        name=names.fresh(f"{node.name or node.op_type}_entry"),
-    )
+    return entry_inputs, length, run, zero
+
+
+def _entry_results(
+    body: Emitter,
+    plan: _Plan,
+    results: list[ir.Value],
+    wanted: list[bool],
+    sizes: tuple[ir.Value, ir.Value, ir.Value, ir.Value],
+) -> list[ir.Value]:
+    """The wanted results of the entry's op, zeroed when its length is 0, ``Y`` padded with
+    zero rows to T steps (``sizes``: ``[len_b]``, the steps run, ``[0]``, T)."""
+    length, run, zero, steps = sizes
     nonempty = body.Greater(length, zero, _hint="nonempty")
     nothing = body.constant(np.zeros((), dtype=plan.dtype.numpy()), hint="zero")
     scans: list[ir.Value] = []
@@ -159,15 +191,7 @@ def _entry_graph(
         masked.type = ir.TensorType(plan.dtype)
         masked.shape = ir.Shape([None] * (4 if k == 0 else 3))
         scans.append(masked)
-    cond_out = body.Identity(cond_in, _hint="cond_out")
-    cond_out.type, cond_out.shape = ir.TensorType(ir.DataType.BOOL), ir.Shape([])
-    return ir.Graph(
-        [iteration, cond_in],
-        [cond_out, *scans],
-        nodes=body.nodes,
-        name=names.fresh(f"{base}_per_entry"),
-        opset_imports={},
-    )
+    return scans
 
 
 def _restacked(
