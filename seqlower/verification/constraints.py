@@ -24,7 +24,7 @@ from typing import Any
 import onnx
 
 from seqlower._graphs import is_onnx
-from seqlower._shape_rules import BROADCASTING, SAME_SHAPE, broadcast
+from seqlower._shape_rules import BROADCASTING, SAME_SHAPE, broadcast, transpose
 
 __all__ = ["Analysis", "Constraint", "SeqLen", "Slot", "analyze"]
 
@@ -308,10 +308,7 @@ class _Walker:
         elif op == "Reshape" and infos[0].dims is not None:
             dims = self.flattened(infos)
         elif op == "Transpose" and infos[0].dims is not None:
-            rank = len(infos[0].dims)
-            perm = list(attrs["perm"].ints) if "perm" in attrs else list(range(rank))[::-1]
-            if sorted(perm) == list(range(rank)):
-                dims = tuple(infos[0].dims[p] for p in perm)
+            dims = transpose(infos[0].dims, list(attrs["perm"].ints) if "perm" in attrs else None)
         if op == "Identity" and (infos[0].length or infos[0].element):
             return [infos[0]]
         if op in ("SequenceInsert", "SequenceErase"):
