@@ -17,6 +17,7 @@ cannot fail on any value). The pure rules (:func:`broadcast`, :func:`matmul`, :f
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol, TypeVar
 
@@ -216,7 +217,8 @@ def reshape(
     shape: Shape[D], target: Sequence[int], allow_zero: bool, dims: Algebra[D]
 ) -> Shape[D] | None:
     """A ``Reshape`` to a constant shape that holds as many elements: every size known, or
-    one ``-1`` taking the rest, the sizes given dividing the known part of the input."""
+    one ``-1`` taking the rest, the sizes given dividing the known part of the input (Python's
+    integers: a static size may be past int64's products)."""
     out: list[D] = []
     hole: int | None = None  # where the -1 is
     for k, size in enumerate(target):
@@ -233,9 +235,9 @@ def reshape(
     if None in known and hole is None:
         return tuple(out) if tuple(out) == shape else None
     symbols = [d for d, n in zip(shape, known, strict=True) if n is None]
-    total = int(np.prod([n for n in known if n is not None]))
+    total = math.prod(n for n in known if n is not None)
     given = [d for k, d in enumerate(out) if k != hole]
-    divisor = int(np.prod([n for d in given if (n := dims.known(d)) is not None]))
+    divisor = math.prod(n for d in given if (n := dims.known(d)) is not None)
     for d in given:  # a symbol the target copies takes its part of the input
         if dims.known(d) is None:
             if d not in symbols:
