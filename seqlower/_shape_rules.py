@@ -243,10 +243,10 @@ def reshape(
             if d not in symbols:
                 return None
             symbols.remove(d)
+    if hole is None:  # as many elements (none: a 0 on both sides)
+        return tuple(out) if not symbols and total == divisor else None
     if divisor == 0 or total % divisor:
         return None
-    if hole is None:
-        return tuple(out) if not symbols and total // divisor == 1 else None
     rest = dims.size(total // divisor)
     if symbols:
         if len(symbols) > 1 or total // divisor != 1:
