@@ -200,14 +200,14 @@ def test_running_out_of_memory_in_a_pass_is_exit_3(
 
 
 def test_a_reshape_of_huge_sizes_is_worked_out_without_its_elements() -> None:
-    """if-as-where works out a ``Reshape``'s shape by arithmetic (it made a numpy array of every
-    element: 1e18 here)."""
-    from seqlower.passes.branches.if_as_where import reshaped
+    """if-as-where works out a ``Reshape``'s shape by arithmetic, the shape rules' (it made a
+    numpy array of every element: 1e18 here)."""
+    from seqlower._shape_rules import STATIC, reshape
 
-    assert reshaped([HUGE, HUGE], [-1, 2]) == (HUGE * HUGE // 2, 2)
-    assert reshaped([HUGE, 3], [HUGE, 2]) is None
-    assert reshaped([4, 0], [-1, 0]) is None  # numpy's ValueError: -1 among zeros
-    assert reshaped([6], [-1, -1]) is None
+    assert reshape((HUGE, HUGE), [-1, 2], False, STATIC) == (HUGE * HUGE // 2, 2)
+    assert reshape((HUGE, 3), [HUGE, 2], False, STATIC) is None
+    assert reshape((4, 0), [-1, 0], True, STATIC) is None  # numpy's ValueError: -1 among zeros
+    assert reshape((6,), [-1, -1], False, STATIC) is None
 
 
 def test_a_split_of_a_huge_static_axis_is_refused_without_listing_its_pieces(

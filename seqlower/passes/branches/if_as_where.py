@@ -22,7 +22,6 @@ element of any shape, is reshaped to a scalar so ``Where`` keeps the branches' r
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Callable
 from typing import cast
 
@@ -30,7 +29,7 @@ import numpy as np
 import onnx_ir as ir
 
 from seqlower._graphs import subgraphs_of
-from seqlower._shape_rules import STATIC, broadcast
+from seqlower._shape_rules import STATIC, broadcast, infer
 from seqlower.passes._base import NodeLoweringPass, Rewrite, Site
 from seqlower.passes._fold import detach
 from seqlower.passes._ir import (
@@ -41,7 +40,6 @@ from seqlower.passes._ir import (
     constant_array,
     graph_attr,
     if_parts,
-    int_attr,
     is_onnx,
     reduced_dims,
 )
@@ -234,29 +232,10 @@ def _reduce(node: ir.Node, shapes: list[Dims | None], floats: bool) -> object:
 
 def _reshape(node: ir.Node, shapes: list[Dims | None], floats: bool) -> object:
     data = shapes[0] if shapes else None
-    target = constant_array(node.inputs[1]) if len(node.inputs) > 1 else None
-    if data is None or None in data or target is None:
+    if data is None or None in data:
         return _FAILS  # an element count that may not match
-    dims = [int(d) for d in data if d is not None]
-    sizes = [int(d) for d in target.reshape(-1)]
-    if not int_attr(node, "allowzero", 0):
-        sizes = [dims[k] if d == 0 and k < len(dims) else d for k, d in enumerate(sizes)]
-    return _FAILS if (shape := reshaped(dims, sizes)) is None else shape
-
-
-def reshaped(dims: list[int], sizes: list[int]) -> tuple[int, ...] | None:
-    """The shape ``Reshape`` of ``dims`` to ``sizes`` (one -1 at most, inferred) gives, or None
-    when the element counts cannot match. Arithmetic only: numpy's reshape of a real array
-    allocated every element of a static [1e9, ...] (issue 42)."""
-    count = math.prod(dims)
-    if sizes.count(-1) > 1 or any(size < -1 for size in sizes):
-        return None
-    known = math.prod(size for size in sizes if size != -1)
-    if -1 not in sizes:
-        return tuple(sizes) if known == count else None
-    if known == 0 or count % known:
-        return None
-    return tuple(count // known if size == -1 else size for size in sizes)
+    found = infer(node, cast("list[tuple[int, ...] | None]", shapes), STATIC)
+    return _FAILS if found is None else found
 
 
 def _static(dim: object) -> int | None:
