@@ -21,13 +21,14 @@ import signal
 import stat
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from seqlower.errors import OutputError
 
 __all__ = [
+    "check_external_data_name",
     "check_failing_inputs_folder",
     "check_target",
     "deferred_signals",
@@ -41,6 +42,7 @@ __all__ = [
     "put_folder_in_place",
     "recording_writes",
     "replace_own_folder",
+    "same_file",
     "write_file_atomically",
 ]
 
@@ -120,6 +122,31 @@ def check_target(path: Path, flag: str) -> None:
             raise OutputError(f"{flag} {text}: cannot write {text}: read-only file system")
         raise OutputError(f"{flag} {text}: cannot write in {folder} (permission denied)")
     _probe(folder, path.name, flag, text)
+
+
+def check_external_data_name(name: str, out: Path, *, inputs: Sequence[Path] = ()) -> None:
+    """Raise OutputError unless ``name`` (``--external-data``) is a safe weights file for ``out``.
+
+    A plain file name beside OUT that is not OUT itself nor any file the run reads (``inputs``:
+    the input model and its weight files), and that is absent, a regular file or a link.
+    """
+    flag = "--external-data"
+    if name in ("", ".", "..") or "/" in name or os.sep in name or Path(name).is_absolute():
+        raise OutputError(f"{flag} {name!r}: give a file name (no folder), e.g. weights.bin")
+    target = out.parent / name
+    if name == out.name:
+        raise OutputError(f"{flag} {name}: that is the output model itself")
+    for path in inputs:
+        if same_file(target, path):
+            raise OutputError(f"{flag} {name}: that is {path}, which this run reads")
+    check_target(target, flag)
+
+
+def same_file(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.realpath(a) == os.path.realpath(b)
 
 
 def _probe(folder: Path, name: str, flag: str, text: str) -> None:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import onnx
 
 from seqlower._fs import (
+    check_external_data_name,
     check_failing_inputs_folder,
     check_target,
     data_sets,
@@ -25,7 +26,6 @@ from seqlower._fs import (
     replace_own_folder,
 )
 from seqlower.errors import ModelLoadError, OutputError
-from seqlower.writing import check_external_data_name
 
 if TYPE_CHECKING:
     from seqlower.verification import VerifyReport

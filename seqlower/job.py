@@ -21,6 +21,7 @@ import onnx
 import onnx_ir as ir
 
 import seqlower.io
+from seqlower._fs import check_external_data_name
 from seqlower._saving import (
     SaveOptions,
     check_paths,
@@ -48,7 +49,7 @@ from seqlower.pipeline import (
 )
 from seqlower.plan import Plan, make_plan, run_plan, verification_runtimes
 from seqlower.summary import ModelFacts
-from seqlower.writing import check_external_data_name, save_model
+from seqlower.writing import save_model
 
 if TYPE_CHECKING:
     from seqlower.verification import VerifyReport

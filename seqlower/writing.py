@@ -22,11 +22,13 @@ import onnx_ir as ir
 
 import seqlower.io
 from seqlower._fs import (
+    check_external_data_name,
     check_target,
     deferred_signals,
     folder_lock,
     give_default_mode,
     note_written,
+    same_file,
 )
 from seqlower.errors import InvalidModelError, OutputError
 from seqlower.io import (
@@ -37,7 +39,7 @@ from seqlower.io import (
     weights_nbytes,
 )
 
-__all__ = ["check_external_data_name", "save_model"]
+__all__ = ["save_model"]
 
 #: onnx_ir's default: initializers up to this size stay in the model file when weights go out.
 _SIZE_THRESHOLD = 256
@@ -53,31 +55,6 @@ def _external_threshold(initializers: list[ir.Value]) -> int:
         if isinstance(value.const_value, ir.ExternalTensor)
     ]
     return min([_SIZE_THRESHOLD, *(size - 1 for size in sizes)])  # onnx_ir moves only larger
-
-
-def check_external_data_name(name: str, out: Path, *, inputs: Sequence[Path] = ()) -> None:
-    """Raise OutputError unless ``name`` (``--external-data``) is a safe weights file for ``out``.
-
-    A plain file name beside OUT that is not OUT itself nor any file the run reads (``inputs``:
-    the input model and its weight files), and that is absent, a regular file or a link.
-    """
-    flag = "--external-data"
-    if name in ("", ".", "..") or "/" in name or os.sep in name or Path(name).is_absolute():
-        raise OutputError(f"{flag} {name!r}: give a file name (no folder), e.g. weights.bin")
-    target = out.parent / name
-    if name == out.name:
-        raise OutputError(f"{flag} {name}: that is the output model itself")
-    for path in inputs:
-        if _same_file(target, path):
-            raise OutputError(f"{flag} {name}: that is {path}, which this run reads")
-    check_target(target, flag)
-
-
-def _same_file(a: Path, b: Path) -> bool:
-    try:
-        return os.path.samefile(a, b)
-    except OSError:
-        return os.path.realpath(a) == os.path.realpath(b)
 
 
 def save_model(
@@ -318,7 +295,7 @@ def _commit(
             done = True
             note_written(path, *([] if placed is None else [placed]))
             for old in stale:
-                if placed is None or not _same_file(old, placed):
+                if placed is None or not same_file(old, placed):
                     with contextlib.suppress(OSError):
                         old.unlink()
     except KeyboardInterrupt as e:
@@ -356,7 +333,7 @@ def _stale_weights(path: Path, new_name: str | None, keep: Sequence[Path]) -> li
         for p in candidates
         if os.path.normpath(p) in used
         and p.name != new_name
-        and not any(_same_file(p, k) for k in keep)
+        and not any(same_file(p, k) for k in keep)
     ]
 
 
