@@ -178,15 +178,15 @@ def pipeline_pass_names(pipeline: ir.passes.PassManager) -> list[str]:
 
 
 def _make(spec: PassSpec, row: Pipeline) -> ir.passes.PassBase:
-    """The pass ``spec`` names, configured for ``row`` (its name and ``max_opset``); a repeated
-    group as a PassManager that stops once a run changes nothing."""
+    """The pass ``spec`` names, configured for ``row`` (its name and opsets); a repeated group as
+    a PassManager that stops once a run changes nothing."""
     if isinstance(spec, Repeat):
         inner = [_make(name, row) for name in spec.passes]
         return ir.passes.PassManager(inner, steps=spec.steps, early_stop=True)
     if isinstance(spec, str):
-        target = row.name if isinstance(row, Target) else None
-        max_opset = row.max_opset if isinstance(row, Target) else None
-        return create_pass(spec, target=target, max_opset=max_opset)
+        if not isinstance(row, Target):
+            return create_pass(spec)
+        return create_pass(spec, target=row.name, max_opset=row.max_opset, min_opset=row.min_opset)
     return spec
 
 

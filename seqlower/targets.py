@@ -494,7 +494,7 @@ PIPELINES: dict[str, Pipeline] = {
                 "scan-outputs-as-states",
                 "scan-outputs-as-run-time-states",
             ),
-            requires=("require-sequence-free", "require-iree-loops"),
+            requires=("require-sequence-free", "require-iree-loops", "require-iree-ops"),
             loops="counted",
             reverse_sequence="gathernd",
             max_opset=None,

@@ -28,7 +28,8 @@ class PassEntry:
     """One configured pass: its class (imported on first use) and the arguments that make it.
 
     Calling the entry makes a new pass; ``context`` names what it takes of the pipeline row it
-    runs in (``target``: the row's name, ``max_opset``), given as keywords by the pipeline.
+    runs in (``target``: the row's name, ``max_opset``, ``min_opset``), given as keywords by the
+    pipeline.
     """
 
     #: The module under ``seqlower.passes`` and the class in it.
@@ -36,7 +37,7 @@ class PassEntry:
     class_name: str
     #: Constructor arguments, as (name, value) pairs.
     arguments: tuple[tuple[str, Any], ...] = ()
-    #: The row's facts the pass takes, by keyword: ``target``, ``max_opset``.
+    #: The row's facts the pass takes, by keyword: ``target``, ``max_opset``, ``min_opset``.
     context: tuple[str, ...] = ()
     #: One line on what this configuration does, when not its class's docstring.
     doc: str | None = None
@@ -273,6 +274,13 @@ PASSES: dict[str, PassEntry | Callable[..., ir.passes.InPlacePass]] = {
         runtime="openvino",
         doc="Raise TargetError naming every node OpenVINO's ONNX front end cannot translate.",
     ),
+    "require-iree-ops": _entry(
+        "checks.require_runtime_ops",
+        "RequireRuntimeOps",
+        context=("min_opset",),
+        runtime="iree",
+        doc="Raise TargetError naming every node IREE's ONNX importer cannot convert.",
+    ),
     "require-shape-slice-bounds": _entry("checks.require_slice_bounds", "RequireShapeSliceBounds"),
     "run-time-slices-as-gathers": _entry("repairs.run_time_slices", "RunTimeSlicesAsGathers"),
     "scalar-if-conditions": _entry("branches.scalar_if_conditions", "ScalarIfConditions"),
@@ -319,7 +327,7 @@ def __getattr__(name: str) -> Any:
 
 def create_pass(name: str, **context: Any) -> ir.passes.InPlacePass:
     """A new pass configured as ``name``, given what it takes of ``context`` (the pipeline
-    row's ``target`` and ``max_opset``); it remembers its name (``registry_name``)."""
+    row's ``target``, ``max_opset``, ``min_opset``); it remembers its name (``registry_name``)."""
     try:
         entry = PASSES[name]
     except KeyError:

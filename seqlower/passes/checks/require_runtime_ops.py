@@ -1,12 +1,14 @@
 """Check that a runtime target translates every node left, naming each one it lacks (targets
-``tract``, ``openvino``).
+``tract``, ``openvino``, ``iree``).
 
 An op seqlower never rewrites (``NonMaxSuppression``, a string op, an ``LSTM`` with
 ``sequence_lens`` on tract) that the runtime has no translation for fails the proof at load,
 which would say MISMATCH (exit 1) on the runtime's own words. The runtimes list no op set through
 their Python APIs, so ``benchmarks/runtime_ops.py`` measures it one op version at a time into
-``_runtime_ops.py``; this pass, last in the target's pipeline, resolves each default-domain node
-to its ``since_version`` at the model's opset, in every scope, and raises
+``_runtime_ops.py`` (IREE's importer: ``benchmarks/iree_ops.py``, ``_iree_ops.py``); this pass,
+last in the target's pipeline, resolves each default-domain node to its ``since_version`` at the
+model's opset (at the row's ``min_opset`` when older: the model is converted up to it), in every
+scope, and raises
 :class:`~seqlower.errors.TargetError` naming every node the runtime lacks, before any check
 (exit 2). Nodes of other domains are left to the proof: the table does not cover them. It
 changes nothing.
@@ -21,6 +23,7 @@ import onnx_ir as ir
 from seqlower._graphs import all_graphs
 from seqlower.errors import TargetError, describe_node
 from seqlower.passes._ir import RECURRENT_OPS, is_onnx
+from seqlower.passes._iree_ops import IREE_LACKS, IREE_VERSION
 from seqlower.passes._op_versions import since_version
 from seqlower.passes._runtime_ops import (
     OPENVINO_LACKS,
@@ -45,7 +48,8 @@ class Runtime:
 
 
 #: The runtimes by target name: tract (``_runtime_ops.TRACT_LACKS``, and recurrences given
-#: ``sequence_lens``) and OpenVINO's ONNX front end (``_runtime_ops.OPENVINO_LACKS``).
+#: ``sequence_lens``), OpenVINO's ONNX front end (``_runtime_ops.OPENVINO_LACKS``) and IREE's
+#: ONNX importer (``_iree_ops.IREE_LACKS``).
 RUNTIMES = {
     "tract": Runtime(
         f"tract {TRACT_VERSION}",
@@ -55,15 +59,18 @@ RUNTIMES = {
         dict.fromkeys(RECURRENT_OPS, (4, "sequence_lens")),
     ),
     "openvino": Runtime(f"OpenVINO {OPENVINO_VERSION}", OPENVINO_LACKS),
+    "iree": Runtime(f"IREE {IREE_VERSION}", IREE_LACKS),
 }
 
 
 class RequireRuntimeOps(ir.passes.InPlacePass):
     """Raise TargetError naming every default-domain node whose op version ``runtime`` (a name
-    in :data:`RUNTIMES`, the target's) lacks."""
+    in :data:`RUNTIMES`, the target's) lacks, at the model's opset or ``min_opset`` (the row's:
+    the opset an older model is converted to)."""
 
-    def __init__(self, runtime: str) -> None:
+    def __init__(self, runtime: str, *, min_opset: int | None = None) -> None:
         super().__init__()
+        self.min_opset = min_opset
         spec = RUNTIMES[runtime]
         self.target = runtime
         self.runtime = spec.name
@@ -71,7 +78,7 @@ class RequireRuntimeOps(ir.passes.InPlacePass):
         self.refused_inputs = spec.refused_inputs
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
-        opset = model.opset_imports.get("", 1)
+        opset = max(model.opset_imports.get("", 1), self.min_opset or 1)
         blockers = []
         for graph in all_graphs(model):
             for node in graph:
