@@ -301,7 +301,7 @@ PIPELINES: dict[str, Pipeline] = {
                 "vetted ops are taken: ragged-maps-as-scans) or whose output shapes are not "
                 "proven; "
                 "Loops whose trip count is known only inside (bounded ones that stop on data run "
-                "to their bound, frozen, unless their scan outputs are read); opset-8 Scans of a "
+                "to their bound, frozen; nothing bounds some but the data); opset-8 Scans of a "
                 "batch size not known when lowering; sequences whose "
                 "length is known only at run time and whose "
                 "elements are not proven one shape; Scans with data-dependent trip counts "

@@ -113,6 +113,29 @@ def models() -> dict[str, tuple[Callable[..., Any], list[Any], list[np.ndarray]]
         return jnp.flip(x, 0) + jnp.cumsum(x, axis=0)
 
     out["jax_flip"] = (flip_time, [("T", 3)], [_floats(4, 3)])
+
+    decoder = _floats(4, 4) * 0.8
+
+    def while_decode(h: Any, max_len: Any) -> Any:
+        """A greedy decode up to ``max_len`` steps into an 8-token buffer, stopped by token 0."""
+
+        def cond(s: Any) -> Any:
+            return jnp.logical_and(s[0] < max_len, jnp.logical_not(s[3]))
+
+        def body(s: Any) -> Any:
+            i, h, tokens, _ = s
+            h = jnp.tanh(h @ decoder)
+            token = jnp.argmax(h).astype(jnp.int32)
+            return i + 1, h, tokens.at[i].set(token), token == 0
+
+        start = (jnp.int32(0), h, jnp.zeros(8, jnp.int32), jnp.bool_(False))
+        return lax.while_loop(cond, body, start)[:3]
+
+    out["jax_while_decode"] = (
+        while_decode,
+        [(4,), jax.ShapeDtypeStruct((), jnp.int32)],
+        [_floats(4), np.array(6, np.int32)],
+    )
     return out
 
 
@@ -133,9 +156,12 @@ def _save(folder: Path, name: str, model: Any, arrays: list[np.ndarray], outs: A
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folder", type=Path)
+    parser.add_argument("--only", nargs="*", help="export these models alone")
     args = parser.parse_args()
     failed = 0
     for name, (fn, specs, arrays) in models().items():
+        if args.only and name not in args.only:
+            continue
         try:
             model = to_onnx(fn, specs, model_name=name, opset=18)
             _save(args.folder, name, model, arrays, fn(*arrays))

@@ -11,12 +11,17 @@ while the bounds hold (``M`` times, without any), with one more state, ``alive``
 passed through updated by ``Where(alive, new, old)``: once the data says stop, the states keep
 the values they had, as in the original, and the remaining iterations change nothing. Its
 trip count is then fixed when it starts (the bound), so ``LoopToScan`` makes it a ``Scan``. A
-counter (the bound reads it) keeps stepping; where its final value is read, a frozen copy
-gives it. The iterations after the stop still run the body on the frozen states (their
-results are discarded), which costs time, and can raise where the body would fail on them.
+counter (the bound reads it) keeps stepping. The iterations after the stop still run the body on
+the frozen states (their results are discarded), which costs time, and can raise where the body
+would fail on them.
 
-Scan outputs would get one row per iteration of the bound, not per iteration run: a Loop whose
-scan outputs are read is left, with that reason (``require-no-loop`` names it).
+Where a counter's final value or a scan output is read, one more state counts the iterations
+the original runs (``ran``: plus one per iteration that starts ``alive``). A counter's final
+value is then ``start + step * ran``, computed after the loop (a frozen copy carried in the loop
+would mix tract's types: it types an int64 ``Cast`` as a size); scan outputs get one row per
+iteration of the bound, the rows after the stop computed from the frozen states, and a ``Slice``
+keeps the first ``ran`` rows of each, the original's. ``M`` of 2**31 - 1 or more (jax2onnx's and
+TorchScript's "no M") is no bound: a Loop bounded by nothing else is left.
 """
 
 from __future__ import annotations
@@ -29,8 +34,8 @@ import onnx_ir as ir
 from seqlower.passes._base import NodeLoweringPass, Rewrite, Site
 from seqlower.passes._emit import Emitter
 from seqlower.passes._induction import Condition, passes_through
-from seqlower.passes._ir import NO_LOOP, block, is_onnx
-from seqlower.passes._types import TypeOracle
+from seqlower.passes._ir import constant_array, is_onnx
+from seqlower.passes._types import TypeOracle, element_dtype
 
 __all__ = ["FreezeBoundedLoops"]
 
@@ -42,8 +47,9 @@ class _Plan:
     opset: int
     bounds: list[ir.Value]  # the condition's leaves that bound the iteration number
     data: list[ir.Value]  # the others
-    frozen: list[int]  # states updated only while alive
-    counters: list[int]  # counters whose final value is read: a frozen copy gives it
+    frozen: list[tuple[int, ir.DataType | None]]  # states updated only while alive, their types
+    counters: list[tuple[int, int, ir.DataType]]  # read counters: (state, step, dtype)
+    rows: bool  # scan outputs are read: their rows of the iterations the original runs
 
 
 class FreezeBoundedLoops(NodeLoweringPass[_Plan]):
@@ -79,27 +85,27 @@ class FreezeBoundedLoops(NodeLoweringPass[_Plan]):
                 continue  # true on every iteration that runs
             (bounds if terms else data).append(leaf)
         m = node.inputs[0] if node.inputs else None
+        if _unbounded(m):
+            m = None  # "no M" as jax2onnx and TorchScript write it
         if not data or not (bounds or m is not None):
             return None  # nothing stops it on data, or no bound (M or a counter's) to run to
-        read = [v.name or "?" for v in node.outputs[carried:] if v.uses() or v.is_graph_output()]
-        if read:
-            why = (
-                f"it stops on data before its bound and its scan outputs ({', '.join(read)}) "
-                "are read: a Scan to the bound would give them a row per iteration of the "
-                "bound, not per iteration run"
-            )
-            block(node, why, NO_LOOP)
-            return None
+        rows = any(v.uses() or v.is_graph_output() for v in node.outputs[carried:])
         counters = [k for k in range(carried) if analysis.step(k) is not None]
         frozen = [
-            k
+            (k, element_dtype(types.type_of(body.inputs[2 + k])))
             for k in range(carried)
             if k not in counters and not passes_through(body.outputs[1 + k], body.inputs[2 + k])
         ]
-        read_counters = [
-            k for k in counters if node.outputs[k].uses() or node.outputs[k].is_graph_output()
-        ]
-        return _Plan(node, body, site.opset, bounds, data, frozen, read_counters)
+        read_counters = []
+        for k in counters:
+            if node.outputs[k].uses() or node.outputs[k].is_graph_output():
+                start = node.inputs[2 + k]
+                dtype = None if start is None else element_dtype(types.type_of(start))
+                ranks = {len(v.shape) for v in (body.outputs[1 + k], start) if v and v.shape}
+                if dtype is None or len(ranks) > 1:
+                    return None  # start + step * ran would not have the rank the body gives
+                read_counters.append((k, analysis.step(k) or 0, dtype))
+        return _Plan(node, body, site.opset, bounds, data, frozen, read_counters, rows)
 
     def rewrite(self, plan: _Plan, ctx: Rewrite) -> None:
         node, body, names, base = ctx.node, plan.body, ctx.names, ctx.base
@@ -129,16 +135,14 @@ class FreezeBoundedLoops(NodeLoweringPass[_Plan]):
             _name=node.name,
             _doc_string=node.doc_string,
         )
-        replaced = list(finals)
-        for j, k in enumerate(plan.counters):  # a read counter: its value when the data stopped
-            replaced[k] = extra.finals[1 + j]
+        replaced = _read_after(ctx.after(), plan, finals, extra.finals[-1])
         ctx.replace(replaced, rename=True)
 
 
 @dataclasses.dataclass
 class _Frozen:
     """What freezing adds to the loop: the body's outputs (frozen states), its condition (the
-    bounds alone), the states it adds (``alive``, the read counters' copies) with their body
+    bounds alone), the states it adds (``alive``, then ``ran`` where read) with their body
     outputs, initial values and final values."""
 
     outs: list[ir.Value]
@@ -151,7 +155,7 @@ class _Frozen:
 
 def _freeze(ctx: Rewrite, plan: _Plan, outside: Emitter, inside: Emitter) -> _Frozen:
     """The states carried as before while ``alive`` (the data condition held on every iteration
-    so far), as they were once it fails; the counters read after the loop copied likewise."""
+    so far), as they were once it fails; ``ran`` counting the iterations that start alive."""
     node, body, names, base = ctx.node, plan.body, ctx.names, ctx.base
     scalar = outside.int64s([], hint="scalar")
     cond0 = node.inputs[1]
@@ -172,9 +176,9 @@ def _freeze(ctx: Rewrite, plan: _Plan, outside: Emitter, inside: Emitter) -> _Fr
         _hint="alive_next",
     )
     outs = list(body.outputs)
-    for k in plan.frozen:
+    for k, dtype in plan.frozen:
         new, old = outs[1 + k], body.inputs[2 + k]
-        kept = inside.Where(alive, new, old, _hint=f"{old.name or k}_frozen")
+        kept = _select(inside, alive, new, old, dtype, f"{old.name or k}_frozen")
         kept.type, kept.shape = new.type or old.type, new.shape
         outs[1 + k] = kept
     if plan.bounds:
@@ -185,22 +189,80 @@ def _freeze(ctx: Rewrite, plan: _Plan, outside: Emitter, inside: Emitter) -> _Fr
         cond = inside.constant(np.array(True), hint="to_the_bound")
     final = ir.Value(name=names.fresh(f"{base}_alive_final"), type=alive.type, shape=alive.shape)
     extra = _Frozen(outs, cond, [alive], [still], [alive0], [final])
-    for k in plan.counters:
-        counter = body.inputs[2 + k]
-        copy = ir.Value(
-            name=names.fresh(f"{counter.name or base}_stopped"),
-            type=counter.type,
-            shape=counter.shape,
+    if plan.counters or plan.rows:  # the iterations the original runs: those that start alive
+        ran = ir.Value(
+            name=names.fresh(f"{base}_ran"),
+            type=ir.TensorType(ir.DataType.INT64),
+            shape=ir.Shape([]),
         )
-        kept = inside.Where(alive, outs[1 + k], copy, _hint=f"{copy.name}_next")
-        kept.type, kept.shape = counter.type, counter.shape
-        extra.body_inputs.append(copy)
-        extra.body_outs.append(kept)
-        extra.inits.append(node.inputs[2 + k])  # type: ignore[arg-type]
+        one = inside.Where(  # tract types an int64 Cast of a bool as a size: no Add to ran
+            alive, inside.int64s(1, hint="one"), inside.int64s(0, hint="zero"), _hint="alive_one"
+        )
+        more = inside.Add(ran, one, _hint="ran_next")
+        more.type, more.shape = ran.type, ran.shape
+        extra.body_inputs.append(ran)
+        extra.body_outs.append(more)
+        extra.inits.append(outside.int64s(0, hint="ran_start"))
         extra.finals.append(
-            ir.Value(name=names.fresh(f"{copy.name}_final"), type=copy.type, shape=copy.shape)
+            ir.Value(name=names.fresh(f"{ran.name}_final"), type=ran.type, shape=ran.shape)
         )
     return extra
+
+
+def _read_after(
+    emit: Emitter, plan: _Plan, finals: list[ir.Value], ran: ir.Value
+) -> list[ir.Value]:
+    """What replaces the Loop's outputs: its finals, but for a read counter ``start + step *
+    ran`` and for a read scan output its first ``ran`` rows (``ran``: the iterations the
+    original runs)."""
+    node = plan.node
+    carried = len(node.inputs) - 2
+    replaced = list(finals)
+    for k, step, dtype in plan.counters:
+        start = node.inputs[2 + k]
+        assert start is not None
+        steps = ran
+        if dtype != ir.DataType.INT64:
+            steps = emit.Cast(steps, to=dtype.value, _hint="ran_as_counter")
+        if step != 1:
+            steps = emit.Mul(steps, emit.constant(np.array(step, dtype.numpy()), hint="step"))
+        stopped = emit.Add(start, steps, _hint=f"{finals[k].name}_stopped")
+        stopped.type, stopped.shape = finals[k].type, finals[k].shape
+        replaced[k] = stopped
+    if plan.rows:
+        ends = emit.reshape(ran, emit.int64s([1], hint="one"), hint="ran")
+        for k in range(carried, len(finals)):
+            if node.outputs[k].uses() or node.outputs[k].is_graph_output():
+                rows = emit.slice(finals[k], 0, ends, 0, hint=f"{finals[k].name}_ran")
+                rows.type, rows.shape = finals[k].type, node.outputs[k].shape
+                replaced[k] = rows
+    return replaced
+
+
+def _select(
+    emit: Emitter,
+    alive: ir.Value,
+    new: ir.Value,
+    old: ir.Value,
+    dtype: ir.DataType | None,
+    hint: str,
+) -> ir.Value:
+    """``Where(alive, new, old)``; for a bool state ``alive and new or not alive and old``
+    (onnxruntime 1.32 has no bool ``Where``, and the check runs what tract is given there)."""
+    if dtype == ir.DataType.BOOL:
+        keep = emit.And(emit.Not(alive, _hint="stopped"), old, _hint=f"{hint}_old")
+        return emit.Or(emit.And(alive, new, _hint=f"{hint}_new"), keep, _hint=hint)
+    return emit.Where(alive, new, old, _hint=hint)
+
+
+#: ``M`` from which a Loop is taken as unbounded (``INT32_MAX``, ``INT64_MAX``: "no M").
+_NO_BOUND = 2**31 - 1
+
+
+def _unbounded(m: ir.Value | None) -> bool:
+    """Whether ``M`` is a constant of :data:`_NO_BOUND` or more."""
+    array = constant_array(m)
+    return array is not None and array.size == 1 and int(array.reshape(())) >= _NO_BOUND
 
 
 #: An ``And`` tree's nodes, and the one-element reshapes of Paddle's ``[1]`` conditions.
