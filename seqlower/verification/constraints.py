@@ -24,7 +24,7 @@ from typing import Any
 import onnx
 
 from seqlower._graphs import is_onnx
-from seqlower._shape_rules import BROADCASTING, SAME_SHAPE, broadcast, transpose
+from seqlower._shape_rules import BROADCASTING, SAME_SHAPE, broadcast, concat, transpose
 
 __all__ = ["Analysis", "Constraint", "SeqLen", "Slot", "analyze"]
 
@@ -339,15 +339,8 @@ class _Walker:
         known = [i.dims for i in infos if i.dims is not None]
         if len(known) != len(infos) or not known or len({len(d) for d in known}) != 1:
             return None
-        rank = len(known[0])
-        if not -rank <= axis < rank:
-            return None
-        axis %= rank
-        for a in range(rank):
-            if a != axis:
-                for x, y in itertools.pairwise(known):
-                    self.tie(x[a], y[a])
-        return tuple(None if a == axis else known[0][a] for a in range(rank))
+        found = concat(known, axis, _Ties(self))
+        return None if found is None else tuple(None if d is _ANY else d for d in found)
 
     def snapshot(self) -> tuple[dict[str, list[Constraint]], int, set[Slot]]:
         analysis = self.analysis
@@ -379,7 +372,8 @@ class _Walker:
             rule(_Site(self, node, attrs, infos))
 
 
-#: What :class:`_Ties` combines dimensions to: the walk keeps its own (an input's slots).
+#: A dimension :class:`_Ties` gives the shape rules for one that is no graph input's axis (the
+#: rules' None is "fails"); the walk keeps its own broadcast's (the highest-rank input's).
 _ANY = Slot("", -1)
 
 
@@ -399,7 +393,7 @@ class _Ties:
         tied = [s for s in dims if s is not None]
         for a, b in itertools.pairwise(tied):
             self.walker.tie(a, b)
-        return _ANY
+        return dims[0] if dims and dims[0] is not None else _ANY
 
     def sum(self, dims: list[Slot | None]) -> Slot | None:
         return _ANY

@@ -648,3 +648,20 @@ def test_lengths_bounded_through_every_same_shape_op() -> None:
     )
     (constraint,) = analyze(model).constraints["lens"]
     assert constraint.limit == Slot("x", 0)
+
+
+def test_a_concat_ties_its_inputs_other_axes_across_one_of_no_input() -> None:
+    # Every input of a Concat has one size on the other axes; the walk tied each input to the
+    # next, so an input between them whose axis is no graph input's (an Unsqueeze's 1) left
+    # a's and b's batch axes untied.
+    model = parse(
+        """
+        <ir_version: 8, opset_import: ["" : 17]>
+        g (float[B, 2] a, float[2] v, float[C, 2] b) => (float[?, 6] y) {
+          zero = Constant<value = int64[1] {0}>()
+          mid = Unsqueeze(v, zero)
+          y = Concat<axis = 1>(a, mid, b)
+        }
+        """
+    )
+    assert (Slot("a", 0), Slot("b", 0)) in analyze(model).ties
