@@ -327,13 +327,12 @@ class _Walker:
 
     def broadcast(self, infos: list[_Info]) -> tuple[Slot | None, ...] | None:
         """Tie the dimensions of a broadcasting op's inputs (right-aligned) unless one is a
-        static 1; the output takes the dimensions of the highest-rank input."""
+        static 1; each output axis is the one its sizes not 1 are (:class:`_Ties`)."""
         known = [i.dims for i in infos if i.dims is not None]
         if len(known) != len(infos) or not known:
             return None
-        broadcast(known, _Ties(self))
-        rank = max(len(d) for d in known)
-        return next(d for d in known if len(d) == rank)
+        found = broadcast(known, _Ties(self))
+        return None if found is None else tuple(None if d is _ANY else d for d in found)
 
     def concat(self, infos: list[_Info], axis: int) -> tuple[Slot | None, ...] | None:
         known = [i.dims for i in infos if i.dims is not None]
@@ -373,7 +372,7 @@ class _Walker:
 
 
 #: A dimension :class:`_Ties` gives the shape rules for one that is no graph input's axis (the
-#: rules' None is "fails"); the walk keeps its own broadcast's (the highest-rank input's).
+#: rules' None is "fails"), None again in the walk's shapes.
 _ANY = Slot("", -1)
 
 
@@ -387,7 +386,10 @@ class _Ties:
         self.walker = walker
 
     def broadcast(self, dims: list[Slot | None]) -> Slot | None:
-        return self.equal([s for s in dims if s is None or self.walker.static.get(s) != 1])
+        """The axis of the sizes not 1, tied (or a static 1 when all are)."""
+        wide = [s for s in dims if s is None or self.walker.static.get(s) != 1]
+        self.equal(wide)
+        return next((s for s in wide if s is not None), _ANY) if wide else dims[0]
 
     def equal(self, dims: list[Slot | None]) -> Slot | None:
         tied = [s for s in dims if s is not None]

@@ -665,3 +665,19 @@ def test_a_concat_ties_its_inputs_other_axes_across_one_of_no_input() -> None:
         """
     )
     assert (Slot("a", 0), Slot("b", 0)) in analyze(model).ties
+
+
+def test_a_broadcast_axis_is_the_size_it_broadcasts_to() -> None:
+    # The walk gave a broadcast the axes of its first input of the highest rank: a + t with a
+    # of [1, 4] had a's static 1 for its time axis, so the lengths were drawn in 0..1.
+    model = parse(
+        """
+        <ir_version: 8, opset_import: ["" : 17]>
+        g (float[1, 4] a, float[T, 4] t, int64[4] lens) => (float[T, 4] y) {
+          s = Add(a, t)
+          y = ReverseSequence<time_axis = 0, batch_axis = 1>(s, lens)
+        }
+        """
+    )
+    (constraint,) = analyze(model).constraints["lens"]
+    assert constraint.limit == Slot("t", 0)
