@@ -105,7 +105,11 @@ def concat_stacked(
     elif static:
         # A static stack: the joined shape is a constant (one node, not six).
         joined = [*dims[:axis], dims[axis] * dims[axis + 1], *dims[axis + 2 :]]
-        result = emit.reshape(moved, emit.int64s(joined, hint="target"), hint="concat")
+        target = emit.int64s(joined, hint="target")
+        if 0 in joined:
+            result = emit.reshape(moved, target, hint="concat")
+        else:  # no allowzero needed (emit.reshape would read the constant back to see so)
+            result = emit.Reshape(moved, target, _hint="concat")
     else:
         result = emit.reshape(moved, _merged_shape(emit, moved, axis, rank), hint="concat")
     result.type = old.type or stacked.type

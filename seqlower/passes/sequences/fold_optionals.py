@@ -47,10 +47,8 @@ class FoldOptionals(NodeLoweringPass[_Plan]):
     """``OptionalHasElement``/``OptionalGetElement`` of optionals whose presence is known."""
 
     op_type = "OptionalGetElement"
+    op_types = frozenset(_OPS)  # the walk asks no other node (a set lookup, not a call)
     takes_all = False
-
-    def matches(self, node: ir.Node) -> bool:
-        return any(is_onnx(node, op) for op in _OPS)
 
     def plan(self, site: Site, types: TypeOracle) -> _Plan | None:
         node = site.node
