@@ -4,27 +4,31 @@
 one iteration, its results masked (no runtime runs a ``Scan`` of zero iterations right). That
 extra iteration runs the body on ``i = 0`` and the initial states, which the original never
 does when it runs zero times: exact only when the body cannot fail there. Proven here from
-shapes, for bodies of ops that fail only on shapes (broadcasting, ``MatMul``, ``Gemm``, ``Reshape``,
-``Split``...) or on an index: ``Gather`` at constant indices in range, or at the iteration
-number or a counter (0 on iteration 0) along an axis of at least one row. A dimension not
-known when lowering is a symbol: the name ONNX's shape inference (with data propagation) gives
-it, the same name for the same size (a batch dimension of the input and of the zeros a state
-starts from), else one of its own that equals nothing else; a shape proven only on known
-sizes or same symbols. Two repairs make more bodies safe, both applied only when the Loop
-runs none (so the iterations that run see what the original does): a counter starting from a
-run-time value starts from 0 (tf2onnx's for-loops over ``x[first + i]``), and a value read
-from outside whose rows are not known in number gets one zero row appended
-(``Gather(x, i)`` over an ``x`` of any length, tf2onnx's TensorArray reads). What the body
-does with a padding row is proven as with any row: only the shapes count, and the few values
-read from them (``Shape`` and constant picks of it, an ``Expand`` of one to such a shape: the
-lengths tf2onnx's ``map_fn`` over ``tf.reverse`` gives its ``ReverseSequence``, one per batch
-entry, each the time length). Sizes not proven to agree (broadcasting, ``MatMul``, ``Gemm``,
-``Concat``) are accepted when every shape the op reads is the same on every iteration that runs
-(``_steady_shapes``): the op then fails on iteration 0 exactly when the Loop fails on every
-iteration, so the only difference is a Loop that runs none on inputs its body rejects, which
-fails instead of returning empty (tf2onnx's ``bidirectional_dynamic_rnn`` masks its state
-``[B, 5]`` by its lengths ``[L, 1]``, two symbols). Anything else (a subgraph, an integer
-``Div``, an index read from a row, an unknown shape) is taken as able to fail, and named.
+shapes, for bodies of ops that fail only on shapes (broadcasting, ``MatMul``, ``Gemm``,
+``Einsum``, ``Reshape``, ``Split``...) or on an index: ``Gather`` at constant indices in range,
+or at the iteration number or a counter (0 on iteration 0) along an axis of at least one row. A
+dimension not known when lowering is a symbol: the name ONNX's shape inference (with data
+propagation) gives it, the same name for the same size (a batch dimension of the input and of
+the zeros a state starts from), else one of its own that equals nothing else; a shape proven
+only on known sizes or same symbols. Three repairs make more bodies safe, all applied only when
+the Loop runs none (so the iterations that run see what the original does): a counter starting
+from a run-time value starts from 0 (tf2onnx's for-loops over ``x[first + i]``); a value read
+from outside whose rows are not known in number gets one zero row appended (``Gather(x, i)``
+over an ``x`` of any length, tf2onnx's TensorArray reads), as does a state the body passes
+through unchanged (jax2onnx carries every scanned input so); and a ``Gather`` at an index the
+body computes, along an axis of a known size of at least 1, reads index 0 (a greedy decode's
+embedding of the token it carries, whatever token it starts from). What the body does with a
+padding row is proven as with any row: only the shapes count, and the few values read from
+them (``Shape`` and constant picks of it, an ``Expand`` of one to such a shape: the lengths
+tf2onnx's ``map_fn`` over ``tf.reverse`` gives its ``ReverseSequence``, one per batch entry,
+each the time length). Sizes not proven to agree (broadcasting, ``MatMul``, ``Gemm``,
+``Concat``, ``Einsum``) are accepted when every shape the op reads is the same on every
+iteration that runs (``_steady_shapes``): the op then fails on iteration 0 exactly when the
+Loop fails on every iteration, so the only difference is a Loop that runs none on inputs its
+body rejects, which fails instead of returning empty (tf2onnx's ``bidirectional_dynamic_rnn``
+masks its state ``[B, 5]`` by its lengths ``[L, 1]``, two symbols). Anything else (a subgraph,
+an integer ``Div``, an index into an axis of unknown size, an unknown shape) is taken as able
+to fail, and named.
 """
 
 from __future__ import annotations
@@ -85,6 +89,9 @@ class RowRead:
     index: tuple[int, ...]  # the index's shape (one element: ``()``, ``(1,)``...)
     dtype: ir.DataType
     counter: int | None  # the counter ``i`` is (None: the iteration number, or a counter from 0)
+    #: The value outside the body read: ``x``, or the Loop input a state ``x`` passes through
+    #: unchanged equals (jax2onnx carries every scanned input as such a state).
+    source: ir.Value
 
 
 @dataclasses.dataclass
@@ -98,6 +105,9 @@ class FirstIteration:
     #: row, at indices scanned) instead of scanned (``LoopToScan``: tract types no such scan
     #: input over a count from values).
     in_place: bool = False
+    #: ``Gather`` nodes at an index the body computes (a token a greedy decode carries), along
+    #: an axis of a known size of at least 1: their index is 0 when the Loop runs none.
+    guards: list[tuple[ir.Node, ir.DataType]] = dataclasses.field(default_factory=list)
 
 
 def first_iteration(
@@ -109,6 +119,7 @@ def first_iteration(
     if body is None or len(body.inputs) != len(loop.inputs) or len(body.inputs) < 2:
         return "its body is not one of a Loop's interface"
     proof = _Proof(body, types, shapes, steady=_steady_shapes(loop, body, types, shapes))
+    proof.invariant = _passed_through(loop, body)
     proof.known[id(body.inputs[0])] = ()
     proof.known[id(body.inputs[1])] = ()
     proof.zero[id(body.inputs[0])] = None
@@ -193,6 +204,8 @@ class _Proof:
         self.uniform: dict[int, Dim] = {}
         self._outer: dict[int, Dims | None] = {}
         self._symbols = itertools.count()
+        #: The Loop input each state the body passes through unchanged equals, by the state.
+        self.invariant: dict[int, ir.Value] = {}
 
     def node(self, node: ir.Node) -> str | None:
         """Why ``node`` may fail on iteration 0, or None (its outputs' shapes then known)."""
@@ -374,25 +387,53 @@ class _Proof:
         if source is not None and id(source) in self.zero:
             counter = self.zero[id(source)]
             if not isinstance(size, int):
-                if self.inside(data) or id(data) in self.known or constant_array(data) is not None:
+                outer = self.invariant.get(id(data), data)
+                if (
+                    self.inside(outer)
+                    or id(outer) in self.known
+                    or constant_array(outer) is not None
+                ):
                     return None
-                type_ = data.type or self.types.type_of(data)
+                type_ = outer.type or self.types.type_of(outer) or data.type
                 if type_ is None or type_.dtype not in _PADDABLE:
                     return f"reads rows of '{data.name}', a {type_}, which no zero row pads"
                 if axis != 0:
                     return f"reads '{data.name}' along axis {axis}, of a length unknown"
                 row = tuple(d if isinstance(d, int) else None for d in rest)
                 flat = tuple(int(d) for d in index)
-                self.repairs.rows.append(RowRead(node, row, flat, type_.dtype, counter))
+                self.repairs.rows.append(RowRead(node, row, flat, type_.dtype, counter, outer))
             if counter is not None:
                 self.repairs.starts.add(counter)
         else:
             array = None if source is None else constant_array(source)
-            if not isinstance(size, int) or array is None:
+            if not isinstance(size, int):
                 return None
-            if not np.all((array >= -size) & (array < size)):
+            if array is None:  # a computed index: 0, in range, when the Loop runs none
+                index_type = None if source is None else source.type or self.types.type_of(source)
+                if size < 1 or index_type is None or not index_type.dtype.is_integer():
+                    return None
+                self.repairs.guards.append((node, index_type.dtype))
+            elif not np.all((array >= -size) & (array < size)):
                 return None
         return (*rest[:axis], *index, *rest[axis:])
+
+
+def _passed_through(loop: ir.Node, body: ir.Graph) -> dict[int, ir.Value]:
+    """The Loop input each state the body returns unchanged (through ``Identity``) equals on
+    every iteration, by the state's id."""
+    found: dict[int, ir.Value] = {}
+    for k, (state, initial) in enumerate(zip(body.inputs[2:], loop.inputs[2:], strict=True)):
+        if initial is None or 1 + k >= len(body.outputs):
+            continue
+        value = body.outputs[1 + k]
+        while value is not state and is_onnx(value.producer(), "Identity"):
+            producer = value.producer()
+            if producer is None or producer.graph is not body or producer.inputs[0] is None:
+                break
+            value = producer.inputs[0]
+        if value is state:
+            found[id(state)] = initial
+    return found
 
 
 def _steady(dim: Dim) -> bool:
@@ -480,6 +521,10 @@ def _rule(
         return _slice(node, shapes, fresh)
     elif op == "Gemm" and len(shapes) in (2, 3) and all(s is not None for s in shapes):
         return _gemm(node, shapes, _Symbols(fresh, agree))  # type: ignore[arg-type]
+    elif op == "Einsum" and all(s is not None for s in shapes):
+        return _einsum(node, shapes, _Symbols(fresh, agree))  # type: ignore[arg-type]
+    elif op in ("ArgMax", "ArgMin"):
+        return _arg_extreme(node, first)
     elif op not in _SHAPE_ONLY:
         return None
     return infer(node, shapes, _Symbols(fresh, agree))
@@ -487,6 +532,46 @@ def _rule(
 
 #: Ops of the shape rules (:mod:`seqlower._shape_rules`) that fail on shapes alone.
 _SHAPE_ONLY = frozenset({"Unsqueeze", "Squeeze", "Reshape", "MatMul", "Transpose", "Concat"})
+
+
+def _arg_extreme(node: ir.Node, shape: Dims) -> Dims | None:
+    """``ArgMax``/``ArgMin`` along an axis of a known size of at least 1 (of none it fails)."""
+    axis, keep = int_attr(node, "axis", 0), int_attr(node, "keepdims", 1)
+    if axis is None or keep is None or not -len(shape) <= axis < len(shape):
+        return None
+    axis %= len(shape)
+    size = shape[axis]
+    if not isinstance(size, int) or size < 1:
+        return None
+    return (*shape[:axis], *((1,) if keep else ()), *shape[axis + 1 :])
+
+
+def _einsum(node: ir.Node, shapes: list[Dims], symbols: _Symbols) -> Dims | None:
+    """``Einsum`` of an explicit equation without an ellipsis (jax2onnx writes ``x @ w`` as
+    ``a,ab->b``): it fails only where a letter's sizes differ."""
+    attr = node.attributes.get("equation")
+    equation = "" if attr is None else attr.as_string().replace(" ", "")
+    if "->" not in equation or "." in equation:
+        return None
+    terms, output = equation.split("->")
+    letters = terms.split(",")
+    if len(letters) != len(shapes):
+        return None
+    sizes: dict[str, list[Dim]] = {}
+    for term, dims in zip(letters, shapes, strict=True):
+        if len(term) != len(dims):
+            return None
+        for letter, size in zip(term, dims, strict=True):
+            sizes.setdefault(letter, []).append(size)
+    agreed: dict[str, Dim] = {}
+    for letter, found in sizes.items():
+        one = symbols.equal(found)
+        if one is None:
+            return None
+        agreed[letter] = one
+    if any(letter not in agreed for letter in output) or len(set(output)) != len(output):
+        return None
+    return tuple(agreed[letter] for letter in output)
 
 
 class _Symbols:

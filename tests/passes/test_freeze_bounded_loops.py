@@ -186,7 +186,7 @@ def test_jax2onnxs_greedy_decode_into_a_buffer(seed: int, max_len: int) -> None:
     token, no M, tokens written into a preallocated buffer, a bool ``done`` state frozen as
     ``And``/``Or``: onnxruntime has no bool ``Where``): exact on onnxruntime and tract."""
     model = onnx.load(JAX_DECODE)
-    lowered = _lowered_jax_decode()
+    lowered = _lowered(JAX_DECODE)
     h = np.random.default_rng(seed).standard_normal(4).astype(np.float32)
     feeds = {"in_0": h, "in_1": np.array(max_len, np.int32)}
     expected = run("onnxruntime", model, feeds)
@@ -195,10 +195,28 @@ def test_jax2onnxs_greedy_decode_into_a_buffer(seed: int, max_len: int) -> None:
 
 
 @functools.cache
-def _lowered_jax_decode() -> onnx.ModelProto:
-    lowered = seqlower.lower(onnx.load(JAX_DECODE), target="tract")  # proven on tract
+def _lowered(path: Path) -> onnx.ModelProto:
+    lowered = seqlower.lower(onnx.load(path), target="tract")  # proven on tract
     assert "Loop" not in all_op_types(lowered)
     return lowered
+
+
+PADDLE_DECODE = JAX_DECODE.parents[1] / "paddle2onnx/paddle_greedy_decode.onnx"
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**16), max_len=st.integers(0, 9))
+def test_paddle2onnxs_greedy_decode_up_to_a_max_length(seed: int, max_len: int) -> None:
+    """paddle2onnx 2.0.1's ``while i < max_len and not done`` (no M, conditions of shape [1],
+    a placeholder state, a scalar 0 the body returns as the ``[1, 4]`` embedding, read by
+    nothing: not frozen, so the Scan drops it): exact on onnxruntime and tract."""
+    model = onnx.load(PADDLE_DECODE)
+    lowered = _lowered(PADDLE_DECODE)
+    h = np.random.default_rng(seed).standard_normal((1, 4)).astype(np.float32)
+    feeds = {"h": h, "max_len": np.array([max_len], np.int64)}
+    expected = run("onnxruntime", model, feeds)
+    for runtime in ("onnxruntime", "tract"):
+        assert_close(expected, run(runtime, lowered, feeds), atol=1e-6)
 
 
 # Paddle's layout: no M, conditions of shape [1], the counter through Paddle's `scale` (Cast to

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
+import onnx.parser
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -15,7 +16,7 @@ from onnx import TensorProto, helper
 
 import seqlower
 from tests.helpers import all_op_types
-from tests.runtimes import assert_close, require, run
+from tests.runtimes import RuntimeFailure, assert_close, require, run
 
 F = 3
 _STEPS = {
@@ -26,9 +27,22 @@ _STEPS = {
         helper.make_node("Add", ["rw", "h"], ["pre"]),
         helper.make_node("Tanh", ["pre"], ["h2"]),
     ],
+    "einsum": [  # jax2onnx's row @ w
+        helper.make_node("Einsum", ["row", "w"], ["rw"], equation="a,ab->b"),
+        helper.make_node("Add", ["rw", "h"], ["h2"]),
+    ],
     "mul_max": [
         helper.make_node("Mul", ["h", "row"], ["hr"]),
         helper.make_node("Max", ["hr", "row"], ["h2"]),
+    ],
+    "softmax": [  # an op the proof does not know: run under an If
+        helper.make_node("Softmax", ["row"], ["weights"], axis=0),
+        helper.make_node("Add", ["h", "weights"], ["h2"]),
+    ],
+    "picked": [  # an index read from a row: index 0 on a zero row
+        helper.make_node("ArgMax", ["row"], ["at_peak"], keepdims=0),
+        helper.make_node("Gather", ["row", "at_peak"], ["peak"], axis=0),
+        helper.make_node("Add", ["h", "peak"], ["h2"]),
     ],
     "reduce": [
         helper.make_node("ReduceMax", ["row"], ["peak"], keepdims=1),
@@ -124,7 +138,7 @@ def _scan_loop(step: str, out: str, counted: str) -> onnx.ModelProto:
     return model
 
 
-@settings(max_examples=24, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=48, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     step=st.sampled_from(sorted(_STEPS)),
     out=st.sampled_from(sorted(_OUTS)),
@@ -145,10 +159,22 @@ def test_exact_for_every_count_from_zero(step: str, out: str, counted: str) -> N
 
 
 def test_the_guard_is_what_makes_it_run() -> None:
-    """Without it tract's form refuses the Loop: its Gather may fail on iteration 0."""
-    model = _scan_loop("tanh_matmul", "state", "for")
+    """Without it tract's form refuses the Loop: its body holds an op not proven safe on
+    iteration 0."""
+    model = _scan_loop("softmax", "state", "for")
     ops = all_op_types(seqlower.lower(model, target="tract", check=False))
     assert "If" in ops and "Scan" in ops
+
+
+@pytest.mark.parametrize("step", ["tanh_matmul", "einsum", "picked"])
+@pytest.mark.parametrize("counted", ["for", "while"])
+def test_a_scanned_state_is_padded(counted: str, step: str) -> None:
+    """The rows ``xs`` read from a state the body passes through unchanged (as jax2onnx
+    carries every scanned input) are padded like rows read from outside, a computed index is
+    0 on the zero row: a Scan of at least one iteration, its results masked, no If needed."""
+    model = _scan_loop(step, "state", counted)
+    ops = all_op_types(seqlower.lower(model, target="tract", check=False))
+    assert "If" not in ops and "Scan" in ops
 
 
 @pytest.mark.parametrize("t", [0, 2])
@@ -161,3 +187,69 @@ def test_the_check_proves_it_on_tract(t: int) -> None:
         "h0": np.arange(F, dtype=np.float32),
     }
     assert_close(run("onnxruntime", model, feeds), run("tract", lowered, feeds), atol=1e-6)
+
+
+# A greedy decode's loop of a count read from a value (no If then: tract 0.23.9 types none whose
+# branches' lengths come from values): the embedding of the token it carries, a Gather at an
+# index the body computes, reads index 0 on the iteration a Loop of no iteration runs.
+DECODE = """
+<ir_version: 8, opset_import: ["" : 17]>
+decode (float[3] h0, int64 tok0, int64 n) => (float[3] h, int64 tok, float[N,3] hs) {
+    go = Constant <value = bool {1}> ()
+    table = Constant <value = float[5,3] {0.1, -0.2, 0.3, 0.5, 0.4, -0.1, -0.3, 0.2, 0.6,
+        0.9, -0.5, 0.1, -0.4, 0.7, 0.2}> ()
+    h, tok, hs = Loop (n, go, h0, tok0) <body = step (int64 i, bool c, float[3] hh, int64 t)
+            => (bool c_out, float[3] h2, int64 t2, float[3] row) {
+        c_out = Identity(c)
+        emb = Gather <axis = 0> (table, t)
+        pre = Add(hh, emb)
+        h2 = Tanh(pre)
+        head = Constant <value = float[3,5] {0.3, -0.6, 0.2, 0.5, -0.1, 0.4, 0.1, -0.5, 0.2, 0.6,
+            -0.2, 0.3, 0.7, -0.4, 0.1}> ()
+        logits = MatMul(h2, head)
+        t2 = ArgMax <axis = 0, keepdims = 0> (logits)
+        row = Identity(h2)
+    }>
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def decode() -> tuple[onnx.ModelProto, onnx.ModelProto]:
+    model = onnx.parser.parse_model(DECODE)
+    onnx.checker.check_model(model, full_check=True)
+    lowered = seqlower.lower(model, target="tract")  # proven on tract
+    assert "Loop" not in all_op_types(lowered) and "If" not in all_op_types(lowered)
+    return model, lowered
+
+
+@settings(
+    max_examples=30,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(n=st.integers(0, 5), tok0=st.integers(0, 4), seed=st.integers(0, 2**16))
+def test_a_computed_index_is_guarded_for_every_count(
+    decode: tuple[onnx.ModelProto, onnx.ModelProto], n: int, tok0: int, seed: int
+) -> None:
+    require("tract")
+    model, lowered = decode
+    h0 = np.random.default_rng(seed).standard_normal(F).astype(np.float32)
+    feeds = {"h0": h0, "tok0": np.array(tok0), "n": np.array(n)}
+    expected = run("onnxruntime", model, feeds)
+    assert_close(expected, run("onnxruntime", lowered, feeds), atol=1e-6)
+    assert_close(expected, run("tract", lowered, feeds), atol=1e-5)
+
+
+def test_a_token_out_of_range_is_read_only_when_the_loop_runs(
+    decode: tuple[onnx.ModelProto, onnx.ModelProto],
+) -> None:
+    """A start token the table has no row for: the original returns its initial states when
+    it runs none, and fails when it runs; so does the lowered model."""
+    model, lowered = decode
+    feeds = {"h0": np.ones(F, np.float32), "tok0": np.array(9), "n": np.array(0)}
+    assert_close(run("onnxruntime", model, feeds), run("tract", lowered, feeds), atol=1e-6)
+    feeds["n"] = np.array(2)
+    for runtime, candidate in (("onnxruntime", model), ("onnxruntime", lowered)):
+        with pytest.raises(RuntimeFailure):
+            run(runtime, candidate, feeds)

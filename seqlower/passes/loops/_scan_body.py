@@ -132,17 +132,40 @@ def unread_states(
     last_rows: list[int] = []
     unchanged: list[int] = []
     for k in list(kept):
-        if body.inputs[2 + k].uses():
+        passed = _passed_through(body, k)
+        if body.inputs[2 + k].uses() and not passed:
             continue
         kept.remove(k)
         old = node.outputs[k]
         if not (old.uses() or old.is_graph_output()):
             dropped.add(k)
-        elif body.outputs[1 + k] is body.inputs[2 + k]:
+        elif passed or body.outputs[1 + k] is body.inputs[2 + k]:
             unchanged.append(k)
         else:
             last_rows.append(k)
     return dropped, last_rows, unchanged
+
+
+def _passed_through(body: ir.Graph, k: int) -> bool:
+    """Whether state ``k`` is read only by the ``Identity`` nodes that return it unchanged
+    (jax2onnx's scanned inputs once their row reads are scan inputs: tract's declutter drops
+    such a state's input, not its output, and then fails)."""
+    value, chain = body.outputs[1 + k], []
+    while value is not body.inputs[2 + k]:
+        producer = value.producer()
+        if producer is None or producer.graph is not body or producer.op_type != "Identity":
+            return False
+        if producer.domain not in ("", "ai.onnx") or producer.inputs[0] is None:
+            return False
+        chain.append(producer)
+        value = producer.inputs[0]
+    if not chain:
+        return False
+    nodes = {id(n) for n in chain}
+    inner = [n.inputs[0] for n in chain]  # the state, and what the chain passes on
+    if any(v is not body.inputs[2 + k] and v.is_graph_output() for v in inner if v is not None):
+        return False
+    return all(id(use.node) in nodes for v in inner if v is not None for use in v.uses())
 
 
 def read_iteration(

@@ -129,8 +129,7 @@ def _unknown_rows(
     flat = [v for item in sources for v in (item if isinstance(item, tuple) else (item,))]
     if all(_from_shapes(v, node, body) for v in flat):
         return None
-    x = rows[0].node.inputs[0]
-    return None if x is None else x.name
+    return rows[0].source.name
 
 
 def _from_shapes(value: ir.Value | None, node: ir.Node, body: ir.Graph) -> bool:
@@ -166,10 +165,11 @@ def first_iteration_safe(
     (``_first_iteration``), applied only when the Loop runs none (``mask``: whether it runs):
     the counters' starts 0 (returned by counter); each row read of a value of unknown length a
     scan input over its rows, padded (returned: the rows and the body's element)."""
-    if once is None or not (once.rows or once.starts):
+    if once is None or not (once.rows or once.starts or once.guards):
         return {}, []
     assert mask is not None
     ran = mask[0]
+    _guard_indices(ctx, body, once.guards, ran)
     starts: dict[int, ir.Value] = {}
     for k in sorted(once.starts):
         start = loop.inputs[2 + k]
@@ -179,8 +179,7 @@ def first_iteration_safe(
     padded: dict[int, ir.Value] = {}
     scanned: dict[tuple[int, int | None, tuple[int, ...]], tuple[ir.Value, ir.Value]] = {}
     for read in once.rows:
-        x = read.node.inputs[0]
-        assert x is not None
+        x = read.source
         key = (id(x), read.counter, read.index)
         if once.in_place and None in read.row:
             if key not in scanned:
@@ -201,6 +200,22 @@ def first_iteration_safe(
     return starts, list(scanned.values())
 
 
+def _guard_indices(
+    ctx: Rewrite, body: ir.Graph, gathers: list[tuple[ir.Node, ir.DataType]], ran: ir.Value
+) -> None:
+    """Each ``Gather`` at a computed index reads ``Where(ran, index, 0)``: the original index
+    on every iteration that runs, 0 (in range: ``_first_iteration`` proved the axis not empty)
+    on the one a Loop of no iteration runs, whose results are masked."""
+    for gather, dtype in gathers:
+        index = gather.inputs[1]
+        assert index is not None
+        inside = ctx.into(body, pool=None)
+        zero = inside.constant(np.zeros((), dtype.numpy()), hint="guarded_zero")
+        safe = _like(inside.Where(ran, index, zero, _hint=f"{index.name}_guarded"), index)
+        body.insert_before(gather, inside.nodes)
+        gather.replace_input_with(1, safe)
+
+
 def _scanned_rows(
     ctx: Rewrite,
     emit: Emitter,
@@ -211,8 +226,7 @@ def _scanned_rows(
 ) -> tuple[ir.Value, ir.Value]:
     """A scan input of the rows the body reads of ``x`` (``padded``: with a zero row where the
     Loop runs none), and its element."""
-    x = read.node.inputs[0]
-    assert x is not None
+    x = read.source
     positions = _positions(emit, read, iterations, starts)
     if read.index:  # an index of one element: [i], [[i]]...
         target = emit.int64s([-1, *read.index], hint="index_shape")
@@ -243,8 +257,7 @@ def _indices(
     row. Its indices: ``i`` (or the counter) where the Loop runs, shifted one further from
     the rows where out of ``x``'s (so the zero row is never read there: the Gather fails
     where the original's does), and the zero row's where it runs none."""
-    x = read.node.inputs[0]
-    assert x is not None
+    x = read.source
     positions = _positions(emit, read, iterations, starts)
     length = emit.squeeze(emit.dims(x, 0, 1, hint="row_count"), [0], hint="rows")
     zero = emit.int64s(0, hint="zero")

@@ -6,11 +6,11 @@ decode's (``i < max_len and not eos``) stop on what the body computes, so no tri
 known when they start and ``LoopToScan`` leaves them; tract has no ``Loop``. Their condition
 is an ``And`` whose leaves are bounds on the iteration number (what ``LoopToScan`` reads) and
 data, or data alone under ``M`` (a ``for`` loop with a ``break``). The Loop is rewritten to run
-while the bounds hold (``M`` times, without any), with one more state, ``alive``
-(the initial condition; then ``alive and data``), and every state that is not a counter or
-passed through updated by ``Where(alive, new, old)``: once the data says stop, the states keep
-the values they had, as in the original, and the remaining iterations change nothing. Its
-trip count is then fixed when it starts (the bound), so ``LoopToScan`` makes it a ``Scan``. A
+while the bounds hold (``M`` times, without any), with one more state, ``alive`` (the initial
+condition; then ``alive and data``), and every state that is not a counter, passed through or
+read by nothing updated by ``Where(alive, new, old)``: once the data says stop, the states keep
+the values they had, as in the original, and the remaining iterations change nothing. Its trip
+count is then fixed when it starts (the bound), so ``LoopToScan`` makes it a ``Scan``. A
 counter (the bound reads it) keeps stepping. The iterations after the stop still run the body on
 the frozen states (their results are discarded), which costs time, and can raise where the body
 would fail on them.
@@ -94,7 +94,9 @@ class FreezeBoundedLoops(NodeLoweringPass[_Plan]):
         frozen = [
             (k, element_dtype(types.type_of(body.inputs[2 + k])))
             for k in range(carried)
-            if k not in counters and not passes_through(body.outputs[1 + k], body.inputs[2 + k])
+            if k not in counters
+            and not passes_through(body.outputs[1 + k], body.inputs[2 + k])
+            and not _unread(node, body, k)
         ]
         read_counters = []
         for k in counters:
@@ -237,6 +239,14 @@ def _read_after(
                 rows.type, rows.shape = finals[k].type, node.outputs[k].shape
                 replaced[k] = rows
     return replaced
+
+
+def _unread(node: ir.Node, body: ir.Graph, k: int) -> bool:
+    """Whether nothing reads state ``k``: not the body, not after the loop (Paddle's
+    placeholder states, a scalar 0 the body returns as a ``[1, 4]``): freezing it would read
+    it, and a Scan keeps no state that changes rank; ``LoopToScan`` drops it."""
+    final = node.outputs[k]
+    return not (body.inputs[2 + k].uses() or final.uses() or final.is_graph_output())
 
 
 def _select(
