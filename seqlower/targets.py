@@ -478,7 +478,9 @@ PIPELINES: dict[str, Pipeline] = {
                 # body's condition): loops that stop on data run to their bound, frozen, and
                 # every Loop gets its count where it is known when it starts
                 "freeze-bounded-loops",
-                "explicit-loop-counts",
+                # (reads from outside stay reads: its importer types a state of unknown shape,
+                # as a carried read can be, rank 0)
+                "explicit-loop-counts-reading-outside",
                 # it ignores the initial condition too: a run-time one folded into M
                 "start-conditions-in-counts",
                 "loop-to-scan-constant",

@@ -185,6 +185,12 @@ PASSES: dict[str, PassEntry | Callable[..., ir.passes.InPlacePass]] = {
         doc="Loops as Scans but those growing a state; zero-trip Loops guarded (tract).",
     ),
     "explicit-loop-counts": _entry("loops.explicit_loop_counts", "ExplicitLoopCounts"),
+    "explicit-loop-counts-reading-outside": _entry(
+        "loops.explicit_loop_counts",
+        "ExplicitLoopCounts",
+        carry_reads=False,
+        doc="Loops given M and cond; what a body reads from outside stays a read (iree).",
+    ),
     "require-no-loop": _entry("checks.require_no_loop", "RequireNoLoop"),
     "require-onnx2tf-loops": _entry("checks.require_onnx2tf_loops", "RequireOnnx2TfLoops"),
     "require-iree-loops": _entry("checks.require_iree_loops", "RequireIreeLoops"),

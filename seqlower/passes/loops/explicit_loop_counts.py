@@ -66,6 +66,12 @@ class ExplicitLoopCounts(NodeLoweringPass[_Plan]):
     takes_all = False
     repairs = True
 
+    def __init__(self, *, carry_reads: bool = True) -> None:
+        super().__init__()
+        #: Whether the values the body reads from outside become states (onnx2tf's WHILE has
+        #: no access to them; IREE's importer types a state whose shape is unknown rank 0).
+        self.carry_reads = carry_reads
+
     def plan(self, site: Site, types: TypeOracle) -> _Plan | None:
         node = site.node
         if "body" not in node.attributes:
@@ -80,11 +86,14 @@ class ExplicitLoopCounts(NodeLoweringPass[_Plan]):
             terms = Condition(node, body, types).terms(body.outputs[0])
             if terms is not None and not terms and m is None:
                 return None  # a condition always true and no M: infinite, left as written
-        constants, carried = [], []
+        constants = []
+        carried: list[tuple[ir.TypeProtocol, ir.Shape | None] | None] = []
         for value in outer_reads(body, list(body.inputs)):
             array = constant_array(value)
             if array is not None and array.size <= _COPIED_CONSTANT_SIZE:
                 constants.append((value, array))
+            elif not self.carry_reads:
+                carried.append(None)
             else:
                 type_ = value.type or types.type_of(value)
                 shape = value.shape or types.shape_of(value)

@@ -8,6 +8,14 @@ a state of ``M`` zero rows (``Expand``, ``M`` read at run time) that iteration `
 ``i`` of by ``ScatterND``, and is the scan output as it stands after the loop. torch-mlir converts
 no Loop with scan outputs (llvm/torch-mlir#3988) but does one of states, so IREE then runs the
 loop at dynamic shapes.
+
+A row whose shape is known only at run time (tf2onnx's ``[batch, units]``: the body computes
+it) cannot be allocated before the loop: its state starts with ``M`` rows of its static
+dimensions and 0 for the others (what onnxruntime returns when such a loop runs no iteration),
+and iteration 0 grows it to the row's shape by ``Pad``. A state's type must be the same before
+and in the loop for IREE's importer ('unresolved materialization'), so every dimension of such a
+state is left unknown to ONNX's shape inference: the sizes pass through ``Mul``/``Add`` by the
+count's ``Where``, which ONNX's data propagation does not read.
 """
 
 from __future__ import annotations
@@ -18,6 +26,7 @@ import numpy as np
 import onnx_ir as ir
 
 from seqlower.passes._base import NodeLoweringPass, Rewrite, Site
+from seqlower.passes._emit import Emitter
 from seqlower.passes._induction import passes_through
 from seqlower.passes._ir import constant_array, graph_attr, is_onnx, is_static
 from seqlower.passes._shared import restate_loop_body
@@ -31,12 +40,14 @@ class _Plan:
     node: ir.Node
     body: ir.Graph
     opset: int
-    rows: list[tuple[tuple[int, ...], np.dtype]]  # each scan output's row shape and type
+    #: Each scan output's row shape (None: a dimension known only at run time) and type.
+    rows: list[tuple[tuple[int | None, ...], np.dtype]]
 
 
 class ScanOutputsAsRunTimeStates(NodeLoweringPass[_Plan]):
-    """Every ``Loop`` that runs exactly ``M`` times with scan outputs of static rows, its scan
-    outputs written by ``ScatterND`` into states of ``M`` rows preallocated at run time."""
+    """Every ``Loop`` that runs exactly ``M`` times with scan outputs of a known rank, its scan
+    outputs written by ``ScatterND`` into states of ``M`` rows preallocated at run time (grown
+    to the rows' run-time shape by iteration 0)."""
 
     op_type = "Loop"
     takes_all = False
@@ -62,9 +73,10 @@ class ScanOutputsAsRunTimeStates(NodeLoweringPass[_Plan]):
             known = _state_read(node, body, value) or value
             shape = known.shape if known.shape is not None else types.shape_of(known)
             dtype = element_dtype(types.type_of(known))
-            if dtype is None or not is_static(shape):
+            if dtype is None or shape is None:
                 return None
-            rows.append((tuple(int(d) for d in shape), dtype.numpy()))  # type: ignore[arg-type]
+            dims = tuple(d if isinstance(d, int) else None for d in shape)
+            rows.append((dims, dtype.numpy()))
         return _Plan(node, body, site.opset, rows)
 
     def rewrite(self, plan: _Plan, ctx: Rewrite) -> None:
@@ -79,34 +91,101 @@ class ScanOutputsAsRunTimeStates(NodeLoweringPass[_Plan]):
         where = inside.Reshape(body.inputs[0], inside.int64s([1, 1], hint="at"), _hint="at")
         buffers, ins, outs = [], [], []
         for (shape, dtype), row in zip(plan.rows, body.outputs[1 + states :], strict=True):
-            dims = op.Concat(count, op.int64s(list(shape), hint="row_shape"), axis=0, _hint="rows")
-            buffers.append(op.Expand(op.constant(np.zeros((), dtype), hint="zero"), dims))
-            # Typed from the plan: a body's untyped row (tf2onnx's) would leave the state
-            # untyped, which IREE's importer cannot convert ('onnx.Loop not converted').
-            typed = ir.TensorType(ir.DataType.from_numpy(dtype))
-            held = ir.Value(name=names.fresh(f"{ctx.base}_rows"), type=typed)
-            held.shape = ir.Shape([None, *shape])
-            written = inside.ScatterND(
-                held, where, inside.unsqueeze(row, [0], hint="row"), _hint="rows"
-            )
-            written.type, written.shape = typed, held.shape
+            buffers.append(_allocated(op, count, shape, dtype))
+            held = ir.Value(name=names.fresh(f"{ctx.base}_rows"))
             ins.append(held)
-            outs.append(written)
+            outs.append(_written(inside, held, row, where, body.inputs[0], (shape, dtype)))
         body.extend(inside.nodes)
         restate_loop_body(body, states, ins, outs)
         finals = [ir.Value(name=names.fresh(f"{v.name or ctx.base}_loop")) for v in node.outputs]
         for new, old in zip(finals, node.outputs, strict=True):
             new.type, new.shape = old.type, old.shape
-        for new, held in zip(finals[states:], ins, strict=True):  # as typed as the states
-            rank = None if held.shape is None else len(held.shape)
-            if new.type is None or new.shape is None or len(new.shape) != rank:
-                new.type, new.shape = held.type, held.shape
+        resized = _typed_results(finals[states:], ins, [shape for shape, _ in plan.rows])
         del node.attributes["body"]
         op.Loop(
-            *node.inputs, *buffers, body=body, _outputs=finals,
+            *node.inputs, *buffers, body=body, _outputs=list(finals),
             _name=node.name or names.fresh("Loop"), _doc_string=node.doc_string,
         )  # fmt: skip
+        for k, sizes in resized.items():
+            finals[states + k] = _resized(op, finals[states + k], sizes)
         ctx.replace(finals, rename=True)
+
+
+def _written(
+    inside: Emitter,
+    held: ir.Value,
+    row: ir.Value,
+    where: ir.Value,
+    i: ir.Value,
+    spec: tuple[tuple[int | None, ...], np.dtype],
+) -> ir.Value:
+    """``held`` (typed here) with ``row`` written at ``where``, grown first when the rows'
+    shape is known only at run time."""
+    shape, dtype = spec
+    # Typed from the plan: a body's untyped row (tf2onnx's) would leave the state untyped,
+    # which IREE's importer cannot convert ('onnx.Loop not converted').
+    held.type = ir.TensorType(ir.DataType.from_numpy(dtype))
+    static = all(d is not None for d in shape)
+    held.shape = ir.Shape([None, *shape] if static else [None] * (len(shape) + 1))
+    target = held if static else _grown(inside, held, row, i, len(shape))
+    written = inside.ScatterND(target, where, inside.unsqueeze(row, [0], hint="row"), _hint="rows")
+    written.type, written.shape = held.type, held.shape
+    return written
+
+
+def _resized(op: Emitter, result: ir.Value, sizes: list[int]) -> ir.Value:
+    """``result`` reshaped to the sizes known (0 copies a dimension), for IREE's importer: a
+    result typed [?, ?, ?] where [?, ?, 4] is declared is an 'unresolved materialization'."""
+    resized = op.Reshape(result, op.int64s(sizes, hint="sizes"), _hint="rows")
+    resized.type, resized.shape = result.type, ir.Shape([d or None for d in sizes])
+    return resized
+
+
+def _allocated(
+    op: Emitter, count: ir.Value, shape: tuple[int | None, ...], dtype: np.dtype
+) -> ir.Value:
+    """``count`` zero rows of ``shape``, 0 for a size known only at run time; then every size
+    hidden from ONNX's shape inference (through ``count``'s ``Where``), so that the state is
+    typed as the body types it."""
+    sizes = op.int64s([d or 0 for d in shape], hint="row_shape")
+    if not all(d is not None for d in shape):
+        sizes = op.Add(op.Mul(count, op.int64s(0, hint="zero"), _hint="no"), sizes)
+    dims = op.Concat(count, sizes, axis=0, _hint="rows")
+    return op.Expand(op.constant(np.zeros((), dtype), hint="zero"), dims)
+
+
+def _typed_results(
+    results: list[ir.Value], held: list[ir.Value], rows: list[tuple[int | None, ...]]
+) -> dict[int, list[int]]:
+    """Each result typed as its state; for a state typed without sizes it has (rows of a
+    run-time shape), the sizes known (the rows' static ones, or declared) by result index."""
+    resized = {}
+    for k, (new, state, shape) in enumerate(zip(results, held, rows, strict=True)):
+        rank = None if state.shape is None else len(state.shape)
+        declared = new.shape
+        if new.type is None or new.shape is None or len(new.shape) != rank:
+            new.type, new.shape, declared = state.type, state.shape, None
+        if is_static(state.shape):
+            continue
+        sizes = [0, *(d or 0 for d in shape)]  # 0: the dimension as it is
+        if declared is not None:
+            sizes = [d if isinstance(d, int) else n for n, d in zip(sizes, declared, strict=True)]
+        if any(sizes):
+            resized[k] = sizes
+            new.shape = state.shape
+    return resized
+
+
+def _grown(inside: Emitter, held: ir.Value, row: ir.Value, i: ir.Value, rank: int) -> ir.Value:
+    """``held`` padded at iteration 0 to rows of ``row``'s shape (by nothing later: a row of
+    another shape then fails ``ScatterND``, as the original loop fails)."""
+    first = inside.Cast(inside.Equal(i, inside.int64s(0, hint="zero")), to=ir.DataType.INT64)
+    missing = inside.Sub(inside.Shape(row), inside.dims(held, 1, hint="row_dims"), _hint="missing")
+    ends = inside.Mul(missing, first, _hint="pad_ends")
+    pads = inside.Concat(inside.int64s([0] * (rank + 2), hint="pad_starts"), ends, axis=0)
+    padded = inside.Pad(held, pads, _hint="rows")
+    padded.type, padded.shape = held.type, held.shape
+    return padded
 
 
 def _state_read(node: ir.Node, body: ir.Graph, value: ir.Value) -> ir.Value | None:
