@@ -41,6 +41,7 @@ __all__ = [
     "one_size",
     "register",
     "reshape",
+    "slice_size",
     "squeeze",
     "transpose",
     "unsqueeze",
@@ -381,10 +382,25 @@ def _shape(node: ir.Node, shapes: list[Shape[D] | None], dims: Algebra[D]) -> Sh
     return (dims.size(max(0, end - start)),)
 
 
+def slice_size(dim: int, start: int, end: int, step: int) -> int | None:
+    """The length ``Slice`` leaves of an axis of ``dim``; None where runtimes cut it differently:
+    with a negative step and a start before the axis, ONNX clamps the start to the first element
+    (onnxruntime, ONNX's inference: one element), numpy to before it (ONNX's reference: none).
+    Arithmetic on Python's integers: no memory, whatever the sizes."""
+    numpy_cut = len(range(dim)[start:end:step])
+    start, end = (d + dim if d < 0 else d for d in (start, end))
+    if step > 0:
+        start, end = min(max(start, 0), dim), min(max(end, 0), dim)
+        onnx_cut = max(0, -(-(end - start) // step))
+    else:
+        start, end = min(max(start, 0), dim - 1), min(max(end, -1), dim - 1)
+        onnx_cut = max(0, -(-(start - end) // -step))
+    return numpy_cut if numpy_cut == onnx_cut else None
+
+
 @register("Slice")
 def _slice(node: ir.Node, shapes: list[Shape[D] | None], dims: Algebra[D]) -> Shape[D] | None:
-    """A ``Slice`` (opset 10+: bounds as inputs) of constant bounds of a static shape, on a view
-    that holds no memory: Python's slicing clamps as ONNX's does."""
+    """A ``Slice`` (opset 10+: bounds as inputs) of constant bounds of a static shape."""
     sizes = [n for d in shapes[0] or () if (n := dims.known(d)) is not None]
     bounds = [constant_array(v) if v is not None else None for v in node.inputs[1:]]
     if len(sizes) != len(shapes[0] or ()) or len(bounds) < 2:
@@ -398,10 +414,10 @@ def _slice(node: ir.Node, shapes: list[Shape[D] | None], dims: Algebra[D]) -> Sh
     steps = np.ones(len(starts), np.int64) if steps is None else steps.reshape(-1)
     if not len(starts) == len(ends) == len(axes) == len(steps) or (steps == 0).any():
         return None
-    index: list[slice] = [slice(None)] * len(sizes)
+    cuts: dict[int, tuple[int, int, int]] = {}
     for start, end, axis, step in zip(starts, ends, axes, steps, strict=True):
         if not -len(sizes) <= int(axis) < len(sizes):
             return None
-        index[int(axis) % len(sizes)] = slice(int(start), int(end), int(step))
-    view = np.broadcast_to(np.empty((), dtype=bool), sizes)
-    return tuple(dims.size(int(d)) for d in view[tuple(index)].shape)
+        cuts[int(axis) % len(sizes)] = (int(start), int(end), int(step))
+    out = [slice_size(n, *cuts[k]) if k in cuts else n for k, n in enumerate(sizes)]
+    return None if None in out else tuple(dims.size(n) for n in out if n is not None)

@@ -29,7 +29,7 @@ import numpy as np
 import onnx_ir as ir
 
 from seqlower._graphs import subgraphs_of
-from seqlower._shape_rules import STATIC, broadcast, infer
+from seqlower._shape_rules import STATIC, broadcast, infer, slice_size
 from seqlower.passes._base import NodeLoweringPass, Rewrite, Site
 from seqlower.passes._fold import detach
 from seqlower.passes._ir import (
@@ -216,7 +216,7 @@ def _slice(node: ir.Node, shapes: list[Dims | None], floats: bool) -> object:
             out[axis] = None
             continue
         step = 1 if steps is None else int(steps[k])
-        out[axis] = len(range(size)[slice(int(bounds[0][k]), int(bounds[1][k]), step)])
+        out[axis] = slice_size(size, int(bounds[0][k]), int(bounds[1][k]), step)
     return tuple(out)
 
 
