@@ -13,7 +13,7 @@ import onnx_ir as ir
 from seqlower.passes._base import Rewrite, rewire
 from seqlower.passes._emit import Emitter
 from seqlower.passes._induction import extreme
-from seqlower.passes._ir import constant_int, strip_symbolic
+from seqlower.passes._ir import constant_int, is_onnx, strip_symbolic
 from seqlower.passes._shared import prepend
 from seqlower.passes.loops._scan_plan import ScanPlan
 
@@ -153,9 +153,9 @@ def _passed_through(body: ir.Graph, k: int) -> bool:
     value, chain = body.outputs[1 + k], []
     while value is not body.inputs[2 + k]:
         producer = value.producer()
-        if producer is None or producer.graph is not body or producer.op_type != "Identity":
+        if not is_onnx(producer, "Identity") or producer.graph is not body:
             return False
-        if producer.domain not in ("", "ai.onnx") or producer.inputs[0] is None:
+        if producer.inputs[0] is None:
             return False
         chain.append(producer)
         value = producer.inputs[0]
