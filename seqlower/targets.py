@@ -277,6 +277,8 @@ PIPELINES: dict[str, Pipeline] = {
                 "scalar-if-conditions",
                 "alike-branches-as-where",
                 "scan-iteration-states",
+                # tract types a shape's arithmetic in int64 only (declared facts)
+                "shape-arithmetic-in-int64",
             ),
             requires=(
                 "require-sequence-free",

@@ -289,6 +289,7 @@ PASSES: dict[str, PassEntry | Callable[..., ir.passes.InPlacePass]] = {
     ),
     "require-shape-slice-bounds": _entry("checks.require_slice_bounds", "RequireShapeSliceBounds"),
     "run-time-slices-as-gathers": _entry("repairs.run_time_slices", "RunTimeSlicesAsGathers"),
+    "shape-arithmetic-in-int64": _entry("repairs.shape_arithmetic_int64", "ShapeArithmeticInInt64"),
     "scalar-if-conditions": _entry("branches.scalar_if_conditions", "ScalarIfConditions"),
     "alike-branches-as-where": _entry("branches.alike_branches_as_where", "AlikeBranchesAsWhere"),
     "condition-operands-in-branches": _entry(

@@ -534,16 +534,20 @@ def trip_count(emit: Emitter, node: ir.Node, terms: list[Term] | None) -> ir.Val
         body = node.attributes["body"].as_graph()
         hoisted: dict[int, ir.Value] = {}
         bound: ir.Value | None = None
+        # The initial condition is bounds before the first step: Max(count, 0) below is the
+        # Where on it, their spans not clamped (tract types this count symbolically).
+        signed = _initially_bounds(node.inputs[1], node, terms) if len(node.inputs) > 1 else None
         for j, term in enumerate(terms):
             limit = _hoist(emit, node, body, term.limit, hoisted)
-            runs = _runs(emit, term, emit.reshape(limit, scalar, hint=f"limit_{j}"), j)
+            limit = emit.reshape(limit, scalar, hint=f"limit_{j}")
+            runs = _runs(emit, term, limit, j, signed=signed is not None and j in signed)
             bound = runs if bound is None else extreme(emit, "Min", bound, runs, "runs")
         assert bound is not None
         count = bound if count is None else extreme(emit, "Min", count, bound, "trips")
     assert count is not None, "a Loop without M whose condition bounds nothing"
     count = emit.reshape(count, scalar, hint="trip_count")
     cond0 = node.inputs[1] if len(node.inputs) > 1 else None
-    if cond0 is not None:
+    if cond0 is not None and not (terms and _initially_bounds(cond0, node, terms) is not None):
         cond0 = emit.reshape(cond0, scalar, hint="runs_at_all")
         count = emit.Where(cond0, count, emit.int64s(0, hint="zero"), _hint="trips")
     count = extreme(emit, "Max", count, emit.int64s(0, hint="zero"), "trip_count")
@@ -552,10 +556,11 @@ def trip_count(emit: Emitter, node: ir.Node, terms: list[Term] | None) -> ir.Val
     return count
 
 
-def _runs(emit: Emitter, term: Term, limit: ir.Value, j: int) -> ir.Value:
+def _runs(emit: Emitter, term: Term, limit: ir.Value, j: int, *, signed: bool = False) -> ir.Value:
     """How many iterations the bound lets run (at least one): ``1 + max(ceil(span / |step|),
     0)``, ``span`` from the value's start to the limit; in int64 for integer limits and starts,
-    in float64 otherwise."""
+    in float64 otherwise. ``signed`` (integers, step 1 or -1): ``1 + span``, 0 or less when the
+    bound fails before the first step."""
     value = term.value
     floating = term.floating
     dtype = ir.DataType.DOUBLE if floating else ir.DataType.INT64
@@ -591,11 +596,113 @@ def _runs(emit: Emitter, term: Term, limit: ir.Value, j: int) -> ir.Value:
     else:
         if not term.strict:  # x <= L is x < L + 1 for integers
             span = emit.Add(span, emit.int64s(1, hint="one"), _hint=f"span_{j}")
+        if signed:
+            return emit.Add(span, emit.int64s(1, hint="one"), _hint=f"runs_{j}")
         before = extreme(emit, "Max", span, emit.int64s(0, hint="none"), f"span_{j}")
         if step != 1:  # ceil(span / step) for span >= 0: Div of non-negatives is exact
             padded = emit.Add(before, emit.int64s(step - 1, hint="round_up"), _hint="padded")
             before = emit.Div(padded, emit.int64s(step, hint="step"), _hint=f"before_{j}")
     return emit.Add(before, emit.int64s(1, hint="one"), _hint=f"runs_{j}")
+
+
+def _initially_bounds(cond0: ir.Value | None, node: ir.Node, terms: list[Term]) -> set[int] | None:
+    """The bounds the Loop's initial condition ``cond0`` is made of, on the value before the
+    first step (tf2onnx's ``Less(0.0, Cast(T))`` for a counter from 0 while ``i + 1 < T``): an
+    ``And`` of comparisons, each of a bound's start (through exact ``Cast``s, or an equal
+    constant) with its hoisted limit (the same outer value), of integer bounds of step 1 or -1;
+    None when any part of it is not such. Then ``cond0`` holds iff each of those bounds lets
+    ``1 + span`` iterations run, one or more: the count is ``max(min(M, runs...), 0)``, theirs
+    ``1 + span``, with no ``Where`` on ``cond0`` (a bound it does not hold lets one or more run
+    whenever it holds: the others' bounds imply theirs on the first step)."""
+    if cond0 is None:
+        return None
+    leaves: list[ir.Value] = []
+    stack = [cond0]
+    while stack:
+        value = _uncast(stack.pop())
+        producer = value.producer()
+        if is_onnx(producer, "And") and producer is not None and producer.graph is node.graph:
+            stack.extend(v for v in producer.inputs if v is not None)
+        else:
+            leaves.append(value)
+    body = node.attributes["body"].as_graph()
+    matched: set[int] = set()
+    for leaf in leaves:
+        producer = leaf.producer()
+        if producer is None or producer.graph is not node.graph or len(producer.inputs) != 2:
+            return None
+        compare = Condition._COMPARE.get(producer.op_type) if is_onnx(producer) else None
+        if compare is None:
+            return None
+        a, b = (_uncast(v) if v is not None else None for v in producer.inputs)
+        found = [j for j, t in enumerate(terms) if _bounds(t, compare, a, b, node, body)]
+        if not found:
+            return None
+        matched.add(found[0])
+    return matched
+
+
+def _bounds(
+    term: Term,
+    compare: tuple[bool, bool],
+    a: ir.Value | None,
+    b: ir.Value | None,
+    node: ir.Node,
+    body: ir.Graph,
+) -> bool:
+    """Whether ``a <op> b`` (``compare``: strict, below) is ``term`` on the value's start."""
+    strict, below = compare
+    value = term.value
+    if term.floating or abs(value.step) != 1 or value.scale != 1 or value.offset != value.step:
+        return False  # the value before the first step is not the start, or not exact
+    if strict != term.strict:
+        return False
+    first, limit = (a, b) if below == term.below else (b, a)
+    outer: ir.Value | None = term.limit
+    if term.limit in body.inputs:  # a state the body passes through: its initial value
+        outer = node.inputs[list(body.inputs).index(term.limit)]
+    if limit is None or outer is None or _uncast(outer) is not limit:
+        return False
+    if value.start is None:  # the iteration number: 0 before the first step
+        return _integer(first) == 0
+    start = _uncast(value.start)
+    if first is start:
+        return True
+    known = _integer(start)
+    return known is not None and _integer(first) == known
+
+
+def _uncast(value: ir.Value) -> ir.Value:
+    """What ``value`` casts from an integer type (exact for the integers of counts, module
+    docstring) or reshapes to one element."""
+    producer = value.producer()
+    while producer is not None and is_onnx(producer, "Cast", *_ONE_ELEMENT):
+        source = producer.inputs[0]
+        if source is None or (producer.op_type == "Cast" and not _integral(source)):
+            break
+        value, producer = source, source.producer()
+    return value
+
+
+def _integral(value: ir.Value, depth: int = 0) -> bool:
+    """Whether ``value`` is of an integer type: declared so, or made by a ``Shape``, a
+    ``Cast`` to one, or ops that keep their data's type from such a value."""
+    if value.dtype is not None:
+        return value.dtype in _INTS
+    array = constant_array(value)
+    if array is not None:
+        return array.dtype.kind == "i"
+    producer = value.producer()
+    if producer is None or depth > _DEPTH or not is_onnx(producer):
+        return False
+    if producer.op_type in ("Shape", "Size"):
+        return True
+    if producer.op_type == "Cast":
+        to = producer.attributes.get("to")
+        return to is not None and not to.is_ref() and ir.DataType(to.as_int()) in _INTS
+    keeps = ("Slice", "Gather", "Concat", "Expand", "Add", "Sub", "Mul", *_ONE_ELEMENT)
+    source = producer.inputs[0] if producer.inputs else None
+    return producer.op_type in keeps and source is not None and _integral(source, depth + 1)
 
 
 def _hoist(

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 import onnx
+import onnx.parser
 import onnx_ir as ir
 import pytest
 from hypothesis import HealthCheck, assume, event, given, settings
@@ -355,3 +356,259 @@ def test_loop_to_scan_reads_each_counter_from_the_iteration_number(
     actual = run("onnxruntime", scan, feeds)
     for want, got in zip(expected, actual, strict=True):
         np.testing.assert_array_equal(got, want)
+
+
+def _initially_bounded_loop(
+    *, step: int, strict: bool, through_float: bool, with_m: bool, and_max: bool, start_outer: bool
+) -> onnx.ModelProto:
+    """tf2onnx's counted while_loop: ``counter`` from ``start`` while ``counter + step`` compares
+    with ``limit`` (toward it), the initial condition the same comparison on the start (through
+    float ``Cast``s, as tf2onnx writes it, with ``through_float``), with ``i < max`` in the
+    body's condition only."""
+    op = (
+        ("Less" if strict else "LessOrEqual")
+        if step > 0
+        else ("Greater" if strict else "GreaterOrEqual")
+    )
+    f = TensorProto.FLOAT
+
+    def compared(value: str, out: str, nodes: list[onnx.NodeProto], floats: bool) -> None:
+        left, right = value, "limit"
+        if floats:
+            nodes += [
+                helper.make_node("Cast", [value], [f"{out}_f"], to=f),
+                helper.make_node("Cast", ["limit"], [f"{out}_lim_f"], to=f),
+            ]
+            left, right = f"{out}_f", f"{out}_lim_f"
+        nodes.append(helper.make_node(op, [left, right], [out]))
+
+    body: list[onnx.NodeProto] = [
+        _const("step_c", step, "int32"),
+        helper.make_node("Add", ["counter", "step_c"], ["next"]),
+    ]
+    compared("next", "cmp", body, False)
+    cond = "cmp"
+    if and_max:
+        body += [
+            helper.make_node("Less", ["i", "max"], ["below_max"]),
+            helper.make_node("And", ["cmp", "below_max"], ["with_max"]),
+        ]
+        cond = "with_max"
+    body += [
+        helper.make_node("Identity", [cond], ["cond_out"]),
+        helper.make_node("Identity", ["i"], ["at"]),
+    ]
+    outer: list[onnx.NodeProto] = []
+    if not start_outer:
+        outer.append(_const("start", 2, "int32"))
+    compared("start", "go", outer, through_float)
+    outer.append(
+        helper.make_node(
+            "Loop",
+            ["m" if with_m else "", "go", "start"],
+            ["final", "seen"],
+            body=helper.make_graph(
+                body,
+                "body",
+                [
+                    helper.make_tensor_value_info("i", TensorProto.INT64, []),
+                    helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+                    helper.make_tensor_value_info("counter", TensorProto.INT32, []),
+                ],
+                [
+                    helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+                    helper.make_tensor_value_info("next", TensorProto.INT32, []),
+                    helper.make_tensor_value_info("at", TensorProto.INT64, []),
+                ],
+            ),
+        )
+    )
+    inputs = [
+        helper.make_tensor_value_info("m", TensorProto.INT64, []),
+        helper.make_tensor_value_info("limit", TensorProto.INT32, []),
+        helper.make_tensor_value_info("max", TensorProto.INT64, []),
+    ]
+    if start_outer:
+        inputs.append(helper.make_tensor_value_info("start", TensorProto.INT32, []))
+    graph = helper.make_graph(
+        outer,
+        "initially_bounded",
+        inputs,
+        [
+            helper.make_tensor_value_info("final", TensorProto.INT32, []),
+            helper.make_tensor_value_info("seen", TensorProto.INT64, [None]),
+        ],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    step=st.sampled_from([1, -1]),
+    strict=st.booleans(),
+    through_float=st.booleans(),
+    with_m=st.booleans(),
+    and_max=st.booleans(),
+    start_outer=st.booleans(),
+    start=st.integers(-4, 6),
+    limit=st.integers(-6, 9),
+    m=st.integers(-1, 9),
+    max_=st.integers(0, 9),
+)
+def test_an_initial_condition_that_is_the_bounds_needs_no_where(
+    step: int,
+    strict: bool,
+    through_float: bool,
+    with_m: bool,
+    and_max: bool,
+    start_outer: bool,
+    start: int,
+    limit: int,
+    m: int,
+    max_: int,
+) -> None:
+    """tf2onnx's initial condition is its bound on the start: the count is then max(min(M,
+    1 + span, ...), 0), no Where on it (tract types it with declared facts), and still the
+    iterations onnxruntime runs, counts 0 included."""
+    model = _initially_bounded_loop(
+        step=step, strict=strict, through_float=through_float, with_m=with_m,
+        and_max=and_max, start_outer=start_outer,
+    )  # fmt: skip
+    counted = _with_trip_count(model)
+    assert counted is not None
+    assert "Where" not in {n.op_type for n in counted.graph.node}
+    feeds = {
+        "m": np.array(m, np.int64),
+        "limit": np.array(limit, np.int32),
+        "max": np.array(max_, np.int64),
+    }
+    if start_outer:
+        feeds["start"] = np.array(start, np.int32)
+    final, seen, count = run("onnxruntime", counted, feeds)
+    assert int(count) == len(seen)
+    first = start if start_outer else 2
+    assert int(final) == first + int(count) * step
+
+
+def test_an_initial_condition_on_data_keeps_its_where() -> None:
+    """An initial condition that is not the bounds (a graph input): the Where on it stays."""
+    model = _counted_loop(
+        dtype="int32", start_outer=True, step=1, update="add", compared="next", offset=0,
+        through_float=True, compare="Less", swap=False, negate=False, limit_kind="outer",
+        limit_dtype="int32", row=False, and_max=False, and_cond=False, with_m=False,
+    )  # fmt: skip
+    counted = _with_trip_count(model)
+    assert counted is not None and "Where" in {n.op_type for n in counted.graph.node}
+
+
+# tf2onnx's map_fn summing the rows of x (tests/data/realworld/tf_map_fn_cumsum_op17): M and the
+# limit are T from Shape(x) cast to int32, the initial condition Less(0.0, Cast(T)).
+MAP_FN = """
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[T, 3] x) => (float[3] total, float[N, 3] y) {
+    shape = Shape(x)
+    shape32 = Cast<to = 6>(shape)
+    first = Constant<value = int64[1] {0}>()
+    one = Constant<value = int64[1] {1}>()
+    rows = Slice(shape32, first, one, first)
+    t = Squeeze(rows, first)
+    m = Cast<to = 7>(t)
+    zero_f = Constant<value = float {0}>()
+    t_f = Cast<to = 1>(t)
+    go = Less(zero_f, t_f)
+    start = Constant<value = int32 {0}>()
+    acc = Constant<value = float[3] {0, 0, 0}>()
+    final, total, y = Loop(m, go, start, acc) <body = b (int64 i, bool c, int32 k, float[3] a)
+            => (bool c_out, int32 k_out, float[3] a_out, float[3] a_row) {
+        one32 = Constant<value = int32 {1}>()
+        k_out = Add(k, one32)
+        c_out = Less(k_out, t)
+        row = Gather(x, k)
+        a_out = Add(a, row)
+        a_row = Identity(a_out)
+    }>
+}
+"""
+
+
+@pytest.mark.parametrize("runtime", ["tract", "tract-symbolic"])
+def test_a_map_fn_loads_on_tract_with_declared_facts(runtime: str) -> None:
+    """Its Scan over a symbolic count of rows: tract 0.23.9 types the Scan's body only when it
+    knows the rows' length symbolically ('Source node without a determined fact' after a Where
+    on the initial condition)."""
+    from tests.runtimes import assert_same, require
+
+    require("tract")
+    model = onnx.parser.parse_model(MAP_FN)
+    lowered = seqlower.lower(model, target="tract", check=False)
+    for t in (0, 1, 4):
+        feeds = {"x": np.arange(3 * t, dtype=np.float32).reshape(t, 3)}
+        want = run("onnxruntime", model, feeds)
+        got = run(runtime, lowered, feeds)
+        if t == 0:  # onnxruntime's zero-trip scan output: its unknown sizes 0
+            want, got = want[:1], got[:1]
+        assert_same(want, got)
+
+
+def _scan_of_rows(count: str) -> onnx.ModelProto:
+    """A Scan summing the first ``count`` rows of x (``count`` computed by the nodes given)."""
+    return onnx.parser.parse_model(
+        f"""
+        <ir_version: 8, opset_import: ["" : 17]>
+        g (float[N, T, 4] x, int64 k) => (float[T, 4] total) {{
+            zero = Constant<value = int64 {{0}}>()
+            one = Constant<value = int64 {{1}}>()
+            shape = Shape(x)
+            n = Gather(shape, zero)
+            {count}
+            index = Range(zero, count, one)
+            rows = Gather(x, index)
+            first = Gather(x, zero)
+            start = Sub(first, first)
+            total = Scan<num_scan_inputs = 1, body = b (float[T, 4] a, float[T, 4] r)
+                    => (float[T, 4] a_out) {{
+                a_out = Add(a, r)
+            }}>(start, rows)
+        }}
+        """
+    )
+
+
+def test_tract_types_no_scan_over_rows_of_a_count_from_values() -> None:
+    """Why the count is written without a Where: tract 0.23.9 types a Scan's body only when it
+    knows the rows' length symbolically (a Max of the size loads; a Where on a comparison, or
+    a Min with a value, does not: 'Source node without a determined fact'). When a tract loads
+    the Where form, this fails."""
+    from tests.runtimes import RuntimeFailure, require
+
+    require("tract")
+    feeds = {"x": np.ones((3, 2, 4), np.float32), "k": np.array(2, np.int64)}
+    symbolic = _scan_of_rows("count = Max(n, one)")
+    assert run("tract-symbolic", symbolic, feeds)[0].shape == (2, 4)
+    for count in ("c = Greater(n, zero)\n count = Where(c, n, one)", "count = Min(n, k)"):
+        with pytest.raises(RuntimeFailure, match="Scan"):
+            run("tract-symbolic", _scan_of_rows(count), feeds)
+
+
+def test_tract_panics_on_a_scan_without_states() -> None:
+    """tract 0.23.9 aborts on a Scan with no state (core/src/ops/scan/decluttered.rs:448,
+    'entered unreachable code'), either facts: a Loop whose only state is the counter that
+    becomes the Scan's rows fails the proof (exit 1, named). When a tract runs it, this
+    fails."""
+    from tests.runtimes import RuntimeFailure, require
+
+    require("tract")
+    model = onnx.parser.parse_model(
+        """
+        <ir_version: 8, opset_import: ["" : 17]>
+        g (float[T, 3] x) => (float[N, 3] y) {
+            y = Scan<num_scan_inputs = 1, body = b (float[3] r) => (float[3] r2) {
+                r2 = Add(r, r)
+            }>(x)
+        }
+        """
+    )
+    with pytest.raises(RuntimeFailure, match="aborted"):
+        run("tract", model, {"x": np.ones((4, 3), np.float32)})

@@ -342,3 +342,74 @@ def test_registered_and_in_tract_row_only() -> None:
     assert PASSES["run-time-slices-as-gathers"].cls is RunTimeSlicesAsGathers  # type: ignore[union-attr]
     rows = [t.name for t in PIPELINES.values() if "run-time-slices-as-gathers" in t.passes]
     assert rows == ["tract"]
+
+
+def reversal_model(start: int, end: int, dims: list[Any]) -> onnx.ModelProto:
+    """``y = x[:2, ::-1]`` written as one Slice by constant bounds (PyTorch's ``flip`` and the
+    reversal lower-reverse-sequence writes for a Bidirectional layer: start, end, step -1)."""
+    bounds = {"s": [0, start], "e": [2, end], "a": [-1, 1], "k": [1, -1]}
+    graph = h.make_graph(
+        [h.make_node("Slice", ["x", "s", "e", "a", "k"], ["y"])],
+        "g",
+        [h.make_tensor_value_info("x", T.FLOAT, dims)],
+        [h.make_tensor_value_info("y", T.FLOAT, None)],
+        [h.make_tensor(n, T.INT64, [2], v) for n, v in bounds.items()],
+    )
+    return h.make_model(graph, opset_imports=[h.make_opsetid("", 17)], ir_version=8)
+
+
+@pytest.mark.parametrize(
+    "bounds", [(-1, int(I64.min)), (int(I64.max), int(I64.min)), (-1, -(2**31))]
+)
+@pytest.mark.parametrize("runtime", ["tract", "tract-symbolic"])
+def test_reversal_of_a_symbolic_axis_loads_with_declared_facts(
+    bounds: tuple[int, int], runtime: str
+) -> None:
+    """tract 0.23.9 types no step -1 over a symbolic size (the original fails with its declared
+    facts: 'Streaming dimensions with strides'); the Gather of (n - 1) - Range(0, n, 1) loads
+    both ways and runs as onnxruntime does, for every length, 0 included."""
+    require("tract")
+    model = reversal_model(*bounds, ["N", "T", 4])
+    lowered = seqlower.lower(model, target="tract", check=False)
+    assert "Gather" in all_op_types(lowered)
+    for t in (0, 1, 3):
+        x = np.arange(2 * t * 4, dtype=np.float32).reshape(2, t, 4)
+        (expected,) = _ort(model, {"x": x})
+        assert_same([x[:, ::-1, :2]], [expected])
+        assert_same([expected], run(runtime, lowered, {"x": x}))
+
+
+def test_reversal_of_a_static_axis_is_left() -> None:
+    """A static size: tract types the Slice itself, which stays as written."""
+    lowered = seqlower.lower(
+        reversal_model(-1, int(I64.min), [2, 3, 4]), target="tract", check=False
+    )
+    assert set(all_op_types(lowered)) <= {"Slice", "Constant"}
+
+
+RANGE_DOWN = onnx.parser.parse_model(
+    """
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[N, T, 4] x) => (float[N, T, 4] y) {
+        shape = Shape(x)
+        axis = Constant<value = int64 {1}>()
+        n = Gather(shape, axis)
+        one = Constant<value = int64 {1}>()
+        last = Sub(n, one)
+        back = Constant<value = int64 {-1}>()
+        index = Range(last, back, back)
+        y = Gather<axis = 1>(x, index)
+    }
+    """
+)
+
+
+@pytest.mark.parametrize("runtime", ["tract", "tract-symbolic"])
+def test_tract_range_down_from_a_size_does_not_load(runtime: str) -> None:
+    """Why a reversal is (n - 1) - Range(0, n, 1): tract 0.23.9 sizes Range(n - 1, -1, -1) of a
+    shape's n as if its step were unsigned, either facts ('Impossible to unify Val(3) with
+    Val(5)', 'expected 2+-1*(T)/18446744073709551615'). When a tract loads it, this fails."""
+    require("tract")
+    x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    with pytest.raises(RuntimeFailure, match="Range"):
+        run(runtime, RANGE_DOWN, {"x": x})

@@ -14,7 +14,7 @@ from seqlower._graphs import subgraphs_of
 from seqlower.passes._base import Rewrite, rewire
 from seqlower.passes._emit import Emitter, fits_constant
 from seqlower.passes._first_iteration import FirstIteration, RowRead, Shapes, first_iteration
-from seqlower.passes._induction import Term
+from seqlower.passes._induction import Term, extreme
 from seqlower.passes._ir import constant_array, is_onnx
 from seqlower.passes._trip_count import evaluate
 from seqlower.passes._types import TypeOracle
@@ -158,13 +158,15 @@ def first_iteration_safe(
     once: FirstIteration | None,
     loop: ir.Node,
     body: ir.Graph,
-    iterations: ir.Value,
+    counted: tuple[ir.Value, ir.Value],
     mask: tuple[ir.Value, ir.Value] | None,
 ) -> tuple[dict[int, ir.Value], list[tuple[ir.Value, ir.Value]]]:
     """The repairs that make the body safe on the iteration a Scan run at least once adds
-    (``_first_iteration``), applied only when the Loop runs none (``mask``: whether it runs):
-    the counters' starts 0 (returned by counter); each row read of a value of unknown length a
-    scan input over its rows, padded (returned: the rows and the body's element)."""
+    (``_first_iteration``), applied only when the Loop runs none (``mask``: whether it runs;
+    ``counted``: the trip count and the iteration numbers): the counters' starts 0 (returned by
+    counter); each row read of a value of unknown length a scan input over its rows, padded
+    (returned: the rows and the body's element)."""
+    count, iterations = counted
     if once is None or not (once.rows or once.starts or once.guards):
         return {}, []
     assert mask is not None
@@ -193,7 +195,7 @@ def first_iteration_safe(
             continue
         if key not in scanned:
             if id(x) not in padded:
-                padded[id(x)] = _padded(emit, x, read, ran)
+                padded[id(x)] = _padded(emit, x, read, count)
             scanned[key] = _scanned_rows(ctx, emit, read, padded[id(x)], iterations, starts)
         rewire(read.node.outputs[0], scanned[key][1])
         body.remove(read.node, safe=True)
@@ -282,15 +284,16 @@ def _indices(
     return indices, element
 
 
-def _padded(emit: Emitter, x: ir.Value, read: RowRead, ran: ir.Value) -> ir.Value:
-    """``x`` with one zero row appended when the Loop runs none (``ran`` false), else ``x``:
-    a zero row appended (``_appended``), then the first ``len(x) + (not ran)`` rows taken by a
-    ``Gather`` of a ``Range`` (tract types no ``ConstantOfShape`` or ``Pad`` of a size computed
-    from values)."""
+def _padded(emit: Emitter, x: ir.Value, read: RowRead, count: ir.Value) -> ir.Value:
+    """``x`` with one zero row appended when the Loop runs none (``count`` 0: the Scan run
+    once reads row 0) and ``x`` has none, else ``x``: a zero row appended (``_appended``), then
+    the first ``max(len(x), 1 - count)`` rows taken by a ``Gather`` of a ``Range`` (tract types
+    no ``ConstantOfShape`` or ``Pad`` of a size computed from values; it types this length with
+    the model's declared facts when the count is symbolic, not ``len(x) + (count == 0)``)."""
     appended = _appended(emit, x, read)
-    extra = emit.Cast(emit.Not(ran, _hint="ran_none"), to=ir.DataType.INT64.value, _hint="pad")
     length = emit.squeeze(emit.dims(x, 0, 1, hint="pad_length"), [0], hint="length")
-    rows = emit.arange(emit.Add(length, extra, _hint="padded_length"), hint="padded_rows")
+    once = emit.Sub(emit.int64s(1, hint="one"), count, _hint="pad")
+    rows = emit.arange(extreme(emit, "Max", length, once, "padded_length"), hint="padded_rows")
     rows.shape = ir.Shape([None])
     padded = emit.Gather(appended, rows, axis=0, _hint=f"{x.name}_padded")
     padded.type, padded.shape = ir.TensorType(read.dtype), ir.Shape([None, *read.row])

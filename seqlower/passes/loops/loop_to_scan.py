@@ -165,7 +165,7 @@ class LoopToScan(NodeLoweringPass[ScanPlan]):
         iteration = body.inputs[0]
         mask = self._masks.get(id(iterations))
         starts, scanned_rows = first_iteration_safe(
-            ctx, emit, plan.once, node, body, iterations, mask
+            ctx, emit, plan.once, node, body, (count, iterations), mask
         )
         outer_finals = counters_from_iterations(ctx, plan, emit, count, starts)
         results = list(body.outputs)

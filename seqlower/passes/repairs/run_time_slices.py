@@ -14,6 +14,16 @@ shape with run-time values as symbolic dimensions, and gets it wrong at the extr
 ``Range(s, e, k)`` with ``e`` on the wrong side of ``s`` wrongly (rows for a negative step,
 a panic for a positive one), so ``e`` is moved to ``s`` first when the range is empty.
 
+A ``Slice`` by constant bounds that reverses a whole axis of a size not known when lowering
+(``starts`` -1 or the largest int32/int64, ``ends`` the smallest, step -1: PyTorch's ``flip``,
+the reversal ``lower-reverse-sequence`` writes for tf2onnx's ``Bidirectional``) loads on tract
+with concrete input facts but not with the model's declared ones ('Streaming dimensions with
+strides are not supported for now': tract 0.23.9 types no step but 1 over a symbolic size). It
+becomes ``Gather(x, (n - 1) - Range(0, n, 1), axis)`` with ``n`` the axis' size from ``Shape``,
+which tract types as ``n`` rows either way (``Range(n - 1, -1, -1)`` it does not: it computes
+its length as if the step were unsigned). An axis longer than 2**31 - 1 elements with an int32
+extreme as its bound is taken as reversed whole (no runtime holds such a tensor).
+
 Left for ``require-shape-slice-bounds`` to name, with the reason recorded: axes or steps that
 are not constants, a zero step, negative axes of an unknown rank, and bounds of an unknown
 length.
@@ -28,7 +38,14 @@ import onnx_ir as ir
 
 from seqlower.passes._base import NodeLoweringPass, Rewrite, Site
 from seqlower.passes._emit import Emitter
-from seqlower.passes._ir import block, constant_array, is_onnx, rank_of, runtime_source
+from seqlower.passes._ir import (
+    block,
+    constant_array,
+    is_onnx,
+    rank_of,
+    runtime_source,
+    static_dim,
+)
 from seqlower.passes._shared import prepend
 from seqlower.passes._types import TypeOracle
 
@@ -45,6 +62,10 @@ class _Plan:
     #: The bounds' length is known only at run time (at most ``len(axes)``: the rank, or
     #: less when it is shown to be): they are padded to that with whole-axis bounds.
     padded: bool = False
+    #: The bounds are constants and the Slice reverses whole axes of sizes not static (in
+    #: ``axes``, step -1 each); the other sliced axes are kept in a Slice (``kept``).
+    reversal: bool = False
+    kept: tuple[list[int], list[int], list[int], list[int]] | None = None
 
 
 class RunTimeSlicesAsGathers(NodeLoweringPass[_Plan]):
@@ -60,7 +81,7 @@ class RunTimeSlicesAsGathers(NodeLoweringPass[_Plan]):
         starts, ends = node.inputs[1], node.inputs[2]
         runtime: dict[int, ir.Value | None] = {}
         if not any(v is not None and runtime_source(v, runtime) for v in (starts, ends)):
-            return None  # known at load time: tract runs the Slice
+            return _reversal(node, types)  # else known at load time: tract runs the Slice
         axes_in = node.inputs[3] if len(node.inputs) > 3 else None
         steps_in = node.inputs[4] if len(node.inputs) > 4 else None
         axes = None if axes_in is None else constant_array(axes_in)
@@ -99,6 +120,9 @@ class RunTimeSlicesAsGathers(NodeLoweringPass[_Plan]):
         op = ctx.before()
         x, starts, ends = ctx.node.inputs[0], ctx.node.inputs[1], ctx.node.inputs[2]
         assert x is not None and starts is not None and ends is not None
+        if plan.reversal:
+            _reverse(op, x, plan, ctx)
+            return
         firsts = _per_axis(ctx, op, starts, plan, 0.0, "start")
         lasts = _per_axis(ctx, op, ends, plan, 2.0**62, "end")
         shape = op.Shape(x, _hint="shape")
@@ -119,6 +143,63 @@ class RunTimeSlicesAsGathers(NodeLoweringPass[_Plan]):
             y = op.Gather(y, index, axis=axis, _hint="sliced")
         y.type, y.shape = ctx.node.outputs[0].type, ctx.node.outputs[0].shape
         ctx.replace([y])
+
+
+#: Bounds that make a step -1 take a whole axis: starts at or past its last element (-1, or the
+#: largest int32/int64) and ends before its first (the smallest int32/int64).
+_LAST = frozenset({-1, 2**31 - 1, 2**63 - 1})
+_BEFORE_FIRST = frozenset({-(2**31), -(2**63)})
+
+
+def _reversal(node: ir.Node, types: TypeOracle) -> _Plan | None:
+    """The plan for a ``Slice`` by constant bounds that reverses whole axes of sizes not known
+    when lowering (module docstring), None for any other."""
+    if len(node.inputs) < 5 or node.inputs[0] is None:
+        return None
+    arrays = [constant_array(v) for v in node.inputs[1:5]]
+    if any(a is None or a.dtype.kind not in "iu" for a in arrays):
+        return None
+    starts, ends, axes, steps = ([int(v) for v in a.reshape(-1)] for a in arrays if a is not None)
+    if not len(starts) == len(ends) == len(axes) == len(steps) or len(set(axes)) != len(axes):
+        return None
+    shape = node.inputs[0].shape or types.shape_of(node.inputs[0])
+    if min(axes, default=0) < 0:  # counted from the end: the rank must be known
+        if shape is None or min(axes) < -len(shape):
+            return None
+        axes = [a + len(shape) if a < 0 else a for a in axes]
+        if len(set(axes)) != len(axes):
+            return None
+    reversed_axes, kept = [], ([], [], [], [])  # type: ignore[var-annotated]
+    for s, e, a, k in zip(starts, ends, axes, steps, strict=True):
+        if k == -1 and s in _LAST and e in _BEFORE_FIRST and static_dim(shape, a) is None:
+            reversed_axes.append(a)
+        else:
+            for part, v in zip(kept, (s, e, a, k), strict=True):
+                part.append(v)
+    if not reversed_axes:
+        return None
+    return _Plan(reversed_axes, [-1] * len(reversed_axes), reversal=True, kept=kept)
+
+
+def _reverse(op: Emitter, x: ir.Value, plan: _Plan, ctx: Rewrite) -> None:
+    """``x`` with ``plan.axes`` reversed by Gathers (module docstring), its other sliced axes
+    by a Slice of constant bounds."""
+    y = x
+    assert plan.kept is not None
+    if plan.kept[0]:
+        y = op.Slice(x, *(op.int64s(v, hint=h) for v, h in zip(plan.kept, _PARTS, strict=True)))
+    shape = op.Shape(x, _hint="shape")
+    zero, one = op.int64s(0, hint="zero"), op.int64s(1, hint="one")
+    for axis in plan.axes:
+        n = op.Gather(shape, op.int64s(axis, hint="axis"), _hint="axis_dim")
+        steps = op.Range(zero, n, one, _hint="steps")
+        index = op.Sub(op.Sub(n, one, _hint="last"), steps, _hint="backwards")
+        y = op.Gather(y, index, axis=axis, _hint="reversed")
+    y.type, y.shape = ctx.node.outputs[0].type, ctx.node.outputs[0].shape
+    ctx.replace([y])
+
+
+_PARTS = ("starts", "ends", "axes", "steps")
 
 
 def _clamped(

@@ -128,6 +128,8 @@ def runtime_errors() -> Iterator[None]:
             if line and not re.match(r"(Exception from|Check '.*' failed at) \S+:\d+:?$", line)
         ]
         causes = [re.sub(r"^\d+: ", "", line) for line in lines if re.match(r"\d+: ", line)]
+        if not causes and "Caused by:" in lines:  # tract's one cause is not numbered
+            causes = lines[lines.index("Caused by:") + 1 :][:1]
         head = next((line for line in lines if not re.match(r"\d+: |Caused by", line)), "")
         if head.endswith(":") and head in lines:
             # A heading whose substance follows it (OpenVINO's "OpConversionFailure:", then
