@@ -295,7 +295,7 @@ PIPELINES: dict[str, Pipeline] = {
             # Celu, ReduceL2/SumSquare/LogSumExp, Softmax, DynamicQuantizeLinear, Range) tract
             # lacks only CenterCropPad; it fails on several of the others' expanded bodies.
             expand_ops=("CenterCropPad",),
-            versions="tract 0.23.9 (python tract, concrete input facts)",
+            versions="tract 0.23.9 (python tract, concrete and declared input facts)",
             measured="CI",
             still_blocks=(
                 "maps over the pieces of a split by run-time sizes whose body holds an op tract "
@@ -566,7 +566,9 @@ class Deployment:
 
 def deployment(names: Sequence[str]) -> Deployment:
     """Resolve ``--target`` names: rows of :data:`TARGETS` or the check's runtime names
-    (``tract-symbolic`` proves a ``tract`` lowering with tract's declared facts).
+    (``tract-symbolic`` proves a ``tract`` lowering with tract's declared facts only; ``tract``
+    proves it both ways, as a user may load it either way: issue 44's lowered bidirectional
+    RNN ran with concrete facts and failed to load with its own declared ones).
 
     One model cannot be lowered two ways: names whose rows run different passes are a
     BadOptionError, except ``onnxruntime``, which may prove any target's output too.
@@ -580,10 +582,10 @@ def deployment(names: Sequence[str]) -> Deployment:
             known = sorted({*TARGETS, *(p for t in TARGETS.values() for p in t.proofs)})
             raise BadOptionError(f"--target {name}: unknown target (known: {', '.join(known)})")
         rows[row.name] = row
-        if name in row.proofs:
+        if name == row.name and row.proofs:
+            proofs.extend(row.proofs)  # every way a user may load it (tract: both facts)
+        elif name in row.proofs:
             proofs.append(name)
-        elif row.proofs:
-            proofs.append(row.proofs[0])
         else:
             unproven.append(name)
     lowering = [row for row in rows.values() if row.name != "onnxruntime"] or list(rows.values())

@@ -56,9 +56,11 @@ from seqlower.verification.runtimes import (
     load_target,
 )
 from seqlower.verification.verdicts import (
+    SAME_REFUSAL,
     expected_summary,
     hint,
     no_worse,
+    other_facts,
     refused_on,
     skips,
     target_summary,
@@ -394,6 +396,9 @@ class _Check:
             failed.original_error = f"does not load: {first_line(e)}"
             if self.candidate_is_original():  # verify A A: no lowering to blame
                 failed.culprit = "runtime"
+            elif first_line(e) == failed.error:  # the very same refusal (tract typing both
+                failed.original_error = SAME_REFUSAL  # with declared facts): the runtime's
+                failed.culprit = "runtime"
             return
         except Exception as e:
             failed.original_error = first_line(e)
@@ -491,6 +496,7 @@ class _Check:
             culprits.append(expected_culprit)
         if reasons:
             culprit = next(c for c in ("lowering", "runtime", "export") if c in culprits)
+            reasons[-1] += other_facts(verdicts, self.target_oracles)
             return self.report(
                 "mismatch",
                 "; ".join(reasons),

@@ -18,14 +18,39 @@ from seqlower.verification.runs import FAILED
 from seqlower.verification.runtimes import Runner
 
 __all__ = [
+    "SAME_REFUSAL",
     "expected_summary",
     "hint",
     "no_worse",
+    "other_facts",
     "refused_on",
     "skips",
     "target_summary",
     "tolerance_of",
 ]
+
+
+#: A run's ``original_error`` when the original fails to load on the target as the lowered
+#: model does, with the very same error.
+SAME_REFUSAL = "does not load, with the same error"
+
+
+def other_facts(verdicts: Mapping[str, tuple[str, Culprit]], oracles: Mapping[str, Any]) -> str:
+    """Where a runtime proves a model two ways (tract: input facts set from the inputs, and the
+    model's declared ones) and only one failed, what the other says: the file is not written,
+    as a user may load it either way (issue 44), but it runs when loaded so."""
+    failed = [n for n, (_, c) in verdicts.items() if c]
+    passed = [n for n, (_, c) in verdicts.items() if not c]
+    kinds = {n: getattr(oracles.get(n), "concrete", None) for n in verdicts}
+    if not failed or not all(kinds[n] is False for n in failed):
+        return ""
+    concrete = next((n for n in passed if kinds[n] is True), None)
+    if concrete is None:
+        return ""
+    return (
+        f"; it runs and matches on {concrete} with input facts set from the inputs (fix the "
+        "input shapes with --overwrite-input-shape, or keep the file with --keep-on-failure)"
+    )
 
 
 def refused_on(label: str, error: str, original: Runner | str) -> tuple[str, Culprit]:
@@ -61,6 +86,13 @@ def target_summary(name: str, runs: list[RunReport]) -> tuple[str, Culprit]:
     first = next((r for r in bad if r.culprit == "lowering"), bad[0])
     if first.culprit == "lowering":
         return _failure_on(name, first) + _original_clause(first, "there"), "lowering"
+    if not first.loaded and first.original_error == SAME_REFUSAL:
+        return (
+            _failure_on(name, first) + f"; the original does not load there either, with the "
+            f"same error: {name} cannot run what the lowering left as it was; not the "
+            "lowering's fault",
+            "runtime",
+        )
     if not first.loaded:  # the candidate is the original (verify A A), and neither loads
         return (
             _failure_on(name, first)

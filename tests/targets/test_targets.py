@@ -471,3 +471,13 @@ def test_openvino_models_leave_the_signal_stack_usable() -> None:
             for line in Path("/proc/self/maps").read_text().splitlines()
         ]
         assert any(low <= stack.sp < high for low, high in mapped), hex(stack.sp)
+
+
+def test_tract_is_proven_both_ways() -> None:
+    """--target tract: tract with concrete input facts and with the model's declared ones, as a
+    user may load it either way (issue 44); tract-symbolic alone: the declared facts only."""
+    from seqlower.targets import deployment
+
+    assert deployment(["tract"]).proofs == ("tract", "tract-symbolic")
+    assert deployment(["tract-symbolic"]).proofs == ("tract-symbolic",)
+    assert deployment(["openvino"]).proofs == ("openvino",)

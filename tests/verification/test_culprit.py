@@ -517,3 +517,54 @@ def test_unspecified_axes_forgive_only_empty_shapes_there() -> None:
     assert not compare_values(
         "y", empty, np.zeros((0, 3), np.float64), None, None, frozenset({1})
     ).ok
+
+
+# What tract 0.23.9 loads with concrete input facts only (its int16 Cast of a size forgets it: an
+# Expand to it has no rank with declared facts), and a ReduceMean over a maybe-empty axis that
+# --target tract lowers (empty-means-as-zero): the lowered model is not the original.
+CONCRETE_ONLY = onnx.parser.parse_model(
+    """
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[N, T, 4] x) => (float[N] zeros, float m) {
+        shape = Shape(x)
+        narrow = Cast<to = 5>(shape)
+        first = Constant<value = int64[1] {0}>()
+        one = Constant<value = int64[1] {1}>()
+        rows = Slice(narrow, first, one, first)
+        five = Constant<value = int16[1] {5}>()
+        packed = Concat<axis = 0>(rows, five)
+        size = Cast<to = 7>(packed)
+        zero = Constant<value = float {0}>()
+        full = Expand(zero, size)
+        zeros = ReduceMean<axes = [1], keepdims = 0>(full)
+        means = ReduceMean<axes = [1], keepdims = 0>(x)
+        m = ReduceSum<keepdims = 0>(means)
+    }
+    """
+)
+
+
+def test_tract_proves_both_ways_a_user_may_load_it(tmp_path: Path) -> None:
+    """--target tract runs the lowered model with input facts set from the inputs and with its
+    declared facts (issue 44): one that runs only the first way is never exit 0. Here the
+    original fails with declared facts the very same way: tract's fault, named so, and the
+    message says it runs with concrete facts, and the flags that help."""
+    require("tract")
+    model, out = tmp_path / "m.onnx", tmp_path / "out.onnx"
+    onnx.save(CONCRETE_ONLY, model)
+    result = run_cli(model, "-o", out, "--target", "tract")
+    assert result.exit_code == 1, result.output
+    symbolic = runtimes.TARGET_ORACLES["tract-symbolic"].label()
+    concrete = runtimes.TARGET_ORACLES["tract"].label()
+    assert f"does not load on {symbolic}: " in result.stderr
+    assert "shape input is variable" in result.stderr
+    assert f"the original does not load there either, with the same error: {symbolic}" in (
+        result.stderr
+    )
+    assert f"it runs and matches on {concrete} with input facts set from the inputs" in (
+        result.stderr
+    )
+    assert "--overwrite-input-shape" in result.stderr and "--keep-on-failure" in result.stderr
+    assert not out.exists()
+    kept = run_cli(model, "-o", out, "--target", "tract", "--keep-on-failure")
+    assert kept.exit_code == 1 and out.exists()
