@@ -25,7 +25,7 @@ from seqlower.targets import TARGETS as DEPLOY_TARGETS
 from seqlower.verification import CheckOptions, VerifyReport, verify
 from seqlower.verification.runtimes import TARGET_ORACLES, Oracle, Runner
 from tests.helpers import REALWORLD, neg_loop, nested_row_maps
-from tests.runtimes import BY_HAND, require
+from tests.runtimes import BY_HAND, RuntimeFailure, assert_same, require, run
 
 # A tf2onnx-style ReverseSequence: lowered to ops both OpenVINO and tract run.
 REVERSE = onnx.parser.parse_model(
@@ -481,3 +481,40 @@ def test_tract_is_proven_both_ways() -> None:
     assert deployment(["tract"]).proofs == ("tract", "tract-symbolic")
     assert deployment(["tract-symbolic"]).proofs == ("tract-symbolic",)
     assert deployment(["openvino"]).proofs == ("openvino",)
+
+
+# Two declared symbols for one size (tf2onnx's bidirectional_dynamic_rnn with a lengths input,
+# tests/data/realworld/v1_bidir_dynamic_rnn_lens_input_op17): a state of B rows masked by the
+# L lengths.
+TWO_SYMBOLS = onnx.parser.parse_model(
+    """
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[T, B, 5] x, int64[L] lengths) => (float[B, 5] h) {
+        zero = Constant<value = float {0}>()
+        zero_i = Constant<value = int64 {0}>()
+        first = Gather<axis = 0>(x, zero_i)
+        start = Mul(first, zero)
+        h = Scan<num_scan_inputs = 1, body = b (float[B, 5] s, float[B, 5] r) => (float[B, 5] s2) {
+            one = Constant<value = int64 {1}>()
+            axes = Constant<value = int64[1] {1}>()
+            lens = Unsqueeze(lengths, axes)
+            keep = Greater(lens, one)
+            added = Add(s, r)
+            s2 = Where(keep, added, s)
+        }>(start, x)
+    }
+    """
+)
+
+
+def test_tract_cannot_unify_two_declared_symbols_of_one_size() -> None:
+    """tract 0.23.9 with the model's declared facts cannot unify a Scan state of B rows with the
+    broadcast(B, L) its body returns ('Impossible to unify Sym(B) with Broadcast'): the lowered
+    model runs with concrete facts only, so --target tract is exit 1 there (docs/targets/tract.md).
+    When a tract unifies them, this fails."""
+    require("tract")
+    lowered = seqlower.lower(TWO_SYMBOLS, target="tract", check=False)
+    feeds = {"x": np.ones((3, 2, 5), np.float32), "lengths": np.array([3, 1], np.int64)}
+    assert_same(run("onnxruntime", TWO_SYMBOLS, feeds), run("tract", lowered, feeds))
+    with pytest.raises(RuntimeFailure, match="Impossible to unify Sym"):
+        run("tract-symbolic", lowered, feeds)
