@@ -29,6 +29,7 @@ from seqlower._graphs import constant_array, int_attr, ints_attr
 __all__ = [
     "BROADCASTING",
     "ELEMENTWISE",
+    "REDUCTIONS",
     "RULES",
     "SAME_SHAPE",
     "STATIC",
@@ -39,6 +40,9 @@ __all__ = [
     "infer",
     "matmul",
     "one_size",
+    "reduced_axes",
+    "reduced_dims",
+    "reduction_axes",
     "register",
     "reshape",
     "slice_size",
@@ -74,6 +78,13 @@ ELEMENTWISE = frozenset(
 SAME_SHAPE = ELEMENTWISE | {
     "CastLike", "Clip", "Dropout", "Softmax", "LogSoftmax", "ReverseSequence", "Hardmax",
 }  # fmt: skip
+
+
+#: Reductions over constant axes; of floats, over an empty axis they give their identity.
+REDUCTIONS = frozenset(
+    {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceSumSquare",
+     "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp"}
+)  # fmt: skip
 
 
 class Algebra(Protocol[D]):
@@ -272,6 +283,48 @@ def concat(shapes: Sequence[Shape[D]], axis: int | None, dims: Algebra[D]) -> Sh
     return tuple(out)
 
 
+def reduction_axes(node: ir.Node) -> list[int] | None:
+    """A reduction's axes as written: the constant ``axes`` input (``ReduceSum`` from opset 13,
+    the others from 18) or attribute; ``[]`` when none are given (an absent or empty input, no
+    attribute: every axis, or none with ``noop_with_empty_axes``); None when not known when
+    lowering (an input computed at run time, a function's attribute reference ``axes: @a``)."""
+    if len(node.inputs) > 1 and node.inputs[1] is not None:
+        array = constant_array(node.inputs[1])
+        return None if array is None else [int(a) for a in array.reshape(-1)]
+    if node.attributes.get("axes") is None:
+        return []
+    return ints_attr(node, "axes")
+
+
+def reduced_axes(node: ir.Node, rank: int) -> list[int] | None:
+    """The axes a reduction of a rank-``rank`` input reduces, non-negative and sorted: every
+    axis when none are given, ``[]`` (no reduction) when none are given with
+    ``noop_with_empty_axes``; None when not known when lowering (:func:`reduction_axes`'s None,
+    a referenced ``noop_with_empty_axes``, an axis out of range). The one reader of a
+    reduction's axes: each pass read them by hand once, and read a reference as "none given"
+    (every axis) or a run-time input as every axis, rewriting such models wrongly."""
+    axes = reduction_axes(node)
+    if axes is None:
+        return None
+    if not axes:
+        noop = int_attr(node, "noop_with_empty_axes", 0)
+        return None if noop is None else [] if noop else list(range(rank))
+    if not all(-rank <= a < rank for a in axes):
+        return None
+    return sorted({a % rank for a in axes})
+
+
+def reduced_dims(node: ir.Node, dims: Sequence[D], one: D) -> list[D] | None:
+    """A reduction's result dimensions from its input's ``dims``: each reduced one ``one`` with
+    ``keepdims`` (the default), else dropped; None when its axes (:func:`reduced_axes`) or its
+    ``keepdims`` (a function's ``keepdims: @k``, read as 0 before) are not known."""
+    axes = reduced_axes(node, len(dims))
+    keep = int_attr(node, "keepdims", 1)
+    if axes is None or keep is None:
+        return None
+    return [one if k in axes else d for k, d in enumerate(dims) if keep or k not in axes]
+
+
 # ---------------------------------------------------------------------------- the registry
 
 #: A rule: a node, its inputs' shapes (the first one known; another None where not known) and
@@ -421,3 +474,18 @@ def _slice(node: ir.Node, shapes: list[Shape[D] | None], dims: Algebra[D]) -> Sh
         cuts[int(axis) % len(sizes)] = (int(start), int(end), int(step))
     out = [slice_size(n, *cuts[k]) if k in cuts else n for k, n in enumerate(sizes)]
     return None if None in out else tuple(dims.size(n) for n in out if n is not None)
+
+
+@register(*REDUCTIONS)
+def _reduce(node: ir.Node, shapes: list[Shape[D] | None], dims: Algebra[D]) -> Shape[D] | None:
+    found = reduced_dims(node, shapes[0] or (), dims.one)
+    return None if found is None else tuple(found)
+
+
+@register("CumSum")
+def _cumsum(node: ir.Node, shapes: list[Shape[D] | None], dims: Algebra[D]) -> Shape[D] | None:
+    """The input's shape, summed along a constant axis in range."""
+    axis = constant_array(node.inputs[1]) if len(node.inputs) == 2 else None
+    if shapes[0] is None or axis is None or axis.size != 1 or axis.dtype.kind not in "iu":
+        return None
+    return shapes[0] if -len(shapes[0]) <= int(axis.reshape(())) < len(shapes[0]) else None

@@ -514,9 +514,6 @@ def _rule(
         dtype = None if source is None else types.type_of(source)
         if op == "Div" and (dtype is None or dtype.dtype not in FLOAT_TYPES):
             return None  # an integer division by zero
-    elif op == "CumSum" and len(node.inputs) == 2:
-        axis = constant_int(node.inputs[1])
-        return first if axis is not None and -len(first) <= axis < len(first) else None
     elif op == "Slice":
         return _slice(node, shapes, fresh)
     elif op == "Gemm" and len(shapes) in (2, 3) and all(s is not None for s in shapes):
@@ -531,7 +528,9 @@ def _rule(
 
 
 #: Ops of the shape rules (:mod:`seqlower._shape_rules`) that fail on shapes alone.
-_SHAPE_ONLY = frozenset({"Unsqueeze", "Squeeze", "Reshape", "MatMul", "Transpose", "Concat"})
+_SHAPE_ONLY = frozenset(
+    {"Unsqueeze", "Squeeze", "Reshape", "MatMul", "Transpose", "Concat", "CumSum"}
+)
 
 
 def _arg_extreme(node: ir.Node, shape: Dims) -> Dims | None:

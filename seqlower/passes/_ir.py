@@ -10,8 +10,8 @@ summary all build on it.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from typing import TypeGuard, TypeVar
+from collections.abc import Iterator
+from typing import TypeGuard
 
 import onnx_ir as ir
 
@@ -25,11 +25,15 @@ from seqlower._graphs import (
     iter_graph_likes,
     subgraphs_of,
 )
-from seqlower._shape_rules import ELEMENTWISE, SAME_SHAPE
+from seqlower._shape_rules import (
+    ELEMENTWISE,
+    REDUCTIONS,
+    SAME_SHAPE,
+    reduced_axes,
+    reduced_dims,
+    reduction_axes,
+)
 from seqlower.errors import describe_node
-
-#: A dimension, as each caller writes one (a size, a set of them).
-D = TypeVar("D")
 
 __all__ = [
     "BLOCKED_KEY",
@@ -93,11 +97,6 @@ CANNOT_FAIL = frozenset(
 BROADCASTING_CANNOT_FAIL = frozenset(
     {"Add", "Sub", "Mul", "Div", "Max", "Min", "Equal", "Less", "LessOrEqual", "Greater",
      "GreaterOrEqual", "And", "Or", "Xor", "Where"}
-)  # fmt: skip
-#: Reductions over constant axes; of floats, over an empty axis they give their identity.
-REDUCTIONS = frozenset(
-    {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceSumSquare",
-     "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp"}
 )  # fmt: skip
 #: The recurrent ops (``X`` of ``[seq, batch, input]``, or batch first with ``layout=1``).
 RECURRENT_OPS = frozenset({"RNN", "GRU", "LSTM"})
@@ -168,48 +167,6 @@ def is_static(shape: ir.Shape | None) -> TypeGuard[ir.Shape]:
 def rank_of(value: ir.Value) -> int | None:
     """The declared rank (None when the shape is not declared)."""
     return None if value.shape is None else len(value.shape)
-
-
-def reduction_axes(node: ir.Node) -> list[int] | None:
-    """A reduction's axes as written: the constant ``axes`` input (``ReduceSum`` from opset 13,
-    the others from 18) or attribute; ``[]`` when none are given (an absent or empty input, no
-    attribute: every axis, or none with ``noop_with_empty_axes``); None when not known when
-    lowering (an input computed at run time, a function's attribute reference ``axes: @a``)."""
-    if len(node.inputs) > 1 and node.inputs[1] is not None:
-        array = constant_array(node.inputs[1])
-        return None if array is None else [int(a) for a in array.reshape(-1)]
-    if node.attributes.get("axes") is None:
-        return []
-    return ints_attr(node, "axes")
-
-
-def reduced_axes(node: ir.Node, rank: int) -> list[int] | None:
-    """The axes a reduction of a rank-``rank`` input reduces, non-negative and sorted: every
-    axis when none are given, ``[]`` (no reduction) when none are given with
-    ``noop_with_empty_axes``; None when not known when lowering (:func:`reduction_axes`'s None,
-    a referenced ``noop_with_empty_axes``, an axis out of range). The one reader of a
-    reduction's axes: each pass read them by hand once, and read a reference as "none given"
-    (every axis) or a run-time input as every axis, rewriting such models wrongly."""
-    axes = reduction_axes(node)
-    if axes is None:
-        return None
-    if not axes:
-        noop = int_attr(node, "noop_with_empty_axes", 0)
-        return None if noop is None else [] if noop else list(range(rank))
-    if not all(-rank <= a < rank for a in axes):
-        return None
-    return sorted({a % rank for a in axes})
-
-
-def reduced_dims(node: ir.Node, dims: Sequence[D], one: D) -> list[D] | None:
-    """A reduction's result dimensions from its input's ``dims``: each reduced one ``one`` with
-    ``keepdims`` (the default), else dropped; None when its axes (:func:`reduced_axes`) or its
-    ``keepdims`` (a function's ``keepdims: @k``, read as 0 before) are not known."""
-    axes = reduced_axes(node, len(dims))
-    keep = int_attr(node, "keepdims", 1)
-    if axes is None or keep is None:
-        return None
-    return [one if k in axes else d for k, d in enumerate(dims) if keep or k not in axes]
 
 
 def static_dim(shape: ir.Shape | None, axis: int) -> int | None:

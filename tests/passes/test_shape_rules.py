@@ -74,11 +74,9 @@ def matmul_cases(draw: st.DrawFn) -> tuple[str, list[tuple[int, ...]], dict[str,
 
 
 @st.composite
-def axis_cases(draw: st.DrawFn) -> tuple[str, list[tuple[int, ...]], dict[str, Any]]:
+def axis_cases(draw: st.DrawFn, op: str) -> tuple[str, list[tuple[int, ...]], dict[str, Any]]:
     shape = draw(st.lists(dims, min_size=1, max_size=4).map(tuple))
     rank = len(shape)
-    ops = ["Transpose", "Concat", "Gather", "Unsqueeze", "Squeeze", "Shape", "Slice"]
-    op = draw(st.sampled_from(ops))
     if op == "Transpose":
         return op, [shape], {"perm": draw(st.permutations(range(rank)))}
     axis = draw(st.integers(-rank, rank - 1))
@@ -97,6 +95,12 @@ def axis_cases(draw: st.DrawFn) -> tuple[str, list[tuple[int, ...]], dict[str, A
             [shape],
             {"starts": [draw(bounds)], "ends": [draw(bounds)], "axes": [axis], "steps": [step]},
         )
+    if op == "CumSum":
+        return op, [shape], {"cumsum": axis}  # ONNX's inference checks no CumSum axis
+    if op.startswith("Reduce"):
+        axes = draw(st.sets(st.integers(-rank, rank - 1), max_size=2).map(sorted))
+        keep = {"keepdims": draw(st.integers(0, 1))}
+        return op, [shape], {**keep, **({"axes": axes} if axes else {})}
     if op == "Squeeze":
         ones = tuple(1 if k == axis % rank else d for k, d in enumerate(shape))
         return op, [ones], {"axes": [axis]}
@@ -118,7 +122,8 @@ def reshape_cases(draw: st.DrawFn) -> tuple[str, list[tuple[int, ...]], dict[str
 
 def _model(op: str, inputs: list[tuple[int, ...]], attrs: dict[str, Any]) -> onnx.ModelProto:
     """One node of ``op`` on inputs of ``inputs`` (float, but Where's condition and Gather's
-    indices), its ``axes``, ``shape`` or bounds given as constant inputs (opset 17)."""
+    indices), its ``axes``, ``shape``, bounds or ``CumSum``'s axis given as constant inputs
+    (opset 17)."""
     types = [onnx.TensorProto.FLOAT] * len(inputs)
     if op in ("Where", "Gather"):
         types[0 if op == "Where" else 1] = (
@@ -126,12 +131,12 @@ def _model(op: str, inputs: list[tuple[int, ...]], attrs: dict[str, Any]) -> onn
         )
     names = [f"x{k}" for k in range(len(inputs))]
     constants = []
-    for key in ("starts", "ends", "axes", "steps", "shape"):
-        if key in attrs and op in ("Squeeze", "Unsqueeze", "Reshape", "Slice"):
+    for key in ("starts", "ends", "axes", "steps", "shape", "cumsum"):
+        if key in attrs:
             values = attrs.pop(key)
-            constants.append(
-                onnx.helper.make_tensor(key, onnx.TensorProto.INT64, [len(values)], values)
-            )
+            dims = [] if key == "cumsum" else [len(values)]  # CumSum's axis: a scalar
+            values = [values] if key == "cumsum" else values
+            constants.append(onnx.helper.make_tensor(key, onnx.TensorProto.INT64, dims, values))
             names.append(key)
     declared = zip(names, types, inputs, strict=False)  # the constants are no graph inputs
     graph = onnx.helper.make_graph(
@@ -144,12 +149,22 @@ def _model(op: str, inputs: list[tuple[int, ...]], attrs: dict[str, Any]) -> onn
     return onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)])
 
 
-@settings(max_examples=300, deadline=None, derandomize=True)
-@given(st.one_of(broadcast_cases(), matmul_cases(), axis_cases(), reshape_cases()))
-def test_the_static_rules_give_onnx_inference_shapes(case: tuple[str, list, dict]) -> None:
+AXIS_OPS = ["Transpose", "Concat", "Gather", "Unsqueeze", "Squeeze", "Shape", "Slice", "CumSum"]
+CASES = {
+    "broadcast": broadcast_cases(),
+    "MatMul": matmul_cases(),
+    "Reshape": reshape_cases(),
+    **{op: axis_cases(op) for op in [*AXIS_OPS, "ReduceSum", "ReduceMax"]},
+}
+
+
+@pytest.mark.parametrize("kind", list(CASES))
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(data=st.data())
+def test_the_static_rules_give_onnx_inference_shapes(kind: str, data: st.DataObject) -> None:
     """On static shapes, every rule gives the shape ONNX's own inference gives, and refuses
     what it refuses (an op that would fail) or what ONNX's reference evaluator cuts otherwise."""
-    op, inputs, attrs = case
+    op, inputs, attrs = data.draw(CASES[kind])
     model = _model(op, inputs, dict(attrs))
     try:
         inferred = onnx.shape_inference.infer_shapes(model, strict_mode=True)

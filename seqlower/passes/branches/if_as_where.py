@@ -41,7 +41,6 @@ from seqlower.passes._ir import (
     graph_attr,
     if_parts,
     is_onnx,
-    reduced_dims,
 )
 from seqlower.passes._shared import inline_copy
 from seqlower.passes._types import TypeOracle, element_dtype
@@ -224,10 +223,10 @@ def _reduce(node: ir.Node, shapes: list[Dims | None], floats: bool) -> object:
     data = shapes[0] if shapes else None
     if data is None or not floats:
         return _FAILS
-    dims = reduced_dims(node, data, 1)
+    dims = infer(node, [cast("tuple[int, ...]", data)], STATIC)
     # axes or keepdims not known when lowering (a function's reference: every axis, or keepdims
     # 0, before)
-    return _FAILS if dims is None else tuple(dims)
+    return _FAILS if dims is None else dims
 
 
 def _reshape(node: ir.Node, shapes: list[Dims | None], floats: bool) -> object:

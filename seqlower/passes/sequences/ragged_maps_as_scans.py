@@ -53,7 +53,6 @@ from seqlower.passes._ir import (
     is_onnx,
     rank_of,
     reduced_axes,
-    reduced_dims,
     subgraphs_of,
 )
 from seqlower.passes._shared import (
@@ -296,7 +295,8 @@ class _BodyDims:
         if op in REDUCTIONS:
             if _reduced_axes(node, len(first)) is None:
                 return None
-            return reduced_dims(node, first, frozenset())
+            found = infer(node, [tuple(first)], _UNION)
+            return None if found is None else list(found)
         if op == "Reshape":
             target = _static_target(node)
             return None if target is None else _static_dims(target)
