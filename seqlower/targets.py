@@ -496,6 +496,9 @@ PIPELINES: dict[str, Pipeline] = {
                 # scan outputs written into preallocated states: a bounded count's, then any
                 # count's the loop runs exactly (IREE converts no Loop with scan outputs)
                 "scan-outputs-as-states",
+                # a Scan of a run-time length (IREE returns one row per scan output) as a Loop
+                # of that count, whose scan outputs then become states
+                "scans-as-loops",
                 "scan-outputs-as-run-time-states",
             ),
             requires=("require-sequence-free", "require-iree-loops", "require-iree-ops"),

@@ -185,6 +185,7 @@ PASSES: dict[str, PassEntry | Callable[..., ir.passes.InPlacePass]] = {
         doc="Loops as Scans but those growing a state; zero-trip Loops guarded (tract).",
     ),
     "explicit-loop-counts": _entry("loops.explicit_loop_counts", "ExplicitLoopCounts"),
+    "scans-as-loops": _entry("loops.scans_as_loops", "ScansAsLoops"),
     "explicit-loop-counts-reading-outside": _entry(
         "loops.explicit_loop_counts",
         "ExplicitLoopCounts",

@@ -23,7 +23,7 @@ from tests.runtimes import RuntimeFailure, assert_same, require, run
 from tests.sequence_free_cases import CASES
 
 
-def _scan(length: str) -> onnx.ModelProto:
+def _scan(length: str, attributes: str = "") -> onnx.ModelProto:
     """A running sum over the time axis, each step's sum a row of ``ys``."""
     return onnx.parser.parse_model(
         f"""
@@ -31,7 +31,7 @@ def _scan(length: str) -> onnx.ModelProto:
         g (float[6, 10] s0, float[{length}, 6, 10] x)
             => (float[6, 10] last, float[{length}, 6, 10] ys) {{
             last, ys = Scan<
-                num_scan_inputs = 1,
+                num_scan_inputs = 1,{attributes}
                 body = b (float[6, 10] s, float[6, 10] xt) => (float[6, 10] s2, float[6, 10] y) {{
                     s2 = Add(s, xt)
                     y = Identity(s2)
@@ -240,8 +240,9 @@ def test_iree_returns_an_empty_grown_state_as_it_started() -> None:
 def test_the_row_names_what_iree_gets_wrong_before_any_check() -> None:
     """No IREE needed: the target's last check names each form IREE 3.13.0 gets wrong or
     cannot convert, and the flag that fixes the shapes."""
+    stacked_backwards = _scan("T", " scan_output_directions = [1],")
     with pytest.raises(TargetError) as caught:
-        seqlower.lower(_scan("T"), target="iree", check=False)
+        seqlower.lower(stacked_backwards, target="iree", check=False)
     assert "returns one row for each scan output" in caught.value.blockers[0]
     assert "--overwrite-input-shape x=?,6,10" in str(caught.value)
     with pytest.raises(TargetError) as caught:  # rows of an unknown rank
@@ -318,6 +319,38 @@ def test_a_loops_rows_of_a_run_time_shape_become_states_grown_by_iteration_zero(
         runner.stop()
 
 
+def test_a_scan_of_a_run_time_length_becomes_a_loop_of_its_count() -> None:
+    """IREE returns one row per scan output of a Scan of a run-time length: the row makes it a
+    Loop of that count reading its rows by Gather (from the end for a reverse scan input), its
+    scan outputs then states; it matches onnxruntime's Scan, and (IREE installed) IREE's run
+    at every length, one compile."""
+    backwards = _scan("T", " scan_input_directions = [1],")
+    lowered = [seqlower.lower(m, target="iree", check=False) for m in (_scan("T"), backwards)]
+    for model in lowered:
+        onnx.checker.check_model(model, full_check=True)
+        assert "Scan" not in {n.op_type for n in model.graph.node}
+    rng = np.random.default_rng(0)
+    feeds = [{"s0": rng.standard_normal((6, 10), np.float32)} for _ in range(3)]
+    for f, length in zip(feeds, (4, 1, 7), strict=True):
+        f["x"] = rng.standard_normal((length, 6, 10), np.float32)
+    originals = (_scan("T"), backwards)
+    expected = [[run("onnxruntime", m, f) for f in feeds] for m in originals]
+    for want, model in zip(expected, lowered, strict=True):
+        for w, f in zip(want, feeds, strict=True):
+            assert_same(w, run("onnxruntime", model, f))
+    require("iree")
+    from seqlower.verification.runtimes.iree import Iree
+
+    for want, model in zip(expected, lowered, strict=True):
+        runner = Iree().load(model)
+        try:
+            for w, f in zip(want, feeds, strict=True):
+                assert_same(w, runner.run(f))
+        finally:
+            assert runner.stop is not None
+            runner.stop()
+
+
 def test_iree_types_a_value_of_unknown_shape_rank_zero() -> None:
     """IREE 3.13.0's bug: its importer types a value ONNX's shape inference gives no shape as
     rank 0. A Reshape to a shape of run-time length, summed, comes out 0 (no error: the proof
@@ -368,6 +401,7 @@ def test_target_iree_unrolls_or_freezes_what_iree_gets_wrong(tmp_path: Path) -> 
     require("iree")
     cases = [
         (_scan("T"), "x=4,6,10"),
+        (_scan("T"), None),
         (LOOP_ROWS, "x=5,3"),
         (LOOP_ROWS, None),
         (LOOP_WIDE_ROWS, None),

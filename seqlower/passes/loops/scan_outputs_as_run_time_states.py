@@ -28,7 +28,7 @@ import onnx_ir as ir
 from seqlower.passes._base import NodeLoweringPass, Rewrite, Site
 from seqlower.passes._emit import Emitter
 from seqlower.passes._induction import passes_through
-from seqlower.passes._ir import constant_array, graph_attr, is_onnx, is_static
+from seqlower.passes._ir import constant_array, graph_attr, is_onnx
 from seqlower.passes._shared import restate_loop_body
 from seqlower.passes._types import TypeOracle, element_dtype
 
@@ -165,8 +165,8 @@ def _typed_results(
         declared = new.shape
         if new.type is None or new.shape is None or len(new.shape) != rank:
             new.type, new.shape, declared = state.type, state.shape, None
-        if is_static(state.shape):
-            continue
+        if all(d is not None for d in shape):
+            continue  # typed as declared: static rows
         sizes = [0, *(d or 0 for d in shape)]  # 0: the dimension as it is
         if declared is not None:
             sizes = [d if isinstance(d, int) else n for n, d in zip(sizes, declared, strict=True)]
