@@ -228,6 +228,8 @@ PIPELINES: dict[str, Pipeline] = {
                 "stack-loop-sequences",
                 "stack-sequences",
                 "fold-static-ifs",
+                # it returns a Loop of no iteration the rows of the inference before
+                "zero-trip-loop-rows",
                 "strict-loop-bodies",
                 "strict-scan-bodies",
                 # it gets LSTM peepholes and batch-major recurrences (layout=1) wrong
