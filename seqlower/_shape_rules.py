@@ -489,3 +489,46 @@ def _cumsum(node: ir.Node, shapes: list[Shape[D] | None], dims: Algebra[D]) -> S
     if shapes[0] is None or axis is None or axis.size != 1 or axis.dtype.kind not in "iu":
         return None
     return shapes[0] if -len(shapes[0]) <= int(axis.reshape(())) < len(shapes[0]) else None
+
+
+@register("ArgMax", "ArgMin")
+def _arg_extreme(node: ir.Node, shapes: list[Shape[D] | None], dims: Algebra[D]) -> Shape[D] | None:
+    """Along an axis of a known size of at least 1 (of none it fails)."""
+    shape = shapes[0]
+    axis, keep = int_attr(node, "axis", 0), int_attr(node, "keepdims", 1)
+    if shape is None or axis is None or keep is None or not -len(shape) <= axis < len(shape):
+        return None
+    axis %= len(shape)
+    size = dims.known(shape[axis])
+    if size is None or size < 1:
+        return None
+    return (*shape[:axis], *((dims.one,) if keep else ()), *shape[axis + 1 :])
+
+
+@register("Einsum")
+def _einsum(node: ir.Node, shapes: list[Shape[D] | None], dims: Algebra[D]) -> Shape[D] | None:
+    """An explicit equation without an ellipsis (jax2onnx writes ``x @ w`` as ``a,ab->b``): it
+    fails only where a letter's sizes differ."""
+    attr = node.attributes.get("equation")
+    equation = "" if attr is None else attr.as_string().replace(" ", "")
+    if "->" not in equation or "." in equation:
+        return None
+    terms, output = equation.split("->")
+    letters = terms.split(",")
+    if len(letters) != len(shapes):
+        return None
+    sizes: dict[str, list[D]] = {}
+    for term, shape in zip(letters, shapes, strict=True):
+        if shape is None or len(term) != len(shape):
+            return None
+        for letter, size in zip(term, shape, strict=True):
+            sizes.setdefault(letter, []).append(size)
+    agreed: dict[str, D] = {}
+    for letter, found in sizes.items():
+        one = dims.equal(found)
+        if one is None:
+            return None
+        agreed[letter] = one
+    if any(letter not in agreed for letter in output) or len(set(output)) != len(output):
+        return None
+    return tuple(agreed[letter] for letter in output)

@@ -518,10 +518,6 @@ def _rule(
         return _slice(node, shapes, fresh)
     elif op == "Gemm" and len(shapes) in (2, 3) and all(s is not None for s in shapes):
         return _gemm(node, shapes, _Symbols(fresh, agree))  # type: ignore[arg-type]
-    elif op == "Einsum" and all(s is not None for s in shapes):
-        return _einsum(node, shapes, _Symbols(fresh, agree))  # type: ignore[arg-type]
-    elif op in ("ArgMax", "ArgMin"):
-        return _arg_extreme(node, first)
     elif op not in _SHAPE_ONLY:
         return None
     return infer(node, shapes, _Symbols(fresh, agree))
@@ -529,48 +525,9 @@ def _rule(
 
 #: Ops of the shape rules (:mod:`seqlower._shape_rules`) that fail on shapes alone.
 _SHAPE_ONLY = frozenset(
-    {"Unsqueeze", "Squeeze", "Reshape", "MatMul", "Transpose", "Concat", "CumSum"}
+    {"Unsqueeze", "Squeeze", "Reshape", "MatMul", "Transpose", "Concat", "CumSum", "Einsum"}
+    | {"ArgMax", "ArgMin"}
 )
-
-
-def _arg_extreme(node: ir.Node, shape: Dims) -> Dims | None:
-    """``ArgMax``/``ArgMin`` along an axis of a known size of at least 1 (of none it fails)."""
-    axis, keep = int_attr(node, "axis", 0), int_attr(node, "keepdims", 1)
-    if axis is None or keep is None or not -len(shape) <= axis < len(shape):
-        return None
-    axis %= len(shape)
-    size = shape[axis]
-    if not isinstance(size, int) or size < 1:
-        return None
-    return (*shape[:axis], *((1,) if keep else ()), *shape[axis + 1 :])
-
-
-def _einsum(node: ir.Node, shapes: list[Dims], symbols: _Symbols) -> Dims | None:
-    """``Einsum`` of an explicit equation without an ellipsis (jax2onnx writes ``x @ w`` as
-    ``a,ab->b``): it fails only where a letter's sizes differ."""
-    attr = node.attributes.get("equation")
-    equation = "" if attr is None else attr.as_string().replace(" ", "")
-    if "->" not in equation or "." in equation:
-        return None
-    terms, output = equation.split("->")
-    letters = terms.split(",")
-    if len(letters) != len(shapes):
-        return None
-    sizes: dict[str, list[Dim]] = {}
-    for term, dims in zip(letters, shapes, strict=True):
-        if len(term) != len(dims):
-            return None
-        for letter, size in zip(term, dims, strict=True):
-            sizes.setdefault(letter, []).append(size)
-    agreed: dict[str, Dim] = {}
-    for letter, found in sizes.items():
-        one = symbols.equal(found)
-        if one is None:
-            return None
-        agreed[letter] = one
-    if any(letter not in agreed for letter in output) or len(set(output)) != len(output):
-        return None
-    return tuple(agreed[letter] for letter in output)
 
 
 class _Symbols:

@@ -95,6 +95,8 @@ def axis_cases(draw: st.DrawFn, op: str) -> tuple[str, list[tuple[int, ...]], di
             [shape],
             {"starts": [draw(bounds)], "ends": [draw(bounds)], "axes": [axis], "steps": [step]},
         )
+    if op == "ArgMax":
+        return op, [shape], {"axis": axis, "keepdims": draw(st.integers(0, 1))}
     if op == "CumSum":
         return op, [shape], {"cumsum": axis}  # ONNX's inference checks no CumSum axis
     if op.startswith("Reduce"):
@@ -150,11 +152,23 @@ def _model(op: str, inputs: list[tuple[int, ...]], attrs: dict[str, Any]) -> onn
 
 
 AXIS_OPS = ["Transpose", "Concat", "Gather", "Unsqueeze", "Squeeze", "Shape", "Slice", "CumSum"]
+EQUATIONS = ["ab,bc->ac", "a,ab->b", "abc->cba", "ab,ab->ab", "ab,cb->ca"]
+
+
+@st.composite
+def einsum_cases(draw: st.DrawFn) -> tuple[str, list[tuple[int, ...]], dict[str, Any]]:
+    equation = draw(st.sampled_from(EQUATIONS))
+    size = {letter: draw(dims) for letter in "abc"}
+    terms = equation.split("->")[0].split(",")
+    return "Einsum", [tuple(size[x] for x in term) for term in terms], {"equation": equation}
+
+
 CASES = {
     "broadcast": broadcast_cases(),
     "MatMul": matmul_cases(),
     "Reshape": reshape_cases(),
-    **{op: axis_cases(op) for op in [*AXIS_OPS, "ReduceSum", "ReduceMax"]},
+    "Einsum": einsum_cases(),
+    **{op: axis_cases(op) for op in [*AXIS_OPS, "ArgMax", "ReduceSum", "ReduceMax"]},
 }
 
 
