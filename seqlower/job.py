@@ -36,7 +36,6 @@ from seqlower._saving import (
 )
 from seqlower.errors import (
     BadOptionError,
-    CannotVerifyError,
     ExitCode,
     InvalidModelError,
     ModelLoadError,
@@ -45,13 +44,11 @@ from seqlower.errors import (
 from seqlower.io import check_model, load_model
 from seqlower.pipeline import (
     PassRow,
-    check_at_constant_inputs,
-    check_at_fixed_shapes,
-    interface_reference,
     op_counts,
     restamp,
 )
 from seqlower.plan import Plan, make_plan, run_plan, verification_runtimes
+from seqlower.proof import check_at_plan, proof_proto, prove, reference_of
 from seqlower.summary import ModelFacts
 from seqlower.writing import save_model
 
@@ -218,7 +215,6 @@ def lower_file(
     model = Path(model)
     output = None if output is None else Path(output)
     written = _checked_paths(model, output, options)
-    check = options.check_options
     plan = make_lower_plan(options)
     with progress(f"reading {model}"):
         ir_model = load_model(model)
@@ -226,25 +222,26 @@ def lower_file(
     result = _read_result(model, output, ir_model, _files_size(reads), counted=options.count_ops)
     if options.external_data is not None and written is not None:
         check_external_data_name(options.external_data, written, inputs=reads)
-    original = _reference(ir_model, plan) if options.check else None
-    check = _at_fixed_shapes(ir_model, original, plan, check)
+    reference = reference_of(plan, ir_model) if options.check or not plan.new_inputs else None
+    check = check_at_plan(plan, options.check_options, reference)
+    original = proof_proto(reference) if options.check and reference is not None else None
     if original is not None:
         check_names(original, check)
     with progress("lowering"):
         lowered = _lower(model, ir_model, plan, options.ir_version, result)
-        if lowered.unchanged and _kept_unchecked(original, check, plan.runtimes, lowered.opset):
+        if lowered.unchanged and _kept_unchecked(original, check, lowered.opset):
             result.notes[:0] = [] if original is None else [KEPT_AS_READ]
             original = None  # the check would compare the model with itself
         # Without the check the written file is checked before it replaces anything
         # (cheaper); with it, the proto made for the runtimes is checked.
-        proto = _in_memory_proto(lowered.model) if original is not None else None
+        proto = proof_proto(lowered.model) if original is not None else None
         if proto is not None or options.dry_run:
             check_model(lowered.model if proto is None else proto, what="lowered model")
     result.ops_after = op_counts(lowered.model) if options.count_ops else Counter()
     result.after = ModelFacts.of(lowered.model)
     if original is not None and proto is not None:
         with progress("checking"):
-            report = _verify(original, proto, check, plan.runtimes, on_run)
+            report = prove(original, proto, check, on_run)
         _record_check(result, report, original, written, options.save)
         if result.exit_code != ExitCode.OK and plan.target is not None:
             result.warnings += _constant_input_hints(original, plan)
@@ -269,20 +266,6 @@ def _checked_paths(model: Path, output: Path | None, options: LowerOptions) -> P
     external_data = options.external_data
     check_paths(model, written, external_data, None, inputs, options.save, failing_beside=beside)
     return written
-
-
-def _verify(
-    original: onnx.ModelProto,
-    lowered: onnx.ModelProto,
-    check: CheckOptions,
-    runtimes: tuple[str, ...],
-    on_run: Callable[[int, int], None] | None,
-) -> VerifyReport:
-    """The check of ``lowered`` against ``original`` on the runtimes that prove it."""
-    from seqlower.verification import verify  # imports onnxruntime: only when checking
-
-    proven = dataclasses.replace(check, runtimes=runtimes)
-    return verify(original, lowered, _with_progress(proven, on_run))
 
 
 def _read_result(
@@ -355,36 +338,13 @@ def _files_read(
     return reads, [model] if in_place else reads
 
 
-def _at_fixed_shapes(
-    model: ir.Model, original: onnx.ModelProto | None, plan: Plan, check: CheckOptions
-) -> CheckOptions:
-    """The check's options at the shapes ``--overwrite-input-shape`` fixes and the values
-    ``--constant-input`` fixes (fed when the inputs are kept); a shape or a value that
-    contradicts the model is exit 2 here, before any lowering, checked or not (with
-    ``--unroll-input``, against the unrolled interface the check sees)."""
-    shapes, values = plan.input_shapes, plan.constant_inputs
-    if not shapes and not values:
-        return check
-    if plan.unroll_inputs or plan.optional_inputs or plan.drop_constant_inputs:
-        if original is None:
-            return check  # the passes check them after the new interface
-        model = ir.serde.deserialize_model(original)
-    if shapes:
-        check = check_at_fixed_shapes(check, model, shapes)
-    if values and not plan.drop_constant_inputs:
-        check = check_at_constant_inputs(check, model, values)
-    return check
-
-
 def _kept_unchecked(
-    original: onnx.ModelProto | None,
-    check: CheckOptions,
-    targets: tuple[str, ...],
-    opset: int | None,
+    original: onnx.ModelProto | None, check: CheckOptions, opset: int | None
 ) -> bool:
-    """Whether a model with nothing lowered goes unchecked: unless a target, the framework's
-    outputs or an opset conversion call for the check. ``--inputs`` must fit all the same."""
-    if opset is not None or targets or check.expected is not None:
+    """Whether a model with nothing lowered goes unchecked: unless a target (the runtimes
+    proving it), the framework's outputs or an opset conversion call for the check.
+    ``--inputs`` must fit all the same."""
+    if opset is not None or check.runtimes or check.expected is not None:
         return False
     if original is not None:
         _validate_given_inputs(original, check.inputs)  # still wrong inputs: exit 2
@@ -641,27 +601,6 @@ def _runtime_notes(model: ir.Model) -> list[str]:
             f"reads up to {newest}: rerun with --ir-version {newest} to load it there"
         ]
     return []
-
-
-def _reference(model: ir.Model, plan: Plan) -> onnx.ModelProto:
-    """The original, for the check; with --unroll-input, --optional-input or
-    --drop-constant-inputs, given the same new inputs (it then gets the K tensors as its
-    sequence, the optional's element or none, the dropped inputs' values as constants), since
-    the check compares models of one interface."""
-    dropped = plan.constant_inputs if plan.drop_constant_inputs else None
-    return _in_memory_proto(
-        interface_reference(model, plan.unroll_inputs, plan.optional_inputs, dropped)
-    )
-
-
-def _in_memory_proto(model: ir.Model) -> onnx.ModelProto:
-    """A self-contained proto of ``model`` (external weights read in) for the runtimes."""
-    if seqlower.io.weights_nbytes(model) > seqlower.io.INLINE_LIMIT:
-        raise CannotVerifyError(
-            "the model's weights are over 2 GB, which the check cannot load yet; "
-            "rerun with --no-check to lower it without the check"
-        )
-    return seqlower.io.self_contained_proto(model)
 
 
 def _exit_code(report: VerifyReport) -> int:

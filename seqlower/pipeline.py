@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import onnx
@@ -39,17 +38,12 @@ from seqlower.passes.repairs.restamp_op_versions import RestampOpVersions
 from seqlower.passes.sequences.fold_optionals import FoldOptionals
 from seqlower.targets import Pipeline, Repeat, Target
 
-if TYPE_CHECKING:  # onnxruntime loads with it: only when a proof runs
-    from seqlower.verification import CheckOptions
-
 __all__ = [
     "PassRow",
     "PassSpec",
     "SortIfNeeded",
     "TimedPass",
     "check_arguments",
-    "check_at_constant_inputs",
-    "check_at_fixed_shapes",
     "leaf_passes",
     "op_counts",
     "pass_name",
@@ -522,45 +516,6 @@ def _with_static_shapes_hint(
     )
     hint = f"{name} needs static input shapes {why}: --overwrite-input-shape {value.name}={dims}"
     return TargetError(error.target, error.blockers, hint)
-
-
-def check_at_fixed_shapes(
-    options: CheckOptions, model: ir.Model, shapes: Mapping[str, Sequence[int]]
-) -> CheckOptions:
-    """``options`` running the check at the shapes ``--overwrite-input-shape`` fixes (and the
-    sizes they give symbolic names); BadOptionError when ``--input-shape``/``--dim`` say
-    otherwise, or the shapes contradict the model."""
-    from seqlower.errors import BadOptionError
-    from seqlower.passes.inputs.fix_input_shapes import FLAG, resolve_input_shapes
-
-    given, sizes = resolve_input_shapes(model, shapes)
-    input_shapes = dict(options.input_shapes)
-    for name, dims in given.items():
-        other = tuple(input_shapes.setdefault(name, dims))
-        if other != dims:
-            raise BadOptionError(
-                f"{FLAG} {name}={','.join(map(str, dims))}: --input-shape gives "
-                f"{','.join(map(str, other))}"
-            )
-    dims_by_name = dict(options.dims)
-    for symbol, size in sizes.items():
-        if dims_by_name.setdefault(symbol, size) != size:
-            raise BadOptionError(
-                f"{FLAG}: the inputs fix '{symbol}' to {size}, --dim {symbol}="
-                f"{dims_by_name[symbol]} says otherwise"
-            )
-    return dataclasses.replace(options, input_shapes=input_shapes, dims=dims_by_name)
-
-
-def check_at_constant_inputs(
-    options: CheckOptions, model: ir.Model, values: Mapping[str, Any]
-) -> CheckOptions:
-    """``options`` feeding the values ``--constant-input`` fixes (inputs kept in the
-    interface) in every run; BadOptionError when a value contradicts ``model``."""
-    from seqlower.passes.inputs.fix_input_shapes import resolve_constant_inputs
-
-    fed = {**options.constant_inputs, **resolve_constant_inputs(model, values)}
-    return dataclasses.replace(options, constant_inputs=fed)
 
 
 @dataclass

@@ -10,10 +10,8 @@ newer); :func:`run_plan` runs it. :func:`seqlower.lower`, the command line's fil
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import time
-import warnings
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -26,10 +24,8 @@ from seqlower._gc import gc_paused
 from seqlower.errors import (
     BadArgumentError,
     BadOptionError,
-    CannotVerifyError,
     InvalidModelError,
     ModelTypeError,
-    ProofFailedError,
 )
 from seqlower.io import load_model, model_from_proto, self_contained_proto
 from seqlower.passes._declared import forget_declared_sizes
@@ -39,14 +35,18 @@ from seqlower.pipeline import (
     PassSpec,
     _caused_by,
     check_arguments,
-    check_at_constant_inputs,
-    check_at_fixed_shapes,
-    interface_reference,
     op_counts,
     pass_rows,
     pipeline_for_row,
     restamp,
     run_pipeline,
+)
+from seqlower.proof import (
+    check_at_plan,
+    proof_proto,
+    prove,
+    raise_unless_proven,
+    reference_of,
 )
 from seqlower.targets import (
     PIPELINES,
@@ -119,6 +119,12 @@ class Plan:
         return bool(
             self.unroll_inputs or self.optional_inputs or self.input_shapes or self.constant_inputs
         )
+
+    @property
+    def new_inputs(self) -> bool:
+        """Whether the lowered model takes other inputs than the model (unrolled, an optional
+        fixed, constants dropped): the check then compares it with a copy given the same."""
+        return bool(self.unroll_inputs or self.optional_inputs or self.drop_constant_inputs)
 
     @property
     def target(self) -> Target | None:
@@ -505,18 +511,11 @@ def _run_and_prove(
     given, gets the op counts before and after, ``rows`` the steps' rows. A model newer than
     the target's converters know is converted to their newest opset, as the command line
     does."""
-    proof = _proof_options(plan, check)
-    reference = None
-    values, drop = plan.constant_inputs, plan.drop_constant_inputs
-    if proof is not None:
-        reference = interface_reference(
-            ir_model, plan.unroll_inputs, plan.optional_inputs, values if drop else None
-        )
-        if plan.input_shapes:
-            proof = check_at_fixed_shapes(proof, reference, plan.input_shapes)
-        if values and not drop:
-            proof = check_at_constant_inputs(proof, reference, values)
-    original = None if reference is None else self_contained_proto(reference)
+    reference = reference_of(plan, ir_model) if plan.runtimes else None
+    original, proof = None, None
+    if reference is not None:
+        proof = check_at_plan(plan, _check_options(check), reference)
+        original = proof_proto(reference, api=True)
     if counts is not None:
         counts.append(op_counts(ir_model))
     done = run_plan(plan, ir_model, pipeline=pipeline)
@@ -528,7 +527,8 @@ def _run_and_prove(
     if counts is not None:
         counts.append(op_counts(ir_model))
     if original is not None and proof is not None:
-        _prove(original, self_contained_proto(ir_model), proof)
+        lowered = proof_proto(ir_model, api=True)
+        raise_unless_proven(prove(original, lowered, proof), plan.runtimes)
     return ir_model
 
 
@@ -549,41 +549,11 @@ def _all_or_nothing(model: ir.Model, run: Callable[[ir.Model], ir.Model]) -> ir.
         raise
 
 
-def _proof_options(plan: Plan, check: bool | CheckOptions) -> CheckOptions | None:
-    """The check that proves ``plan`` on its runtimes; None when none is asked for."""
-    if not plan.runtimes:
-        return None
+def _check_options(check: bool | CheckOptions) -> CheckOptions:
+    """How :func:`lower`'s proof runs: ``check`` when it says, else the check's defaults."""
     from seqlower.verification import CheckOptions
 
-    options = check if isinstance(check, CheckOptions) else CheckOptions()
-    return dataclasses.replace(options, runtimes=plan.runtimes)
-
-
-def _prove(original: onnx.ModelProto, lowered: onnx.ModelProto, options: CheckOptions) -> None:
-    """Run the check; raise unless it proves ``lowered`` on every target runtime."""
-    from seqlower.verification import verify
-
-    report = verify(original, lowered, options)
-    where = ", ".join(options.runtimes)
-    if report.status == "cannot_verify":
-        raise CannotVerifyError(f"cannot prove the lowered model on {where}: {report.reason}")
-    if not report.ok:
-        culprit = report.culprit or "lowering"
-        raise ProofFailedError(
-            f"the lowered model fails on {where}{_blamed(culprit)}: {report.reason}",
-            report,
-            culprit,
-        )
-    for warning in report.warnings:  # a difference the original shares: the export's
-        warnings.warn(warning, stacklevel=4)
-
-
-def _blamed(culprit: str) -> str:
-    """Whose fault a failed proof is, in words, when not the lowering's."""
-    return {
-        "runtime": " (the runtime's fault: it gets the original wrong too)",
-        "export": " (the export's fault: the original differs from the expected outputs too)",
-    }.get(culprit, "")
+    return check if isinstance(check, CheckOptions) else CheckOptions()
 
 
 M = TypeVar("M", onnx.ModelProto, ir.Model)
