@@ -406,6 +406,7 @@ def test_target_iree_unrolls_or_freezes_what_iree_gets_wrong(tmp_path: Path) -> 
         (LOOP_ROWS, None),
         (LOOP_WIDE_ROWS, None),
         (CASES["tf2onnx_map_fn"]()[0], None),
+        (CASES["onnxscript_rows"]()[0], None),  # a run-time Scan's static rows, as declared
         (_while("And(under, more)"), None),
     ]
     for k, (model, shape) in enumerate(cases):

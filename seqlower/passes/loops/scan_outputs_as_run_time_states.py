@@ -166,7 +166,12 @@ def _typed_results(
         if new.type is None or new.shape is None or len(new.shape) != rank:
             new.type, new.shape, declared = state.type, state.shape, None
         if all(d is not None for d in shape):
-            continue  # typed as declared: static rows
+            if declared is not None and any(
+                isinstance(d, int) and not isinstance(n, int)
+                for d, n in zip([None, *shape], declared, strict=True)
+            ):
+                new.shape = state.shape  # as its state: IREE's importer types them alike
+            continue
         sizes = [0, *(d or 0 for d in shape)]  # 0: the dimension as it is
         if declared is not None:
             sizes = [d if isinstance(d, int) else n for n, d in zip(sizes, declared, strict=True)]
