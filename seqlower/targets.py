@@ -71,6 +71,7 @@ _SEQUENCE_FREE = (*_OPTIONALS_AND_ROW_MAPS, *_SEQUENCE_FOLDS, *_STACKED)
 #: folded, hence the fold and a second unrolling.
 _UNROLLED = (
     "freeze-bounded-loops",
+    "peel-first-iteration",
     "loop-to-scan-reads",
     "unroll-constant-scans",
     "unroll-recurrent-ops",
@@ -228,6 +229,8 @@ PIPELINES: dict[str, Pipeline] = {
                 "stack-loop-sequences",
                 "stack-sequences",
                 "fold-static-ifs",
+                # it runs no Loop whose state changes rank ("dynamic rank")
+                "peel-first-iteration",
                 # it returns a Loop of no iteration the rows of the inference before
                 "zero-trip-loop-rows",
                 "strict-loop-bodies",
@@ -263,6 +266,8 @@ PIPELINES: dict[str, Pipeline] = {
                 "stack-loop-sequences",
                 "stack-sequences-gather-checked",
                 "freeze-bounded-loops",
+                # a state that changes shape on the first iteration (Paddle's placeholders)
+                "peel-first-iteration",
                 "iteration-row-slices",
                 "loop-to-scan-fixed-states",
                 "lower-reverse-sequence",

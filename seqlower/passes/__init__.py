@@ -148,6 +148,7 @@ PASSES: dict[str, PassEntry | Callable[..., ir.passes.InPlacePass]] = {
     "loop-to-scan": _entry("loops.loop_to_scan", "LoopToScan"),
     "freeze-bounded-loops": _entry("loops.freeze_bounded_loops", "FreezeBoundedLoops"),
     "zero-trip-loop-rows": _entry("loops.zero_trip_loop_rows", "ZeroTripLoopRows"),
+    "peel-first-iteration": _entry("loops.peel_first_iteration", "PeelFirstIteration"),
     "iteration-row-slices": _entry("loops.iteration_row_slices", "IterationRowSlices"),
     "lower-scan-8": _entry("loops.lower_scan8", "LowerScan8", context=("target",)),
     "lower-scan-8-lengths": _entry(

@@ -17,7 +17,7 @@ from seqlower.passes._shared import outer_reads
 from seqlower.passes._types import TypeOracle
 from seqlower.passes.loops._zero_trips import runs, zero_trip_form
 
-__all__ = ["LoopShapes", "ScanPlan", "plan_loop"]
+__all__ = ["LoopShapes", "ScanPlan", "changed_shape", "plan_loop", "shape_text"]
 
 
 @dataclasses.dataclass
@@ -178,7 +178,8 @@ def _states_keep_shape(
 ) -> bool:
     """Whether every state keeps its shape, as a Scan's must (onnxruntime preallocates them,
     tract fixes their facts): none grown by a ``Concat`` (unless ``grown_states``), none
-    returned of another rank than it starts with (Paddle's placeholder states)."""
+    returned of another shape than it starts with (``peel-first-iteration`` runs the first
+    iteration of such a loop before it, where it runs at least once)."""
     carried = len(node.inputs) - 2
     grown = None if grown_states else _grown_state(body, carried)
     if grown is not None:
@@ -189,30 +190,41 @@ def _states_keep_shape(
         )
         return False
     for k in range(carried):
-        ranks = _ranks(node.inputs[2 + k], body.outputs[1 + k], types, shapes)
-        if k not in steps and ranks is not None and body.inputs[2 + k].uses():
+        changed = changed_shape(node.inputs[2 + k], body.outputs[1 + k], types, shapes)
+        if k not in steps and changed is not None and body.inputs[2 + k].uses():
             _block(
                 node,
-                f"its state '{body.inputs[2 + k].name}' starts of rank {ranks[0]} and the "
-                f"body returns it of rank {ranks[1]} (Paddle's placeholder states), and a "
-                "Scan's states keep their shape",
+                f"its state '{body.inputs[2 + k].name}' starts of shape "
+                f"{shape_text(changed[0])} and the body returns it of shape "
+                f"{shape_text(changed[1])}, and a Scan's states keep their shape",
             )
             return False
     return True
 
 
-def _ranks(
+def changed_shape(
     start: ir.Value | None, result: ir.Value, types: TypeOracle, shapes: LoopShapes
-) -> tuple[int, int] | None:
-    """The ranks of a state's initial value and of the body's value for it, when both are
-    known and differ (a state the body never reads is no Scan state: its last row)."""
+) -> tuple[ir.Shape, ir.Shape] | None:
+    """The shapes of a state's initial value and of the body's value for it, when both are
+    known and differ in rank or in a size both give."""
     if start is None:
         return None
     first = start.shape or types.shape_of(start) or shapes.inferred(start)
     then = result.shape or shapes.inferred(result)
-    if first is None or then is None or first.rank() == then.rank():
+    if first is None or then is None:
         return None
-    return first.rank(), then.rank()
+    a = [d if isinstance(d, int) else None for d in first]
+    b = [d if isinstance(d, int) else None for d in then]
+    if len(a) == len(b) and all(
+        x is None or y is None or x == y for x, y in zip(a, b, strict=True)
+    ):
+        return None
+    return first, then
+
+
+def shape_text(shape: ir.Shape) -> str:
+    """A shape as a message shows it: ``[3]``, ``[]``, ``[?, 4]``."""
+    return "[" + ", ".join(str(d) if isinstance(d, int) else "?" for d in shape) + "]"
 
 
 def _grown_state(body: ir.Graph, carried: int) -> str | None:
