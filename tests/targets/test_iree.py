@@ -394,6 +394,34 @@ def test_iree_types_a_value_of_unknown_shape_rank_zero() -> None:
         assert_same(run("onnxruntime", LOOP_ROWS, {"x": x}), run("iree", lowered, {"x": x}))
 
 
+def test_iree_wants_a_loop_states_ends_typed_alike() -> None:
+    """IREE 3.13.0's importer types a Loop state as its body declares it ([?, 3]) and its
+    initial value as ONNX infers it ([2, 3]), and fails to compile when they differ ('unresolved
+    materialization', or 'should match successor input type' for what the body passes on:
+    tf2onnx's RNN loops, ONNX's test_loop11, PyTorch's while_loop). The row reshapes such a
+    value to itself through sizes ONNX cannot infer (loop-states-typed-as-bodies), which IREE
+    compiles and runs right."""
+    model = onnx.parser.parse_model(
+        """
+        <ir_version: 8, opset_import: ["" : 17]>
+        g (float[2, 3] x, int64 n) => (float[B, 3] y) {
+            c = Constant<value = bool {1}>()
+            y = Loop(n, c, x) <
+                body = b (int64 i, bool ci, float[B, 3] s) => (bool co, float[B, 3] out) {
+                    co = Identity(ci)
+                    out = Add(s, s)
+                }>
+        }
+        """
+    )
+    feeds = {"x": np.ones((2, 3), np.float32), "n": np.array(3)}
+    with pytest.raises(RuntimeFailure, match="unresolved materialization"):
+        run("iree", model, feeds)
+    lowered = seqlower.lower(model, target="iree", check=False)
+    onnx.checker.check_model(lowered, full_check=True)
+    assert_same(run("onnxruntime", model, feeds), run("iree", lowered, feeds))
+
+
 def test_target_iree_unrolls_or_freezes_what_iree_gets_wrong(tmp_path: Path) -> None:
     """At fixed shapes the Scan and the Loop with scan outputs are unrolled; at dynamic ones the
     Loop's rows are states; a loop that stops on data or at a bound runs to the bound with its
