@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -26,6 +27,7 @@ from seqlower.io import (
     version_converter_problem,
 )
 from seqlower.passes import PASSES, PassEntry, create_pass
+from seqlower.passes._base import NodeLoweringPass
 from seqlower.passes._declared import forget_declared_sizes
 from seqlower.passes.checks.validate_nodes import ValidateNodes
 from seqlower.passes.functions.expand_function_ops import ExpandFunctionOps
@@ -245,10 +247,27 @@ def pipeline_for_row(
     steps += lowering
     refold = bool(input_shapes) and "fold-static-shapes" not in names
     steps += _closing_steps(row, like, refold=refold, cleanup=cleanup)
+    _share_walks(steps, given={id(p) for p in names if isinstance(p, ir.passes.PassBase)})
     manager = ir.passes.PassManager([_timed(p) for p in steps] if timed else steps, steps=1)
     if isinstance(row, Target) and row.static_shapes and not input_shapes:
         manager.static_shapes = (row.name, row.static_shapes)  # type: ignore[attr-defined]
     return manager
+
+
+def _share_walks(passes: Sequence[ir.passes.PassBase], *, given: set[int]) -> None:
+    """Each lowering pass built here hands its last walk of the model to the one that runs
+    right after it (a repeated group's within the group): one walk of the whole model fewer
+    per pair. Not the passes a caller gave: they may run elsewhere too."""
+    for first, then in itertools.pairwise(passes):
+        if (
+            isinstance(first, NodeLoweringPass | ValidateNodes)
+            and isinstance(then, NodeLoweringPass)
+            and not {id(first), id(then)} & given
+        ):
+            first.hand_walk_to(then)
+    for group in passes:
+        if isinstance(group, ir.passes.PassManager):
+            _share_walks(group.passes, given=given)
 
 
 def _closing_steps(

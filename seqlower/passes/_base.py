@@ -24,6 +24,7 @@ from seqlower.passes._ir import ONNX_DOMAINS
 from seqlower.passes._types import TypeOracle
 
 __all__ = [
+    "Census",
     "NameGenerator",
     "NodeLoweringPass",
     "Pool",
@@ -56,14 +57,19 @@ class _Walk:
         matches: Callable[[ir.Node], bool],
         names: bool,
         op_types: frozenset[str] | None = None,
+        *,
+        every_node: bool = False,
     ) -> None:
         """``op_types``: when given, only nodes of these op types are asked ``matches`` (a set
-        lookup instead of a call for every other node of the model)."""
+        lookup instead of a call for every other node of the model). ``every_node``: every
+        node is kept instead, with its opset and op type, in the order sites are found (a
+        :class:`Census`), and none is asked ``matches``."""
         self.matches = matches
         self.op_types = op_types
         self.sites: list[Site] = []
         self.defined: list[str] | None = [] if names else None
         self.read: set[str] = set()
+        self.nodes: list[tuple[ir.Node, int, str]] | None = [] if every_node else None
 
     def model(self, model: ir.Model) -> None:
         for graph_like in iter_graph_likes(model):
@@ -74,6 +80,7 @@ class _Walk:
         # The hot loop of every pass on large models: attribute lookups are hoisted, and
         # subgraphs are only looked for in nodes that have attributes at all.
         matches, sites, defined, op_types = self.matches, self.sites, self.defined, self.op_types
+        keep = None if self.nodes is None else self.nodes.append
         if defined is not None:
             if isinstance(graph, ir.Graph):
                 if graph.name:
@@ -96,7 +103,9 @@ class _Walk:
             if node.attributes.data:
                 for subgraph in subgraphs_of(node):
                     self.graph(subgraph, opset)
-            if (op_types is None or node.op_type in op_types) and matches(node):
+            if keep is not None:
+                keep((node, opset, node.op_type))
+            elif (op_types is None or node.op_type in op_types) and matches(node):
                 sites.append(Site(node, opset))
         if defined is not None:
             self.read.update(value.name for value in graph.outputs if value.name)
@@ -109,6 +118,37 @@ class _Walk:
             if name and name not in taken:
                 taken[name] = 1
         return taken
+
+
+def _no_node(_: ir.Node) -> bool:
+    return False
+
+
+class Census:
+    """One walk of a model, every node and every name in use, that the lowering passes of a
+    row share: the pass that walked hands it to the next one (:meth:`NodeLoweringPass.
+    hand_walk_to`), which then finds its sites without walking again. Valid only as long as
+    nothing changes the model: the next pass runs right after the walk, and takes it once."""
+
+    def __init__(self, model: ir.Model) -> None:
+        self.model = model
+        self._walk = _Walk(_no_node, names=True, every_node=True)
+        self._walk.model(model)
+
+    def sites(
+        self, matches: Callable[[ir.Node], bool], op_types: frozenset[str] | None
+    ) -> list[Site]:
+        """What a walk with ``matches`` (and ``op_types``) finds, in the same order."""
+        nodes = self._walk.nodes
+        assert nodes is not None
+        return [
+            Site(node, opset)
+            for node, opset, op_type in nodes
+            if (op_types is None or op_type in op_types) and matches(node)
+        ]
+
+    def names(self) -> NameGenerator:
+        return NameGenerator(self._walk.name_counts())
 
 
 def find_sites(
@@ -318,11 +358,37 @@ class NodeLoweringPass(ir.passes.InPlacePass, Generic[P]):
     #: Whether the pass repairs nodes for a runtime, keeping their op (``strict-loop-bodies``),
     #: rather than lowering them away; reports say "repairs", not "lowers".
     repairs: ClassVar[bool] = False
+    #: Whether :meth:`call` may find its sites in a walk the previous pass of the row handed
+    #: over (:meth:`hand_walk_to`); None: when the subclass does not override ``call`` (one
+    #: that changes the model before ``super().call`` must not, or drops it: ``drop_walk``).
+    takes_handed_walk: ClassVar[bool | None] = None
 
     def __init__(self) -> None:
         super().__init__()
         self.rewritten = 0
         self._constant_pools: dict[int, dict[tuple[Any, ...], ir.Value]] = {}
+        self._hands_to: NodeLoweringPass[Any] | None = None
+        self._handed: Census | None = None  # from the previous pass, for the next call
+        self._unchanged: Census | None = None  # this call's walk, the model unchanged since
+
+    def hand_walk_to(self, following: NodeLoweringPass[Any]) -> None:
+        """After each run, give ``following`` (the pass the row runs right after this one,
+        nothing in between) the walk of the model as this run leaves it: one walk fewer."""
+        self._hands_to = following
+
+    def take_walk(self, census: Census | None) -> None:
+        """The walk the pass run right before this one leaves (None: none), for the next
+        :meth:`call` on that model."""
+        self._handed = census
+
+    def drop_walk(self) -> None:
+        """Forget a walk handed over (for a ``call`` that changed the model before using it)."""
+        self._handed = None
+
+    def _takes_handed_walk(self) -> bool:
+        if self.takes_handed_walk is None:
+            return type(self).call is NodeLoweringPass.call
+        return self.takes_handed_walk
 
     def constant_pool(self, graph: ir.Graph | ir.Function) -> dict[tuple[Any, ...], ir.Value]:
         """Small constants this run already put in ``graph``, for rewrites there to reuse."""
@@ -358,16 +424,20 @@ class NodeLoweringPass(ir.passes.InPlacePass, Generic[P]):
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         self.rewritten = 0
         self._constant_pools = {}
-        walk = _Walk(self.matches, names=True, op_types=self._op_types())
-        walk.model(model)
-        if not walk.sites:
+        handed, self._handed, self._unchanged = self._handed, None, None
+        if handed is None or handed.model is not model or not self._takes_handed_walk():
+            handed = Census(model)
+        sites = handed.sites(self.matches, self._op_types())
+        self._unchanged = handed
+        if not sites:
             return ir.passes.PassResult(model, modified=False)
         types = TypeOracle(model)
-        planned = [(site, self.plan(site, types)) for site in walk.sites]
+        planned = [(site, self.plan(site, types)) for site in sites]
         plans = [(site, plan) for site, plan in planned if plan is not None]
         if not plans:
             return ir.passes.PassResult(model, modified=False)
-        scope = Scope(NameGenerator(walk.name_counts()), self._constant_pools)
+        self._unchanged = None
+        scope = Scope(handed.names(), self._constant_pools)
         for site, plan in plans:
             self.rewrite(plan, scope.at(site))
         self.rewritten = len(plans)
@@ -378,10 +448,20 @@ class NodeLoweringPass(ir.passes.InPlacePass, Generic[P]):
         """Work after every rewrite of a run (nothing by default)."""
 
     def ensures(self, model: ir.Model) -> None:
-        if not self.takes_all:
-            return
-        left = self.find_sites(model)
-        if left:
-            raise ir.passes.PostconditionError(
-                f"{type(self).__name__} left {len(left)} {self.op_type} node(s) in the model"
-            )
+        census, self._unchanged = self._unchanged, None
+        if census is not None and census.model is not model:
+            census = None
+        following = self._hands_to
+        if census is None and following is not None:
+            census = Census(model)
+        if self.takes_all:
+            if census is None:
+                left = self.find_sites(model)
+            else:
+                left = census.sites(self.matches, self._op_types())
+            if left:
+                raise ir.passes.PostconditionError(
+                    f"{type(self).__name__} left {len(left)} {self.op_type} node(s) in the model"
+                )
+        if following is not None:
+            following.take_walk(census)

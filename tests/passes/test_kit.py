@@ -175,3 +175,77 @@ def test_a_pass_written_with_the_kit_alone() -> None:
     x = np.array([1.0, -2.0, 3.5], dtype=np.float32)
     assert np.array_equal(ort_run(proto, {"x": x})[0], ort_run(model, {"x": x})[0])
     assert np.array_equal(ort_run(proto, {"x": x})[1], ort_run(model, {"x": x})[1])
+
+
+def _blocks(count: int) -> ir.Model:
+    """``count`` blocks of a ``ReverseSequence`` then a ``SequenceMap`` over its result."""
+    sys_path = str(ROOT / "benchmarks")
+    import sys
+
+    if sys_path not in sys.path:
+        sys.path.insert(0, sys_path)
+    from synthetic import constant_lengths_model
+
+    return ir.serde.deserialize_model(constant_lengths_model(count, declared=False))
+
+
+def _walks(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the passes each whole-model walk of the kit runs for, as they happen."""
+    import inspect
+
+    from seqlower.passes import _base
+
+    walks: list[str] = []
+    model_walk = _base._Walk.model
+
+    def counted(self: object, model: ir.Model) -> None:
+        caller = next(
+            (f.frame.f_locals["self"] for f in inspect.stack() if "self" in f.frame.f_locals
+             and isinstance(f.frame.f_locals["self"], ir.passes.PassBase)),
+            None,
+        )  # fmt: skip
+        walks.append(type(caller).__name__)
+        model_walk(self, model)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(_base._Walk, "model", counted)
+    return walks
+
+
+def test_a_row_walks_the_model_once_per_lowering_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The default row's check and lowering passes share their walks (issue 45's tool speed):
+    each hands the walk its run ends with to the pass right after it, which finds its sites
+    there; only the last lowering pass walks for its postcondition alone."""
+    from seqlower.plan import make_plan, plan_pipeline, run_plan
+
+    model = _blocks(3)
+    walks = _walks(monkeypatch)
+    run_plan(make_plan((), check=False), model, pipeline=plan_pipeline(make_plan((), check=False)))
+    assert walks == ["ValidateNodes", "LowerReverseSequence", "LowerSequenceMap"]
+    ops = {node.op_type for node in model.graph}
+    assert not ops & {"ReverseSequence", "SequenceMap"}
+
+
+def test_a_walk_handed_over_serves_only_its_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pass handed a walk of another model, or told to drop it (``call`` changed the model
+    first), walks the model itself, and lowers what the walk would have missed."""
+    first, second = _NegToSub(), _NegToSub()
+    first.hand_walk_to(second)
+    text = """
+        agraph (float[3] x) => (float[3] y) {
+            y = Neg(x)
+        }
+        """
+    one, other = ir.serde.deserialize_model(parse(text)), ir.serde.deserialize_model(parse(text))
+    first(one)
+    walks = _walks(monkeypatch)
+    second(other)  # handed one's walk: its own instead
+    assert walks == ["_NegToSub", "_NegToSub"]  # the sites, then the postcondition
+    assert [node.op_type for node in other.graph] == ["Constant", "Sub"]
+    for dropped in (False, True):
+        third = ir.serde.deserialize_model(parse(text))
+        first(third)
+        if dropped:
+            second.drop_walk()
+        walks.clear()
+        second(third)  # nothing left to lower: one walk, or none with first's
+        assert walks == (["_NegToSub"] if dropped else [])

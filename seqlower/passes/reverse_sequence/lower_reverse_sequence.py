@@ -120,6 +120,7 @@ class LowerReverseSequence(NodeLoweringPass[ReversePlan]):
     """
 
     op_type = "ReverseSequence"
+    takes_handed_walk = True  # ``call`` only resets the run's state
 
     def __init__(self, form: str = "gathernd", *, gaps_only: bool = False) -> None:
         if form not in FORMS:

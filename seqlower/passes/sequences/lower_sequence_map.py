@@ -89,6 +89,7 @@ class LowerSequenceMap(NodeLoweringPass[_Plan]):
     the count of each form chosen (``scan``, ``carried``) is in :attr:`forms` after a run."""
 
     op_type = "SequenceMap"
+    takes_handed_walk = True  # ``call`` drops it when it inlines
 
     def __init__(self, stack_static: bool = True, *, ragged_only: bool = False) -> None:
         """``stack_static``: use scan outputs when every body output's shape is static.
@@ -107,6 +108,8 @@ class LowerSequenceMap(NodeLoweringPass[_Plan]):
         self.forms = {}
         # onnxscript's functions leave their maps untyped: inlined, they get the call's types.
         inlined = inline_untyped_sequence_map_functions(model)
+        if inlined:
+            self.drop_walk()  # the walk handed over saw the calls, not their nodes
         result = super().call(model)
         return ir.passes.PassResult(result.model, modified=result.modified or inlined > 0)
 
