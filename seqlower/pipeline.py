@@ -112,9 +112,10 @@ def _in_order(graph: ir.Graph | ir.Function, defined: set[int]) -> bool:
             for value in node.inputs:
                 if value is not None and id(value) not in defined and value.producer() is not None:
                     return False
-            for subgraph in subgraphs_of(node):
-                if not _in_order(subgraph, defined):
-                    return False
+            if node.attributes.data:  # most hold none: no call
+                for subgraph in subgraphs_of(node):
+                    if not _in_order(subgraph, defined):
+                        return False
             for value in node.outputs:
                 added.append(id(value))
                 defined.add(id(value))
