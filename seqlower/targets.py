@@ -70,8 +70,8 @@ _SEQUENCE_FREE = (*_OPTIONALS_AND_ROW_MAPS, *_SEQUENCE_FOLDS, *_STACKED)
 #: shapes a stacked RNN's second count is constant only once the first layer is unrolled and
 #: folded, hence the fold and a second unrolling.
 _UNROLLED = (
-    "freeze-bounded-loops",
     "peel-first-iteration",
+    "freeze-bounded-loops",
     "loop-to-scan-reads",
     "unroll-constant-scans",
     "unroll-recurrent-ops",
@@ -265,9 +265,10 @@ PIPELINES: dict[str, Pipeline] = {
                 # tract loads no Reshape to a computed shape; its Gather aborts on a bad index.
                 "stack-loop-sequences",
                 "stack-sequences-gather-checked",
-                "freeze-bounded-loops",
-                # a state that changes shape on the first iteration (Paddle's placeholders)
+                # a state that changes shape on the first iteration (Paddle's placeholders), before
+                # freezing: a loop that may run none keeps its initial states' shapes
                 "peel-first-iteration",
+                "freeze-bounded-loops",
                 "iteration-row-slices",
                 "loop-to-scan-fixed-states",
                 "lower-reverse-sequence",
