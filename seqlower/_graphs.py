@@ -20,6 +20,7 @@ __all__ = [
     "ONNX_DOMAINS",
     "all_graphs",
     "constant_array",
+    "constant_shape",
     "int_attr",
     "ints_attr",
     "is_onnx",
@@ -141,6 +142,33 @@ def constant_array(value: ir.Value | None) -> np.ndarray | None:
         return np.array(attr.as_float(), dtype=np.float32)
     if name == "value_floats":
         return np.array(list(attr.as_floats()), dtype=np.float32)
+    return None
+
+
+def constant_shape(value: ir.Value | None) -> tuple[int, ...] | None:
+    """The shape of :func:`constant_array`'s array for a ``Constant`` node's output (None
+    where it gives none), without making the array: a prover asking only for sizes pays no
+    conversion of the tensor."""
+    node = None if value is None else value.producer()
+    if node is None or node.op_type != "Constant" or node.domain not in ONNX_DOMAINS:
+        return None
+    if len(node.attributes) != 1:
+        return None
+    name, attr = next(iter(node.attributes.items()))
+    if attr.is_ref():
+        return None
+    if name == "value" and attr.type == ir.AttributeType.TENSOR:
+        return tuple(int(d) for d in attr.value.shape.numpy())
+    if name == "value_int":
+        attr.as_int()  # the type checked as constant_array checks it
+        return ()
+    if name == "value_float":
+        attr.as_float()
+        return ()
+    if name == "value_ints":
+        return (len(attr.as_ints()),)
+    if name == "value_floats":
+        return (len(attr.as_floats()),)
     return None
 
 

@@ -36,7 +36,7 @@ from typing import NamedTuple
 import onnx
 import onnx_ir as ir
 
-from seqlower._graphs import all_graphs
+from seqlower._graphs import all_graphs, constant_shape
 from seqlower._shape_rules import BROADCASTING, SAME_SHAPE, STATIC, infer, one_size
 from seqlower.passes._ir import constant_array, graph_attr, int_attr, is_onnx
 from seqlower.passes._types import inference_affordable
@@ -562,8 +562,7 @@ class _StaticShapes:
             return tuple(shape)  # type: ignore[arg-type]
         if value.const_value is not None:
             return tuple(int(d) for d in value.const_value.shape.numpy())
-        array = constant_array(value)  # a Constant node's
-        return None if array is None else tuple(int(d) for d in array.shape)
+        return constant_shape(value)  # a Constant node's
 
     def node(self, node: ir.Node) -> list[Static | _Seq | None] | None:
         """The output shapes of a node of :data:`_RULED` (None: not proven)."""

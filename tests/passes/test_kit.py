@@ -249,3 +249,37 @@ def test_a_walk_handed_over_serves_only_its_model(monkeypatch: pytest.MonkeyPatc
         walks.clear()
         second(third)  # nothing left to lower: one walk, or none with first's
         assert walks == (["_NegToSub"] if dropped else [])
+
+
+@pytest.mark.parametrize(
+    "attribute",
+    [
+        "value = float[2, 3] {1, 2, 3, 4, 5, 6}",
+        "value = int64[0] {}",
+        "value_int = 7",
+        "value_ints = [1, 2, 3]",
+        "value_float = 0.5",
+        "value_floats = [0.5, 1.5]",
+        'value_string = "a"',
+    ],
+)
+def test_a_constant_shape_without_its_array(attribute: str) -> None:
+    """The declared-sizes step reads a ``Constant``'s shape without converting its tensor
+    (issue 45's tool speed): the shape of the array constant_array gives, None where none."""
+    from seqlower._graphs import constant_array, constant_shape
+
+    model = ir.serde.deserialize_model(
+        parse(
+            f"""
+            agraph (float[1] x) => (float[1] y) {{
+                c = Constant <{attribute}> ()
+                y = Identity(x)
+            }}
+            """,
+            check=False,
+        )
+    )
+    value = next(iter(model.graph)).outputs[0]
+    array = constant_array(value)
+    assert constant_shape(value) == (None if array is None else array.shape)
+    assert constant_shape(model.graph.inputs[0]) is None
