@@ -283,6 +283,7 @@ def _dry_run(
                 restamp(ir_model, ir_version=None, opset=opset, flag=flag)
     except (SequenceFreeError, TargetError) as e:
         view.blockers = list(e.blockers)
+        view.notes += _as_exported_note(options.targets)
         return view
     except BadOptionError:  # a flag that does not fit the model: lower's exit 2, not a view
         raise
@@ -308,6 +309,17 @@ def _dry_run(
     view.notes += _constant_notes(planning, rows, before, after)
     view.ops_after = dict(after)
     return view
+
+
+def _as_exported_note(targets: Sequence[str]) -> list[str]:
+    """What a refused target's run does instead: keep the model as exported if the check
+    proves it on the target (``seqlower.proof.keeps_as_exported``)."""
+    return [
+        f"lower --target {name} writes the model as exported instead if the check proves it "
+        f"runs and matches on {name} (not with --no-check, nor with flags that change its "
+        "interface or opset)"
+        for name in targets
+    ]
 
 
 def _constant_notes(

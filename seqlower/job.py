@@ -48,7 +48,15 @@ from seqlower.pipeline import (
     restamp,
 )
 from seqlower.plan import Plan, make_plan, run_plan, verification_runtimes
-from seqlower.proof import check_at_plan, proof_proto, prove, reference_of
+from seqlower.proof import (
+    as_exported_warning,
+    check_at_plan,
+    keeps_as_exported,
+    proof_proto,
+    prove,
+    prove_as_exported,
+    reference_of,
+)
 from seqlower.summary import ModelFacts
 from seqlower.writing import save_model
 
@@ -149,6 +157,9 @@ class LowerResult:
     #: Nothing was lowered: OUT is the model as read (re-stamped only if asked), unchecked
     #: unless a target, expected outputs or an opset conversion called for the check.
     unchanged: bool = False
+    #: The refusal of a ``--target`` lowering that OUT replaces by the model as exported,
+    #: proven on the target's runtimes (:func:`seqlower.proof.prove_as_exported`).
+    refused: str | None = None
     before: ModelFacts | None = None  # opset, IR version, interface, size of MODEL
     after: ModelFacts | None = None  # the same for OUT (its size once written)
     seconds: float = 0.0  # the whole run
@@ -178,6 +189,7 @@ class LowerResult:
             "external_data": self.external_data,
             "exit_code": int(self.exit_code),
             "unchanged": self.unchanged,
+            "refused": self.refused,
             "passes": [row.__dict__ for row in self.passes],
             "ops": {"before": dict(self.ops_before), "after": dict(self.ops_after)},
             "notes": self.notes,
@@ -228,20 +240,20 @@ def lower_file(
     if original is not None:
         check_names(original, check)
     with progress("lowering"):
-        lowered = _lower(model, ir_model, plan, options.ir_version, result)
+        lowered = _lower(model, ir_model, plan, options.ir_version, result, original is not None)
         if lowered.unchanged and _kept_unchecked(original, check, lowered.opset):
             result.notes[:0] = [] if original is None else [KEPT_AS_READ]
             original = None  # the check would compare the model with itself
         # Without the check the written file is checked before it replaces anything
-        # (cheaper); with it, the proto made for the runtimes is checked.
+        # (cheaper); with it, the proto made for the runtimes is checked (a lowered one).
         proto = proof_proto(lowered.model) if original is not None else None
-        if proto is not None or options.dry_run:
+        if lowered.refused is None and (proto is not None or options.dry_run):
             check_model(lowered.model if proto is None else proto, what="lowered model")
     result.ops_after = op_counts(lowered.model) if options.count_ops else Counter()
     result.after = ModelFacts.of(lowered.model)
     if original is not None and proto is not None:
         with progress("checking"):
-            report = prove(original, proto, check, on_run)
+            report = _checked(original, proto, check, plan, lowered.refused, result, on_run)
         _record_check(result, report, original, written, options.save)
         if result.exit_code != ExitCode.OK and plan.target is not None:
             result.warnings += _constant_input_hints(original, plan)
@@ -295,15 +307,29 @@ class _Lowered:
     unchanged: bool
     opset: int | None
     as_read: onnx.ModelProto | None = None
+    #: The refusal of the target's lowering this model (the model as exported) stands in for,
+    #: if the check proves it there.
+    refused: InvalidModelError | None = None
 
 
 def _lower(
-    path: Path, ir_model: ir.Model, plan: Plan, ir_version: int | None, result: LowerResult
+    path: Path,
+    ir_model: ir.Model,
+    plan: Plan,
+    ir_version: int | None,
+    result: LowerResult,
+    checked: bool,
 ) -> _Lowered:
     """``plan`` run on ``ir_model`` (read from ``path``), re-stamped to the plan's opset and
-    ``ir_version``; its steps and notes recorded in ``result``."""
+    ``ir_version``; its steps and notes recorded in ``result``. A target's lowering refused
+    gives the model as exported for the check (``checked``) to prove there instead."""
     opset, flag, converting = plan.opset_for(ir_model)
-    result.passes = run_plan(plan, ir_model)
+    try:
+        result.passes = run_plan(plan, ir_model)
+    except InvalidModelError as refusal:
+        if not checked or not keeps_as_exported(plan):
+            raise
+        return _as_exported(path, ir_version, result, refusal)
     load_notes = seqlower.io.load_notes(ir_model)
     unchanged = not plan.changes_interface and not result.lowered_anything
     lowered = _Lowered(ir_model, unchanged, opset)
@@ -315,6 +341,42 @@ def _lower(
     result.notes += [*plan.notes, *([converting] if converting else []), *load_notes, *notes]
     result.unchanged = unchanged
     return lowered
+
+
+def _as_exported(
+    path: Path, ir_version: int | None, result: LowerResult, refusal: InvalidModelError
+) -> _Lowered:
+    """The model at ``path`` as read (re-stamped only to ``ir_version``), for a run whose
+    lowering was refused (``refusal``) to keep once the check proves it on the target;
+    ``result`` says nothing was lowered."""
+    notes = seqlower.io.load_notes(load_model(path))
+    model, as_read = _as_read(path, None, repaired=bool(notes))
+    lowered = _Lowered(model, unchanged=True, opset=None, as_read=as_read, refused=refusal)
+    result.notes += notes
+    result.notes += restamp(lowered.model, opset=None, flag=None, ir_version=ir_version)
+    if lowered.as_read is not None:
+        lowered.as_read.ir_version = lowered.model.ir_version
+    result.passes, result.unchanged = [], True
+    return lowered
+
+
+def _checked(
+    original: onnx.ModelProto,
+    proto: onnx.ModelProto,
+    check: CheckOptions,
+    plan: Plan,
+    refused: InvalidModelError | None,
+    result: LowerResult,
+    on_run: Callable[[int, int], None] | None,
+) -> VerifyReport:
+    """The check of the lowered model, or of the model as exported when the target's lowering
+    was ``refused``: then a failure raises the refusal, and a pass says so in ``result``."""
+    if refused is None:
+        return prove(original, proto, check, on_run)
+    report = prove_as_exported(original, proto, check, refused, on_run)
+    result.refused = str(refused)
+    result.warnings.append(as_exported_warning(plan, refused))
+    return report
 
 
 def _constant_input_hints(original: onnx.ModelProto, plan: Plan) -> list[str]:

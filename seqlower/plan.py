@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import time
+import warnings
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -42,9 +43,12 @@ from seqlower.pipeline import (
     run_pipeline,
 )
 from seqlower.proof import (
+    as_exported_warning,
     check_at_plan,
+    keeps_as_exported,
     proof_proto,
     prove,
+    prove_as_exported,
     raise_unless_proven,
     reference_of,
 )
@@ -484,18 +488,52 @@ def _lower(
     def run(ir_model: ir.Model) -> ir.Model:
         return _run_and_prove(ir_model, plan, pipeline, check, counts, rows)
 
-    if isinstance(model, ir.Model):
-        return _all_or_nothing(model, run)
-    if isinstance(model, onnx.ModelProto):
-        ir_model = model_from_proto(model)
-    elif isinstance(model, (str, os.PathLike)):
-        ir_model = load_model(model)
-        run(ir_model)
+    if not isinstance(model, (ir.Model, onnx.ModelProto, str, os.PathLike)):
+        raise ModelTypeError("lower", model)
+    try:
+        if isinstance(model, ir.Model):
+            return _all_or_nothing(model, run)
+        if isinstance(model, onnx.ModelProto):
+            return ir.serde.serialize_model(run(model_from_proto(model)))
+        ir_model = run(load_model(model))
         # Like onnx.load, return a self-contained proto: external weights read into it.
         return self_contained_proto(ir_model, may_modify=True)
+    except InvalidModelError as refusal:  # kept as exported if it runs on the target
+        if not keeps_as_exported(plan):
+            raise
+        return _as_exported(model, plan, check, refusal, counts)
+
+
+def _as_exported(
+    model: onnx.ModelProto | ir.Model | str | os.PathLike[str],
+    plan: Plan,
+    check: bool | CheckOptions,
+    refusal: InvalidModelError,
+    counts: list[Counter[str]] | None,
+) -> onnx.ModelProto | ir.Model:
+    """``model`` as given (an ``onnx_ir.Model`` put back by :func:`_all_or_nothing`), once the
+    check proves it on the target whose lowering was refused (``refusal``), with a warning;
+    else the refusal raised (:func:`seqlower.proof.prove_as_exported`)."""
+    if isinstance(model, ir.Model):
+        given = model
+    elif isinstance(model, onnx.ModelProto):
+        given = model_from_proto(model)
     else:
-        raise ModelTypeError("lower", model)
-    return ir.serde.serialize_model(run(ir_model))
+        given = load_model(model)
+    original = proof_proto(given, api=True)
+    options = check_at_plan(plan, _check_options(check), given)
+    report = prove_as_exported(original, original, options, refusal)
+    for warning in [as_exported_warning(plan, refusal), *report.warnings]:
+        warnings.warn(warning, stacklevel=4)
+    if counts is not None:
+        counts[:] = [op_counts(given)] * 2
+    if isinstance(model, ir.Model):
+        return model
+    if isinstance(model, onnx.ModelProto):
+        kept = onnx.ModelProto()
+        kept.CopyFrom(model)
+        return kept
+    return original
 
 
 def _run_and_prove(

@@ -18,18 +18,29 @@ import onnx
 import onnx_ir as ir
 
 import seqlower.io
-from seqlower.errors import BadOptionError, CannotVerifyError, ProofFailedError
+from seqlower.errors import (
+    BadOptionError,
+    CannotVerifyError,
+    InvalidModelError,
+    ProofFailedError,
+    SeqlowerError,
+    first_line,
+)
 from seqlower.pipeline import interface_reference
 
 if TYPE_CHECKING:  # onnxruntime loads with the check's modules: only when a proof runs
+    from seqlower.targets import Pipeline, Target
     from seqlower.verification import CheckOptions, VerifyReport
 
 __all__ = [
+    "as_exported_warning",
     "check_at_constant_inputs",
     "check_at_fixed_shapes",
     "check_at_plan",
+    "keeps_as_exported",
     "proof_proto",
     "prove",
+    "prove_as_exported",
     "raise_unless_proven",
     "reference_of",
 ]
@@ -52,6 +63,16 @@ class CheckedPlan(Protocol):
     def new_inputs(self) -> bool: ...
     @property
     def runtimes(self) -> tuple[str, ...]: ...
+    @property
+    def changes_interface(self) -> bool: ...
+    @property
+    def opset(self) -> int | None: ...
+    @property
+    def row(self) -> Pipeline: ...
+    @property
+    def target(self) -> Target | None: ...
+    @property
+    def api(self) -> bool: ...
 
 
 def reference_of(plan: CheckedPlan, model: ir.Model) -> ir.Model:
@@ -104,6 +125,49 @@ def prove(
     if on_run is not None:
         options = dataclasses.replace(options, on_run=on_run)
     return verify(reference, lowered, options)
+
+
+def keeps_as_exported(plan: CheckedPlan) -> bool:
+    """Whether a lowering for ``plan``'s target that is refused may end with the model as
+    exported, proven on the target's runtimes (:func:`prove_as_exported`): never unproven, nor
+    when the plan asks for another interface or opset than the model's."""
+    if plan.target is None or not plan.runtimes or plan.changes_interface:
+        return False
+    return plan.opset is None
+
+
+def prove_as_exported(
+    original: onnx.ModelProto,
+    candidate: onnx.ModelProto,
+    options: CheckOptions,
+    refusal: InvalidModelError,
+    on_run: Callable[[int, int], None] | None = None,
+) -> VerifyReport:
+    """The check a lowering gets, of ``candidate`` (the model as exported, at most re-stamped)
+    against ``original``, after the lowering for the target was refused (``refusal``):
+    its report when the model runs on the target's runtimes as exported and matches there,
+    else ``refusal`` raised (exit 2, nothing written), so a model that runs on the target is
+    never lost by lowering for it, and none is kept unproven."""
+    try:
+        report = prove(original, candidate, options, on_run)
+    except SeqlowerError:  # the check cannot run: nothing proven
+        raise refusal from None
+    if not report.ok:
+        raise refusal
+    return report
+
+
+def as_exported_warning(plan: CheckedPlan, refusal: InvalidModelError) -> str:
+    """What a run kept as exported says: the refusal, and the proof that replaced it."""
+    blockers = getattr(refusal, "blockers", None)
+    why = "; ".join(blockers) if blockers else first_line(refusal)
+    name = plan.row.name
+    flag, what = (f"target={name!r}", "the result") if plan.api else (f"--target {name}", "OUT")
+    return (
+        f"{flag}: seqlower cannot lower the model ({why}), but it runs on {name} as exported "
+        f"and matches there (proven by the check on {', '.join(plan.runtimes)}): {what} is "
+        "the model unchanged"
+    )
 
 
 def raise_unless_proven(report: VerifyReport, runtimes: Sequence[str]) -> None:

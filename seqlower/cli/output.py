@@ -95,7 +95,8 @@ class Printer:
             self.line(f"note: {note}")
         remaining = remaining_sequence_lines(result.ops_after)
         if not result.lowered_anything and not verbose:
-            self.line(nothing_to_lower_line(result.passes, result.ops_before))
+            if result.refused is None:  # else its warning says why nothing was lowered
+                self.line(nothing_to_lower_line(result.passes, result.ops_before))
             for line in remaining:
                 self.line(line)
             return
