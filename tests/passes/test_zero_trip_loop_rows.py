@@ -5,6 +5,8 @@ against onnxruntime, for counts from 0 up, in any order."""
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import onnx
 import onnx.parser
@@ -77,3 +79,16 @@ def test_a_loop_that_runs_once_at_least_is_left() -> None:
     )
     model = onnx.parser.parse_model(text)
     assert "Slice" not in all_op_types(seqlower.lower(model, target="openvino", check=False))
+
+
+def test_rows_of_no_static_shape_are_left() -> None:
+    """ONNX's test_loop11 (rows sliced at run-time bounds: their size forgotten, ``[?]``): with
+    no iteration onnxruntime gives the original's rows ``[0, 1]``, a cut copy's ``[0, 0]``
+    (the check then failed the lowering, exit 1): left as it is."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from onnx.backend.test.case.node import collect_testcases
+
+        case = next(c for c in collect_testcases(None) if c.name == "test_loop11")
+    lowered = seqlower.lower(case.model, target="openvino", check=False)
+    assert "Slice" not in {n.op_type for n in lowered.graph.node}

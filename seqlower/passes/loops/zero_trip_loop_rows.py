@@ -7,7 +7,10 @@ when it starts, or ``M`` 0), the scan outputs of the inference before: a greedy 
 0; its states are right). The Loop gets one more state, ``ran`` (0, plus one per iteration),
 and each scan output read is ``Slice(rows, 0, ran)``: every row when it runs, none when it runs
 none. A Loop whose ``M`` is a constant of at least 1 and whose condition starts as a constant
-true runs once at least, and is left.
+true runs once at least, and is left; so is one whose rows are not of a static shape: for a
+Loop of no iteration onnxruntime gives its scan outputs the rows of the shape it knows of the
+body's results (ONNX's ``test_loop11``: ``[0, 1]``), and once the declared sizes are forgotten
+(``[?]``) the cut ones would be ``[0, 0]``.
 """
 
 from __future__ import annotations
@@ -50,6 +53,10 @@ class ZeroTripLoopRows(NodeLoweringPass[_Plan]):
         ]
         if not read or _runs_once(node):
             return None
+        for k in read:  # onnxruntime gives no iteration's rows the shape it knows of the body's
+            shape = body.outputs[1 + k].shape if 1 + k < len(body.outputs) else None
+            if shape is None or not all(isinstance(d, int) for d in shape):
+                return None  # [0, 0] for [0, 1]: the check would fail the lowering
         return _Plan(node, body, read)
 
     def rewrite(self, plan: _Plan, ctx: Rewrite) -> None:
