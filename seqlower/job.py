@@ -44,6 +44,7 @@ from seqlower.errors import (
 from seqlower.io import check_model, load_model
 from seqlower.pipeline import (
     PassRow,
+    lacks_ops,
     op_counts,
     restamp,
 )
@@ -329,7 +330,7 @@ def _lower(
     except InvalidModelError as refusal:
         if not checked or not keeps_as_exported(plan):
             raise
-        return _as_exported(path, ir_version, result, refusal)
+        return _as_exported(path, plan, ir_version, result, refusal)
     load_notes = seqlower.io.load_notes(ir_model)
     unchanged = not plan.changes_interface and not result.lowered_anything
     lowered = _Lowered(ir_model, unchanged, opset)
@@ -344,12 +345,16 @@ def _lower(
 
 
 def _as_exported(
-    path: Path, ir_version: int | None, result: LowerResult, refusal: InvalidModelError
+    path: Path, plan: Plan, ir_version: int | None, result: LowerResult, refusal: InvalidModelError
 ) -> _Lowered:
     """The model at ``path`` as read (re-stamped only to ``ir_version``), for a run whose
     lowering was refused (``refusal``) to keep once the check proves it on the target;
-    ``result`` says nothing was lowered."""
-    notes = seqlower.io.load_notes(load_model(path))
+    ``result`` says nothing was lowered. The refusal stands, unproven, when the target's op
+    tables say its runtime cannot run the model as read either."""
+    read = load_model(path)
+    if lacks_ops(plan.row, read):
+        raise refusal
+    notes = seqlower.io.load_notes(read)
     model, as_read = _as_read(path, None, repaired=bool(notes))
     lowered = _Lowered(model, unchanged=True, opset=None, as_read=as_read, refused=refusal)
     result.notes += notes

@@ -36,6 +36,7 @@ from seqlower.pipeline import (
     PassSpec,
     _caused_by,
     check_arguments,
+    lacks_ops,
     op_counts,
     pass_rows,
     pipeline_for_row,
@@ -520,6 +521,8 @@ def _as_exported(
         given = model_from_proto(model)
     else:
         given = load_model(model)
+    if lacks_ops(plan.row, given):  # its runtime cannot run it as given either
+        raise refusal
     original = proof_proto(given, api=True)
     options = check_at_plan(plan, _check_options(check), given)
     report = prove_as_exported(original, original, options, refusal)
