@@ -20,7 +20,8 @@ from onnx import TensorProto, helper
 
 import seqlower
 from seqlower.passes._emit import Emitter, NameGenerator
-from seqlower.passes._induction import Condition, passes_through, trip_count
+from seqlower.passes._induction import Condition, passes_through
+from seqlower.passes._trip_counts import trip_count
 from seqlower.passes._types import TypeOracle
 from tests.runtimes import run
 

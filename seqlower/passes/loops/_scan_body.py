@@ -12,9 +12,9 @@ import onnx_ir as ir
 
 from seqlower.passes._base import Rewrite, rewire
 from seqlower.passes._emit import Emitter
-from seqlower.passes._induction import extreme
 from seqlower.passes._ir import constant_int, is_onnx, strip_symbolic
 from seqlower.passes._shared import prepend
+from seqlower.passes._trip_counts import extreme
 from seqlower.passes.loops._scan_plan import ScanPlan
 
 __all__ = ["Extra", "counters_from_iterations", "read_iteration", "scan_body", "unread_states"]

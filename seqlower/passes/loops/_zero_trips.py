@@ -14,9 +14,10 @@ from seqlower._graphs import subgraphs_of
 from seqlower.passes._base import Rewrite, rewire
 from seqlower.passes._emit import Emitter, fits_constant
 from seqlower.passes._first_iteration import FirstIteration, RowRead, Shapes, first_iteration
-from seqlower.passes._induction import Term, extreme
+from seqlower.passes._induction import Term
 from seqlower.passes._ir import constant_array, is_onnx
 from seqlower.passes._trip_count import evaluate
+from seqlower.passes._trip_counts import extreme
 from seqlower.passes._types import TypeOracle
 
 __all__ = ["first_iteration_safe", "guard_by_if", "masked", "runs", "zero_trip_form"]

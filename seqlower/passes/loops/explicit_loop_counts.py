@@ -33,9 +33,10 @@ import onnx_ir as ir
 
 from seqlower.passes._base import NodeLoweringPass, Rewrite, Site
 from seqlower.passes._emit import Emitter
-from seqlower.passes._induction import Condition, Term, passes_through, trip_count
+from seqlower.passes._induction import Condition, Term, passes_through
 from seqlower.passes._ir import constant_array, nodes_in
 from seqlower.passes._shared import outer_reads, prepend, read_inside, remove_dead
+from seqlower.passes._trip_counts import trip_count
 from seqlower.passes._types import TypeOracle
 
 __all__ = ["ExplicitLoopCounts"]

@@ -42,9 +42,10 @@ import onnx_ir as ir
 
 from seqlower.passes._base import NodeLoweringPass, Rewrite, Site
 from seqlower.passes._emit import Emitter
-from seqlower.passes._induction import extreme, passes_through, trip_count, trip_count_key
+from seqlower.passes._induction import passes_through
 from seqlower.passes._shared import remove_dead
 from seqlower.passes._trip_count import UNROLL_LIMIT, evaluate
+from seqlower.passes._trip_counts import extreme, trip_count, trip_count_key
 from seqlower.passes._types import TypeOracle
 from seqlower.passes.loops._outer_reads import carry_outer_reads, graphs_in_loop_bodies
 from seqlower.passes.loops._scan_body import (

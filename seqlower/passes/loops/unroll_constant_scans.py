@@ -36,7 +36,7 @@ import onnx_ir as ir
 
 from seqlower.passes._base import NodeLoweringPass, Rewrite, Site
 from seqlower.passes._bounds import lower_bound, upper_bound
-from seqlower.passes._induction import extreme, through_identity
+from seqlower.passes._induction import through_identity
 from seqlower.passes._ir import (
     NO_LOOP,
     block,
@@ -48,6 +48,7 @@ from seqlower.passes._ir import (
 )
 from seqlower.passes._shared import initializers_as_constants, inline_copy
 from seqlower.passes._trip_count import UNROLL_LIMIT, evaluate
+from seqlower.passes._trip_counts import extreme
 from seqlower.passes._types import TypeOracle
 
 __all__ = ["UnrollConstantScans"]
