@@ -312,6 +312,12 @@ PASSES: dict[str, PassEntry | Callable[..., ir.passes.InPlacePass]] = {
     "reshape-without-allowzero": _entry(
         "repairs.reshape_without_allowzero", "ReshapeWithoutAllowzero"
     ),
+    "iree-or-equal-as-or": _entry(
+        "repairs.or_equal_as_or",
+        "OrEqualAsOr",
+        context=("min_opset",),
+        doc="GreaterOrEqual/LessOrEqual versions IREE lacks as Or(Greater/Less, Equal).",
+    ),
 }
 
 # Where each exported class lives (imported by module __getattr__ on first use): the table's
