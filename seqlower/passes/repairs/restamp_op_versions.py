@@ -112,15 +112,20 @@ class RestampOpVersions(ir.passes.InPlacePass):
         current = model.opset_imports.get("", None)
         if current is None:
             return ir.passes.PassResult(model, modified=False)
-        nodes = [node for graph in all_graphs(model) for node in graph if is_onnx(node)]
+        graphs, newest = all_graphs(model), self.newest
+        # Every run of the default row asks (quietly): the op type first, a set lookup, then
+        # the domain; the list of every ONNX node only when something lags.
         lagging = {
             node.op_type
-            for node in nodes
-            if node.op_type in self.newest
-            and (since_version(node.op_type, current) or 0) > self.newest[node.op_type]
+            for graph in graphs
+            for node in graph
+            if node.op_type in newest
+            and is_onnx(node)
+            and (since_version(node.op_type, current) or 0) > newest[node.op_type]
         }
         if not lagging:
             return ir.passes.PassResult(model, modified=False)
+        nodes = [node for graph in graphs for node in graph if is_onnx(node)]
         target = min(min(v for v in _versions(op) if v > self.newest[op]) - 1 for op in lagging)
         types = TypeOracle(model)  # a pass's new values may be untyped: traced or inferred
         blockers = []
