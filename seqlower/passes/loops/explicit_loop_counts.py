@@ -127,10 +127,10 @@ class ExplicitLoopCounts(NodeLoweringPass[_Plan]):
             if plan.terms is not None:
                 m = trip_count(op, node, plan.terms)  # cond0 included: zero when false
             cond = op.constant(np.array(True), hint="runs")
+            _scalar_condition(ctx, body)
             inner = ctx.into(body, pool=None)
             passed = inner.Identity(body.inputs[1], _hint="cond_through")
             passed.type, passed.shape = ir.TensorType(ir.DataType.BOOL), ir.Shape([])
-            body.inputs[1].type = body.inputs[1].type or ir.TensorType(ir.DataType.BOOL)
             body.extend(inner.nodes)
             body.outputs[0] = passed
             remove_dead(body)
@@ -143,6 +143,24 @@ class ExplicitLoopCounts(NodeLoweringPass[_Plan]):
         ctx.insert()
         node.replace_input_with(0, m)
         node.replace_input_with(1, cond)
+
+
+def _scalar_condition(ctx: Rewrite, body: ir.Graph) -> None:
+    """The body's condition input declared a scalar, as the ``cond = true`` it now gets: ONNX
+    infers it as the Loop's ``cond`` (a ``[1]`` declaration, as Paddle writes it, would
+    contradict that); the nodes that read it read it in its declared one-element shape."""
+    cond_in = body.inputs[1]
+    declared = cond_in.shape
+    bool_ = ir.TensorType(ir.DataType.BOOL)
+    cond_in.type, cond_in.shape = cond_in.type or bool_, ir.Shape([])
+    if declared is None or declared.rank() == 0:
+        return
+    ones = [1] * declared.rank()  # one element: every axis of size 1
+    emit = ctx.into(body, pool=None)
+    shaped = emit.reshape(cond_in, emit.int64s(ones, hint="cond_shape"), hint="cond_shaped")
+    shaped.type, shaped.shape = bool_, ir.Shape(ones)
+    read_inside(body, cond_in, shaped, {id(n) for n in nodes_in(body)})
+    prepend(body, list(emit.nodes))
 
 
 def _carry_reads(

@@ -26,6 +26,7 @@ __all__ = ["StartConditionsInCounts"]
 @dataclasses.dataclass
 class _Plan:
     node: ir.Node
+    rank: int  # the condition's rank: 0, or that of a one-element [1] (as paddle2onnx writes)
 
 
 class StartConditionsInCounts(NodeLoweringPass[_Plan]):
@@ -46,16 +47,20 @@ class StartConditionsInCounts(NodeLoweringPass[_Plan]):
             return None  # none, or a constant: nothing to fold
         if not passes_through(body.outputs[0], body.inputs[1]):
             return None
-        return _Plan(node)
+        shape = types.shape_of(start) or body.inputs[1].shape
+        return _Plan(node, 0 if shape is None else shape.rank())
 
     def rewrite(self, plan: _Plan, ctx: Rewrite) -> None:
         node = ctx.node
         op = ctx.before()
         count, start = node.inputs[0], node.inputs[1]
         assert count is not None and start is not None
+        if plan.rank:  # M stays a scalar; the body's condition keeps the shape ONNX infers
+            start = op.reshape(start, op.int64s([], hint="scalar"), hint="start")
+            start.type, start.shape = ir.TensorType(ir.DataType.BOOL), ir.Shape([])
         runs = op.Where(start, count, op.constant(np.zeros((), np.int64), hint="none"), _hint="M")
         runs.dtype, runs.shape = ir.DataType.INT64, count.shape
-        true = op.constant(np.array(True), hint="go")
+        true = op.constant(np.ones([1] * plan.rank, bool), hint="go")
         ctx.insert()
         node.replace_input_with(0, runs)
         node.replace_input_with(1, true)
