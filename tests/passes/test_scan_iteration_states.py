@@ -42,6 +42,69 @@ def test_tract_fails_on_two_ops_over_a_range_known_at_load() -> None:
         run("tract", CONSTANT_RANGE, X)
 
 
+# tract 0.23.9 fails the same way when the first op on the numbers is ``Add(i, 1)``, which the
+# pass leaves (it takes numbers a one-input op reads): a Loop after peel-first-iteration's peeled
+# iteration, or an original Loop reading ``i + 1``. A state, as tract aborts on a Scan of none.
+PLUS_ONE_TEXT = """
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float x) => (float s, float[3] y) {
+        zero = Constant<value = int64 {0}>()
+        three = Constant<value = int64 {3}>()
+        one = Constant<value = int64 {1}>()
+        r = Range(zero, three, one)
+        s, y = Scan<num_scan_inputs = 1, body = b (float a, int64 i) => (float a2, float o) {
+            k = Constant<value = int64 {1}>()
+            n = Add(i, k)
+            o = Cast<to = 1>(n)
+            a2 = Add(a, x)
+        }>(x, r)
+    }
+    """
+PLUS_ONE = onnx.parser.parse_model(PLUS_ONE_TEXT)
+# The same numbers read as ``Max(i, c)``, the pass's form: tract loads it.
+PLUS_ONE_COUNTED = onnx.parser.parse_model(
+    """
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float x) => (float s, int64 t, float[3] y) {
+        zero = Constant<value = int64 {0}>()
+        three = Constant<value = int64 {3}>()
+        one = Constant<value = int64 {1}>()
+        r = Range(zero, three, one)
+        s, t, y = Scan<num_scan_inputs = 1, body = b (float a, int64 c, int64 i)
+                => (float a2, int64 c2, float o) {
+            k = Constant<value = int64 {1}>()
+            m = Max(i, c)
+            c2 = Add(c, k)
+            n = Add(m, k)
+            o = Cast<to = 1>(n)
+            a2 = Add(a, x)
+        }>(x, zero, r)
+    }
+    """
+)
+
+
+def test_tract_fails_on_a_cast_of_the_number_plus_one() -> None:
+    """tract 0.23.9: 'Trying to substitute a 1,F32 by 3,F32', either facts, where onnxruntime
+    runs it; casting first then adding 1.0 fails the same; the Max(i, counter) form loads and
+    gives the same numbers. When a tract runs it, this fails."""
+    feeds = {"x": np.array(0.5, np.float32)}
+    expected = run("onnxruntime", PLUS_ONE, feeds)
+    np.testing.assert_array_equal(expected[1], [1, 2, 3])
+    cast_first = onnx.parser.parse_model(
+        PLUS_ONE_TEXT.replace("n = Add(i, k)", "f = Cast<to = 1>(i)")
+        .replace("k = Constant<value = int64 {1}>()", "k = Constant<value = float {1}>()")
+        .replace("o = Cast<to = 1>(n)", "o = Add(f, k)")
+    )
+    for model in (PLUS_ONE, cast_first):
+        onnx.checker.check_model(model, full_check=True)
+        for runtime in ("tract", "tract-symbolic"):
+            with pytest.raises(RuntimeFailure, match="substitute a 1,F32 by 3,F32"):
+                run(runtime, model, feeds)
+    for runtime in ("tract", "tract-symbolic"):
+        assert_same(expected, run(runtime, PLUS_ONE_COUNTED, feeds)[::2])
+
+
 # LoopToScan's form of PyTorch's embedding_bag: the number through an Identity, Reshape(i, [-1]).
 RESHAPED = onnx.parser.parse_model(
     """

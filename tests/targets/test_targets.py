@@ -518,3 +518,34 @@ def test_tract_cannot_unify_two_declared_symbols_of_one_size() -> None:
     assert_same(run("onnxruntime", TWO_SYMBOLS, feeds), run("tract", lowered, feeds))
     with pytest.raises(RuntimeFailure, match="Impossible to unify Sym"):
         run("tract-symbolic", lowered, feeds)
+
+
+# An int64 Scan state whose body value comes from a Cast to int64 (of a float here; of an int32
+# alike): tract 0.23.9 types that Cast's output as a size (TDim).
+CAST_STATE_TEXT = """
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[3] x) => (int64 s) {
+        s0 = Constant<value = int64 {0}>()
+        s = Scan<num_scan_inputs = 1, body = b (int64 a, float r) => (int64 a2) {
+            c = Cast<to = 7>(r)
+            a2 = Add(a, c)
+        }>(s0, x)
+    }
+    """
+
+
+def test_tract_types_a_cast_to_int64_in_a_scan_state_as_a_size() -> None:
+    """tract 0.23.9: 'Impossible to unify I64 with TDim', either facts, where onnxruntime runs
+    it; the same Cast written as CastLike(r, a) loads and gives the same. When a tract runs
+    it, this fails."""
+    model = onnx.parser.parse_model(CAST_STATE_TEXT)
+    onnx.checker.check_model(model, full_check=True)
+    feeds = {"x": np.array([1.5, 2.5, -4.5], np.float32)}
+    expected = run("onnxruntime", model, feeds)
+    assert expected[0] == -1  # 1 + 2 - 4: truncated toward zero
+    for runtime in ("tract", "tract-symbolic"):
+        with pytest.raises(RuntimeFailure, match="Impossible to unify I64 with TDim"):
+            run(runtime, model, feeds)
+    like = onnx.parser.parse_model(CAST_STATE_TEXT.replace("Cast<to = 7>(r)", "CastLike(r, a)"))
+    for runtime in ("tract", "tract-symbolic"):
+        assert_same(expected, run(runtime, like, feeds))
