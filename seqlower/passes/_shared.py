@@ -28,6 +28,7 @@ __all__ = [
     "inline_untyped_sequence_map_functions",
     "is_sequence",
     "known_elements",
+    "names_defined",
     "one_element",
     "outer_reads",
     "outer_reads_as_states",
@@ -425,3 +426,14 @@ def restate_loop_body(
     body.inputs.extend([*inputs, *ins])
     body.outputs.clear()
     body.outputs.extend([*outputs, *outs])
+
+
+def names_defined(graph: ir.Graph | ir.Function | None) -> set[str]:
+    """The names of the values a graph defines (inputs, initializers, node outputs)."""
+    if graph is None:
+        return set()
+    names = {v.name for v in graph.inputs if v.name}
+    if isinstance(graph, ir.Graph):
+        names.update(name for name in graph.initializers if name)
+    names.update(v.name for node in graph for v in node.outputs if v.name)
+    return names

@@ -93,3 +93,43 @@ def test_a_run_time_condition_of_shape_1_folded_into_m() -> None:
         for go in (False, True):
             feeds = {"m": np.array(m, np.int64), "go": np.array([go]), "x": X}
             assert_same(run("onnxruntime", model, feeds), run("onnxruntime", lowered, feeds))
+
+
+# paddle2onnx declares the iteration number int64[1] too, and names a state in the body as the
+# outer value that starts it (i0); this body reads both
+ITERATION = """
+<ir_version: 8, opset_import: ["" : 17]>
+g (int64[1] n, float[3] x) => (int64[1] i, float[3] acc) {
+    i0 = Constant <value = int64[1] {0}> ()
+    acc0 = Constant <value = float[3] {0, 0, 0}> ()
+    c0 = Less(i0, n)
+    i, acc = Loop ("", c0, i0, acc0) <body = b (int64[1] it, bool[1] c_in, int64[1] i0,
+        float[3] a_in) => (bool[1] c, int64[1] i1, float[3] a1) {
+        one = Constant <value = int64[1] {1}> ()
+        i1 = Add(i0, one)
+        f = Cast <to = 1> (it)
+        scaled = Mul(x, f)
+        a1 = Add(a_in, scaled)
+        c = Less(i1, n)
+    }>
+}
+"""
+
+
+@pytest.mark.parametrize("target", ["onnx2tf", "iree"])
+def test_paddles_iteration_number_and_state_names_as_iree_reads_them(target: str) -> None:
+    model = onnx.parser.parse_model(ITERATION)
+    lowered = seqlower.lower(model, target=target, check=False)
+    _valid(lowered)
+    (loop,) = [n for n in lowered.graph.node if n.op_type == "Loop"]
+    body = loop.attribute[0].g
+    # IREE 3.13.0's importer converts no Loop whose iteration number is declared [1], and reads
+    # the outer i0 where the body reads its own (the count stays 1)
+    assert body.input[0].type.tensor_type.shape.dim == []
+    assert not {v.name for v in body.input} & {v for n in lowered.graph.node for v in n.output}
+    runtimes = ["onnxruntime", "iree"] if target == "iree" else ["onnxruntime"]
+    for n in range(4):
+        feeds = {"n": np.array([n], np.int64), "x": X}
+        expected = run("onnxruntime", model, feeds)
+        for runtime in runtimes:
+            assert_same(expected, run(runtime, lowered, feeds))

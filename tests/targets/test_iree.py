@@ -422,6 +422,31 @@ def test_iree_wants_a_loop_states_ends_typed_alike() -> None:
     assert_same(run("onnxruntime", model, feeds), run("iree", lowered, feeds))
 
 
+def test_a_loop_state_whose_rank_changes_is_not_typed_as_its_body() -> None:
+    """A state that starts a scalar and that the body declares [?, ?] (paddle2onnx's greedy
+    decode): no reshape of the scalar to the body's rank (the lowered model failed ONNX's strict
+    shape inference); left as it is, for IREE to refuse."""
+    model = onnx.parser.parse_model(
+        """
+        <ir_version: 8, opset_import: ["" : 17]>
+        g (float[1, 4] h, int64 n) => (float[?, ?] y) {
+            z = Constant<value = float {0}>()
+            c = Constant<value = bool {1}>()
+            y = Loop(n, c, z) <
+                body = b (int64 i, bool ci, float[?, ?] s) => (bool co, float[?, ?] out) {
+                    co = Identity(ci)
+                    out = Identity(h)
+                }>
+        }
+        """
+    )
+    lowered = seqlower.lower(model, target="iree", check=False)
+    onnx.checker.check_model(lowered, full_check=True)
+    onnx.shape_inference.infer_shapes(lowered, check_type=True, strict_mode=True)
+    feeds = {"h": np.arange(4, dtype=np.float32).reshape(1, 4), "n": np.array(2)}
+    assert_same(run("onnxruntime", model, feeds), run("onnxruntime", lowered, feeds))
+
+
 def test_target_iree_unrolls_or_freezes_what_iree_gets_wrong(tmp_path: Path) -> None:
     """At fixed shapes the Scan and the Loop with scan outputs are unrolled; at dynamic ones the
     Loop's rows are states; a loop that stops on data or at a bound runs to the bound with its

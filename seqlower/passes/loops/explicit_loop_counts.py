@@ -22,6 +22,9 @@ constants from inside a ``WHILE`` body. Every other value it reads from outside 
 loop state the body passes through unchanged (after the loop's own states): onnx2tf 2.6.9
 gives a ``WHILE`` body no access to the enclosing subgraph's tensors, and LiteRT fails ("Input
 tensor N lacks data ... (WHILE) failed to invoke"). A read whose type is unknown stays a read.
+paddle2onnx's layout is made ONNX's (IREE 3.13.0 gets it wrong): the iteration number and a
+replaced condition declared scalars (read as their ``[1]`` where the body reads them), body
+inputs named as outer values renamed (IREE reads the outer value instead).
 """
 
 from __future__ import annotations
@@ -35,7 +38,13 @@ from seqlower.passes._base import NodeLoweringPass, Rewrite, Site
 from seqlower.passes._emit import Emitter
 from seqlower.passes._induction import Condition, Term, passes_through
 from seqlower.passes._ir import constant_array, nodes_in
-from seqlower.passes._shared import outer_reads, prepend, read_inside, remove_dead
+from seqlower.passes._shared import (
+    names_defined,
+    outer_reads,
+    prepend,
+    read_inside,
+    remove_dead,
+)
 from seqlower.passes._trip_counts import trip_count
 from seqlower.passes._types import TypeOracle
 
@@ -127,15 +136,10 @@ class ExplicitLoopCounts(NodeLoweringPass[_Plan]):
             if plan.terms is not None:
                 m = trip_count(op, node, plan.terms)  # cond0 included: zero when false
             cond = op.constant(np.array(True), hint="runs")
-            _scalar_condition(ctx, body)
-            inner = ctx.into(body, pool=None)
-            passed = inner.Identity(body.inputs[1], _hint="cond_through")
-            passed.type, passed.shape = ir.TensorType(ir.DataType.BOOL), ir.Shape([])
-            body.extend(inner.nodes)
-            body.outputs[0] = passed
-            remove_dead(body)
+            _pass_condition_through(ctx, body)
         if m is None:
             m = op.int64s(UNBOUNDED, hint="max_trip_count")
+        _onnx_layout(ctx, body)
         reads = outer_reads(body, list(body.inputs))  # the constants copied in are no more
         if any(plan.carried) and len(reads) == len(plan.carried):
             _carry_reads(ctx, plan, op, m, cond, reads)
@@ -145,21 +149,45 @@ class ExplicitLoopCounts(NodeLoweringPass[_Plan]):
         node.replace_input_with(1, cond)
 
 
-def _scalar_condition(ctx: Rewrite, body: ir.Graph) -> None:
-    """The body's condition input declared a scalar, as the ``cond = true`` it now gets: ONNX
-    infers it as the Loop's ``cond`` (a ``[1]`` declaration, as Paddle writes it, would
-    contradict that); the nodes that read it read it in its declared one-element shape."""
-    cond_in = body.inputs[1]
-    declared = cond_in.shape
-    bool_ = ir.TensorType(ir.DataType.BOOL)
-    cond_in.type, cond_in.shape = cond_in.type or bool_, ir.Shape([])
+def _pass_condition_through(ctx: Rewrite, body: ir.Graph) -> None:
+    """The body's condition output an ``Identity`` of its (scalar) condition input."""
+    _scalar_input(ctx, body, 1, ir.DataType.BOOL)
+    inner = ctx.into(body, pool=None)
+    passed = inner.Identity(body.inputs[1], _hint="cond_through")
+    passed.type, passed.shape = ir.TensorType(ir.DataType.BOOL), ir.Shape([])
+    body.extend(inner.nodes)
+    body.outputs[0] = passed
+    remove_dead(body)
+
+
+def _onnx_layout(ctx: Rewrite, body: ir.Graph) -> None:
+    """The iteration number a scalar, no body input named as an outer value (IREE 3.13.0 reads
+    the outer value instead)."""
+    _scalar_input(ctx, body, 0, ir.DataType.INT64)
+    outer = names_defined(ctx.node.graph)
+    for value in body.inputs:
+        if value.name in outer:
+            value.name = ctx.names.fresh(f"{value.name}_in_body")
+
+
+def _scalar_input(ctx: Rewrite, body: ir.Graph, k: int, dtype: ir.DataType) -> None:
+    """The body's iteration number (``k = 0``) or condition (``k = 1``) declared a scalar, as
+    ONNX gives it; the nodes that read it read it in its declared one-element shape. A ``[1]``
+    condition (as paddle2onnx writes) contradicts the scalar ``cond = true`` given to the Loop,
+    which ONNX's inference types it from (onnxruntime refuses to load the model); a ``[1]``
+    iteration number stops IREE 3.13.0's importer ("onnx.Loop not converted")."""
+    value = body.inputs[k]
+    declared = value.shape
+    value.type, value.shape = value.type or ir.TensorType(dtype), ir.Shape([])
     if declared is None or declared.rank() == 0:
         return
     ones = [1] * declared.rank()  # one element: every axis of size 1
     emit = ctx.into(body, pool=None)
-    shaped = emit.reshape(cond_in, emit.int64s(ones, hint="cond_shape"), hint="cond_shaped")
-    shaped.type, shaped.shape = bool_, ir.Shape(ones)
-    read_inside(body, cond_in, shaped, {id(n) for n in nodes_in(body)})
+    shaped = emit.reshape(
+        value, emit.int64s(ones, hint="one_element"), hint=f"{value.name or k}_shaped"
+    )
+    shaped.type, shaped.shape = ir.TensorType(dtype), ir.Shape(ones)
+    read_inside(body, value, shaped, {id(n) for n in nodes_in(body)})
     prepend(body, list(emit.nodes))
 
 

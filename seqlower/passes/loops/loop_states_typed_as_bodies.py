@@ -68,7 +68,9 @@ class LoopStatesTypedAsBodies(NodeLoweringPass[_Plan]):
             if declared is None or initial is None:
                 continue  # IREE types a state of no declared shape rank 0 whatever is done
             seen = [self._inferred.get(v.name or "") for v in (initial, passed)]
-            shapes = [declared, *(s for s in seen if s is not None and len(s) == len(declared))]
+            # an end of another rank (a state whose rank changes) cannot be reshaped to it
+            seen = [s if s is not None and len(s) == len(declared) else None for s in seen]
+            shapes = [declared, *(s for s in seen if s is not None)]
             agreed = [col[0] if len(set(col)) == 1 else None for col in zip(*shapes, strict=True)]
             retype = [s is not None and s != agreed for s in seen]
             if any(retype) or agreed != declared:

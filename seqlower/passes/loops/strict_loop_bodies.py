@@ -38,7 +38,7 @@ import onnx_ir as ir
 
 from seqlower.passes._base import NodeLoweringPass, Rewrite, Site
 from seqlower.passes._ir import graph_attr
-from seqlower.passes._shared import prepend
+from seqlower.passes._shared import names_defined, prepend
 from seqlower.passes._types import TypeOracle
 
 __all__ = ["StrictLoopBodies"]
@@ -95,7 +95,7 @@ class StrictLoopBodies(NodeLoweringPass[_Plan]):
             if start is None or type_ is None:
                 continue
             typed.append((value, type_, _rank_of(start, body.outputs[k - 1], types)))
-        outer = _names_defined(node.graph)
+        outer = names_defined(node.graph)
         shadowing = [value for value in body.inputs if value.name in outer]
         unscalar = [
             value
@@ -135,17 +135,6 @@ class StrictLoopBodies(NodeLoweringPass[_Plan]):
             copy.type, copy.shape = value.type, value.shape
             body.outputs[k] = copy
         body.extend(copies.nodes)
-
-
-def _names_defined(graph: ir.Graph | ir.Function | None) -> set[str]:
-    """The names of the values a graph defines (inputs, initializers, node outputs)."""
-    if graph is None:
-        return set()
-    names = {v.name for v in graph.inputs if v.name}
-    if isinstance(graph, ir.Graph):
-        names.update(name for name in graph.initializers if name)
-    names.update(v.name for node in graph for v in node.outputs if v.name)
-    return names
 
 
 def _rank_of(start: ir.Value, out: ir.Value, types: TypeOracle) -> ir.Shape | None:
