@@ -29,7 +29,7 @@ own declarations back in the lowered model where no pass changed them.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -408,6 +408,9 @@ _SHAPE_RULED = SAME_SHAPE | BROADCASTING | {
     "MatMul", "Transpose", "Reshape", "Concat", "Gather", "Squeeze", "Unsqueeze", "Shape",
     "Slice",
 }  # fmt: skip
+#: Ruled ops whose rule reads nothing of the node but its inputs' shapes (one rule for all of
+#: :data:`BROADCASTING`, one for ``MatMul``).
+_SHAPE_ONLY = BROADCASTING | {"MatMul"}
 #: The ops :class:`_StaticShapes` has a rule for.
 _RULED = _SHAPE_RULED | {
     "SequenceConstruct", "SplitToSequence", "SequenceAt", "ConcatFromSequence", "SequenceMap",
@@ -431,32 +434,40 @@ class _StaticShapes:
         self.map_dtypes: list[ir.DataType | None] = []  # the last SequenceMap's outputs
         #: Shapes proven per dimension only (None: a dimension not proven), by value id.
         self.partial: dict[int, Partial] = {}
+        #: What the rules of :data:`_SHAPE_ONLY` gave, by (a broadcasting op?, input shapes).
+        self.memo: dict[tuple[bool | Static | None, ...], Static | None] = {}
 
     def graph(self, graph: ir.Graph) -> None:
-        tensors, sequences, declared = self.tensors, self.sequences, self.declared
         for node in graph:
             if node.op_type not in _RULED or not is_onnx(node):
                 continue
             shapes = self.node(node) or ()
-            dtypes = self.map_dtypes if node.op_type == "SequenceMap" else None
-            dtype = None if dtypes is not None else self.out_dtype(node)
-            for k, (value, shape) in enumerate(zip(node.outputs, shapes, strict=False)):
-                if dtypes is not None:
-                    dtype = dtypes[k] if k < len(dtypes) else None
-                if isinstance(shape, _Seq):
-                    sequences[id(value)] = shape
-                    if dtype is not None:
-                        self.seq_dtypes[id(value)] = dtype
-                elif shape is not None:
-                    tensors[id(value)] = shape
-                    if dtype is not None:
-                        self.dtypes[id(value)] = dtype
-                    if id(value) in declared:
-                        self._restore(value, shape)
-                    else:
-                        self._prove(value, shape, dtype)
+            if any(s is not None for s in shapes):
+                self._record(node, shapes)
             if node.op_type in _PARTIAL and node.outputs and not any(shapes):
                 self._partly(node)
+
+    def _record(self, node: ir.Node, shapes: Sequence[Static | _Seq | None]) -> None:
+        """The shapes proven of ``node``'s outputs (and their element types) recorded, a
+        declaration they prove put back, a value declaring none given them."""
+        tensors, sequences, declared = self.tensors, self.sequences, self.declared
+        dtypes = self.map_dtypes if node.op_type == "SequenceMap" else None
+        dtype = None if dtypes is not None else self.out_dtype(node)
+        for k, (value, shape) in enumerate(zip(node.outputs, shapes, strict=False)):
+            if dtypes is not None:
+                dtype = dtypes[k] if k < len(dtypes) else None
+            if isinstance(shape, _Seq):
+                sequences[id(value)] = shape
+                if dtype is not None:
+                    self.seq_dtypes[id(value)] = dtype
+            elif shape is not None:
+                tensors[id(value)] = shape
+                if dtype is not None:
+                    self.dtypes[id(value)] = dtype
+                if id(value) in declared:
+                    self._restore(value, shape)
+                else:
+                    self._prove(value, shape, dtype)
 
     def _partly(self, node: ir.Node) -> None:
         """A tensor op's output shape proven per dimension where not all its sizes are: a
@@ -569,6 +580,11 @@ class _StaticShapes:
         op = node.op_type
         inputs = [self.shape(v) for v in node.inputs]
         first = inputs[0] if inputs else None
+        if op in _SHAPE_ONLY:  # the same shapes in, the same shape out: computed once
+            key = (op in BROADCASTING, *inputs)
+            if key not in self.memo:
+                self.memo[key] = infer(node, inputs, STATIC)
+            return [self.memo[key]]
         if op in _SHAPE_RULED:
             return [infer(node, inputs, STATIC)]
         if op == "SequenceConstruct" and inputs and None not in inputs:
