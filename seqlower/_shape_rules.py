@@ -29,17 +29,20 @@ from seqlower._graphs import constant_array, int_attr, ints_attr
 __all__ = [
     "BROADCASTING",
     "ELEMENTWISE",
+    "PARTIAL",
     "REDUCTIONS",
     "RULES",
     "SAME_SHAPE",
     "STATIC",
     "Algebra",
+    "Partial",
     "aligned",
     "broadcast",
     "concat",
     "infer",
     "matmul",
     "one_size",
+    "partial_rule",
     "reduced_axes",
     "reduced_dims",
     "reduction_axes",
@@ -532,3 +535,52 @@ def _einsum(node: ir.Node, shapes: list[Shape[D] | None], dims: Algebra[D]) -> S
     if any(letter not in agreed for letter in output) or len(set(output)) != len(output):
         return None
     return tuple(agreed[letter] for letter in output)
+
+
+#: A shape whose None sizes are not proven (the declared-sizes step's sizes proven per axis).
+Partial = tuple[int | None, ...]
+
+#: The ops proven per dimension (the declared-sizes step's ``_StaticShapes._partly``).
+PARTIAL = SAME_SHAPE | BROADCASTING | {"MatMul", "Transpose"}
+#: An unproven dimension inside the shared shape rules, whose None means "fails".
+_UNPROVEN = -1
+
+
+def partial_rule(node: ir.Node, inputs: list[Partial | None]) -> Partial | None:
+    """The output shape of a node of :data:`PARTIAL`, per dimension, None where it fails."""
+    if not inputs or any(s is None for s in inputs):
+        return None
+    marked = [tuple(_UNPROVEN if d is None else d for d in s) for s in inputs if s is not None]
+    found = infer(node, marked, _PARTLY)  # type: ignore[arg-type]
+    return None if found is None else tuple(None if d == _UNPROVEN else d for d in found)
+
+
+class _Partly:
+    """Sizes some of which are not proven (:data:`_UNPROVEN`): an unproven one that runs is
+    1 or the size it broadcasts with (unproven when all the others are 1), and equals the size
+    it must equal."""
+
+    one = 1
+
+    def broadcast(self, dims: list[int]) -> int | None:
+        proven = [d for d in dims if d != _UNPROVEN]
+        found = one_size(proven, 1)
+        if found == 1 and len(proven) < len(dims):
+            return _UNPROVEN
+        return found
+
+    def equal(self, dims: list[int]) -> int | None:
+        proven = {d for d in dims if d != _UNPROVEN}
+        return _UNPROVEN if not proven else proven.pop() if len(proven) == 1 else None
+
+    def sum(self, dims: list[int]) -> int | None:
+        return _UNPROVEN if _UNPROVEN in dims else sum(dims)
+
+    def known(self, dim: int) -> int | None:
+        return None if dim == _UNPROVEN else dim
+
+    def size(self, number: int) -> int:
+        return number
+
+
+_PARTLY = _Partly()

@@ -37,7 +37,15 @@ import onnx
 import onnx_ir as ir
 
 from seqlower._graphs import all_graphs, constant_shape
-from seqlower._shape_rules import BROADCASTING, SAME_SHAPE, STATIC, infer, one_size
+from seqlower._shape_rules import (
+    BROADCASTING,
+    PARTIAL,
+    SAME_SHAPE,
+    STATIC,
+    Partial,
+    infer,
+    partial_rule,
+)
 from seqlower.passes._ir import constant_array, graph_attr, int_attr, is_onnx
 from seqlower.passes._types import inference_affordable
 
@@ -388,7 +396,6 @@ def _more(derived: ir.Shape | None, proven: ir.Shape) -> ir.Shape:
 
 Static = tuple[int, ...]
 #: A shape proven per dimension: a size, or None where that one is not proven.
-Partial = tuple[int | None, ...]
 
 
 class _Seq(NamedTuple):
@@ -444,7 +451,7 @@ class _StaticShapes:
             shapes = self.node(node) or ()
             if any(s is not None for s in shapes):
                 self._record(node, shapes)
-            if node.op_type in _PARTIAL and node.outputs and not any(shapes):
+            if node.op_type in PARTIAL and node.outputs and not any(shapes):
                 self._partly(node)
 
     def _record(self, node: ir.Node, shapes: Sequence[Static | _Seq | None]) -> None:
@@ -474,7 +481,7 @@ class _StaticShapes:
         ``MatMul`` by a [16, 64] weight ends in 64 whatever the symbolic batch, which a
         chunk of it counts its pieces by (issue 44); each declared size so proven is put back."""
         value = node.outputs[0]
-        found = _partial_rule(node, [self.partial_shape(v) for v in node.inputs])
+        found = partial_rule(node, [self.partial_shape(v) for v in node.inputs])
         if found is None or not any(isinstance(d, int) for d in found):
             return
         self.partial[id(value)] = found
@@ -667,49 +674,3 @@ def _split(node: ir.Node, data: Static) -> _Seq | None:
     if not pieces or len(set(pieces)) != 1 or sum(pieces) != size:
         return None
     return _Seq(len(pieces), (*data[:axis], pieces[0], *data[axis + 1 :]))
-
-
-#: The ops proven per dimension (:meth:`_StaticShapes._partly`).
-_PARTIAL = SAME_SHAPE | BROADCASTING | {"MatMul", "Transpose"}
-#: An unproven dimension inside the shared shape rules, whose None means "fails".
-_UNPROVEN = -1
-
-
-def _partial_rule(node: ir.Node, inputs: list[Partial | None]) -> Partial | None:
-    """The output shape of a node of :data:`_PARTIAL`, per dimension, None where it fails."""
-    if not inputs or any(s is None for s in inputs):
-        return None
-    marked = [tuple(_UNPROVEN if d is None else d for d in s) for s in inputs if s is not None]
-    found = infer(node, marked, _PARTLY)  # type: ignore[arg-type]
-    return None if found is None else tuple(None if d == _UNPROVEN else d for d in found)
-
-
-class _Partly:
-    """Sizes some of which are not proven (:data:`_UNPROVEN`): an unproven one that runs is
-    1 or the size it broadcasts with (unproven when all the others are 1), and equals the size
-    it must equal."""
-
-    one = 1
-
-    def broadcast(self, dims: list[int]) -> int | None:
-        proven = [d for d in dims if d != _UNPROVEN]
-        found = one_size(proven, 1)
-        if found == 1 and len(proven) < len(dims):
-            return _UNPROVEN
-        return found
-
-    def equal(self, dims: list[int]) -> int | None:
-        proven = {d for d in dims if d != _UNPROVEN}
-        return _UNPROVEN if not proven else proven.pop() if len(proven) == 1 else None
-
-    def sum(self, dims: list[int]) -> int | None:
-        return _UNPROVEN if _UNPROVEN in dims else sum(dims)
-
-    def known(self, dim: int) -> int | None:
-        return None if dim == _UNPROVEN else dim
-
-    def size(self, number: int) -> int:
-        return number
-
-
-_PARTLY = _Partly()
