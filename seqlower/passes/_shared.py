@@ -437,3 +437,24 @@ def names_defined(graph: ir.Graph | ir.Function | None) -> set[str]:
         names.update(name for name in graph.initializers if name)
     names.update(v.name for node in graph for v in node.outputs if v.name)
     return names
+
+
+def scalar_body_input(ctx: Rewrite, body: ir.Graph, k: int, dtype: ir.DataType) -> None:
+    """A ``Loop`` body's iteration number (``k = 0``) or condition (``k = 1``) declared a scalar,
+    as ONNX gives it; the nodes that read it read it in its declared one-element shape. A ``[1]``
+    condition (as paddle2onnx writes) contradicts the scalar ``cond = true`` given to the Loop,
+    which ONNX's inference types it from (onnxruntime refuses to load the model); a ``[1]``
+    iteration number stops IREE 3.13.0's importer ("onnx.Loop not converted")."""
+    value = body.inputs[k]
+    declared = value.shape
+    value.type, value.shape = value.type or ir.TensorType(dtype), ir.Shape([])
+    if declared is None or declared.rank() == 0:
+        return
+    ones = [1] * declared.rank()  # one element: every axis of size 1
+    emit = ctx.into(body, pool=None)
+    shaped = emit.reshape(
+        value, emit.int64s(ones, hint="one_element"), hint=f"{value.name or k}_shaped"
+    )
+    shaped.type, shaped.shape = ir.TensorType(dtype), ir.Shape(ones)
+    read_inside(body, value, shaped, {id(n) for n in nodes_in(body)})
+    prepend(body, list(emit.nodes))

@@ -451,3 +451,40 @@ def test_paddle_loops_run_on_openvino(n: int) -> None:
     assert_same(expected, run("onnxruntime", lowered, feeds))
     assert_same(expected, run("openvino", lowered, feeds))
     assert_same(expected, run("openvino", seqlower.lower(model, target="openvino"), feeds))
+
+
+#: A body that reads its iteration number and its condition, both declared [1] as paddle2onnx
+#: writes them, as one-element tensors (a Concat of their casts).
+ONE_ELEMENT_READS = """
+<ir_version: 8, opset_import: ["" : 17]>
+g (int64 M, bool[1] c0, float[2] s0) => (float[2] s_n) {
+    s_n = Loop (M, c0, s0) <body = body (int64[1] i, bool[1] c_in, float[2] s)
+                                    => (bool[1] c_out, float[2] s2) {
+        cf = Cast <to = 1> (c_in)
+        i_f = Cast <to = 1> (i)
+        row = Concat <axis = 0> (cf, i_f)
+        s2 = Add (s, row)
+        c_out = Identity (c_in)
+    }>
+}
+"""
+
+
+@pytest.mark.parametrize("runtime", ["onnxruntime", "openvino"])
+@pytest.mark.parametrize("trips", [0, 1, 3])
+def test_one_element_reads_of_the_number_and_condition_keep_their_shape(
+    runtime: str, trips: int
+) -> None:
+    """Declared scalars, the iteration number and the condition are read as the [1] they were
+    declared, and the condition's reads that take a constant true take a [1] true: a scalar
+    true made the Concat fail ONNX's inference ('axis must be in [-rank, rank-1]': exit 1)."""
+    model = _parse(ONE_ELEMENT_READS)
+    feeds = {
+        "M": np.array(trips, np.int64),
+        "c0": np.array([True]),
+        "s0": np.zeros(2, np.float32),
+    }
+    lowered = seqlower.lower(model, passes=["strict-loop-bodies"])
+    _valid(lowered)
+    _assert_strict(lowered)
+    assert_same(run("onnxruntime", model, feeds), run(runtime, lowered, feeds))

@@ -44,6 +44,7 @@ from seqlower.passes._shared import (
     prepend,
     read_inside,
     remove_dead,
+    scalar_body_input,
 )
 from seqlower.passes._trip_counts import trip_count
 from seqlower.passes._types import TypeOracle
@@ -151,7 +152,7 @@ class ExplicitLoopCounts(NodeLoweringPass[_Plan]):
 
 def _pass_condition_through(ctx: Rewrite, body: ir.Graph) -> None:
     """The body's condition output an ``Identity`` of its (scalar) condition input."""
-    _scalar_input(ctx, body, 1, ir.DataType.BOOL)
+    scalar_body_input(ctx, body, 1, ir.DataType.BOOL)
     inner = ctx.into(body, pool=None)
     passed = inner.Identity(body.inputs[1], _hint="cond_through")
     passed.type, passed.shape = ir.TensorType(ir.DataType.BOOL), ir.Shape([])
@@ -163,32 +164,11 @@ def _pass_condition_through(ctx: Rewrite, body: ir.Graph) -> None:
 def _onnx_layout(ctx: Rewrite, body: ir.Graph) -> None:
     """The iteration number a scalar, no body input named as an outer value (IREE 3.13.0 reads
     the outer value instead)."""
-    _scalar_input(ctx, body, 0, ir.DataType.INT64)
+    scalar_body_input(ctx, body, 0, ir.DataType.INT64)
     outer = names_defined(ctx.node.graph)
     for value in body.inputs:
         if value.name in outer:
             value.name = ctx.names.fresh(f"{value.name}_in_body")
-
-
-def _scalar_input(ctx: Rewrite, body: ir.Graph, k: int, dtype: ir.DataType) -> None:
-    """The body's iteration number (``k = 0``) or condition (``k = 1``) declared a scalar, as
-    ONNX gives it; the nodes that read it read it in its declared one-element shape. A ``[1]``
-    condition (as paddle2onnx writes) contradicts the scalar ``cond = true`` given to the Loop,
-    which ONNX's inference types it from (onnxruntime refuses to load the model); a ``[1]``
-    iteration number stops IREE 3.13.0's importer ("onnx.Loop not converted")."""
-    value = body.inputs[k]
-    declared = value.shape
-    value.type, value.shape = value.type or ir.TensorType(dtype), ir.Shape([])
-    if declared is None or declared.rank() == 0:
-        return
-    ones = [1] * declared.rank()  # one element: every axis of size 1
-    emit = ctx.into(body, pool=None)
-    shaped = emit.reshape(
-        value, emit.int64s(ones, hint="one_element"), hint=f"{value.name or k}_shaped"
-    )
-    shaped.type, shaped.shape = ir.TensorType(dtype), ir.Shape(ones)
-    read_inside(body, value, shaped, {id(n) for n in nodes_in(body)})
-    prepend(body, list(emit.nodes))
 
 
 def _carry_reads(

@@ -38,7 +38,7 @@ import onnx_ir as ir
 
 from seqlower.passes._base import NodeLoweringPass, Rewrite, Site
 from seqlower.passes._ir import graph_attr
-from seqlower.passes._shared import names_defined, prepend
+from seqlower.passes._shared import names_defined, prepend, scalar_body_input
 from seqlower.passes._types import TypeOracle
 
 __all__ = ["StrictLoopBodies"]
@@ -111,8 +111,19 @@ class StrictLoopBodies(NodeLoweringPass[_Plan]):
         op = ctx.into(body, pool=None)
         for value, type_, shape in plan.types:
             value.type, value.shape = type_, shape
-        for value in plan.unscalar:
-            value.shape = ir.Shape([])
+        cond_in = body.inputs[1]
+        cond_shape = cond_in.shape  # as declared: the shape its reads (made true below) take
+        if body.inputs[0] in plan.unscalar:  # its readers keep their one-element shape
+            scalar_body_input(ctx, body, 0, ir.DataType.INT64)
+        if cond_in in plan.unscalar:  # read only by the copy that returns it, once strict
+            cond_in.shape = ir.Shape([])
+            returns = body.outputs[0].producer()
+            if (
+                returns is not None
+                and returns.op_type == "Identity"
+                and returns.inputs[0] is cond_in
+            ):
+                body.outputs[0].shape = ir.Shape([])
         cond0 = ctx.node.inputs[1] if len(ctx.node.inputs) > 1 else None
         if cond0 is not None and body.inputs[1] in plan.unscalar:
             # ONNX's inference gives the body's condition the shape of the Loop's.
@@ -124,7 +135,8 @@ class StrictLoopBodies(NodeLoweringPass[_Plan]):
         for value in plan.shadowing:
             value.name = ctx.names.fresh(f"{value.name}_in_body")
         if plan.cond_reads:
-            true = op.constant(np.array(True), hint="running")
+            ones = [1] * cond_shape.rank() if cond_shape is not None else []
+            true = op.constant(np.ones(ones, dtype=bool), hint="running")
             for user, index in plan.cond_reads:
                 user.replace_input_with(index, true)
             prepend(body, list(op.nodes))
