@@ -111,19 +111,8 @@ class StrictLoopBodies(NodeLoweringPass[_Plan]):
         op = ctx.into(body, pool=None)
         for value, type_, shape in plan.types:
             value.type, value.shape = type_, shape
-        cond_in = body.inputs[1]
-        cond_shape = cond_in.shape  # as declared: the shape its reads (made true below) take
-        if body.inputs[0] in plan.unscalar:  # its readers keep their one-element shape
-            scalar_body_input(ctx, body, 0, ir.DataType.INT64)
-        if cond_in in plan.unscalar:  # read only by the copy that returns it, once strict
-            cond_in.shape = ir.Shape([])
-            returns = body.outputs[0].producer()
-            if (
-                returns is not None
-                and returns.op_type == "Identity"
-                and returns.inputs[0] is cond_in
-            ):
-                body.outputs[0].shape = ir.Shape([])
+        cond_shape = body.inputs[1].shape  # as declared: the shape its reads (made true) take
+        _scalar_number_and_condition(ctx, plan)
         cond0 = ctx.node.inputs[1] if len(ctx.node.inputs) > 1 else None
         if cond0 is not None and body.inputs[1] in plan.unscalar:
             # ONNX's inference gives the body's condition the shape of the Loop's.
@@ -156,3 +145,18 @@ def _rank_of(start: ir.Value, out: ir.Value, types: TypeOracle) -> ir.Shape | No
     if shape is None or (out.shape is not None and out.shape.rank() != shape.rank()):
         return None
     return ir.Shape([None] * shape.rank())
+
+
+def _scalar_number_and_condition(ctx: Rewrite, plan: _Plan) -> None:
+    """The body's iteration number and condition declared scalars where ``plan`` found them
+    otherwise: the number's readers read it reshaped to its declared one-element shape; the
+    condition, read only by the copy that returns it once strict, returned a scalar too."""
+    body = plan.body
+    if body.inputs[0] in plan.unscalar:
+        scalar_body_input(ctx, body, 0, ir.DataType.INT64)
+    cond_in = body.inputs[1]
+    if cond_in in plan.unscalar:
+        cond_in.shape = ir.Shape([])
+        returns = body.outputs[0].producer()
+        if returns is not None and returns.op_type == "Identity" and returns.inputs[0] is cond_in:
+            body.outputs[0].shape = ir.Shape([])
