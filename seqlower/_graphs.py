@@ -122,14 +122,10 @@ def constant_array(value: ir.Value | None) -> np.ndarray | None:
         return None
     if value.const_value is not None and value.is_initializer() and not value.is_graph_input():
         return value.const_value.numpy()
-    node = value.producer()
-    if node is None or node.op_type != "Constant" or node.domain not in ONNX_DOMAINS:
+    found = _constant_attribute(value)
+    if found is None:
         return None
-    if len(node.attributes) != 1:
-        return None
-    name, attr = next(iter(node.attributes.items()))
-    if attr.is_ref():
-        return None
+    name, attr = found
     if name == "value" and attr.type == ir.AttributeType.TENSOR:
         # attr.value, not as_tensor(): that one's isinstance against a Protocol costs ~200 us
         # a call, 0.8 s of a 32k-node model's lowering.
@@ -149,14 +145,10 @@ def constant_shape(value: ir.Value | None) -> tuple[int, ...] | None:
     """The shape of :func:`constant_array`'s array for a ``Constant`` node's output (None
     where it gives none), without making the array: a prover asking only for sizes pays no
     conversion of the tensor."""
-    node = None if value is None else value.producer()
-    if node is None or node.op_type != "Constant" or node.domain not in ONNX_DOMAINS:
+    found = None if value is None else _constant_attribute(value)
+    if found is None:
         return None
-    if len(node.attributes) != 1:
-        return None
-    name, attr = next(iter(node.attributes.items()))
-    if attr.is_ref():
-        return None
+    name, attr = found
     if name == "value" and attr.type == ir.AttributeType.TENSOR:
         return tuple(int(d) for d in attr.value.shape.numpy())
     if name == "value_int":
@@ -170,6 +162,19 @@ def constant_shape(value: ir.Value | None) -> tuple[int, ...] | None:
     if name == "value_floats":
         return (len(attr.as_floats()),)
     return None
+
+
+def _constant_attribute(value: ir.Value) -> tuple[str, ir.Attr] | None:
+    """The one attribute (name, attribute) of the ONNX ``Constant`` node making ``value``, None
+    for any other producer or a reference: what :func:`constant_array` and
+    :func:`constant_shape` both read."""
+    node = value.producer()
+    if node is None or node.op_type != "Constant" or node.domain not in ONNX_DOMAINS:
+        return None
+    if len(node.attributes) != 1:
+        return None
+    name, attr = next(iter(node.attributes.items()))
+    return None if attr.is_ref() else (name, attr)
 
 
 def int_attr(node: ir.Node, name: str, default: int | None = None) -> int | None:
