@@ -9,7 +9,9 @@ materialization', 'should match successor input type'). The state's type becomes
 three agree on; an initial value or body output known to have a size the state leaves unknown is
 reshaped to itself through a ``Where`` (which ONNX's data propagation does not read), and a
 result declared with such a size is reshaped back to it after the loop: the same values, each
-end typed alike.
+end typed alike. A result declared with no shape is typed as the state: ONNX's shape inference
+gives a state's result none, and IREE's importer converts no ``Transpose`` of such a value
+('onnx.Transpose not converted': tf2onnx's ``bidirectional_dynamic_rnn`` at fixed shapes).
 """
 
 from __future__ import annotations
@@ -73,7 +75,10 @@ class LoopStatesTypedAsBodies(NodeLoweringPass[_Plan]):
             shapes = [declared, *(s for s in seen if s is not None)]
             agreed = [col[0] if len(set(col)) == 1 else None for col in zip(*shapes, strict=True)]
             retype = [s is not None and s != agreed for s in seen]
-            if any(retype) or agreed != declared:
+            # ONNX's inference gives a state's result no shape, which IREE cannot convert a
+            # Transpose of: typed as the state
+            untyped = node.outputs[k].shape is None
+            if any(retype) or agreed != declared or untyped:
                 states[k] = (agreed, retype[0], retype[1] and passed is not state)
         return _Plan(body, states) if states else None
 
@@ -91,7 +96,7 @@ class LoopStatesTypedAsBodies(NodeLoweringPass[_Plan]):
                 inputs[2 + k] = _typed(op, inputs[2 + k], agreed, state.type)
             if passed:
                 body.outputs[1 + k] = _typed(inside, body.outputs[1 + k], agreed, state.type)
-            finals[k].shape = state.shape
+            finals[k].type, finals[k].shape = finals[k].type or state.type, state.shape
         body.extend(inside.nodes)
         del node.attributes["body"]
         op.Loop(
