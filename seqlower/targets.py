@@ -484,6 +484,8 @@ PIPELINES: dict[str, Pipeline] = {
                 # onnx's version converter (to min_opset) gets the opset-8 Scan wrong
                 "lower-scan-8",
                 *_SEQUENCE_FREE,
+                # states nothing reads dropped (IREE compiles no state whose rank changes)
+                "drop-unread-loop-states",
                 # IREE runs a Loop only as a for-loop of states with a count (it ignores the
                 # body's condition): loops that stop on data run to their bound, frozen, and
                 # every Loop gets its count where it is known when it starts

@@ -486,6 +486,51 @@ def test_iree_converts_no_transpose_of_an_untyped_loop_result() -> None:
     assert_same(run("onnxruntime", TRANSPOSED_STATE, feeds), run("iree", lowered, feeds))
 
 
+# A state that starts a scalar and that the body passes on as a [1, 4], which nothing reads
+# (paddle2onnx's greedy decode carries such a placeholder).
+UNREAD_STATE = onnx.parser.parse_model(
+    """
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[1, 4] h, int64 n) => (float[1, 4] y) {
+        z = Constant<value = float {0}>()
+        c = Constant<value = bool {1}>()
+        y, unread = Loop(n, c, h, z) <
+            body = b (int64 i, bool ci, float[1, 4] a, float[?, ?] s)
+                => (bool co, float[1, 4] o, float[?, ?] e) {
+                co = Identity(ci)
+                o = Tanh(a)
+                e = Neg(o)
+            }>
+    }
+    """
+)
+UNREAD_FEEDS = {"h": np.arange(4, dtype=np.float32).reshape(1, 4) / 4, "n": np.array(3)}
+
+
+def test_a_loop_state_nothing_reads_is_dropped() -> None:
+    """A Loop state neither the body nor anything after the loop reads goes, with what only
+    computed it (drop-unread-loop-states); the outputs are the same."""
+    lowered = seqlower.lower(UNREAD_STATE, target="iree", check=False)
+    onnx.checker.check_model(lowered, full_check=True)
+    (loop,) = [n for n in lowered.graph.node if n.op_type == "Loop"]
+    body = loop.attribute[0].g
+    assert (len(loop.input), len(loop.output), len(body.input), len(body.output)) == (3, 1, 3, 2)
+    assert "Neg" not in [n.op_type for n in body.node]
+    assert_same(
+        run("onnxruntime", UNREAD_STATE, UNREAD_FEEDS), run("onnxruntime", lowered, UNREAD_FEEDS)
+    )
+
+
+def test_iree_compiles_no_loop_state_whose_rank_changes() -> None:
+    """IREE 3.13.0 compiles no Loop state whose initial value's rank is not the body's ('should
+    match successor input type'), even one nothing reads (paddle2onnx's greedy decode); such a
+    state dropped, the loop compiles and runs right."""
+    with pytest.raises(RuntimeFailure, match="should match successor input type"):
+        run("iree", UNREAD_STATE, UNREAD_FEEDS)
+    lowered = seqlower.lower(UNREAD_STATE, target="iree", check=False)
+    assert_same(run("onnxruntime", UNREAD_STATE, UNREAD_FEEDS), run("iree", lowered, UNREAD_FEEDS))
+
+
 def test_target_iree_unrolls_or_freezes_what_iree_gets_wrong(tmp_path: Path) -> None:
     """At fixed shapes the Scan and the Loop with scan outputs are unrolled; at dynamic ones the
     Loop's rows are states; a loop that stops on data or at a bound runs to the bound with its
