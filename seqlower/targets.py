@@ -271,6 +271,8 @@ PIPELINES: dict[str, Pipeline] = {
                 "freeze-bounded-loops",
                 "iteration-row-slices",
                 "loop-to-scan-fixed-states",
+                # tract runs a Scan inside a Scan's body on stale states
+                "unroll-nested-constant-scans",
                 "lower-reverse-sequence",
                 "fold-static-ifs",
                 "variable-then-branches",

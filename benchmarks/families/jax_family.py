@@ -136,6 +136,33 @@ def models() -> dict[str, tuple[Callable[..., Any], list[Any], list[np.ndarray]]
         [(4,), jax.ShapeDtypeStruct((), jnp.int32)],
         [_floats(4), np.array(6, np.int32)],
     )
+    def scan_nested(x: Any) -> Any:
+        """A fori_loop of constant count inside a scan: a Loop in a Loop's body."""
+
+        def outer(c: Any, r: Any) -> tuple[Any, Any]:
+            inner = lax.fori_loop(0, 3, lambda i, v: v * 0.5 + 1.0, c + r)
+            return inner, inner.sum()
+
+        return lax.scan(outer, jnp.zeros(3, x.dtype), x)
+
+    out["jax_scan_nested"] = (scan_nested, [("T", 3)], [_floats(4, 3)])
+
+    table = jnp.asarray(_floats(10, 4))
+
+    def scan_embed(tokens: Any) -> Any:
+        """An embedding lookup by each scanned token: a Gather at an index from data."""
+
+        def step(c: Any, t: Any) -> tuple[Any, Any]:
+            c = jnp.tanh(c + table[t])
+            return c, c.sum()
+
+        return lax.scan(step, jnp.zeros(4, jnp.float32), tokens)
+
+    out["jax_scan_embed"] = (
+        scan_embed,
+        [jax.ShapeDtypeStruct(("T",), jnp.int32)],
+        [np.array([1, 4, 9, 0, 3], np.int32)],
+    )
     return out
 
 

@@ -243,6 +243,12 @@ PASSES: dict[str, PassEntry | Callable[..., ir.passes.InPlacePass]] = {
         doc="Scans over Range(0, N), N proven in [1, K], as K copies of the body.",
     ),
     "unroll-constant-scans": _entry("loops.unroll_constant_scans", "UnrollConstantScans"),
+    "unroll-nested-constant-scans": _entry(
+        "loops.unroll_constant_scans",
+        "UnrollConstantScans",
+        nested_only=True,
+        doc="Only Scans of a constant count inside another Scan's body (tract runs them wrong).",
+    ),
     "unroll-recurrent-ops": _entry("loops.unroll_recurrent_ops", "UnrollRecurrentOps"),
     "unroll-peephole-lstms": _entry(
         "loops.unroll_recurrent_ops",

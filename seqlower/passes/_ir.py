@@ -66,6 +66,7 @@ __all__ = [
     "reduced_dims",
     "reduction_axes",
     "runtime_source",
+    "scans_in_scans",
     "static_dim",
     "strip_symbolic",
     "subgraphs_of",
@@ -204,6 +205,18 @@ def model_nodes(model: ir.Model) -> Iterator[ir.Node]:
     nodes of its subgraphs (the order of :func:`nodes_in`)."""
     for graph in iter_graph_likes(model):
         yield from nodes_in(graph)
+
+
+def scans_in_scans(model: ir.Model) -> list[ir.Node]:
+    """Every ``Scan`` inside the body of another ``Scan`` (at any depth, through ``If``s)."""
+    return [
+        inner
+        for node in model_nodes(model)
+        if is_onnx(node, "Scan")
+        for body in subgraphs_of(node)
+        for inner in nodes_in(body)
+        if is_onnx(inner, "Scan")
+    ]
 
 
 def origin(value: ir.Value) -> str:

@@ -45,6 +45,7 @@ from seqlower.passes._ir import (
     ints_attr,
     is_onnx,
     is_static,
+    scans_in_scans,
 )
 from seqlower.passes._shared import initializers_as_constants, inline_copy
 from seqlower.passes._trip_count import UNROLL_LIMIT, evaluate
@@ -71,15 +72,25 @@ class UnrollConstantScans(NodeLoweringPass[_Plan]):
     op_type = "Scan"
     takes_all = False
 
-    def __init__(self, *, bounded: bool = False) -> None:
+    def __init__(self, *, bounded: bool = False, nested_only: bool = False) -> None:
         """``bounded``: instead, every forward ``Scan`` over the iteration numbers ``Range(0,
         N)`` (what ``loop-to-scan`` writes) whose run-time ``N`` is proven in ``[1, K]`` for a
         constant ``K`` up to 256, as ``K`` copies of its body that rerun the last iteration
-        past ``N`` (module docstring)."""
+        past ``N`` (module docstring). ``nested_only``: only the Scans inside another Scan's
+        body (tract 0.23.9 computes one whose initial states come from the outer row wrong)."""
         super().__init__()
         self.bounded = bounded
+        self.nested_only = nested_only
+        self._nested: set[int] = set()
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        if self.nested_only:
+            self._nested = {id(node) for node in scans_in_scans(model)}
+        return super().call(model)
 
     def plan(self, site: Site, types: TypeOracle) -> _Plan | None:
+        if self.nested_only and id(site.node) not in self._nested:
+            return None
         if self.bounded:
             return self._plan_bounded(site, types)
         found = _forward_scan(site)
