@@ -57,6 +57,8 @@ from seqlower.passes._types import TypeOracle
 
 __all__ = [
     "FirstIteration",
+    "GuardDim",
+    "GuardedRow",
     "RowRead",
     "Shapes",
     "first_iteration",
@@ -67,6 +69,11 @@ Dim = int | str
 Dims = tuple[Dim, ...]
 #: The shape of a value outside the body (inferred with data propagation), None unknown.
 Shapes = Callable[[ir.Value], "tuple[int | str | None, ...] | None"]
+#: A size of a guarded body's zero row (``FirstIteration.body_guard``): known, or the axis of a
+#: value the body reads (a state, an outer value) and its stand-in outside (a state's initial
+#: value), for when the Scan's body no longer takes it.
+GuardDim = int | tuple[ir.Value, ir.Value, int]
+GuardedRow = tuple[tuple[GuardDim, ...], ir.DataType]
 #: Ops whose one element is their input's one element (the iteration number stays itself).
 _SAME_VALUES = ("Identity", "Cast", "Reshape", "Unsqueeze", "Squeeze")
 #: The element types a zero row is written in.
@@ -108,6 +115,10 @@ class FirstIteration:
     #: ``Gather`` nodes at an index the body computes (a token a greedy decode carries), along
     #: an axis of a known size of at least 1: their index is 0 when the Loop runs none.
     guards: list[tuple[ir.Node, ir.DataType]] = dataclasses.field(default_factory=list)
+    #: When the body is not proven safe: the whole body runs under an ``If`` on the Loop running
+    #: at all, whose other branch passes the states on and writes zero rows, of these shapes and
+    #: element types by Loop output (a scan output's row, a state's own).
+    body_guard: dict[int, GuardedRow] | None = None
 
 
 def first_iteration(

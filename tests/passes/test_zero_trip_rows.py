@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import seqlower
-from seqlower.errors import TargetError
+from seqlower.errors import ProofFailedError, TargetError
 from tests import loop_cases
 from tests.helpers import all_nodes, all_op_types, ort_run, parse
 from tests.runtimes import RuntimeFailure, assert_same, run
@@ -226,15 +226,19 @@ NEXT_ROW = ROWS.replace(
 )
 
 
-def test_a_body_that_can_fail_on_iteration_0_is_named() -> None:
-    """Its count is an input's value: tract types no If on it (what guards a count of shapes,
-    ``test_zero_trip_guard.py``), so no form runs it."""
-    with pytest.raises(TargetError) as raised:
-        seqlower.lower(parse(NEXT_ROW), target="tract", check=False)
-    message = str(raised.value)
-    assert raised.value.exit_code == 2
-    assert "Loop" in message and "Gather" in message and "iteration 0" in message
-    assert "computed from values" in message
+@pytest.mark.parametrize("runtime", ["onnxruntime", "tract"])
+def test_a_body_that_can_fail_on_iteration_0_runs_guarded(runtime: str) -> None:
+    """Its count is an input's value: tract types no If on it around the Scan (what guards a
+    count of shapes, ``test_zero_trip_guard.py``), so the Scan's body runs under an If on the
+    count (``test_zero_trip_guarded_body.py``): row 1 is never read when the Loop runs none."""
+    model = parse(NEXT_ROW)
+    lowered = seqlower.lower(model, target="tract", check=False)
+    assert "Loop" not in all_op_types(lowered)
+    y = np.array([0.5, -1.0], np.float32)
+    for n, rows in ((0, 0), (0, 1), (1, 2), (3, 4)):
+        x = np.arange(2 * rows, dtype=np.float32).reshape(rows, 2)
+        feeds = {"trip_count": np.array(n, np.int64), "x": x, "y": y}
+        assert_same(ort_run(model, feeds), run(runtime, lowered, feeds))
 
 
 # An RNN over the rows of x[T, B, 3] (tf2onnx's Keras RNN: M = T), its state starting from zeros
@@ -351,17 +355,39 @@ def test_a_map_over_reversed_rows_is_proven(shape: tuple[int, ...]) -> None:
             assert_same([want], [got])
 
 
-@pytest.mark.parametrize(
-    ("old", "new"),
-    [
-        ("lens = Expand(time, batch)", "lens = Expand(batch, batch)"),  # lengths may exceed T'
-        ("batch = Gather(shape, one)", "batch = Gather(shape, zero)"),  # T' lengths, not B'
-    ],
+# Lengths B' (may exceed T'): not proven on iteration 0, so the Scan's body runs under an If on
+# the count (``test_zero_trip_guarded_body.py``).
+MAP_REVERSE_BY_BATCH = MAP_REVERSE.replace(
+    "lens = Expand(time, batch)", "lens = Expand(batch, batch)"
 )
-def test_reverse_sequence_lengths_not_proven_are_named(old: str, new: str) -> None:
-    with pytest.raises(TargetError) as raised:
-        seqlower.lower(parse(MAP_REVERSE.replace(old, new)), target="tract", check=False)
-    assert "ReverseSequence" in str(raised.value) or "Expand" in str(raised.value)
+
+
+@pytest.mark.parametrize("shape", [(0, 3, 2), (1, 3, 2), (3, 5, 2), (2, 2, 3)])
+def test_reverse_sequence_lengths_not_proven_run_guarded(shape: tuple[int, ...]) -> None:
+    model = parse(MAP_REVERSE_BY_BATCH)
+    lowered = seqlower.lower(model, target="tract")  # the check on tract included
+    assert "If" in all_op_types(lowered)
+    x = np.arange(int(np.prod(shape)), dtype=np.float32).reshape(shape)
+    if shape[1] < shape[2]:  # lengths past the time axis: both fail
+        for runtime, candidate in (("onnxruntime", model), ("tract", lowered)):
+            with pytest.raises(RuntimeFailure):
+                run(runtime, candidate, {"x": x})
+        return
+    (want,) = ort_run(model, {"x": x})
+    for runtime in ("tract", "tract-symbolic"):
+        (got,) = run(runtime, lowered, {"x": x})
+        if shape[0] == 0:  # onnxruntime's zero-trip scan output: its unknown sizes 0
+            assert want.shape == (0, 0, 0) and got.shape == shape
+        else:
+            assert_same([want], [got])
+
+
+def test_reverse_sequence_lengths_of_the_time_axis_are_never_exit_0() -> None:
+    """T' lengths for B' entries: the guarded body's two branches differ in tract's declared
+    facts ([T, range] and [T, B]); the check on tract's declared facts names it."""
+    text = MAP_REVERSE.replace("batch = Gather(shape, one)", "batch = Gather(shape, zero)")
+    with pytest.raises(ProofFailedError, match="symbolic facts"):
+        seqlower.lower(parse(text), target="tract")
 
 
 # PyTorch's nn.Linear in a while_loop body (torch family's while_gru_cell): Gemm with transB.

@@ -1,7 +1,8 @@
 """What ``LoopToScan`` does for a Loop that may run no iteration (no runtime runs a zero-length
 ``Scan`` right): run it at least once, its results masked, when its body is proven safe on
 iteration 0 (``_first_iteration``: counters from 0, padded row reads), else guard the Scan by
-an ``If`` on the count whose other branch gives what a Loop of no iteration returns."""
+an ``If`` on the count whose other branch gives what a Loop of no iteration returns (a count of
+shapes), else run it at least once with its body under an ``If`` on the count (any body)."""
 
 from __future__ import annotations
 
@@ -13,14 +14,29 @@ import onnx_ir as ir
 from seqlower._graphs import subgraphs_of
 from seqlower.passes._base import Rewrite, rewire
 from seqlower.passes._emit import Emitter, fits_constant
-from seqlower.passes._first_iteration import FirstIteration, RowRead, Shapes, first_iteration
+from seqlower.passes._first_iteration import (
+    FirstIteration,
+    GuardDim,
+    GuardedRow,
+    RowRead,
+    Shapes,
+    first_iteration,
+)
 from seqlower.passes._induction import Term
 from seqlower.passes._ir import constant_array, is_onnx
+from seqlower.passes._shared import outer_reads
 from seqlower.passes._trip_count import evaluate
 from seqlower.passes._trip_counts import extreme
 from seqlower.passes._types import TypeOracle
 
-__all__ = ["first_iteration_safe", "guard_by_if", "masked", "runs", "zero_trip_form"]
+__all__ = [
+    "first_iteration_safe",
+    "guard_by_if",
+    "guard_iteration",
+    "masked",
+    "runs",
+    "zero_trip_form",
+]
 
 #: The shape ONNX's inference gives a value (``LoopShapes.inferred``).
 Inferred = Callable[[ir.Value], ir.Shape | None]
@@ -65,15 +81,82 @@ def zero_trip_form(
         found.in_place = _unknown_rows(found, node, body, terms) is not None
         return found, None
     rows = _empty_rows(node, body, counters, terms, inferred)
-    if isinstance(rows, str):
+    if not isinstance(rows, str):
+        return None, rows
+    guarded = _guarded_rows(node, body, counters, types, inferred, symbolic)
+    if isinstance(guarded, str):
         return (
             "its trip count may be 0 and tract runs no Scan of zero iterations right "
             "(it returns wrong states), but the Scan of at least one iteration that "
-            f"replaces it then runs the body on iteration 0, where {found}, and an "
-            f"If on the count cannot give its results when it runs none: {rows} "
+            f"replaces it then runs the body on iteration 0, where {found}; an "
+            f"If on the count cannot give its results when it runs none ({rows}), and "
+            f"the body under an If on it cannot give a row when it runs none: {guarded} "
             "(--overwrite-input-shape with the input shapes may prove it)"
         )
-    return None, rows
+    return FirstIteration(body_guard=guarded), None
+
+
+def _guarded_rows(
+    node: ir.Node,
+    body: ir.Graph,
+    counters: list[int],
+    types: TypeOracle,
+    inferred: Inferred,
+    symbolic: Shapes,
+) -> dict[int, GuardedRow] | str:
+    """The row shape and element type of each Loop output the guarded body's other branch
+    writes a zero row for (``guard_iteration``), by Loop output: every scan output, and every
+    state the body never reads whose final value is read (a last scanned row); a state's own
+    where known. A size unknown when lowering is read from a state or an outer value ONNX's
+    inference gives the same symbol (a batch). Or why one has none: tract 0.23.9 runs an
+    ``If`` only when both branches' outputs have one fact."""
+    carried = len(node.inputs) - 2
+    rows: dict[int, GuardedRow] = {}
+    sources = _size_sources(node, body, symbolic)
+    for j, out in enumerate(node.outputs):
+        result = body.outputs[1 + j]
+        state = j < carried
+        needed = not state or (
+            j not in counters
+            and not body.inputs[2 + j].uses()
+            and (out.uses() or out.is_graph_output())
+        )
+        found: tuple[GuardDim, ...] | None = None
+        skip = 0 if state else 1
+        for shape, cut in ((result.shape, 0), (inferred(result), 0), (out.shape, skip)):
+            dims = None if shape is None else list(shape)[cut:]
+            if dims is not None and all(isinstance(d, int) for d in dims):
+                found = tuple(int(d) for d in dims)  # type: ignore[arg-type]
+                break
+        if found is None:
+            named = symbolic(result) or (symbolic(out) or (None,))[skip:]
+            picked = [d if isinstance(d, int) else sources.get(d or "") for d in named]
+            if all(d is not None for d in picked):
+                found = tuple(picked)  # type: ignore[arg-type]
+        type_ = result.type or out.type or types.type_of(result)
+        if found is not None and type_ is not None and type_.dtype != ir.DataType.STRING:
+            rows[j] = found, type_.dtype
+        elif needed:
+            what = "scan output" if not state else "last row of its state"
+            return f"the {what} '{out.name}' is of a {type_} of a shape not known when lowering"
+    return rows
+
+
+def _size_sources(
+    node: ir.Node, body: ir.Graph, symbolic: Shapes
+) -> dict[str, tuple[ir.Value, ir.Value, int]]:
+    """For each symbol ONNX's inference gives a dimension of a state or of a value the body
+    reads from outside: that value in the body, its stand-in outside it (a state's initial
+    value), the axis. A state keeps its shape in a Scan."""
+    found: dict[str, tuple[ir.Value, ir.Value, int]] = {}
+    initials = {id(v) for v in node.inputs[2:] if v is not None}
+    pairs = [(s, v) for s, v in zip(body.inputs[2:], node.inputs[2:], strict=True) if v]
+    pairs += [(v, v) for v in outer_reads(body, list(body.inputs)) if id(v) not in initials]
+    for inside, outside in pairs:
+        for axis, dim in enumerate(symbolic(outside) or ()):
+            if isinstance(dim, str):
+                found.setdefault(dim, (inside, outside, axis))
+    return found
 
 
 def _empty_rows(
@@ -415,3 +498,63 @@ def guard_by_if(
     graph.insert_before(scan, outer.nodes)
     graph.remove(scan)
     then_graph.append(scan)
+
+
+def guard_iteration(ctx: Rewrite, body: ir.Graph, ran: ir.Value, rows: list[GuardedRow]) -> None:
+    """The Scan's ``body`` (of ``Max(count, 1)`` iterations) moved into the then-branch of an
+    ``If`` on ``ran`` (the Loop runs at all), whose else-branch passes every state on and
+    writes a zero row of each static shape ``rows`` for each scan output: the iteration a Loop
+    of no iteration runs computes nothing, so any body is exact, and its results are masked
+    after. tract 0.23.9 runs such an ``If`` (its condition read from outside, both branches
+    of one fact), not one around the Scan whose outputs' lengths come from values."""
+    names = ctx.names
+    states = len(body.outputs) - len(rows)
+    nodes = list(body)
+    body.remove(nodes)
+    outer = ctx.into(body, pool=None)
+    otherwise = ctx.into(body, pool=None, prefix=f"{ctx.base}_skipped")
+    empty: list[ir.Value] = []
+    for j, out in enumerate(body.outputs):
+        if j < states:
+            value = otherwise.Identity(body.inputs[j], _hint=f"{out.name}_passed")
+        else:
+            value = _zero_row(otherwise, body, *rows[j - states])
+        value.type, value.shape = out.type, out.shape
+        empty.append(value)
+    results = [
+        ir.Value(name=names.fresh(f"{out.name}_guarded"), type=out.type, shape=out.shape)
+        for out in body.outputs
+    ]
+    ran_outputs = list(body.outputs)
+    body.outputs.clear()
+    then_graph = ir.Graph([], ran_outputs, nodes=nodes, name=names.fresh(f"{ctx.base}_iteration"))
+    else_graph = ir.Graph([], empty, nodes=otherwise.nodes, name=names.fresh(f"{ctx.base}_none"))
+    outer.If(
+        ran,
+        then_branch=then_graph,
+        else_branch=else_graph,
+        _outputs=results,
+        _name=names.fresh(f"{ctx.base}_if_ran"),
+    )
+    body.extend(outer.nodes)
+    body.outputs.extend(results)
+
+
+def _zero_row(
+    emit: Emitter, body: ir.Graph, row: tuple[GuardDim, ...], dtype: ir.DataType
+) -> ir.Value:
+    """Zeros of ``row``: a constant, or a ``ConstantOfShape`` of sizes read where unknown."""
+    sizes = [d for d in row if isinstance(d, int)]
+    if len(sizes) == len(row) and fits_constant(*sizes):
+        return emit.constant(np.zeros(tuple(sizes), dtype.numpy()), hint="zero_row")
+    pieces = []
+    for d in row:
+        if isinstance(d, int):
+            pieces.append(emit.int64s([d], hint="row_size"))
+        else:
+            inside, outside, axis = d
+            source = inside if inside in body.inputs else outside
+            pieces.append(emit.dims(source, axis, axis + 1, hint="row_size"))
+    shape = pieces[0] if len(pieces) == 1 else emit.Concat(*pieces, axis=0, _hint="row_shape")
+    zero = ir.Tensor(np.zeros(1, dtype.numpy()))
+    return emit.ConstantOfShape(shape, value=zero, _hint="zero_row")

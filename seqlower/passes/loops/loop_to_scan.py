@@ -56,7 +56,12 @@ from seqlower.passes.loops._scan_body import (
     unread_states,
 )
 from seqlower.passes.loops._scan_plan import LoopShapes, ScanPlan, plan_loop
-from seqlower.passes.loops._zero_trips import first_iteration_safe, guard_by_if, masked
+from seqlower.passes.loops._zero_trips import (
+    first_iteration_safe,
+    guard_by_if,
+    guard_iteration,
+    masked,
+)
 
 __all__ = ["LoopToScan"]
 
@@ -80,9 +85,10 @@ class LoopToScan(NodeLoweringPass[ScanPlan]):
     #: Whether a state the body grows by ``Concat`` is carried (the rows that unroll constant
     #: Scans afterwards, where it may); tract's keeps such a Loop, named.
     grown_states: bool
-    #: Whether a Loop whose body cannot fail on iteration 0 runs as a Scan of at least one
-    #: iteration, its results masked when the Loop runs none (tract's zero-iteration Scan
-    #: returns wrong states; onnxruntime and OpenVINO fail on it).
+    #: Whether a Loop that may run none runs as a Scan of at least one iteration, its results
+    #: masked when the Loop runs none, its body proven safe on iteration 0 or run under an
+    #: ``If`` on the count (tract's zero-iteration Scan returns wrong states; onnxruntime and
+    #: OpenVINO fail on it).
     guards_zero_trips: bool
 
     #: Whether only Loops whose ``M`` is a constant the body's condition does not shorten, and
@@ -195,6 +201,11 @@ class LoopToScan(NodeLoweringPass[ScanPlan]):
             extra.scanned.append(iterations)
             extra.elements.append(iteration)
         scan_body(ctx, plan, extra, states, kept, len(scan_outs))
+        if plan.once is not None and plan.once.body_guard is not None:
+            assert mask is not None
+            guard = plan.once.body_guard
+            zero_rows = [guard[j] for j in (*range(carried, len(node.outputs)), *last_rows)]
+            guard_iteration(ctx, body, mask[0], zero_rows)
         loop = _Replacement(node, body, results, kept, dropped, last_rows, outer_finals)
         loop.mask = mask
         scan = _replace_by_scan(ctx, loop, emit, ctx.after(), extra)
