@@ -36,7 +36,15 @@ import onnx_ir as ir
 from seqlower.passes._ir import constant_array, is_onnx
 from seqlower.passes._types import TypeOracle, element_dtype
 
-__all__ = ["Affine", "Condition", "Term", "passes_through", "through_identity"]
+__all__ = [
+    "Affine",
+    "Condition",
+    "Shaped",
+    "Term",
+    "passes_through",
+    "shape_source",
+    "through_identity",
+]
 
 _INTS = frozenset(
     {ir.DataType.INT8, ir.DataType.INT16, ir.DataType.INT32, ir.DataType.INT64}
@@ -55,6 +63,24 @@ _HOISTABLE = frozenset(
         "Identity", "Cast", "Shape", "Size", "Squeeze", "Unsqueeze", "Reshape", "Gather",
         "Slice", "Concat", "Add", "Sub", "Mul", "Div", "Min", "Max", "Neg", "Abs", "Constant",
         "Flatten", "CastLike",
+    }
+)  # fmt: skip
+
+#: Ops whose output has the shape of their first input, whatever their other inputs are.
+_SHAPE_OF_FIRST = frozenset(
+    {
+        "Identity", "Cast", "CastLike", "ScatterND", "ScatterElements", "Scatter", "Neg", "Abs",
+        "Relu", "Sigmoid", "Tanh", "Exp", "Log", "Sqrt", "Reciprocal", "Not", "Erf", "Softmax",
+        "LogSoftmax", "Softplus", "Clip", "Floor", "Ceil", "Round", "Sign", "Sin", "Cos",
+        "LeakyRelu", "Elu", "Selu", "HardSigmoid", "IsNaN", "IsInf",
+    }
+)  # fmt: skip
+
+#: Broadcasting ops: of their inputs' shape when every input has that one shape.
+_ELEMENTWISE = frozenset(
+    {
+        "Add", "Sub", "Mul", "Div", "Pow", "Min", "Max", "Where", "And", "Or", "Xor", "Equal",
+        "Less", "LessOrEqual", "Greater", "GreaterOrEqual",
     }
 )  # fmt: skip
 
@@ -115,6 +141,65 @@ def passes_through(cond_out: ir.Value, cond_in: ir.Value) -> bool:
         array = constant_array(value)
         return array is not None and array.size == 1 and bool(array.reshape(()))
     return True
+
+
+#: A value and the axes of it another value's shape is in (None: its own order): that shape is
+#: ``Shape(Transpose(value, perm))``.
+Shaped = tuple[ir.Value, tuple[int, ...] | None]
+
+
+def shape_source(node: ir.Node, body: ir.Graph, value: ir.Value) -> Shaped | None:
+    """A value of the Loop's scope whose shape (in the order ``perm``) ``value`` has on every
+    iteration, or None: an outer value, through ops that keep their data's shape or transpose
+    it; or a state's start when the body returns that state in the shape it read it (a buffer
+    the body writes rows into with ``ScatterND``: by induction its shape is its start's).
+    PyTorch's ``while_loop`` reads its limit as ``Shape`` of such a buffer."""
+    found = _shape_root(body, value, 0)
+    if found is None or found[0] not in body.inputs:
+        return found
+    k = list(body.inputs).index(found[0])
+    returned = None if k < 2 else _shape_root(body, body.outputs[k - 1], 0)
+    if returned is None or returned[0] is not found[0] or not _identity(returned[1]):
+        return None
+    start = node.inputs[k]
+    return None if start is None else (start, found[1])
+
+
+def _identity(perm: tuple[int, ...] | None) -> bool:
+    return perm is None or perm == tuple(range(len(perm)))
+
+
+def _shape_root(body: ir.Graph, value: ir.Value, depth: int) -> Shaped | None:
+    """A body input or an outer value whose shape, in the order given, is ``value``'s (None:
+    none proven)."""
+    producer = value.producer()
+    if value in body.inputs:
+        return value, None
+    if producer is None:  # an initializer: of the body (None) or an outer one
+        return None if value.graph is body else (value, None)
+    if producer.graph is not body:
+        return value, None
+    if depth > _DEPTH or not is_onnx(producer) or producer.outputs[0] is not value:
+        return None
+    first = producer.inputs[0] if producer.inputs else None
+    if producer.op_type in _SHAPE_OF_FIRST and first is not None:
+        return _shape_root(body, first, depth + 1)
+    perm = producer.attributes.get("perm")
+    if producer.op_type == "Transpose" and first is not None and perm is not None:
+        inner = _shape_root(body, first, depth + 1)
+        if inner is None:
+            return None
+        axes = tuple(perm.as_ints())
+        if inner[1] is not None:
+            if len(inner[1]) != len(axes):
+                return None
+            axes = tuple(inner[1][a] for a in axes)
+        return inner[0], None if _identity(axes) else axes
+    if producer.op_type in _ELEMENTWISE and producer.inputs and None not in producer.inputs:
+        roots = [_shape_root(body, v, depth + 1) for v in producer.inputs if v is not None]
+        if all(r is not None and r[0] is roots[0][0] and r[1] == roots[0][1] for r in roots):  # type: ignore[index]
+            return roots[0]
+    return None
 
 
 def _integer(value: ir.Value | None) -> int | None:
@@ -317,6 +402,10 @@ class Condition:
             return False
         if not is_onnx(producer, *_HOISTABLE) or producer.outputs[0] is not value:
             return False
+        source = producer.inputs[0] if producer.inputs else None
+        shaped = producer.op_type in ("Shape", "Size") and source is not None
+        if shaped and shape_source(self.node, self.body, source) is not None:  # type: ignore[arg-type]
+            return True  # of a value whose shape is fixed when the loop starts
         return all(v is None or self._hoistable(v, depth + 1) for v in producer.inputs)
 
     def _pass_through(self, value: ir.Value) -> ir.Value | None:

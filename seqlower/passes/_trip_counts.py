@@ -18,6 +18,7 @@ from seqlower.passes._induction import (
     Condition,
     Term,
     _integer,
+    shape_source,
 )
 from seqlower.passes._ir import constant_array, is_onnx
 
@@ -252,10 +253,7 @@ def _bounds(
     if strict != term.strict:
         return False
     first, limit = (a, b) if below == term.below else (b, a)
-    outer: ir.Value | None = term.limit
-    if term.limit in body.inputs:  # a state the body passes through: its initial value
-        outer = node.inputs[list(body.inputs).index(term.limit)]
-    if limit is None or outer is None or _uncast(outer) is not limit:
+    if limit is None or not _alike(limit, term.limit, node, body, 0):
         return False
     if value.start is None:  # the iteration number: 0 before the first step
         return _integer(first) == 0
@@ -264,6 +262,39 @@ def _bounds(
         return True
     known = _integer(start)
     return known is not None and _integer(first) == known
+
+
+def _alike(outer: ir.Value, limit: ir.Value, node: ir.Node, body: ir.Graph, depth: int) -> bool:
+    """Whether ``outer`` (of the Loop's graph) is the value ``limit`` (a bound's) is hoisted to:
+    itself, a passed-through state's start, or computed alike from those (PyTorch computes a
+    while_loop's limit before it and again in its body, from a buffer the body writes, whose
+    shape its start has: :func:`shape_source`)."""
+    outer, limit = _uncast(outer), _uncast(limit)
+    if limit is outer:
+        return True
+    if limit in body.inputs:  # a state the body passes through: its initial value
+        start = node.inputs[list(body.inputs).index(limit)]
+        return start is not None and _uncast(start) is outer
+    made, remade = outer.producer(), limit.producer()
+    if made is None or remade is None or remade.graph is not body or depth > _DEPTH:
+        known, again = constant_array(outer), constant_array(limit)
+        return known is not None and again is not None and np.array_equal(known, again)
+    attributes = [{k: repr(a.value) for k, a in n.attributes.items()} for n in (made, remade)]
+    if (made.domain, made.op_type, len(made.inputs), attributes[0]) != (
+        remade.domain,
+        remade.op_type,
+        len(remade.inputs),
+        attributes[1],
+    ) or list(made.outputs).index(outer) != list(remade.outputs).index(limit):
+        return False
+    if is_onnx(remade, "Shape", "Size") and remade.inputs[0] is not None:
+        source = shape_source(node, body, remade.inputs[0])
+        return source is not None and source[1] is None and source[0] is made.inputs[0]
+    return all(
+        (x is None and y is None)
+        or (x is not None and y is not None and _alike(x, y, node, body, depth + 1))
+        for x, y in zip(made.inputs, remade.inputs, strict=True)
+    )
 
 
 def _uncast(value: ir.Value) -> ir.Value:
@@ -316,7 +347,19 @@ def _hoist(
     elif inside and (array := constant_array(value)) is not None:
         result = emit.constant(array, hint=f"{value.name}_outside")
     elif inside and producer is not None:
-        inputs = [None if v is None else _hoist(emit, node, body, v, done) for v in producer.inputs]
+        source = producer.inputs[0] if producer.inputs else None
+        shaped = None
+        if is_onnx(producer, "Shape", "Size") and source is not None:
+            shaped = shape_source(node, body, source)  # a value of its shape, before the loop
+        if shaped is not None:
+            outer, perm = shaped
+            if perm is not None:
+                outer = emit.Transpose(outer, perm=list(perm), _hint=f"{value.name}_axes")
+            inputs: list[ir.Value | None] = [outer]
+        else:
+            inputs = [
+                None if v is None else _hoist(emit, node, body, v, done) for v in producer.inputs
+            ]
         result = getattr(emit, producer.op_type)(
             *inputs, **dict(producer.attributes), _hint=f"{value.name}_outside"
         )

@@ -613,3 +613,84 @@ def test_tract_panics_on_a_scan_without_states() -> None:
     )
     with pytest.raises(RuntimeFailure, match="aborted"):
         run("tract", model, {"x": np.ones((4, 3), np.float32)})
+
+
+def _buffer_loop(
+    written: str, *, transposed: bool = False, measured: str = "b_out"
+) -> onnx.ModelProto:
+    """PyTorch's while_loop writing rows into a preallocated buffer: ``while k < len(buf)``, the
+    limit read in the body as ``Shape`` of what the body returns for the buffer (``written``
+    from ``b_in``; ``transposed``: a [3, T] buffer, its length its axis 1; ``measured``: the
+    value whose length is read). It returns the buffer and the iteration numbers, stacked."""
+    shape, axis = ("3, T", 1) if transposed else ("T, 3", 0)
+    return onnx.parser.parse_model(
+        f"""
+        <ir_version: 8, opset_import: ["" : 17]>
+        g (float[{shape}] buf, float[3] row) => (float[{shape}] out, int64[N] seen) {{
+            zero = Constant<value = int64 {{0}}>()
+            length = Shape<start = {axis}, end = {axis + 1}>(buf)
+            go = Less(zero, length)
+            go_scalar = Squeeze(go)
+            k_end, out, seen = Loop("", go_scalar, zero, buf) <body = b (int64 i, bool c,
+                    int64 k, float[{shape}] b_in) => (bool c_out, int64 k_out,
+                    float[{shape}] b_out, int64 at) {{
+                one = Constant<value = int64 {{1}}>()
+                pair = Constant<value = int64[2] {{1, 1}}>()
+                axes = Constant<value = int64[1] {{0}}>()
+                k_out = Add(k, one)
+                where = Reshape(k, pair)
+                rows = Unsqueeze(row, axes)
+                {written}
+                size = Shape<start = {axis}, end = {axis + 1}>({measured})
+                limit = Squeeze(size)
+                c_out = Less(k_out, limit)
+                at = Identity(i)
+            }}>
+        }}
+        """
+    )
+
+
+_WRITTEN = {
+    "rows": ("b_out = ScatterND(b_in, where, rows)", False),
+    "rows, the start measured": ("b_out = ScatterND(b_in, where, rows)", False),
+    "rows, scaled": ("w = ScatterND(b_in, where, rows)\n b_out = Mul(w, w)", False),
+    "columns": (
+        "flat = Transpose<perm = [1, 0]>(b_in)\n"
+        "w = ScatterND(flat, where, rows)\n"
+        "b_out = Transpose<perm = [1, 0]>(w)",
+        True,
+    ),
+}
+
+
+@pytest.mark.parametrize("form", sorted(_WRITTEN))
+def test_a_limit_read_from_a_buffer_the_body_writes_is_fixed(form: str) -> None:
+    """The buffer keeps its start's shape on every iteration (ScatterND keeps its data's shape,
+    the Transposes undo each other), so its length is known before the loop: the count is
+    computed there, and is the iterations onnxruntime runs, 0 included (was: "'limit' is not
+    fixed when the loop starts"). The initial condition, the same bound on the buffer's start,
+    needs no Where (with one, tract 0.23.9 types no If guarding the Scan with declared facts)."""
+    written, transposed = _WRITTEN[form]
+    measured = "buf" if "start" in form else "b_out"
+    model = _buffer_loop(written, transposed=transposed, measured=measured)
+    counted = _with_trip_count(model)
+    assert counted is not None
+    assert "Where" not in {n.op_type for n in counted.graph.node}
+    row = np.arange(3, dtype=np.float32)
+    for t in (0, 1, 4):
+        buf = np.zeros((3, t) if transposed else (t, 3), np.float32)
+        _, seen, count = run("onnxruntime", counted, {"buf": buf, "row": row})
+        assert int(count) == len(seen) == t
+
+
+def test_a_buffer_that_grows_is_no_fixed_limit() -> None:
+    """A state the body returns in another shape (a row appended) gives no limit fixed before the
+    loop: refused, named."""
+    model = _buffer_loop("b_out = Concat<axis = 0>(b_in, rows)")
+    ir_model = ir.serde.deserialize_model(model)
+    loop = next(n for n in ir_model.graph if n.op_type == "Loop")
+    body = loop.attributes["body"].as_graph()
+    facts = Condition(loop, body, TypeOracle(ir_model))
+    assert facts.terms(body.outputs[0]) is None
+    assert "'limit' is not fixed when the loop starts" in facts.why
