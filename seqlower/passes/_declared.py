@@ -479,21 +479,17 @@ class _StaticShapes:
     def _partly(self, node: ir.Node) -> None:
         """A tensor op's output shape proven per dimension where not all its sizes are: a
         ``MatMul`` by a [16, 64] weight ends in 64 whatever the symbolic batch, which a
-        chunk of it counts its pieces by (issue 44); each declared size so proven is put back."""
+        chunk of it counts its pieces by (issue 44); each size so proven replaces what the value
+        declares there (a size, or the name or nothing an exporter wrote for it)."""
         value = node.outputs[0]
         found = partial_rule(node, [self.partial_shape(v) for v in node.inputs])
         if found is None or not any(isinstance(d, int) for d in found):
             return
         self.partial[id(value)] = found
         declared, now = self.declared.get(id(value)), value.shape
-        if declared is None or now is None or value.shape is declared:
+        if declared is None or now is None or not len(declared) == len(now) == len(found):
             return
-        if not len(declared) == len(now) == len(found):
-            return
-        dims = [
-            d if isinstance(d, int) and d == p else n
-            for d, p, n in zip(declared, found, now, strict=True)
-        ]
+        dims = [p if isinstance(p, int) else n for p, n in zip(found, now, strict=True)]
         if dims == list(now):
             return
         value.shape = ir.Shape(dims)

@@ -449,3 +449,44 @@ def test_chunk_of_a_matmul_past_inference_budget_is_split_in_two() -> None:
         ops = {node.op_type for node in all_nodes(lowered)}
         assert not ops & {"SplitToSequence", "SequenceMap", "ConcatFromSequence"}, target
         np.testing.assert_allclose(ort_run(lowered, feeds)[0], want[0], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("declared", ["D", "?", 48])
+def test_a_size_the_weights_prove_replaces_the_declared_one(declared: str | int) -> None:
+    """PyTorch's ``chunk(2, -1)`` of a MatMul whose 64 columns its weight fixes, the product
+    declared [B, T, D] (a name), [B, T, ?] or a stale [B, T, 48]: the 64 ONNX's inference derives
+    from the weight replaces it, so the SplitToSequence into 32s has two pieces (before, the
+    declaration was forgotten with nothing in its place, and ``--target tract|openvino``
+    refused: "the number of pieces is known only at run time")."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    size = None if declared == "?" else declared
+    split = np.array(32, np.int64)  # a Constant node, as PyTorch writes it
+    graph = helper.make_graph(
+        [
+            helper.make_node("MatMul", ["x", "w"], ["mm"]),
+            helper.make_node("Constant", [], ["split"], value=numpy_helper.from_array(split)),
+            helper.make_node("SplitToSequence", ["mm", "split"], ["seq"], axis=-1),
+            helper.make_node("SequenceAt", ["seq", "zero"], ["a"]),
+            helper.make_node("SequenceAt", ["seq", "one"], ["b"]),
+            helper.make_node("Sigmoid", ["b"], ["gate"]),
+            helper.make_node("Mul", ["a", "gate"], ["y"]),
+        ],
+        "chunk",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["B", "T", 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["B", "T", 32])],
+        [
+            numpy_helper.from_array(_floats(8, 64), "w"),
+            numpy_helper.from_array(np.array(0, np.int64), "zero"),
+            numpy_helper.from_array(np.array(1, np.int64), "one"),
+        ],
+        value_info=[helper.make_tensor_value_info("mm", TensorProto.FLOAT, ["B", "T", size])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    feeds = {"x": _floats(2, 5, 8)}
+    want = ort_run(model, feeds)
+    for target in ("tract", "openvino"):
+        lowered = seqlower.lower(model, target=target, check=False)
+        ops = {node.op_type for node in all_nodes(lowered)}
+        assert not ops & {"SplitToSequence", "SequenceAt"}, target
+        np.testing.assert_allclose(ort_run(lowered, feeds)[0], want[0], rtol=1e-5, atol=1e-6)
