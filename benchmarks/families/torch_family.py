@@ -241,7 +241,257 @@ def embedding_bags() -> dict[str, Export]:
         indices = torch.tensor([1, 2, 4, 5, 4, 3, 2, 9])
         offsets = torch.tensor([0, 3, 5])
         out[f"embedding_bag_{mode}"] = (bag, (indices, offsets), None, True)
+    bag = nn.EmbeddingBag(10, 3, mode="sum")
+    dims = (
+        {0: torch.export.Dim("n", min=2, max=256)},
+        {0: torch.export.Dim("bags", min=2, max=64)},
+    )
+    out["embedding_bag_sum_dyn"] = (
+        bag,
+        (torch.tensor([1, 2, 4, 5, 4, 3, 2, 9]), offsets),
+        dims,
+        True,
+    )
     return out
+
+
+def _first_late_token(tokens: list[int], at: int) -> int:
+    """A token whose first occurrence is at index ``at`` or later (so that decoding with it as the
+    end token stops on data, after a few steps, before the bound)."""
+    for k in range(at, len(tokens)):
+        if tokens[k] not in tokens[:k]:
+            return tokens[k]
+    return -1
+
+
+class GreedyDecode(nn.Module):
+    """A GRU decoder attending over ``memory``, greedy up to ``max_len`` tokens or the end token,
+    writing each token into a preallocated buffer (``max_len`` a constant, or ``memory``'s length
+    when ``bound_by_memory``)."""
+
+    def __init__(self, max_len: int = 12, bound_by_memory: bool = False) -> None:
+        super().__init__()
+        self.max_len, self.bound_by_memory = max_len, bound_by_memory
+        self.emb = nn.Embedding(9, 6)
+        self.cell = nn.GRUCell(12, 6)
+        self.out = nn.Linear(6, 9)
+        self.eos = -1
+
+    def forward(self, memory: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        from torch._higher_order_ops.while_loop import while_loop
+
+        limit = memory.shape[0] if self.bound_by_memory else self.max_len
+        buffer = torch.full((limit,), -1, dtype=torch.int64)
+
+        def cond(i: torch.Tensor, token: torch.Tensor, h: torch.Tensor, buf: torch.Tensor) -> Any:
+            return (i < limit) & (token != self.eos)
+
+        def body(i: torch.Tensor, token: torch.Tensor, h: torch.Tensor, buf: torch.Tensor) -> Any:
+            weights = torch.softmax(memory @ h.reshape(-1), 0)
+            context = (weights.unsqueeze(1) * memory).sum(0)
+            h = self.cell(torch.cat([self.emb(token.reshape(1)), context.unsqueeze(0)], 1), h)
+            nxt = self.out(h).argmax(-1).reshape(())
+            return i + 1, nxt, h, buf.index_copy(0, i.reshape(1), nxt.reshape(1))
+
+        start = (torch.tensor(0), torch.tensor(0), memory.new_zeros(1, 6), buffer)
+        steps, _, _, tokens = while_loop(cond, body, start)
+        return tokens, steps
+
+    def pick_eos(self, memory: torch.Tensor) -> None:
+        """An end token the sample reaches after a few steps (decoded once without one)."""
+        with torch.no_grad():
+            tokens, _ = self(memory)
+        self.eos = _first_late_token(tokens.tolist(), 3)
+
+
+class ManualLstm(nn.Module):
+    """An LSTM written by hand in a while_loop over ``xs`` [T, B, 4], its outputs written into a
+    preallocated [T, B, 5] buffer."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.wx = nn.Linear(4, 20)
+        self.wh = nn.Linear(5, 20, bias=False)
+
+    def forward(self, xs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        from torch._higher_order_ops.while_loop import while_loop
+
+        def cond(i: torch.Tensor, h: torch.Tensor, c: torch.Tensor, ys: torch.Tensor) -> Any:
+            return i < xs.shape[0]
+
+        def body(i: torch.Tensor, h: torch.Tensor, c: torch.Tensor, ys: torch.Tensor) -> Any:
+            gates = self.wx(_row(xs, i)) + self.wh(h)
+            ig, fg, gg, og = gates.chunk(4, -1)
+            c = torch.sigmoid(fg) * c + torch.sigmoid(ig) * torch.tanh(gg)
+            h = torch.sigmoid(og) * torch.tanh(c)
+            return i + 1, h, c, ys.index_copy(0, i.reshape(1), h.unsqueeze(0))
+
+        zeros = xs.new_zeros(xs.shape[1], 5)
+        start = (torch.tensor(0), zeros, zeros.clone(), xs.new_zeros(xs.shape[0], xs.shape[1], 5))
+        _, h, _, ys = while_loop(cond, body, start)
+        return ys, h
+
+
+class SelectiveSsm(nn.Module):
+    """A Mamba-like selective scan in a while_loop over ``xs`` [B, T, 4]: the step, B and C read
+    from the input at each step, the state [B, 4, 3] decayed by ``exp(dt * A)``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a_log = nn.Parameter(_randn(4, 3) * 0.5)
+        self.dt = nn.Linear(4, 4)
+        self.b = nn.Linear(4, 3, bias=False)
+        self.c = nn.Linear(4, 3, bias=False)
+        self.d = nn.Parameter(_randn(4))
+
+    def forward(self, xs: torch.Tensor) -> torch.Tensor:
+        from torch._higher_order_ops.while_loop import while_loop
+
+        a = -torch.exp(self.a_log)
+        dt = nn.functional.softplus(self.dt(xs))
+        bs, cs = self.b(xs), self.c(xs)
+
+        def at(t: torch.Tensor, i: torch.Tensor) -> torch.Tensor:
+            return t.index_select(1, i.reshape(1)).squeeze(1)
+
+        def cond(i: torch.Tensor, h: torch.Tensor, ys: torch.Tensor) -> Any:
+            return i < xs.shape[1]
+
+        def body(i: torch.Tensor, h: torch.Tensor, ys: torch.Tensor) -> Any:
+            x, step = at(xs, i), at(dt, i)
+            h = torch.exp(step.unsqueeze(-1) * a) * h + (step * x).unsqueeze(-1) * at(
+                bs, i
+            ).unsqueeze(1)
+            y = (h @ at(cs, i).unsqueeze(-1)).squeeze(-1) + self.d * x
+            return i + 1, h, ys.index_copy(1, i.reshape(1), y.unsqueeze(1))
+
+        start = (torch.tensor(0), xs.new_zeros(xs.shape[0], 4, 3), torch.zeros_like(xs))
+        return while_loop(cond, body, start)[2]
+
+
+class PowerSteps(nn.Module):
+    """``n`` power-iteration steps, ``n`` an input value (0 allowed: the start returned)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Parameter(_randn(4, 4))
+
+    def forward(self, v: torch.Tensor, n: torch.Tensor) -> torch.Tensor:
+        from torch._higher_order_ops.while_loop import while_loop
+
+        def cond(i: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+            return i < n
+
+        def body(i: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            w = self.a @ v
+            return i + 1, w / w.norm()
+
+        return while_loop(cond, body, (torch.tensor(0), v))[1]
+
+
+class GruCellSteps(nn.Module):
+    """A GRU cell stepped in a while_loop over ``xs`` [T, B, 4], batch and length both dynamic."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cell = nn.GRUCell(4, 5)
+
+    def forward(self, xs: torch.Tensor) -> torch.Tensor:
+        from torch._higher_order_ops.while_loop import while_loop
+
+        def cond(i: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+            return i < xs.shape[0]
+
+        def body(i: torch.Tensor, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            return i + 1, self.cell(_row(xs, i), h)
+
+        return while_loop(cond, body, (torch.tensor(0), xs.new_zeros(xs.shape[1], 5)))[1]
+
+
+class ScanCarries(nn.Module):
+    """A scan with three carries (a sum, a max, a count of positives) and two stacked outputs."""
+
+    def __init__(self, reverse: bool = False) -> None:
+        super().__init__()
+        self.reverse = reverse
+
+    def forward(self, xs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        from torch._higher_order_ops.scan import scan
+
+        def step(carry: Any, x: torch.Tensor) -> Any:
+            s, m, k = carry
+            s, m = s + x, torch.maximum(m, x)
+            k = k + (x > 0).sum()
+            return (s, m, k), (s.clone(), m * 2)
+
+        start = (xs.new_zeros(xs.shape[1:]), xs.new_full(xs.shape[1:], -1e9), torch.tensor(0))
+        (s, _, k), (ss, ms) = scan(step, start, xs, reverse=self.reverse)
+        return s, k, ss, ms
+
+
+class ChunkProjection(nn.Module):
+    """A gated projection: ``chunk(2)`` of a MatMul output whose last axis (64) is its weight's."""
+
+    def __init__(self, explicit: bool = False) -> None:
+        super().__init__()
+        self.explicit = explicit
+        self.proj = nn.Linear(8, 64, bias=False)
+        self.w = nn.Parameter(_randn(8, 64))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = x @ self.w if self.explicit else self.proj(x)
+        a, b = y.chunk(2, dim=-1)
+        return a * torch.sigmoid(b)
+
+
+def user_loops() -> dict[str, Export]:
+    """Loops as users write them (issue 44's private kinds): decoding that stops on data before a
+    bound, recurrences by hand in while_loops over a symbolic length, counts that may be 0."""
+    memory = _randn(7, 6)
+    decode, decode_by_memory = GreedyDecode(), GreedyDecode(bound_by_memory=True)
+    decode.pick_eos(memory)
+    decode_by_memory.pick_eos(memory)
+    t = torch.export.Dim("t", min=2, max=64)
+    b = torch.export.Dim("b", min=1, max=16)
+    t0 = torch.export.Dim("t0", min=0, max=64)
+    return {
+        "while_greedy_decode": (decode, (memory,), ({0: torch.export.Dim("s", max=64)},), True),
+        "while_greedy_decode_memory_bound": (
+            decode_by_memory,
+            (memory,),
+            ({0: torch.export.Dim("s", min=2, max=64)},),
+            True,
+        ),
+        "while_manual_lstm": (ManualLstm(), (_randn(5, 2, 4),), ({0: t, 1: b},), True),
+        "while_selective_ssm": (SelectiveSsm(), (_randn(2, 6, 4),), ({0: b, 1: t},), True),
+        "while_gru_cell_batch": (
+            GruCellSteps(),
+            (_randn(5, 3, 4),),
+            ({0: t, 1: b},),
+            True,
+        ),
+        "while_power_n": (PowerSteps(), (_randn(4), torch.tensor(3)), None, True),
+        "scan_three_carries": (ScanCarries(), (_randn(5, 3),), ({0: t0},), True),
+        "scan_three_carries_reverse": (ScanCarries(reverse=True), (_randn(5, 3),), None, True),
+        "chunk_linear_64": (
+            ChunkProjection(),
+            (_randn(2, 5, 8),),
+            ({0: b, 1: t},),
+            False,
+        ),
+        "chunk_matmul_64": (
+            ChunkProjection(explicit=True),
+            (_randn(2, 5, 8),),
+            ({0: b, 1: t},),
+            False,
+        ),
+        "chunk_matmul_64_optimized": (
+            ChunkProjection(explicit=True),
+            (_randn(2, 5, 8),),
+            ({0: b, 1: t},),
+            True,
+        ),
+    }
 
 
 def export(name: str, item: Export, folder: Path) -> str:
@@ -280,6 +530,7 @@ def main() -> int:
         **control_flow(),
         **recurrent(),
         **embedding_bags(),
+        **user_loops(),
     }
     only = {n for n in args.only.split(",") if n}
     failed = 0
