@@ -289,6 +289,8 @@ PIPELINES: dict[str, Pipeline] = {
                 "scan-iteration-states",
                 # tract types a shape's arithmetic in int64 only (declared facts)
                 "shape-arithmetic-in-int64",
+                # after it: its casts to int64 a Scan state is computed from too
+                "int64-casts-as-cast-like",
             ),
             requires=(
                 "require-sequence-free",

@@ -316,6 +316,7 @@ PASSES: dict[str, PassEntry | Callable[..., ir.passes.InPlacePass]] = {
         "repairs.constant_values_as_tensors", "ConstantValuesAsTensors"
     ),
     "cast-like-as-cast": _entry("repairs.cast_like_as_cast", "CastLikeAsCast"),
+    "int64-casts-as-cast-like": _entry("repairs.int64_casts_as_cast_like", "Int64CastsAsCastLike"),
     "reshape-without-allowzero": _entry(
         "repairs.reshape_without_allowzero", "ReshapeWithoutAllowzero"
     ),
