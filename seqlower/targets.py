@@ -508,6 +508,13 @@ PIPELINES: dict[str, Pipeline] = {
                 # again: a second stacked layer's count is the unrolled first one's length
                 "loop-to-scan-constant",
                 "unroll-constant-scans",
+                # an If whose branches cannot fail as a Where: IREE 3.13.0 compiles no Concat of
+                # an If's results typed apart from its branches ('tensor.cast' not legalized);
+                # again for an If whose branch held one
+                Repeat(("if-as-where",)),
+                # a mean of a Slice by run-time bounds masked: IREE's mean of an empty slice is
+                # NaN, onnxruntime's 0 (embedding_bag's bags out of order)
+                "slice-means-as-masks",
                 # scan outputs written into preallocated states: a bounded count's, then any
                 # count's the loop runs exactly (IREE converts no Loop with scan outputs)
                 "scan-outputs-as-states",

@@ -531,6 +531,77 @@ def test_iree_compiles_no_loop_state_whose_rank_changes() -> None:
     assert_same(run("onnxruntime", UNREAD_STATE, UNREAD_FEEDS), run("iree", lowered, UNREAD_FEEDS))
 
 
+# A mean of the rows [s, e) of w, or zeros when the bag is empty (s == e), stacked twice: as
+# PyTorch's embedding_bag writes each bag once its loop is unrolled.
+BAGS = onnx.parser.parse_model(
+    """
+    <ir_version: 8, opset_import: ["" : 18]>
+    g (float[8, 3] w, int64[1] s, int64[1] e) => (float[?, ?] y) {
+        c = Equal(s, e)
+        r = If(c) <
+            then_branch = t () => (float[1, 3] z) {
+                z = Constant<value = float[1, 3] {0, 0, 0}>()
+            },
+            else_branch = f () => (float[1, ?] m) {
+                rows = Slice(w, s, e)
+                axes = Constant<value = int64[1] {0}>()
+                m = ReduceMean(rows, axes)
+            }>
+        y = Concat<axis = 0>(r, r)
+    }
+    """
+)
+
+
+def _bags(s: int, e: int) -> dict[str, np.ndarray]:
+    w = np.arange(24, dtype=np.float32).reshape(8, 3)
+    return {"w": w, "s": np.array([s]), "e": np.array([e])}
+
+
+def test_an_if_of_bags_becomes_a_where_of_masked_means() -> None:
+    """The row writes an If whose branches cannot fail as a Where (if-as-where) and a mean of
+    rows between run-time bounds as a masked mean (slice-means-as-masks): no If, no Slice, and
+    onnxruntime's answers, a bag out of order (s > e) included."""
+    lowered = seqlower.lower(BAGS, target="iree", check=False)
+    onnx.checker.check_model(lowered, full_check=True)
+    assert {"If", "Slice"}.isdisjoint(n.op_type for n in lowered.graph.node)
+    for s, e in ((1, 3), (2, 2), (5, 2)):
+        assert_same(run("onnxruntime", BAGS, _bags(s, e)), run("onnxruntime", lowered, _bags(s, e)))
+
+
+def test_iree_compiles_no_concat_of_an_if_typed_apart_from_its_branches() -> None:
+    """IREE 3.13.0 fails to compile a Concat of an If's result that ONNX's inference types
+    [1, ?] (a Slice by run-time bounds loses its static sizes) and IREE's own [1, 3] ('failed to
+    legalize operation 'tensor.cast'': PyTorch's embedding_bag at fixed shapes); as a Where
+    (if-as-where) it compiles and runs right."""
+    with pytest.raises(RuntimeFailure, match=r"tensor\.cast"):
+        run("iree", BAGS, _bags(1, 3))
+    lowered = seqlower.lower(BAGS, target="iree", check=False)
+    for s, e in ((1, 3), (2, 2), (5, 2)):
+        assert_same(run("onnxruntime", BAGS, _bags(s, e)), run("iree", lowered, _bags(s, e)))
+
+
+def test_iree_means_an_empty_slice_as_nan() -> None:
+    """IREE 3.13.0's mean of no rows is NaN, onnxruntime's (and PyTorch's embedding_bag's) 0;
+    ONNX leaves it undefined. The row masks such a mean (slice-means-as-masks), which then gives
+    0 on IREE too."""
+    mean = onnx.parser.parse_model(
+        """
+        <ir_version: 8, opset_import: ["" : 18]>
+        g (float[8, 3] w, int64[1] s, int64[1] e) => (float[1, 3] y) {
+            axes = Constant<value = int64[1] {0}>()
+            rows = Slice(w, s, e)
+            y = ReduceMean(rows, axes)
+        }
+        """
+    )
+    assert np.isnan(run("iree", mean, _bags(2, 1))[0]).all()
+    assert (run("onnxruntime", mean, _bags(2, 1))[0] == 0).all()
+    lowered = seqlower.lower(mean, target="iree", check=False)
+    for s, e in ((2, 1), (1, 3)):
+        assert_same(run("onnxruntime", mean, _bags(s, e)), run("iree", lowered, _bags(s, e)))
+
+
 def test_target_iree_unrolls_or_freezes_what_iree_gets_wrong(tmp_path: Path) -> None:
     """At fixed shapes the Scan and the Loop with scan outputs are unrolled; at dynamic ones the
     Loop's rows are states; a loop that stops on data or at a bound runs to the bound with its
