@@ -4,7 +4,8 @@ paddle2onnx writes a ``to_static`` ``while`` as a ``Loop`` without ``M`` whose c
 shape ``[1]``, the initial one computed before the loop and the body's through Paddle's
 ``scale`` (``Cast<float>``, ``Mul`` by 1, ``Add``, ``Reshape [1]``, ``Cast`` back): a counter
 ``while i < n``, a greedy decode stopped by an end token or a maximum length, a Newton iteration
-stopped by a tolerance; and ``if`` on a value as an ``If``. (``paddle.flip`` aborts
+stopped by a tolerance; and ``if`` on a value as an ``If``; GRU/LSTM as ONNX's own ops.
+(``paddle.flip`` aborts
 paddle2onnx 2.0.1's export: not here.)
 
 Set up once, then export into a folder of ``NAME.onnx`` + ``NAME.npz`` (``input.<name>`` /
@@ -110,8 +111,58 @@ class IfValue(paddle.nn.Layer):
         return y
 
 
+class Recurrent(paddle.nn.Layer):
+    """A ``paddle.nn.GRU``/``LSTM`` over a symbolic batch and time: paddle2onnx writes ONNX's
+    recurrent op; with ``lengths``, it drops them (its ``sequence_length`` is read by nothing)."""
+
+    def __init__(self, kind: str, lengths: bool = False, **kw: Any) -> None:
+        super().__init__()
+        self.rnn = getattr(paddle.nn, kind)(3, 4, **kw)
+        self.lengths = lengths
+
+    def forward(self, x: Any, lengths: Any = None) -> Any:
+        y, _ = self.rnn(x, sequence_length=lengths) if self.lengths else self.rnn(x)
+        return y
+
+
+class WhileAccumulate(paddle.nn.Layer):
+    """``while i < n: s = s + x[i]``: ``x[i]`` of a ``[1]`` index is ``[1, 3]``, so the state
+    starts ``[3]`` and is ``[1, 3]`` after an iteration (its rank depends on ``n``)."""
+
+    def forward(self, x: Any, n: Any) -> Any:
+        i = paddle.zeros([1], dtype="int64")
+        s = paddle.zeros_like(x[0])
+        while i < n:
+            s = s + x[i] * 0.5
+            i = i + 1
+        return s
+
+
+class IfShapes(paddle.nn.Layer):
+    """``if k > 0`` choosing between results of two shapes."""
+
+    def forward(self, x: Any, k: Any) -> Any:
+        if k > 0:
+            y = paddle.matmul(x, x, transpose_y=True)
+        else:
+            y = paddle.matmul(x, x, transpose_x=True)[:2, :2]
+        return y
+
+
+class ForAppend(paddle.nn.Layer):
+    """A ``for`` over a symbolic length appending to a list, stacked: paddle2onnx 2.0.1 writes
+    its nodes out of topological order (an invalid model, named as such)."""
+
+    def forward(self, x: Any) -> Any:
+        out = []
+        for i in range(x.shape[0]):
+            out.append(x[i] * 2.0)
+        return paddle.stack(out)
+
+
 def models() -> dict[str, tuple[paddle.nn.Layer, list[InputSpec], list[np.ndarray]]]:
     floats = _RNG.standard_normal
+    sequences = InputSpec([None, None, 3], "float32", "x")
     return {
         "paddle_while_counter": (
             WhileCounter(),
@@ -142,6 +193,37 @@ def models() -> dict[str, tuple[paddle.nn.Layer, list[InputSpec], list[np.ndarra
             [InputSpec([2, 3], "float32", "x")],
             [floats((2, 3)).astype(np.float32)],
         ),
+        "paddle_gru": (Recurrent("GRU"), [sequences], [floats((2, 5, 3)).astype(np.float32)]),
+        "paddle_lstm2": (
+            Recurrent("LSTM", num_layers=2),
+            [sequences],
+            [floats((2, 5, 3)).astype(np.float32)],
+        ),
+        "paddle_bilstm": (
+            Recurrent("LSTM", direction="bidirect"),
+            [sequences],
+            [floats((2, 5, 3)).astype(np.float32)],
+        ),
+        "paddle_lstm_lengths": (
+            Recurrent("LSTM", lengths=True),
+            [sequences, InputSpec([None], "int64", "lengths")],
+            [floats((2, 5, 3)).astype(np.float32), np.array([5, 3], np.int64)],
+        ),
+        "paddle_while_accumulate": (
+            WhileAccumulate(),
+            [InputSpec([None, 3], "float32", "x"), InputSpec([1], "int64", "n")],
+            [floats((5, 3)).astype(np.float32), np.array([3], np.int64)],
+        ),
+        "paddle_if_shapes": (
+            IfShapes(),
+            [InputSpec([3, 3], "float32", "x"), InputSpec([1], "int64", "k")],
+            [floats((3, 3)).astype(np.float32), np.array([1], np.int64)],
+        ),
+        "paddle_for_append": (
+            ForAppend(),
+            [InputSpec([None, 3], "float32", "x")],
+            [floats((4, 3)).astype(np.float32)],
+        ),
     }
 
 
@@ -161,6 +243,7 @@ def _export(layer: paddle.nn.Layer, specs: list[InputSpec], path: Path) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folder", type=Path)
+    parser.add_argument("--only", nargs="*", help="export these models alone")
     args = parser.parse_args()
     args.folder.mkdir(parents=True, exist_ok=True)
     paddle.seed(0)
@@ -168,6 +251,8 @@ def main() -> int:
     import onnx
 
     for name, (layer, specs, arrays) in models().items():
+        if args.only and name not in args.only:
+            continue
         try:
             layer.eval()
             path = args.folder / f"{name}.onnx"
