@@ -136,6 +136,7 @@ def models() -> dict[str, tuple[Callable[..., Any], list[Any], list[np.ndarray]]
         [(4,), jax.ShapeDtypeStruct((), jnp.int32)],
         [_floats(4), np.array(6, np.int32)],
     )
+
     def scan_nested(x: Any) -> Any:
         """A fori_loop of constant count inside a scan: a Loop in a Loop's body."""
 
