@@ -179,7 +179,7 @@ def _constant_attribute(value: ir.Value) -> tuple[str, ir.Attr] | None:
 
 def int_attr(node: ir.Node, name: str, default: int | None = None) -> int | None:
     """An INT attribute's value; ``default`` when absent, None when not a plain INT."""
-    attr = node.attributes.get(name)
+    attr = node.attributes.data.get(name)  # the UserDict's own get raises and catches a miss
     if attr is None:
         return default
     if attr.is_ref() or attr.type != ir.AttributeType.INT:
@@ -189,7 +189,7 @@ def int_attr(node: ir.Node, name: str, default: int | None = None) -> int | None
 
 def ints_attr(node: ir.Node, name: str) -> list[int] | None:
     """An INTS attribute's values; None when absent or not a plain INTS."""
-    attr = node.attributes.get(name)
+    attr = node.attributes.data.get(name)
     if attr is None or attr.is_ref() or attr.type != ir.AttributeType.INTS:
         return None
     return list(attr.as_ints())

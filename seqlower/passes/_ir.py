@@ -144,7 +144,7 @@ def constant_int(value: ir.Value | None) -> int | None:
 def graph_attr(node: ir.Node, name: str) -> ir.Graph | None:
     """The graph a GRAPH attribute holds (a body, a branch); None when absent, a reference to
     a function's attribute, or not a graph."""
-    attr = node.attributes.get(name)
+    attr = node.attributes.data.get(name)
     if attr is None or attr.is_ref() or attr.type != ir.AttributeType.GRAPH:
         return None
     return attr.as_graph()

@@ -187,7 +187,7 @@ def scan_outputs(tail: Emitter, body: ir.Graph, results: list[ir.Value]) -> list
 
 
 def body_of(node: ir.Node) -> ir.Graph:
-    attr = node.attributes.get("body")
+    attr = node.attributes.data.get("body")
     if attr is None:
         raise InvalidNodeError(node, "it has no 'body' attribute")
     if attr.is_ref():
