@@ -441,37 +441,43 @@ class _StaticShapes:
         self.map_dtypes: list[ir.DataType | None] = []  # the last SequenceMap's outputs
         #: Shapes proven per dimension only (None: a dimension not proven), by value id.
         self.partial: dict[int, Partial] = {}
-        #: What the rules of :data:`_SHAPE_ONLY` gave, by (a broadcasting op?, input shapes).
-        self.memo: dict[tuple[bool | Static | None, ...], Static | None] = {}
+        #: What the rules of :data:`_SHAPE_ONLY` gave, by (a broadcasting op?, input shapes),
+        #: and ``Slice``'s, by ("Slice", input shapes, which values its bounds are).
+        self.memo: dict[tuple[bool | str | int | Static | None, ...], Static | None] = {}
+        #: Static shapes of values no ruled node makes (unchanged by this step), by value id.
+        self.fixed: dict[int, Static | None] = {}
 
     def graph(self, graph: ir.Graph) -> None:
+        ruled, node_shapes, record = _RULED, self.node, self._record
         for node in graph:
-            if node.op_type not in _RULED or not is_onnx(node):
+            op = node.op_type
+            if op not in ruled or not is_onnx(node):
                 continue
-            shapes = self.node(node) or ()
-            if any(s is not None for s in shapes):
-                self._record(node, shapes)
-            if node.op_type in PARTIAL and node.outputs and not any(shapes):
+            shapes = node_shapes(node) or []
+            if shapes.count(None) != len(shapes):  # one proven
+                record(node, shapes)
+            if op in PARTIAL and node.outputs and not any(shapes):
                 self._partly(node)
 
     def _record(self, node: ir.Node, shapes: Sequence[Static | _Seq | None]) -> None:
         """The shapes proven of ``node``'s outputs (and their element types) recorded, a
         declaration they prove put back, a value declaring none given them."""
-        tensors, sequences, declared = self.tensors, self.sequences, self.declared
+        tensors, declared = self.tensors, self.declared
         dtypes = self.map_dtypes if node.op_type == "SequenceMap" else None
         dtype = None if dtypes is not None else self.out_dtype(node)
         for k, (value, shape) in enumerate(zip(node.outputs, shapes, strict=False)):
             if dtypes is not None:
                 dtype = dtypes[k] if k < len(dtypes) else None
+            key = id(value)
             if isinstance(shape, _Seq):
-                sequences[id(value)] = shape
+                self.sequences[key] = shape
                 if dtype is not None:
-                    self.seq_dtypes[id(value)] = dtype
+                    self.seq_dtypes[key] = dtype
             elif shape is not None:
-                tensors[id(value)] = shape
+                tensors[key] = shape
                 if dtype is not None:
-                    self.dtypes[id(value)] = dtype
-                if id(value) in declared:
+                    self.dtypes[key] = dtype
+                if key in declared:
                     self._restore(value, shape)
                 else:
                     self._prove(value, shape, dtype)
@@ -528,8 +534,8 @@ class _StaticShapes:
             if dtype is None:
                 return
             value.type = ir.TensorType(dtype)
-        value.shape = ir.Shape(shape)
-        self.forgotten.proven.append((value, type_, before, value.shape))
+        value.shape = set_here = ir.Shape(shape)
+        self.forgotten.proven.append((value, type_, before, set_here))
 
     def dtype(self, value: ir.Value | None) -> ir.DataType | None:
         """A tensor's element type: declared, proven here, or a constant's."""
@@ -568,23 +574,29 @@ class _StaticShapes:
     def shape(self, value: ir.Value | None) -> Static | None:
         if value is None:
             return None
-        found = self.tensors.get(id(value))
+        key = id(value)
+        found = self.tensors.get(key)
         if found is not None:
             return found
-        shape = value.shape  # enforced, derived or forgotten by now; an initializer's own
-        if shape is not None and all(isinstance(d, int) for d in shape):
-            return tuple(shape)  # type: ignore[arg-type]
-        if value.const_value is not None:
-            return tuple(int(d) for d in value.const_value.shape.numpy())
-        return constant_shape(value)  # a Constant node's
+        if key in self.fixed:
+            return self.fixed[key]
+        found = _static(value)
+        producer = value.producer()
+        if producer is None or producer.op_type not in _RULED or not is_onnx(producer):
+            self.fixed[key] = found  # a shape this step never changes: asked once
+        return found
 
     def node(self, node: ir.Node) -> list[Static | _Seq | None] | None:
         """The output shapes of a node of :data:`_RULED` (None: not proven)."""
         op = node.op_type
         inputs = [self.shape(v) for v in node.inputs]
         first = inputs[0] if inputs else None
+        key: tuple[bool | str | int | Static | None, ...] = ()
         if op in _SHAPE_ONLY:  # the same shapes in, the same shape out: computed once
             key = (op in BROADCASTING, *inputs)
+        elif op == "Slice":  # the same with the same bounds (values, constant here)
+            key = (op, *inputs, *[id(v) for v in node.inputs[1:]])
+        if key:
             if key not in self.memo:
                 self.memo[key] = infer(node, inputs, STATIC)
             return [self.memo[key]]
@@ -645,6 +657,18 @@ class _StaticShapes:
         self.map_dtypes = [self.dtype(v) for v in body.outputs]
         outs = [self.tensors.get(id(v)) for v in body.outputs]
         return [None if o is None else _Seq(seq.length, o) for o in outs]
+
+
+def _static(value: ir.Value) -> Static | None:
+    """A value's static shape: enforced, derived or forgotten by now, or a constant's."""
+    shape = value.shape
+    if shape is not None:
+        dims = shape.dims
+        if all(type(d) is int for d in dims):
+            return dims  # type: ignore[return-value]
+    if value.const_value is not None:
+        return tuple(int(d) for d in value.const_value.shape.numpy())
+    return constant_shape(value)
 
 
 def _split(node: ir.Node, data: Static) -> _Seq | None:
