@@ -128,11 +128,10 @@ def _guarded_rows(
             if dims is not None and all(isinstance(d, int) for d in dims):
                 found = tuple(int(d) for d in dims)  # type: ignore[arg-type]
                 break
-        if found is None:
-            named = symbolic(result) or (symbolic(out) or (None,))[skip:]
-            picked = [d if isinstance(d, int) else sources.get(d or "") for d in named]
-            if all(d is not None for d in picked):
-                found = tuple(picked)  # type: ignore[arg-type]
+        outer = symbolic(out)
+        named = symbolic(result) or (None if outer is None else outer[skip:])
+        if found is None and named is not None:
+            found = _sized_row(named, sources)
         type_ = result.type or out.type or types.type_of(result)
         if found is not None and type_ is not None and type_.dtype != ir.DataType.STRING:
             rows[j] = found, type_.dtype
@@ -142,21 +141,52 @@ def _guarded_rows(
     return rows
 
 
-def _size_sources(
-    node: ir.Node, body: ir.Graph, symbolic: Shapes
-) -> dict[str, tuple[ir.Value, ir.Value, int]]:
-    """For each symbol ONNX's inference gives a dimension of a state or of a value the body
-    reads from outside: that value in the body, its stand-in outside it (a state's initial
-    value), the axis. A state keeps its shape in a Scan."""
-    found: dict[str, tuple[ir.Value, ir.Value, int]] = {}
+#: A value the body reads (a state, an outer value), its stand-in outside the body (a state's
+#: initial value), and its shape as ONNX's inference with data propagation gives it.
+Source = tuple[ir.Value, ir.Value, tuple[int | str | None, ...]]
+
+
+def _size_sources(node: ir.Node, body: ir.Graph, symbolic: Shapes) -> list[Source]:
+    """The states (which keep their shape in a Scan) and the values the body reads from
+    outside, with their shapes (a state's as the body declares it when none is inferred)."""
     initials = {id(v) for v in node.inputs[2:] if v is not None}
-    pairs = [(s, v) for s, v in zip(body.inputs[2:], node.inputs[2:], strict=True) if v]
+    pairs = [(s, v) for s, v in zip(body.inputs[2:], node.inputs[2:], strict=True) if v is not None]
     pairs += [(v, v) for v in outer_reads(body, list(body.inputs)) if id(v) not in initials]
+    found: list[Source] = []
     for inside, outside in pairs:
-        for axis, dim in enumerate(symbolic(outside) or ()):
-            if isinstance(dim, str):
-                found.setdefault(dim, (inside, outside, axis))
+        shape = symbolic(outside)
+        if shape is None and inside.shape is not None:  # as the body declares it
+            shape = tuple(d if isinstance(d, int) else None for d in inside.shape)
+        if shape is not None:
+            found.append((inside, outside, shape))
     return found
+
+
+def _sized_row(
+    named: tuple[int | str | None, ...], sources: list[Source]
+) -> tuple[GuardDim, ...] | None:
+    """A row of ``named`` sizes, each unknown one read from a source's dimension of the same
+    symbol; else from a source of the same rank whose sizes agree, known where the row's are
+    (tf2onnx names a body's declared outputs apart from the state they mask: the check
+    proves tract's facts of the two branches alike)."""
+    by_symbol = {
+        d: (inside, outside, axis)
+        for inside, outside, shape in reversed(sources)
+        for axis, d in enumerate(shape)
+        if isinstance(d, str)
+    }
+    picked = [d if isinstance(d, int) else by_symbol.get(d or "") for d in named]
+    if all(d is not None for d in picked):
+        return tuple(picked)  # type: ignore[arg-type]
+    for inside, outside, shape in sources:
+        if len(shape) == len(named) and all(
+            n == d if isinstance(n, int) else not isinstance(d, int)
+            for n, d in zip(named, shape, strict=True)
+        ):
+            return tuple(
+                n if isinstance(n, int) else (inside, outside, axis) for axis, n in enumerate(named)
+            )
+    return None
 
 
 def _empty_rows(
