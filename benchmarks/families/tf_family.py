@@ -101,6 +101,55 @@ def keras_models(time: int | None = None) -> dict[str, tuple[keras.Model, list[n
     h = layers.Masking(0.0)(inputs)
     h = layers.LSTM(5, return_sequences=True, return_state=True)(h)
     out["k2_lstm_mask_state"] = (keras.Model(inputs, h), [_masked()])
+    out.update(masked_models(time))
+    return out
+
+
+def masked_models(time: int | None = None) -> dict[str, tuple[keras.Model, list[np.ndarray]]]:
+    """What a Keras user writes around masks and ``TimeDistributed`` (tf2onnx's ``Loop``s)."""
+    out: dict[str, tuple[keras.Model, list[np.ndarray]]] = {}
+    for kind in ("lstm", "gru", "simple"):
+        for sequences in (True, False):
+            inputs = keras.Input((time, F))
+            h = _rnn(kind, 5, return_sequences=sequences)(layers.Masking(0.0)(inputs))
+            name = f"k2_{kind}_mask{'_seq' if sequences else ''}"
+            out[name] = (keras.Model(inputs, h), [_masked()])
+        inputs = keras.Input((time, F))
+        h = _rnn(kind, 4, return_state=True)(layers.Masking(0.0)(inputs))
+        out[f"k2_{kind}_mask_last_state"] = (keras.Model(inputs, h), [_masked()])
+        inputs = keras.Input((time, F))
+        h = layers.Masking(0.0)(inputs)
+        h = _rnn(kind, 4, return_sequences=True)(h)
+        h = _rnn(kind, 3, return_sequences=True)(h)
+        h = _rnn(kind, 2)(h)
+        out[f"k2_stacked_{kind}_mask"] = (keras.Model(inputs, h), [_masked()])
+        inputs = keras.Input((time, F))
+        h = _rnn(kind, 4, go_backwards=True, return_sequences=True)(layers.Masking(0.0)(inputs))
+        out[f"k2_backwards_{kind}_mask"] = (keras.Model(inputs, h), [_masked()])
+        inputs = keras.Input((time, F))
+        inner = _rnn(kind, 3, return_state=True)
+        h = layers.Bidirectional(inner)(layers.Masking(0.0)(inputs))
+        out[f"k2_bi{kind}_mask_state"] = (keras.Model(inputs, h), [_masked()])
+    inputs = keras.Input((time, F))
+    h = layers.Masking(0.0)(inputs)
+    h = layers.TimeDistributed(layers.Dense(6, activation="tanh"))(h)
+    h = layers.LSTM(3, return_sequences=True)(h)
+    out["k2_time_distributed_dense_mask_lstm"] = (keras.Model(inputs, h), [_masked()])
+    inputs = keras.Input((time, 5, F))
+    h = layers.TimeDistributed(layers.Conv1D(6, 3, padding="same", activation="relu"))(inputs)
+    h = layers.TimeDistributed(layers.GlobalAveragePooling1D())(h)
+    out["k2_time_distributed_conv1d"] = (
+        keras.Model(inputs, h),
+        [_RNG.standard_normal((B, T, 5, F)).astype(np.float32)],
+    )
+    inputs = keras.Input((time, 5, F))
+    h = layers.TimeDistributed(layers.Conv1D(4, 2))(inputs)
+    h = layers.TimeDistributed(layers.Flatten())(h)
+    h = layers.GRU(3, return_sequences=True)(h)
+    out["k2_time_distributed_conv1d_gru"] = (
+        keras.Model(inputs, h),
+        [_RNG.standard_normal((B, T, 5, F)).astype(np.float32)],
+    )
     return out
 
 
@@ -138,7 +187,37 @@ def functions() -> dict[str, tuple[Callable[..., Any], list[tf.TensorSpec], list
         )
         return tf.concat([a, b], -1)
 
+    def map_fn_pair(x: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        return tf.map_fn(
+            lambda r: (tf.reduce_sum(r, 0), tf.nn.relu(r) * 3.0),
+            x,
+            fn_output_signature=(tf.float32, tf.float32),
+        )
+
+    def while_tolerance(x: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        # Halve until small: the stop depends on the data, bounded by 50 iterations.
+        def cond(i: tf.Tensor, v: tf.Tensor) -> tf.Tensor:
+            return tf.logical_and(i < 50, tf.reduce_max(tf.abs(v)) > 0.01)
+
+        i, v = tf.while_loop(cond, lambda i, v: (i + 1, v * 0.5), (tf.constant(0), x))
+        return i, v
+
+    def while_cumulative(x: tf.Tensor) -> tf.Tensor:
+        # Sum rows until the running total passes a threshold: no bound but the row count.
+        steps = tf.shape(x)[0]
+
+        def cond(i: tf.Tensor, total: tf.Tensor) -> tf.Tensor:
+            return tf.logical_and(i < steps, tf.reduce_sum(total) < 3.0)
+
+        _, total = tf.while_loop(
+            cond, lambda i, total: (i + 1, total + tf.abs(x[i])), (0, tf.zeros_like(x[0]))
+        )
+        return total
+
     return {
+        "tf_map_fn_pair": (map_fn_pair, [spec3], [x]),
+        "tf_while_tolerance": (while_tolerance, [spec3], [x]),
+        "tf_while_cumulative": (while_cumulative, [spec3], [x]),
         "tf_map_fn_reverse": (map_fn_reverse, [spec3], [x]),
         "tf_map_fn_cumsum": (map_fn_cumsum, [spec3], [x]),
         "tf_reverse_time": (reverse_time, [spec3], [x]),
@@ -196,7 +275,8 @@ def main() -> int:
             continue
         traced = tf.function(function, input_signature=specs)
         try:
-            outs = [traced(*arrays)]
+            outs = traced(*arrays)
+            outs = list(outs) if isinstance(outs, tuple) else [outs]
         except Exception as e:  # report and go on (v1 cells create variables when traced)
             print(f"{name:40} not run: {str(e).strip().splitlines()[-1][:120]}", flush=True)
             continue
