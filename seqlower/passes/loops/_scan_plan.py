@@ -5,6 +5,8 @@ are counters, whether its states keep their shape, and what it does when it may 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Sequence
+from typing import Generic, TypeVar
 
 import onnx
 import onnx_ir as ir
@@ -17,7 +19,9 @@ from seqlower.passes._shared import outer_reads
 from seqlower.passes._types import TypeOracle
 from seqlower.passes.loops._zero_trips import runs, zero_trip_form
 
-__all__ = ["LoopShapes", "ScanPlan", "changed_shape", "plan_loop", "shape_text"]
+T = TypeVar("T")
+
+__all__ = ["ByGraph", "LoopShapes", "ScanPlan", "changed_shape", "plan_loop", "shape_text"]
 
 
 @dataclasses.dataclass
@@ -45,15 +49,15 @@ class LoopShapes:
 
     def __init__(self, model: ir.Model) -> None:
         self._model = model
-        self._shapes: dict[str, ir.Shape] | None = None
-        self._symbols: dict[str, tuple[int | str | None, ...]] | None = None
+        self._shapes: ByGraph[ir.Shape] | None = None
+        self._symbols: ByGraph[tuple[int | str | None, ...]] | None = None
 
     def inferred(self, value: ir.Value) -> ir.Shape | None:
-        """The shape ONNX's inference gives ``value`` (by name; names are unique in a valid
-        model), run at most once per pass run; tract needs the rank of every state."""
+        """The shape ONNX's inference gives ``value`` (``ByGraph``), run at most once per pass
+        run; tract needs the rank of every state."""
         if self._shapes is None:
             self._shapes = _infer_shapes(self._model)
-        return self._shapes.get(value.name or "")
+        return self._shapes.get(value)
 
     def symbolic(self, value: ir.Value) -> tuple[int | str | None, ...] | None:
         """The shape ONNX's inference with data propagation gives ``value`` in a copy without
@@ -62,7 +66,7 @@ class LoopShapes:
         its shape); else its sizes as declared or inferred, the rest unknown (None)."""
         if self._symbols is None:
             self._symbols = _infer_symbols(self._model)
-        shape = self._symbols.get(value.name or "")
+        shape = self._symbols.get(value)
         if shape is not None:
             return shape
         declared = value.shape or self.inferred(value)
@@ -240,31 +244,21 @@ def _grown_state(body: ir.Graph, carried: int) -> str | None:
     return None
 
 
-def _infer_shapes(model: ir.Model) -> dict[str, ir.Shape]:
+def _infer_shapes(model: ir.Model) -> ByGraph[ir.Shape]:
     try:
         proto = onnx.shape_inference.infer_shapes(
             ir.serde.serialize_model(model), check_type=False, strict_mode=False
         )
     except Exception:  # best effort: a state without a shape is declared without one
-        return {}
-    shapes: dict[str, ir.Shape] = {}
-    graphs = [proto.graph]
-    while graphs:
-        graph = graphs.pop()
-        for info in [*graph.value_info, *graph.input, *graph.output]:
-            if info.type.HasField("tensor_type") and info.type.tensor_type.HasField("shape"):
-                dims = [
-                    d.dim_value if d.HasField("dim_value") else None
-                    for d in info.type.tensor_type.shape.dim
-                ]
-                shapes.setdefault(info.name, ir.Shape(dims))
-        for node in graph.node:
-            graphs += [a.g for a in node.attribute if a.type == onnx.AttributeProto.GRAPH]
-            graphs += [g for a in node.attribute for g in a.graphs]
-    return shapes
+        return ByGraph()
+    return ByGraph.read(
+        model,
+        proto,
+        lambda shape: ir.Shape([d.dim_value if d.HasField("dim_value") else None for d in shape]),
+    )
 
 
-def _infer_symbols(model: ir.Model) -> dict[str, tuple[int | str | None, ...]]:
+def _infer_symbols(model: ir.Model) -> ByGraph[tuple[int | str | None, ...]]:
     """Every value's shape by name as ONNX infers it with data propagation, the model's own
     value_info dropped first (``LoopShapes.symbolic``)."""
     proto = ir.serde.serialize_model(model)
@@ -278,26 +272,66 @@ def _infer_symbols(model: ir.Model) -> dict[str, tuple[int | str | None, ...]]:
     try:
         proto = onnx.shape_inference.infer_shapes(proto, strict_mode=False, data_prop=True)
     except Exception:  # best effort: no names, the declared sizes only
-        return {}
-    shapes: dict[str, tuple[int | str | None, ...]] = {}
-    graphs = [proto.graph]
-    while graphs:
-        graph = graphs.pop()
-        for info in [*graph.value_info, *graph.input, *graph.output]:
-            if info.type.HasField("tensor_type") and info.type.tensor_type.HasField("shape"):
-                shapes.setdefault(
-                    info.name,
-                    tuple(
-                        d.dim_value
-                        if d.HasField("dim_value")
-                        else (d.dim_param if d.HasField("dim_param") else None)
-                        for d in info.type.tensor_type.shape.dim
-                    ),
-                )
-        for node in graph.node:
-            graphs += [a.g for a in node.attribute if a.type == onnx.AttributeProto.GRAPH]
-            graphs += [g for a in node.attribute for g in a.graphs]
-    return shapes
+        return ByGraph()
+    return ByGraph.read(
+        model,
+        proto,
+        lambda shape: tuple(
+            d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in shape
+        ),
+    )
+
+
+class ByGraph(Generic[T]):
+    """Values' shapes by their graph and name: sibling bodies may reuse a name (tf2onnx names
+    every RNN layer's Loop state ``while_placeholder_2:0``), so a name alone picked one layer's
+    shape for all. A value of a graph not seen (written after inference) is found by its name
+    where that name is one graph's only."""
+
+    def __init__(self) -> None:
+        self.shapes: dict[tuple[int, str], T] = {}
+        self.names: dict[str, T | None] = {}  # None: the name is in several graphs
+        self._graphs: list[ir.Graph] = []  # ids stay valid while held
+
+    @classmethod
+    def read(
+        cls,
+        model: ir.Model,
+        proto: onnx.ModelProto,
+        read: Callable[[Sequence[onnx.TensorShapeProto.Dimension]], T],
+    ) -> ByGraph[T]:
+        """Each graph's shapes from the inferred ``proto`` of ``model``, walked side by side."""
+        found: ByGraph[T] = cls()
+        pairs: list[tuple[ir.Graph, onnx.GraphProto]] = [(model.graph, proto.graph)]
+        while pairs:
+            graph, graph_proto = pairs.pop()
+            found._graphs.append(graph)
+            for info in [*graph_proto.value_info, *graph_proto.input, *graph_proto.output]:
+                tensor = info.type.tensor_type
+                if info.type.HasField("tensor_type") and tensor.HasField("shape"):
+                    key = (id(graph), info.name)
+                    if key not in found.shapes:
+                        found.shapes[key] = read(tensor.shape.dim)
+                        found.names[info.name] = (
+                            None if info.name in found.names else found.shapes[key]
+                        )
+            for node, node_proto in zip(graph, graph_proto.node, strict=True):
+                for attr in node_proto.attribute:
+                    owned = node.attributes.get(attr.name)
+                    if owned is None:
+                        continue
+                    if attr.type == onnx.AttributeProto.GRAPH:
+                        pairs.append((owned.as_graph(), attr.g))
+                    elif attr.type == onnx.AttributeProto.GRAPHS:
+                        pairs += zip(owned.as_graphs(), attr.graphs, strict=True)
+        return found
+
+    def get(self, value: ir.Value) -> T | None:
+        name = value.name or ""
+        graph = value.graph
+        if graph is not None and (id(graph), name) in self.shapes:
+            return self.shapes[(id(graph), name)]
+        return self.names.get(name)
 
 
 def _block(node: ir.Node, reason: str) -> None:
