@@ -240,6 +240,8 @@ PIPELINES: dict[str, Pipeline] = {
                 "time-major-recurrences",
                 # it ignores sequence_lens: one batch entry at a time, on its own length
                 "recurrence-lengths-per-entry",
+                # it gives -/+FLT_MAX for the max/min of an empty set (ONNX: -/+inf)
+                "empty-extremes-as-infinite",
             ),
             requires=("require-sequence-free", "require-openvino-ops"),
             loops="kept",
@@ -284,6 +286,7 @@ PIPELINES: dict[str, Pipeline] = {
                 "branch-reductions-outside",
                 # after the reductions move out of branches (tract types no Size read there)
                 "empty-means-as-zero",
+                "empty-extremes-as-infinite",
                 "scalar-if-conditions",
                 "alike-branches-as-where",
                 "scan-iteration-states",

@@ -100,6 +100,7 @@ PASSES: dict[str, PassEntry | Callable[..., ir.passes.InPlacePass]] = {
     "time-major-recurrences": _entry("repairs.time_major_recurrences", "TimeMajorRecurrences"),
     "pad-empty-reductions": _entry("repairs.pad_empty_reductions", "PadEmptyReductions"),
     "empty-means-as-zero": _entry("repairs.empty_means_as_zero", "EmptyMeansAsZero"),
+    "empty-extremes-as-infinite": _entry("repairs.empty_means_as_zero", "EmptyExtremesAsInfinite"),
     "scalar-outputs": _entry("repairs.scalar_outputs", "ScalarOutputs"),
     "scan-outputs-as-states": _entry("loops.scan_outputs_as_states", "ScanOutputsAsStates"),
     "scan-outputs-as-run-time-states": _entry(

@@ -71,3 +71,64 @@ def test_embedding_bag_mean_passes_the_check_on_drawn_inputs_on_tract() -> None:
     require("tract")
     bag = onnx.load(REALWORLD / "embedding_bag_mean.onnx")
     seqlower.lower(bag, target="tract")  # raises ProofFailedError on a mismatch
+
+
+# The max and min of rows of a run-time count (PyTorch's embedding_bag(mode="max") slices its
+# bags so: offsets that decrease give an empty slice).
+EXTREMES = onnx.parser.parse_model(
+    """
+    <ir_version: 8, opset_import: ["" : 18]>
+    g (float[8, 3] w, int64 s, int64 e) => (float[1, 3] y, float z) {
+        one = Constant<value = int64 {1}>()
+        ax = Constant<value = int64[1] {0}>()
+        rows = Range(s, e, one)
+        v = Gather(w, rows)
+        y = ReduceMax(v, ax)
+        z = ReduceMin<keepdims = 0>(v)
+    }
+    """
+)
+
+
+@pytest.mark.parametrize("runtime", ["tract", "openvino"])
+def test_runtimes_give_the_extremes_of_an_empty_set_as_finite(runtime: str) -> None:
+    """The runtimes' choice the pass stands for: tract 0.23.9 and OpenVINO 2026.4.1 give
+    -/+FLT_MAX where ONNX (and onnxruntime) give -/+inf. When one of them follows ONNX, this
+    fails."""
+    require(runtime)
+    inf = np.float32(np.inf)
+    assert_same(ort_run(EXTREMES, feeds(3, 3)), [np.full((1, 3), -inf), inf])
+    y, z = run(runtime, EXTREMES, feeds(3, 3))
+    assert (y == -np.finfo(np.float32).max).all() and z == np.finfo(np.float32).max
+
+
+@pytest.mark.parametrize("target", ["tract", "openvino"])
+@pytest.mark.parametrize(("s", "e"), [(3, 3), (5, 2), (0, 8), (6, 7)])
+def test_lowered_extremes_match_onnxruntime(target: str, s: int, e: int) -> None:
+    """-/+inf on an empty set, the node's own result elsewhere (before: -/+FLT_MAX there, and
+    PyTorch's embedding_bag(mode="max") failed the check for both targets)."""
+    require(target)
+    if target == "openvino" and s > e:
+        pytest.skip("OpenVINO's Range counts up from 5 to 2 (next test)")
+    lowered = seqlower.lower(EXTREMES, target=target, check=False)
+    want = ort_run(EXTREMES, feeds(s, e))
+    assert_same(want, ort_run(lowered, feeds(s, e)))
+    assert_same(want, run(target, lowered, feeds(s, e)))
+
+
+def test_openvino_counts_up_a_range_that_is_empty() -> None:
+    """OpenVINO 2026.4.1: Range(5, 2, 1) is [5, 6, 7] (ONNX: max(ceil((2 - 5) / 1), 0) = 0
+    elements; onnxruntime and tract give none). When OpenVINO gives none, this fails."""
+    require("openvino")
+    model = onnx.parser.parse_model(
+        """
+        <ir_version: 8, opset_import: ["" : 18]>
+        g (int64 s, int64 e) => (int64[N] r) {
+            one = Constant<value = int64 {1}>()
+            r = Range(s, e, one)
+        }
+        """
+    )
+    ends = {"s": np.array(5), "e": np.array(2)}
+    assert ort_run(model, ends)[0].size == 0
+    assert run("openvino", model, ends)[0].tolist() == [5, 6, 7]

@@ -7,6 +7,11 @@ row is 0 in PyTorch and in onnxruntime, NaN on tract. The mean is kept and chose
 exactly when the reduced axes are empty (with an empty result the choice does not matter), so
 every other mean is the node's own. Only means whose reduced axes are not all known to be
 positive are rewritten.
+
+``empty-extremes-as-infinite`` (targets ``tract`` and ``openvino``) does the same for a float
+``ReduceMax``/``ReduceMin``, whose value on an empty set ONNX says is -inf/+inf (onnxruntime's):
+tract 0.23.9 and OpenVINO 2026.4.1 give -/+FLT_MAX, so PyTorch's ``embedding_bag(mode="max")``
+of a bag whose offsets decrease (an empty slice) failed the check on both.
 """
 
 from __future__ import annotations
@@ -20,12 +25,22 @@ from seqlower.passes._base import NodeLoweringPass, Rewrite, Site
 from seqlower.passes._ir import reduced_axes
 from seqlower.passes._types import TypeOracle, element_dtype
 
-__all__ = ["EmptyMeansAsZero"]
+__all__ = ["EmptyExtremesAsInfinite", "EmptyMeansAsZero"]
 
 _FLOATS: dict[ir.DataType | None, type[np.floating]] = {
     ir.DataType.FLOAT: np.float32,
     ir.DataType.DOUBLE: np.float64,
     ir.DataType.FLOAT16: np.float16,
+}
+
+
+#: What each reduction gives on an empty set, where the runtime gives otherwise; and the hints
+#: of the values its rewrite makes (the runtime's result, the empty one, the chosen one).
+_EMPTY = {"ReduceMean": 0.0, "ReduceMax": -np.inf, "ReduceMin": np.inf}
+_HINTS = {
+    "ReduceMean": ("mean_or_nan", "empty_mean", "mean"),
+    "ReduceMax": ("max_or_least", "empty_max", "max"),
+    "ReduceMin": ("min_or_most", "empty_min", "min"),
 }
 
 
@@ -68,7 +83,8 @@ class EmptyMeansAsZero(NodeLoweringPass[_Plan]):
         data = node.inputs[0]
         assert data is not None
         op = ctx.before()
-        mean = op.build("ReduceMean", node.inputs, node.attributes, hint="mean_or_nan")
+        hints = _HINTS[node.op_type]
+        mean = op.build(node.op_type, node.inputs, node.attributes, hint=hints[0])
         one = op.int64s(1, hint="one")
         count = op.Div(
             op.Size(data, _hint="elements"),
@@ -76,9 +92,16 @@ class EmptyMeansAsZero(NodeLoweringPass[_Plan]):
             _hint="count",
         )
         some = op.Greater(count, op.int64s(0, hint="zero"), _hint="not_empty")
-        zero = op.constant(np.array(0, dtype=plan.dtype), hint="empty_mean")
-        chosen = op.Where(some, mean, zero, _hint="mean")
+        empty = op.constant(np.array(_EMPTY[node.op_type], dtype=plan.dtype), hint=hints[1])
+        chosen = op.Where(some, mean, empty, _hint=hints[2])
         (old,) = node.outputs
         mean.type = chosen.type = old.type
         mean.shape = chosen.shape = old.shape
         ctx.replace([chosen])
+
+
+class EmptyExtremesAsInfinite(EmptyMeansAsZero):
+    """Every float ``ReduceMax``/``ReduceMin`` over an axis that may be empty, -inf/+inf there."""
+
+    op_type = "ReduceMax"
+    op_types = frozenset({"ReduceMax", "ReduceMin"})
