@@ -14,9 +14,10 @@ CUDA builds), then export into a folder of ``NAME.onnx`` + ``NAME.npz`` (``input
     /work/venvs/torch/bin/pip install torch==2.13.0 onnxscript onnx numpy
     /work/venvs/torch/bin/python benchmarks/families/torch_family.py /work/exports/torch
 
-and measure with the project's venv:
-``.venv/bin/python benchmarks/target_samples.py /work/exports/torch``. Models that do not
-export are reported and skipped.
+and measure with the project's venv: ``.venv/bin/python benchmarks/target_samples.py
+/work/exports/torch`` (lowered without the check), or with ``--converters tract,openvino`` (the
+check included, as the command line lowers). Models that do not export are reported and
+skipped.
 """
 
 from __future__ import annotations
