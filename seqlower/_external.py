@@ -12,6 +12,7 @@ so an attribute left external would point at a file beside the input, not beside
 from __future__ import annotations
 
 import math
+import mmap
 import os
 import stat
 from collections.abc import Iterator
@@ -23,7 +24,12 @@ import onnx_ir as ir
 from seqlower._graphs import all_graphs
 from seqlower.errors import InvalidModelError
 
-__all__ = ["check_external_data", "check_external_fields", "external_locations"]
+__all__ = [
+    "check_external_data",
+    "check_external_fields",
+    "external_locations",
+    "mentions_external_fields",
+]
 
 
 def _initializer_tensors(
@@ -123,6 +129,21 @@ def check_external_fields(proto: onnx.ModelProto, where: str) -> None:
                     f"{where}: {owner} '{tensor.name}' (external data '{location}'): "
                     f"{key} {text!r} is not a byte count (a whole number of at least 0)"
                 )
+
+
+#: The keys :func:`check_external_fields` checks as protobuf writes an entry's key (field 1,
+#: six bytes): a file without them has no such entry.
+_KEYS = (b"\n\x06offset", b"\n\x06length")
+
+
+def mentions_external_fields(path: Path) -> bool:
+    """Whether the file at ``path`` holds an entry keyed ``offset`` or ``length``: a model
+    without (most) is not walked tensor by tensor (0.25 s at 120k nodes)."""
+    try:
+        with path.open("rb") as file, mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            return any(data.find(key) >= 0 for key in _KEYS)
+    except (OSError, ValueError):  # unreadable now, or emptied: the walk decides
+        return True
 
 
 def _proto_tensors(proto: onnx.ModelProto) -> Iterator[tuple[str, onnx.TensorProto]]:

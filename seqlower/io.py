@@ -12,7 +12,12 @@ import onnx
 import onnx_ir as ir
 from onnx_ir.passes.common import CheckerPass
 
-from seqlower._external import check_external_data, check_external_fields, external_locations
+from seqlower._external import (
+    check_external_data,
+    check_external_fields,
+    external_locations,
+    mentions_external_fields,
+)
 from seqlower._graphs import all_graphs, is_onnx, proto_graphs
 from seqlower.errors import InvalidModelError, ModelLoadError, first_line
 
@@ -70,7 +75,8 @@ def load_model(path: str | os.PathLike[str], *, check: bool = True) -> ir.Model:
             except Exception as again:
                 message = checker_message(again, proto)
                 raise InvalidModelError(f"{path} is not valid ONNX: {message}") from again
-    check_external_fields(proto, str(path))
+    if mentions_external_fields(path):
+        check_external_fields(proto, str(path))
     try:
         model = ir.serde.deserialize_model(proto)
     except Exception as e:

@@ -140,3 +140,28 @@ def test_a_target_that_loads_neither_model_the_same_way_is_not_the_lowerings_fau
     report = seqlower.verify(model, lowered, runtimes=("openvino",))
     assert report.status == "mismatch" and report.culprit == "runtime", report.reason
     assert "with the same error" in report.reason, report.reason
+
+
+def test_the_external_fields_are_walked_whenever_the_file_writes_their_keys(
+    tmp_path: Path,
+) -> None:
+    """The load reads a model's tensors one by one for external offsets and lengths only when
+    the file holds the bytes of those keys (a model without any is not walked): a file that
+    writes them is walked, and refused as above."""
+    from seqlower._external import mentions_external_fields
+
+    source = _external_model(tmp_path, {"length": "-4"})
+    assert mentions_external_fields(source)
+    result = run_cli("lower", source, "-o", tmp_path / "out.onnx", "--no-check")
+    assert_one_line_error(result, "initializer 'w'", "length '-4'", code=2)
+    plain = tmp_path / "plain.onnx"
+    onnx.save(onnx.parser.parse_model(PLAIN), plain)
+    assert not mentions_external_fields(plain)
+
+
+PLAIN = """
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[4] x) => (float[4] y) {
+    y = Relu(x)
+}
+"""
