@@ -191,7 +191,7 @@ PASSES: dict[str, PassEntry | Callable[..., ir.passes.InPlacePass]] = {
     "scans-as-loops": _entry("loops.scans_as_loops", "ScansAsLoops"),
     "drop-unread-loop-states": _entry("loops.drop_unread_loop_states", "DropUnreadLoopStates"),
     "loop-states-typed-as-bodies": _entry(
-        "loops.loop_states_typed_as_bodies", "LoopStatesTypedAsBodies"
+        "loops.loop_states_typed_as_bodies", "LoopStatesTypedAsBodies", context=("min_opset",)
     ),
     "explicit-loop-counts-reading-outside": _entry(
         "loops.explicit_loop_counts",

@@ -19,6 +19,7 @@ from seqlower.passes import create_pass
 from seqlower.verification import CheckOptions, verify
 from seqlower.verification.runtimes import TARGET_ORACLES
 from tests.helpers import run_cli
+from tests.loop_cases import for_loop
 from tests.runtimes import RuntimeFailure, assert_same, require, run
 from tests.sequence_free_cases import CASES
 
@@ -671,6 +672,22 @@ def test_iree_starts_a_loop_state_as_the_value_its_body_reads() -> None:
         onnx.helper.make_tensor_value_info("h", onnx.TensorProto.FLOAT, ["B", 2])
     )
     assert_same(run("onnxruntime", read, feeds), run("iree", read, feeds))
+
+
+def test_an_older_loops_states_are_typed_at_the_opset_iree_infers_at() -> None:
+    """The rows of an opset-11 for-loop start as an Expand of a run-time shape, which ONNX's
+    inference types [?, ?] at opset 11 and [?, 2] at 13, the opset the row converts the model to
+    and IREE's importer infers at: typed by the opset-11 inference the rows' state became
+    [?, ?] and IREE failed to compile it ('unresolved materialization'); typed at 13 it stays
+    [?, 2] (loop-states-typed-as-bodies), and IREE runs it, no iteration included."""
+    model, feeds = for_loop()
+    lowered = seqlower.lower(model, target="iree", check=False)
+    (loop,) = [n for n in lowered.graph.node if n.op_type == "Loop"]
+    rows = loop.attribute[0].g.input[3].type.tensor_type.shape.dim
+    assert [d.dim_value or None for d in rows] == [None, 2]
+    for n in (3, 0):
+        given = {**feeds, "n": np.array(n, np.int64)}
+        assert_same(run("onnxruntime", model, given), run("iree", lowered, given))
 
 
 def test_target_iree_unrolls_or_freezes_what_iree_gets_wrong(tmp_path: Path) -> None:

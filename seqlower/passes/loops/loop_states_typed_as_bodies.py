@@ -26,6 +26,7 @@ from seqlower._graphs import all_graphs, proto_graphs
 from seqlower.passes._base import NodeLoweringPass, Rewrite, Site
 from seqlower.passes._emit import Emitter
 from seqlower.passes._ir import graph_attr
+from seqlower.passes._op_versions import convert_version
 from seqlower.passes._types import TypeOracle
 
 __all__ = ["LoopStatesTypedAsBodies"]
@@ -49,10 +50,16 @@ class LoopStatesTypedAsBodies(NodeLoweringPass[_Plan]):
     takes_all = False
     repairs = True
 
+    def __init__(self, *, min_opset: int | None = None) -> None:
+        super().__init__()
+        #: The opset the row converts an older model to after lowering: what the importer
+        #: infers shapes at (an opset-11 Expand is [?, ?] there, [?, 2] at 13).
+        self.min_opset = min_opset
+
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         # What IREE's importer sees: ONNX's shape inference with data propagation, run as it
-        # runs it (the rules here may prove less, or more).
-        self._inferred = _inferred_shapes(model) if _has_loop(model) else {}
+        # runs it, at the opset it is given (the rules here may prove less, or more).
+        self._inferred = _inferred_shapes(model, self.min_opset) if _has_loop(model) else {}
         try:
             return super().call(model)
         finally:
@@ -120,11 +127,15 @@ def _has_loop(model: ir.Model) -> bool:
     return any(node.op_type == "Loop" for graph in all_graphs(model) for node in graph)
 
 
-def _inferred_shapes(model: ir.Model) -> dict[str, Sizes]:
+def _inferred_shapes(model: ir.Model, opset: int | None) -> dict[str, Sizes]:
     """Every value's sizes as ONNX's shape inference with data propagation finds them (what
-    IREE's importer runs), by name, in every scope."""
+    IREE's importer runs), by name, in every scope, on the model converted to ``opset`` when
+    older (names are kept)."""
     try:
-        inferred = onnx.shape_inference.infer_shapes(ir.to_proto(model), data_prop=True)
+        proto = ir.to_proto(model)
+        if opset is not None and model.opset_imports.get("", opset) < opset:
+            proto = convert_version(proto, opset)
+        inferred = onnx.shape_inference.infer_shapes(proto, data_prop=True)
     except Exception:
         return {}
     found: dict[str, Sizes] = {}
