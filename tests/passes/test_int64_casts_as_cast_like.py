@@ -61,3 +61,17 @@ def test_a_cast_no_state_is_computed_from_stays() -> None:
     repair = Int64CastsAsCastLike()
     repair(model)
     assert repair.rewritten == 0
+
+
+def test_below_opset_15_the_cast_stays() -> None:
+    """CastLike is in opset 15 on: an opset-13 model's Cast stays a Cast and the lowering is
+    valid ONNX (before: a CastLike at opset 13, 'No Op registered for CastLike', tf2onnx's
+    opset-13 ``tf.while_loop`` summing rows)."""
+    text = _COUNTED.replace("CAST", _CASTS["float"]).replace('"" : 17', '"" : 13')
+    model = onnx.parser.parse_model(text)
+    lowered = seqlower.lower(model, target="tract", check=False)
+    onnx.checker.check_model(lowered, full_check=True)
+    scan = next(n for n in lowered.graph.node if n.op_type == "Scan")
+    body = next(a.g for a in scan.attribute if a.name == "body")
+    ops = {n.op_type for n in body.node}
+    assert "Cast" in ops and "CastLike" not in ops

@@ -7,7 +7,7 @@ computed from one fails to load: 'Impossible to unify I64 with TDim', either fac
 int64 ``like`` is the same cast, exact, and tract types it as a tensor
 (``tests/targets/test_targets.py::test_tract_types_a_cast_to_int64_in_a_scan_state_as_a_size``).
 Only the casts a state output is computed from change: a cast a shape is computed from stays
-one tract can read as a size.
+one tract can read as a size. Below opset 15, which has no ``CastLike``, nothing changes.
 """
 
 from __future__ import annotations
@@ -23,6 +23,9 @@ from seqlower.passes._ir import int_attr, is_onnx
 
 __all__ = ["Int64CastsAsCastLike"]
 
+#: The opset ``CastLike`` is in from (an opset-13 model's lowering was invalid ONNX, exit 70).
+_CAST_LIKE = 15
+
 
 class Int64CastsAsCastLike(RepairPass):
     """Every ``Cast`` to int64 a ``Scan`` body computes a state from, as a ``CastLike``."""
@@ -30,6 +33,9 @@ class Int64CastsAsCastLike(RepairPass):
     op_type = "Scan"
 
     def repair(self, model: ir.Model) -> None:
+        opset = model.opset_imports.get("", model.opset_imports.get("ai.onnx"))
+        if opset is None or opset < _CAST_LIKE:
+            return  # no CastLike to write: the Cast stays, and the check names tract's failure
         scans = [n for g in all_graphs(model) for n in g if is_onnx(n, "Scan")]
         names = model_names(model) if scans else None
         for scan in scans:
