@@ -413,3 +413,56 @@ def test_tract_range_down_from_a_size_does_not_load(runtime: str) -> None:
     x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
     with pytest.raises(RuntimeFailure, match="Range"):
         run(runtime, RANGE_DOWN, {"x": x})
+
+
+# ``table[t]`` in a loop over tokens, as tf2onnx and jax2onnx write ``x[i]``: a Slice of one
+# row at an index read from data, squeezed, of a table the loop carries (jax2onnx's constants);
+# jax2onnx's ``dynamic_slice`` also slices the columns by constants (``Concat(t, 0)`` to
+# ``Concat(t, 0) + [1, 3]``).
+EMBED = onnx.parser.parse_model(
+    """
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[5, 4] table, int64[T] tokens) => (float[3] h, float[5, 4] table_out, float[T] sums) {
+        shape = Shape(tokens)
+        zero = Constant<value = int64[1] {0}>()
+        count = Gather(shape, zero)
+        n = Squeeze(count, zero)
+        go = Constant<value = bool {1}>()
+        h0 = Constant<value = float[3] {0, 0, 0}>()
+        h, table_out, sums = Loop(n, go, h0, table) <body = step (int64 i, bool c,
+                float[3] state, float[P, Q] rows) => (bool c_out, float[3] next, float[P, Q]
+                rows_out, float s) {
+            t = Gather(tokens, i)
+            one = Constant<value = int64[1] {1}>()
+            at = Unsqueeze(t, zero)
+            first_col = Constant<value = int64[1] {0}>()
+            starts = Concat<axis = 0>(at, first_col)
+            sizes = Constant<value = int64[2] {1, 3}>()
+            ends = Add(starts, sizes)
+            window = Slice(rows, starts, ends)
+            row = Squeeze(window, zero)
+            added = Add(state, row)
+            next = Tanh(added)
+            s = ReduceSum<keepdims = 0>(next)
+            c_out = Identity(c)
+            rows_out = Identity(rows)
+        }>
+    }
+    """
+)
+
+
+@pytest.mark.parametrize("tokens", [[1, 4, 0, 3], [2], [], [-2, -5, 0]])
+def test_a_squeezed_row_at_an_index_from_data_is_one_row_on_tract(tokens: list[int]) -> None:
+    """The row is read at its index and the columns by a Slice of constants, exact for any
+    index the original runs with. Before, a Gather of a ``Range`` whose length tract cannot
+    prove is one failed to load ('Removing non-trivial axis #0 of dim: range'): exit 1, as for
+    jax2onnx's export of this (``benchmarks/families/jax2onnx/jax_scan_embed``)."""
+    feeds = {
+        "table": np.arange(20, dtype=np.float32).reshape(5, 4) / 10,
+        "tokens": np.array(tokens, np.int64),
+    }
+    lowered = seqlower.lower(EMBED, target="tract")  # proven on tract, either facts
+    want = _ort(EMBED, feeds)
+    for runtime in ("onnxruntime", "tract", "tract-symbolic"):
+        assert_same(want, run(runtime, lowered, feeds))

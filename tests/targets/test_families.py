@@ -26,6 +26,7 @@ REACH: dict[str, tuple[str, ...]] = {
         "jax2onnx/jax_fori_static",
         "jax2onnx/jax_map",
         "jax2onnx/jax_scan_cumsum",
+        "jax2onnx/jax_scan_embed",
         "jax2onnx/jax_scan_flipped",
         "jax2onnx/jax_scan_nested",
         "jax2onnx/jax_scan_rnn",

@@ -41,12 +41,14 @@ from seqlower.passes._emit import Emitter
 from seqlower.passes._ir import (
     block,
     constant_array,
+    ints_attr,
     is_onnx,
     rank_of,
     runtime_source,
     static_dim,
 )
 from seqlower.passes._shared import prepend
+from seqlower.passes._trip_count import evaluate
 from seqlower.passes._types import TypeOracle
 
 __all__ = ["RunTimeSlicesAsGathers"]
@@ -66,6 +68,11 @@ class _Plan:
     #: ``axes``, step -1 each); the other sliced axes are kept in a Slice (``kept``).
     reversal: bool = False
     kept: tuple[list[int], list[int], list[int], list[int]] | None = None
+    #: Axes every reader squeezes (so the original runs only where they hold one row): read
+    #: at one index, which tract types as one row.
+    single: frozenset[int] = frozenset()
+    #: Axes whose own bounds are constants (the run-time ones are others'): (start, end).
+    fixed: dict[int, tuple[int, int]] = dataclasses.field(default_factory=dict)
 
 
 class RunTimeSlicesAsGathers(NodeLoweringPass[_Plan]):
@@ -114,7 +121,14 @@ class RunTimeSlicesAsGathers(NodeLoweringPass[_Plan]):
         if 0 in step_list or len(set(axis_list)) != count or len(step_list) != count:
             block(node, "its axes or steps are not valid (a zero step, a repeated axis)", CHECK)
             return None
-        return _Plan(axis_list, step_list, padded)
+        single = _squeezed(node, axis_list, step_list, rank, site.opset)
+        firsts, lasts = (_entries(v, count, site.opset) for v in (starts, ends))
+        fixed = {
+            a: (s, e)
+            for a, s, e in zip(axis_list, firsts, lasts, strict=True)
+            if s is not None and e is not None
+        }
+        return _Plan(axis_list, step_list, padded, single=single, fixed=fixed)
 
     def rewrite(self, plan: _Plan, ctx: Rewrite) -> None:
         op = ctx.before()
@@ -128,12 +142,20 @@ class RunTimeSlicesAsGathers(NodeLoweringPass[_Plan]):
         shape = op.Shape(x, _hint="shape")
         y = x
         for axis, step, first, last in zip(plan.axes, plan.steps, firsts, lasts, strict=True):
+            if axis in plan.fixed:  # constant bounds: a Slice tract types
+                bounds = zip((*plan.fixed[axis], axis, step), _PARTS, strict=True)
+                y = op.Slice(y, *(op.int64s([v], hint=h) for v, h in bounds))
+                continue
             dim = op.Cast(
                 op.Gather(shape, op.int64s(axis, hint="axis"), _hint="axis_dim"),
                 to=ir.DataType.DOUBLE,
                 _hint="dim",
             )
             start, end = _clamped(op, dim, step, first, last)
+            if axis in plan.single:  # one row, at its start (the Squeeze after it needs one)
+                at = op.Cast(start, to=ir.DataType.INT64, _hint="row")
+                y = op.unsqueeze(op.Gather(y, at, axis=axis, _hint="row"), [axis], hint="one")
+                continue
             index = op.Range(
                 op.Cast(start, to=ir.DataType.INT64, _hint="first"),
                 op.Cast(end, to=ir.DataType.INT64, _hint="stop"),
@@ -143,6 +165,52 @@ class RunTimeSlicesAsGathers(NodeLoweringPass[_Plan]):
             y = op.Gather(y, index, axis=axis, _hint="sliced")
         y.type, y.shape = ctx.node.outputs[0].type, ctx.node.outputs[0].shape
         ctx.replace([y])
+
+
+def _entries(bound: ir.Value | None, count: int, opset: int) -> list[int | None]:
+    """Each of ``bound``'s ``count`` entries that is a constant (a ``Concat`` of one-element
+    pieces, some computed from constants, or the ``Add`` of two such: jax2onnx's
+    ``dynamic_slice`` of a table row, ends the starts plus constant sizes)."""
+    if bound is None:
+        return [None] * count
+    whole = evaluate(bound, opset)
+    if whole is not None and whole.size == count:
+        return [int(v) for v in whole.reshape(-1)]
+    producer = bound.producer()
+    if producer is not None and is_onnx(producer, "Add") and len(producer.inputs) == 2:
+        left, right = (_entries(v, count, opset) for v in producer.inputs)  # ends = starts + sizes
+        return [None if a is None or b is None else a + b for a, b in zip(left, right, strict=True)]
+    if producer is None or not is_onnx(producer, "Concat") or len(producer.inputs) != count:
+        return [None] * count
+    pieces = [None if v is None else evaluate(v, opset) for v in producer.inputs]
+    return [None if p is None or p.size != 1 else int(p.reshape(-1)[0]) for p in pieces]
+
+
+def _squeezed(
+    node: ir.Node, axes: list[int], steps: list[int], rank: int | None, opset: int
+) -> frozenset[int]:
+    """The sliced axes (step 1) that every reader of the Slice removes with a ``Squeeze`` of
+    constant axes: the original runs only where each holds exactly one row, the one at its
+    clamped start (tf2onnx's and jax2onnx's ``x[i]``, a ``Slice`` then a ``Squeeze``)."""
+    out = node.outputs[0]
+    if rank is None or out.is_graph_output() or not out.uses():
+        return frozenset()
+    squeezed: set[int] | None = None
+    for reader, _ in out.uses():
+        if not is_onnx(reader, "Squeeze"):
+            return frozenset()
+        if opset >= 13:
+            given = reader.inputs[1] if len(reader.inputs) > 1 else None
+            array = None if given is None else constant_array(given)
+            listed = None if array is None else [int(a) for a in array.reshape(-1)]
+        else:
+            listed = ints_attr(reader, "axes")
+        if not listed:
+            return frozenset()  # no axes: it keeps an axis of 0 rows
+        removed = {a + rank if a < 0 else a for a in listed}
+        squeezed = removed if squeezed is None else squeezed & removed
+    assert squeezed is not None  # the Slice has readers
+    return frozenset(a for a, k in zip(axes, steps, strict=True) if k == 1 and a in squeezed)
 
 
 #: Bounds that make a step -1 take a whole axis: starts at or past its last element (-1, or the
