@@ -57,10 +57,13 @@ def _attribute_slots(
                     yield node, attr
 
 
-def external_locations(model: ir.Model) -> set[str]:
-    """The external-data files (paths as the tensors resolve them) the model's weights use."""
+def external_locations(
+    model: ir.Model, graphs: list[ir.Graph | ir.Function] | None = None
+) -> set[str]:
+    """The external-data files (paths as the tensors resolve them) the model's weights use
+    (``graphs``: every scope of the model, when the caller has them)."""
     found: set[str] = set()
-    for _, value in _initializer_tensors(model):
+    for _, value in _initializer_tensors(model, graphs):
         if isinstance(value.const_value, ir.ExternalTensor):
             found.add(os.path.normpath(value.const_value.path))
     return found

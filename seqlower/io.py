@@ -87,11 +87,15 @@ def load_model(path: str | os.PathLike[str], *, check: bool = True) -> ir.Model:
     # Relative external-data locations are relative to the model file, as onnx_ir.load does:
     # check_external_data sets every external tensor's folder so.
     check_external_data(model, path, graphs)
+    model.meta[WEIGHTS_READ] = external_locations(model, graphs)
     return model
 
 
 #: ``model.meta`` key: what :func:`load_model` repaired, for the run's notes.
 LOAD_NOTES = "seqlower.load_notes"
+#: ``model.meta`` key: the external-data files of the model as :func:`load_model` read it (its
+#: walk of every scope, which the run's list of files it reads would walk again).
+WEIGHTS_READ = "seqlower.weights_read"
 
 _MISSING_SHAPE = "Field 'shape' of 'type' is required but missing"
 

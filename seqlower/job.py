@@ -400,7 +400,10 @@ def _files_read(
     """The files this run reads, and those the write must keep: never overwritten, never
     removed as stale weights (unless OUT replaces the input itself: then its weights are OUT's
     old ones)."""
-    reads = [model, *(Path(p) for p in seqlower.io.external_locations(ir_model))]
+    weights = ir_model.meta.get(seqlower.io.WEIGHTS_READ)  # as read, nothing changed since
+    if weights is None:
+        weights = seqlower.io.external_locations(ir_model)
+    reads = [model, *(Path(p) for p in weights)]
     in_place = output is not None and os.path.realpath(output) == os.path.realpath(model)
     return reads, [model] if in_place else reads
 
