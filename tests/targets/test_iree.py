@@ -870,3 +870,40 @@ def test_the_measured_op_table_is_the_installed_iree() -> None:
     for (op, since), lacking in sample.items():
         assert iree_ops.measure(op, since, cases)[0] == lacking, (op, since)
         assert (since in IREE_LACKS.get(op, ())) == lacking, (op, since)
+
+
+# Keras' TimeDistributed as tf2onnx writes it: flattened to [-1, 4], then back by a shape of a
+# -1 and sizes read at run time ([-1, T, 4]).
+TIME_DISTRIBUTED = onnx.parser.parse_model(
+    """
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[B, T, 4] x) => (float[B, T, 4] y) {
+        s = Shape(x)
+        st = Constant<value = int64[1] {1}>()
+        en = Constant<value = int64[1] {2}>()
+        t = Slice(s, st, en)
+        m1 = Constant<value = int64[1] {-1}>()
+        four = Constant<value = int64[1] {4}>()
+        back = Concat<axis = 0>(m1, t, four)
+        flat = Constant<value = int64[2] {-1, 4}>()
+        r = Reshape(x, flat)
+        y = Reshape(r, back)
+    }
+    """
+)
+
+
+def test_iree_takes_a_computed_reshapes_minus_one_as_a_size() -> None:
+    """IREE 3.13.0's bug: a Reshape to a shape computed at run time holding a -1 fails to run
+    ('shape element count overflows device size'; with a MatMul between, 'OUT_OF_RANGE ...
+    adjusted_length=18446744073709551448', -1 * 7 * 6 * 4 bytes): every tf2onnx
+    TimeDistributed export at dynamic shapes, as exported and after --target iree (exit 1,
+    the check naming IREE). At fixed shapes the row folds the shape, which IREE runs right.
+    (When this fails, IREE fixed it.)"""
+    feeds = {"x": np.arange(84, dtype=np.float32).reshape(3, 7, 4)}
+    with pytest.raises(RuntimeFailure, match="OUT_OF_RANGE"):
+        run("iree", TIME_DISTRIBUTED, feeds)
+    fixed = seqlower.lower(
+        TIME_DISTRIBUTED, target="iree", check=False, input_shapes={"x": [3, 7, 4]}
+    )
+    assert_same(run("onnxruntime", TIME_DISTRIBUTED, feeds), run("iree", fixed, feeds))
