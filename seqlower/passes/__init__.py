@@ -205,6 +205,7 @@ PASSES: dict[str, PassEntry | Callable[..., ir.passes.InPlacePass]] = {
     "explicit-constant-of-shape-value": _entry(
         "repairs.explicit_constant_of_shape_value", "ExplicitConstantOfShapeValue"
     ),
+    "split-pieces-typed": _entry("repairs.split_pieces_typed", "SplitPiecesTyped"),
     "strip-symbolic-dims": _entry("repairs.strip_symbolic_dims", "StripSymbolicDims"),
     "fold-static-ifs": _entry("branches.fold_static_ifs", "FoldStaticIfs"),
     "fold-static-shapes": _entry("inputs.fold_static_shapes", "FoldStaticShapes"),

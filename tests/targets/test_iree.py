@@ -690,6 +690,46 @@ def test_an_older_loops_states_are_typed_at_the_opset_iree_infers_at() -> None:
         assert_same(run("onnxruntime", model, given), run("iree", lowered, given))
 
 
+# Pieces of run-time sizes (PyTorch's split by lengths; an unrolled SplitToSequence), which
+# ONNX's shape inference leaves without a shape.
+SPLIT_BY_INPUT = onnx.parser.parse_model(
+    """
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[9, 4] x, int64[3] lens) => (float[?, 4] y) {
+        a, b, c = Split<axis = 0>(x, lens)
+        y = Concat<axis = 0>(c, b, a)
+    }
+    """
+)
+SPLIT_FEEDS = {"x": np.arange(36, dtype=np.float32).reshape(9, 4), "lens": np.array([2, 3, 4])}
+
+
+def test_a_splits_pieces_are_typed_as_their_input_but_along_the_axis() -> None:
+    """The row declares each piece [?, 4] (split-pieces-typed): the input's shape, the axis
+    unknown."""
+    lowered = seqlower.lower(SPLIT_BY_INPUT, target="iree", check=False)
+    onnx.checker.check_model(lowered, full_check=True)
+    pieces = {v.name: v for v in lowered.graph.value_info if v.name in ("a", "b", "c")}
+    assert len(pieces) == 3
+    for info in pieces.values():
+        dims = info.type.tensor_type.shape.dim
+        assert [d.dim_value or None for d in dims] == [None, 4]
+    assert_same(
+        run("onnxruntime", SPLIT_BY_INPUT, SPLIT_FEEDS), run("onnxruntime", lowered, SPLIT_FEEDS)
+    )
+
+
+def test_iree_crashes_on_a_split_whose_pieces_onnx_leaves_shapeless() -> None:
+    """IREE 3.13.0's importer types a Split's pieces of run-time sizes rank 0 (ONNX's inference
+    gives them no shape) and iree-compile crashes converting the Split (a segmentation fault:
+    'Error invoking IREE compiler tool iree-compile'; onnxscript's SequenceMap over lengths at
+    fixed shapes). Declared [?, 4], it compiles and runs right."""
+    with pytest.raises(RuntimeFailure, match="Error invoking IREE compiler tool"):
+        run("iree", SPLIT_BY_INPUT, SPLIT_FEEDS)
+    lowered = seqlower.lower(SPLIT_BY_INPUT, target="iree", check=False)
+    assert_same(run("onnxruntime", SPLIT_BY_INPUT, SPLIT_FEEDS), run("iree", lowered, SPLIT_FEEDS))
+
+
 def test_target_iree_unrolls_or_freezes_what_iree_gets_wrong(tmp_path: Path) -> None:
     """At fixed shapes the Scan and the Loop with scan outputs are unrolled; at dynamic ones the
     Loop's rows are states; a loop that stops on data or at a bound runs to the bound with its
