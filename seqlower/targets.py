@@ -281,6 +281,8 @@ PIPELINES: dict[str, Pipeline] = {
                 "explicit-constant-of-shape-value",
                 "strip-symbolic-dims",
                 "typed-scan-bodies",
+                # it types no Split into sizes computed from a shape (declared facts)
+                "split-by-shapes-as-slices",
                 "run-time-slices-as-gathers",
                 "condition-operands-in-branches",
                 "branch-reductions-outside",

@@ -229,6 +229,7 @@ PASSES: dict[str, PassEntry | Callable[..., ir.passes.InPlacePass]] = {
         doc="Only the means of a Slice by run-time bounds, as masked means.",
     ),
     "split-as-slices": _entry("repairs.split_as_slices", "SplitAsSlices"),
+    "split-by-shapes-as-slices": _entry("repairs.split_as_slices", "SplitByShapesAsSlices"),
     "shape-values-as-tensors": _entry("repairs.shape_values_as_tensors", "ShapeValuesAsTensors"),
     "strict-loop-bodies": _entry("loops.strict_loop_bodies", "StrictLoopBodies"),
     "strict-scan-bodies": _entry("loops.strict_scan_bodies", "StrictScanBodies"),

@@ -120,3 +120,34 @@ def test_slices_equal_split_property(
     if computed:
         feeds["given"] = np.array(sizes, np.int64)
     assert_same(run("onnxruntime", model, feeds), run("onnxruntime", lowered, feeds))
+
+
+def test_tract_types_no_split_into_sizes_from_a_shape() -> None:
+    """tract 0.23.9 with declared facts: 'Undetermined symbol in expression: n+-1' on the Split
+    into [1, n - 1] (PyTorch's split(x, [1, n - 1])); with concrete facts it runs. When tract
+    types it, this fails."""
+    from tests.runtimes import RuntimeFailure, require
+
+    require("tract")
+    model = onnx.parser.parse_model(MODEL)
+    feeds = {"x": np.arange(20, dtype=np.float32).reshape(5, 4)}
+    assert_same(run("onnxruntime", model, feeds), run("tract", model, feeds))
+    with pytest.raises(RuntimeFailure, match="Undetermined symbol"):
+        run("tract-symbolic", model, feeds)
+
+
+@pytest.mark.parametrize("rows", [1, 2, 5])
+def test_tract_lowering_slices_splits_by_shapes_only(rows: int) -> None:
+    """``split-by-shapes-as-slices``: the Split into [1, n - 1] as Slices whose bounds are added
+    up (no CumSum: 'TDim is not a number'), proven on tract with both kinds of facts (before:
+    exit 1); the Split into constant halves stays a Split."""
+    import seqlower
+
+    model = onnx.parser.parse_model(MODEL)
+    lowered = seqlower.lower(model, target="tract")
+    ops = [n.op_type for n in lowered.graph.node]
+    assert ops.count("Split") == 1 and "CumSum" not in ops
+    feeds = {"x": np.arange(rows * 4, dtype=np.float32).reshape(rows, 4)}
+    want = run("onnxruntime", model, feeds)
+    for runtime in ("onnxruntime", "tract", "tract-symbolic"):
+        assert_same(want, run(runtime, lowered, feeds))

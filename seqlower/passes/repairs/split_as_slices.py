@@ -9,20 +9,28 @@ for constant sizes, else the ``CumSum`` of the sizes (ends) minus the sizes (sta
 the rest) takes the sizes that gives where the split axis is static (``--overwrite-input-shape``
 makes it so): onnx's version converter has no adapter for it below 18, and onnx2torch converts
 as of 17. Other ``Split``s without sizes are left.
+
+``split-by-shapes-as-slices`` (target ``tract``) takes only the ``Split``s whose sizes are run-time
+values, their bounds added up one piece at a time: with declared facts tract 0.23.9 types no
+``Split`` into sizes computed from a shape (PyTorch's ``split(x, [1, n - 1])``: 'Undetermined
+symbol in expression: n+-1') nor a ``CumSum`` of them ('TDim is not a number'), and takes the
+``Slice``s.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 import numpy as np
 import onnx_ir as ir
 
 from seqlower.passes._base import NodeLoweringPass, Rewrite, Site
+from seqlower.passes._emit import Emitter
 from seqlower.passes._ir import constant_array
 from seqlower.passes._types import TypeOracle
 
-__all__ = ["SplitAsSlices"]
+__all__ = ["SplitAsSlices", "SplitByShapesAsSlices"]
 
 
 @dataclasses.dataclass
@@ -38,10 +46,14 @@ class SplitAsSlices(NodeLoweringPass[_Plan]):
 
     op_type = "Split"
     takes_all = False
+    #: Only the Splits whose sizes are run-time values, their bounds added up piece by piece.
+    run_time_sizes_only = False
 
     def plan(self, site: Site, types: TypeOracle) -> _Plan | None:
         node = site.node
         if site.opset < 13 or node.inputs[0] is None:
+            return None
+        if self.run_time_sizes_only and (len(node.inputs) < 2 or node.inputs[1] is None):
             return None
         attr = node.attributes.get("axis")
         if attr is not None and (attr.is_ref() or attr.type != ir.AttributeType.INT):
@@ -53,37 +65,20 @@ class SplitAsSlices(NodeLoweringPass[_Plan]):
         sizes = constant_array(node.inputs[1])
         if sizes is not None and sizes.size != len(node.outputs):
             return None  # invalid as written: leave it to fail where it did
+        if sizes is not None and self.run_time_sizes_only:
+            return None
         return _Plan(node, site.opset, axis, None if sizes is None else sizes.astype(np.int64))
 
     def rewrite(self, plan: _Plan, ctx: Rewrite) -> None:
         node, names = ctx.node, ctx.names
         x = node.inputs[0]
-        sizes = node.inputs[1] if len(node.inputs) > 1 else None
         assert x is not None
         op = ctx.before()
         axes = op.int64s([plan.axis], hint="axis")
-        outputs = list(node.outputs)
-        starts = ends = None
-        if plan.sizes is None:
-            assert sizes is not None
-            zero = op.int64s(0, hint="zero")
-            sizes_64 = op.Cast(sizes, to=ir.DataType.INT64.value, _hint="sizes")
-            ends = op.CumSum(sizes_64, zero, _hint="ends")
-            # ends - sizes, not CumSum's exclusive=1 (onnx2torch 1.5.15 ignores it: DIFF).
-            starts = op.Sub(ends, sizes_64, _hint="starts")
+        bounds = self._bounds(plan, op, node)
         new_outputs = []
-        offset = 0
-        for k, old in enumerate(outputs):
-            if plan.sizes is not None:
-                size = int(plan.sizes[k])
-                begin = op.int64s([offset], hint=f"start_{k}")
-                end = op.int64s([offset + size], hint=f"end_{k}")
-                offset += size
-            else:
-                assert starts is not None and ends is not None
-                index = op.int64s([k], hint=f"piece_{k}")
-                begin = op.Gather(starts, index, axis=0, _hint=f"start_{k}")
-                end = op.Gather(ends, index, axis=0, _hint=f"end_{k}")
+        for k, old in enumerate(node.outputs):
+            begin, end = bounds(k)
             # The piece keeps the output's name, type and shape (it may be a graph output).
             piece = ir.Value(
                 name=old.name or names.fresh(f"{node.name or 'Split'}_piece_{k}"),
@@ -92,6 +87,46 @@ class SplitAsSlices(NodeLoweringPass[_Plan]):
             )
             new_outputs.append(op.Slice(x, begin, end, axes, _output=piece))
         ctx.replace(new_outputs)
+
+    def _bounds(
+        self, plan: _Plan, op: Emitter, node: ir.Node
+    ) -> Callable[[int], tuple[ir.Value, ir.Value]]:
+        """Piece k's start and end: constants for constant sizes; else from the run-time sizes,
+        by ``CumSum`` or (``run_time_sizes_only``) added up one piece at a time."""
+        if plan.sizes is not None:
+            total = [int(t) for t in np.cumsum(plan.sizes)]
+            return lambda k: (
+                op.int64s([total[k] - int(plan.sizes[k])], hint=f"start_{k}"),  # type: ignore[index]
+                op.int64s([total[k]], hint=f"end_{k}"),
+            )
+        sizes = node.inputs[1]
+        assert sizes is not None
+        if self.run_time_sizes_only:
+            sizes_64 = op.Cast(sizes, to=ir.DataType.INT64.value, _hint="sizes")
+            added = [op.int64s([0], hint="start_0")]
+            for k in range(len(node.outputs)):
+                piece = op.Gather(sizes_64, op.int64s([k], hint=f"piece_{k}"), axis=0)
+                added.append(op.Add(added[-1], piece, _hint=f"end_{k}"))
+            return lambda k: (added[k], added[k + 1])
+        zero = op.int64s(0, hint="zero")
+        sizes_64 = op.Cast(sizes, to=ir.DataType.INT64.value, _hint="sizes")
+        ends = op.CumSum(sizes_64, zero, _hint="ends")
+        # ends - sizes, not CumSum's exclusive=1 (onnx2torch 1.5.15 ignores it: DIFF).
+        starts = op.Sub(ends, sizes_64, _hint="starts")
+
+        def gathered(k: int) -> tuple[ir.Value, ir.Value]:
+            index = op.int64s([k], hint=f"piece_{k}")
+            begin = op.Gather(starts, index, axis=0, _hint=f"start_{k}")
+            return begin, op.Gather(ends, index, axis=0, _hint=f"end_{k}")
+
+        return gathered
+
+
+class SplitByShapesAsSlices(SplitAsSlices):
+    """Every ``Split`` whose sizes are run-time values as ``Slice``s, bounds added piece by
+    piece."""
+
+    run_time_sizes_only = True
 
 
 def _equal_sizes(node: ir.Node, axis: int, types: TypeOracle) -> np.ndarray | None:
