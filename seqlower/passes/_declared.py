@@ -62,15 +62,13 @@ def _hinted(model: ir.Model, graphs: list[ir.Graph | ir.Function]) -> list[ir.Va
     """The values whose declared shape nothing enforces and that declare an integer size: node
     outputs, graph outputs (main graph too) and subgraph inputs, in every scope."""
     found: list[ir.Value] = []
-    seen: set[int] = set()
+    seen: set[int] = set()  # those found: a value met again declares the same
 
     def add(value: ir.Value | None) -> None:
-        if value is None or id(value) in seen:
-            return
-        seen.add(id(value))
-        shape = value.shape
-        if shape is not None and any(_claims(d) for d in shape):
-            found.append(value)
+        shape = None if value is None else value.shape
+        if shape is not None and any(_claims(d) for d in shape) and id(value) not in seen:
+            seen.add(id(value))
+            found.append(value)  # type: ignore[arg-type]
 
     for graph in graphs:
         if graph is not model.graph:
@@ -78,7 +76,8 @@ def _hinted(model: ir.Model, graphs: list[ir.Graph | ir.Function]) -> list[ir.Va
                 add(value)
         for node in graph:
             for value in node.outputs:
-                add(value)
+                if value.shape is not None:  # most computed values declare none
+                    add(value)
         for value in graph.outputs:
             if not (value.is_graph_input() or value.is_initializer()):
                 add(value)
