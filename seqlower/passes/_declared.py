@@ -36,7 +36,7 @@ from typing import NamedTuple
 import onnx
 import onnx_ir as ir
 
-from seqlower._graphs import all_graphs, constant_shape
+from seqlower._graphs import all_graphs, constant_shape, iter_graph_likes, subgraphs_of
 from seqlower._shape_rules import (
     BROADCASTING,
     PARTIAL,
@@ -241,13 +241,8 @@ def _states(model: ir.Model, hinted: list[ir.Value]) -> list[_State]:
                 )
             elif node.op_type == "Scan" and model.opset_imports.get("", 9) >= 9:
                 count = len(node.inputs) - (int_attr(node, "num_scan_inputs", 0) or 0)
-                pairs = zip(
-                    node.inputs[:count],
-                    body.inputs[:count],
-                    body.outputs[:count],
-                    node.outputs,
-                    strict=False,
-                )
+                ends = node.inputs[:count], body.inputs[:count], body.outputs[:count]
+                pairs = zip(*ends, node.outputs, strict=False)
             else:
                 continue
             found += [
@@ -293,11 +288,19 @@ class Forgotten:
             if value.shape is set_here:
                 value.type, value.shape = type_, before
         if self.proven:  # a shape passes copied from a proven one onto an untyped value
-            for graph in all_graphs(model):
-                for node in graph:
-                    for value in node.outputs:
-                        if value.type is None and value.shape is not None:
-                            value.shape = None  # unwritten (onnx_ir writes no untyped one)
+            for graph in iter_graph_likes(model):
+                _untyped_shapes_dropped(graph)
+
+
+def _untyped_shapes_dropped(graph: ir.Graph | ir.Function) -> None:
+    """No shape on an untyped node output of ``graph`` or its subgraphs (onnx_ir writes none)."""
+    for node in graph:
+        for value in node.outputs:
+            if value.type is None and value.shape is not None:
+                value.shape = None
+        if node.attributes.data:
+            for subgraph in subgraphs_of(node):
+                _untyped_shapes_dropped(subgraph)
 
 
 def forget_declared_sizes(model: ir.Model) -> Forgotten:
