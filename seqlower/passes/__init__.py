@@ -100,7 +100,12 @@ PASSES: dict[str, PassEntry | Callable[..., ir.passes.InPlacePass]] = {
     "time-major-recurrences": _entry("repairs.time_major_recurrences", "TimeMajorRecurrences"),
     "pad-empty-reductions": _entry("repairs.pad_empty_reductions", "PadEmptyReductions"),
     "empty-means-as-zero": _entry("repairs.empty_means_as_zero", "EmptyMeansAsZero"),
-    "empty-extremes-as-infinite": _entry("repairs.empty_means_as_zero", "EmptyExtremesAsInfinite"),
+    "empty-extremes-as-infinite": _entry(
+        "repairs.empty_means_as_zero",
+        "EmptyMeansAsZero",
+        extremes=True,
+        doc="Every float ReduceMax/ReduceMin over an axis that may be empty, -inf/+inf there.",
+    ),
     "scalar-outputs": _entry("repairs.scalar_outputs", "ScalarOutputs"),
     "scan-outputs-as-states": _entry("loops.scan_outputs_as_states", "ScanOutputsAsStates"),
     "scan-outputs-as-run-time-states": _entry(
@@ -229,7 +234,12 @@ PASSES: dict[str, PassEntry | Callable[..., ir.passes.InPlacePass]] = {
         doc="Only the means of a Slice by run-time bounds, as masked means.",
     ),
     "split-as-slices": _entry("repairs.split_as_slices", "SplitAsSlices"),
-    "split-by-shapes-as-slices": _entry("repairs.split_as_slices", "SplitByShapesAsSlices"),
+    "split-by-shapes-as-slices": _entry(
+        "repairs.split_as_slices",
+        "SplitAsSlices",
+        run_time_sizes_only=True,
+        doc="Only Splits whose sizes are run-time values, as Slices (tract).",
+    ),
     "shape-values-as-tensors": _entry("repairs.shape_values_as_tensors", "ShapeValuesAsTensors"),
     "strict-loop-bodies": _entry("loops.strict_loop_bodies", "StrictLoopBodies"),
     "strict-scan-bodies": _entry("loops.strict_scan_bodies", "StrictScanBodies"),

@@ -22,10 +22,10 @@ import numpy as np
 import onnx_ir as ir
 
 from seqlower.passes._base import NodeLoweringPass, Rewrite, Site
-from seqlower.passes._ir import reduced_axes
+from seqlower.passes._ir import ONNX_DOMAINS, reduced_axes
 from seqlower.passes._types import TypeOracle, element_dtype
 
-__all__ = ["EmptyExtremesAsInfinite", "EmptyMeansAsZero"]
+__all__ = ["EmptyMeansAsZero"]
 
 _FLOATS: dict[ir.DataType | None, type[np.floating]] = {
     ir.DataType.FLOAT: np.float32,
@@ -55,6 +55,16 @@ class EmptyMeansAsZero(NodeLoweringPass[_Plan]):
     op_type = "ReduceMean"
     takes_all = False
     repairs = True
+
+    def __init__(self, *, extremes: bool = False) -> None:
+        """``extremes``: instead, every float ``ReduceMax``/``ReduceMin`` over an axis that may
+        be empty, -inf/+inf there (tract and OpenVINO give -/+FLT_MAX)."""
+        super().__init__()
+        self.reductions = ("ReduceMax", "ReduceMin") if extremes else ("ReduceMean",)
+        self.op_type = self.reductions[0]
+
+    def matches(self, node: ir.Node) -> bool:
+        return node.op_type in self.reductions and node.domain in ONNX_DOMAINS
 
     def plan(self, site: Site, types: TypeOracle) -> _Plan | None:
         node = site.node
@@ -98,10 +108,3 @@ class EmptyMeansAsZero(NodeLoweringPass[_Plan]):
         mean.type = chosen.type = old.type
         mean.shape = chosen.shape = old.shape
         ctx.replace([chosen])
-
-
-class EmptyExtremesAsInfinite(EmptyMeansAsZero):
-    """Every float ``ReduceMax``/``ReduceMin`` over an axis that may be empty, -inf/+inf there."""
-
-    op_type = "ReduceMax"
-    op_types = frozenset({"ReduceMax", "ReduceMin"})

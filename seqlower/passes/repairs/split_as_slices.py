@@ -30,7 +30,7 @@ from seqlower.passes._emit import Emitter
 from seqlower.passes._ir import constant_array
 from seqlower.passes._types import TypeOracle
 
-__all__ = ["SplitAsSlices", "SplitByShapesAsSlices"]
+__all__ = ["SplitAsSlices"]
 
 
 @dataclasses.dataclass
@@ -46,8 +46,12 @@ class SplitAsSlices(NodeLoweringPass[_Plan]):
 
     op_type = "Split"
     takes_all = False
-    #: Only the Splits whose sizes are run-time values, their bounds added up piece by piece.
-    run_time_sizes_only = False
+
+    def __init__(self, *, run_time_sizes_only: bool = False) -> None:
+        """``run_time_sizes_only``: only the Splits whose sizes are run-time values, their
+        bounds added up piece by piece (tract types no Split into sizes from a shape)."""
+        super().__init__()
+        self.run_time_sizes_only = run_time_sizes_only
 
     def plan(self, site: Site, types: TypeOracle) -> _Plan | None:
         node = site.node
@@ -120,13 +124,6 @@ class SplitAsSlices(NodeLoweringPass[_Plan]):
             return begin, op.Gather(ends, index, axis=0, _hint=f"end_{k}")
 
         return gathered
-
-
-class SplitByShapesAsSlices(SplitAsSlices):
-    """Every ``Split`` whose sizes are run-time values as ``Slice``s, bounds added piece by
-    piece."""
-
-    run_time_sizes_only = True
 
 
 def _equal_sizes(node: ir.Node, axis: int, types: TypeOracle) -> np.ndarray | None:
