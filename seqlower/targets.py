@@ -534,6 +534,8 @@ PIPELINES: dict[str, Pipeline] = {
                 "iree-or-equal-as-or",
                 # a Split's pieces ONNX leaves shapeless it types rank 0, then crashes on them
                 "split-pieces-typed",
+                # it runs no Reshape to a run-time shape holding a -1 (Keras' TimeDistributed)
+                "reshape-wildcards-resolved",
             ),
             requires=("require-sequence-free", "require-iree-loops", "require-iree-ops"),
             loops="counted",

@@ -333,6 +333,11 @@ PASSES: dict[str, PassEntry | Callable[..., ir.passes.InPlacePass]] = {
     "reshape-without-allowzero": _entry(
         "repairs.reshape_without_allowzero", "ReshapeWithoutAllowzero"
     ),
+    "reshape-wildcards-resolved": _entry(
+        "repairs.reshape_wildcards_resolved",
+        "ReshapeWildcardsResolved",
+        doc="A computed Reshape shape's -1 (and 0s) computed before it (IREE runs none with one).",
+    ),
     "iree-or-equal-as-or": _entry(
         "repairs.or_equal_as_or",
         "OrEqualAsOr",
