@@ -277,3 +277,19 @@ def test_keras_masked_layers_run_and_match(name: str, steps: int) -> None:
     want = run("onnxruntime", model, feeds)
     for runtime in ("tract", "tract-symbolic"):
         assert_close(want, run(runtime, lowered, feeds), atol=1e-5)
+
+
+@pytest.mark.parametrize("offsets", [[0], [0, 2, 2], [1, 3], [0, 0, 0, 4]])
+def test_a_row_one_branch_sizes_is_the_zero_row(offsets: list[int]) -> None:
+    """PyTorch's ``embedding_bag`` (sum) over offsets given at run time: a bag's row is an
+    ``If`` of a ``[1, 3]`` zero row (an empty bag) and a ``ReduceSum`` ONNX's inference does not
+    size. The zero row takes the static branch's shape (it is masked away: only tract's facts
+    of the two need agree, and the check proves them); refused before ('trip count may be 0').
+    (No offsets at all fail in the original: a ConcatFromSequence of nothing.)"""
+    require("tract")
+    model = onnx.load(REALWORLD / "embedding_bag_sum_dyn.onnx")
+    feeds = {"input": np.array([4, 1, 9, 0], np.int64), "offsets": np.array(offsets, np.int64)}
+    lowered = seqlower.lower(model, target="tract")  # proven on tract, either facts
+    want = run("onnxruntime", model, feeds)
+    for runtime in ("onnxruntime", "tract", "tract-symbolic"):
+        assert_close(want, run(runtime, lowered, feeds), atol=1e-6)

@@ -23,7 +23,7 @@ from seqlower.passes._first_iteration import (
     first_iteration,
 )
 from seqlower.passes._induction import Term
-from seqlower.passes._ir import constant_array, is_onnx
+from seqlower.passes._ir import constant_array, graph_attr, is_onnx
 from seqlower.passes._shared import outer_reads
 from seqlower.passes._trip_count import evaluate
 from seqlower.passes._trip_counts import extreme
@@ -123,7 +123,8 @@ def _guarded_rows(
         )
         found: tuple[GuardDim, ...] | None = None
         skip = 0 if state else 1
-        for shape, cut in ((result.shape, 0), (inferred(result), 0), (out.shape, skip)):
+        candidates = ((result.shape, 0), (inferred(result), 0), (out.shape, skip))
+        for shape, cut in (*candidates, (_branch_shape(result), 0)):
             dims = None if shape is None else list(shape)[cut:]
             if dims is not None and all(isinstance(d, int) for d in dims):
                 found = tuple(int(d) for d in dims)  # type: ignore[arg-type]
@@ -139,6 +140,23 @@ def _guarded_rows(
             what = "scan output" if not state else "last row of its state"
             return f"the {what} '{out.name}' is of a {type_} of a shape not known when lowering"
     return rows
+
+
+def _branch_shape(value: ir.Value) -> ir.Shape | None:
+    """A static shape one branch of the ``If`` that computes ``value`` gives it (PyTorch's
+    ``embedding_bag``: an empty bag's ``[1, 3]`` zeros, the other a sum ONNX does not size):
+    the zero row is masked away, so only tract's facts of the two branches need agree, and
+    the check proves they do."""
+    node = value.producer()
+    if node is None or not is_onnx(node, "If"):
+        return None
+    k = node.outputs.index(value)
+    for name in ("then_branch", "else_branch"):
+        branch = graph_attr(node, name)
+        shape = None if branch is None or len(branch.outputs) <= k else branch.outputs[k].shape
+        if shape is not None and all(isinstance(d, int) for d in shape):
+            return shape
+    return None
 
 
 #: A value the body reads (a state, an outer value), its stand-in outside the body (a state's
