@@ -19,8 +19,8 @@ import seqlower
 from seqlower.errors import TargetError
 from seqlower.passes import RunTimeSlicesAsGathers
 from seqlower.verification.runtimes import OnnxRuntime
-from tests.helpers import all_op_types
-from tests.runtimes import RuntimeFailure, assert_same, require, run
+from tests.helpers import REALWORLD, all_op_types
+from tests.runtimes import RuntimeFailure, assert_close, assert_same, require, run
 
 I64 = np.iinfo(np.int64)
 PROPERTY = settings(
@@ -466,3 +466,16 @@ def test_a_squeezed_row_at_an_index_from_data_is_one_row_on_tract(tokens: list[i
     want = _ort(EMBED, feeds)
     for runtime in ("onnxruntime", "tract", "tract-symbolic"):
         assert_same(want, run(runtime, lowered, feeds))
+
+
+def test_tf2onnx_row_reads_of_step_a_billion_are_one_row_on_tract() -> None:
+    """tf2onnx writes ``x[i]`` as a Slice of step 10**9 and a Squeeze (a tf.while_loop summing
+    rows, tf2onnx 1.17.0): the same one row. It failed to load on tract before ('Removing
+    non-trivial axis #0 of dim: range,3,4'), exit 1."""
+    from benchmarks.target_samples import feeds_and_expected
+
+    path = REALWORLD / "tf_while_cumulative_op17.onnx"
+    feeds, expected = feeds_and_expected(path.with_suffix(".npz"))
+    lowered = seqlower.lower(onnx.load(path), target="tract")  # proven on tract, either facts
+    for runtime in ("tract", "tract-symbolic"):
+        assert_close(expected, run(runtime, lowered, feeds), atol=1e-5)

@@ -189,9 +189,10 @@ def _entries(bound: ir.Value | None, count: int, opset: int) -> list[int | None]
 def _squeezed(
     node: ir.Node, axes: list[int], steps: list[int], rank: int | None, opset: int
 ) -> frozenset[int]:
-    """The sliced axes (step 1) that every reader of the Slice removes with a ``Squeeze`` of
-    constant axes: the original runs only where each holds exactly one row, the one at its
-    clamped start (tf2onnx's and jax2onnx's ``x[i]``, a ``Slice`` then a ``Squeeze``)."""
+    """The sliced axes (a positive step) that every reader of the Slice removes with a
+    ``Squeeze`` of constant axes: the original runs only where each holds exactly one row, the
+    first, at its clamped start (tf2onnx's ``x[i]``, a ``Slice`` of step 10**9 then a
+    ``Squeeze``; jax2onnx's, of step 1)."""
     out = node.outputs[0]
     if rank is None or out.is_graph_output() or not out.uses():
         return frozenset()
@@ -210,7 +211,7 @@ def _squeezed(
         removed = {a + rank if a < 0 else a for a in listed}
         squeezed = removed if squeezed is None else squeezed & removed
     assert squeezed is not None  # the Slice has readers
-    return frozenset(a for a, k in zip(axes, steps, strict=True) if k == 1 and a in squeezed)
+    return frozenset(a for a, k in zip(axes, steps, strict=True) if k > 0 and a in squeezed)
 
 
 #: Bounds that make a step -1 take a whole axis: starts at or past its last element (-1, or the
