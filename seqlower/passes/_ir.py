@@ -57,6 +57,7 @@ __all__ = [
     "int_attr",
     "ints_attr",
     "is_onnx",
+    "loop_body",
     "model_nodes",
     "nodes_in",
     "onnx_producer",
@@ -205,6 +206,17 @@ def model_nodes(model: ir.Model) -> Iterator[ir.Node]:
     nodes of its subgraphs (the order of :func:`nodes_in`)."""
     for graph in iter_graph_likes(model):
         yield from nodes_in(graph)
+
+
+def loop_body(node: ir.Node) -> ir.Graph | None:
+    """A ``Loop``'s body when its interface agrees with the node's: the iteration number, the
+    condition and one input per state; the condition and one output per state, then the scan
+    outputs."""
+    body = graph_attr(node, "body")
+    carried = len(node.inputs) - 2
+    if body is None or carried < 0 or len(body.inputs) != carried + 2:
+        return None
+    return body if len(body.outputs) >= carried + 1 else None
 
 
 def scans_in_scans(model: ir.Model) -> list[ir.Node]:

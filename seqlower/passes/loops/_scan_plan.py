@@ -14,7 +14,7 @@ import onnx_ir as ir
 from seqlower.passes._base import Site
 from seqlower.passes._first_iteration import FirstIteration
 from seqlower.passes._induction import Condition, Term, passes_through
-from seqlower.passes._ir import NO_LOOP, block, blocked, is_onnx
+from seqlower.passes._ir import NO_LOOP, block, blocked, is_onnx, loop_body
 from seqlower.passes._shared import outer_reads
 from seqlower.passes._types import TypeOracle
 from seqlower.passes.loops._zero_trips import runs, zero_trip_form
@@ -127,11 +127,8 @@ def _scan_body_of(site: Site, types: TypeOracle) -> ir.Graph | None:
         # Scan's opset-9 form exists, but Range (the scan input) needs opset 11.
         _block(node, f"Loop at opset {site.opset}: Range, the scan input, needs opset 11")
         return None
-    body = node.attributes["body"].as_graph()
-    if body is None or len(body.inputs) < 2 or len(body.outputs) < 1:
-        return None
-    carried = len(node.inputs) - 2
-    if len(body.inputs) != carried + 2 or len(body.outputs) < carried + 1:
+    body = loop_body(node)
+    if body is None:
         return None
     for value in body.inputs[2:]:
         type_ = value.type or types.type_of(value)

@@ -14,7 +14,7 @@ import dataclasses
 import onnx_ir as ir
 
 from seqlower.passes._base import NodeLoweringPass, Rewrite, Site
-from seqlower.passes._ir import graph_attr
+from seqlower.passes._ir import loop_body
 from seqlower.passes._shared import remove_dead
 from seqlower.passes._types import TypeOracle
 
@@ -36,11 +36,9 @@ class DropUnreadLoopStates(NodeLoweringPass[_Plan]):
 
     def plan(self, site: Site, types: TypeOracle) -> _Plan | None:
         node = site.node
-        body = graph_attr(node, "body")
-        if body is None or len(body.inputs) < 2:
-            return None
+        body = loop_body(node)
         count = len(node.inputs) - 2
-        if count <= 0 or len(body.inputs) != count + 2 or len(body.outputs) < count + 1:
+        if body is None or count <= 0:
             return None
         dropped = {
             k for k in range(count) if not _read(body.inputs[2 + k]) and not _read(node.outputs[k])

@@ -34,7 +34,7 @@ import onnx_ir as ir
 from seqlower.passes._base import NodeLoweringPass, Rewrite, Site
 from seqlower.passes._emit import Emitter
 from seqlower.passes._induction import Condition, passes_through
-from seqlower.passes._ir import constant_array, is_onnx
+from seqlower.passes._ir import constant_array, is_onnx, loop_body
 from seqlower.passes._types import TypeOracle, element_dtype
 
 __all__ = ["FreezeBoundedLoops"]
@@ -61,15 +61,9 @@ class FreezeBoundedLoops(NodeLoweringPass[_Plan]):
 
     def plan(self, site: Site, types: TypeOracle) -> _Plan | None:
         node = site.node
-        body = node.attributes["body"].as_graph() if "body" in node.attributes else None
+        body = loop_body(node)
         carried = len(node.inputs) - 2
-        if (
-            body is None
-            or site.opset < 11
-            or carried < 0
-            or len(body.inputs) != carried + 2
-            or len(body.outputs) < carried + 1
-        ):
+        if body is None or site.opset < 11:
             return None
         cond_out = body.outputs[0]
         analysis = Condition(node, body, types)

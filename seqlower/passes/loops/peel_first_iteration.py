@@ -26,7 +26,7 @@ import onnx_ir as ir
 from seqlower.passes._base import NodeLoweringPass, Rewrite, Site, rewire
 from seqlower.passes._emit import Emitter
 from seqlower.passes._induction import Condition
-from seqlower.passes._ir import NO_LOOP, block, blocked, constant_array, is_static
+from seqlower.passes._ir import NO_LOOP, block, blocked, constant_array, is_static, loop_body
 from seqlower.passes._shared import inline_copy, prepend
 from seqlower.passes._types import TypeOracle
 from seqlower.passes.loops._scan_plan import LoopShapes, changed_shape, shape_text
@@ -60,15 +60,9 @@ class PeelFirstIteration(NodeLoweringPass[_Plan]):
 
     def plan(self, site: Site, types: TypeOracle) -> _Plan | None:
         node = site.node
-        body = node.attributes["body"].as_graph() if "body" in node.attributes else None
+        body = loop_body(node)
         carried = len(node.inputs) - 2
-        if (
-            body is None
-            or carried < 1
-            or len(body.inputs) != carried + 2
-            or len(body.outputs) < carried + 1
-            or any(v is None for v in node.inputs[2:])
-        ):
+        if body is None or carried < 1 or any(v is None for v in node.inputs[2:]):
             return None
         changed: dict[int, ir.Shape] = {}
         described: list[str] = []

@@ -37,7 +37,7 @@ from seqlower.errors import describe_node
 from seqlower.passes._base import NodeLoweringPass, Rewrite, Site
 from seqlower.passes._dims import BROADCASTING, SAME_SHAPE
 from seqlower.passes._emit import Emitter
-from seqlower.passes._ir import block, constant_array, graph_attr, is_onnx
+from seqlower.passes._ir import block, constant_array, graph_attr, is_onnx, loop_body
 from seqlower.passes._shared import concat_problem, concat_stacked, scan_outputs
 from seqlower.passes._types import TypeOracle
 
@@ -88,11 +88,9 @@ class StackLoopSequences(NodeLoweringPass[_Plan]):
 
     def plan(self, site: Site, types: TypeOracle) -> _Plan | None:
         node = site.node
-        body = graph_attr(node, "body")
-        if body is None:
-            return None
+        body = loop_body(node)
         carried = len(node.inputs) - 2
-        if carried < 1 or len(body.inputs) != carried + 2 or len(body.outputs) < carried + 1:
+        if body is None or carried < 1:
             return None
         stable_dims = self._input_dims
         carries = []
