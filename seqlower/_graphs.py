@@ -25,6 +25,8 @@ __all__ = [
     "ints_attr",
     "is_onnx",
     "iter_graph_likes",
+    "model_nodes",
+    "nodes_in",
     "proto_graphs",
     "subgraphs_of",
 ]
@@ -99,6 +101,24 @@ def all_graphs(model: ir.Model) -> list[ir.Graph | ir.Function]:
     for graph_like in iter_graph_likes(model):
         add(graph_like)
     return found
+
+
+def nodes_in(graph: ir.Graph | ir.Function) -> list[ir.Node]:
+    """Every node of ``graph`` and of the graphs in it, each node before its subgraphs'."""
+    nodes: list[ir.Node] = []
+    for node in graph:
+        nodes.append(node)
+        if node.attributes.data:
+            for subgraph in subgraphs_of(node):
+                nodes += nodes_in(subgraph)
+    return nodes
+
+
+def model_nodes(model: ir.Model) -> Iterator[ir.Node]:
+    """Every node of the model: the main graph's, then each function's, each node before the
+    nodes of its subgraphs (the order of :func:`nodes_in`)."""
+    for graph in iter_graph_likes(model):
+        yield from nodes_in(graph)
 
 
 def proto_graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:

@@ -10,7 +10,6 @@ summary all build on it.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import TypeGuard
 
 import onnx_ir as ir
@@ -22,7 +21,8 @@ from seqlower._graphs import (
     int_attr,
     ints_attr,
     is_onnx,
-    iter_graph_likes,
+    model_nodes,
+    nodes_in,
     subgraphs_of,
 )
 from seqlower._shape_rules import (
@@ -188,24 +188,6 @@ def strip_symbolic(value: ir.Value) -> bool:
         return False
     value.shape = ir.Shape([d if isinstance(d, int) else None for d in shape])
     return True
-
-
-def nodes_in(graph: ir.Graph | ir.Function) -> list[ir.Node]:
-    """Every node of ``graph`` and of the graphs in it, each node before its subgraphs'."""
-    nodes: list[ir.Node] = []
-    for node in graph:
-        nodes.append(node)
-        if node.attributes.data:
-            for subgraph in subgraphs_of(node):
-                nodes += nodes_in(subgraph)
-    return nodes
-
-
-def model_nodes(model: ir.Model) -> Iterator[ir.Node]:
-    """Every node of the model: the main graph's, then each function's, each node before the
-    nodes of its subgraphs (the order of :func:`nodes_in`)."""
-    for graph in iter_graph_likes(model):
-        yield from nodes_in(graph)
 
 
 def loop_body(node: ir.Node) -> ir.Graph | None:
