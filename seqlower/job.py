@@ -51,12 +51,11 @@ from seqlower.pipeline import (
 from seqlower.plan import Plan, make_plan, run_plan, verification_runtimes
 from seqlower.proof import (
     as_exported_warning,
-    check_at_plan,
     keeps_as_exported,
+    prepare_proof,
     proof_proto,
     prove,
     prove_as_exported,
-    reference_of,
 )
 from seqlower.summary import ModelFacts
 from seqlower.writing import save_model
@@ -235,9 +234,8 @@ def lower_file(
     result = _read_result(model, output, ir_model, _files_size(reads), counted=options.count_ops)
     if options.external_data is not None and written is not None:
         check_external_data_name(options.external_data, written, inputs=reads)
-    reference = reference_of(plan, ir_model) if options.check or not plan.new_inputs else None
-    check = check_at_plan(plan, options.check_options, reference)
-    original = proof_proto(reference) if options.check and reference is not None else None
+    proof = prepare_proof(plan, ir_model, options.check_options, check=options.check)
+    original, check = proof.original, proof.options
     if original is not None:
         check_names(original, check)
     with progress("lowering"):
@@ -417,7 +415,9 @@ def _kept_unchecked(
     if opset is not None or check.runtimes or check.expected is not None:
         return False
     if original is not None:
-        _validate_given_inputs(original, check.inputs)  # still wrong inputs: exit 2
+        from seqlower.verification.runs import given_inputs
+
+        given_inputs(original, check)  # still wrong inputs: exit 2
     return True
 
 
@@ -605,20 +605,6 @@ def _inputs_path(check: CheckOptions) -> Path | None:
     if isinstance(expected, (str, os.PathLike)) and not Path(expected).exists():
         raise ModelLoadError(f"--expected {expected}: no such file or folder")
     return Path(inputs) if isinstance(inputs, (str, os.PathLike)) else None
-
-
-def _validate_given_inputs(model: onnx.ModelProto, given: object) -> None:
-    """``--inputs`` that do not fit the model are an error even when no check runs."""
-    if not isinstance(given, (str, os.PathLike)):
-        return
-    from seqlower.verification.constraints import analyze
-    from seqlower.verification.input_files import load_inputs
-    from seqlower.verification.inputs import validate_inputs
-
-    sets = load_inputs(given, model)
-    for k, feeds in enumerate(sets, start=1):
-        where = str(given) if len(sets) == 1 else f"{given} (set {k})"
-        validate_inputs(model, feeds, analyze(model), where=where)
 
 
 def make_lower_plan(options: LowerOptions) -> Plan:

@@ -45,13 +45,12 @@ from seqlower.pipeline import (
 )
 from seqlower.proof import (
     as_exported_warning,
-    check_at_plan,
     keeps_as_exported,
+    prepare_proof,
     proof_proto,
     prove,
     prove_as_exported,
     raise_unless_proven,
-    reference_of,
 )
 from seqlower.targets import (
     PIPELINES,
@@ -523,9 +522,10 @@ def _as_exported(
         given = load_model(model)
     if lacks_ops(plan.row, given):  # its runtime cannot run it as given either
         raise refusal
-    original = proof_proto(given, api=True)
-    options = check_at_plan(plan, _check_options(check), given)
-    report = prove_as_exported(original, original, options, refusal)
+    proof = prepare_proof(plan, given, _check_options(check), check=True)
+    assert proof.original is not None  # as exported: the plan gives no new inputs
+    original = proof.original
+    report = prove_as_exported(original, original, proof.options, refusal)
     for warning in [as_exported_warning(plan, refusal), *report.warnings]:
         warnings.warn(warning, stacklevel=4)
     if counts is not None:
@@ -552,11 +552,7 @@ def _run_and_prove(
     given, gets the op counts before and after, ``rows`` the steps' rows. A model newer than
     the target's converters know is converted to their newest opset, as the command line
     does."""
-    reference = reference_of(plan, ir_model) if plan.runtimes else None
-    original, proof = None, None
-    if reference is not None:
-        proof = check_at_plan(plan, _check_options(check), reference)
-        original = proof_proto(reference, api=True)
+    proof = prepare_proof(plan, ir_model, _check_options(check), check=bool(plan.runtimes))
     if counts is not None:
         counts.append(op_counts(ir_model))
     done = run_plan(plan, ir_model, pipeline=pipeline)
@@ -567,9 +563,9 @@ def _run_and_prove(
         restamp(ir_model, ir_version=None, opset=opset, flag=flag)
     if counts is not None:
         counts.append(op_counts(ir_model))
-    if original is not None and proof is not None:
+    if proof.original is not None:
         lowered = proof_proto(ir_model, api=True)
-        raise_unless_proven(prove(original, lowered, proof), plan.runtimes)
+        raise_unless_proven(prove(proof.original, lowered, proof.options), plan.runtimes)
     return ir_model
 
 

@@ -33,11 +33,13 @@ if TYPE_CHECKING:  # onnxruntime loads with the check's modules: only when a pro
     from seqlower.verification import CheckOptions, VerifyReport
 
 __all__ = [
+    "Proof",
     "as_exported_warning",
     "check_at_constant_inputs",
     "check_at_fixed_shapes",
     "check_at_plan",
     "keeps_as_exported",
+    "prepare_proof",
     "proof_proto",
     "prove",
     "prove_as_exported",
@@ -83,6 +85,31 @@ def reference_of(plan: CheckedPlan, model: ir.Model) -> ir.Model:
         return model
     dropped = plan.constant_inputs if plan.drop_constant_inputs else None
     return interface_reference(model, plan.unroll_inputs, plan.optional_inputs, dropped)
+
+
+@dataclasses.dataclass(frozen=True)
+class Proof:
+    """The check a plan's lowering of a model gets, worked out before the passes change it."""
+
+    #: What the lowered model is compared with, as the runtimes load it (None: no check).
+    original: onnx.ModelProto | None
+    #: How the check runs: at the plan's fixed shapes and values, on its runtimes.
+    options: CheckOptions
+
+
+def prepare_proof(
+    plan: CheckedPlan, model: ir.Model, options: CheckOptions, *, check: bool
+) -> Proof:
+    """The check of ``plan`` run on ``model`` (``check``: whether one runs): its original
+    (:func:`reference_of`, :func:`proof_proto`) and its options (:func:`check_at_plan`). The
+    command line's unchecked runs still have the fixed shapes and values held against the
+    model, before any lowering; a plan of new inputs, or the library's, leaves that to the
+    passes."""
+    early = not check and not plan.api and not plan.new_inputs
+    reference = reference_of(plan, model) if check or early else None
+    options = check_at_plan(plan, options, reference)
+    original = proof_proto(reference, api=plan.api) if check and reference is not None else None
+    return Proof(original, options)
 
 
 def check_at_plan(

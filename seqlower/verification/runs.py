@@ -17,7 +17,7 @@ import onnx
 from seqlower.errors import BadOptionError, CheckLimitError, first_line
 from seqlower.verification.check_options import CheckOptions
 from seqlower.verification.compare import Tolerances
-from seqlower.verification.constraints import Analysis
+from seqlower.verification.constraints import Analysis, analyze
 from seqlower.verification.input_files import load_inputs, load_outputs
 from seqlower.verification.inputs import (
     InputError,
@@ -34,6 +34,7 @@ __all__ = [
     "RunPlan",
     "compare_expected",
     "compare_run",
+    "given_inputs",
     "load_expected",
     "reference_outputs",
     "rejection",
@@ -88,18 +89,8 @@ def run_plans(
     model: onnx.ModelProto, options: CheckOptions, analysis: Analysis, flag: str = "--inputs"
 ) -> list[RunPlan]:
     if options.inputs is not None:
-        inputs = options.inputs
-        given = (
-            load_inputs(inputs, model, flag) if isinstance(inputs, (str, os.PathLike)) else inputs
-        )
-        source = str(inputs) if isinstance(inputs, (str, os.PathLike)) else "inputs"
-        plans = []
-        for k, feeds in enumerate(given, start=1):
-            where = source if len(given) == 1 else f"{source} (set {k})"
-            feeds = _with_constants(dict(feeds), options.constant_inputs, where)
-            validate_inputs(model, feeds, analysis, where=where)
-            plans.append(RunPlan(_fixed(feeds), False, False, "given inputs"))
-        return plans
+        given = given_inputs(model, options, analysis, flag)
+        return [RunPlan(_fixed(feeds), False, False, "given inputs") for feeds in given]
 
     def generated(run: int, length: int | None) -> Callable[[int], dict[str, Any]]:
         return lambda attempt: {
@@ -119,6 +110,34 @@ def run_plans(
         # Lengths are all 0: retrying changes nothing.
         plans.append(RunPlan(generated(options.n, 0), False, True, "empty sequences"))
     return plans
+
+
+def given_inputs(
+    model: onnx.ModelProto,
+    options: CheckOptions,
+    analysis: Analysis | None = None,
+    flag: str = "--inputs",
+) -> list[dict[str, Any]]:
+    """Each set of the inputs ``options`` give (``--inputs``, read), with the values
+    ``--constant-input`` fixes; InputError naming the set when one cannot be ``model``'s. The
+    file job asks it also of a model it writes unchecked: wrong inputs are exit 2 all the
+    same."""
+    inputs = options.inputs
+    if inputs is None:
+        return []
+    if isinstance(inputs, (str, os.PathLike)):
+        given: Sequence[Mapping[str, Any]] = load_inputs(inputs, model, flag)
+        source = str(inputs)
+    else:
+        given, source = inputs, "inputs"
+    analysis = analyze(model) if analysis is None and given else analysis
+    sets = []
+    for k, feeds in enumerate(given, start=1):
+        where = source if len(given) == 1 else f"{source} (set {k})"
+        feeds = _with_constants(dict(feeds), options.constant_inputs, where)
+        validate_inputs(model, feeds, analysis, where=where)
+        sets.append(feeds)
+    return sets
 
 
 def _with_constants(
