@@ -70,3 +70,23 @@ def test_pass_registry_gives_configured_passes() -> None:
     made = create_pass("lower-reverse-sequence-rows")
     assert isinstance(made, LowerReverseSequence) and made.form == "gather"
     assert all(isinstance(entry, PassEntry) for entry in PASSES.values())
+
+
+def test_library_lowering_without_a_target_loads_no_check_module() -> None:
+    """``seqlower.lower(model)`` with no target proves nothing, so none of the check's modules
+    (nor a runtime) loads: a library caller pays for the passes alone."""
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
+    probe = (
+        "import sys, onnx, seqlower\n"
+        f"seqlower.lower(onnx.load({str(ROOT / 'examples' / 'preprocess.onnx')!r}))\n"
+        "print('LOADED:' + ','.join(sorted(m for m in sys.modules if m.startswith("
+        "('seqlower.verification', 'onnxruntime', 'openvino', 'tract')))))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, env=env, check=True
+    )
+    loaded = done.stdout.rsplit("LOADED:", 1)[1].strip()
+    assert loaded == "", f"seqlower.lower imported {loaded}"
