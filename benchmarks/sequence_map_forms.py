@@ -12,6 +12,8 @@ on the same inputs, one thread, each checked bit for bit against onnxruntime's o
   rows gathered into [max n, S, 64], each element's last row repeated (a max selects one of its
   operands, so a repeat changes nothing, whatever the runtime does with NaN or signed zeros), one
   ReduceMax over axis 0, an empty element's -inf put back by a Where;
+- ``unrolled``: seqlower's Loop reading 4 elements an iteration (fewer iterations, the same
+  kernels);
 - ``stack``: every element [16, 64] (the other forms too, on these inputs): ConcatFromSequence
   along a new axis 1, MatMul, Relu, ReduceMax over axis 0 (needs the elements' one shape
   declared, not this kind's [N, 64]);
@@ -89,6 +91,48 @@ def _counts() -> list[onnx.NodeProto]:
     ]
 
 
+def _unrolled(k: int) -> list[onnx.NodeProto]:
+    """``y`` [S, 64]: seqlower's Loop with ``k`` elements an iteration (``ceil(S / k)``
+    iterations; past the last element the last is read again, and its rows sliced off)."""
+    body: list[onnx.NodeProto] = [_H("Mul", ["i", "k"], ["base"])]
+    for j in range(k):
+        body += [
+            _H("Add", ["base", f"j{j}"], [f"p{j}"]),
+            _H("Min", [f"p{j}", "last"], [f"q{j}"]),
+            _H("SequenceAt", ["s", f"q{j}"], [f"e{j}"]),
+            _H("MatMul", [f"e{j}", "w"], [f"m{j}"]),
+            _H("Relu", [f"m{j}"], [f"r{j}"]),
+            _H("ReduceMax", [f"r{j}"], [f"y{j}"], axes=[0], keepdims=1),
+        ]
+    body += [
+        _H("Concat", [f"y{j}" for j in range(k)], ["ys"], axis=0),
+        _H("Identity", ["c"], ["c_out"]),
+    ]
+    graph = helper.make_graph(
+        body,
+        "unrolled",
+        [
+            helper.make_tensor_value_info("i", _I64, []),
+            helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+        ],
+        [
+            helper.make_tensor_value_info("c_out", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("ys", _F, [k, 64]),
+        ],
+        [_ints(f"j{j}", j) for j in range(k)],
+    )
+    return [
+        _H("SequenceLength", ["s"], ["S"]),
+        _H("Add", ["S", "k_minus_one"], ["S_up"]),
+        _H("Div", ["S_up", "k"], ["M"]),
+        _H("Sub", ["S", "one"], ["last"]),
+        _H("Loop", ["M", ""], ["blocks"], body=graph),
+        _H("Reshape", ["blocks", "rows_64"], ["all"]),
+        _H("Unsqueeze", ["S", "zero_1d"], ["S_1d"]),
+        _H("Slice", ["all", "zero_1d", "S_1d"], ["y"]),
+    ]
+
+
 def _batched() -> list[onnx.NodeProto]:
     return [
         _H("ConcatFromSequence", ["s"], ["rows"], axis=0),
@@ -130,6 +174,17 @@ def forms(weight: np.ndarray) -> dict[str, onnx.ModelProto]:
     ]
     split = _H("SplitToSequence", ["y"], ["out"], axis=0, keepdims=0)
     rows = [*_counts(), *_batched(), *_segmented_max(), split]
+    unrolled = [
+        *_unrolled(4),
+        split,
+    ]
+    unrolled_consts = [
+        *consts,
+        _ints("k", 4),
+        _ints("k_minus_one", 3),
+        _ints("rows_64", [-1, 64]),
+        _ints("zero_1d", [0]),
+    ]
     stack = [
         _H("ConcatFromSequence", ["s"], ["stacked"], axis=1, new_axis=1),
         _H("MatMul", ["stacked", "w"], ["m"]),
@@ -142,6 +197,7 @@ def forms(weight: np.ndarray) -> dict[str, onnx.ModelProto]:
         "native": native,
         "loop": seqlower.lower(native),
         "rows": _model(rows, out, weight, [None, 64], consts),
+        "unrolled": _model(unrolled, out, weight, [None, 64], unrolled_consts),
         "stack": _model(stack, out, weight, [16, 64], []),
         "counts": _model(_counts(), tensor("L", _I64, None), weight, [None, 64], consts),
         "batched": _model(_batched(), tensor("r", _F, None), weight, [None, 64], consts),
@@ -171,7 +227,7 @@ def main() -> None:
     even = [rng.standard_normal((16, 64)).astype(np.float32) for _ in range(args.count)]
     runs = {name: session(proto) for name, proto in forms(weight).items()}
     feeds = {name: {"s": even if name == "stack" else ragged} for name in runs}
-    for name in ("loop", "rows", "stack"):
+    for name in ("loop", "rows", "unrolled", "stack"):
         expected = runs["native"].run(None, feeds[name])[0]
         got = runs[name].run(None, feeds[name])[0]
         assert all(a.tobytes() == b.tobytes() for a, b in zip(expected, got, strict=True)), name
