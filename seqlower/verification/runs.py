@@ -26,11 +26,12 @@ from seqlower.verification.inputs import (
     validate_inputs,
 )
 from seqlower.verification.report import OutputReport, RunReport
-from seqlower.verification.runtimes import NotLoaded, Runner
+from seqlower.verification.runtimes import KnownHang, NotLoaded, Runner
 
 __all__ = [
     "ATTEMPTS",
     "FAILED",
+    "KNOWN_HANG",
     "RunPlan",
     "compare_expected",
     "compare_run",
@@ -201,6 +202,9 @@ def reference_outputs(
 
 
 FAILED = "the candidate failed: "  # a run's error, when the candidate ran and failed
+#: A target run's ``original_error`` when its adapter knew the runtime would hang on the
+#: lowered model (:class:`KnownHang`): the original was not run, the runtime is to blame.
+KNOWN_HANG = "not run: the runtime is known to hang there"
 
 
 _NODE = re.compile(r"running (\w+) node\. Name:'([^']*)'")
@@ -248,6 +252,10 @@ def compare_run(
         actual = candidate.run(feeds)
     except CheckLimitError:
         raise
+    except KnownHang as e:  # the runtime's own bug, named by its adapter instead of a run
+        report = RunReport(index, False, summary, [], error=first_line(e), loaded=False)
+        report.culprit, report.original_error = "runtime", KNOWN_HANG
+        return report, None
     except NotLoaded as e:
         return RunReport(index, False, summary, [], error=first_line(e), loaded=False), None
     except Exception as e:

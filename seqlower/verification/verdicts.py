@@ -14,7 +14,7 @@ from seqlower.verification.check_options import CheckOptions
 from seqlower.verification.compare import Tolerances, default_tolerance
 from seqlower.verification.inputs import input_specs
 from seqlower.verification.report import Culprit, OutputReport, RunReport, SkippedRun
-from seqlower.verification.runs import FAILED
+from seqlower.verification.runs import FAILED, KNOWN_HANG
 from seqlower.verification.runtimes import Runner
 
 __all__ = [
@@ -93,6 +93,8 @@ def target_summary(name: str, runs: list[RunReport]) -> tuple[str, Culprit]:
             "lowering's fault",
             "runtime",
         )
+    if first.original_error == KNOWN_HANG:
+        return _failure_on(name, first) + "; not the lowering's fault", "runtime"
     if not first.loaded:  # the candidate is the original (verify A A), and neither loads
         return (
             _failure_on(name, first)

@@ -32,6 +32,7 @@ import onnx
 from seqlower.errors import first_line
 from seqlower.verification.runtimes.base import (
     DEFAULT_TARGET_TIMEOUT,
+    KnownHang,
     NotLoaded,
     Oracle,
     Runner,
@@ -55,6 +56,7 @@ __all__ = [
     "TARGET_ORACLES",
     "CandidateRefused",
     "Iree",
+    "KnownHang",
     "NotLoaded",
     "Onnx2Tf",
     "Onnx2Torch",

@@ -109,6 +109,12 @@ class NotLoaded(RuntimeRefusal):
     nothing ran on those inputs."""
 
 
+class KnownHang(NotLoaded):
+    """Raised instead of a run the runtime is known to hang on, by a bug of its own on a valid
+    model (its adapter says which, and why): said at once, the runtime's fault, not after
+    ``--target-timeout`` and blamed on the lowering."""
+
+
 #: How long one run on a target that runs in a child process (tract) may take, in seconds
 #: (``--target-timeout``): tract 0.23.9 hung over 10 minutes on ONNX's expanded LinearAttention.
 DEFAULT_TARGET_TIMEOUT = 120.0

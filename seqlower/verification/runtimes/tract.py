@@ -18,6 +18,7 @@ import onnx
 
 from seqlower.verification.runtimes.base import (
     DEFAULT_TARGET_TIMEOUT,
+    KnownHang,
     NotLoaded,
     Oracle,
     Runner,
@@ -53,9 +54,79 @@ class Tract(Oracle):
         child.load()  # refuses what it cannot parse, at load like the others
 
         def run(feeds: Mapping[str, Any]) -> list[Any]:
-            return child.run([np.asarray(feeds[name]) for name in names])
+            arrays = [np.asarray(feeds[name]) for name in names]
+            if self.concrete:
+                hang = hangs_typing(model, {n: a.shape for n, a in zip(names, arrays, strict=True)})
+                if hang is not None:
+                    raise KnownHang(f"{label} {hang}")
+            return child.run(arrays)
 
         return Runner(label, run, child.stop)
+
+
+def hangs_typing(model: onnx.ModelProto, shapes: Mapping[str, tuple[int, ...]]) -> str | None:
+    """Why tract 0.23.9 would never finish typing ``model`` with input facts of ``shapes``
+    (None: not known to hang): a top-level ``Scan`` with scan outputs whose body holds an
+    ``If`` and whose state is empty (the zero-trip guarded form over a batch of 0). Measured:
+    without the ``If`` it fails at once ('Trying to substitute'), without scan outputs or with
+    a state of rows it types (``tests/verification/test_tract_empty_states.py``)."""
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+    if opset < 9 or not any(0 in shape for shape in shapes.values()):
+        return None
+    guarded = [
+        (scan, states)
+        for scan in model.graph.node
+        if scan.op_type == "Scan" and (states := _states(scan))
+    ]
+    if not guarded:
+        return None
+    import onnx.shape_inference
+
+    fixed = onnx.ModelProto()
+    fixed.CopyFrom(model)
+    for value in fixed.graph.input:
+        if value.name in shapes and value.type.HasField("tensor_type"):
+            dims = value.type.tensor_type.shape.dim
+            del dims[:]
+            for size in shapes[value.name]:
+                dims.add().dim_value = size
+    try:
+        inferred = onnx.shape_inference.infer_shapes(fixed, data_prop=True)
+    except Exception:  # no sizes known: nothing said, tract decides
+        return None
+    known = {v.name: v.type for v in [*inferred.graph.input, *inferred.graph.value_info]}
+    for scan, states in guarded:
+        for state in states:
+            type_proto = known.get(state)
+            if type_proto is None or not type_proto.HasField("tensor_type"):
+                continue
+            sizes = [
+                d.dim_value if d.HasField("dim_value") else -1
+                for d in type_proto.tensor_type.shape.dim
+            ]
+            if 0 in sizes:
+                node = scan.name or scan.output[0]
+                return (
+                    f"hangs typing Scan node '{node}' with these inputs' shapes: its state "
+                    f"'{state}' is empty ({sizes}) and its body holds an If (a bug of tract's "
+                    "with input facts set from the inputs; the run would wait for "
+                    "--target-timeout)"
+                )
+    return None
+
+
+def _states(scan: onnx.NodeProto) -> list[str] | None:
+    """The initial states of an opset-9+ ``Scan`` with scan outputs whose body holds an
+    ``If``; None for any other."""
+    attributes = {a.name: a for a in scan.attribute}
+    body = attributes["body"].g if "body" in attributes else None
+    scanned = attributes["num_scan_inputs"].i if "num_scan_inputs" in attributes else 0
+    if body is None or not any(node.op_type == "If" for node in body.node):
+        return None
+    count = len(scan.input) - scanned
+    if len(scan.output) <= count or count <= 0:
+        return None
+    return list(scan.input[:count])
 
 
 class _TractChild:
