@@ -63,6 +63,9 @@ class RunReport:
     culprit: Culprit = ""
     original: list[OutputReport] = dataclasses.field(default_factory=list)
     original_error: str = ""
+    #: True when the target, given the candidate loaded afresh, did on these inputs no worse
+    #: than the original (loaded there when a run fails): its results depend on earlier runs.
+    afresh: bool = False
 
 
 @dataclasses.dataclass

@@ -93,6 +93,14 @@ def target_summary(name: str, runs: list[RunReport]) -> tuple[str, Culprit]:
             "lowering's fault",
             "runtime",
         )
+    if first.afresh:
+        return (
+            _failure_on(name, first) + f"; loaded afresh, the lowered model "
+            f"{'matches there' if all(o.ok for o in first.original) else 'does no worse'} "
+            f"on these inputs: {name}'s results depend on the runs before; not the lowering's "
+            "fault",
+            "runtime",
+        )
     if first.original_error == KNOWN_HANG:
         return _failure_on(name, first) + "; not the lowering's fault", "runtime"
     if not first.loaded:  # the candidate is the original (verify A A), and neither loads

@@ -21,6 +21,7 @@ from seqlower.verification import CheckOptions, VerifyReport, runtimes, verify
 from seqlower.verification.report import verdict_lines
 from seqlower.verification.runtimes import Oracle, Runner
 from tests.helpers import CliResult, neg_loop, run_cli
+from tests.loop_cases import bidirectional_rnn
 from tests.runtimes import require
 
 # What the default pipeline lowers (ReverseSequence), one output.
@@ -379,6 +380,57 @@ def test_a_target_refusing_both_models_the_same_way_is_the_runtimes_fault(
         f"does not load there either, with the same error: {label} cannot run what the "
         "lowering left as it was; not the lowering's fault"
     )
+
+
+class _Stale(_Skewed):
+    """A fake target whose every run but a loaded model's first is off by 0.5, whichever the
+    model: its results depend on the runs before (OpenVINO 2026.4.1 gives a zero-trip Loop's
+    scan output the previous run's rows)."""
+
+    def load(self, model: onnx.ModelProto) -> Runner:
+        inner = runtimes.OnnxRuntime().load(model)
+        runs: list[Mapping[str, Any]] = []
+
+        def run(feeds: Mapping[str, Any]) -> list[Any]:
+            runs.append(feeds)
+            skew = np.float32(0.5 if len(runs) > 1 else 0.0)
+            return [o + skew if o.dtype.kind == "f" else o for o in inner.run(feeds)]
+
+        return Runner(self.name, run)
+
+
+def test_a_target_whose_results_depend_on_the_runs_before_is_the_runtimes_fault(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The original, loaded only when the lowered model fails (run 2), matched on its first
+    run: the lowering was blamed. Loaded afresh, the lowered model matches too."""
+    report = _check(monkeypatch, _Stale())
+    assert report.status == "mismatch" and report.culprit == "runtime", report.reason
+    label = _Stale().label()
+    line = report.targets[label]
+    assert line.startswith(f"differs on {label} in run 2: output 'y' max abs 0.5"), line
+    assert (
+        f"loaded afresh, the lowered model matches there on these inputs: {label}'s results "
+        "depend on the runs before; not the lowering's fault"
+    ) in line
+    assert line in report.reason
+    failed = [r for r in report.target_runs[label] if not r.ok]
+    assert failed[0].afresh and all(r.culprit == "runtime" for r in failed)
+
+
+def test_openvino_s_stale_zero_trip_rows_are_not_the_lowerings_fault() -> None:
+    """tf2onnx's bidirectional dynamic_rnn (its Loops kept for OpenVINO): the check's run 4
+    stops the Loop at once, and OpenVINO 2026.4.1 gives its scan output run 3's row, the
+    original too after the same runs; it was blamed on the lowering ('the original matches
+    there': loaded for run 4 alone)."""
+    require("openvino")
+    model = bidirectional_rnn()[0]
+    lowered = seqlower.lower(model, target="openvino", check=False)
+    report = verify(model, lowered, runtimes=("openvino",), seed=1, n=6)
+    assert report.status == "mismatch" and report.culprit == "runtime", report.reason
+    line = report.reason
+    assert "in run 4: output 'y' shape [1, 2, 6], expected [0, 2, 6]" in line, line
+    assert "results depend on the runs before; not the lowering's fault" in line
 
 
 def test_the_table_shows_the_failing_runtimes_numbers(monkeypatch: pytest.MonkeyPatch) -> None:
