@@ -14,20 +14,27 @@ import seqlower
 from tests.helpers import REALWORLD, all_op_types, ort_run
 from tests.runtimes import assert_same, require, run
 
+
+def _reduced_rows(first: str, second: str) -> onnx.ModelProto:
+    """Rows ``s`` to ``e`` of an ``[8, 3]`` table (empty when ``e <= s``) reduced by ``first``
+    over the rows (``y``) and by ``second`` over everything (``z``)."""
+    return onnx.parser.parse_model(
+        f"""
+        <ir_version: 8, opset_import: ["" : 18]>
+        g (float[8, 3] w, int64 s, int64 e) => (float[1, 3] y, float z) {{
+            one = Constant<value = int64 {{1}}>()
+            ax = Constant<value = int64[1] {{0}}>()
+            rows = Range(s, e, one)
+            v = Gather(w, rows)
+            y = {first}(v, ax)
+            z = {second}<keepdims = 0>(v)
+        }}
+        """
+    )
+
+
 # The smallest model that shows it: the mean of rows of a run-time count.
-ROWS = onnx.parser.parse_model(
-    """
-    <ir_version: 8, opset_import: ["" : 18]>
-    g (float[8, 3] w, int64 s, int64 e) => (float[1, 3] y, float z) {
-        one = Constant<value = int64 {1}>()
-        ax = Constant<value = int64[1] {0}>()
-        rows = Range(s, e, one)
-        v = Gather(w, rows)
-        y = ReduceMean(v, ax)
-        z = ReduceMean<keepdims = 0>(v)
-    }
-    """
-)
+ROWS = _reduced_rows("ReduceMean", "ReduceMean")
 W = np.arange(24, dtype=np.float32).reshape(8, 3) - 7.5
 
 
@@ -75,19 +82,7 @@ def test_embedding_bag_mean_passes_the_check_on_drawn_inputs_on_tract() -> None:
 
 # The max and min of rows of a run-time count (PyTorch's embedding_bag(mode="max") slices its
 # bags so: offsets that decrease give an empty slice).
-EXTREMES = onnx.parser.parse_model(
-    """
-    <ir_version: 8, opset_import: ["" : 18]>
-    g (float[8, 3] w, int64 s, int64 e) => (float[1, 3] y, float z) {
-        one = Constant<value = int64 {1}>()
-        ax = Constant<value = int64[1] {0}>()
-        rows = Range(s, e, one)
-        v = Gather(w, rows)
-        y = ReduceMax(v, ax)
-        z = ReduceMin<keepdims = 0>(v)
-    }
-    """
-)
+EXTREMES = _reduced_rows("ReduceMax", "ReduceMin")
 
 
 @pytest.mark.parametrize("runtime", ["tract", "openvino"])
