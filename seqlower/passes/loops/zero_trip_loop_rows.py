@@ -21,7 +21,7 @@ import numpy as np
 import onnx_ir as ir
 
 from seqlower.passes._base import NodeLoweringPass, Rewrite, Site
-from seqlower.passes._ir import constant_array, graph_attr
+from seqlower.passes._ir import constant_array, loop_body
 from seqlower.passes._types import TypeOracle
 
 __all__ = ["ZeroTripLoopRows"]
@@ -42,10 +42,10 @@ class ZeroTripLoopRows(NodeLoweringPass[_Plan]):
 
     def plan(self, site: Site, types: TypeOracle) -> _Plan | None:
         node = site.node
-        body = graph_attr(node, "body")
-        carried = len(node.inputs) - 2
-        if body is None or site.opset < 11 or carried < 0 or len(body.inputs) != carried + 2:
+        body = loop_body(node)
+        if body is None or site.opset < 11:
             return None
+        carried = len(node.inputs) - 2
         read = [
             k
             for k in range(carried, len(node.outputs))
