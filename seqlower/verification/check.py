@@ -193,6 +193,9 @@ class _Check:
     failing_outputs: dict[str, Any] | None = None
     target_oracles: dict[str, Oracle] = dataclasses.field(default_factory=dict)
     originals: dict[str, Runner | str] = dataclasses.field(default_factory=dict)
+    #: Targets whose candidate, loaded afresh, failed as before: the verdict blames the
+    #: lowering there already (its first such run), so it is not loaded afresh again.
+    failed_afresh: set[str] = dataclasses.field(default_factory=set)
     kept: list[tuple[dict[str, Any], list[Any]]] = dataclasses.field(default_factory=list)
     candidate_proto: onnx.ModelProto | None = None
     same: bool | None = None
@@ -443,8 +446,13 @@ class _Check:
         (OpenVINO 2026.4.1 gives a zero-trip Loop's scan output the previous run's rows) made
         the lowering look worse. The candidate is loaded afresh and run once more (only when it
         returned outputs: a run that failed or timed out is not waited for twice); when it then
-        does no worse than the original, the difference was the runtime's."""
+        does no worse than the original, the difference was the runtime's. Once it fails
+        afresh too, the verdict blames the lowering, and it is not loaded again (a converter's
+        load is a compilation)."""
         assert self.candidate_proto is not None
+        if label in self.failed_afresh:
+            return
+        self.failed_afresh.add(label)  # until it does no worse
         try:
             loaded = self.target_oracles[label].load(self.candidate_proto)
             runner = bounded(dataclasses.replace(loaded, name=label), self.deadline, self.limit)
@@ -462,6 +470,7 @@ class _Check:
         }
         if no_worse(outputs, failed.original, same, limits):
             failed.culprit, failed.afresh = "runtime", True
+            self.failed_afresh.discard(label)
 
     def blame_export(
         self,

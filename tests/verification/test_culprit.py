@@ -418,6 +418,30 @@ def test_a_target_whose_results_depend_on_the_runs_before_is_the_runtimes_fault(
     assert failed[0].afresh and all(r.culprit == "runtime" for r in failed)
 
 
+class _Counted(_Skewed):
+    """``_Skewed``, counting the loads of the lowered model."""
+
+    loads = 0
+
+    def load(self, model: onnx.ModelProto) -> Runner:
+        if _lowered(model):
+            type(self).loads += 1
+        return super().load(model)
+
+
+def test_a_lowered_model_wrong_afresh_too_is_loaded_afresh_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Wrong in every run, loaded afresh as well: the lowering's from its first run, so it is
+    not loaded (for a converter, compiled) once more per run."""
+    target = _Counted(skew=lambda m: 0.5 if _lowered(m) else 0.0)
+    report = _check(monkeypatch, target)
+    assert report.culprit == "lowering"
+    failed = [r for r in report.target_runs[target.label()] if not r.ok]
+    assert len(failed) >= 2 and not any(r.afresh for r in failed)
+    assert _Counted.loads == 2  # the check's load, and one afresh
+
+
 def test_openvino_s_stale_zero_trip_rows_are_not_the_lowerings_fault() -> None:
     """tf2onnx's bidirectional dynamic_rnn (its Loops kept for OpenVINO): the check's run 4
     stops the Loop at once, and OpenVINO 2026.4.1 gives its scan output run 3's row, the
