@@ -479,3 +479,36 @@ def test_tf2onnx_row_reads_of_step_a_billion_are_one_row_on_tract() -> None:
     lowered = seqlower.lower(onnx.load(path), target="tract")  # proven on tract, either facts
     for runtime in ("tract", "tract-symbolic"):
         assert_close(expected, run(runtime, lowered, feeds), atol=1e-5)
+
+
+# paddle2onnx's ``for i in range(x.shape[0])`` reads ``i`` as ``Range(0, n)[i:i + 1]`` squeezed,
+# the Range of no declared shape (a rank only inference gives).
+RANGE_ROW = onnx.parser.parse_model(
+    """
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[T] x, int64[1] i) => (float y) {
+        n = Size(x)
+        zero = Constant<value = int64 {0}>()
+        one = Constant<value = int64 {1}>()
+        r = Range(zero, n, one)
+        e = Add(i, one)
+        w = Slice(r, i, e)
+        axes = Constant<value = int64[1] {0}>()
+        k = Squeeze(w, axes)
+        y = Gather(x, k)
+    }
+    """
+)
+
+
+@pytest.mark.parametrize("i", [0, 3, -2])
+def test_a_squeezed_row_of_data_of_an_inferred_rank_is_one_row_on_tract(i: int) -> None:
+    """The one row of a Slice every reader squeezes is read at its index when the data's rank
+    is inferred, not declared (paddle2onnx's ``for`` with an ``if`` in it,
+    ``benchmarks/families/new_shapes.py`` ``paddle_for_if``). Before, a Gather of a ``Range``
+    failed to load on tract ('Removing non-trivial axis #0 of dim: range'): exit 1."""
+    feeds = {"x": np.arange(5, dtype=np.float32) * 1.5, "i": np.array([i], np.int64)}
+    lowered = seqlower.lower(RANGE_ROW, target="tract")  # proven on tract, either facts
+    want = _ort(RANGE_ROW, feeds)
+    for runtime in ("onnxruntime", "tract", "tract-symbolic"):
+        assert_same(want, run(runtime, lowered, feeds))

@@ -99,7 +99,7 @@ class RunTimeSlicesAsGathers(NodeLoweringPass[_Plan]):
             reason = f"its axes '{axes_in.name}' are not constant"
         elif steps_in is not None and steps is None:
             reason = f"its steps '{steps_in.name}' are not constant"
-        rank = rank_of(node.inputs[0]) if node.inputs[0] is not None else None
+        rank = None if node.inputs[0] is None else _rank(node.inputs[0], types)
         padded = count is None and rank is not None and axes_in is None and steps_in is None
         if padded:
             assert rank is not None
@@ -165,6 +165,16 @@ class RunTimeSlicesAsGathers(NodeLoweringPass[_Plan]):
             y = op.Gather(y, index, axis=axis, _hint="sliced")
         y.type, y.shape = ctx.node.outputs[0].type, ctx.node.outputs[0].shape
         ctx.replace([y])
+
+
+def _rank(value: ir.Value, types: TypeOracle) -> int | None:
+    """``value``'s rank, declared or inferred (paddle2onnx declares no shape for the ``Range``
+    whose row its ``for`` reads by a ``Slice`` then a ``Squeeze``)."""
+    declared = rank_of(value)
+    if declared is not None:
+        return declared
+    shape = types.shape_of(value)
+    return None if shape is None else len(shape)
 
 
 def _entries(bound: ir.Value | None, count: int, opset: int) -> list[int | None]:
