@@ -75,3 +75,45 @@ def test_below_opset_15_the_cast_stays() -> None:
     body = next(a.g for a in scan.attribute if a.name == "body")
     ops = {n.op_type for n in body.node}
     assert "Cast" in ops and "CastLike" not in ops
+
+
+# PyTorch's ``while i > 0: i -= 1`` from a length (torch 2.13's while_loop): a counter that
+# starts at the number of rows, read back down, and a loop that may run none.
+_COUNT_DOWN = """
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[T, 3] x) => (float[3] h, int64 left) {
+        shape = Shape(x)
+        zero = Constant<value = int64[1] {0}>()
+        rows = Gather(shape, zero)
+        n = Squeeze(rows, zero)
+        nought = Constant<value = int64 {0}>()
+        go = Greater(n, nought)
+        h0 = Constant<value = float[3] {0, 0, 0}>()
+        left, h = Loop(, go, n, h0) <body = b (int64 it, bool c, int64 i, float[3] s)
+                => (bool c2, int64 i2, float[3] s2) {
+            one = Constant<value = int64 {1}>()
+            i2 = Sub(i, one)
+            r = Gather<axis = 0>(x, i2)
+            half = Constant<value = float {0.5}>()
+            scaled = Mul(s, half)
+            s2 = Add(scaled, r)
+            stop = Constant<value = int64 {0}>()
+            c2 = Greater(i2, stop)
+        }>
+    }
+    """
+
+
+@pytest.mark.parametrize("rows", [0, 1, 5])
+def test_a_counter_from_a_length_runs_on_tract(rows: int) -> None:
+    """A state that starts at a length (a size to tract) is read as a tensor by the Scan and
+    by the If's branch for no iteration (``torch_while_count_down`` of
+    ``benchmarks/families/new_shapes.py``). Before: exit 1, 'Impossible to unify I64 with
+    TDim' on tract, either facts."""
+    require("tract")
+    model = onnx.parser.parse_model(_COUNT_DOWN)
+    lowered = seqlower.lower(model, target="tract")  # proven on tract, either facts
+    feeds = {"x": np.arange(rows * 3, dtype=np.float32).reshape(rows, 3) / 4}
+    expected = run("onnxruntime", model, feeds)
+    for runtime in ("tract", "tract-symbolic"):
+        assert_same(expected, run(runtime, lowered, feeds))
