@@ -229,6 +229,8 @@ PIPELINES: dict[str, Pipeline] = {
                 "stack-loop-sequences",
                 "stack-sequences",
                 "fold-static-ifs",
+                # it loads no Loop whose state grows by a Concat
+                "grown-states-as-scan-outputs",
                 # it runs no Loop whose state changes rank ("dynamic rank")
                 "peel-first-iteration",
                 # it returns a Loop of no iteration the rows of the inference before
@@ -267,6 +269,8 @@ PIPELINES: dict[str, Pipeline] = {
                 # tract loads no Reshape to a computed shape; its Gather aborts on a bad index.
                 "stack-loop-sequences",
                 "stack-sequences-gather-checked",
+                # a Scan's states keep their shape: grown ones as scan outputs
+                "grown-states-as-scan-outputs",
                 # a state that changes shape on the first iteration (Paddle's placeholders), before
                 # freezing: a loop that may run none keeps its initial states' shapes
                 "peel-first-iteration",

@@ -152,6 +152,30 @@ def jax_models() -> dict[str, tuple[Any, list[Any], list[np.ndarray]]]:
 
         return lax.scan(step, jnp.zeros(3, x.dtype), (x, t))
 
+    def cond_of_scans(x: Any) -> Any:
+        """A scan in each branch of a cond: Loops in If branches."""
+
+        def forward(v: Any) -> Any:
+            return lax.scan(lambda c, r: (c + r, c * r), jnp.zeros(3, v.dtype), v)[1]
+
+        def backward(v: Any) -> Any:
+            return lax.scan(lambda c, r: (c * 0.5 + r, c - r), jnp.ones(3, v.dtype), v)[1]
+
+        return lax.cond(jnp.sum(x) > 0, forward, backward, x)
+
+    out["jax_cond_of_scans"] = (cond_of_scans, [("T", 3)], [_floats(5, 3)])
+
+    def scan_in_scan(x: Any) -> Any:
+        """A scan over each row's own symbolic length inside a scan over the rows."""
+
+        def outer(c: Any, row: Any) -> tuple[Any, Any]:
+            total, ys = lax.scan(lambda a, v: (a * 0.5 + v, a), c, row)
+            return total, ys
+
+        return lax.scan(outer, jnp.float32(0.0), x)
+
+    out["jax_scan_in_scan"] = (scan_in_scan, [("T", "F")], [_floats(4, 5)])
+
     out["jax_scan_two_xs"] = (
         scan_two_xs,
         [("T", 3), jax.ShapeDtypeStruct(("T",), jnp.int32)],
@@ -328,7 +352,42 @@ def torch_models() -> dict[str, Any]:
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             return torch.flip(torch.cumsum(torch.flip(x, [1]), 1), [1])
 
+    class CondShapes(nn.Module):
+        """Branches of different lengths: ``x[:2]`` or ``x[1:]``."""
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.cond(x.sum() > 0, lambda x: x[:2] * 2.0, lambda x: x[1:] - 1.0, (x,))
+
+    class NestedWhile(nn.Module):
+        """A while_loop over the columns inside a while_loop over the rows."""
+
+        def forward(self, xs: torch.Tensor) -> torch.Tensor:
+            def outer_cond(i: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+                return i < xs.shape[0]
+
+            def outer_body(i: torch.Tensor, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+                row = _row(xs, i)
+
+                def inner_cond(j: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
+                    return j < row.shape[0]
+
+                def inner_body(j: torch.Tensor, a: torch.Tensor) -> tuple[torch.Tensor, ...]:
+                    return j + 1, a * 0.5 + _row(row, j)
+
+                _, a = while_loop(inner_cond, inner_body, (torch.tensor(0), h))
+                return i + 1, a
+
+            _, h = while_loop(outer_cond, outer_body, (torch.tensor(0), torch.zeros(())))
+            return h
+
     return {
+        "torch_cond_shapes": (CondShapes(), (_floats_t(4, 3),), None, True),
+        "torch_nested_while": (
+            NestedWhile(),
+            (_floats_t(4, 5),),
+            ({0: t, 1: torch.export.Dim("c", min=2, max=64)},),
+            True,
+        ),
         "torch_while_count_down": (CountDown(), (_floats_t(5, 3),), ({0: t},), True),
         "torch_flip_cumsum": (FlipCumsum(), (_floats_t(2, 5),), ({1: t},), True),
         "torch_cond_in_while": (CondInWhile(), (_floats_t(5, 3),), ({0: t},), False),
@@ -398,12 +457,49 @@ def tf_models() -> dict[str, Any]:
     def foldr(x: tf.Tensor) -> tf.Tensor:
         return tf.foldr(lambda c, r: c * 0.5 + r, x, initializer=tf.zeros_like(x[0]))
 
+    def while_grow(x: tf.Tensor) -> tf.Tensor:
+        """A state that grows a row per iteration (shape_invariants)."""
+        steps = tf.shape(x)[0]
+
+        def body(i: tf.Tensor, acc: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+            return i + 1, tf.concat([acc, tf.reduce_sum(x[i], 0, keepdims=True)], 0)
+
+        _, acc = tf.while_loop(
+            lambda i, acc: i < steps,
+            body,
+            (0, tf.zeros((0, 4))),
+            shape_invariants=(tf.TensorShape([]), tf.TensorShape([None, 4])),
+        )
+        return acc
+
+    def while_stop_stack(x: tf.Tensor) -> tf.Tensor:
+        """Rows written to a TensorArray until their running sum passes a threshold."""
+
+        def body(i: tf.Tensor, s: tf.Tensor, ta: Any) -> tuple[Any, ...]:
+            s = s + tf.reduce_sum(x[i])
+            return i + 1, s, ta.write(i, x[i] * 2.0)
+
+        ta = tf.TensorArray(tf.float32, size=0, dynamic_size=True)
+        _, _, ta = tf.while_loop(
+            lambda i, s, ta: s < 2.0,
+            body,
+            (0, tf.constant(0.0), ta),
+            maximum_iterations=tf.shape(x)[0],
+        )
+        return ta.stack()
+
+    def cond_shapes(x: tf.Tensor) -> tf.Tensor:
+        return tf.cond(tf.reduce_sum(x) > 0, lambda: x[:2] * 2.0, lambda: x[1:] - 1.0)
+
     inputs = keras.Input((None, 4))
     masked = layers.Masking(0.0)(inputs)
     bigru = layers.Bidirectional(layers.GRU(3, return_sequences=True))(masked)
     backwards = layers.LSTM(3, return_sequences=True, go_backwards=True)(masked)
     functions = {
         "tf_scan_reverse": (scan_reverse, [spec3], [x]),
+        "tf_while_grow": (while_grow, [spec3], [x]),
+        "tf_while_stop_stack": (while_stop_stack, [spec3], [np.abs(x)]),
+        "tf_cond_shapes": (cond_shapes, [spec3], [x]),
         "tf_cond_in_while": (cond_in_while, [spec3], [x]),
         "tf_foldr": (foldr, [spec3], [x]),
         "tf_while_maximum_iterations": (while_max_iterations, [spec3], [x]),

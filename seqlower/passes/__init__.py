@@ -195,6 +195,9 @@ PASSES: dict[str, PassEntry | Callable[..., ir.passes.InPlacePass]] = {
     "explicit-loop-counts": _entry("loops.explicit_loop_counts", "ExplicitLoopCounts"),
     "scans-as-loops": _entry("loops.scans_as_loops", "ScansAsLoops"),
     "drop-unread-loop-states": _entry("loops.drop_unread_loop_states", "DropUnreadLoopStates"),
+    "grown-states-as-scan-outputs": _entry(
+        "loops.grown_states_as_scan_outputs", "GrownStatesAsScanOutputs"
+    ),
     "loop-states-typed-as-bodies": _entry(
         "loops.loop_states_typed_as_bodies", "LoopStatesTypedAsBodies", context=("min_opset",)
     ),
