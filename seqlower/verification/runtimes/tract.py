@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import onnx
 
+from seqlower._graphs import ONNX_DOMAINS
 from seqlower.verification.runtimes.base import (
     DEFAULT_TARGET_TIMEOUT,
     KnownHang,
@@ -70,7 +71,7 @@ def hangs_typing(model: onnx.ModelProto, shapes: Mapping[str, tuple[int, ...]]) 
     ``If`` and whose state is empty (the zero-trip guarded form over a batch of 0). Measured:
     without the ``If`` it fails at once ('Trying to substitute'), without scan outputs or with
     a state of rows it types (``tests/verification/test_tract_empty_states.py``)."""
-    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+    opset = next((o.version for o in model.opset_import if o.domain in ONNX_DOMAINS), 0)
     if opset < 9 or not any(0 in shape for shape in shapes.values()):
         return None
     guarded = [
