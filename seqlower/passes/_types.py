@@ -193,7 +193,7 @@ class TypeOracle:
             return {}  # what stays unknown is reported by the caller, as when inference fails
         try:
             inferred_proto = onnx.shape_inference.infer_shapes(
-                weightless_proto(self._model), check_type=False, strict_mode=False
+                weightless_proto(self._model, SHAPE_DATA_SIZE), check_type=False, strict_mode=False
             )
             inferred = ir.serde.deserialize_model(inferred_proto)
         except Exception:  # inference is best effort; the caller reports what stays unknown
@@ -236,6 +236,12 @@ def _shape_up_the_chain(value: ir.Value) -> ir.Shape | None:
         if value.shape is not None:
             return value.shape
     return None
+
+
+#: Initializers of at most this many elements keep their data in the proto inference reads: a
+#: ``Reshape``'s, ``Slice``'s or ``Expand``'s constant operands, which inference reads to give
+#: their outputs' sizes (without them a ``Reshape`` to ``[-1, 5, 6]`` is of rank 3 and no size).
+SHAPE_DATA_SIZE = 64
 
 
 def weightless_proto(model: ir.Model, keep: int = 0) -> onnx.ModelProto:

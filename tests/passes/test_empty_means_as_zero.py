@@ -72,6 +72,33 @@ def test_means_over_axes_known_positive_are_left() -> None:
     assert all_op_types(dynamic).count("Where") == 2
 
 
+# tf2onnx's TimeDistributed(GlobalAveragePooling1D): a mean over rows a Reshape by a constant
+# initializer sizes, no value declared a shape (as tf2onnx writes them): 5 rows, never empty.
+RESHAPED = onnx.parser.parse_model(
+    """
+    <ir_version: 8, opset_import: ["" : 13]>
+    g (float[B, 7, 5, 6] x) => (float[B, 7, 6] y)
+      <int64[3] rows = {-1, 5, 6}, int64[3] out = {-1, 7, 6}> {
+        r = Reshape(x, rows)
+        m = ReduceMean<axes = [1], keepdims = 0>(r)
+        y = Reshape(m, out)
+    }
+    """
+)
+
+
+def test_means_over_rows_a_constant_reshape_sizes_are_left() -> None:
+    """The pass asks inference for the mean's input shape: inference must see the Reshape's
+    constant target (it did not, every initializer given to it as a bare input), else the mean
+    is guarded for nothing, and the guard's ``Size`` arithmetic over the batch symbol is what
+    tract 0.23.9 cannot load with symbolic facts ('Can't divide 210*B by max(1,42*B)')."""
+    lowered = seqlower.lower(RESHAPED, passes=["empty-means-as-zero"], check=False)
+    assert all_op_types(lowered) == ["Reshape", "ReduceMean", "Reshape"]
+    x = np.random.default_rng(0).standard_normal((2, 7, 5, 6)).astype(np.float32)
+    tract = seqlower.lower(RESHAPED, target="tract", check=False)
+    assert_same(ort_run(RESHAPED, {"x": x}), run("tract-symbolic", tract, {"x": x}))
+
+
 def test_embedding_bag_mean_passes_the_check_on_drawn_inputs_on_tract() -> None:
     """The check draws unsorted offsets, so empty bags: they matched onnxruntime's 0 on tract
     only once the empty mean was 0 there (exit 1 before)."""
