@@ -246,7 +246,23 @@ def paddle_models() -> dict[str, tuple[Any, list[Any], list[np.ndarray]]]:
                 i = i + 1
             return s, i
 
+    class WhileConcat(paddle.nn.Layer):
+        """A ``while`` appending a row to a tensor each step (``paddle.concat``)."""
+
+        def forward(self, x: Any, n: Any) -> Any:
+            i = paddle.zeros([1], dtype="int64")
+            out = x[0:1] * 0.0
+            while i < n:
+                out = paddle.concat([out, paddle.tanh(out[-1:]) + 1.0], axis=0)
+                i = i + 1
+            return out
+
     return {
+        "paddle_while_concat": (
+            WhileConcat(),
+            [InputSpec([None, 3], "float32", "x"), InputSpec([1], "int64", "n")],
+            [_floats(2, 3), np.array([4], np.int64)],
+        ),
         "paddle_while_break": (
             WhileBreak(),
             [InputSpec([None, 3], "float32", "x"), InputSpec([1], "int64", "n")],

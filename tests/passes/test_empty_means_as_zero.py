@@ -154,3 +154,48 @@ def test_openvino_counts_up_a_range_that_is_empty() -> None:
     ends = {"s": np.array(5), "e": np.array(2)}
     assert ort_run(model, ends)[0].size == 0
     assert run("openvino", model, ends)[0].tolist() == [5, 6, 7]
+
+
+# TensorFlow's ``tf.while_loop`` halving ``v`` until ``max(abs(v))`` is small, at most 5 times
+# (tf2onnx), and each iteration's column minima as a scan output (of an empty ``x``: +inf, and
+# the loop stops after one iteration on the max, -inf).
+HALVING = onnx.parser.parse_model(
+    """
+    <ir_version: 8, opset_import: ["" : 18]>
+    g (float[A, B, 4] x) => (float[A, B, 4] v, float[N, 1, B, 4] mins) {
+        m = Constant<value = int64 {5}>()
+        small = Constant<value = float {0.01}>()
+        go = Constant<value = bool {1}>()
+        v, mins = Loop(m, go, x) <body = b (int64 i, bool c, float[A, B, 4] s)
+                => (bool c2, float[A, B, 4] s2, float[1, B, 4] low) {
+            half = Constant<value = float {0.5}>()
+            s2 = Mul(s, half)
+            rows = Constant<value = int64[1] {0}>()
+            low = ReduceMin<keepdims = 1>(s2, rows)
+            a2 = Abs(s2)
+            top2 = ReduceMax<keepdims = 0>(a2)
+            c2 = Greater(top2, small)
+        }>
+    }
+    """
+)
+
+
+@pytest.mark.parametrize("target", ["tract", "openvino"])
+@pytest.mark.parametrize("rows", [0, 1, 3])
+def test_extremes_in_a_loop_body_load_with_declared_facts(target: str, rows: int) -> None:
+    """In a loop's body the emptiness is read from the data, not from Size: -/+inf on an empty
+    set as onnxruntime, and tract loads the body with declared facts (before: 'inconsistent
+    fact: body input 0 is A,B,4,F32 ... (1+4*A*B>=0)', exit 1, tf2onnx's
+    ``tf_while_maximum_iterations``)."""
+    require(target)
+    lowered = seqlower.lower(HALVING, target=target)  # proven on the target
+    x = {"x": (np.arange(rows * 12, dtype=np.float32).reshape(rows, 3, 4) - 5) / 3}
+    want = ort_run(HALVING, x)
+    runtimes = [target, "tract-symbolic"] if target == "tract" else [target]
+    if target == "tract" and not rows:  # tract 0.23.9 types no Scan over an empty state with
+        runtimes.remove(
+            "tract"
+        )  # facts from the inputs (tests/verification/test_tract_empty_states.py)
+    for runtime in runtimes:
+        assert_same(want, run(runtime, lowered, x))

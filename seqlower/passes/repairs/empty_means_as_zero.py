@@ -12,6 +12,14 @@ positive are rewritten.
 ``ReduceMax``/``ReduceMin``, whose value on an empty set ONNX says is -inf/+inf (onnxruntime's):
 tract 0.23.9 and OpenVINO 2026.4.1 give -/+FLT_MAX, so PyTorch's ``embedding_bag(mode="max")``
 of a bag whose offsets decrease (an empty slice) failed the check on both.
+
+In a loop's body the count is read from the data instead, not from ``Size``:
+``ReduceMax(Cast(Or(IsNaN(x), Not(IsNaN(x)))))`` over the same axes is 1 where the reduced
+axes hold an element and at most 0 where they are empty (-inf, or -FLT_MAX on these runtimes).
+tract 0.23.9 types a ``Scan`` body reading the ``Size`` of a state wrongly with declared facts
+('inconsistent fact: body input 0 is unk,unk,4 ... (1+4*unk*unk>=0)'): TensorFlow's
+``tf.while_loop`` halving until ``max(abs(v))`` is small (``tf_while_maximum_iterations`` of
+``benchmarks/families/new_shapes.py``) failed to load there.
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ import numpy as np
 import onnx_ir as ir
 
 from seqlower.passes._base import NodeLoweringPass, Rewrite, Site
+from seqlower.passes._emit import Emitter
 from seqlower.passes._ir import ONNX_DOMAINS, reduced_axes
 from seqlower.passes._types import TypeOracle, element_dtype
 
@@ -55,6 +64,11 @@ class EmptyMeansAsZero(NodeLoweringPass[_Plan]):
     op_type = "ReduceMean"
     takes_all = False
     repairs = True
+    takes_handed_walk = True  # ``call`` only notes the model's own graph
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        self._top = model.graph
+        return super().call(model)
 
     def __init__(self, *, extremes: bool = False) -> None:
         """``extremes``: instead, every float ``ReduceMax``/``ReduceMin`` over an axis that may
@@ -95,16 +109,35 @@ class EmptyMeansAsZero(NodeLoweringPass[_Plan]):
         op = ctx.before()
         hints = _HINTS[node.op_type]
         mean = op.build(node.op_type, node.inputs, node.attributes, hint=hints[0])
-        one = op.int64s(1, hint="one")
-        count = op.Div(
-            op.Size(data, _hint="elements"),
-            op.Max(op.Size(mean, _hint="means"), one, _hint="means_or_one"),
-            _hint="count",
-        )
-        some = op.Greater(count, op.int64s(0, hint="zero"), _hint="not_empty")
+        if node.graph is getattr(self, "_top", None) or not isinstance(node.graph, ir.Graph):
+            one = op.int64s(1, hint="one")
+            count = op.Div(
+                op.Size(data, _hint="elements"),
+                op.Max(op.Size(mean, _hint="means"), one, _hint="means_or_one"),
+                _hint="count",
+            )
+            some = op.Greater(count, op.int64s(0, hint="zero"), _hint="not_empty")
+        else:  # in a body: from the data (module docstring)
+            some = _present(op, node, data)
         empty = op.constant(np.array(_EMPTY[node.op_type], dtype=plan.dtype), hint=hints[1])
         chosen = op.Where(some, mean, empty, _hint=hints[2])
         (old,) = node.outputs
         mean.type = chosen.type = old.type
         mean.shape = chosen.shape = old.shape
         ctx.replace([chosen])
+
+
+#: The attributes the reduction of ones takes from the node's.
+_SAME = ("keepdims", "axes", "noop_with_empty_axes")
+
+
+def _present(op: Emitter, node: ir.Node, data: ir.Value) -> ir.Value:
+    """Where the reduced axes of ``data`` hold an element: the node's reduction (its axes and
+    keepdims) of ones, above 0."""
+    nan = op.IsNaN(data, _hint="nan")
+    every = op.Or(nan, op.Not(nan, _hint="number"), _hint="every")
+    ones = op.Cast(every, to=ir.DataType.FLOAT, _hint="ones")
+    attributes = {k: v for k, v in node.attributes.items() if k in _SAME}
+    inputs = [ones, *node.inputs[1:]]  # the axes input, from opset 18
+    found = op.build("ReduceMax", inputs, attributes, hint="elements")
+    return op.Greater(found, op.constant(np.array(0.0, np.float32), hint="zero"), _hint="not_empty")
