@@ -2,7 +2,7 @@
 ``Scan`` right): run it at least once, its results masked, when its body is proven safe on
 iteration 0 (``_first_iteration``: counters from 0, padded row reads), else guard the Scan by
 an ``If`` on the count whose other branch gives what a Loop of no iteration returns (a count of
-shapes), else run it at least once with its body under an ``If`` on the count (any body)."""
+shapes, states of static shapes), else run it at least once with its body under an ``If`` on the count (any body)."""
 
 from __future__ import annotations
 
@@ -81,9 +81,11 @@ def zero_trip_form(
         found.in_place = _unknown_rows(found, node, body, terms) is not None
         return found, None
     rows = _empty_rows(node, body, counters, terms, inferred)
-    if not isinstance(rows, str):
+    if not isinstance(rows, str) and _static_states(node, inferred):
         return None, rows
     guarded = _guarded_rows(node, body, counters, types, inferred, symbolic)
+    if isinstance(guarded, str) and not isinstance(rows, str):
+        return None, rows
     if isinstance(guarded, str):
         return (
             "its trip count may be 0 and tract runs no Scan of zero iterations right "
@@ -94,6 +96,21 @@ def zero_trip_form(
             "(--overwrite-input-shape with the input shapes may prove it)"
         )
     return FirstIteration(body_guard=guarded), None
+
+
+def _static_states(node: ir.Node, inferred: Inferred) -> bool:
+    """Whether every state read after the loop has a static shape. tract 0.23.9 types no
+    ``If`` around the Scan that gives a state of a size not known when lowering, with declared
+    facts ('Source node without a determined fact': tf2onnx's ``tf.foldr``, ``tf_foldr`` of
+    ``benchmarks/families/new_shapes.py``); the body under an If on the count it types."""
+    for k, out in enumerate(node.outputs[: len(node.inputs) - 2]):
+        if not (out.uses() or out.is_graph_output()):
+            continue
+        initial = node.inputs[2 + k]
+        shape = None if initial is None else initial.shape or inferred(initial)
+        if shape is None or not all(isinstance(d, int) for d in shape):
+            return False
+    return True
 
 
 def _guarded_rows(
