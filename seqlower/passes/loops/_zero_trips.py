@@ -2,7 +2,8 @@
 ``Scan`` right): run it at least once, its results masked, when its body is proven safe on
 iteration 0 (``_first_iteration``: counters from 0, padded row reads), else guard the Scan by
 an ``If`` on the count whose other branch gives what a Loop of no iteration returns (a count of
-shapes, states of static shapes), else run it at least once with its body under an ``If`` on the count (any body)."""
+shapes, states of static shapes), else run it at least once with its body under an ``If`` on
+the count (any body)."""
 
 from __future__ import annotations
 
