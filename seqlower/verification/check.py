@@ -64,6 +64,7 @@ from seqlower.verification.verdicts import (
     no_worse,
     other_facts,
     refused_on,
+    same_refusal,
     skips,
     target_summary,
     tolerance_of,
@@ -403,8 +404,8 @@ class _Check:
             failed.original_error = f"does not load: {first_line(e)}"
             if self.candidate_is_original():  # verify A A: no lowering to blame
                 failed.culprit = "runtime"
-            elif first_line(e) == failed.error:  # the very same refusal (tract typing both
-                failed.original_error = SAME_REFUSAL  # with declared facts): the runtime's
+            elif same_refusal(failed.error, first_line(e)):  # the same refusal (tract typing
+                failed.original_error = SAME_REFUSAL  # both with declared facts): the runtime's
                 failed.culprit = "runtime"
             return
         except Exception as e:
