@@ -115,6 +115,41 @@ class KnownHang(NotLoaded):
     ``--target-timeout`` and blamed on the lowering."""
 
 
+class KnownAbort(RuntimeRefusal):
+    """Raised instead of a run that would abort the whole process (a runtime's bug on valid
+    inputs, in a runtime seqlower runs in its own process): said as a failure of that run."""
+
+
+def types_at(
+    model: onnx.ModelProto, shapes: Mapping[str, tuple[int, ...]]
+) -> dict[str, onnx.TypeProto] | None:
+    """Every value's type ONNX's inference gives ``model`` with its inputs of ``shapes`` (None
+    when inference fails): what an adapter reads to foresee a runtime's known failure."""
+    import onnx.shape_inference
+
+    fixed = onnx.ModelProto()
+    fixed.CopyFrom(model)
+    for value in fixed.graph.input:
+        if value.name in shapes and value.type.HasField("tensor_type"):
+            dims = value.type.tensor_type.shape.dim
+            del dims[:]
+            for size in shapes[value.name]:
+                dims.add().dim_value = size
+    try:
+        inferred = onnx.shape_inference.infer_shapes(fixed, data_prop=True)
+    except Exception:  # no sizes known: nothing foreseen
+        return None
+    return {v.name: v.type for v in [*inferred.graph.input, *inferred.graph.value_info]}
+
+
+def sizes_of(type_proto: onnx.TypeProto | None) -> list[int] | None:
+    """A tensor type's sizes (-1 where not known), None for another type or none."""
+    if type_proto is None or not type_proto.HasField("tensor_type"):
+        return None
+    dims = type_proto.tensor_type.shape.dim
+    return [d.dim_value if d.HasField("dim_value") else -1 for d in dims]
+
+
 #: How long one run on a target that runs in a child process (tract) may take, in seconds
 #: (``--target-timeout``): tract 0.23.9 hung over 10 minutes on ONNX's expanded LinearAttention.
 DEFAULT_TARGET_TIMEOUT = 120.0

@@ -11,10 +11,13 @@ import numpy as np
 import onnx
 
 from seqlower.verification.runtimes.base import (
+    KnownAbort,
     Oracle,
     Runner,
     c_order,
     ml_dtype,
+    sizes_of,
+    types_at,
 )
 
 
@@ -66,8 +69,12 @@ def _ort_runner(model: onnx.ModelProto, name: str) -> Runner:
         model.SerializeToString(), options, providers=["CPUExecutionProvider"]
     )
     run_options: list[Any] = []
+    recurrences = [n for n in model.graph.node if n.op_type in _EMPTY_ABORTS and n.input]
 
     def run(feeds: Mapping[str, Any]) -> list[Any]:
+        abort = aborts_on(model, recurrences, feeds) if recurrences else None
+        if abort is not None:
+            raise KnownAbort(f"{name} {abort}")
         run_options[:] = [ort.RunOptions()]
         return ort_run(session, feeds, run_options[0])
 
@@ -76,6 +83,42 @@ def _ort_runner(model: onnx.ModelProto, name: str) -> Runner:
             options.terminate = True
 
     return Runner(name, run, stop)
+
+
+#: The recurrences onnxruntime 1.32.0 aborts the process on ('terminate called without an
+#: active exception') when their input ``X`` is empty along these axes of time-major ``X``
+#: (``[T, B, I]``): a GRU of no step or no batch, an LSTM of no batch (an RNN runs both;
+#: ``tests/verification/test_onnxruntime_aborts.py``).
+_EMPTY_ABORTS = {"GRU": (0, 1), "LSTM": (1,)}
+
+
+def aborts_on(
+    model: onnx.ModelProto, recurrences: list[onnx.NodeProto], feeds: Mapping[str, Any]
+) -> str | None:
+    """Why onnxruntime would abort the process running ``recurrences`` (of ``model``'s main
+    graph) on ``feeds`` (None: not known to): a recurrence of :data:`_EMPTY_ABORTS` whose
+    input is empty along an axis that aborts it."""
+    shapes = {n: np.shape(v) for n, v in feeds.items() if not isinstance(v, (list, tuple))}
+    if not any(0 in shape for shape in shapes.values()):
+        return None
+    known = types_at(model, shapes)
+    if known is None:
+        return None
+    for node in recurrences:
+        axes = _EMPTY_ABORTS.get(node.op_type, ())
+        sizes = sizes_of(known.get(node.input[0])) if axes and node.input else None
+        if sizes is None or len(sizes) != 3:
+            continue
+        layout = next((a.i for a in node.attribute if a.name == "layout"), 0)
+        time_major = sizes if layout == 0 else [sizes[1], sizes[0], sizes[2]]
+        if any(time_major[axis] == 0 for axis in axes):
+            what = f"{node.op_type} node '{node.name or node.output[0]}'"
+            return (
+                f"would abort the process on {what}: its input '{node.input[0]}' is empty "
+                f"({sizes}), which onnxruntime's {node.op_type} kernel does not survive (a bug "
+                "of onnxruntime 1.32.0's); not run"
+            )
+    return None
 
 
 def ort_run(session: Any, feeds: Mapping[str, Any], run_options: Any = None) -> list[Any]:

@@ -26,6 +26,8 @@ from seqlower.verification.runtimes.base import (
     RuntimeRefusal,
     read_within,
     runtime_errors,
+    sizes_of,
+    types_at,
 )
 
 
@@ -81,31 +83,13 @@ def hangs_typing(model: onnx.ModelProto, shapes: Mapping[str, tuple[int, ...]]) 
     ]
     if not guarded:
         return None
-    import onnx.shape_inference
-
-    fixed = onnx.ModelProto()
-    fixed.CopyFrom(model)
-    for value in fixed.graph.input:
-        if value.name in shapes and value.type.HasField("tensor_type"):
-            dims = value.type.tensor_type.shape.dim
-            del dims[:]
-            for size in shapes[value.name]:
-                dims.add().dim_value = size
-    try:
-        inferred = onnx.shape_inference.infer_shapes(fixed, data_prop=True)
-    except Exception:  # no sizes known: nothing said, tract decides
+    known = types_at(model, shapes)
+    if known is None:  # no sizes known: nothing said, tract decides
         return None
-    known = {v.name: v.type for v in [*inferred.graph.input, *inferred.graph.value_info]}
     for scan, states in guarded:
         for state in states:
-            type_proto = known.get(state)
-            if type_proto is None or not type_proto.HasField("tensor_type"):
-                continue
-            sizes = [
-                d.dim_value if d.HasField("dim_value") else -1
-                for d in type_proto.tensor_type.shape.dim
-            ]
-            if 0 in sizes:
+            sizes = sizes_of(known.get(state))
+            if sizes is not None and 0 in sizes:
                 node = scan.name or scan.output[0]
                 return (
                     f"hangs typing Scan node '{node}' with these inputs' shapes: its state "
