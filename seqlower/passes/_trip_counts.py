@@ -22,7 +22,7 @@ from seqlower.passes._induction import (
 )
 from seqlower.passes._ir import constant_array, is_onnx
 
-__all__ = ["extreme", "trip_count", "trip_count_key"]
+__all__ = ["extreme", "initial_bounds", "trip_count", "trip_count_key"]
 
 
 #: Ops whose output has the shape of their first input: ``Shape`` of their output is ``Shape`` of
@@ -211,30 +211,50 @@ def _initially_bounds(cond0: ir.Value | None, node: ir.Node, terms: list[Term]) 
     whenever it holds: the others' bounds imply theirs on the first step)."""
     if cond0 is None:
         return None
+    matched: set[int] = set()
+    for leaf in _and_leaves(cond0, node.graph):
+        found = _bound_of(leaf, node, terms)
+        if found is None:
+            return None
+        matched.add(found)
+    return matched
+
+
+def initial_bounds(cond0: ir.Value, node: ir.Node, terms: list[Term]) -> list[ir.Value]:
+    """The parts of the Loop's initial condition ``cond0`` (an ``And`` of them) that are
+    ``terms``' bounds on the values before the first step (:func:`_initially_bounds`): what
+    decides whether the bounds let the loop start, without its data."""
+    return [
+        leaf for leaf in _and_leaves(cond0, node.graph) if _bound_of(leaf, node, terms) is not None
+    ]
+
+
+def _and_leaves(cond: ir.Value, graph: ir.Graph | None) -> list[ir.Value]:
+    """``cond``'s operands through ``And``s of ``graph`` (and exact ``Cast``s)."""
     leaves: list[ir.Value] = []
-    stack = [cond0]
+    stack = [cond]
     while stack:
         value = _uncast(stack.pop())
         producer = value.producer()
-        if is_onnx(producer, "And") and producer is not None and producer.graph is node.graph:
+        if is_onnx(producer, "And") and producer is not None and producer.graph is graph:
             stack.extend(v for v in producer.inputs if v is not None)
         else:
             leaves.append(value)
+    return leaves
+
+
+def _bound_of(leaf: ir.Value, node: ir.Node, terms: list[Term]) -> int | None:
+    """The index of the term ``leaf`` (a comparison before the Loop) is on its start."""
+    producer = leaf.producer()
+    if producer is None or producer.graph is not node.graph or len(producer.inputs) != 2:
+        return None
+    compare = Condition._COMPARE.get(producer.op_type) if is_onnx(producer) else None
+    if compare is None:
+        return None
     body = node.attributes["body"].as_graph()
-    matched: set[int] = set()
-    for leaf in leaves:
-        producer = leaf.producer()
-        if producer is None or producer.graph is not node.graph or len(producer.inputs) != 2:
-            return None
-        compare = Condition._COMPARE.get(producer.op_type) if is_onnx(producer) else None
-        if compare is None:
-            return None
-        a, b = (_uncast(v) if v is not None else None for v in producer.inputs)
-        found = [j for j, t in enumerate(terms) if _bounds(t, compare, a, b, node, body)]
-        if not found:
-            return None
-        matched.add(found[0])
-    return matched
+    a, b = (_uncast(v) if v is not None else None for v in producer.inputs)
+    found = [j for j, t in enumerate(terms) if _bounds(t, compare, a, b, node, body)]
+    return found[0] if found else None
 
 
 def _bounds(

@@ -174,6 +174,58 @@ def test_a_greedy_decode_is_proven_on_tract() -> None:
     seqlower.lower(onnx.parser.parse_model(DECODE), target="tract")
 
 
+# PyTorch's greedy decode into a buffer of max_len tokens (index_put: a ScatterND at the
+# counter; torch's while_greedy_decode_memory_bound): the body fails on a buffer of no row, so
+# a loop whose bound does not let it start must not run once, frozen (it did, on onnxruntime
+# and tract: 'ScatterND index 0 out of bounds for data shape [0]').
+DECODE_INTO = """
+<ir_version: 10, opset_import: ["" : 20]>
+decode (float[4] h0, float[N] slots) => (int64[N] tokens, int64 k) {
+    zero = Constant <value = int64 {0}> ()
+    shape = Shape(slots)
+    max_len = Squeeze(shape)
+    buffer = Expand(zero, shape)
+    bounded0 = Less(zero, max_len)
+    notyet = Constant <value = bool {1}> ()
+    go0 = And(bounded0, notyet)
+    w = Constant <value = float[4,4] {0.5, -0.3, 0.2, 0.1, 0.1, 0.4, -0.5, 0.3, -0.2, 0.1, 0.3,
+        -0.4, 0.3, 0.2, 0.1, 0.5}> ()
+    h, k, tokens = Loop ("", go0, h0, zero, buffer) <body = step (int64 i, bool go_in,
+            float[4] hh, int64 kk, int64[N] buf) => (bool go, float[4] h1, int64 k1, int64[N] b1) {
+        one = Constant <value = int64 {1}> ()
+        eos = Constant <value = int64 {0}> ()
+        pair = Constant <value = int64[2] {1, 1}> ()
+        single = Constant <value = int64[1] {1}> ()
+        m = MatMul(hh, w)
+        h1 = Tanh(m)
+        tok = ArgMax <keepdims = 0> (h1)
+        at = Reshape(kk, pair)
+        row = Reshape(tok, single)
+        b1 = ScatterND(buf, at, row)
+        k1 = Add(kk, one)
+        ended = Equal(tok, eos)
+        more = Not(ended)
+        bounded = Less(k1, max_len)
+        go = And(bounded, more)
+    }>
+}
+"""
+
+
+@pytest.mark.parametrize("max_len", [0, 1, 3])
+def test_a_decode_the_bound_does_not_start_runs_no_iteration(max_len: int) -> None:
+    model = onnx.parser.parse_model(DECODE_INTO)
+    onnx.checker.check_model(model, full_check=True)
+    lowered = seqlower.lower(model, target="tract", check=False)
+    assert "Loop" not in all_op_types(lowered)
+    for seed in range(3):
+        h0 = np.random.default_rng(seed).standard_normal(4).astype(np.float32) * 2
+        feeds = {"h0": h0, "slots": np.zeros(max_len, np.float32)}
+        expected = run("onnxruntime", model, feeds)
+        for runtime in ("onnxruntime", "tract"):
+            assert_same(expected, run(runtime, lowered, feeds))
+
+
 JAX_DECODE = (
     Path(__file__).resolve().parents[2] / "benchmarks/families/jax2onnx/jax_while_decode.onnx"
 )

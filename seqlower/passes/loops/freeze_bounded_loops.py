@@ -33,8 +33,9 @@ import onnx_ir as ir
 
 from seqlower.passes._base import NodeLoweringPass, Rewrite, Site
 from seqlower.passes._emit import Emitter
-from seqlower.passes._induction import Condition, passes_through
+from seqlower.passes._induction import Condition, Term, passes_through
 from seqlower.passes._ir import constant_array, is_onnx, loop_body
+from seqlower.passes._trip_counts import initial_bounds
 from seqlower.passes._types import TypeOracle, element_dtype
 
 __all__ = ["FreezeBoundedLoops"]
@@ -50,6 +51,7 @@ class _Plan:
     frozen: list[tuple[int, ir.DataType | None]]  # states updated only while alive, their types
     counters: list[tuple[int, int, ir.DataType]]  # read counters: (state, step, dtype)
     rows: bool  # scan outputs are read: their rows of the iterations the original runs
+    terms: list[Term]  # the bounds' terms
 
 
 class FreezeBoundedLoops(NodeLoweringPass[_Plan]):
@@ -71,6 +73,7 @@ class FreezeBoundedLoops(NodeLoweringPass[_Plan]):
             return None  # its trip count is fixed when it starts: LoopToScan's already
         bounds: list[ir.Value] = []
         data: list[ir.Value] = []
+        bound_terms: list[Term] = []
         for leaf in _leaves(cond_out, body):
             if leaf is body.inputs[1]:
                 continue  # the condition itself: true whenever an iteration runs
@@ -78,6 +81,7 @@ class FreezeBoundedLoops(NodeLoweringPass[_Plan]):
             if terms is not None and not terms:
                 continue  # true on every iteration that runs
             (bounds if terms else data).append(leaf)
+            bound_terms += terms or []
         m = node.inputs[0] if node.inputs else None
         if _unbounded(m):
             m = None  # "no M" as jax2onnx and TorchScript write it
@@ -101,12 +105,13 @@ class FreezeBoundedLoops(NodeLoweringPass[_Plan]):
                 if dtype is None or len(ranks) > 1:
                     return None  # start + step * ran would not have the rank the body gives
                 read_counters.append((k, analysis.step(k) or 0, dtype))
-        return _Plan(node, body, site.opset, bounds, data, frozen, read_counters, rows)
+        return _Plan(node, body, site.opset, bounds, data, frozen, read_counters, rows, bound_terms)
 
     def rewrite(self, plan: _Plan, ctx: Rewrite) -> None:
         node, body, names, base = ctx.node, plan.body, ctx.names, ctx.base
         carried = len(node.inputs) - 2
         outside, inside = ctx.before(), ctx.into(body)
+        start = _bounds_at_start(outside, plan)  # read from the Loop as it is
         extra = _freeze(ctx, plan, outside, inside)
         outs = extra.outs
         body.extend(inside.nodes)
@@ -123,7 +128,7 @@ class FreezeBoundedLoops(NodeLoweringPass[_Plan]):
         del node.attributes["body"]
         outside.Loop(
             node.inputs[0],
-            None,
+            start,
             *node.inputs[2:],
             *extra.inits,
             body=body,
@@ -133,6 +138,22 @@ class FreezeBoundedLoops(NodeLoweringPass[_Plan]):
         )
         replaced = _read_after(ctx.after(), plan, finals, extra.finals[-1])
         ctx.replace(replaced, rename=True)
+
+
+def _bounds_at_start(emit: Emitter, plan: _Plan) -> ir.Value | None:
+    """The frozen Loop's initial condition: the parts of the original's that are its bounds
+    on the values before the first step (None: none, it starts). A loop the bounds do not let
+    start runs no iteration, as the original; run once, frozen, its body would run on states
+    the original never computes on (PyTorch's decode into a buffer of ``max_len`` rows: a
+    ``ScatterND`` into no row)."""
+    cond0 = plan.node.inputs[1]
+    leaves = [] if cond0 is None else initial_bounds(cond0, plan.node, plan.terms)
+    if not leaves:
+        return None
+    cond = leaves[0]
+    for leaf in leaves[1:]:
+        cond = emit.And(cond, leaf, _hint="bounds_at_start")
+    return cond
 
 
 @dataclasses.dataclass
