@@ -62,15 +62,7 @@ class Int64CastsAsCastLike(RepairPass):
             if not casts:
                 continue
             assert names is not None
-            like = ir.node(
-                "Constant",
-                [],
-                attributes={"value": ir.tensor(np.array(0, np.int64), name="int64")},
-                name=names.fresh("int64_like"),
-            )
-            like.outputs[0].name = names.fresh("int64_like")
-            like.outputs[0].dtype = ir.DataType.INT64
-            like.outputs[0].shape = ir.Shape([])
+            like = _int64_zero(names)
             body.insert_before(body[0], like)
             for cast in casts:
                 cast.op_type = "CastLike"
@@ -98,15 +90,7 @@ class Int64CastsAsCastLike(RepairPass):
         producer = size.producer()
         graph = None if producer is None else producer.graph
         assert producer is not None and isinstance(graph, ir.Graph)  # computed from a Shape
-        like = ir.node(
-            "Constant",
-            [],
-            attributes={"value": ir.tensor(np.array(0, np.int64), name="int64")},
-            name=names.fresh("int64_like"),
-        )
-        like.outputs[0].name = names.fresh("int64_like")
-        like.outputs[0].dtype = ir.DataType.INT64
-        like.outputs[0].shape = ir.Shape([])
+        like = _int64_zero(names)
         cast = ir.node("CastLike", [size, like.outputs[0]], name=names.fresh(f"{size.name}_tensor"))
         tensor = cast.outputs[0]
         tensor.type, tensor.shape = size.type or ir.TensorType(ir.DataType.INT64), size.shape
@@ -173,3 +157,17 @@ def _feeding(body: ir.Graph, outputs: Sequence[ir.Value]) -> list[ir.Node]:
         found[id(node)] = node
         pending += [v.producer() for v in node.inputs if v is not None]
     return list(found.values())
+
+
+def _int64_zero(names: NameGenerator) -> ir.Node:
+    """A ``Constant`` int64 0, the type a ``CastLike`` casts to (not inserted)."""
+    like = ir.node(
+        "Constant",
+        [],
+        attributes={"value": ir.tensor(np.array(0, np.int64), name="int64")},
+        name=names.fresh("int64_like"),
+    )
+    like.outputs[0].name = names.fresh("int64_like")
+    like.outputs[0].dtype = ir.DataType.INT64
+    like.outputs[0].shape = ir.Shape([])
+    return like
