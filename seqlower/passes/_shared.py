@@ -28,7 +28,10 @@ __all__ = [
     "inline_untyped_sequence_map_functions",
     "is_sequence",
     "known_elements",
+    "loop_finals",
     "names_defined",
+    "narrow_loop_body",
+    "narrowed_loop",
     "one_element",
     "outer_reads",
     "outer_reads_as_states",
@@ -364,6 +367,55 @@ def body_copy(body: ir.Graph, names: NameGenerator, base: str) -> ir.Graph:
     copy = body.clone(allow_outer_scope_values=True)
     _rename_graph(copy, names, base)
     return copy
+
+
+def narrow_loop_body(
+    body: ir.Graph, kept: Sequence[int], scans: Sequence[int], extra: Sequence[ir.Value] = ()
+) -> None:
+    """A ``Loop`` body's interface with only the states ``kept`` (then the scan outputs
+    ``scans``, by the Loop's output index, then ``extra`` outputs), and the nodes that computed
+    the others removed."""
+    states_in = [body.inputs[2 + k] for k in kept]
+    outs = [body.outputs[1 + k] for k in [*kept, *scans]]
+    head, cond = list(body.inputs[:2]), body.outputs[0]
+    body.inputs.clear()
+    body.inputs.extend([*head, *states_in])
+    body.outputs.clear()
+    body.outputs.extend([cond, *outs, *extra])
+    remove_dead(body)
+
+
+def loop_finals(ctx: Rewrite, indices: Sequence[int]) -> list[ir.Value]:
+    """New values for the Loop's outputs at ``indices``, typed as they are."""
+    node, finals = ctx.node, []
+    for k in indices:
+        final = ir.Value(name=ctx.names.fresh(f"{node.outputs[k].name or ctx.base}_loop"))
+        final.type, final.shape = node.outputs[k].type, node.outputs[k].shape
+        finals.append(final)
+    return finals
+
+
+def narrowed_loop(
+    ctx: Rewrite,
+    op: Emitter,
+    body: ir.Graph,
+    kept: Sequence[int],
+    scans: Sequence[int],
+    outputs: Sequence[ir.Value],
+) -> list[ir.Value | None]:
+    """The Loop of ``body`` (:func:`narrow_loop_body`) over the states ``kept``, giving
+    ``outputs`` (:func:`loop_finals` of ``kept`` and ``scans`` first), in place of the node;
+    what replaces its outputs: those finals, None for the others."""
+    node = ctx.node
+    del node.attributes["body"]
+    op.Loop(
+        *node.inputs[:2], *(node.inputs[2 + k] for k in kept), body=body, _outputs=list(outputs),
+        _name=node.name or ctx.names.fresh("Loop"), _doc_string=node.doc_string,
+    )  # fmt: skip
+    replaced: list[ir.Value | None] = [None] * len(node.outputs)
+    for k, final in zip([*kept, *scans], outputs, strict=False):
+        replaced[k] = final
+    return replaced
 
 
 def remove_dead(body: ir.Graph, keep: list[ir.Value] | None = None) -> None:

@@ -15,7 +15,7 @@ import onnx_ir as ir
 
 from seqlower.passes._base import NodeLoweringPass, Rewrite, Site
 from seqlower.passes._ir import loop_body
-from seqlower.passes._shared import remove_dead
+from seqlower.passes._shared import loop_finals, narrow_loop_body, narrowed_loop
 from seqlower.passes._types import TypeOracle
 
 __all__ = ["DropUnreadLoopStates"]
@@ -49,28 +49,9 @@ class DropUnreadLoopStates(NodeLoweringPass[_Plan]):
         node, body, op = ctx.node, plan.body, ctx.before()
         kept = [k for k in range(len(node.inputs) - 2) if k not in plan.dropped]
         scans = range(len(kept) + len(plan.dropped), len(node.outputs))
-        states_in = [body.inputs[2 + k] for k in kept]
-        states_out = [body.outputs[1 + k] for k in kept]
-        scans_out = [body.outputs[1 + k] for k in scans]
-        head, cond = list(body.inputs[:2]), body.outputs[0]
-        body.inputs.clear()
-        body.inputs.extend([*head, *states_in])
-        body.outputs.clear()
-        body.outputs.extend([cond, *states_out, *scans_out])
-        remove_dead(body)
-        finals = []
-        for k in [*kept, *scans]:
-            final = ir.Value(name=ctx.names.fresh(f"{node.outputs[k].name or ctx.base}_loop"))
-            final.type, final.shape = node.outputs[k].type, node.outputs[k].shape
-            finals.append(final)
-        del node.attributes["body"]
-        op.Loop(
-            *node.inputs[:2], *(node.inputs[2 + k] for k in kept), body=body, _outputs=finals,
-            _name=node.name or ctx.names.fresh("Loop"), _doc_string=node.doc_string,
-        )  # fmt: skip
-        replaced: list[ir.Value | None] = [None] * len(node.outputs)
-        for k, final in zip([*kept, *scans], finals, strict=True):
-            replaced[k] = final
+        narrow_loop_body(body, kept, scans)
+        finals = loop_finals(ctx, [*kept, *scans])
+        replaced = narrowed_loop(ctx, op, body, kept, scans, finals)
         ctx.replace(replaced, rename=True)
 
 

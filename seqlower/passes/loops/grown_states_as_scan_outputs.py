@@ -22,7 +22,7 @@ import onnx_ir as ir
 from seqlower.passes._base import NodeLoweringPass, Rewrite, Site
 from seqlower.passes._emit import Emitter
 from seqlower.passes._ir import int_attr, is_onnx, loop_body
-from seqlower.passes._shared import remove_dead
+from seqlower.passes._shared import loop_finals, narrow_loop_body, narrowed_loop
 from seqlower.passes._types import TypeOracle
 
 __all__ = ["GrownStatesAsScanOutputs"]
@@ -64,25 +64,13 @@ class GrownStatesAsScanOutputs(NodeLoweringPass[_Plan]):
         kept = [k for k in range(carried) if k not in by_state]
         scans = list(range(carried, len(node.outputs)))
         _restate(ctx, plan, kept, scans)
-        finals = []
-        for k in [*kept, *scans]:
-            final = ir.Value(name=ctx.names.fresh(f"{node.outputs[k].name or ctx.base}_loop"))
-            final.type, final.shape = node.outputs[k].type, node.outputs[k].shape
-            finals.append(final)
+        finals = loop_finals(ctx, [*kept, *scans])
         stacked = []
         for g in plan.grown:
             value = ir.Value(name=ctx.names.fresh(f"{node.outputs[g.state].name}_rows"))
             value.type, value.shape = node.outputs[g.state].type, ir.Shape([None, *g.row])
             stacked.append(value)
-        del node.attributes["body"]
-        op.Loop(
-            *node.inputs[:2], *(node.inputs[2 + k] for k in kept), body=plan.body,
-            _outputs=[*finals, *stacked], _name=node.name or ctx.names.fresh("Loop"),
-            _doc_string=node.doc_string,
-        )  # fmt: skip
-        replaced: list[ir.Value | None] = [None] * len(node.outputs)
-        for k, final in zip([*kept, *scans], finals, strict=True):
-            replaced[k] = final
+        replaced = narrowed_loop(ctx, op, plan.body, kept, scans, [*finals, *stacked])
         for g, rows in zip(plan.grown, stacked, strict=True):
             initial = node.inputs[2 + g.state]
             assert initial is not None
@@ -109,14 +97,7 @@ def _restate(ctx: Rewrite, plan: _Plan, kept: list[int], scans: list[int]) -> No
         row.shape = g.row
         rows.append(row)
     body.extend(inside.nodes)
-    states_in = [body.inputs[2 + k] for k in kept]
-    outs = [body.outputs[1 + k] for k in [*kept, *scans]]
-    head, cond = list(body.inputs[:2]), body.outputs[0]
-    body.inputs.clear()
-    body.inputs.extend([*head, *states_in])
-    body.outputs.clear()
-    body.outputs.extend([cond, *outs, *rows])
-    remove_dead(body)
+    narrow_loop_body(body, kept, scans, rows)
 
 
 def _merged(op: Emitter, rows: ir.Value, axis: int, rank: int) -> ir.Value:
